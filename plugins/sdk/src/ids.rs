@@ -1,0 +1,22 @@
+//! Conversions between Kafka's topic ids and the contract's `uuid` record,
+//! and between Kafka's string type and Rust strings.
+
+use kafka_protocol::protocol::StrBytes;
+
+use crate::Uuid;
+
+/// The contract's uuid as the `kafka-protocol` type.
+pub fn to_kafka_uuid(id: Uuid) -> uuid::Uuid {
+    uuid::Uuid::from_u64_pair(id.high, id.low)
+}
+
+/// A `kafka-protocol` uuid as the contract's record.
+pub fn from_kafka_uuid(id: uuid::Uuid) -> Uuid {
+    let (high, low) = id.as_u64_pair();
+    Uuid { high, low }
+}
+
+/// A Kafka string from a Rust string.
+pub fn str_bytes(value: &str) -> StrBytes {
+    StrBytes::from_string(value.to_string())
+}

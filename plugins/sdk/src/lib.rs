@@ -1,0 +1,45 @@
+//! The guest SDK every Gregor handler plugin builds on.
+//!
+//! A handler is one Kafka ApiKey. It implements [`Handler`] (the exported
+//! `gregor:broker/handler` interface), describes itself with [`api_info`],
+//! turns the body into a typed request with [`decode`], asks the host's
+//! services (`log`, `metadata`, `authz`) for what it needs, and answers with
+//! [`respond`]. Everything here is shared so that each handler crate reads
+//! like Kafka's `handleXxxRequest` and nothing else.
+
+pub mod authorize;
+pub mod codec;
+pub mod ids;
+
+/// Bindings generated from the `kafka-handler` world in `wit/`.
+pub mod bindings {
+    wit_bindgen::generate!({
+        path: "../../wit",
+        world: "kafka-handler",
+        pub_export_macro: true,
+        export_macro_name: "export_handler",
+        default_bindings_module: "gregor_sdk::bindings",
+    });
+}
+
+pub use bindings::exports::gregor::broker::handler::Guest as Handler;
+pub use bindings::gregor::broker::types::{ApiInfo, KafkaError, Outcome, RequestContext, Uuid};
+pub use bindings::gregor::broker::{authz, log, logging, metadata};
+pub use bindings::export_handler;
+pub use codec::{api_info, decode, respond};
+pub use kafka_protocol;
+pub use uuid;
+pub use kafka_protocol::error::ResponseError;
+
+/// Kafka's "no error" code.
+pub const NONE: i16 = 0;
+
+/// Writes a line into the broker's log, tagged with this module.
+pub fn log_info(message: &str) {
+    logging::log(logging::Level::Info, message);
+}
+
+/// Writes a warning into the broker's log, tagged with this module.
+pub fn log_warn(message: &str) {
+    logging::log(logging::Level::Warn, message);
+}
