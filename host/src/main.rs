@@ -1,1 +1,252 @@
-fn main() {}
+//! `gregor`: a Kafka-compatible broker whose request handlers are
+//! WebAssembly components.
+//!
+//! `gregor serve [--config server.properties] [--set key=value]...` starts
+//! the broker: it opens storage, loads every module of the plugin
+//! directory, binds the listeners and serves until SIGTERM or Ctrl-C, then
+//! drains in-flight requests and flushes the logs.
+
+mod apis;
+mod broker;
+mod channel;
+mod config;
+mod log;
+mod metadata;
+mod network;
+mod plugins;
+mod replica;
+mod security;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use tokio::sync::watch;
+use tracing::{error, info, warn};
+
+use crate::apis::KafkaApis;
+use crate::broker::{AdvertisedListener, Broker};
+use crate::channel::RequestChannel;
+use crate::config::BrokerConfig;
+use crate::network::connection::ConnectionContext;
+use crate::network::listener;
+use crate::plugins::engine::{build_engine, start_epoch_ticker};
+use crate::plugins::handler::InstanceLimits;
+use crate::plugins::loader::{Loaded, Loader};
+
+const USAGE: &str = "usage: gregor serve [--config FILE] [--set key=value]...";
+
+/// How long shutdown waits for in-flight requests.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let config = match parse_args(&args) {
+        Ok(Some(config)) => config,
+        Ok(None) => {
+            println!("{USAGE}");
+            return ExitCode::SUCCESS;
+        }
+        Err(error) => {
+            eprintln!("gregor: {error:#}\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    init_tracing();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("gregor: cannot start the runtime: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(serve(config)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            error!("gregor failed: {error:#}");
+            eprintln!("gregor: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn parse_args(args: &[String]) -> Result<Option<BrokerConfig>> {
+    let mut iter = args.iter();
+    match iter.next().map(String::as_str) {
+        Some("serve") => {}
+        Some("--help" | "-h" | "help") | None => return Ok(None),
+        Some(other) => bail!("unknown command {other:?}"),
+    }
+    let mut file: Option<PathBuf> = None;
+    let mut overrides = Vec::new();
+    while let Some(arg) = iter.next() {
+        match arg.as_str() {
+            "--config" => file = Some(PathBuf::from(iter.next().context("--config needs a file")?)),
+            "--set" => overrides.push(iter.next().context("--set needs key=value")?.clone()),
+            other => bail!("unknown argument {other:?}"),
+        }
+    }
+    let mut config = match file {
+        Some(path) => BrokerConfig::from_file(&path)?,
+        None => BrokerConfig::default(),
+    };
+    for pair in overrides {
+        config.set_pair(&pair)?;
+    }
+    config.validate()?;
+    Ok(Some(config))
+}
+
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("GREGOR_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .init();
+}
+
+async fn serve(config: BrokerConfig) -> Result<()> {
+    let started = Instant::now();
+    let config = Arc::new(config);
+    let broker = Arc::new(Broker::open(Arc::clone(&config))?);
+
+    let limits = InstanceLimits {
+        memory_max: config.plugin_memory_max_bytes()?,
+        recycle_memory: config.plugin_memory_max_bytes()? / 2,
+        call_timeout: Duration::from_millis(config.plugin_call_timeout_ms()?),
+        max_calls: config.plugin_instance_max_calls()?,
+    };
+    let engine = build_engine(limits.memory_max)?;
+    start_epoch_ticker(engine.clone())?;
+    let loader = Loader::new(engine, &config.plugin_cache_dir(), limits)?;
+    load_plugins(&loader, &broker).await?;
+
+    let mut bound = Vec::new();
+    let mut advertised = Vec::new();
+    for spec in config.listeners()? {
+        let listener = listener::bind(&spec).await?;
+        let port = listener.listener.local_addr()?.port();
+        advertised.push(AdvertisedListener {
+            name: spec.name.clone(),
+            host: advertised_host(&spec.host),
+            port,
+        });
+        bound.push(listener);
+    }
+    broker.set_advertised(advertised.clone());
+
+    let channel = RequestChannel::new(config.queued_max_requests()?);
+    let apis = Arc::new(KafkaApis::new(Arc::clone(&broker)));
+    let workers = apis::spawn_workers(config.io_threads()?, &channel, apis);
+    let ctx = Arc::new(ConnectionContext {
+        registry: Arc::clone(&broker.registry),
+        channel: channel.clone(),
+        max_request_bytes: config.socket_request_max_bytes()?,
+    });
+    let (stop, stopped) = watch::channel(false);
+    let listeners: Vec<_> = bound
+        .into_iter()
+        .map(|bound| tokio::spawn(listener::accept_loop(bound, Arc::clone(&ctx), stopped.clone())))
+        .collect();
+    let addresses: Vec<String> = advertised
+        .iter()
+        .map(|l| format!("{}://{}:{}", l.name, l.host, l.port))
+        .collect();
+    info!(
+        listeners = %addresses.join(","),
+        startup_ms = started.elapsed().as_millis() as u64,
+        "gregor started"
+    );
+
+    wait_for_signal().await;
+    info!("shutting down: draining in-flight requests");
+    let _ = stop.send(true);
+    for listener in listeners {
+        let _ = listener.await;
+    }
+    channel.close();
+    let drained = tokio::time::timeout(DRAIN_TIMEOUT, futures_util::future::join_all(workers)).await;
+    if drained.is_err() {
+        warn!("in-flight requests did not finish within {DRAIN_TIMEOUT:?}");
+    }
+    broker.flush()?;
+    info!("gregor stopped");
+    Ok(())
+}
+
+/// Loads every module in the plugin directory (compiling in parallel) and
+/// activates the configured authorizer.
+async fn load_plugins(loader: &Loader, broker: &Arc<Broker>) -> Result<()> {
+    let dir = broker.config.plugin_dir();
+    let files = Loader::module_files(&dir)?;
+    let results = futures_util::future::join_all(files.iter().map(|path| loader.load_file(path, broker))).await;
+    for (path, result) in files.iter().zip(results) {
+        match result {
+            Ok(Loaded::Handler(handler)) => {
+                let handler = Arc::new(handler);
+                let key = handler.info().api_key;
+                if let Some(existing) = broker.registry.handler(key) {
+                    error!(
+                        module = %path.display(),
+                        api_key = key,
+                        "refused: api key already served by {}",
+                        existing.source().path.display()
+                    );
+                    continue;
+                }
+                broker.registry.install(handler);
+            }
+            Ok(Loaded::Authorizer(authorizer)) => {
+                let name = authorizer.source().name.to_string();
+                broker.registry.install_authorizer(&name, Arc::new(authorizer));
+            }
+            Err(error) => error!(module = %path.display(), "refused module: {error:#}"),
+        }
+    }
+    if broker.registry.handlers().is_empty() {
+        bail!("no handler modules could be loaded from {}", dir.display());
+    }
+    if let Some(name) = broker.config.authorizer() {
+        let Some(authorizer) = broker.registry.authorizer(name) else {
+            bail!("authorizer {name:?} is not among the loaded modules of {}", dir.display());
+        };
+        broker.authorization.set_active(Some(authorizer));
+        info!(authorizer = name, "authorizer active");
+    }
+    Ok(())
+}
+
+/// The host clients should use: a wildcard bind advertises loopback.
+fn advertised_host(bind_host: &str) -> String {
+    match bind_host {
+        "0.0.0.0" | "::" | "" => "127.0.0.1".to_string(),
+        other => other.to_string(),
+    }
+}
+
+async fn wait_for_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(term) => term,
+            Err(error) => {
+                warn!("cannot listen for SIGTERM: {error}");
+                let _ = ctrl_c.await;
+                return;
+            }
+        };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = ctrl_c.await;
+    }
+}

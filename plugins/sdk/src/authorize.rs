@@ -3,6 +3,9 @@
 
 use crate::authz::{self, Action, Operation, ResourceType};
 
+/// The name of the one Cluster resource, as Kafka's `CLUSTER_NAME`.
+pub const CLUSTER_NAME: &str = "kafka-cluster";
+
 /// Is `operation` on the named resource allowed for this request's principal?
 pub fn is_allowed(operation: Operation, resource_type: ResourceType, name: &str) -> bool {
     let answers = authz::authorize(&[Action {
@@ -41,5 +44,86 @@ pub fn allowed_names<'a>(
 
 /// Is a cluster-level operation allowed?
 pub fn cluster_allowed(operation: Operation) -> bool {
-    is_allowed(operation, ResourceType::Cluster, "kafka-cluster")
+    is_allowed(operation, ResourceType::Cluster, CLUSTER_NAME)
+}
+
+/// Kafka's `AclOperation` code, the bit an operation sets in an
+/// authorized-operations field (Metadata, DescribeCluster, DescribeGroups).
+pub fn operation_code(operation: Operation) -> u8 {
+    match operation {
+        Operation::Any => 1,
+        Operation::All => 2,
+        Operation::Read => 3,
+        Operation::Write => 4,
+        Operation::Create => 5,
+        Operation::Delete => 6,
+        Operation::Alter => 7,
+        Operation::Describe => 8,
+        Operation::ClusterAction => 9,
+        Operation::DescribeConfigs => 10,
+        Operation::AlterConfigs => 11,
+        Operation::IdempotentWrite => 12,
+        Operation::CreateTokens => 13,
+        Operation::DescribeTokens => 14,
+    }
+}
+
+/// The operations that apply to a resource type, as Kafka's
+/// `AclEntry.supportedOperations` lists them.
+pub fn supported_operations(resource_type: ResourceType) -> &'static [Operation] {
+    use Operation::*;
+    match resource_type {
+        ResourceType::Topic => &[
+            Read,
+            Write,
+            Create,
+            Describe,
+            Delete,
+            Alter,
+            DescribeConfigs,
+            AlterConfigs,
+        ],
+        ResourceType::Group => &[Read, Describe, Delete, DescribeConfigs, AlterConfigs],
+        ResourceType::Cluster => &[
+            Create,
+            ClusterAction,
+            DescribeConfigs,
+            AlterConfigs,
+            IdempotentWrite,
+            Alter,
+            Describe,
+        ],
+        ResourceType::TransactionalId => &[Describe, Write],
+        ResourceType::DelegationToken => &[Describe],
+        ResourceType::User => &[CreateTokens, DescribeTokens],
+        ResourceType::Any => &[],
+    }
+}
+
+/// Kafka's authorized-operations bitfield (`AuthHelper.authorizedOperations`)
+/// for each named resource, in order: bit `1 << code` is set for every
+/// operation that applies to the resource type and is allowed. All names are
+/// asked in one batch.
+pub fn authorized_operations(resource_type: ResourceType, names: &[&str]) -> Vec<i32> {
+    let operations = supported_operations(resource_type);
+    let actions: Vec<Action> = names
+        .iter()
+        .flat_map(|name| {
+            operations.iter().map(move |&operation| Action {
+                operation,
+                resource_type,
+                resource_name: name.to_string(),
+            })
+        })
+        .collect();
+    let answers = authz::authorize(&actions);
+    (0..names.len())
+        .map(|i| {
+            operations
+                .iter()
+                .enumerate()
+                .filter(|(j, _)| answers.get(i * operations.len() + j).copied() == Some(true))
+                .fold(0i32, |bits, (_, &operation)| bits | 1 << operation_code(operation))
+        })
+        .collect()
 }

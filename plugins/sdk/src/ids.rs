@@ -1,5 +1,5 @@
 //! Conversions between Kafka's topic ids and the contract's `uuid` record,
-//! and between Kafka's string type and Rust strings.
+//! between Kafka's string type and Rust strings, and a topic's name by id.
 
 use kafka_protocol::protocol::StrBytes;
 
@@ -19,4 +19,11 @@ pub fn from_kafka_uuid(id: uuid::Uuid) -> Uuid {
 /// A Kafka string from a Rust string.
 pub fn str_bytes(value: &str) -> StrBytes {
     StrBytes::from_string(value.to_string())
+}
+
+/// The name of the topic with this id, for requests that name topics by id
+/// (KIP-516: Fetch v13+, Produce v13+); none if no topic has the id, which
+/// Kafka answers with UNKNOWN_TOPIC_ID.
+pub fn topic_name_by_id(id: uuid::Uuid) -> Option<String> {
+    crate::metadata::topic_by_id(from_kafka_uuid(id)).map(|topic| topic.name)
 }

@@ -9,6 +9,7 @@
 
 pub mod authorize;
 pub mod codec;
+pub mod configs;
 pub mod ids;
 
 /// Bindings generated from the `kafka-handler` world in `wit/`.
@@ -24,7 +25,13 @@ pub mod bindings {
 
 pub use bindings::exports::gregor::broker::handler::Guest as Handler;
 pub use bindings::gregor::broker::types::{ApiInfo, KafkaError, Outcome, RequestContext, Uuid};
-pub use bindings::gregor::broker::{authz, log, logging, metadata};
+pub use bindings::gregor::broker::{log, logging, metadata};
+
+/// Authorization: the `authz` import and the vocabulary it speaks.
+pub mod authz {
+    pub use crate::bindings::gregor::broker::authz::*;
+    pub use crate::bindings::gregor::broker::types::{Action, Operation, ResourceType};
+}
 pub use bindings::export_handler;
 pub use codec::{api_info, decode, respond};
 pub use kafka_protocol;

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Installs what Gregor's build and tests need on a fresh Debian bookworm
+# machine (run as root). Idempotent: a second run changes nothing.
+#
+# - build-essential, pkg-config, python3: rdkafka-sys builds the bundled
+#   librdkafka from source (its configure script, make, a C compiler; python3
+#   generates the linker script). cmake for crates built with CMake (and
+#   rdkafka's cmake-build feature).
+# - zlib1g-dev: librdkafka's compression (rdkafka's default `libz` feature).
+# - libssl-dev: for crates that link OpenSSL (TLS listeners, rdkafka's `ssl`
+#   feature); librdkafka itself is built without SSL by default.
+# - kcat: the kcat integration tests (tests/tests/kcat.rs).
+# - curl, ca-certificates, git: general tooling.
+# - wasm32-wasip2: the target the handler plugins are built for.
+set -euo pipefail
+
+packages=(
+    build-essential
+    ca-certificates
+    cmake
+    curl
+    git
+    kcat
+    libssl-dev
+    pkg-config
+    python3
+    zlib1g-dev
+)
+
+missing=()
+for pkg in "${packages[@]}"; do
+    if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q '^install ok installed$'; then
+        missing+=("$pkg")
+    fi
+done
+
+if ((${#missing[@]} > 0)); then
+    echo "deps.sh: installing ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update
+    apt-get install -y --no-install-recommends "${missing[@]}"
+else
+    echo "deps.sh: Debian packages already installed"
+fi
+
+if ! command -v rustup >/dev/null 2>&1; then
+    echo "deps.sh: rustup not found; the machine's Rust toolchain is expected" >&2
+    exit 1
+fi
+if rustup target list --installed | grep -qx 'wasm32-wasip2'; then
+    echo "deps.sh: wasm32-wasip2 already installed"
+else
+    rustup target add wasm32-wasip2
+fi
+
+kcat -V >/dev/null 2>&1 || { echo "deps.sh: kcat does not run" >&2; exit 1; }
+echo "deps.sh: done"

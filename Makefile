@@ -1,0 +1,54 @@
+# Gregor: `make run` starts a broker on 127.0.0.1:9092, `make test` runs every test.
+
+CARGO      ?= cargo
+TARGET_DIR ?= $(or $(CARGO_TARGET_DIR),target)
+PLUGIN_DIR ?= build/plugins
+DATA_DIR   ?= data
+GREGOR_BIN := $(TARGET_DIR)/release/gregor
+
+# Every handler module plus the default authorizer, one crate each.
+PLUGINS := api_versions metadata produce fetch list_offsets create_topics delete_topics authorizer_acl
+PLUGIN_WASM := $(addprefix $(TARGET_DIR)/wasm32-wasip2/plugin/,$(addsuffix .wasm,$(PLUGINS)))
+
+export GREGOR_BIN
+export GREGOR_PLUGIN_DIR := $(abspath $(PLUGIN_DIR))
+
+.PHONY: all build host plugins wasm-target test-deps run test unit-test integration-test lint fmt
+
+all: build
+
+build: host plugins
+
+wasm-target:
+	@rustup target list --installed | grep -qx wasm32-wasip2 || rustup target add wasm32-wasip2
+
+host:
+	$(CARGO) build --release -p gregor
+
+plugins: wasm-target
+	$(CARGO) build --profile plugin --target wasm32-wasip2 $(addprefix -p ,$(PLUGINS))
+	mkdir -p $(PLUGIN_DIR)
+	cp $(PLUGIN_WASM) $(PLUGIN_DIR)/
+
+run: build
+	$(GREGOR_BIN) serve --set listeners=PLAINTEXT://127.0.0.1:9092 --set log.dirs=$(DATA_DIR) --set plugin.dir=$(PLUGIN_DIR)
+
+# Client tools the integration tests drive (kcat, librdkafka's build deps).
+test-deps:
+	@command -v kcat >/dev/null && command -v cmake >/dev/null || bash .ci/deps.sh
+
+test: test-deps build unit-test integration-test
+
+unit-test:
+	$(CARGO) test --release -p gregor -p gregor-sdk $(addprefix -p ,$(PLUGINS))
+
+integration-test:
+	$(CARGO) test --release -p gregor-tests
+
+lint:
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --release -p gregor -p gregor-tests -- -D warnings
+	$(CARGO) clippy --profile plugin --target wasm32-wasip2 -p gregor-sdk $(addprefix -p ,$(PLUGINS)) -- -D warnings
+
+fmt:
+	$(CARGO) fmt --all

@@ -1,0 +1,138 @@
+//! The KafkaApis of Gregor: handler workers take requests from the
+//! request channel and route each to the module serving its ApiKey.
+//!
+//! Each worker keeps up to `REQUESTS_PER_WORKER` requests in progress, so
+//! a request whose guest is suspended in a host call (a long-poll fetch
+//! waiting for data) never holds a worker: the worker goes on with other
+//! requests while it waits, as Kafka parks such requests in purgatory.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use futures_util::stream::{FuturesUnordered, StreamExt};
+use tokio::task::JoinHandle;
+use tracing::{debug, warn};
+
+use crate::broker::Broker;
+use crate::channel::{Request, RequestChannel, Response, Route};
+use crate::network::header::encode_response;
+use crate::plugins::bindings::{Outcome, RequestContext};
+
+/// Requests one worker keeps in progress at once.
+const REQUESTS_PER_WORKER: usize = 256;
+
+/// Kafka's UNSUPPORTED_VERSION error code.
+const UNSUPPORTED_VERSION: i16 = 35;
+
+pub struct KafkaApis {
+    broker: Arc<Broker>,
+}
+
+impl KafkaApis {
+    pub fn new(broker: Arc<Broker>) -> Self {
+        Self { broker }
+    }
+
+    /// Handles one request and hands the response back to its connection.
+    pub async fn handle(&self, mut request: Request) {
+        request.timings.dequeued = Some(Instant::now());
+        let response = match &request.route {
+            Route::UnsupportedApiVersions => Response::Send(encode_response(
+                request.header.correlation_id,
+                false,
+                &self.unsupported_api_versions_body(),
+            )),
+            Route::Handler(handler) => {
+                let ctx = RequestContext {
+                    api_key: request.header.api_key,
+                    api_version: request.header.api_version,
+                    correlation_id: request.header.correlation_id,
+                    client_id: request.header.client_id.clone(),
+                    principal: request.session.principal.clone(),
+                    client_host: request.session.client_host.clone(),
+                    listener: request.session.listener.clone(),
+                    security_protocol: request.session.security_protocol.clone(),
+                };
+                match handler.call(&self.broker, &request.session, ctx, &request.body).await {
+                    Ok(Outcome::Respond(body)) => Response::Send(encode_response(
+                        request.header.correlation_id,
+                        request.flexible_response,
+                        &body,
+                    )),
+                    Ok(Outcome::NoResponse) => Response::NoResponse,
+                    Ok(Outcome::CloseConnection) => Response::Close,
+                    Err(error) => {
+                        // Without the message schema the host cannot build a
+                        // typed error response, so the client gets a closed
+                        // connection (it reconnects and retries).
+                        warn!(
+                            plugin = %handler.source().name,
+                            api_key = request.header.api_key,
+                            api_version = request.header.api_version,
+                            correlation_id = request.header.correlation_id,
+                            "handler failed, closing the connection: {error}"
+                        );
+                        Response::Close
+                    }
+                }
+            }
+        };
+        let handled = Instant::now();
+        request.timings.handled = Some(handled);
+        debug!(
+            api_key = request.header.api_key,
+            api_version = request.header.api_version,
+            correlation_id = request.header.correlation_id,
+            client_id = request.header.client_id.as_deref().unwrap_or(""),
+            principal = %request.session.principal,
+            total_us = handled.duration_since(request.timings.received).as_micros() as u64,
+            "request completed"
+        );
+        // The connection may be gone; then there is nobody to answer.
+        let _ = request.reply.send((response, request.timings));
+    }
+
+    /// ApiVersions v0 with UNSUPPORTED_VERSION and the served APIs, so an
+    /// old or new client can pick a version it shares with us.
+    fn unsupported_api_versions_body(&self) -> Vec<u8> {
+        let apis = self.broker.registry.supported_apis();
+        let mut body = Vec::with_capacity(6 + apis.len() * 6);
+        body.extend_from_slice(&UNSUPPORTED_VERSION.to_be_bytes());
+        body.extend_from_slice(&(apis.len() as i32).to_be_bytes());
+        for api in apis {
+            body.extend_from_slice(&api.api_key.to_be_bytes());
+            body.extend_from_slice(&api.min_version.to_be_bytes());
+            body.extend_from_slice(&api.max_version.to_be_bytes());
+        }
+        body
+    }
+}
+
+/// Starts `count` handler workers on the channel. They stop once the
+/// channel is closed and every request they hold is answered.
+pub fn spawn_workers(count: usize, channel: &RequestChannel, apis: Arc<KafkaApis>) -> Vec<JoinHandle<()>> {
+    (0..count)
+        .map(|_| {
+            let receiver = channel.receiver();
+            let apis = Arc::clone(&apis);
+            tokio::spawn(async move {
+                let mut in_progress = FuturesUnordered::new();
+                let mut open = true;
+                while open || !in_progress.is_empty() {
+                    tokio::select! {
+                        Some(()) = in_progress.next(), if !in_progress.is_empty() => {}
+                        received = receiver.recv(), if open && in_progress.len() < REQUESTS_PER_WORKER => {
+                            match received {
+                                Ok(request) => {
+                                    let apis = Arc::clone(&apis);
+                                    in_progress.push(async move { apis.handle(request).await });
+                                }
+                                Err(_) => open = false,
+                            }
+                        }
+                    }
+                }
+            })
+        })
+        .collect()
+}

@@ -1,0 +1,152 @@
+//! The broker's services in one place: what the WIT imports call into,
+//! like the components Kafka hands to KafkaApis (ReplicaManager,
+//! MetadataCache, AdminManager, the authorizer) plus the plugin registry.
+
+use std::path::Path;
+use std::sync::{Arc, RwLock};
+
+use anyhow::{Context, Result};
+
+use crate::config::BrokerConfig;
+use crate::log::manager::LogManager;
+use crate::log::LogStore;
+use crate::metadata::store::MetadataStore;
+use crate::metadata::topics::TopicManager;
+use crate::plugins::registry::Registry;
+use crate::replica::ReplicaManager;
+use crate::security::acl_store::AclStore;
+use crate::security::authorization::Authorization;
+
+/// A listener as clients should reach it (the bound port, not port 0).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AdvertisedListener {
+    pub name: String,
+    pub host: String,
+    pub port: u16,
+}
+
+pub struct Broker {
+    pub config: Arc<BrokerConfig>,
+    pub node_id: i32,
+    pub cluster_id: String,
+    advertised: RwLock<Vec<AdvertisedListener>>,
+    pub logs: Arc<dyn LogStore>,
+    pub topics: TopicManager,
+    pub replica: ReplicaManager,
+    pub registry: Arc<Registry>,
+    pub acls: Arc<AclStore>,
+    pub authorization: Authorization,
+}
+
+impl Broker {
+    /// Opens (and recovers) storage under the log dir.
+    pub fn open(config: Arc<BrokerConfig>) -> Result<Self> {
+        let log_dir = config.log_dir();
+        std::fs::create_dir_all(&log_dir)
+            .with_context(|| format!("creating log dir {}", log_dir.display()))?;
+        let node_id = config.node_id()?;
+        let cluster_id = load_or_create_cluster_id(&log_dir, node_id)?;
+        let logs: Arc<dyn LogStore> = Arc::new(
+            LogManager::open(&log_dir.join("partitions"))
+                .map_err(|error| anyhow::anyhow!("{error}"))
+                .context("opening partition logs")?,
+        );
+        let store = MetadataStore::open(&log_dir.join("metadata"))
+            .map_err(|error| anyhow::anyhow!("{error}"))
+            .context("opening the metadata store")?;
+        let topics = TopicManager::open(Arc::clone(&config), Arc::clone(&logs), store)?;
+        Ok(Self {
+            node_id,
+            cluster_id,
+            advertised: RwLock::new(Vec::new()),
+            replica: ReplicaManager::new(Arc::clone(&logs)),
+            logs,
+            topics,
+            registry: Arc::new(Registry::default()),
+            acls: Arc::new(AclStore::default()),
+            authorization: Authorization::default(),
+            config,
+        })
+    }
+
+    pub fn set_advertised(&self, listeners: Vec<AdvertisedListener>) {
+        match self.advertised.write() {
+            Ok(mut guard) => *guard = listeners,
+            Err(poisoned) => *poisoned.into_inner() = listeners,
+        }
+    }
+
+    /// The address clients of `listener` should use for this broker.
+    pub fn advertised_for(&self, listener: &str) -> Option<AdvertisedListener> {
+        let advertised = match self.advertised.read() {
+            Ok(guard) => guard,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        advertised
+            .iter()
+            .find(|candidate| candidate.name == listener)
+            .or_else(|| advertised.first())
+            .cloned()
+    }
+
+    /// Flushes every log (clean shutdown).
+    pub fn flush(&self) -> Result<()> {
+        self.logs
+            .flush()
+            .map_err(|error| anyhow::anyhow!("{error}"))
+            .context("flushing logs")
+    }
+}
+
+/// Kafka keeps `cluster.id` in `meta.properties`; so do we.
+fn load_or_create_cluster_id(log_dir: &Path, node_id: i32) -> Result<String> {
+    let path = log_dir.join("meta.properties");
+    if let Ok(text) = std::fs::read_to_string(&path) {
+        if let Some(id) = text
+            .lines()
+            .find_map(|line| line.strip_prefix("cluster.id="))
+            .map(str::trim)
+            .filter(|id| !id.is_empty())
+        {
+            return Ok(id.to_string());
+        }
+    }
+    let mut bytes = [0u8; 16];
+    getrandom::fill(&mut bytes).map_err(|error| anyhow::anyhow!("no randomness: {error}"))?;
+    let id = base64_url(&bytes);
+    let text = format!("version=1\ncluster.id={id}\nnode.id={node_id}\n");
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, text).with_context(|| format!("writing {}", tmp.display()))?;
+    std::fs::rename(&tmp, &path).with_context(|| format!("writing {}", path.display()))?;
+    Ok(id)
+}
+
+/// Kafka cluster ids are 16 random bytes in URL-safe base64 without padding.
+fn base64_url(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let mut out = String::new();
+    for chunk in bytes.chunks(3) {
+        let b = [chunk[0], *chunk.get(1).unwrap_or(&0), *chunk.get(2).unwrap_or(&0)];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        let chars = chunk.len() + 1;
+        for i in 0..chars {
+            out.push(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize] as char);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cluster_ids_look_like_kafkas() {
+        let id = base64_url(&[0xff; 16]);
+        assert_eq!(id.len(), 22);
+        assert!(id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_'));
+        let dir = tempfile::tempdir().unwrap();
+        let first = load_or_create_cluster_id(dir.path(), 1).unwrap();
+        assert_eq!(first, load_or_create_cluster_id(dir.path(), 1).unwrap());
+    }
+}

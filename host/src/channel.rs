@@ -1,0 +1,98 @@
+//! The request channel between the network layer and the handler workers,
+//! Kafka's RequestChannel: a bounded queue of parsed requests, each with
+//! the connection's session, the handler version it was routed to and the
+//! timestamps Kafka's request metrics are made of. The connection task
+//! waits for the response of one request before it reads the next, so
+//! responses leave in request order.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::Bytes;
+use tokio::sync::oneshot;
+
+use crate::network::header::RequestHeader;
+use crate::plugins::handler::LoadedHandler;
+
+/// Who is on the other end of a connection.
+#[derive(Debug, Clone)]
+pub struct Session {
+    pub connection_id: u64,
+    pub principal: String,
+    pub client_host: String,
+    pub listener: String,
+    pub security_protocol: String,
+}
+
+/// Where a parsed request goes.
+pub enum Route {
+    /// To the module serving its ApiKey; the request keeps this version of
+    /// the module even if a new one is loaded meanwhile.
+    Handler(Arc<LoadedHandler>),
+    /// An ApiVersions request newer than we serve: answered by the host
+    /// with a v0 error response listing what we do serve.
+    UnsupportedApiVersions,
+}
+
+/// What the connection does once the request is handled.
+#[derive(Debug)]
+pub enum Response {
+    /// Write this whole frame (size prefix included).
+    Send(Vec<u8>),
+    /// Write nothing (acks=0 Produce).
+    NoResponse,
+    /// Close the connection.
+    Close,
+}
+
+/// Timestamps along the request path (RequestQueueTime, LocalTime, ...).
+#[derive(Debug, Clone, Copy)]
+pub struct Timings {
+    pub received: Instant,
+    pub dequeued: Option<Instant>,
+    pub handled: Option<Instant>,
+}
+
+pub struct Request {
+    pub header: RequestHeader,
+    pub body: Bytes,
+    pub session: Arc<Session>,
+    pub route: Route,
+    pub flexible_response: bool,
+    pub timings: Timings,
+    pub reply: oneshot::Sender<(Response, Timings)>,
+}
+
+/// A bounded multi-consumer queue of requests.
+#[derive(Clone)]
+pub struct RequestChannel {
+    sender: async_channel::Sender<Request>,
+    receiver: async_channel::Receiver<Request>,
+}
+
+impl RequestChannel {
+    pub fn new(capacity: usize) -> Self {
+        let (sender, receiver) = async_channel::bounded(capacity);
+        Self { sender, receiver }
+    }
+
+    /// Enqueues a request, waiting while the queue is full (back pressure
+    /// on that connection only). Fails once the channel is closed.
+    pub async fn send(&self, request: Request) -> Result<(), Request> {
+        self.sender.send(request).await.map_err(|error| error.0)
+    }
+
+    pub fn receiver(&self) -> async_channel::Receiver<Request> {
+        self.receiver.clone()
+    }
+
+    /// Requests waiting for a worker.
+    pub fn queue_size(&self) -> usize {
+        self.sender.len()
+    }
+
+    /// Stops accepting requests (shutdown).
+    pub fn close(&self) {
+        self.sender.close();
+    }
+}

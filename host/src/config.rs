@@ -1,0 +1,295 @@
+//! Broker configuration with Kafka's property names.
+//!
+//! Values come from an optional `server.properties`-style file and
+//! `--set key=value` overrides. Everything is kept as text, like Kafka's
+//! `KafkaConfig` originals, so that handlers can read any broker config by
+//! name (`metadata.broker-config`); the typed accessors below give the
+//! values the host itself acts on, with Kafka's defaults.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+
+/// Broker properties by Kafka name.
+#[derive(Debug, Clone, Default)]
+pub struct BrokerConfig {
+    props: BTreeMap<String, String>,
+}
+
+/// A listener parsed from `listeners`, e.g. `PLAINTEXT://127.0.0.1:9092`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListenerSpec {
+    pub name: String,
+    pub host: String,
+    pub port: u16,
+}
+
+/// Defaults the broker uses when a property is not set.
+const DEFAULTS: &[(&str, &str)] = &[
+    ("listeners", "PLAINTEXT://127.0.0.1:9092"),
+    ("log.dirs", "./data"),
+    ("plugin.dir", "./build/plugins"),
+    ("node.id", "1"),
+    ("num.partitions", "1"),
+    ("default.replication.factor", "1"),
+    ("auto.create.topics.enable", "true"),
+    ("socket.request.max.bytes", "104857600"),
+    ("message.max.bytes", "1048588"),
+    ("log.segment.bytes", "1073741824"),
+    ("log.message.timestamp.type", "CreateTime"),
+    ("log.cleanup.policy", "delete"),
+    ("log.retention.ms", "604800000"),
+    ("log.retention.bytes", "-1"),
+    ("log.segment.ms", "604800000"),
+    ("min.insync.replicas", "1"),
+    ("queued.max.requests", "500"),
+    ("num.io.threads", "8"),
+    ("plugin.call.timeout.ms", "5000"),
+    ("plugin.memory.max.bytes", "67108864"),
+    ("plugin.instance.max.calls", "100000"),
+    ("allow.everyone.if.no.acl.found", "false"),
+    ("super.users", ""),
+    ("authorizer", ""),
+];
+
+impl BrokerConfig {
+    /// Reads a properties file: `key=value` lines, `#` or `!` comments.
+    pub fn from_file(path: &Path) -> Result<Self> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("reading config file {}", path.display()))?;
+        let mut config = Self::default();
+        for (number, line) in text.lines().enumerate() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') || line.starts_with('!') {
+                continue;
+            }
+            config
+                .set_pair(line)
+                .with_context(|| format!("{}:{}", path.display(), number + 1))?;
+        }
+        Ok(config)
+    }
+
+    /// Applies one `key=value` override.
+    pub fn set_pair(&mut self, pair: &str) -> Result<()> {
+        let Some((key, value)) = pair.split_once('=') else {
+            bail!("expected key=value, got {pair:?}");
+        };
+        let key = key.trim();
+        if key.is_empty() {
+            bail!("empty config name in {pair:?}");
+        }
+        self.props.insert(key.to_string(), value.trim().to_string());
+        Ok(())
+    }
+
+    /// The value of a property, falling back to the broker's default.
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.props.get(name).map(String::as_str).or_else(|| {
+            DEFAULTS
+                .iter()
+                .find(|(key, _)| *key == name)
+                .map(|(_, value)| *value)
+        })
+    }
+
+    /// The value only if it was set explicitly (file or override).
+    pub fn explicit(&self, name: &str) -> Option<&str> {
+        self.props.get(name).map(String::as_str)
+    }
+
+    fn parsed<T: std::str::FromStr>(&self, name: &str) -> Result<T> {
+        let raw = self.get(name).unwrap_or_default();
+        raw.parse()
+            .map_err(|_| anyhow::anyhow!("invalid value {raw:?} for {name}"))
+    }
+
+    fn flag(&self, name: &str) -> Result<bool> {
+        match self.get(name).unwrap_or_default() {
+            "true" => Ok(true),
+            "false" => Ok(false),
+            other => bail!("invalid value {other:?} for {name}: expected true or false"),
+        }
+    }
+
+    /// Checks every value the host acts on, so a bad config fails at start.
+    pub fn validate(&self) -> Result<()> {
+        self.listeners()?;
+        self.node_id()?;
+        self.num_partitions()?;
+        self.auto_create_topics()?;
+        self.socket_request_max_bytes()?;
+        self.message_max_bytes()?;
+        self.segment_bytes()?;
+        self.queued_max_requests()?;
+        self.io_threads()?;
+        self.plugin_call_timeout_ms()?;
+        self.plugin_memory_max_bytes()?;
+        self.plugin_instance_max_calls()?;
+        Ok(())
+    }
+
+    pub fn listeners(&self) -> Result<Vec<ListenerSpec>> {
+        let raw = self.get("listeners").unwrap_or_default();
+        let mut listeners = Vec::new();
+        for item in raw.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            listeners.push(parse_listener(item)?);
+        }
+        if listeners.is_empty() {
+            bail!("listeners is empty");
+        }
+        Ok(listeners)
+    }
+
+    pub fn node_id(&self) -> Result<i32> {
+        self.parsed("node.id")
+    }
+
+    /// The first of `log.dirs` (several directories come with the storage issue).
+    pub fn log_dir(&self) -> PathBuf {
+        let raw = self
+            .get("log.dirs")
+            .or_else(|| self.get("log.dir"))
+            .unwrap_or("./data");
+        PathBuf::from(raw.split(',').next().unwrap_or(raw).trim())
+    }
+
+    pub fn plugin_dir(&self) -> PathBuf {
+        PathBuf::from(self.get("plugin.dir").unwrap_or("./build/plugins"))
+    }
+
+    /// Where compiled components are cached: `plugin.cache.dir`, else
+    /// `$GREGOR_CACHE_DIR`, else `~/.cache/gregor`, else inside the log dir.
+    pub fn plugin_cache_dir(&self) -> PathBuf {
+        if let Some(dir) = self.props.get("plugin.cache.dir") {
+            return PathBuf::from(dir);
+        }
+        if let Some(dir) = std::env::var_os("GREGOR_CACHE_DIR") {
+            return PathBuf::from(dir);
+        }
+        match std::env::var_os("HOME") {
+            Some(home) => PathBuf::from(home).join(".cache").join("gregor"),
+            None => self.log_dir().join(".plugin-cache"),
+        }
+    }
+
+    pub fn num_partitions(&self) -> Result<i32> {
+        let value: i32 = self.parsed("num.partitions")?;
+        if value < 1 {
+            bail!("num.partitions must be at least 1");
+        }
+        Ok(value)
+    }
+
+    pub fn auto_create_topics(&self) -> Result<bool> {
+        self.flag("auto.create.topics.enable")
+    }
+
+    pub fn socket_request_max_bytes(&self) -> Result<usize> {
+        self.parsed("socket.request.max.bytes")
+    }
+
+    pub fn message_max_bytes(&self) -> Result<usize> {
+        self.parsed("message.max.bytes")
+    }
+
+    pub fn segment_bytes(&self) -> Result<u64> {
+        self.parsed("log.segment.bytes")
+    }
+
+    pub fn queued_max_requests(&self) -> Result<usize> {
+        let value: usize = self.parsed("queued.max.requests")?;
+        Ok(value.max(1))
+    }
+
+    pub fn io_threads(&self) -> Result<usize> {
+        let value: usize = self.parsed("num.io.threads")?;
+        Ok(value.max(1))
+    }
+
+    pub fn plugin_call_timeout_ms(&self) -> Result<u64> {
+        self.parsed("plugin.call.timeout.ms")
+    }
+
+    pub fn plugin_memory_max_bytes(&self) -> Result<usize> {
+        self.parsed("plugin.memory.max.bytes")
+    }
+
+    pub fn plugin_instance_max_calls(&self) -> Result<u64> {
+        self.parsed("plugin.instance.max.calls")
+    }
+
+    /// The authorizer module's file stem, if one is configured.
+    pub fn authorizer(&self) -> Option<&str> {
+        self.get("authorizer").filter(|name| !name.is_empty())
+    }
+}
+
+fn parse_listener(item: &str) -> Result<ListenerSpec> {
+    let Some((name, address)) = item.split_once("://") else {
+        bail!("listener {item:?} is not NAME://host:port");
+    };
+    let Some((host, port)) = address.rsplit_once(':') else {
+        bail!("listener {item:?} has no port");
+    };
+    let port: u16 = port
+        .parse()
+        .with_context(|| format!("listener {item:?} has an invalid port"))?;
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    Ok(ListenerSpec {
+        name: name.to_string(),
+        host: if host.is_empty() {
+            "0.0.0.0".to_string()
+        } else {
+            host.to_string()
+        },
+        port,
+    })
+}
+
+impl ListenerSpec {
+    /// The socket address to bind.
+    pub fn bind_address(&self) -> Result<SocketAddr> {
+        let host = if self.host == "localhost" {
+            "127.0.0.1"
+        } else {
+            self.host.as_str()
+        };
+        format!("{host}:{}", self.port)
+            .parse()
+            .or_else(|_| format!("[{host}]:{}", self.port).parse())
+            .with_context(|| format!("listener host {:?} is not an IP address", self.host))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_and_overrides() {
+        let mut config = BrokerConfig::default();
+        assert_eq!(config.num_partitions().unwrap(), 1);
+        config.set_pair("num.partitions=3").unwrap();
+        assert_eq!(config.num_partitions().unwrap(), 3);
+        assert!(config.set_pair("novalue").is_err());
+        config.set_pair("auto.create.topics.enable=maybe").unwrap();
+        assert!(config.validate().is_err());
+    }
+
+    #[test]
+    fn listeners_parse() {
+        let mut config = BrokerConfig::default();
+        config
+            .set_pair("listeners=PLAINTEXT://127.0.0.1:9092, INTERNAL://localhost:9093")
+            .unwrap();
+        let listeners = config.listeners().unwrap();
+        assert_eq!(listeners.len(), 2);
+        assert_eq!(listeners[1].name, "INTERNAL");
+        assert_eq!(listeners[1].bind_address().unwrap().port(), 9093);
+        config.set_pair("listeners=PLAINTEXT://nohost").unwrap();
+        assert!(config.listeners().is_err());
+    }
+}

@@ -1,0 +1,791 @@
+//! Record batch (magic v2) header parsing and append validation.
+//!
+//! The host stores batches verbatim, so it only needs the fixed 61-byte
+//! header (Kafka's `DefaultRecordBatch` layout):
+//!
+//! ```text
+//! baseOffset: i64 | batchLength: i32 | partitionLeaderEpoch: i32 | magic: i8
+//! crc: u32 | attributes: i16 | lastOffsetDelta: i32 | baseTimestamp: i64
+//! maxTimestamp: i64 | producerId: i64 | producerEpoch: i16 | baseSequence: i32
+//! recordCount: i32 | records...
+//! ```
+//!
+//! `batchLength` counts the bytes after itself, and the CRC-32C covers
+//! `attributes` to the end, so the broker can rewrite `baseOffset` and
+//! `partitionLeaderEpoch` without touching the CRC; stamping LogAppendTime
+//! changes `attributes` and `maxTimestamp` and therefore recomputes it.
+//!
+//! Validation follows Kafka's LogValidator where it can without decompressing:
+//! framing, magic, CRC, size limits, `recordCount == lastOffsetDelta + 1`.
+//! Uncompressed batches are also walked record by record (varint framing,
+//! consecutive offset deltas, the real count and largest timestamp), because
+//! that is cheap next to the CRC and lets timestamp lookups trust the records.
+//! Compressed batches are opaque: the host has no codecs, by design.
+
+use super::StorageError;
+
+/// `baseOffset` + `batchLength`: the bytes before the part `batchLength`
+/// counts.
+pub const LOG_OVERHEAD: usize = 12;
+/// Size of the fixed v2 batch header.
+pub const HEADER_SIZE: usize = 61;
+/// The only batch format stored.
+pub const MAGIC_V2: i8 = 2;
+
+const BASE_OFFSET: usize = 0;
+const LENGTH: usize = 8;
+const PARTITION_LEADER_EPOCH: usize = 12;
+const MAGIC: usize = 16;
+const CRC: usize = 17;
+const ATTRIBUTES: usize = 21;
+const LAST_OFFSET_DELTA: usize = 23;
+const BASE_TIMESTAMP: usize = 27;
+const MAX_TIMESTAMP: usize = 35;
+const RECORDS_COUNT: usize = 57;
+
+const COMPRESSION_MASK: i16 = 0x07;
+const TIMESTAMP_TYPE_LOG_APPEND: i16 = 0x08;
+/// Highest known compression codec id (zstd).
+const MAX_COMPRESSION_CODEC: i16 = 4;
+
+fn i16_at(buf: &[u8], at: usize) -> i16 {
+    i16::from_be_bytes([buf[at], buf[at + 1]])
+}
+
+fn i32_at(buf: &[u8], at: usize) -> i32 {
+    i32::from_be_bytes([buf[at], buf[at + 1], buf[at + 2], buf[at + 3]])
+}
+
+fn u32_at(buf: &[u8], at: usize) -> u32 {
+    u32::from_be_bytes([buf[at], buf[at + 1], buf[at + 2], buf[at + 3]])
+}
+
+fn i64_at(buf: &[u8], at: usize) -> i64 {
+    let mut b = [0u8; 8];
+    b.copy_from_slice(&buf[at..at + 8]);
+    i64::from_be_bytes(b)
+}
+
+/// The fixed header of a v2 record batch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BatchHeader {
+    pub base_offset: i64,
+    /// Bytes after the length field.
+    pub batch_length: i32,
+    pub partition_leader_epoch: i32,
+    pub magic: i8,
+    pub crc: u32,
+    pub attributes: i16,
+    pub last_offset_delta: i32,
+    pub base_timestamp: i64,
+    pub max_timestamp: i64,
+    pub record_count: i32,
+}
+
+impl BatchHeader {
+    /// Parses and sanity-checks a v2 header from the first [`HEADER_SIZE`]
+    /// bytes of `buf` (which may hold more). Used on data already in the log,
+    /// so it checks only what keeps a scan safe: the magic, a length that
+    /// covers the header, and a non-negative offset range.
+    pub fn parse(buf: &[u8]) -> Result<BatchHeader, String> {
+        if buf.len() < HEADER_SIZE {
+            return Err(format!("{} bytes is shorter than a batch header", buf.len()));
+        }
+        let header = BatchHeader {
+            base_offset: i64_at(buf, BASE_OFFSET),
+            batch_length: i32_at(buf, LENGTH),
+            partition_leader_epoch: i32_at(buf, PARTITION_LEADER_EPOCH),
+            magic: buf[MAGIC] as i8,
+            crc: u32_at(buf, CRC),
+            attributes: i16_at(buf, ATTRIBUTES),
+            last_offset_delta: i32_at(buf, LAST_OFFSET_DELTA),
+            base_timestamp: i64_at(buf, BASE_TIMESTAMP),
+            max_timestamp: i64_at(buf, MAX_TIMESTAMP),
+            record_count: i32_at(buf, RECORDS_COUNT),
+        };
+        if header.magic != MAGIC_V2 {
+            return Err(format!("magic {} where 2 was expected", header.magic));
+        }
+        if (header.batch_length as i64) < (HEADER_SIZE - LOG_OVERHEAD) as i64 {
+            return Err(format!("batch length {} is shorter than the header", header.batch_length));
+        }
+        if header.base_offset < 0 || header.last_offset_delta < 0 {
+            return Err(format!(
+                "invalid offset range: base {} last delta {}",
+                header.base_offset, header.last_offset_delta
+            ));
+        }
+        Ok(header)
+    }
+
+    /// Total size of the batch in bytes, including offset and length fields.
+    pub fn size(&self) -> usize {
+        LOG_OVERHEAD + self.batch_length.max(0) as usize
+    }
+
+    pub fn last_offset(&self) -> i64 {
+        self.base_offset.saturating_add(i64::from(self.last_offset_delta))
+    }
+
+    pub fn next_offset(&self) -> i64 {
+        self.last_offset().saturating_add(1)
+    }
+
+    /// Compression codec id: 0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd.
+    pub fn compression(&self) -> i16 {
+        self.attributes & COMPRESSION_MASK
+    }
+
+    pub fn is_log_append_time(&self) -> bool {
+        self.attributes & TIMESTAMP_TYPE_LOG_APPEND != 0
+    }
+}
+
+/// Checks the CRC-32C of a whole batch (`batch` is exactly one batch).
+pub fn crc_matches(batch: &[u8], header: &BatchHeader) -> bool {
+    batch.len() > ATTRIBUTES && crc32c::crc32c(&batch[ATTRIBUTES..]) == header.crc
+}
+
+/// One batch of a validated append, positioned in [`PreparedAppend::buf`].
+#[derive(Clone, Copy, Debug)]
+pub struct PreparedBatch {
+    pub position: usize,
+    pub size: usize,
+    pub last_offset_delta: i32,
+    /// The batch's max timestamp as it will be stored.
+    pub max_timestamp: i64,
+}
+
+/// Batches that passed validation, copied and rewritten as they will be
+/// stored except for their base offsets, which [`PreparedAppend::assign_offsets`]
+/// sets under the partition's append lock.
+#[derive(Debug)]
+pub struct PreparedAppend {
+    pub buf: Vec<u8>,
+    pub batches: Vec<PreparedBatch>,
+    pub record_count: u64,
+    /// Records the offsets consume: the sum of `lastOffsetDelta + 1`.
+    pub offset_count: i64,
+}
+
+impl PreparedAppend {
+    /// Writes consecutive base offsets starting at `first_offset` and returns
+    /// the last offset assigned.
+    pub fn assign_offsets(&mut self, first_offset: i64) -> i64 {
+        let mut next = first_offset;
+        for b in &self.batches {
+            self.buf[b.position..b.position + 8].copy_from_slice(&next.to_be_bytes());
+            next = next.saturating_add(i64::from(b.last_offset_delta) + 1);
+        }
+        next - 1
+    }
+}
+
+/// Validates every batch in `input` and prepares the bytes to store; nothing
+/// is written by this function, so an error here means nothing is appended.
+///
+/// `log_append_time` is `Some(now_ms)` when the topic uses LogAppendTime.
+pub fn prepare_append(
+    input: &[u8],
+    max_message_bytes: usize,
+    log_append_time: Option<i64>,
+) -> Result<PreparedAppend, StorageError> {
+    if input.is_empty() {
+        return Err(StorageError::InvalidRecord("the append holds no record batches".into()));
+    }
+
+    // Pass 1: framing and size limits (cheap, before any CRC work).
+    let mut frames = Vec::new();
+    let mut pos = 0usize;
+    while pos < input.len() {
+        let rest = &input[pos..];
+        if rest.len() <= MAGIC {
+            return Err(StorageError::CorruptMessage(format!(
+                "{} trailing bytes at position {pos} are not a record batch",
+                rest.len()
+            )));
+        }
+        let length = i32_at(rest, LENGTH);
+        let size = usize::try_from(length)
+            .ok()
+            .and_then(|l| l.checked_add(LOG_OVERHEAD))
+            .ok_or_else(|| StorageError::CorruptMessage(format!("negative batch length {length} at position {pos}")))?;
+        if size > rest.len() {
+            return Err(StorageError::CorruptMessage(format!(
+                "batch at position {pos} claims {size} bytes but only {} remain",
+                rest.len()
+            )));
+        }
+        match rest[MAGIC] as i8 {
+            MAGIC_V2 => {}
+            m @ (0 | 1) => {
+                return Err(StorageError::UnsupportedForMessageFormat(format!(
+                    "magic v{m} record batches are not supported; use magic v2 (Produce v3+)"
+                )))
+            }
+            m => return Err(StorageError::CorruptMessage(format!("unknown magic {m} at position {pos}"))),
+        }
+        if size < HEADER_SIZE {
+            return Err(StorageError::CorruptMessage(format!(
+                "batch at position {pos} is {size} bytes, shorter than its header"
+            )));
+        }
+        if size > max_message_bytes {
+            return Err(StorageError::MessageTooLarge(format!(
+                "a record batch of {size} bytes exceeds max.message.bytes {max_message_bytes}"
+            )));
+        }
+        frames.push((pos, size));
+        pos += size;
+    }
+    if input.len() > max_message_bytes {
+        return Err(StorageError::MessageTooLarge(format!(
+            "the append of {} bytes exceeds max.message.bytes {max_message_bytes}",
+            input.len()
+        )));
+    }
+
+    // Pass 2: content of each batch.
+    let mut batches = Vec::with_capacity(frames.len());
+    let mut record_count = 0u64;
+    let mut offset_count = 0i64;
+    for &(position, size) in &frames {
+        let bytes = &input[position..position + size];
+        let header = BatchHeader::parse(bytes).map_err(StorageError::CorruptMessage)?;
+        if !crc_matches(bytes, &header) {
+            return Err(StorageError::CorruptMessage(format!(
+                "CRC-32C mismatch in the batch at position {position}: stored {:#010x}, computed {:#010x}",
+                header.crc,
+                crc32c::crc32c(&bytes[ATTRIBUTES..])
+            )));
+        }
+        if header.record_count <= 0 {
+            return Err(StorageError::InvalidRecord(format!(
+                "invalid record count {} in the batch at position {position}",
+                header.record_count
+            )));
+        }
+        if i64::from(header.last_offset_delta) + 1 != i64::from(header.record_count) {
+            return Err(StorageError::InvalidRecord(format!(
+                "inconsistent batch: last offset delta {} but {} records",
+                header.last_offset_delta, header.record_count
+            )));
+        }
+        let codec = header.compression();
+        if codec > MAX_COMPRESSION_CODEC {
+            return Err(StorageError::InvalidRecord(format!("unknown compression codec {codec}")));
+        }
+        let max_timestamp = if codec == 0 {
+            validate_records(bytes, &header)?
+        } else {
+            header.max_timestamp
+        };
+        record_count += header.record_count as u64;
+        offset_count += i64::from(header.last_offset_delta) + 1;
+        batches.push(PreparedBatch {
+            position,
+            size,
+            last_offset_delta: header.last_offset_delta,
+            max_timestamp,
+        });
+    }
+
+    // Pass 3: copy once and rewrite the broker-owned fields.
+    let mut buf = input.to_vec();
+    for b in &mut batches {
+        let batch = &mut buf[b.position..b.position + b.size];
+        batch[PARTITION_LEADER_EPOCH..PARTITION_LEADER_EPOCH + 4].copy_from_slice(&0i32.to_be_bytes());
+        let attributes = i16_at(batch, ATTRIBUTES);
+        let (new_attributes, new_max) = match log_append_time {
+            Some(now) => (attributes | TIMESTAMP_TYPE_LOG_APPEND, now),
+            None => (attributes & !TIMESTAMP_TYPE_LOG_APPEND, b.max_timestamp),
+        };
+        if new_attributes != attributes || new_max != i64_at(batch, MAX_TIMESTAMP) {
+            batch[ATTRIBUTES..ATTRIBUTES + 2].copy_from_slice(&new_attributes.to_be_bytes());
+            batch[MAX_TIMESTAMP..MAX_TIMESTAMP + 8].copy_from_slice(&new_max.to_be_bytes());
+            let crc = crc32c::crc32c(&batch[ATTRIBUTES..]);
+            batch[CRC..CRC + 4].copy_from_slice(&crc.to_be_bytes());
+        }
+        b.max_timestamp = new_max;
+    }
+
+    Ok(PreparedAppend {
+        buf,
+        batches,
+        record_count,
+        offset_count,
+    })
+}
+
+/// Walks the records of an uncompressed batch, checking that they frame
+/// exactly, that there are `recordCount` of them with offset deltas 0, 1, ...,
+/// and returns the largest record timestamp.
+fn validate_records(batch: &[u8], header: &BatchHeader) -> Result<i64, StorageError> {
+    let mut max_timestamp = i64::MIN;
+    let mut n = 0i64;
+    for record in Records::new(batch, header) {
+        let record = record.map_err(StorageError::InvalidRecord)?;
+        if i64::from(record.offset_delta) != n {
+            return Err(StorageError::InvalidRecord(format!(
+                "record {n} has offset delta {}",
+                record.offset_delta
+            )));
+        }
+        max_timestamp = max_timestamp.max(record.timestamp);
+        n += 1;
+    }
+    if n != i64::from(header.record_count) {
+        return Err(StorageError::InvalidRecord(format!(
+            "the batch declares {} records but holds {n}",
+            header.record_count
+        )));
+    }
+    Ok(max_timestamp)
+}
+
+/// What the host reads of a record: where it sits in the batch's offsets and
+/// its timestamp.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RecordInfo {
+    pub offset_delta: i32,
+    pub timestamp: i64,
+}
+
+/// Iterates the records of an *uncompressed* batch, checking each record's
+/// framing. Yields at most `recordCount` records, then an error if bytes
+/// remain.
+pub struct Records<'a> {
+    buf: &'a [u8],
+    pos: usize,
+    base_timestamp: i64,
+    remaining: i64,
+    failed: bool,
+}
+
+impl<'a> Records<'a> {
+    /// `batch` is one whole batch (header included).
+    pub fn new(batch: &'a [u8], header: &BatchHeader) -> Records<'a> {
+        Records {
+            buf: batch,
+            pos: HEADER_SIZE.min(batch.len()),
+            base_timestamp: header.base_timestamp,
+            remaining: i64::from(header.record_count.max(0)),
+            failed: false,
+        }
+    }
+
+    fn next_record(&mut self) -> Result<RecordInfo, String> {
+        let length = read_varint(self.buf, &mut self.pos)?;
+        let length = usize::try_from(length).map_err(|_| format!("negative record length {length}"))?;
+        let end = self
+            .pos
+            .checked_add(length)
+            .filter(|&e| e <= self.buf.len())
+            .ok_or_else(|| format!("record of {length} bytes overruns the batch"))?;
+        let body = &self.buf[..end];
+        let mut p = self.pos;
+        if p >= end {
+            return Err("empty record".into());
+        }
+        p += 1; // attributes
+        let timestamp_delta = read_varlong(body, &mut p)?;
+        let offset_delta = read_varint(body, &mut p)?;
+        skip_bytes(body, &mut p, "key", true)?;
+        skip_bytes(body, &mut p, "value", true)?;
+        let headers = read_varint(body, &mut p)?;
+        if headers < 0 {
+            return Err(format!("negative header count {headers}"));
+        }
+        for _ in 0..headers {
+            skip_bytes(body, &mut p, "header key", false)?;
+            skip_bytes(body, &mut p, "header value", true)?;
+        }
+        if p != end {
+            return Err(format!("record declares {length} bytes but its fields take {}", p - self.pos));
+        }
+        self.pos = end;
+        Ok(RecordInfo {
+            offset_delta,
+            timestamp: self.base_timestamp.wrapping_add(timestamp_delta),
+        })
+    }
+}
+
+impl Iterator for Records<'_> {
+    type Item = Result<RecordInfo, String>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.failed {
+            return None;
+        }
+        if self.remaining == 0 {
+            if self.pos < self.buf.len() {
+                self.failed = true;
+                return Some(Err(format!("{} bytes after the last record", self.buf.len() - self.pos)));
+            }
+            return None;
+        }
+        if self.pos >= self.buf.len() {
+            self.failed = true;
+            return Some(Err(format!("{} records missing", self.remaining)));
+        }
+        self.remaining -= 1;
+        let r = self.next_record();
+        self.failed = r.is_err();
+        Some(r)
+    }
+}
+
+/// The `(offset, timestamp)` of the first record of a stored batch whose
+/// timestamp is at or after `target`; the caller picked the batch because
+/// its max timestamp qualifies.
+///
+/// With LogAppendTime every record carries the batch's max timestamp, so the
+/// first record answers. A compressed batch is not decoded: its first offset
+/// answers, with its first timestamp if that qualifies, else its max.
+pub fn first_record_at_or_after(batch: &[u8], header: &BatchHeader, target: i64) -> (i64, i64) {
+    let base = header.base_offset;
+    if header.is_log_append_time() {
+        return (base, header.max_timestamp);
+    }
+    if header.compression() == 0 {
+        for record in Records::new(batch, header) {
+            match record {
+                Ok(r) if r.timestamp >= target => return (base + i64::from(r.offset_delta), r.timestamp),
+                Ok(_) => {}
+                Err(_) => break,
+            }
+        }
+    }
+    if header.base_timestamp >= target {
+        (base, header.base_timestamp)
+    } else {
+        (base, header.max_timestamp)
+    }
+}
+
+/// The `(offset, timestamp)` of the first record carrying a stored batch's
+/// max timestamp. With LogAppendTime that is the first record; a compressed
+/// batch is not decoded and answers with its last offset (what Kafka did
+/// before it tracked the exact record).
+pub fn record_with_max_timestamp(batch: &[u8], header: &BatchHeader) -> (i64, i64) {
+    let max = header.max_timestamp;
+    if header.is_log_append_time() {
+        return (header.base_offset, max);
+    }
+    if header.compression() == 0 {
+        for record in Records::new(batch, header) {
+            match record {
+                Ok(r) if r.timestamp == max => return (header.base_offset + i64::from(r.offset_delta), max),
+                Ok(_) => {}
+                Err(_) => break,
+            }
+        }
+    }
+    (header.last_offset(), max)
+}
+
+/// Skips a varint-length-prefixed byte field; -1 means null where allowed.
+fn skip_bytes(buf: &[u8], pos: &mut usize, what: &str, nullable: bool) -> Result<(), String> {
+    let len = read_varint(buf, pos)?;
+    if len == -1 && nullable {
+        return Ok(());
+    }
+    let len = usize::try_from(len).map_err(|_| format!("invalid {what} length {len}"))?;
+    match pos.checked_add(len) {
+        Some(end) if end <= buf.len() => {
+            *pos = end;
+            Ok(())
+        }
+        _ => Err(format!("{what} of {len} bytes overruns the record")),
+    }
+}
+
+/// Reads an unsigned LEB128 value of at most `max_bytes` bytes.
+fn read_unsigned(buf: &[u8], pos: &mut usize, max_bytes: usize) -> Result<u64, String> {
+    let mut value = 0u64;
+    for i in 0..max_bytes {
+        let byte = *buf.get(*pos).ok_or("varint runs past the end of the record")?;
+        *pos += 1;
+        value |= u64::from(byte & 0x7f) << (7 * i);
+        if byte & 0x80 == 0 {
+            return Ok(value);
+        }
+    }
+    Err(format!("varint longer than {max_bytes} bytes"))
+}
+
+/// Reads a zigzag varint (Kafka's `varint`, 32-bit).
+pub fn read_varint(buf: &[u8], pos: &mut usize) -> Result<i32, String> {
+    let raw = read_unsigned(buf, pos, 5)?;
+    let raw = u32::try_from(raw).map_err(|_| "varint overflows 32 bits".to_string())?;
+    Ok(((raw >> 1) as i32) ^ -((raw & 1) as i32))
+}
+
+/// Reads a zigzag varlong (Kafka's `varlong`, 64-bit).
+pub fn read_varlong(buf: &[u8], pos: &mut usize) -> Result<i64, String> {
+    let raw = read_unsigned(buf, pos, 10)?;
+    Ok(((raw >> 1) as i64) ^ -((raw & 1) as i64))
+}
+
+/// Test support: a small encoder of v2 record batches, written from the
+/// Kafka protocol spec, so tests feed the log real bytes.
+#[cfg(test)]
+pub(crate) mod testing {
+    use super::*;
+
+    pub fn put_varint(out: &mut Vec<u8>, v: i64) {
+        let mut z = ((v << 1) ^ (v >> 63)) as u64;
+        loop {
+            if z < 0x80 {
+                out.push(z as u8);
+                return;
+            }
+            out.push((z as u8 & 0x7f) | 0x80);
+            z >>= 7;
+        }
+    }
+
+    fn put_bytes(out: &mut Vec<u8>, b: Option<&[u8]>) {
+        match b {
+            None => put_varint(out, -1),
+            Some(b) => {
+                put_varint(out, b.len() as i64);
+                out.extend_from_slice(b);
+            }
+        }
+    }
+
+    /// A record to encode.
+    #[derive(Clone, Debug)]
+    pub struct Rec {
+        pub timestamp: i64,
+        pub key: Option<Vec<u8>>,
+        pub value: Option<Vec<u8>>,
+        pub headers: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+    }
+
+    impl Rec {
+        pub fn new(timestamp: i64, value: &[u8]) -> Rec {
+            Rec {
+                timestamp,
+                key: None,
+                value: Some(value.to_vec()),
+                headers: Vec::new(),
+            }
+        }
+    }
+
+    /// Encodes an uncompressed batch with base offset 0.
+    pub fn encode_batch(records: &[Rec]) -> Vec<u8> {
+        encode_batch_with(0, records)
+    }
+
+    /// Encodes a batch with the given attributes. With a compression codec
+    /// set the records are still written plainly: the host never decodes
+    /// compressed batches, so tests can use them as opaque payloads.
+    pub fn encode_batch_with(attributes: i16, records: &[Rec]) -> Vec<u8> {
+        let base_ts = records.first().map_or(0, |r| r.timestamp);
+        let max_ts = records.iter().map(|r| r.timestamp).max().unwrap_or(-1);
+        let mut body = Vec::new();
+        for (i, r) in records.iter().enumerate() {
+            let mut rec = vec![0u8]; // attributes
+            put_varint(&mut rec, r.timestamp - base_ts);
+            put_varint(&mut rec, i as i64);
+            put_bytes(&mut rec, r.key.as_deref());
+            put_bytes(&mut rec, r.value.as_deref());
+            put_varint(&mut rec, r.headers.len() as i64);
+            for (k, v) in &r.headers {
+                put_bytes(&mut rec, Some(k));
+                put_bytes(&mut rec, v.as_deref());
+            }
+            put_varint(&mut body, rec.len() as i64);
+            body.extend_from_slice(&rec);
+        }
+        let mut b = Vec::with_capacity(HEADER_SIZE + body.len());
+        b.extend_from_slice(&0i64.to_be_bytes()); // base offset
+        b.extend_from_slice(&((HEADER_SIZE - LOG_OVERHEAD + body.len()) as i32).to_be_bytes());
+        b.extend_from_slice(&(-1i32).to_be_bytes()); // partition leader epoch
+        b.push(2); // magic
+        b.extend_from_slice(&[0; 4]); // crc, filled below
+        b.extend_from_slice(&attributes.to_be_bytes());
+        b.extend_from_slice(&(records.len() as i32 - 1).to_be_bytes());
+        b.extend_from_slice(&base_ts.to_be_bytes());
+        b.extend_from_slice(&max_ts.to_be_bytes());
+        b.extend_from_slice(&(-1i64).to_be_bytes()); // producer id
+        b.extend_from_slice(&(-1i16).to_be_bytes()); // producer epoch
+        b.extend_from_slice(&(-1i32).to_be_bytes()); // base sequence
+        b.extend_from_slice(&(records.len() as i32).to_be_bytes());
+        b.extend_from_slice(&body);
+        fix_crc(&mut b);
+        b
+    }
+
+    /// Recomputes the CRC of one batch after a test edits it.
+    pub fn fix_crc(batch: &mut [u8]) {
+        let crc = crc32c::crc32c(&batch[ATTRIBUTES..]);
+        batch[CRC..CRC + 4].copy_from_slice(&crc.to_be_bytes());
+    }
+
+    /// `n` records of `value_len` bytes with timestamps `ts, ts+1, ...`.
+    pub fn simple_batch(n: usize, value_len: usize, ts: i64) -> Vec<u8> {
+        let recs: Vec<Rec> = (0..n)
+            .map(|i| Rec::new(ts + i as i64, &vec![b'a' + (i % 26) as u8; value_len]))
+            .collect();
+        encode_batch(&recs)
+    }
+
+    /// Splits stored bytes into batch headers (panics on bad data: tests only).
+    pub fn headers(mut bytes: &[u8]) -> Vec<BatchHeader> {
+        let mut out = Vec::new();
+        while !bytes.is_empty() {
+            let h = BatchHeader::parse(bytes).unwrap();
+            assert!(crc_matches(&bytes[..h.size()], &h), "stored batch CRC");
+            bytes = &bytes[h.size()..];
+            out.push(h);
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::testing::*;
+    use super::*;
+
+    const MAX: usize = 1 << 20;
+
+    #[test]
+    fn varints_round_trip() {
+        for v in [0i64, 1, -1, 63, -64, 64, 300, -300, i32::MAX as i64, i32::MIN as i64] {
+            let mut out = Vec::new();
+            put_varint(&mut out, v);
+            let mut p = 0;
+            assert_eq!(read_varint(&out, &mut p).unwrap() as i64, v);
+            assert_eq!(p, out.len());
+        }
+        for v in [i64::MAX, i64::MIN, 1 << 40] {
+            let mut out = Vec::new();
+            put_varint(&mut out, v);
+            let mut p = 0;
+            assert_eq!(read_varlong(&out, &mut p).unwrap(), v);
+        }
+        let mut p = 0;
+        assert!(read_varint(&[0xff, 0xff, 0xff, 0xff, 0xff, 0x01], &mut p).is_err());
+        let mut p = 0;
+        assert!(read_varint(&[0x80], &mut p).is_err());
+    }
+
+    #[test]
+    fn valid_batch_is_prepared() {
+        let mut rec = Rec::new(1000, b"v");
+        rec.key = Some(b"k".to_vec());
+        rec.headers.push((b"h".to_vec(), None));
+        let batch = encode_batch(&[rec, Rec::new(1005, b"w"), Rec::new(1002, b"x")]);
+        let mut p = prepare_append(&batch, MAX, None).unwrap();
+        assert_eq!(p.record_count, 3);
+        assert_eq!(p.offset_count, 3);
+        assert_eq!(p.batches[0].max_timestamp, 1005);
+        assert_eq!(p.assign_offsets(42), 44);
+        let h = headers(&p.buf);
+        assert_eq!(h[0].base_offset, 42);
+        assert_eq!(h[0].partition_leader_epoch, 0);
+        let recs: Vec<_> = Records::new(&p.buf, &h[0]).map(|r| r.unwrap()).collect();
+        assert_eq!(recs.iter().map(|r| r.timestamp).collect::<Vec<_>>(), vec![1000, 1005, 1002]);
+    }
+
+    #[test]
+    fn log_append_time_rewrites_timestamp_and_crc() {
+        let batch = simple_batch(2, 10, 5);
+        let p = prepare_append(&batch, MAX, Some(99_999)).unwrap();
+        let h = headers(&p.buf);
+        assert!(h[0].is_log_append_time());
+        assert_eq!(h[0].max_timestamp, 99_999);
+        assert_eq!(p.batches[0].max_timestamp, 99_999);
+    }
+
+    #[test]
+    fn wrong_max_timestamp_is_corrected_for_uncompressed() {
+        let mut batch = simple_batch(3, 1, 100);
+        batch[MAX_TIMESTAMP..MAX_TIMESTAMP + 8].copy_from_slice(&7i64.to_be_bytes());
+        fix_crc(&mut batch);
+        let p = prepare_append(&batch, MAX, None).unwrap();
+        assert_eq!(headers(&p.buf)[0].max_timestamp, 102);
+    }
+
+    #[test]
+    fn rejections() {
+        let good = simple_batch(2, 10, 0);
+        let err = |input: &[u8]| prepare_append(input, MAX, None).unwrap_err();
+
+        assert!(matches!(err(&[]), StorageError::InvalidRecord(_)));
+        assert!(matches!(err(&good[..good.len() - 1]), StorageError::CorruptMessage(_)));
+        let mut two = good.clone();
+        two.extend_from_slice(&good[..20]);
+        assert!(matches!(err(&two), StorageError::CorruptMessage(_)));
+
+        let mut bad_crc = good.clone();
+        let last = bad_crc.len() - 1;
+        bad_crc[last] ^= 0xff;
+        assert!(matches!(err(&bad_crc), StorageError::CorruptMessage(_)));
+
+        let mut v1 = good.clone();
+        v1[MAGIC] = 1;
+        assert!(matches!(err(&v1), StorageError::UnsupportedForMessageFormat(_)));
+        let mut v9 = good.clone();
+        v9[MAGIC] = 9;
+        assert!(matches!(err(&v9), StorageError::CorruptMessage(_)));
+
+        let mut neg = good.clone();
+        neg[LENGTH..LENGTH + 4].copy_from_slice(&(-5i32).to_be_bytes());
+        assert!(matches!(err(&neg), StorageError::CorruptMessage(_)));
+
+        let mut count = good.clone();
+        count[RECORDS_COUNT..RECORDS_COUNT + 4].copy_from_slice(&3i32.to_be_bytes());
+        fix_crc(&mut count);
+        assert!(matches!(err(&count), StorageError::InvalidRecord(_)));
+
+        let mut zero = good.clone();
+        zero[RECORDS_COUNT..RECORDS_COUNT + 4].copy_from_slice(&0i32.to_be_bytes());
+        fix_crc(&mut zero);
+        assert!(matches!(err(&zero), StorageError::InvalidRecord(_)));
+
+        // Count and delta agree, but the records section holds fewer records.
+        let mut short = good.clone();
+        short[RECORDS_COUNT..RECORDS_COUNT + 4].copy_from_slice(&3i32.to_be_bytes());
+        short[LAST_OFFSET_DELTA..LAST_OFFSET_DELTA + 4].copy_from_slice(&2i32.to_be_bytes());
+        fix_crc(&mut short);
+        assert!(matches!(err(&short), StorageError::InvalidRecord(_)));
+
+        let mut codec = good.clone();
+        codec[ATTRIBUTES + 1] |= 7;
+        fix_crc(&mut codec);
+        assert!(matches!(err(&codec), StorageError::InvalidRecord(_)));
+
+        assert!(matches!(
+            prepare_append(&good, good.len() - 1, None).unwrap_err(),
+            StorageError::MessageTooLarge(_)
+        ));
+        let mut pair = good.clone();
+        pair.extend_from_slice(&good);
+        assert!(matches!(
+            prepare_append(&pair, good.len() + 1, None).unwrap_err(),
+            StorageError::MessageTooLarge(_)
+        ));
+    }
+
+    #[test]
+    fn compressed_batches_are_opaque() {
+        // gzip attribute set, body not actually compressed: accepted as is.
+        let batch = encode_batch_with(1, &[Rec::new(10, b"x"), Rec::new(20, b"y")]);
+        let p = prepare_append(&batch, MAX, None).unwrap();
+        assert_eq!(p.buf, batch_with_epoch0(&batch));
+        assert_eq!(p.batches[0].max_timestamp, 20);
+    }
+
+    fn batch_with_epoch0(batch: &[u8]) -> Vec<u8> {
+        let mut b = batch.to_vec();
+        b[PARTITION_LEADER_EPOCH..PARTITION_LEADER_EPOCH + 4].copy_from_slice(&0i32.to_be_bytes());
+        b
+    }
+}

@@ -1,0 +1,349 @@
+//! Topics: Kafka's MetadataCache and the topic half of its AdminManager.
+//!
+//! The topic set lives in memory for lookups by name and by id and in the
+//! crash-safe metadata store for restarts. Creating a topic validates it
+//! the way Kafka does (name, partitions, replication factor on our one
+//! broker, configs), writes the record, then creates its partition logs;
+//! on start every stored topic gets its partitions back with its config.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, RwLock};
+
+use anyhow::{Context, Result};
+use tracing::info;
+
+use crate::config::BrokerConfig;
+use crate::log::{LogConfig, LogStore, TopicPartition};
+use crate::metadata::store::{MetadataStore, TopicRecord};
+use crate::metadata::topic_config;
+
+/// Kafka error codes for topic administration.
+pub mod codes {
+    pub const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
+    pub const INVALID_TOPIC_EXCEPTION: i16 = 17;
+    pub const TOPIC_ALREADY_EXISTS: i16 = 36;
+    pub const INVALID_PARTITIONS: i16 = 37;
+    pub const INVALID_REPLICATION_FACTOR: i16 = 38;
+    pub const INVALID_CONFIG: i16 = 40;
+    pub const KAFKA_STORAGE_ERROR: i16 = 56;
+}
+
+/// Kafka's limit on topic name length.
+const MAX_NAME_LENGTH: usize = 249;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TopicError {
+    pub code: i16,
+    pub message: String,
+}
+
+impl TopicError {
+    fn new(code: i16, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+        }
+    }
+}
+
+/// What a CreateTopics entry asks for (-1: the broker's default).
+#[derive(Debug, Clone)]
+pub struct NewTopic {
+    pub name: String,
+    pub num_partitions: i32,
+    pub replication_factor: i16,
+    pub configs: Vec<(String, Option<String>)>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Topic {
+    pub name: String,
+    pub id: u128,
+    pub partitions: i32,
+    pub configs: BTreeMap<String, String>,
+}
+
+pub struct TopicManager {
+    config: Arc<BrokerConfig>,
+    logs: Arc<dyn LogStore>,
+    store: Mutex<MetadataStore>,
+    topics: RwLock<BTreeMap<String, Topic>>,
+}
+
+impl TopicManager {
+    /// Loads the stored topics and reopens their partition logs.
+    pub fn open(config: Arc<BrokerConfig>, logs: Arc<dyn LogStore>, store: MetadataStore) -> Result<Self> {
+        let mut topics = BTreeMap::new();
+        for record in store.topics() {
+            let topic = Topic {
+                name: record.name.clone(),
+                id: u128::from_be_bytes(record.id),
+                partitions: record.partitions,
+                configs: record.configs.clone(),
+            };
+            let log_config = log_config_for(&topic.configs, &config);
+            for partition in 0..topic.partitions {
+                let tp = TopicPartition {
+                    topic: topic.name.clone(),
+                    partition,
+                };
+                logs.create_partition(&tp, log_config.clone())
+                    .map_err(|error| anyhow::anyhow!("{error}"))
+                    .with_context(|| format!("opening partition {}-{partition}", topic.name))?;
+            }
+            topics.insert(topic.name.clone(), topic);
+        }
+        info!(topics = topics.len(), "topics loaded");
+        Ok(Self {
+            config,
+            logs,
+            store: Mutex::new(store),
+            topics: RwLock::new(topics),
+        })
+    }
+
+    pub fn get(&self, name: &str) -> Option<Topic> {
+        self.read().get(name).cloned()
+    }
+
+    pub fn by_id(&self, id: u128) -> Option<Topic> {
+        self.read().values().find(|topic| topic.id == id).cloned()
+    }
+
+    pub fn list(&self) -> Vec<Topic> {
+        self.read().values().cloned().collect()
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<String, Topic>> {
+        match self.topics.read() {
+            Ok(guard) => guard,
+            Err(poisoned) => poisoned.into_inner(),
+        }
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, BTreeMap<String, Topic>> {
+        match self.topics.write() {
+            Ok(guard) => guard,
+            Err(poisoned) => poisoned.into_inner(),
+        }
+    }
+
+    fn lock_store(&self) -> std::sync::MutexGuard<'_, MetadataStore> {
+        match self.store.lock() {
+            Ok(guard) => guard,
+            Err(poisoned) => poisoned.into_inner(),
+        }
+    }
+
+    /// Creates a topic, or with `validate_only` checks that it could be.
+    pub fn create(&self, request: &NewTopic, validate_only: bool) -> Result<Topic, TopicError> {
+        validate_name(&request.name)?;
+        let partitions = match request.num_partitions {
+            -1 => self.config.num_partitions().unwrap_or(1),
+            n if n <= 0 => {
+                return Err(TopicError::new(
+                    codes::INVALID_PARTITIONS,
+                    "Number of partitions must be larger than 0.",
+                ))
+            }
+            n => n,
+        };
+        let replication = match request.replication_factor {
+            -1 => self
+                .config
+                .get("default.replication.factor")
+                .and_then(|value| value.parse::<i16>().ok())
+                .unwrap_or(1),
+            n => n,
+        };
+        if replication <= 0 {
+            return Err(TopicError::new(
+                codes::INVALID_REPLICATION_FACTOR,
+                "Replication factor must be larger than 0.",
+            ));
+        }
+        if replication > 1 {
+            return Err(TopicError::new(
+                codes::INVALID_REPLICATION_FACTOR,
+                format!(
+                    "Unable to replicate the partition {replication} time(s): The target replication factor of {replication} cannot be reached because only 1 broker(s) are registered."
+                ),
+            ));
+        }
+        let mut configs = BTreeMap::new();
+        for (name, value) in &request.configs {
+            let Some(value) = value else {
+                return Err(TopicError::new(
+                    codes::INVALID_CONFIG,
+                    format!("Null value not supported for topic configs: {name}"),
+                ));
+            };
+            topic_config::validate(name, value)
+                .map_err(|message| TopicError::new(codes::INVALID_CONFIG, message))?;
+            configs.insert(name.clone(), value.clone());
+        }
+
+        // Serialize creations so the existence check and the write agree.
+        let mut store = self.lock_store();
+        if let Some(existing) = self.collision(&request.name) {
+            return Err(existing);
+        }
+        let topic = Topic {
+            name: request.name.clone(),
+            id: new_topic_id(),
+            partitions,
+            configs,
+        };
+        if validate_only {
+            return Ok(topic);
+        }
+        store
+            .put_topic(TopicRecord {
+                name: topic.name.clone(),
+                id: topic.id.to_be_bytes(),
+                partitions: topic.partitions,
+                configs: topic.configs.clone(),
+            })
+            .map_err(|error| TopicError::new(codes::KAFKA_STORAGE_ERROR, error.to_string()))?;
+        let log_config = log_config_for(&topic.configs, &self.config);
+        for partition in 0..partitions {
+            let tp = TopicPartition {
+                topic: topic.name.clone(),
+                partition,
+            };
+            self.logs
+                .create_partition(&tp, log_config.clone())
+                .map_err(|error| TopicError::new(error.error_code(), error.to_string()))?;
+        }
+        self.write().insert(topic.name.clone(), topic.clone());
+        info!(topic = %topic.name, partitions, "topic created");
+        Ok(topic)
+    }
+
+    /// Kafka refuses a name that exists, or that collides with an existing
+    /// one once '.' and '_' are treated alike (they map to the same metric).
+    fn collision(&self, name: &str) -> Option<TopicError> {
+        let topics = self.read();
+        if topics.contains_key(name) {
+            return Some(TopicError::new(
+                codes::TOPIC_ALREADY_EXISTS,
+                format!("Topic '{name}' already exists."),
+            ));
+        }
+        let folded = name.replace('.', "_");
+        topics
+            .keys()
+            .find(|existing| existing.replace('.', "_") == folded)
+            .map(|existing| {
+                TopicError::new(
+                    codes::INVALID_TOPIC_EXCEPTION,
+                    format!("Topic '{name}' collides with existing topic: {existing}"),
+                )
+            })
+    }
+
+    /// Deletes a topic and its data; returns its id.
+    pub fn delete(&self, name: &str) -> Result<u128, TopicError> {
+        let mut store = self.lock_store();
+        let Some(topic) = self.get(name) else {
+            return Err(TopicError::new(
+                codes::UNKNOWN_TOPIC_OR_PARTITION,
+                "This server does not host this topic-partition.",
+            ));
+        };
+        store
+            .remove_topic(name)
+            .map_err(|error| TopicError::new(codes::KAFKA_STORAGE_ERROR, error.to_string()))?;
+        self.write().remove(name);
+        drop(store);
+        self.logs
+            .delete_topic(name)
+            .map_err(|error| TopicError::new(error.error_code(), error.to_string()))?;
+        info!(topic = %name, "topic deleted");
+        Ok(topic.id)
+    }
+
+    /// Every config of a topic with its effective value and source.
+    pub fn configs(&self, name: &str) -> Option<Vec<topic_config::EffectiveConfig>> {
+        self.get(name)
+            .map(|topic| topic_config::effective(&topic.configs, &self.config))
+    }
+}
+
+/// The log settings a topic's partitions are opened with.
+pub fn log_config_for(overrides: &BTreeMap<String, String>, broker: &BrokerConfig) -> LogConfig {
+    let value = |name: &str| topic_config::effective_value(name, overrides, broker).unwrap_or_default();
+    LogConfig {
+        segment_bytes: value("segment.bytes").parse().unwrap_or(1 << 30),
+        max_message_bytes: value("max.message.bytes").parse().unwrap_or(1_048_588),
+        log_append_time: value("message.timestamp.type") == "LogAppendTime",
+    }
+}
+
+/// Kafka's topic name rules.
+pub fn validate_name(name: &str) -> Result<(), TopicError> {
+    let invalid = |message: String| Err(TopicError::new(codes::INVALID_TOPIC_EXCEPTION, message));
+    if name.is_empty() {
+        return invalid("Topic name is illegal, it can't be empty".to_string());
+    }
+    if name == "." || name == ".." {
+        return invalid("Topic name cannot be \".\" or \"..\"".to_string());
+    }
+    if name.len() > MAX_NAME_LENGTH {
+        return invalid(format!(
+            "Topic name is illegal, it can't be longer than {MAX_NAME_LENGTH} characters, topic name: {name}"
+        ));
+    }
+    if !name
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-')
+    {
+        return invalid(format!(
+            "Topic name {name} is illegal, it contains a character other than ASCII alphanumerics, '.', '_' and '-'"
+        ));
+    }
+    Ok(())
+}
+
+/// A random (version 4) UUID that is never Kafka's zero or sentinel id.
+fn new_topic_id() -> u128 {
+    loop {
+        let mut bytes = [0u8; 16];
+        if getrandom::fill(&mut bytes).is_err() {
+            // Fall back to time and a counter; uniqueness is what matters.
+            let nanos = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|elapsed| elapsed.as_nanos())
+                .unwrap_or(1);
+            bytes = nanos.to_be_bytes();
+        }
+        bytes[6] = (bytes[6] & 0x0f) | 0x40;
+        bytes[8] = (bytes[8] & 0x3f) | 0x80;
+        let id = u128::from_be_bytes(bytes);
+        if id > 1 {
+            return id;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn topic_names_follow_kafka() {
+        assert!(validate_name("orders.v1_x-y").is_ok());
+        assert!(validate_name("").is_err());
+        assert!(validate_name("..").is_err());
+        assert!(validate_name("has space").is_err());
+        assert!(validate_name(&"a".repeat(250)).is_err());
+    }
+
+    #[test]
+    fn topic_ids_are_v4_uuids() {
+        let id = new_topic_id();
+        let bytes = id.to_be_bytes();
+        assert_eq!(bytes[6] >> 4, 4);
+        assert_ne!(id, new_topic_id());
+    }
+}

@@ -1,0 +1,158 @@
+//! One connection: read a frame, parse its header, route it, enqueue it,
+//! wait for its response, write it, repeat. Reading the next request only
+//! after the previous response is written gives Kafka's guarantees (one
+//! request in flight, responses in order) without a reorder buffer: a
+//! pipelining client's further requests wait in the socket buffer, as
+//! Kafka's muted channels make them wait.
+//!
+//! Any protocol violation (bad frame, malformed header, unknown ApiKey,
+//! unsupported version) closes this connection only, with a log line.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::Bytes;
+use tokio::io::{AsyncWriteExt, BufReader};
+use tokio::net::TcpStream;
+use tokio::sync::oneshot;
+use tracing::{debug, info_span, warn, Instrument};
+
+use crate::channel::{Request, RequestChannel, Response, Route, Session, Timings};
+use crate::network::frame::read_frame;
+use crate::network::header::{self, API_VERSIONS_KEY};
+use crate::plugins::registry::Registry;
+
+/// What every connection task shares.
+pub struct ConnectionContext {
+    pub registry: Arc<Registry>,
+    pub channel: RequestChannel,
+    pub max_request_bytes: usize,
+}
+
+/// Why a connection ended, for the log.
+enum Ending {
+    ClientClosed,
+    Violation(String),
+    HandlerClosed,
+    Shutdown,
+    WriteFailed(std::io::Error),
+}
+
+pub async fn serve(stream: TcpStream, session: Arc<Session>, ctx: Arc<ConnectionContext>) {
+    let span = info_span!(
+        "connection",
+        id = session.connection_id,
+        peer = %session.client_host,
+        listener = %session.listener
+    );
+    async move {
+        let _ = stream.set_nodelay(true);
+        let ending = run(stream, &session, &ctx).await;
+        match ending {
+            Ending::ClientClosed => debug!("connection closed by client"),
+            Ending::HandlerClosed => debug!("connection closed by handler"),
+            Ending::Shutdown => debug!("connection closed for shutdown"),
+            Ending::Violation(reason) => warn!("closing connection: {reason}"),
+            Ending::WriteFailed(error) => debug!("closing connection: write failed: {error}"),
+        }
+    }
+    .instrument(span)
+    .await
+}
+
+async fn run(stream: TcpStream, session: &Arc<Session>, ctx: &ConnectionContext) -> Ending {
+    let (read_half, mut write_half) = stream.into_split();
+    let mut reader = BufReader::with_capacity(64 * 1024, read_half);
+    loop {
+        let frame = match read_frame(&mut reader, ctx.max_request_bytes).await {
+            Ok(Some(frame)) => frame.freeze(),
+            Ok(None) => return Ending::ClientClosed,
+            Err(error) => return Ending::Violation(error.to_string()),
+        };
+        let received = Instant::now();
+        let request = match parse(frame, session, ctx) {
+            Ok(request) => request,
+            Err(reason) => return Ending::Violation(reason),
+        };
+        let (header, body, route, flexible_response) = request;
+        let correlation_id = header.correlation_id;
+        let (reply, response) = oneshot::channel();
+        let request = Request {
+            header,
+            body,
+            session: Arc::clone(session),
+            route,
+            flexible_response,
+            timings: Timings {
+                received,
+                dequeued: None,
+                handled: None,
+            },
+            reply,
+        };
+        if ctx.channel.send(request).await.is_err() {
+            return Ending::Shutdown;
+        }
+        let Ok((response, _timings)) = response.await else {
+            return Ending::Shutdown;
+        };
+        match response {
+            Response::Send(frame) => {
+                if let Err(error) = write_half.write_all(&frame).await {
+                    return Ending::WriteFailed(error);
+                }
+            }
+            Response::NoResponse => {}
+            Response::Close => {
+                debug!(correlation_id, "handler asked to close the connection");
+                return Ending::HandlerClosed;
+            }
+        }
+    }
+}
+
+type Parsed = (header::RequestHeader, Bytes, Route, bool);
+
+/// Routes a frame by its ApiKey and version and parses its header with the
+/// header version the serving module implies.
+fn parse(frame: Bytes, session: &Session, ctx: &ConnectionContext) -> Result<Parsed, String> {
+    let Some((api_key, api_version)) = header::peek_key_and_version(&frame) else {
+        return Err("frame too short for a request header".to_string());
+    };
+    let Some(handler) = ctx.registry.handler(api_key) else {
+        return Err(format!(
+            "unknown api key {api_key} (version {api_version}) from {}",
+            session.client_host
+        ));
+    };
+    let info = handler.info();
+    if api_version < info.min_version || api_version > info.max_version {
+        if api_key == API_VERSIONS_KEY {
+            // Only the correlation id is needed to answer; the rest of a
+            // newer header may be laid out differently.
+            let correlation_id = frame
+                .get(4..8)
+                .and_then(|raw| raw.try_into().ok())
+                .map(i32::from_be_bytes)
+                .ok_or_else(|| "truncated ApiVersions header".to_string())?;
+            let header = header::RequestHeader {
+                api_key,
+                api_version,
+                correlation_id,
+                client_id: None,
+            };
+            return Ok((header, Bytes::new(), Route::UnsupportedApiVersions, false));
+        }
+        return Err(format!(
+            "unsupported version {api_version} of api key {api_key} ({}: versions {} to {})",
+            info.name, info.min_version, info.max_version
+        ));
+    }
+    let flexible = info
+        .first_flexible_version
+        .is_some_and(|first| api_version >= first);
+    let (header, body) =
+        header::parse_request(frame, flexible).map_err(|error| error.to_string())?;
+    let flexible_response = header::flexible_response_header(api_key, flexible);
+    Ok((header, body, Route::Handler(handler), flexible_response))
+}

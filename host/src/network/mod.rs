@@ -1,0 +1,9 @@
+//! The network layer, Kafka's SocketServer: listeners accept connections,
+//! each connection task reads size-prefixed frames, parses the request
+//! header against what the loaded modules declare, hands the request to the
+//! request channel and writes the response back, one request at a time.
+
+pub mod connection;
+pub mod frame;
+pub mod header;
+pub mod listener;

@@ -1,0 +1,216 @@
+//! A loaded authorizer module (the `kafka-authorizer` world): Kafka's
+//! `Authorizer.authorize(ctx, actions)` as a Wasm component with read
+//! access to the ACL store and its config. Instances are pooled like
+//! handlers. It fails closed: a trap, a timeout or an answer of the wrong
+//! length denies every action of that batch.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use tracing::warn;
+use wasmtime::component::ResourceTable;
+use wasmtime::{Engine, Store};
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+
+use crate::channel::Session;
+use crate::config::BrokerConfig;
+use crate::plugins::bindings::authorizer::exports::gregor::broker::authorizer::AuthorizableRequest;
+use crate::plugins::bindings::authorizer::gregor::broker::acls;
+use crate::plugins::bindings::authorizer::{KafkaAuthorizer, KafkaAuthorizerPre};
+use crate::plugins::bindings::Action;
+use crate::plugins::engine::EPOCH_TICK;
+use crate::plugins::handler::ModuleSource;
+use crate::plugins::imports::LogBudget;
+use crate::plugins::limits::GuestLimits;
+use crate::security::acl_store::{AclStore, PatternType, Permission};
+
+const MAX_IDLE_INSTANCES: usize = 16;
+
+/// The Store data of an authorizer instance.
+pub struct AuthorizerState {
+    wasi: WasiCtx,
+    table: ResourceTable,
+    pub limits: GuestLimits,
+    pub acls: Arc<AclStore>,
+    pub config: Arc<BrokerConfig>,
+    pub plugin: Arc<str>,
+    pub log_budget: LogBudget,
+}
+
+impl WasiView for AuthorizerState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+impl acls::Host for AuthorizerState {
+    fn list_acls(&mut self) -> Vec<acls::AclBinding> {
+        self.acls
+            .snapshot()
+            .iter()
+            .map(|binding| acls::AclBinding {
+                resource_type: binding.resource_type,
+                resource_name: binding.resource_name.clone(),
+                pattern_type: match binding.pattern_type {
+                    PatternType::Literal => acls::PatternType::Literal,
+                    PatternType::Prefixed => acls::PatternType::Prefixed,
+                },
+                principal: binding.principal.clone(),
+                host: binding.host.clone(),
+                operation: binding.operation,
+                permission: match binding.permission {
+                    Permission::Deny => acls::PermissionType::Deny,
+                    Permission::Allow => acls::PermissionType::Allow,
+                },
+            })
+            .collect()
+    }
+
+    fn authorizer_config(&mut self, name: String) -> Option<String> {
+        self.config.get(&name).map(str::to_string)
+    }
+}
+
+struct LiveAuthorizer {
+    store: Store<AuthorizerState>,
+    bindings: KafkaAuthorizer,
+}
+
+pub struct LoadedAuthorizer {
+    source: ModuleSource,
+    engine: Engine,
+    pre: KafkaAuthorizerPre<AuthorizerState>,
+    acls: Arc<AclStore>,
+    config: Arc<BrokerConfig>,
+    memory_max: usize,
+    deadline_ticks: u64,
+    idle: Mutex<Vec<LiveAuthorizer>>,
+    pub calls: AtomicU64,
+    pub failures: AtomicU64,
+}
+
+impl LoadedAuthorizer {
+    pub fn new(
+        engine: &Engine,
+        pre: KafkaAuthorizerPre<AuthorizerState>,
+        source: ModuleSource,
+        acls: Arc<AclStore>,
+        config: Arc<BrokerConfig>,
+        memory_max: usize,
+        call_timeout: Duration,
+    ) -> Self {
+        let ticks = (call_timeout.as_millis() / EPOCH_TICK.as_millis().max(1)).max(1);
+        Self {
+            source,
+            engine: engine.clone(),
+            pre,
+            acls,
+            config,
+            memory_max,
+            deadline_ticks: u64::try_from(ticks).unwrap_or(u64::MAX),
+            idle: Mutex::new(Vec::new()),
+            calls: AtomicU64::new(0),
+            failures: AtomicU64::new(0),
+        }
+    }
+
+    pub fn source(&self) -> &ModuleSource {
+        &self.source
+    }
+
+    /// Checks that the module instantiates, so a broken one is refused at
+    /// load time rather than denying every request later.
+    pub async fn warm_up(&self) -> Result<()> {
+        let live = self.instantiate().await?;
+        if let Ok(mut idle) = self.idle.lock() {
+            idle.push(live);
+        }
+        Ok(())
+    }
+
+    async fn instantiate(&self) -> Result<LiveAuthorizer> {
+        let state = AuthorizerState {
+            wasi: WasiCtx::builder().build(),
+            table: ResourceTable::new(),
+            limits: GuestLimits::new(self.memory_max),
+            acls: Arc::clone(&self.acls),
+            config: Arc::clone(&self.config),
+            plugin: Arc::clone(&self.source.name),
+            log_budget: LogBudget::default(),
+        };
+        let mut store = Store::new(&self.engine, state);
+        store.limiter(|state| &mut state.limits);
+        store.set_epoch_deadline(self.deadline_ticks);
+        let bindings = self
+            .pre
+            .instantiate_async(&mut store)
+            .await
+            .context("instantiating the authorizer")?;
+        Ok(LiveAuthorizer { store, bindings })
+    }
+
+    /// Asks the module; any failure denies the whole batch.
+    pub async fn authorize(
+        &self,
+        session: &Session,
+        client_id: Option<&str>,
+        actions: Vec<Action>,
+    ) -> Vec<bool> {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        let count = actions.len();
+        match self.try_authorize(session, client_id, actions).await {
+            Ok(answers) if answers.len() == count => answers,
+            Ok(answers) => {
+                self.failures.fetch_add(1, Ordering::Relaxed);
+                warn!(
+                    plugin = %self.source.name,
+                    "authorizer answered {} of {count} actions: denying all",
+                    answers.len()
+                );
+                vec![false; count]
+            }
+            Err(error) => {
+                self.failures.fetch_add(1, Ordering::Relaxed);
+                warn!(plugin = %self.source.name, "authorizer failed, denying: {error:#}");
+                vec![false; count]
+            }
+        }
+    }
+
+    async fn try_authorize(
+        &self,
+        session: &Session,
+        client_id: Option<&str>,
+        actions: Vec<Action>,
+    ) -> Result<Vec<bool>> {
+        let pooled = self.idle.lock().ok().and_then(|mut idle| idle.pop());
+        let mut live = match pooled {
+            Some(live) => live,
+            None => self.instantiate().await?,
+        };
+        let request = AuthorizableRequest {
+            principal: session.principal.clone(),
+            client_host: session.client_host.clone(),
+            listener: session.listener.clone(),
+            security_protocol: session.security_protocol.clone(),
+            client_id: client_id.map(str::to_string),
+        };
+        live.store.set_epoch_deadline(self.deadline_ticks);
+        let answers = live
+            .bindings
+            .gregor_broker_authorizer()
+            .call_authorize(&mut live.store, &request, &actions)
+            .await?;
+        if let Ok(mut idle) = self.idle.lock() {
+            if idle.len() < MAX_IDLE_INSTANCES {
+                idle.push(live);
+            }
+        }
+        Ok(answers)
+    }
+}

@@ -1,0 +1,33 @@
+//! Host bindings generated from `wit/`. Only the imports that can wait
+//! (appends, long-poll fetches, and authorization, which calls the
+//! authorizer module) are async; every export is called with `call_async`
+//! because the engine runs guests on fibers.
+
+pub mod handler {
+    wasmtime::component::bindgen!({
+        path: "../wit",
+        world: "kafka-handler",
+        imports: {
+            "gregor:broker/log.append": async,
+            "gregor:broker/log.fetch": async,
+            "gregor:broker/authz.authorize": async,
+        },
+        exports: { default: async },
+    });
+}
+
+pub mod authorizer {
+    wasmtime::component::bindgen!({
+        path: "../wit",
+        world: "kafka-authorizer",
+        exports: { default: async },
+        with: {
+            "gregor:broker/logging": super::handler::gregor::broker::logging,
+            "gregor:broker/types": super::handler::gregor::broker::types,
+        },
+    });
+}
+
+pub use handler::gregor::broker::types::{
+    Action, ApiInfo, Operation, Outcome, RequestContext, ResourceType,
+};

@@ -1,0 +1,248 @@
+//! A loaded handler module: its declared API, its pre-instantiated
+//! component and a pool of live instances reused across requests.
+//!
+//! Handlers keep no state of their own (state lives in host services), so
+//! reuse is safe. An instance is thrown away after a trap or a timeout
+//! (its Store is unusable then), when its memory grew past the recycle
+//! bound, and after `plugin.instance.max.calls` calls.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use anyhow::{Context, Result};
+use wasmtime::{Engine, Store, UpdateDeadline};
+
+use crate::broker::Broker;
+use crate::channel::Session;
+use crate::plugins::bindings::handler::{KafkaHandler, KafkaHandlerPre};
+use crate::plugins::bindings::{ApiInfo, Outcome, RequestContext};
+use crate::plugins::state::{CallClock, HandlerState};
+
+/// Idle instances kept per module.
+const MAX_IDLE_INSTANCES: usize = 32;
+
+/// Limits applied to every instance of a module.
+#[derive(Debug, Clone, Copy)]
+pub struct InstanceLimits {
+    pub memory_max: usize,
+    /// Retire an instance whose memory grew past this after a call.
+    pub recycle_memory: usize,
+    pub call_timeout: Duration,
+    pub max_calls: u64,
+}
+
+/// Where a module came from.
+#[derive(Debug, Clone)]
+pub struct ModuleSource {
+    pub name: Arc<str>,
+    pub path: std::path::PathBuf,
+    pub content_hash: String,
+    pub loaded_at: SystemTime,
+}
+
+/// Call and failure counters of a module.
+#[derive(Debug, Default)]
+pub struct HandlerStats {
+    pub calls: AtomicU64,
+    pub traps: AtomicU64,
+    pub timeouts: AtomicU64,
+    pub instantiations: AtomicU64,
+}
+
+/// Why a call produced no outcome.
+#[derive(Debug)]
+pub enum CallError {
+    /// The guest ran past its deadline.
+    Timeout,
+    /// The guest trapped (panic, out of memory, bad import use).
+    Trap(String),
+    /// A new instance could not be created.
+    Instantiate(String),
+}
+
+impl std::fmt::Display for CallError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CallError::Timeout => write!(f, "deadline exceeded"),
+            CallError::Trap(message) => write!(f, "trapped: {message}"),
+            CallError::Instantiate(message) => write!(f, "cannot instantiate: {message}"),
+        }
+    }
+}
+
+struct LiveInstance {
+    store: Store<HandlerState>,
+    bindings: KafkaHandler,
+    calls: u64,
+}
+
+pub struct LoadedHandler {
+    info: ApiInfo,
+    source: ModuleSource,
+    engine: Engine,
+    pre: KafkaHandlerPre<HandlerState>,
+    limits: InstanceLimits,
+    idle: Mutex<Vec<LiveInstance>>,
+    pub stats: HandlerStats,
+}
+
+impl LoadedHandler {
+    /// Instantiates the module once to ask what it serves; that instance
+    /// becomes the first idle one.
+    pub async fn load(
+        engine: &Engine,
+        pre: KafkaHandlerPre<HandlerState>,
+        source: ModuleSource,
+        limits: InstanceLimits,
+        broker: &Arc<Broker>,
+    ) -> Result<Self> {
+        let mut instance = instantiate(engine, &pre, &source.name, &limits, broker)
+            .await
+            .context("instantiating")?;
+        instance.store.data_mut().clock = CallClock::new(limits.call_timeout);
+        instance.store.set_epoch_deadline(1);
+        let info = instance
+            .bindings
+            .gregor_broker_handler()
+            .call_describe(&mut instance.store)
+            .await
+            .context("calling describe()")?;
+        validate_info(&info)?;
+        let handler = Self {
+            info,
+            source,
+            engine: engine.clone(),
+            pre,
+            limits,
+            idle: Mutex::new(vec![instance]),
+            stats: HandlerStats::default(),
+        };
+        handler.stats.instantiations.fetch_add(1, Ordering::Relaxed);
+        Ok(handler)
+    }
+
+    pub fn info(&self) -> &ApiInfo {
+        &self.info
+    }
+
+    pub fn source(&self) -> &ModuleSource {
+        &self.source
+    }
+
+    /// Handles one request on a pooled (or new) instance.
+    pub async fn call(
+        &self,
+        broker: &Arc<Broker>,
+        session: &Arc<Session>,
+        ctx: RequestContext,
+        body: &[u8],
+    ) -> Result<Outcome, CallError> {
+        self.stats.calls.fetch_add(1, Ordering::Relaxed);
+        let pooled = self.idle.lock().ok().and_then(|mut idle| idle.pop());
+        let mut instance = match pooled {
+            Some(instance) => instance,
+            None => {
+                self.stats.instantiations.fetch_add(1, Ordering::Relaxed);
+                instantiate(&self.engine, &self.pre, &self.source.name, &self.limits, broker)
+                    .await
+                    .map_err(|error| CallError::Instantiate(format!("{error:#}")))?
+            }
+        };
+        {
+            let state = instance.store.data_mut();
+            state.session = Some(Arc::clone(session));
+            state.client_id.clone_from(&ctx.client_id);
+            state.clock = CallClock::new(self.limits.call_timeout);
+        }
+        instance.store.set_epoch_deadline(1);
+        let result = instance
+            .bindings
+            .gregor_broker_handler()
+            .call_handle(&mut instance.store, &ctx, body)
+            .await;
+        match result {
+            Ok(outcome) => {
+                instance.calls += 1;
+                self.recycle(instance);
+                Ok(outcome)
+            }
+            Err(error) => {
+                if instance.store.data().clock.exhausted() {
+                    self.stats.timeouts.fetch_add(1, Ordering::Relaxed);
+                    Err(CallError::Timeout)
+                } else {
+                    self.stats.traps.fetch_add(1, Ordering::Relaxed);
+                    Err(CallError::Trap(format!("{error:#}")))
+                }
+            }
+        }
+    }
+
+    /// Returns a healthy instance to the pool, or lets it go.
+    fn recycle(&self, mut instance: LiveInstance) {
+        let state = instance.store.data_mut();
+        state.session = None;
+        state.client_id = None;
+        let worn_out = instance.calls >= self.limits.max_calls
+            || state.limits.peak_memory() > self.limits.recycle_memory;
+        if worn_out {
+            return;
+        }
+        if let Ok(mut idle) = self.idle.lock() {
+            if idle.len() < MAX_IDLE_INSTANCES {
+                idle.push(instance);
+            }
+        }
+    }
+}
+
+async fn instantiate(
+    engine: &Engine,
+    pre: &KafkaHandlerPre<HandlerState>,
+    name: &Arc<str>,
+    limits: &InstanceLimits,
+    broker: &Arc<Broker>,
+) -> Result<LiveInstance> {
+    let state = HandlerState::new(
+        Arc::clone(broker),
+        Arc::clone(name),
+        limits.memory_max,
+        limits.call_timeout,
+    );
+    let mut store = Store::new(engine, state);
+    store.limiter(|state| &mut state.limits);
+    store.epoch_deadline_callback(|ctx| {
+        if ctx.data().clock.exhausted() {
+            Err(wasmtime::Error::msg("plugin call deadline exceeded"))
+        } else {
+            // Let other requests run on this thread while a guest computes.
+            Ok(UpdateDeadline::Yield(1))
+        }
+    });
+    store.set_epoch_deadline(1);
+    let bindings = pre.instantiate_async(&mut store).await?;
+    Ok(LiveInstance {
+        store,
+        bindings,
+        calls: 0,
+    })
+}
+
+/// A module's self-description must make sense before it may serve.
+fn validate_info(info: &ApiInfo) -> Result<()> {
+    if info.api_key < 0 {
+        anyhow::bail!("describe() returned a negative api key {}", info.api_key);
+    }
+    if info.min_version < 0 || info.min_version > info.max_version {
+        anyhow::bail!(
+            "describe() returned an invalid version range {}..={}",
+            info.min_version,
+            info.max_version
+        );
+    }
+    if info.name.trim().is_empty() {
+        anyhow::bail!("describe() returned an empty name");
+    }
+    Ok(())
+}

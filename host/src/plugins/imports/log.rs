@@ -1,0 +1,77 @@
+//! `log`: appends, fetches and offset lookups, via the ReplicaManager.
+//! Time spent waiting here is credited to the call's clock, so a long
+//! poll does not count against the guest's deadline.
+
+use std::time::{Duration, Instant};
+
+use crate::plugins::bindings::handler::gregor::broker::log::{
+    self, AppendResult, FetchOptions, FetchPartition, FetchedPartition, OffsetAnswer,
+};
+use crate::plugins::state::HandlerState;
+use crate::replica;
+
+impl log::Host for HandlerState {
+    async fn append(
+        &mut self,
+        topic: String,
+        partition: i32,
+        records: Vec<u8>,
+        required_acks: i16,
+        _timeout_ms: i32,
+    ) -> AppendResult {
+        let started = Instant::now();
+        let outcome = self
+            .broker
+            .replica
+            .append(&topic, partition, &records, required_acks);
+        self.clock.add_host_wait(started.elapsed());
+        AppendResult {
+            error_code: outcome.error_code,
+            error_message: outcome.error_message,
+            base_offset: outcome.base_offset,
+            log_append_time_ms: outcome.log_append_time_ms,
+            log_start_offset: outcome.log_start_offset,
+        }
+    }
+
+    async fn fetch(&mut self, partitions: Vec<FetchPartition>, options: FetchOptions) -> Vec<FetchedPartition> {
+        let started = Instant::now();
+        let requests: Vec<replica::FetchPartition> = partitions
+            .into_iter()
+            .map(|p| replica::FetchPartition {
+                topic: p.topic,
+                partition: p.partition,
+                fetch_offset: p.fetch_offset,
+                partition_max_bytes: p.partition_max_bytes,
+            })
+            .collect();
+        let options = replica::FetchOptions {
+            max_wait: Duration::from_millis(u64::try_from(options.max_wait_ms.max(0)).unwrap_or(0)),
+            min_bytes: usize::try_from(options.min_bytes.max(0)).unwrap_or(0),
+            max_bytes: usize::try_from(options.max_bytes.max(0)).unwrap_or(0),
+        };
+        let results = self.broker.replica.fetch(&requests, options).await;
+        self.clock.add_host_wait(started.elapsed());
+        results
+            .into_iter()
+            .map(|r| FetchedPartition {
+                topic: r.topic,
+                partition: r.partition,
+                error_code: r.error_code,
+                high_watermark: r.high_watermark,
+                last_stable_offset: r.high_watermark,
+                log_start_offset: r.log_start_offset,
+                records: r.records,
+            })
+            .collect()
+    }
+
+    fn list_offset(&mut self, topic: String, partition: i32, timestamp: i64, _isolation_level: i8) -> OffsetAnswer {
+        let answer = self.broker.replica.list_offset(&topic, partition, timestamp);
+        OffsetAnswer {
+            error_code: answer.error_code,
+            offset: answer.offset,
+            timestamp: answer.timestamp,
+        }
+    }
+}

@@ -1,0 +1,124 @@
+//! `metadata`: cluster, topics, configs and the served APIs.
+
+use crate::metadata::topic_config::Source;
+use crate::metadata::topics::{NewTopic as CreateRequest, Topic};
+use crate::plugins::bindings::handler::gregor::broker::metadata::{
+    self, Broker as BrokerNode, Cluster, ConfigEntry, ConfigSource, NewTopic, PartitionInfo, TopicInfo,
+};
+use crate::plugins::bindings::handler::gregor::broker::types::{ApiInfo, KafkaError, Uuid};
+use crate::plugins::state::HandlerState;
+
+fn uuid_of(id: u128) -> Uuid {
+    Uuid {
+        high: (id >> 64) as u64,
+        low: id as u64,
+    }
+}
+
+fn topic_info(topic: &Topic, node_id: i32) -> TopicInfo {
+    TopicInfo {
+        name: topic.name.clone(),
+        topic_id: uuid_of(topic.id),
+        is_internal: topic.name.starts_with("__"),
+        partitions: (0..topic.partitions)
+            .map(|partition| PartitionInfo {
+                partition,
+                leader_id: node_id,
+                leader_epoch: 0,
+                replicas: vec![node_id],
+                isr: vec![node_id],
+                offline_replicas: Vec::new(),
+            })
+            .collect(),
+    }
+}
+
+impl metadata::Host for HandlerState {
+    fn describe_cluster(&mut self) -> Cluster {
+        let broker = &self.broker;
+        let listener = self.session.as_ref().map(|s| s.listener.clone()).unwrap_or_default();
+        let brokers = broker
+            .advertised_for(&listener)
+            .map(|advertised| BrokerNode {
+                node_id: broker.node_id,
+                host: advertised.host,
+                port: i32::from(advertised.port),
+                rack: None,
+            })
+            .into_iter()
+            .collect();
+        Cluster {
+            cluster_id: broker.cluster_id.clone(),
+            controller_id: broker.node_id,
+            brokers,
+        }
+    }
+
+    fn list_topics(&mut self) -> Vec<TopicInfo> {
+        let node = self.broker.node_id;
+        self.broker.topics.list().iter().map(|t| topic_info(t, node)).collect()
+    }
+
+    fn topic_by_name(&mut self, name: String) -> Option<TopicInfo> {
+        let node = self.broker.node_id;
+        self.broker.topics.get(&name).map(|t| topic_info(&t, node))
+    }
+
+    fn topic_by_id(&mut self, id: Uuid) -> Option<TopicInfo> {
+        let node = self.broker.node_id;
+        let id = (u128::from(id.high) << 64) | u128::from(id.low);
+        self.broker.topics.by_id(id).map(|t| topic_info(&t, node))
+    }
+
+    fn create_topic(&mut self, topic: NewTopic, validate_only: bool) -> Result<TopicInfo, KafkaError> {
+        let request = CreateRequest {
+            name: topic.name,
+            num_partitions: topic.num_partitions,
+            replication_factor: topic.replication_factor,
+            configs: topic.configs,
+        };
+        let node = self.broker.node_id;
+        self.broker
+            .topics
+            .create(&request, validate_only)
+            .map(|created| topic_info(&created, node))
+            .map_err(|error| KafkaError {
+                code: error.code,
+                message: Some(error.message),
+            })
+    }
+
+    fn delete_topic(&mut self, name: String) -> Result<Uuid, KafkaError> {
+        self.broker.topics.delete(&name).map(uuid_of).map_err(|error| KafkaError {
+            code: error.code,
+            message: Some(error.message),
+        })
+    }
+
+    fn topic_configs(&mut self, name: String) -> Option<Vec<ConfigEntry>> {
+        self.broker.topics.configs(&name).map(|entries| {
+            entries
+                .into_iter()
+                .map(|entry| ConfigEntry {
+                    name: entry.name.to_string(),
+                    value: Some(entry.value),
+                    source: match entry.source {
+                        Source::Topic => ConfigSource::DynamicTopicConfig,
+                        Source::StaticBroker => ConfigSource::StaticBrokerConfig,
+                        Source::Default => ConfigSource::DefaultConfig,
+                    },
+                    read_only: false,
+                    is_sensitive: false,
+                })
+                .collect()
+        })
+    }
+
+    fn broker_config(&mut self, name: String) -> Option<String> {
+        self.broker.config.get(&name).map(str::to_string)
+    }
+
+    fn supported_apis(&mut self) -> Vec<ApiInfo> {
+        self.broker.registry.supported_apis()
+    }
+}

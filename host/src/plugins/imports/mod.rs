@@ -1,0 +1,15 @@
+//! Host implementations of the WIT imports. Each is thin: it converts
+//! between contract types and the broker's services and calls them.
+
+mod authz;
+mod log;
+mod logging;
+mod metadata;
+
+pub use logging::LogBudget;
+
+use crate::plugins::bindings::handler::gregor::broker::types;
+use crate::plugins::state::HandlerState;
+
+/// `types` declares no functions.
+impl types::Host for HandlerState {}

@@ -1,0 +1,192 @@
+//! Loading modules: read the file, compile it (or take it from the compile
+//! cache) off the async runtime, check which world it targets, and build a
+//! handler (asking `describe()`) or an authorizer.
+//!
+//! A module must export `gregor:broker/handler@0.1.0` or
+//! `gregor:broker/authorizer@0.1.0` and import nothing but this package's
+//! interfaces at this version and WASI; anything else is refused with a
+//! message that says what it targets and what the broker provides.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Instant, SystemTime};
+
+use anyhow::{anyhow, bail, Context, Result};
+use tracing::info;
+use wasmtime::component::{Component, HasSelf, Linker};
+use wasmtime::Engine;
+
+use crate::broker::Broker;
+use crate::plugins::authorizer::{AuthorizerState, LoadedAuthorizer};
+use crate::plugins::bindings::authorizer::{KafkaAuthorizer, KafkaAuthorizerPre};
+use crate::plugins::bindings::handler::{KafkaHandler, KafkaHandlerPre};
+use crate::plugins::cache::{content_hash, CacheOutcome, CompileCache};
+use crate::plugins::handler::{InstanceLimits, LoadedHandler, ModuleSource};
+use crate::plugins::state::HandlerState;
+
+/// The contract package and version this broker provides.
+pub const PACKAGE: &str = "gregor:broker";
+pub const PACKAGE_VERSION: &str = "0.1.0";
+const HANDLER_EXPORT: &str = "gregor:broker/handler@0.1.0";
+const AUTHORIZER_EXPORT: &str = "gregor:broker/authorizer@0.1.0";
+
+/// A successfully loaded module.
+pub enum Loaded {
+    Handler(LoadedHandler),
+    Authorizer(LoadedAuthorizer),
+}
+
+/// What kind of module a component is, judged by its exports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ModuleKind {
+    Handler,
+    Authorizer,
+}
+
+pub struct Loader {
+    engine: Engine,
+    handler_linker: Linker<HandlerState>,
+    authorizer_linker: Linker<AuthorizerState>,
+    cache: Arc<CompileCache>,
+    limits: InstanceLimits,
+}
+
+impl Loader {
+    pub fn new(engine: Engine, cache_dir: &Path, limits: InstanceLimits) -> Result<Self> {
+        let mut handler_linker = Linker::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_async(&mut handler_linker)?;
+        KafkaHandler::add_to_linker::<HandlerState, HasSelf<HandlerState>>(&mut handler_linker, |state| state)?;
+        let mut authorizer_linker = Linker::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_async(&mut authorizer_linker)?;
+        KafkaAuthorizer::add_to_linker::<AuthorizerState, HasSelf<AuthorizerState>>(
+            &mut authorizer_linker,
+            |state| state,
+        )?;
+        let cache = Arc::new(CompileCache::new(cache_dir, &engine));
+        Ok(Self {
+            engine,
+            handler_linker,
+            authorizer_linker,
+            cache,
+            limits,
+        })
+    }
+
+    /// The `.wasm` files of a plugin directory, in name order.
+    pub fn module_files(dir: &Path) -> Result<Vec<PathBuf>> {
+        let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+            .with_context(|| format!("reading plugin dir {}", dir.display()))?
+            .filter_map(|entry| entry.ok().map(|entry| entry.path()))
+            .filter(|path| path.extension().is_some_and(|ext| ext == "wasm"))
+            .collect();
+        files.sort();
+        Ok(files)
+    }
+
+    /// Loads one module file.
+    pub async fn load_file(&self, path: &Path, broker: &Arc<Broker>) -> Result<Loaded> {
+        let started = Instant::now();
+        let bytes = tokio::fs::read(path)
+            .await
+            .with_context(|| format!("reading {}", path.display()))?;
+        let hash = content_hash(&bytes);
+        let engine = self.engine.clone();
+        let cache = Arc::clone(&self.cache);
+        let compile_hash = hash.clone();
+        let (component, outcome) =
+            tokio::task::spawn_blocking(move || cache.load(&engine, &bytes, &compile_hash))
+                .await
+                .map_err(|error| anyhow!("compile task failed: {error}"))??;
+        let name: Arc<str> = Arc::from(
+            path.file_stem()
+                .map(|stem| stem.to_string_lossy().into_owned())
+                .unwrap_or_else(|| "module".to_string()),
+        );
+        let source = ModuleSource {
+            name: Arc::clone(&name),
+            path: path.to_path_buf(),
+            content_hash: hash,
+            loaded_at: SystemTime::now(),
+        };
+        let loaded = match classify(&self.engine, &component)? {
+            ModuleKind::Handler => {
+                let pre = self
+                    .handler_linker
+                    .instantiate_pre(&component)
+                    .context("linking the handler's imports")?;
+                let pre = KafkaHandlerPre::new(pre).context("checking the handler's exports")?;
+                let handler = LoadedHandler::load(&self.engine, pre, source, self.limits, broker).await?;
+                let info = handler.info();
+                info!(
+                    plugin = %name,
+                    api_key = info.api_key,
+                    api = %info.name,
+                    versions = %format!("{}..={}", info.min_version, info.max_version),
+                    cache = if outcome == CacheOutcome::Hit { "hit" } else { "compiled" },
+                    elapsed_ms = started.elapsed().as_millis() as u64,
+                    "handler loaded"
+                );
+                Loaded::Handler(handler)
+            }
+            ModuleKind::Authorizer => {
+                let pre = self
+                    .authorizer_linker
+                    .instantiate_pre(&component)
+                    .context("linking the authorizer's imports")?;
+                let pre = KafkaAuthorizerPre::new(pre).context("checking the authorizer's exports")?;
+                let authorizer = LoadedAuthorizer::new(
+                    &self.engine,
+                    pre,
+                    source,
+                    Arc::clone(&broker.acls),
+                    Arc::clone(&broker.config),
+                    self.limits.memory_max,
+                    self.limits.call_timeout,
+                );
+                authorizer.warm_up().await?;
+                info!(
+                    plugin = %name,
+                    cache = if outcome == CacheOutcome::Hit { "hit" } else { "compiled" },
+                    elapsed_ms = started.elapsed().as_millis() as u64,
+                    "authorizer loaded"
+                );
+                Loaded::Authorizer(authorizer)
+            }
+        };
+        Ok(loaded)
+    }
+}
+
+/// Decides the module kind from its exports and checks its imports.
+pub fn classify(engine: &Engine, component: &Component) -> Result<ModuleKind> {
+    let ty = component.component_type();
+    let exports: Vec<String> = ty.exports(engine).map(|(name, _)| name.to_string()).collect();
+    let imports: Vec<String> = ty.imports(engine).map(|(name, _)| name.to_string()).collect();
+    let kind = if exports.iter().any(|name| name == HANDLER_EXPORT) {
+        ModuleKind::Handler
+    } else if exports.iter().any(|name| name == AUTHORIZER_EXPORT) {
+        ModuleKind::Authorizer
+    } else {
+        bail!(
+            "the module exports [{}]; a Gregor module must target world {PACKAGE}/kafka-handler@{PACKAGE_VERSION} \
+             (export {HANDLER_EXPORT}) or {PACKAGE}/kafka-authorizer@{PACKAGE_VERSION} (export {AUTHORIZER_EXPORT})",
+            exports.join(", ")
+        );
+    };
+    for import in &imports {
+        if import.starts_with("wasi:") {
+            continue;
+        }
+        let ours = import
+            .strip_prefix(&format!("{PACKAGE}/"))
+            .and_then(|rest| rest.split_once('@'))
+            .is_some_and(|(_, version)| version == PACKAGE_VERSION);
+        if !ours {
+            bail!(
+                "the module imports {import}, which this broker does not provide \
+                 (it provides {PACKAGE}@{PACKAGE_VERSION} and WASI 0.2)"
+            );
+        }
+    }
+    Ok(kind)
+}

@@ -1,0 +1,5 @@
+//! Security services: the ACL store and authorization through the active
+//! authorizer module.
+
+pub mod acl_store;
+pub mod authorization;

@@ -1,0 +1,194 @@
+//! DeleteTopics (ApiKey 20): delete topics and their data, as Kafka's
+//! `handleDeleteTopics` (the KRaft controller's semantics).
+//!
+//! - Topics are named by name, or from v6 by name or by id (KIP-516).
+//! - DELETE on the Cluster allows every topic; otherwise DELETE is asked per
+//!   topic. A topic named by name that the principal may not DESCRIBE gets
+//!   TOPIC_AUTHORIZATION_FAILED before its existence is looked at; one named
+//!   by id keeps its name hidden unless the principal may describe it.
+//! - Unknown names get UNKNOWN_TOPIC_OR_PARTITION, unknown ids
+//!   UNKNOWN_TOPIC_ID; a name or id given twice, a topic with both or neither
+//!   get INVALID_REQUEST.
+//! - With `delete.topic.enable=false` every topic gets TOPIC_DELETION_DISABLED
+//!   (INVALID_REQUEST before v3).
+//! - Results carry the topic's id from v6 and an error message from v5.
+
+use std::collections::{HashMap, HashSet};
+
+use gregor_sdk::authorize::{allowed_names, cluster_allowed};
+use gregor_sdk::authz::{Operation, ResourceType};
+use gregor_sdk::ids::{from_kafka_uuid, str_bytes, to_kafka_uuid};
+use gregor_sdk::kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
+use gregor_sdk::kafka_protocol::messages::{DeleteTopicsRequest, DeleteTopicsResponse, TopicName};
+use gregor_sdk::metadata;
+use gregor_sdk::uuid::Uuid;
+use gregor_sdk::{api_info, decode, respond, ApiInfo, Handler, Outcome, RequestContext, ResponseError};
+
+struct DeleteTopics;
+
+/// A topic the request names, once its reference has been checked.
+enum Target {
+    /// Named by name; the topic may or may not exist.
+    Name(String),
+    /// Named by id, resolved to the topic's current name.
+    Id(Uuid, String),
+    /// Already answered.
+    Done(DeletableTopicResult),
+}
+
+impl Handler for DeleteTopics {
+    fn describe() -> ApiInfo {
+        api_info::<DeleteTopicsRequest>("DeleteTopics", 1, 6)
+    }
+
+    fn handle(ctx: RequestContext, body: Vec<u8>) -> Outcome {
+        let request: DeleteTopicsRequest = match decode(&ctx, &body) {
+            Ok(request) => request,
+            Err(outcome) => return outcome,
+        };
+        // Before v6 topics are a list of names; from v6 each has a name or an id.
+        let references: Vec<(Option<&str>, Uuid)> = if ctx.api_version >= 6 {
+            request.topics.iter().map(|t| (t.name.as_deref().map(|n| n.as_str()), t.topic_id)).collect()
+        } else {
+            request.topic_names.iter().map(|n| (Some(n.as_str()), Uuid::nil())).collect()
+        };
+
+        let mut response = DeleteTopicsResponse::default();
+        if metadata::broker_config("delete.topic.enable").as_deref() == Some("false") {
+            let error = if ctx.api_version < 3 {
+                ResponseError::InvalidRequest
+            } else {
+                ResponseError::TopicDeletionDisabled
+            };
+            response.responses = references
+                .iter()
+                .map(|(name, id)| result(*name, *id, error.code(), None))
+                .collect();
+            return respond(&ctx, &response);
+        }
+
+        let targets = resolve(&references);
+        let names: Vec<&str> = targets
+            .iter()
+            .filter_map(|target| match target {
+                Target::Name(name) | Target::Id(_, name) => Some(name.as_str()),
+                Target::Done(_) => None,
+            })
+            .collect();
+        let (describable, deletable) = if cluster_allowed(Operation::Delete) {
+            (None, None)
+        } else {
+            (
+                Some(allowed_names(Operation::Describe, ResourceType::Topic, names.iter().copied())),
+                Some(allowed_names(Operation::Delete, ResourceType::Topic, names.iter().copied())),
+            )
+        };
+        let allowed = |names: &Option<HashMap<String, bool>>, name: &str| {
+            names.as_ref().is_none_or(|names| names.get(name) == Some(&true))
+        };
+        let ids_named: HashSet<Uuid> = targets
+            .iter()
+            .filter_map(|target| match target {
+                Target::Id(id, name) if allowed(&deletable, name) => Some(*id),
+                _ => None,
+            })
+            .collect();
+
+        for target in targets {
+            response.responses.push(match target {
+                Target::Done(result) => result,
+                Target::Id(id, name) if !allowed(&deletable, &name) => {
+                    denied(allowed(&describable, &name).then_some(name.as_str()), id)
+                }
+                Target::Id(_, name) => delete(&name),
+                Target::Name(name) if !allowed(&describable, &name) => denied(Some(&name), Uuid::nil()),
+                Target::Name(name) => match metadata::topic_by_name(&name) {
+                    None => result(
+                        Some(&name),
+                        Uuid::nil(),
+                        ResponseError::UnknownTopicOrPartition.code(),
+                        Some("This server does not host this topic-partition."),
+                    ),
+                    Some(_) if !allowed(&deletable, &name) => denied(Some(&name), Uuid::nil()),
+                    Some(topic) if ids_named.contains(&to_kafka_uuid(topic.topic_id)) => result(
+                        Some(&name),
+                        to_kafka_uuid(topic.topic_id),
+                        ResponseError::InvalidRequest.code(),
+                        Some("The provided topic name maps to an ID that was already supplied."),
+                    ),
+                    Some(_) => delete(&name),
+                },
+            });
+        }
+        respond(&ctx, &response)
+    }
+}
+
+/// Checks each reference as Kafka's controller does, answering the invalid,
+/// duplicate and unknown-id ones; each name or id is answered once.
+fn resolve(references: &[(Option<&str>, Uuid)]) -> Vec<Target> {
+    let mut names: HashMap<&str, usize> = HashMap::new();
+    let mut ids: HashMap<Uuid, usize> = HashMap::new();
+    for (name, id) in references {
+        match name {
+            Some(name) if id.is_nil() => *names.entry(name).or_default() += 1,
+            None if !id.is_nil() => *ids.entry(*id).or_default() += 1,
+            _ => {}
+        }
+    }
+    let invalid = ResponseError::InvalidRequest.code();
+    let mut targets = Vec::with_capacity(references.len());
+    for &(name, id) in references {
+        targets.push(match name {
+            Some(name) if !id.is_nil() => {
+                Target::Done(result(Some(name), id, invalid, Some("You may not specify both topic name and topic id.")))
+            }
+            None if id.is_nil() => {
+                Target::Done(result(None, id, invalid, Some("Neither topic name nor id were specified.")))
+            }
+            Some(name) => match names.insert(name, 0) {
+                Some(0) | None => continue,
+                Some(1) => Target::Name(name.to_string()),
+                Some(_) => Target::Done(result(Some(name), id, invalid, Some("Duplicate topic name."))),
+            },
+            None => match ids.insert(id, 0) {
+                Some(0) | None => continue,
+                Some(1) => match metadata::topic_by_id(from_kafka_uuid(id)) {
+                    Some(topic) => Target::Id(id, topic.name),
+                    None => Target::Done(result(
+                        None,
+                        id,
+                        ResponseError::UnknownTopicId.code(),
+                        Some("This server does not host this topic ID."),
+                    )),
+                },
+                Some(_) => Target::Done(result(None, id, invalid, Some("Duplicate topic id."))),
+            },
+        });
+    }
+    targets
+}
+
+/// Deletes one topic through the host; the result carries its id.
+fn delete(name: &str) -> DeletableTopicResult {
+    match metadata::delete_topic(name) {
+        Ok(id) => result(Some(name), to_kafka_uuid(id), gregor_sdk::NONE, None),
+        Err(error) => result(Some(name), Uuid::nil(), error.code, error.message.as_deref()),
+    }
+}
+
+/// TOPIC_AUTHORIZATION_FAILED, with Kafka's default message.
+fn denied(name: Option<&str>, id: Uuid) -> DeletableTopicResult {
+    let code = ResponseError::TopicAuthorizationFailed.code();
+    result(name, id, code, Some("Topic authorization failed."))
+}
+
+fn result(name: Option<&str>, id: Uuid, error_code: i16, message: Option<&str>) -> DeletableTopicResult {
+    DeletableTopicResult::default()
+        .with_name(name.map(|name| TopicName(str_bytes(name))))
+        .with_topic_id(id)
+        .with_error_code(error_code)
+        .with_error_message(message.map(str_bytes))
+}
+
+gregor_sdk::export_handler!(DeleteTopics);

@@ -1,0 +1,212 @@
+//! Fetch (ApiKey 1): read record batches from partition logs, as Kafka's
+//! `KafkaApis.handleFetchRequest` does for consumers.
+//!
+//! - Versions 4-17. Every request is a full fetch without a session
+//!   (KIP-227): we never hand out a session, so the response carries
+//!   session id 0 and the client keeps sending full fetches. A request for
+//!   an incremental fetch (session epoch other than 0 or -1) names a session
+//!   we cannot have: FETCH_SESSION_ID_NOT_FOUND at the top level, as Kafka
+//!   answers an unknown session.
+//! - v13+ names topics by id (KIP-516); an unknown id is UNKNOWN_TOPIC_ID and
+//!   the response echoes the id.
+//! - READ on each Topic, asked once for the whole request; unauthorized
+//!   partitions get TOPIC_AUTHORIZATION_FAILED.
+//! - All authorized partitions go to the host in one `log.fetch` call, which
+//!   long-polls for `min_bytes` / `max_wait_ms` (suspending only this call)
+//!   and applies `max_bytes` and each `partition_max_bytes`. Results return
+//!   to the response in request order.
+//! - read_committed responses carry an (empty) aborted-transactions list,
+//!   read_uncommitted ones none. A single node prefers no read replica (-1).
+
+use bytes::Bytes;
+use gregor_sdk::authorize::allowed_names;
+use gregor_sdk::authz::{Operation, ResourceType};
+use gregor_sdk::ids::topic_name_by_id;
+use gregor_sdk::kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+use gregor_sdk::kafka_protocol::messages::{FetchRequest, FetchResponse};
+use gregor_sdk::log::{self, FetchOptions, FetchedPartition};
+use gregor_sdk::{
+    api_info, decode, respond, ApiInfo, Handler, Outcome, RequestContext, ResponseError, NONE,
+};
+
+/// Session epochs of a full fetch: open a session (0) or fetch without one (-1).
+const FULL_FETCH_EPOCHS: [i32; 2] = [0, -1];
+const READ_COMMITTED: i8 = 1;
+
+struct Fetch;
+
+impl Handler for Fetch {
+    fn describe() -> ApiInfo {
+        api_info::<FetchRequest>("Fetch", 4, 17)
+    }
+
+    fn handle(ctx: RequestContext, body: Vec<u8>) -> Outcome {
+        let request: FetchRequest = match decode(&ctx, &body) {
+            Ok(request) => request,
+            Err(outcome) => return outcome,
+        };
+        let version = ctx.api_version;
+        let mut response = FetchResponse::default();
+        if !FULL_FETCH_EPOCHS.contains(&request.session_epoch) {
+            response.error_code = ResponseError::FetchSessionIdNotFound.code();
+            return respond(&ctx, &response);
+        }
+
+        let names: Vec<Option<String>> = request
+            .topics
+            .iter()
+            .map(|topic| match version {
+                13.. => topic_name_by_id(topic.topic_id),
+                _ => Some(topic.topic.to_string()),
+            })
+            .collect();
+        let names_to_check = names.iter().flatten().map(String::as_str);
+        let authorized = allowed_names(Operation::Read, ResourceType::Topic, names_to_check);
+
+        // Every partition gets an error answer here; those we read are
+        // overwritten below from the slot (topic, partition) they came from.
+        let mut wanted = Vec::new();
+        let mut slots = Vec::new();
+        for (topic_slot, (topic, name)) in request.topics.iter().zip(&names).enumerate() {
+            let mut partitions = Vec::with_capacity(topic.partitions.len());
+            for (partition_slot, partition) in topic.partitions.iter().enumerate() {
+                let error = match name {
+                    None => ResponseError::UnknownTopicId,
+                    Some(name) if authorized.get(name) != Some(&true) => {
+                        ResponseError::TopicAuthorizationFailed
+                    }
+                    Some(name) => {
+                        wanted.push(log::FetchPartition {
+                            topic: name.clone(),
+                            partition: partition.partition,
+                            fetch_offset: partition.fetch_offset,
+                            partition_max_bytes: partition.partition_max_bytes,
+                        });
+                        slots.push((topic_slot, partition_slot));
+                        // Only seen if the host answers fewer partitions than asked.
+                        ResponseError::UnknownServerError
+                    }
+                };
+                partitions.push(partition_error(partition.partition, error.code()));
+            }
+            response.responses.push(
+                FetchableTopicResponse::default()
+                    .with_topic(topic.topic.clone())
+                    .with_topic_id(topic.topic_id)
+                    .with_partitions(partitions),
+            );
+        }
+
+        if !wanted.is_empty() {
+            let options = FetchOptions {
+                max_wait_ms: request.max_wait_ms,
+                min_bytes: request.min_bytes,
+                max_bytes: request.max_bytes,
+                isolation_level: request.isolation_level,
+            };
+            let read_committed = request.isolation_level == READ_COMMITTED;
+            let fetched = log::fetch(&wanted, options);
+            for ((topic_slot, partition_slot), fetched) in slots.into_iter().zip(fetched) {
+                let slot = response
+                    .responses
+                    .get_mut(topic_slot)
+                    .and_then(|topic| topic.partitions.get_mut(partition_slot));
+                if let Some(slot) = slot {
+                    *slot = partition_data(slot.partition_index, version, read_committed, fetched);
+                }
+            }
+        }
+        respond(&ctx, &response)
+    }
+}
+
+/// A partition answered with an error and no records, as Kafka's
+/// `FetchResponse.partitionResponse`.
+fn partition_error(index: i32, error_code: i16) -> PartitionData {
+    PartitionData::default()
+        .with_partition_index(index)
+        .with_error_code(error_code)
+        .with_high_watermark(-1)
+        .with_last_stable_offset(-1)
+        .with_log_start_offset(-1)
+        .with_aborted_transactions(None)
+        .with_records(Some(Bytes::new()))
+}
+
+/// A partition as the host read it.
+fn partition_data(
+    index: i32,
+    version: i16,
+    read_committed: bool,
+    fetched: FetchedPartition,
+) -> PartitionData {
+    let error_code = storage_error_for_version(version, fetched.error_code);
+    PartitionData::default()
+        .with_partition_index(index)
+        .with_error_code(error_code)
+        .with_high_watermark(fetched.high_watermark)
+        .with_last_stable_offset(fetched.last_stable_offset)
+        .with_log_start_offset(fetched.log_start_offset)
+        .with_aborted_transactions((read_committed && error_code == NONE).then(Vec::new))
+        .with_preferred_read_replica((-1).into())
+        .with_records(Some(Bytes::from(fetched.records)))
+}
+
+/// Clients fetching with v5 or older may not know KAFKA_STORAGE_ERROR and
+/// would give up; Kafka sends them the retriable NOT_LEADER_OR_FOLLOWER.
+fn storage_error_for_version(version: i16, error_code: i16) -> i16 {
+    if version <= 5 && error_code == ResponseError::KafkaStorageError.code() {
+        ResponseError::NotLeaderOrFollower.code()
+    } else {
+        error_code
+    }
+}
+
+gregor_sdk::export_handler!(Fetch);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn storage_errors_become_retriable_for_old_clients() {
+        let storage = ResponseError::KafkaStorageError.code();
+        assert_eq!(
+            storage_error_for_version(5, storage),
+            ResponseError::NotLeaderOrFollower.code()
+        );
+        assert_eq!(storage_error_for_version(6, storage), storage);
+        assert_eq!(storage_error_for_version(4, NONE), NONE);
+    }
+
+    #[test]
+    fn error_partitions_carry_no_data() {
+        let partition = partition_error(3, ResponseError::UnknownTopicId.code());
+        assert_eq!(partition.partition_index, 3);
+        assert_eq!(partition.high_watermark, -1);
+        assert_eq!(partition.aborted_transactions, None);
+        assert_eq!(partition.records, Some(Bytes::new()));
+    }
+
+    #[test]
+    fn aborted_transactions_only_for_read_committed_success() {
+        let fetched = |error_code| FetchedPartition {
+            topic: "t".to_string(),
+            partition: 0,
+            error_code,
+            high_watermark: 10,
+            last_stable_offset: 10,
+            log_start_offset: 0,
+            records: vec![1, 2, 3],
+        };
+        let committed = partition_data(0, 12, true, fetched(NONE));
+        assert_eq!(committed.aborted_transactions, Some(Vec::new()));
+        assert_eq!(committed.records.as_deref(), Some(&[1u8, 2, 3][..]));
+        assert_eq!(
+            partition_data(0, 12, false, fetched(NONE)).aborted_transactions,
+            None
+        );
+        let failed = partition_data(0, 12, true, fetched(ResponseError::OffsetOutOfRange.code()));
+        assert_eq!(failed.aborted_transactions, None);
+    }
+}

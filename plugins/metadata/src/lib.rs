@@ -1,0 +1,328 @@
+//! Metadata (ApiKey 3): brokers, cluster id, controller and the partitions
+//! of topics, as Kafka's `KafkaApis.handleTopicMetadataRequest`.
+//!
+//! - No topic list (v1+), or an empty one in v0, means every topic; topics
+//!   the principal may not DESCRIBE are left out silently.
+//! - Named topics the principal may not DESCRIBE get TOPIC_AUTHORIZATION_FAILED
+//!   (without their id, so existence is not disclosed). From v12 topics may be
+//!   named by id (KIP-516): an unknown id gets UNKNOWN_TOPIC_ID. A topic id, or
+//!   a topic without a name, before v12 is an INVALID_REQUEST, as in Kafka.
+//! - Auto-creation: a named topic that does not exist is created when the
+//!   request allows it (always before v4), `auto.create.topics.enable` is
+//!   true and the principal may CREATE on the Cluster or the Topic; it is
+//!   answered LEADER_NOT_AVAILABLE and shows up in the next Metadata. Without
+//!   CREATE it is TOPIC_AUTHORIZATION_FAILED; with auto-creation off it is
+//!   UNKNOWN_TOPIC_OR_PARTITION, or INVALID_TOPIC_EXCEPTION for a bad name.
+//! - Partitions whose leader is not a live broker get LEADER_NOT_AVAILABLE;
+//!   v0 lists only live replicas and flags missing ones REPLICA_NOT_AVAILABLE.
+//! - v8+: topic (and, up to v10, cluster) authorized operations as Kafka's
+//!   bitfield when asked for, else `i32::MIN`.
+
+use std::collections::HashSet;
+use std::hash::Hash;
+
+use gregor_sdk::authorize::{
+    allowed_names, authorized_operations, cluster_allowed, operation_code, CLUSTER_NAME,
+};
+use gregor_sdk::authz::{Operation, ResourceType};
+use gregor_sdk::ids::{from_kafka_uuid, str_bytes, to_kafka_uuid};
+use gregor_sdk::kafka_protocol::messages::metadata_response::{
+    MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
+};
+use gregor_sdk::kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse, TopicName};
+use gregor_sdk::metadata::{self, NewTopic, PartitionInfo, TopicInfo};
+use gregor_sdk::uuid::Uuid;
+use gregor_sdk::{api_info, decode, respond, ApiInfo, Handler, Outcome, RequestContext, ResponseError};
+
+/// Topics Kafka itself manages (`Topic.isInternal`).
+const INTERNAL_TOPICS: [&str; 3] = ["__consumer_offsets", "__transaction_state", "__share_group_state"];
+
+struct Metadata;
+
+impl Handler for Metadata {
+    fn describe() -> ApiInfo {
+        api_info::<MetadataRequest>("Metadata", 0, 13)
+    }
+
+    fn handle(ctx: RequestContext, body: Vec<u8>) -> Outcome {
+        let request: MetadataRequest = match decode(&ctx, &body) {
+            Ok(request) => request,
+            Err(outcome) => return outcome,
+        };
+        let version = ctx.api_version;
+        if !valid_topic_references(&request, version) {
+            return respond(&ctx, &invalid_request(&request));
+        }
+
+        let cluster = metadata::describe_cluster();
+        let live: HashSet<i32> = cluster.brokers.iter().map(|b| b.node_id).collect();
+        let mut response = MetadataResponse::default()
+            .with_cluster_id(Some(str_bytes(&cluster.cluster_id)))
+            .with_controller_id(BrokerId(cluster.controller_id))
+            .with_topics(topic_metadata(&request, version, &live));
+        if request.include_topic_authorized_operations {
+            add_authorized_operations(&mut response.topics);
+        }
+        response.brokers = cluster
+            .brokers
+            .iter()
+            .map(|b| {
+                MetadataResponseBroker::default()
+                    .with_node_id(BrokerId(b.node_id))
+                    .with_host(str_bytes(&b.host))
+                    .with_port(b.port)
+                    .with_rack(b.rack.as_deref().map(str_bytes))
+            })
+            .collect();
+        if (8..=10).contains(&version) && request.include_cluster_authorized_operations {
+            // Kafka reports the cluster's operations only to a principal that
+            // may DESCRIBE it, and 0 to anyone else.
+            let operations = authorized_operations(ResourceType::Cluster, &[CLUSTER_NAME]);
+            let operations = operations.first().copied().unwrap_or(0);
+            let describe = 1 << operation_code(Operation::Describe);
+            response.cluster_authorized_operations = if operations & describe != 0 { operations } else { 0 };
+        }
+        respond(&ctx, &response)
+    }
+}
+
+/// The topics of the response, in the order the request names them.
+fn topic_metadata(request: &MetadataRequest, version: i16, live: &HashSet<i32>) -> Vec<MetadataResponseTopic> {
+    let requested = match &request.topics {
+        Some(topics) if !(version == 0 && topics.is_empty()) => topics,
+        // All topics: only those the principal may describe, without errors.
+        _ => {
+            let topics = metadata::list_topics();
+            let allowed = allowed_names(Operation::Describe, ResourceType::Topic, topics.iter().map(|t| t.name.as_str()));
+            return topics
+                .iter()
+                .filter(|t| allowed.get(&t.name) == Some(&true))
+                .map(|t| existing_topic(t, version, live))
+                .collect();
+        }
+    };
+
+    // Kafka looks topics up by id as soon as the request names any id; the
+    // names are then ignored.
+    let mut ids: Vec<Uuid> = requested.iter().map(|t| t.topic_id).filter(|id| !id.is_nil()).collect();
+    dedup_in_order(&mut ids);
+    if !ids.is_empty() {
+        return topics_by_id(&ids, version, live);
+    }
+
+    let mut names: Vec<&str> = requested.iter().filter_map(|t| t.name.as_deref().map(|n| n.as_str())).collect();
+    dedup_in_order(&mut names);
+    let describable = allowed_names(Operation::Describe, ResourceType::Topic, names.iter().copied());
+    let topics: Vec<(&str, Option<TopicInfo>)> = names
+        .iter()
+        .filter(|name| describable.get(**name) == Some(&true))
+        .map(|name| (*name, metadata::topic_by_name(name)))
+        .collect();
+
+    let auto_create = request.allow_auto_topic_creation
+        && metadata::broker_config("auto.create.topics.enable").as_deref() == Some("true");
+    let missing: Vec<&str> = topics.iter().filter(|(_, info)| info.is_none()).map(|(name, _)| *name).collect();
+    let creatable = if !auto_create || missing.is_empty() || cluster_allowed(Operation::Create) {
+        None
+    } else {
+        Some(allowed_names(Operation::Create, ResourceType::Topic, missing.iter().copied()))
+    };
+
+    let mut responses = Vec::with_capacity(names.len());
+    for (name, info) in &topics {
+        responses.push(match info {
+            Some(info) => existing_topic(info, version, live),
+            None if auto_create && creatable.as_ref().is_some_and(|c| c.get(*name) != Some(&true)) => {
+                missing_topic(name, ResponseError::TopicAuthorizationFailed.code())
+            }
+            None if !valid_topic_name(name) => missing_topic(name, ResponseError::InvalidTopicException.code()),
+            None if !auto_create => missing_topic(name, ResponseError::UnknownTopicOrPartition.code()),
+            None => missing_topic(name, auto_create_topic(name)),
+        });
+    }
+    responses.extend(
+        names
+            .iter()
+            .filter(|name| describable.get(**name) != Some(&true))
+            .map(|name| missing_topic(name, ResponseError::TopicAuthorizationFailed.code()).with_is_internal(false)),
+    );
+    responses
+}
+
+/// Topics named by id: unknown ids get UNKNOWN_TOPIC_ID; topics the principal
+/// may not describe get TOPIC_AUTHORIZATION_FAILED without their name (ids
+/// are not secret, names are).
+fn topics_by_id(ids: &[Uuid], version: i16, live: &HashSet<i32>) -> Vec<MetadataResponseTopic> {
+    let known: Vec<(Uuid, Option<TopicInfo>)> =
+        ids.iter().map(|id| (*id, metadata::topic_by_id(from_kafka_uuid(*id)))).collect();
+    let describable = allowed_names(
+        Operation::Describe,
+        ResourceType::Topic,
+        known.iter().filter_map(|(_, info)| info.as_ref().map(|t| t.name.as_str())),
+    );
+    known
+        .into_iter()
+        .map(|(id, info)| {
+            let unnamed = |error: ResponseError| {
+                MetadataResponseTopic::default().with_name(None).with_topic_id(id).with_error_code(error.code())
+            };
+            match info {
+                None => unnamed(ResponseError::UnknownTopicId),
+                Some(info) if describable.get(&info.name) == Some(&true) => existing_topic(&info, version, live),
+                Some(_) => unnamed(ResponseError::TopicAuthorizationFailed),
+            }
+        })
+        .collect()
+}
+
+/// A topic that exists, with its partitions as the host reports them.
+fn existing_topic(info: &TopicInfo, version: i16, live: &HashSet<i32>) -> MetadataResponseTopic {
+    MetadataResponseTopic::default()
+        .with_name(Some(topic_name(&info.name)))
+        .with_topic_id(to_kafka_uuid(info.topic_id))
+        .with_is_internal(info.is_internal)
+        .with_partitions(info.partitions.iter().map(|p| partition(p, version, live)).collect())
+}
+
+/// One partition, as Kafka's metadata cache answers: LEADER_NOT_AVAILABLE
+/// (and leader -1) when the leader is not a live broker; in v0 only live
+/// replicas are listed and a missing one is REPLICA_NOT_AVAILABLE.
+fn partition(info: &PartitionInfo, version: i16, live: &HashSet<i32>) -> MetadataResponsePartition {
+    let (replicas, isr): (Vec<i32>, Vec<i32>) = if version == 0 {
+        (
+            info.replicas.iter().copied().filter(|id| live.contains(id)).collect(),
+            info.isr.iter().copied().filter(|id| live.contains(id)).collect(),
+        )
+    } else {
+        (info.replicas.clone(), info.isr.clone())
+    };
+    let (leader, error) = if !live.contains(&info.leader_id) {
+        (-1, ResponseError::LeaderNotAvailable.code())
+    } else if replicas.len() < info.replicas.len() || isr.len() < info.isr.len() {
+        (info.leader_id, ResponseError::ReplicaNotAvailable.code())
+    } else {
+        (info.leader_id, gregor_sdk::NONE)
+    };
+    MetadataResponsePartition::default()
+        .with_error_code(error)
+        .with_partition_index(info.partition)
+        .with_leader_id(BrokerId(leader))
+        .with_leader_epoch(info.leader_epoch)
+        .with_replica_nodes(replicas.into_iter().map(BrokerId).collect())
+        .with_isr_nodes(isr.into_iter().map(BrokerId).collect())
+        .with_offline_replicas(info.offline_replicas.iter().copied().map(BrokerId).collect())
+}
+
+/// A named topic without partitions: an error, or LEADER_NOT_AVAILABLE
+/// right after auto-creation.
+fn missing_topic(name: &str, error_code: i16) -> MetadataResponseTopic {
+    MetadataResponseTopic::default()
+        .with_name(Some(topic_name(name)))
+        .with_error_code(error_code)
+        .with_is_internal(INTERNAL_TOPICS.contains(&name))
+}
+
+/// Creates a topic with the broker's defaults, as Kafka's
+/// AutoTopicCreationManager does. The new topic has no leader to report in
+/// this response: LEADER_NOT_AVAILABLE tells the client to ask again (also
+/// when another request created it first); other errors pass through.
+fn auto_create_topic(name: &str) -> i16 {
+    let topic = NewTopic {
+        name: name.to_string(),
+        num_partitions: -1,
+        replication_factor: -1,
+        configs: Vec::new(),
+    };
+    match metadata::create_topic(&topic, false) {
+        Ok(_) => ResponseError::LeaderNotAvailable.code(),
+        Err(error) if error.code == ResponseError::TopicAlreadyExists.code() => ResponseError::LeaderNotAvailable.code(),
+        Err(error) => error.code,
+    }
+}
+
+/// Fills the authorized-operations bitfield (v8+, when asked for) of every
+/// topic the principal may describe, in one authorization batch. As in
+/// Kafka, authorization failures and unknown ids keep the default.
+fn add_authorized_operations(topics: &mut [MetadataResponseTopic]) {
+    let failed = ResponseError::TopicAuthorizationFailed.code();
+    let mut described: Vec<&mut MetadataResponseTopic> =
+        topics.iter_mut().filter(|t| t.name.is_some() && t.error_code != failed).collect();
+    if described.is_empty() {
+        return;
+    }
+    let names: Vec<String> = described
+        .iter()
+        .map(|t| t.name.as_deref().map_or_else(String::new, |n| n.to_string()))
+        .collect();
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    for (topic, operations) in described.iter_mut().zip(authorized_operations(ResourceType::Topic, &names)) {
+        topic.topic_authorized_operations = operations;
+    }
+}
+
+/// Kafka rejects topic ids and unnamed topics before v12 (ids arrived in the
+/// v10 schema but were never served there), and a topic with neither a name
+/// nor an id in any version.
+fn valid_topic_references(request: &MetadataRequest, version: i16) -> bool {
+    request.topics.iter().flatten().all(|t| {
+        let has_id = !t.topic_id.is_nil();
+        if version < 12 {
+            t.name.is_some() && !has_id
+        } else {
+            t.name.is_some() || has_id
+        }
+    })
+}
+
+/// Kafka's `MetadataRequest.getErrorResponse`: every named topic with
+/// INVALID_REQUEST.
+fn invalid_request(request: &MetadataRequest) -> MetadataResponse {
+    let topics = request
+        .topics
+        .iter()
+        .flatten()
+        .map(|t| {
+            MetadataResponseTopic::default()
+                .with_name(Some(t.name.clone().unwrap_or_default()))
+                .with_topic_id(t.topic_id)
+                .with_error_code(ResponseError::InvalidRequest.code())
+        })
+        .collect();
+    MetadataResponse::default().with_topics(topics)
+}
+
+/// Kafka's `Topic.validate`: 1 to 249 of `[a-zA-Z0-9._-]`, not "." or "..".
+fn valid_topic_name(name: &str) -> bool {
+    !name.is_empty()
+        && name != "."
+        && name != ".."
+        && name.len() <= 249
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+}
+
+fn topic_name(name: &str) -> TopicName {
+    TopicName(str_bytes(name))
+}
+
+fn dedup_in_order<T: Eq + Hash + Copy>(items: &mut Vec<T>) {
+    let mut seen = HashSet::with_capacity(items.len());
+    items.retain(|item| seen.insert(*item));
+}
+
+gregor_sdk::export_handler!(Metadata);
+
+#[cfg(test)]
+mod tests {
+    use super::valid_topic_name;
+
+    #[test]
+    fn topic_names_follow_kafka() {
+        assert!(valid_topic_name("orders.v1_eu-west"));
+        assert!(!valid_topic_name(""));
+        assert!(!valid_topic_name("."));
+        assert!(!valid_topic_name(".."));
+        assert!(!valid_topic_name("with space"));
+        assert!(!valid_topic_name(&"a".repeat(250)));
+        assert!(valid_topic_name(&"a".repeat(249)));
+    }
+}

@@ -1,0 +1,188 @@
+//! Produce (ApiKey 0): append record batches to partition logs, as Kafka's
+//! `KafkaApis.handleProduceRequest`.
+//!
+//! - Versions 0-13 are advertised (librdkafka insists on min version 0), but
+//!   like Kafka 4 we no longer serve v0-2 (message formats v0/v1): such a
+//!   request is logged and its connection closed.
+//! - A transactional producer needs WRITE on its TransactionalId. Without it
+//!   every partition fails with TRANSACTIONAL_ID_AUTHORIZATION_FAILED and
+//!   nothing is appended. Transactional batches without a transactional id
+//!   fail the same way.
+//! - WRITE on each Topic, asked once for the whole request. v13 names topics
+//!   by id (KIP-516); an unknown id is UNKNOWN_TOPIC_ID.
+//! - Each partition carries exactly one magic-v2 batch (see [`records`]) and
+//!   acks must be 0, 1 or -1 (else INVALID_REQUIRED_ACKS); the host's
+//!   `log.append` validates the batch, assigns offsets and waits for `acks`.
+//!   Failures are per partition: the others are still appended.
+//! - acks=0 gets no response, except that Kafka closes the connection when a
+//!   partition failed, so the producer notices and refreshes its metadata.
+
+mod records;
+
+use std::collections::HashMap;
+
+use gregor_sdk::authorize::{allowed_names, is_allowed};
+use gregor_sdk::authz::{Operation, ResourceType};
+use gregor_sdk::ids::topic_name_by_id;
+use gregor_sdk::kafka_protocol::messages::produce_request::PartitionProduceData;
+use gregor_sdk::kafka_protocol::messages::produce_response::{
+    PartitionProduceResponse, TopicProduceResponse,
+};
+use gregor_sdk::kafka_protocol::messages::{ProduceRequest, ProduceResponse};
+use gregor_sdk::kafka_protocol::protocol::StrBytes;
+use gregor_sdk::log::{self, AppendResult};
+use gregor_sdk::{
+    api_info, decode, log_info, log_warn, respond, ApiInfo, Handler, Outcome, RequestContext,
+    ResponseError, NONE,
+};
+
+struct Produce;
+
+impl Handler for Produce {
+    fn describe() -> ApiInfo {
+        api_info::<ProduceRequest>("Produce", 0, 13)
+    }
+
+    fn handle(ctx: RequestContext, body: Vec<u8>) -> Outcome {
+        let version = ctx.api_version;
+        if version < 3 {
+            log_warn(&format!(
+                "closing connection: Produce v{version} (message format v0/v1) is not served, \
+                 as in Kafka 4 (client id {:?}, correlation id {})",
+                ctx.client_id, ctx.correlation_id
+            ));
+            return Outcome::CloseConnection;
+        }
+        let request: ProduceRequest = match decode(&ctx, &body) {
+            Ok(request) => request,
+            Err(outcome) => return outcome,
+        };
+
+        let names: Vec<Option<String>> = request
+            .topic_data
+            .iter()
+            .map(|topic| match version {
+                13.. => topic_name_by_id(topic.topic_id),
+                _ => Some(topic.name.to_string()),
+            })
+            .collect();
+        // None: the transactional producer is not authorized, and Kafka then
+        // fails every partition without asking about topics.
+        let authorized_topics = transactional_allowed(&request).then(|| {
+            let names = names.iter().flatten().map(String::as_str);
+            allowed_names(Operation::Write, ResourceType::Topic, names)
+        });
+
+        let mut response = ProduceResponse::default();
+        let mut failures = Vec::new();
+        for (topic, name) in request.topic_data.iter().zip(&names) {
+            let mut partition_responses = Vec::with_capacity(topic.partition_data.len());
+            for partition in &topic.partition_data {
+                let result = match (&authorized_topics, name) {
+                    (None, _) => rejected(ResponseError::TransactionalIdAuthorizationFailed, None),
+                    (_, None) => rejected(ResponseError::UnknownTopicId, None),
+                    (Some(allowed), Some(name)) if !is_authorized(allowed, name) => {
+                        rejected(ResponseError::TopicAuthorizationFailed, None)
+                    }
+                    (_, Some(name)) => append(version, &request, name, partition),
+                };
+                if result.error_code != NONE {
+                    let topic = name.clone().unwrap_or_else(|| topic.topic_id.to_string());
+                    failures.push(format!(
+                        "{topic}-{}: error {}",
+                        partition.index, result.error_code
+                    ));
+                }
+                partition_responses.push(partition_response(partition.index, result));
+            }
+            response.responses.push(
+                TopicProduceResponse::default()
+                    .with_name(topic.name.clone())
+                    .with_topic_id(topic.topic_id)
+                    .with_partition_responses(partition_responses),
+            );
+        }
+
+        match request.acks {
+            0 if failures.is_empty() => Outcome::NoResponse,
+            0 => {
+                log_info(&format!(
+                    "closing connection after acks=0 produce with errors (client id {:?}, \
+                     correlation id {}): {}",
+                    ctx.client_id,
+                    ctx.correlation_id,
+                    failures.join(", ")
+                ));
+                Outcome::CloseConnection
+            }
+            _ => respond(&ctx, &response),
+        }
+    }
+}
+
+/// Kafka asks for WRITE on the TransactionalId when a partition's first
+/// batch is transactional (and fails it when there is no id); we ask
+/// whenever the producer names a transactional id.
+fn transactional_allowed(request: &ProduceRequest) -> bool {
+    match &request.transactional_id {
+        Some(id) => is_allowed(Operation::Write, ResourceType::TransactionalId, id),
+        None => !request
+            .topic_data
+            .iter()
+            .flat_map(|topic| &topic.partition_data)
+            .filter_map(|partition| partition.records.as_deref())
+            .filter_map(|records| records::batch_headers(records).next())
+            .any(|batch| batch.is_transactional()),
+    }
+}
+
+fn is_authorized(allowed: &HashMap<String, bool>, name: &str) -> bool {
+    allowed.get(name).copied().unwrap_or(false)
+}
+
+/// Checks one authorized partition as Kafka does before `appendRecords`,
+/// then appends it.
+fn append(
+    version: i16,
+    request: &ProduceRequest,
+    topic: &str,
+    partition: &PartitionProduceData,
+) -> AppendResult {
+    let records = partition.records.as_deref();
+    if let Err((error, message)) = records::validate(version, records) {
+        return rejected(error, Some(message));
+    }
+    if !matches!(request.acks, -1..=1) {
+        return rejected(ResponseError::InvalidRequiredAcks, None);
+    }
+    log::append(
+        topic,
+        partition.index,
+        records.unwrap_or_default(),
+        request.acks,
+        request.timeout_ms,
+    )
+}
+
+/// A partition that was not appended, as Kafka's `PartitionResponse(error)`.
+fn rejected(error: ResponseError, message: Option<String>) -> AppendResult {
+    AppendResult {
+        error_code: error.code(),
+        error_message: message,
+        base_offset: -1,
+        log_append_time_ms: -1,
+        log_start_offset: -1,
+    }
+}
+
+fn partition_response(index: i32, result: AppendResult) -> PartitionProduceResponse {
+    PartitionProduceResponse::default()
+        .with_index(index)
+        .with_error_code(result.error_code)
+        .with_error_message(result.error_message.map(StrBytes::from_string))
+        .with_base_offset(result.base_offset)
+        .with_log_append_time_ms(result.log_append_time_ms)
+        .with_log_start_offset(result.log_start_offset)
+}
+
+gregor_sdk::export_handler!(Produce);

@@ -1,0 +1,354 @@
+//! Test harness for Gregor's integration tests.
+//!
+//! Every test starts its own `gregor serve` process on its own port with its
+//! own temporary data directory, so tests run in parallel and never see each
+//! other's topics. The broker's stderr and stdout go to `broker.log` in that
+//! directory; when a test panics, [`Broker`]'s `Drop` prints the tail of that
+//! log, which is usually the fastest way to see why.
+//!
+//! Environment:
+//! - `GREGOR_BIN`: the broker binary (default `<workspace>/target/release/gregor`).
+//! - `GREGOR_PLUGIN_DIR`: the handler plugins (default `<workspace>/build/plugins`).
+//! - `GREGOR_KEEP_TEST_DIRS=1`: keep each test's temporary directory.
+//! - `RUST_LOG`: passed to the broker (default `info`).
+//!
+//! [`kafka`] holds rdkafka helpers shared by the client tests and [`wire`]
+//! hand-encodes Kafka frames for the raw-protocol tests.
+
+pub mod kafka;
+pub mod wire;
+
+use std::fs::{self, File, OpenOptions};
+use std::io::Write;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+/// How long a starting broker may take to accept connections. Generous:
+/// a cold plugin compile cache on a loaded 2-core machine is slow.
+pub const START_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// How long a broker may take to exit after SIGTERM.
+pub const STOP_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Lines of the broker log printed when a test fails.
+const LOG_TAIL_LINES: usize = 100;
+
+/// The workspace root (the parent of this crate).
+pub fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("tests/ has a parent directory")
+        .to_path_buf()
+}
+
+/// The broker binary: `$GREGOR_BIN` or `<workspace>/target/release/gregor`.
+pub fn gregor_bin() -> PathBuf {
+    match std::env::var_os("GREGOR_BIN") {
+        Some(path) => PathBuf::from(path),
+        None => workspace_root().join("target/release/gregor"),
+    }
+}
+
+/// The plugin directory: `$GREGOR_PLUGIN_DIR` or `<workspace>/build/plugins`.
+pub fn plugin_dir() -> PathBuf {
+    match std::env::var_os("GREGOR_PLUGIN_DIR") {
+        Some(path) => PathBuf::from(path),
+        None => workspace_root().join("build/plugins"),
+    }
+}
+
+/// A port that was free a moment ago: bind 127.0.0.1:0 and drop the listener.
+pub fn free_port() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
+    listener
+        .local_addr()
+        .expect("local address of a bound listener")
+        .port()
+}
+
+/// A running (or stopped, between [`Broker::kill`] and [`Broker::restart`])
+/// `gregor serve` process with its own port and data directory.
+pub struct Broker {
+    child: Option<Child>,
+    port: u16,
+    /// Removed on drop (unless `GREGOR_KEEP_TEST_DIRS` is set).
+    dir: Option<tempfile::TempDir>,
+    data_dir: PathBuf,
+    log_path: PathBuf,
+    settings: Vec<(String, String)>,
+    starts: u32,
+}
+
+impl Broker {
+    /// Starts a broker with the default settings.
+    pub fn start() -> Broker {
+        Broker::start_with(&[])
+    }
+
+    /// Starts a broker with extra `--set key=value` properties (after the
+    /// harness's own `listeners`, `log.dirs` and `plugin.dir`).
+    pub fn start_with(settings: &[(&str, &str)]) -> Broker {
+        let bin = gregor_bin();
+        assert!(
+            bin.is_file(),
+            "gregor binary not found at {} (build it with `cargo build --release -p gregor`, \
+             or point GREGOR_BIN at it)",
+            bin.display()
+        );
+        let plugins = plugin_dir();
+        assert!(
+            plugins.is_dir(),
+            "plugin directory not found at {} (build the plugins, or point GREGOR_PLUGIN_DIR at them)",
+            plugins.display()
+        );
+
+        let dir = tempfile::Builder::new()
+            .prefix("gregor-test-")
+            .tempdir()
+            .expect("create a temporary directory");
+        let data_dir = dir.path().join("data");
+        fs::create_dir_all(&data_dir).expect("create the data directory");
+        let log_path = dir.path().join("broker.log");
+
+        let mut broker = Broker {
+            child: None,
+            port: free_port(),
+            data_dir,
+            log_path,
+            dir: Some(dir),
+            settings: settings
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            starts: 0,
+        };
+        broker.spawn();
+        broker
+    }
+
+    /// `host:port` for a client's `bootstrap.servers`.
+    pub fn bootstrap(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], self.port))
+    }
+
+    /// The broker's `log.dirs`, kept across restarts.
+    pub fn data_dir(&self) -> &Path {
+        &self.data_dir
+    }
+
+    /// The file that collects the broker's stderr and stdout.
+    pub fn log_path(&self) -> &Path {
+        &self.log_path
+    }
+
+    /// The last `lines` lines of the broker's log.
+    pub fn log_tail(&self, lines: usize) -> String {
+        let text = match fs::read(&self.log_path) {
+            Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+            Err(e) => return format!("(cannot read {}: {e})", self.log_path.display()),
+        };
+        let all: Vec<&str> = text.lines().collect();
+        let start = all.len().saturating_sub(lines);
+        all[start..].join("\n")
+    }
+
+    /// Whether the process is still alive.
+    pub fn is_running(&mut self) -> bool {
+        match self.child.as_mut() {
+            Some(child) => matches!(child.try_wait(), Ok(None)),
+            None => false,
+        }
+    }
+
+    /// Stops the broker (SIGTERM, expecting a clean exit) if it runs, then
+    /// starts it again on the same port with the same data directory. After
+    /// [`Broker::kill`] this is the restart after a crash.
+    pub fn restart(&mut self) {
+        if self.child.is_some() {
+            let status = self.stop();
+            assert!(
+                status.success(),
+                "broker did not exit cleanly after SIGTERM: {status}\n{}",
+                self.log_tail(LOG_TAIL_LINES)
+            );
+        }
+        self.spawn();
+    }
+
+    /// Sends SIGTERM and waits for the process to exit (panics after
+    /// [`STOP_TIMEOUT`]). Returns its exit status.
+    pub fn stop(&mut self) -> ExitStatus {
+        let mut child = self.child.take().expect("stop: the broker is not running");
+        signal(&child, libc::SIGTERM);
+        let deadline = Instant::now() + STOP_TIMEOUT;
+        loop {
+            match child.try_wait() {
+                Ok(Some(status)) => {
+                    self.note(&format!("stopped with SIGTERM: {status}"));
+                    return status;
+                }
+                Ok(None) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(20))
+                }
+                Ok(None) => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    panic!(
+                        "broker did not exit within {STOP_TIMEOUT:?} of SIGTERM\n{}",
+                        self.log_tail(LOG_TAIL_LINES)
+                    );
+                }
+                Err(e) => panic!("waiting for the broker: {e}"),
+            }
+        }
+    }
+
+    /// SIGKILL: the process dies at once, without any chance to flush or
+    /// close. [`Broker::restart`] brings it back on the same data directory.
+    pub fn kill(&mut self) {
+        let mut child = self.child.take().expect("kill: the broker is not running");
+        signal(&child, libc::SIGKILL);
+        let status = child.wait().expect("wait for the killed broker");
+        self.note(&format!("killed with SIGKILL: {status}"));
+    }
+
+    fn note(&self, line: &str) {
+        if let Ok(mut log) = OpenOptions::new().append(true).open(&self.log_path) {
+            let _ = writeln!(log, "=== gregor-tests: {line} ===");
+        }
+    }
+
+    fn spawn(&mut self) {
+        assert!(self.child.is_none(), "spawn: the broker is already running");
+        self.starts += 1;
+        let mut args: Vec<String> = vec!["serve".into()];
+        let own = [
+            ("listeners", format!("PLAINTEXT://127.0.0.1:{}", self.port)),
+            ("log.dirs", self.data_dir.display().to_string()),
+            ("plugin.dir", plugin_dir().display().to_string()),
+        ];
+        for (key, value) in own
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.clone()))
+            .chain(self.settings.iter().cloned())
+        {
+            args.push("--set".into());
+            args.push(format!("{key}={value}"));
+        }
+
+        let mut log = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log_path)
+            .expect("open the broker log");
+        let _ = writeln!(
+            log,
+            "=== gregor-tests: start #{}: {} {} ===",
+            self.starts,
+            gregor_bin().display(),
+            args.join(" ")
+        );
+        let stdout: File = log.try_clone().expect("clone the log file handle");
+        let mut command = Command::new(gregor_bin());
+        command
+            .args(&args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::from(stdout))
+            .stderr(Stdio::from(log));
+        if std::env::var_os("RUST_LOG").is_none() {
+            command.env("RUST_LOG", "info");
+        }
+        let child = command
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawn {}: {e}", gregor_bin().display()));
+        self.child = Some(child);
+        self.wait_ready();
+    }
+
+    /// Polls the port until it accepts a TCP connection.
+    fn wait_ready(&mut self) {
+        let deadline = Instant::now() + START_TIMEOUT;
+        let addr = self.addr();
+        loop {
+            if let Some(child) = self.child.as_mut() {
+                if let Ok(Some(status)) = child.try_wait() {
+                    self.child = None;
+                    panic!(
+                        "broker exited during start-up ({status})\n{}",
+                        self.log_tail(LOG_TAIL_LINES)
+                    );
+                }
+            }
+            if TcpStream::connect_timeout(&addr, Duration::from_millis(500)).is_ok() {
+                return;
+            }
+            if Instant::now() >= deadline {
+                panic!(
+                    "broker did not accept connections on {addr} within {START_TIMEOUT:?}\n{}",
+                    self.log_tail(LOG_TAIL_LINES)
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Broker {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        if std::thread::panicking() {
+            eprintln!(
+                "---- gregor broker log ({}), last {LOG_TAIL_LINES} lines ----\n{}\n---- end of broker log ----",
+                self.log_path.display(),
+                self.log_tail(LOG_TAIL_LINES)
+            );
+        }
+        if let Some(dir) = self.dir.take() {
+            if std::env::var_os("GREGOR_KEEP_TEST_DIRS").is_some() {
+                let kept = dir.keep();
+                eprintln!("gregor-tests: kept {}", kept.display());
+            }
+        }
+    }
+}
+
+fn signal(child: &Child, signal: libc::c_int) {
+    let pid = libc::pid_t::try_from(child.id()).expect("pid fits in pid_t");
+    // SAFETY: kill(2) on the pid of a child we have not yet reaped, so the
+    // pid cannot have been reused by another process.
+    let rc = unsafe { libc::kill(pid, signal) };
+    assert_eq!(
+        rc,
+        0,
+        "kill({pid}, {signal}): {}",
+        std::io::Error::last_os_error()
+    );
+}
+
+/// Polls `check` every 100 ms until it returns `Some`, or panics with
+/// `what` after `timeout`.
+pub fn wait_for<T>(what: &str, timeout: Duration, mut check: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(value) = check() {
+            return value;
+        }
+        if Instant::now() >= deadline {
+            panic!("timed out after {timeout:?} waiting for {what}");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}

@@ -1,0 +1,388 @@
+//! Hand-encoded Kafka frames over a plain `TcpStream`, for the tests that
+//! send what no well-behaved client would.
+//!
+//! A request frame is `size: i32` then the header (`api_key: i16`,
+//! `api_version: i16`, `correlation_id: i32`, `client_id: nullable string`,
+//! and for flexible versions (header v2) tagged fields) then the body. A
+//! response frame is `size: i32`, `correlation_id: i32`, (tagged fields for
+//! header v1), body. ApiVersions responses always use header v0.
+
+use std::io::{self, ErrorKind, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::{Duration, Instant};
+
+pub const API_VERSIONS: i16 = 18;
+pub const METADATA: i16 = 3;
+pub const UNSUPPORTED_VERSION: i16 = 35;
+
+/// How long to wait for a response, or for the broker to close.
+pub const IO_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// Largest response frame the tests accept (a sanity bound while parsing).
+const MAX_RESPONSE: i32 = 64 << 20;
+
+pub fn put_i16(buf: &mut Vec<u8>, v: i16) {
+    buf.extend_from_slice(&v.to_be_bytes());
+}
+
+pub fn put_i32(buf: &mut Vec<u8>, v: i32) {
+    buf.extend_from_slice(&v.to_be_bytes());
+}
+
+pub fn put_uvarint(buf: &mut Vec<u8>, mut v: u32) {
+    while v >= 0x80 {
+        buf.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    buf.push(v as u8);
+}
+
+/// A compact (flexible-version) string: uvarint length + 1, bytes.
+pub fn put_compact_string(buf: &mut Vec<u8>, s: &str) {
+    put_uvarint(buf, s.len() as u32 + 1);
+    buf.extend_from_slice(s.as_bytes());
+}
+
+/// A request frame with header v1 (`flexible == false`) or v2.
+pub fn request_frame(
+    api_key: i16,
+    api_version: i16,
+    correlation_id: i32,
+    flexible: bool,
+    body: &[u8],
+) -> Vec<u8> {
+    let client_id = b"gregor-tests";
+    let mut payload = Vec::with_capacity(64 + body.len());
+    put_i16(&mut payload, api_key);
+    put_i16(&mut payload, api_version);
+    put_i32(&mut payload, correlation_id);
+    put_i16(&mut payload, client_id.len() as i16);
+    payload.extend_from_slice(client_id);
+    if flexible {
+        put_uvarint(&mut payload, 0); // no tagged fields
+    }
+    payload.extend_from_slice(body);
+    let mut frame = Vec::with_capacity(4 + payload.len());
+    put_i32(&mut frame, payload.len() as i32);
+    frame.extend_from_slice(&payload);
+    frame
+}
+
+/// An ApiVersions request frame. v3+ is flexible and names the client
+/// software (KIP-511).
+pub fn api_versions_request(version: i16, correlation_id: i32) -> Vec<u8> {
+    let mut body = Vec::new();
+    let flexible = version >= 3;
+    if flexible {
+        put_compact_string(&mut body, "gregor-tests");
+        put_compact_string(&mut body, "0.1.0");
+        put_uvarint(&mut body, 0);
+    }
+    request_frame(API_VERSIONS, version, correlation_id, flexible, &body)
+}
+
+/// A Metadata request frame for no topics (all topics for v0), valid for
+/// versions 0 to 13.
+pub fn metadata_request(version: i16, correlation_id: i32) -> Vec<u8> {
+    assert!((0..=13).contains(&version), "metadata_request: v{version}");
+    let flexible = version >= 9;
+    let mut body = Vec::new();
+    if flexible {
+        put_uvarint(&mut body, 1); // empty compact array
+    } else {
+        put_i32(&mut body, 0); // empty array
+    }
+    if version >= 4 {
+        body.push(0); // allow_auto_topic_creation
+    }
+    if (8..=10).contains(&version) {
+        body.push(0); // include_cluster_authorized_operations
+    }
+    if version >= 8 {
+        body.push(0); // include_topic_authorized_operations
+    }
+    if flexible {
+        put_uvarint(&mut body, 0);
+    }
+    request_frame(METADATA, version, correlation_id, flexible, &body)
+}
+
+/// A cursor over a response body.
+pub struct Reader<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Reader<'a> {
+    pub fn new(buf: &'a [u8]) -> Reader<'a> {
+        Reader { buf, pos: 0 }
+    }
+
+    pub fn remaining(&self) -> usize {
+        self.buf.len() - self.pos
+    }
+
+    fn take(&mut self, n: usize) -> &'a [u8] {
+        assert!(
+            self.remaining() >= n,
+            "response truncated: need {n} bytes at {}, have {}",
+            self.pos,
+            self.remaining()
+        );
+        let bytes = &self.buf[self.pos..self.pos + n];
+        self.pos += n;
+        bytes
+    }
+
+    pub fn i16(&mut self) -> i16 {
+        i16::from_be_bytes(self.take(2).try_into().unwrap())
+    }
+
+    pub fn i32(&mut self) -> i32 {
+        i32::from_be_bytes(self.take(4).try_into().unwrap())
+    }
+
+    pub fn uvarint(&mut self) -> u32 {
+        let mut value = 0u32;
+        for shift in (0..35).step_by(7) {
+            let byte = self.take(1)[0];
+            value |= u32::from(byte & 0x7f) << shift;
+            if byte & 0x80 == 0 {
+                return value;
+            }
+        }
+        panic!("uvarint longer than 5 bytes");
+    }
+
+    /// Skips a tagged-fields section.
+    pub fn skip_tags(&mut self) {
+        let count = self.uvarint();
+        for _ in 0..count {
+            let _tag = self.uvarint();
+            let size = self.uvarint() as usize;
+            self.take(size);
+        }
+    }
+}
+
+/// One entry of an ApiVersions response.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ApiRange {
+    pub api_key: i16,
+    pub min_version: i16,
+    pub max_version: i16,
+}
+
+#[derive(Debug)]
+pub struct ApiVersionsResponse {
+    pub correlation_id: i32,
+    pub error_code: i16,
+    pub apis: Vec<ApiRange>,
+}
+
+impl ApiVersionsResponse {
+    pub fn range(&self, api_key: i16) -> Option<ApiRange> {
+        self.apis.iter().copied().find(|a| a.api_key == api_key)
+    }
+}
+
+/// Parses an ApiVersions response frame payload (without the size prefix)
+/// of the given version. For v0 the whole payload must be consumed.
+pub fn parse_api_versions(payload: &[u8], version: i16) -> ApiVersionsResponse {
+    let mut r = Reader::new(payload);
+    let correlation_id = r.i32(); // header v0, always, for ApiVersions
+    let error_code = r.i16();
+    let flexible = version >= 3;
+    let count = if flexible {
+        (r.uvarint() as usize).saturating_sub(1)
+    } else {
+        let n = r.i32();
+        assert!(n >= 0, "ApiVersions api_keys array length {n}");
+        n as usize
+    };
+    let mut apis = Vec::with_capacity(count);
+    for _ in 0..count {
+        apis.push(ApiRange {
+            api_key: r.i16(),
+            min_version: r.i16(),
+            max_version: r.i16(),
+        });
+        if flexible {
+            r.skip_tags();
+        }
+    }
+    if version >= 1 {
+        let _throttle_time_ms = r.i32();
+    }
+    if flexible {
+        r.skip_tags();
+    }
+    if version == 0 {
+        assert_eq!(
+            r.remaining(),
+            0,
+            "trailing bytes after an ApiVersions v0 response body"
+        );
+    }
+    ApiVersionsResponse {
+        correlation_id,
+        error_code,
+        apis,
+    }
+}
+
+/// A raw connection to the broker.
+pub struct Conn {
+    pub stream: TcpStream,
+}
+
+impl Conn {
+    pub fn connect(addr: SocketAddr) -> Conn {
+        let stream = TcpStream::connect_timeout(&addr, IO_TIMEOUT)
+            .unwrap_or_else(|e| panic!("connect to {addr}: {e}"));
+        stream.set_nodelay(true).expect("set TCP_NODELAY");
+        stream
+            .set_read_timeout(Some(IO_TIMEOUT))
+            .expect("set read timeout");
+        stream
+            .set_write_timeout(Some(IO_TIMEOUT))
+            .expect("set write timeout");
+        Conn { stream }
+    }
+
+    /// Writes bytes; the broker may already have closed the connection.
+    pub fn send(&mut self, bytes: &[u8]) -> io::Result<()> {
+        self.stream.write_all(bytes)?;
+        self.stream.flush()
+    }
+
+    /// Reads one response frame and returns its payload (after the size).
+    pub fn read_frame(&mut self) -> io::Result<Vec<u8>> {
+        let mut size = [0u8; 4];
+        self.stream.read_exact(&mut size)?;
+        let size = i32::from_be_bytes(size);
+        if !(4..=MAX_RESPONSE).contains(&size) {
+            return Err(io::Error::new(
+                ErrorKind::InvalidData,
+                format!("response frame size {size}"),
+            ));
+        }
+        let mut payload = vec![0u8; size as usize];
+        self.stream.read_exact(&mut payload)?;
+        Ok(payload)
+    }
+
+    /// Sends a request frame and reads one response, checking that its
+    /// correlation id matches.
+    pub fn round_trip(&mut self, frame: &[u8], correlation_id: i32) -> Vec<u8> {
+        self.send(frame).expect("send a request");
+        let payload = self.read_frame().expect("read a response");
+        assert_eq!(
+            correlation_id_of(&payload),
+            correlation_id,
+            "response correlation id"
+        );
+        payload
+    }
+
+    /// ApiVersions v0 on this connection; asserts it succeeds.
+    pub fn api_versions(&mut self, correlation_id: i32) -> ApiVersionsResponse {
+        let payload = self.round_trip(&api_versions_request(0, correlation_id), correlation_id);
+        let response = parse_api_versions(&payload, 0);
+        assert_eq!(response.error_code, 0, "ApiVersions v0 error code");
+        assert!(
+            response.range(API_VERSIONS).is_some(),
+            "ApiVersions does not list ApiVersions: {response:?}"
+        );
+        response
+    }
+
+    /// Waits until the broker closes the connection: EOF or a reset. Fails
+    /// if it sends anything instead or keeps the connection open for
+    /// [`IO_TIMEOUT`].
+    pub fn expect_closed(&mut self, what: &str) {
+        let deadline = Instant::now() + IO_TIMEOUT;
+        let mut buf = [0u8; 4096];
+        loop {
+            match self.stream.read(&mut buf) {
+                Ok(0) => return,
+                Ok(n) => panic!(
+                    "{what}: expected the broker to close the connection, got {n} bytes: {:?}",
+                    &buf[..n.min(64)]
+                ),
+                Err(e) if is_closed_error(&e) => return,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                    panic!("{what}: the broker kept the connection open for {IO_TIMEOUT:?}")
+                }
+                Err(e) => panic!("{what}: reading from the broker: {e}"),
+            }
+            assert!(Instant::now() < deadline, "{what}: connection not closed");
+        }
+    }
+}
+
+/// Whether a socket error means the peer closed or reset the connection.
+pub fn is_closed_error(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        ErrorKind::ConnectionReset
+            | ErrorKind::ConnectionAborted
+            | ErrorKind::BrokenPipe
+            | ErrorKind::UnexpectedEof
+    )
+}
+
+/// The correlation id at the start of a response payload.
+pub fn correlation_id_of(payload: &[u8]) -> i32 {
+    assert!(payload.len() >= 4, "response shorter than its header");
+    i32::from_be_bytes(payload[..4].try_into().unwrap())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uvarint_round_trip() {
+        for v in [0u32, 1, 127, 128, 300, 16_383, 16_384, u32::MAX] {
+            let mut buf = Vec::new();
+            put_uvarint(&mut buf, v);
+            assert_eq!(Reader::new(&buf).uvarint(), v, "value {v}");
+        }
+    }
+
+    #[test]
+    fn api_versions_v0_frame_layout() {
+        let frame = api_versions_request(0, 7);
+        // size, key, version, correlation id, client id length, client id
+        assert_eq!(&frame[..4], &(frame.len() as i32 - 4).to_be_bytes());
+        assert_eq!(&frame[4..6], &18i16.to_be_bytes());
+        assert_eq!(&frame[6..8], &0i16.to_be_bytes());
+        assert_eq!(&frame[8..12], &7i32.to_be_bytes());
+        assert_eq!(&frame[12..14], &12i16.to_be_bytes());
+        assert_eq!(&frame[14..], b"gregor-tests");
+    }
+
+    #[test]
+    fn parses_an_api_versions_v0_response() {
+        let mut payload = Vec::new();
+        put_i32(&mut payload, 42);
+        put_i16(&mut payload, 35);
+        put_i32(&mut payload, 1);
+        for v in [18i16, 0, 4] {
+            put_i16(&mut payload, v);
+        }
+        let response = parse_api_versions(&payload, 0);
+        assert_eq!(response.correlation_id, 42);
+        assert_eq!(response.error_code, 35);
+        assert_eq!(
+            response.apis,
+            vec![ApiRange {
+                api_key: 18,
+                min_version: 0,
+                max_version: 4
+            }]
+        );
+    }
+}
