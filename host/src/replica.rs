@@ -181,7 +181,8 @@ impl ReplicaManager {
     }
 
     /// ListOffsets for one partition: -1 latest, -2 earliest, -3 max
-    /// timestamp, -4 earliest local, otherwise by timestamp.
+    /// timestamp, -4 earliest local, -5 latest tiered, otherwise by
+    /// timestamp.
     pub fn list_offset(&self, topic: &str, partition: i32, timestamp: i64) -> OffsetAnswer {
         let tp = TopicPartition {
             topic: topic.to_string(),
@@ -195,6 +196,8 @@ impl ReplicaManager {
         let result = match timestamp {
             -1 => self.logs.offsets(&tp).map(|o| answer(o.high_watermark, -1)),
             -2 | -4 => self.logs.offsets(&tp).map(|o| answer(o.log_start_offset, -1)),
+            // Latest tiered offset: with no tiered storage there is none.
+            -5 => Ok(answer(-1, -1)),
             -3 => self.logs.max_timestamp(&tp).map(|found| match found {
                 Some((offset, ts)) => answer(offset, ts),
                 None => answer(-1, -1),

@@ -44,9 +44,7 @@ pub fn admin_options() -> AdminOptions {
 /// A producer with `acks=all` unless `extra` says otherwise.
 pub fn producer(broker: &Broker, extra: &[(&str, &str)]) -> FutureProducer {
     let mut config = config(broker);
-    config
-        .set("acks", "all")
-        .set("message.timeout.ms", "60000");
+    config.set("acks", "all").set("message.timeout.ms", "60000");
     for (key, value) in extra {
         config.set(*key, *value);
     }
@@ -102,10 +100,9 @@ pub async fn create_topic(broker: &Broker, topic: &str, partitions: i32) {
 /// partitions, each with a leader. Returns that metadata.
 pub fn wait_for_topic(broker: &Broker, topic: &str, partitions: i32) -> Metadata {
     let consumer = plain_consumer(broker);
-    let mut last = String::new();
     let deadline = Instant::now() + CALL_TIMEOUT;
     loop {
-        match consumer.fetch_metadata(None, CALL_TIMEOUT) {
+        let last = match consumer.fetch_metadata(None, CALL_TIMEOUT) {
             Ok(metadata) => {
                 let found = metadata.topics().iter().find(|t| t.name() == topic);
                 match found {
@@ -116,21 +113,19 @@ pub fn wait_for_topic(broker: &Broker, topic: &str, partitions: i32) -> Metadata
                     {
                         return metadata;
                     }
-                    Some(t) => {
-                        last = format!(
-                            "topic error {:?}, partitions {:?}",
-                            t.error(),
-                            t.partitions()
-                                .iter()
-                                .map(|p| (p.id(), p.leader(), p.error()))
-                                .collect::<Vec<_>>()
-                        )
-                    }
-                    None => last = "topic not in metadata".into(),
+                    Some(t) => format!(
+                        "topic error {:?}, partitions {:?}",
+                        t.error(),
+                        t.partitions()
+                            .iter()
+                            .map(|p| (p.id(), p.leader(), p.error()))
+                            .collect::<Vec<_>>()
+                    ),
+                    None => "topic not in metadata".to_string(),
                 }
             }
-            Err(e) => last = format!("metadata request failed: {e}"),
-        }
+            Err(e) => format!("metadata request failed: {e}"),
+        };
         if Instant::now() >= deadline {
             panic!("topic {topic} with {partitions} partitions never showed up: {last}");
         }

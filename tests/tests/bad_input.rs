@@ -11,8 +11,8 @@ use std::net::Shutdown;
 
 use gregor_tests::kafka::{self, CALL_TIMEOUT};
 use gregor_tests::wire::{
-    api_versions_request, correlation_id_of, metadata_request, parse_api_versions,
-    request_frame, is_closed_error, ApiVersionsResponse, Conn, API_VERSIONS, METADATA, UNSUPPORTED_VERSION,
+    api_versions_request, correlation_id_of, is_closed_error, metadata_request, parse_api_versions,
+    request_frame, ApiVersionsResponse, Conn, API_VERSIONS, METADATA, UNSUPPORTED_VERSION,
 };
 use gregor_tests::Broker;
 use rdkafka::consumer::Consumer;
@@ -67,10 +67,7 @@ fn assert_still_serving(broker: &Broker, existing: &mut Conn) {
 fn send_expect_closed(broker: &Broker, what: &str, bytes: &[u8]) {
     let mut conn = Conn::connect(broker.addr());
     if let Err(e) = conn.send(bytes) {
-        assert!(
-            is_closed_error(&e),
-            "{what}: write failed: {e}"
-        );
+        assert!(is_closed_error(&e), "{what}: write failed: {e}");
     }
     conn.expect_closed(what);
 }
@@ -136,11 +133,7 @@ fn unknown_api_key_closes_the_connection() {
         "ApiKey 9999",
         &request_frame(9999, 0, 5, false, &[]),
     );
-    send_expect_closed(
-        &broker,
-        "ApiKey -2",
-        &request_frame(-2, 0, 6, false, &[]),
-    );
+    send_expect_closed(&broker, "ApiKey -2", &request_frame(-2, 0, 6, false, &[]));
 
     assert_still_serving(&broker, &mut existing);
 }
@@ -193,7 +186,10 @@ fn unsupported_version_of_another_api_closes_the_connection() {
     let broker = start();
     let mut existing = established(&broker);
     let versions = existing.api_versions(3);
-    let max = versions.range(METADATA).expect("Metadata advertised").max_version;
+    let max = versions
+        .range(METADATA)
+        .expect("Metadata advertised")
+        .max_version;
 
     let mut frame = metadata_request(metadata_version(&versions), 10);
     frame[6..8].copy_from_slice(&99i16.to_be_bytes());
@@ -319,7 +315,11 @@ fn pipelined_requests_are_answered_in_request_order() {
         );
         match kind {
             Kind::ApiVersionsV0 | Kind::ApiVersionsV3 => {
-                let version = if matches!(kind, Kind::ApiVersionsV3) { 3 } else { 0 };
+                let version = if matches!(kind, Kind::ApiVersionsV3) {
+                    3
+                } else {
+                    0
+                };
                 let response = parse_api_versions(&payload, version);
                 assert_eq!(response.error_code, 0, "response {i} ({kind:?})");
                 assert_eq!(response.apis, versions.apis, "response {i} ({kind:?})");

@@ -167,7 +167,9 @@ async fn kcat_keyed_messages_round_trip_with_offsets() {
         ],
         b"",
     );
-    let expected: Vec<String> = (0..100).map(|i| format!("0/{i} key{i}=value {i}")).collect();
+    let expected: Vec<String> = (0..100)
+        .map(|i| format!("0/{i} key{i}=value {i}"))
+        .collect();
     let got: Vec<&str> = out.stdout.lines().collect();
     assert_eq!(got, expected);
 }

@@ -57,13 +57,13 @@ fn message(seq: usize, base_ts: i64) -> Sent {
             Some(vec![seq as u8, (seq >> 8) as u8, 0, 0xff]),
         ),
     ];
-    if seq % 3 == 0 {
+    if seq.is_multiple_of(3) {
         headers.push(("empty".to_string(), Some(Vec::new())));
     }
-    if seq % 7 == 0 {
+    if seq.is_multiple_of(7) {
         headers.push(("null".to_string(), None));
     }
-    if seq % 11 == 0 {
+    if seq.is_multiple_of(11) {
         headers.push(("seq".to_string(), Some(b"again".to_vec())));
     }
     Sent {
@@ -217,7 +217,10 @@ fn verify(
         .map(|(i, _)| first_seq + i)
         .take(20)
         .collect();
-    assert!(missing.is_empty(), "messages never received: {missing:?}...");
+    assert!(
+        missing.is_empty(),
+        "messages never received: {missing:?}..."
+    );
     assert_eq!(total, sent.len(), "number of messages received");
 }
 
@@ -502,9 +505,11 @@ async fn delete_topics_removes_the_topic() {
         .await
         .expect("DeleteTopics request");
     assert_eq!(results, vec![Ok(topic.to_string())]);
-    wait_for("the deleted topic to leave the metadata", CALL_TIMEOUT, || {
-        (!kafka::topic_names(&broker).contains(topic)).then_some(())
-    });
+    wait_for(
+        "the deleted topic to leave the metadata",
+        CALL_TIMEOUT,
+        || (!kafka::topic_names(&broker).contains(topic)).then_some(()),
+    );
 
     // Deleting it again: UNKNOWN_TOPIC_OR_PARTITION.
     let results = admin

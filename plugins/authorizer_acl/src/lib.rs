@@ -15,7 +15,7 @@ wit_bindgen::generate!({
 
 use exports::gregor::broker::authorizer::{AuthorizableRequest, Guest};
 use gregor::broker::acls;
-use gregor::broker::authz::Action;
+use gregor::broker::types::Action;
 use gregor::broker::logging::{self, Level};
 
 struct AclAuthorizer;

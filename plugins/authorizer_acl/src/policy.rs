@@ -15,7 +15,7 @@
 //!    are for), else `allow.everyone.if.no.acl.found` decides (default false).
 
 use crate::gregor::broker::acls::{AclBinding, PatternType, PermissionType};
-use crate::gregor::broker::authz::{Action, Operation, ResourceType};
+use crate::gregor::broker::types::{Action, Operation, ResourceType};
 
 /// Kafka's wildcard resource name (with LITERAL) and host.
 const WILDCARD: &str = "*";

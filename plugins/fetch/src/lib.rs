@@ -167,6 +167,36 @@ gregor_sdk::export_handler!(Fetch);
 #[cfg(test)]
 mod tests {
     use super::*;
+    use gregor_sdk::kafka_protocol::protocol::Encodable;
+
+    fn fetched(error_code: i16) -> FetchedPartition {
+        FetchedPartition {
+            topic: "t".to_string(),
+            partition: 0,
+            error_code,
+            high_watermark: 10,
+            last_stable_offset: 10,
+            log_start_offset: 0,
+            records: vec![1, 2, 3],
+        }
+    }
+
+    #[test]
+    fn responses_encode_for_every_served_version() {
+        for version in 4..=17 {
+            let partitions = vec![
+                partition_error(0, ResponseError::UnknownTopicId.code()),
+                partition_data(1, version, true, fetched(NONE)),
+                partition_data(2, version, false, fetched(NONE)),
+            ];
+            let topic = FetchableTopicResponse::default().with_partitions(partitions);
+            let response = FetchResponse::default().with_responses(vec![topic]);
+            assert!(
+                response.encode(&mut Vec::new(), version).is_ok(),
+                "v{version}"
+            );
+        }
+    }
 
     #[test]
     fn storage_errors_become_retriable_for_old_clients() {
@@ -190,15 +220,6 @@ mod tests {
 
     #[test]
     fn aborted_transactions_only_for_read_committed_success() {
-        let fetched = |error_code| FetchedPartition {
-            topic: "t".to_string(),
-            partition: 0,
-            error_code,
-            high_watermark: 10,
-            last_stable_offset: 10,
-            log_start_offset: 0,
-            records: vec![1, 2, 3],
-        };
         let committed = partition_data(0, 12, true, fetched(NONE));
         assert_eq!(committed.aborted_transactions, Some(Vec::new()));
         assert_eq!(committed.records.as_deref(), Some(&[1u8, 2, 3][..]));

@@ -149,7 +149,7 @@ gregor_sdk::export_handler!(ListOffsets);
 mod tests {
     use super::*;
     use gregor_sdk::kafka_protocol::messages::list_offsets_request::ListOffsetsPartition;
-    use gregor_sdk::kafka_protocol::protocol::StrBytes;
+    use gregor_sdk::kafka_protocol::protocol::{Encodable, StrBytes};
 
     fn topic(name: &'static str, partitions: &[i32]) -> ListOffsetsTopic {
         ListOffsetsTopic::default()
@@ -205,5 +205,26 @@ mod tests {
             partition_answer(1, 5, answer(unavailable, 42)).error_code,
             unavailable
         );
+    }
+
+    #[test]
+    fn responses_encode_for_every_served_version() {
+        for version in 1..=10 {
+            let answer = OffsetAnswer {
+                error_code: NONE,
+                offset: 42,
+                timestamp: 5,
+            };
+            let partitions = vec![
+                partition_answer(0, version, answer),
+                partition_error(1, ResponseError::InvalidRequest.code()),
+            ];
+            let topic = ListOffsetsTopicResponse::default().with_partitions(partitions);
+            let response = ListOffsetsResponse::default().with_topics(vec![topic]);
+            assert!(
+                response.encode(&mut Vec::new(), version).is_ok(),
+                "v{version}"
+            );
+        }
     }
 }

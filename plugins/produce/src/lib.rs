@@ -19,8 +19,6 @@
 
 mod records;
 
-use std::collections::HashMap;
-
 use gregor_sdk::authorize::{allowed_names, is_allowed};
 use gregor_sdk::authz::{Operation, ResourceType};
 use gregor_sdk::ids::topic_name_by_id;
@@ -74,19 +72,19 @@ impl Handler for Produce {
         });
 
         let mut response = ProduceResponse::default();
-        let mut failures = Vec::new();
+        let mut failures = Vec::new(); // logged when acks=0 closes the connection
         for (topic, name) in request.topic_data.iter().zip(&names) {
             let mut partition_responses = Vec::with_capacity(topic.partition_data.len());
             for partition in &topic.partition_data {
                 let result = match (&authorized_topics, name) {
                     (None, _) => rejected(ResponseError::TransactionalIdAuthorizationFailed, None),
                     (_, None) => rejected(ResponseError::UnknownTopicId, None),
-                    (Some(allowed), Some(name)) if !is_authorized(allowed, name) => {
+                    (Some(allowed), Some(name)) if allowed.get(name) != Some(&true) => {
                         rejected(ResponseError::TopicAuthorizationFailed, None)
                     }
                     (_, Some(name)) => append(version, &request, name, partition),
                 };
-                if result.error_code != NONE {
+                if request.acks == 0 && result.error_code != NONE {
                     let topic = name.clone().unwrap_or_else(|| topic.topic_id.to_string());
                     failures.push(format!(
                         "{topic}-{}: error {}",
@@ -136,10 +134,6 @@ fn transactional_allowed(request: &ProduceRequest) -> bool {
     }
 }
 
-fn is_authorized(allowed: &HashMap<String, bool>, name: &str) -> bool {
-    allowed.get(name).copied().unwrap_or(false)
-}
-
 /// Checks one authorized partition as Kafka does before `appendRecords`,
 /// then appends it.
 fn append(
@@ -186,3 +180,41 @@ fn partition_response(index: i32, result: AppendResult) -> PartitionProduceRespo
 }
 
 gregor_sdk::export_handler!(Produce);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gregor_sdk::kafka_protocol::protocol::Encodable;
+
+    #[test]
+    fn responses_encode_for_every_served_version() {
+        let appended = AppendResult {
+            error_code: NONE,
+            error_message: None,
+            base_offset: 7,
+            log_append_time_ms: -1,
+            log_start_offset: 0,
+        };
+        let failed = rejected(ResponseError::InvalidRecord, Some("bad".to_string()));
+        for version in 3..=13 {
+            let partitions = vec![
+                partition_response(0, appended.clone()),
+                partition_response(1, failed.clone()),
+            ];
+            let topic = TopicProduceResponse::default().with_partition_responses(partitions);
+            let response = ProduceResponse::default().with_responses(vec![topic]);
+            assert!(
+                response.encode(&mut Vec::new(), version).is_ok(),
+                "v{version}"
+            );
+        }
+    }
+
+    #[test]
+    fn rejected_partitions_have_no_offsets() {
+        let response = partition_response(4, rejected(ResponseError::UnknownTopicId, None));
+        assert_eq!(response.index, 4);
+        assert_eq!(response.error_code, ResponseError::UnknownTopicId.code());
+        assert_eq!((response.base_offset, response.log_start_offset), (-1, -1));
+    }
+}

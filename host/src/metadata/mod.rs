@@ -1,0 +1,6 @@
+//! Cluster metadata owned by the host: topics, their partitions and configs
+//! (and later ACLs, credentials, group offsets, producer and transaction
+//! state), persisted crash-safely apart from the partition logs
+//! (DESIGN.md §6).
+
+pub mod store;

@@ -1,0 +1,254 @@
+//! A crash-safe store for topic metadata.
+//!
+//! The whole state is one small JSON document, `<dir>/topics.json`, rewritten
+//! on every change the classic safe way: write `topics.json.tmp`, fsync it,
+//! rename it over `topics.json`, fsync the directory. A rename within a
+//! directory is atomic, so after a crash the file holds either the old or the
+//! new state, never a mix; a leftover `.tmp` is an unfinished write and is
+//! discarded on open. A change returns only once it is durable, and the
+//! in-memory copy is updated only after that, so readers never see a state
+//! that a crash could take back.
+//!
+//! Rewriting the document costs O(number of topics) per change, which is
+//! fine for topic-level operations; high-rate state (group offsets, producer
+//! state) belongs in a log, not here.
+
+use std::collections::BTreeMap;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use serde::{Deserialize, Serialize};
+
+const FILE_NAME: &str = "topics.json";
+const TMP_NAME: &str = "topics.json.tmp";
+const FORMAT_VERSION: u32 = 1;
+
+/// A topic as the broker knows it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TopicRecord {
+    pub name: String,
+    /// The topic id (a UUID), stored as 32 hex digits.
+    #[serde(with = "hex_id")]
+    pub id: [u8; 16],
+    pub partitions: i32,
+    /// Topic-level config overrides (`retention.ms`, ...).
+    #[serde(default)]
+    pub configs: BTreeMap<String, String>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct Document {
+    version: u32,
+    topics: Vec<TopicRecord>,
+}
+
+/// Topic metadata persisted in a directory.
+#[derive(Debug)]
+pub struct MetadataStore {
+    dir: PathBuf,
+    topics: Mutex<BTreeMap<String, TopicRecord>>,
+}
+
+impl MetadataStore {
+    /// Opens the store in `dir`, creating the directory if needed.
+    pub fn open(dir: &Path) -> io::Result<Self> {
+        fs::create_dir_all(dir)?;
+        match fs::remove_file(dir.join(TMP_NAME)) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+        let path = dir.join(FILE_NAME);
+        let topics = match fs::read(&path) {
+            Ok(bytes) => parse(&bytes).map_err(|e| {
+                io::Error::new(io::ErrorKind::InvalidData, format!("{}: {e}", path.display()))
+            })?,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => BTreeMap::new(),
+            Err(e) => return Err(e),
+        };
+        Ok(MetadataStore {
+            dir: dir.to_path_buf(),
+            topics: Mutex::new(topics),
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, BTreeMap<String, TopicRecord>> {
+        self.topics.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Every topic, ordered by name.
+    pub fn topics(&self) -> Vec<TopicRecord> {
+        self.lock().values().cloned().collect()
+    }
+
+    /// One topic by name.
+    pub fn topic(&self, name: &str) -> Option<TopicRecord> {
+        self.lock().get(name).cloned()
+    }
+
+    /// Inserts or replaces the topic named `topic.name`; durable on return.
+    pub fn put_topic(&self, topic: TopicRecord) -> io::Result<()> {
+        let mut topics = self.lock();
+        let mut next = topics.clone();
+        next.insert(topic.name.clone(), topic);
+        self.persist(&next)?;
+        *topics = next;
+        Ok(())
+    }
+
+    /// Removes a topic, returning it if it existed; durable on return.
+    pub fn remove_topic(&self, name: &str) -> io::Result<Option<TopicRecord>> {
+        let mut topics = self.lock();
+        if !topics.contains_key(name) {
+            return Ok(None);
+        }
+        let mut next = topics.clone();
+        let removed = next.remove(name);
+        self.persist(&next)?;
+        *topics = next;
+        Ok(removed)
+    }
+
+    fn persist(&self, topics: &BTreeMap<String, TopicRecord>) -> io::Result<()> {
+        let document = Document {
+            version: FORMAT_VERSION,
+            topics: topics.values().cloned().collect(),
+        };
+        let bytes = serde_json::to_vec_pretty(&document).map_err(io::Error::other)?;
+        let tmp = self.dir.join(TMP_NAME);
+        let mut file = OpenOptions::new().write(true).create(true).truncate(true).open(&tmp)?;
+        file.write_all(&bytes)?;
+        file.sync_all()?;
+        drop(file);
+        fs::rename(&tmp, self.dir.join(FILE_NAME))?;
+        File::open(&self.dir)?.sync_all()
+    }
+}
+
+fn parse(bytes: &[u8]) -> Result<BTreeMap<String, TopicRecord>, String> {
+    let document: Document = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+    if document.version != FORMAT_VERSION {
+        return Err(format!("unsupported format version {}", document.version));
+    }
+    let mut topics = BTreeMap::new();
+    for topic in document.topics {
+        let name = topic.name.clone();
+        if topics.insert(name.clone(), topic).is_some() {
+            return Err(format!("topic {name:?} appears twice"));
+        }
+    }
+    Ok(topics)
+}
+
+/// Serde for a 16-byte id as 32 lowercase hex digits.
+mod hex_id {
+    use serde::de::Error;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(id: &[u8; 16], s: S) -> Result<S::Ok, S::Error> {
+        let text: String = id.iter().map(|b| format!("{b:02x}")).collect();
+        s.serialize_str(&text)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<[u8; 16], D::Error> {
+        let text = String::deserialize(d)?;
+        let digits = text.as_bytes();
+        if digits.len() != 32 {
+            return Err(D::Error::custom(format!("topic id {text:?} is not 32 hex digits")));
+        }
+        let mut id = [0u8; 16];
+        for (i, pair) in digits.chunks_exact(2).enumerate() {
+            let pair = std::str::from_utf8(pair).map_err(D::Error::custom)?;
+            id[i] = u8::from_str_radix(pair, 16)
+                .map_err(|_| D::Error::custom(format!("topic id {text:?} is not hex")))?;
+        }
+        Ok(id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn topic(name: &str, partitions: i32) -> TopicRecord {
+        let mut id = [0u8; 16];
+        id[0] = name.len() as u8;
+        id[15] = 0xfe;
+        TopicRecord {
+            name: name.to_string(),
+            id,
+            partitions,
+            configs: BTreeMap::from([("cleanup.policy".to_string(), "delete".to_string())]),
+        }
+    }
+
+    #[test]
+    fn round_trip_across_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = MetadataStore::open(dir.path()).unwrap();
+        assert!(store.topics().is_empty());
+        store.put_topic(topic("b", 3)).unwrap();
+        store.put_topic(topic("a", 1)).unwrap();
+        store.put_topic(topic("a", 2)).unwrap(); // replaces
+        assert_eq!(store.topics(), vec![topic("a", 2), topic("b", 3)]);
+        drop(store);
+
+        let store = MetadataStore::open(dir.path()).unwrap();
+        assert_eq!(store.topics(), vec![topic("a", 2), topic("b", 3)]);
+        assert_eq!(store.topic("b"), Some(topic("b", 3)));
+        assert_eq!(store.remove_topic("a").unwrap(), Some(topic("a", 2)));
+        assert_eq!(store.remove_topic("a").unwrap(), None);
+        drop(store);
+
+        let store = MetadataStore::open(dir.path()).unwrap();
+        assert_eq!(store.topics(), vec![topic("b", 3)]);
+        let text = fs::read_to_string(dir.path().join(FILE_NAME)).unwrap();
+        assert!(text.contains("\"id\": \"010000000000000000000000000000fe\""), "{text}");
+    }
+
+    #[test]
+    fn unfinished_write_is_ignored() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = MetadataStore::open(dir.path()).unwrap();
+        store.put_topic(topic("a", 1)).unwrap();
+        drop(store);
+        // A crash after writing the temp file but before the rename.
+        fs::write(dir.path().join(TMP_NAME), b"{\"version\":1,\"topics\":[{\"na").unwrap();
+        let store = MetadataStore::open(dir.path()).unwrap();
+        assert_eq!(store.topics(), vec![topic("a", 1)]);
+        assert!(!dir.path().join(TMP_NAME).exists());
+    }
+
+    #[test]
+    fn corrupt_file_is_an_error_not_an_empty_store() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::write(dir.path().join(FILE_NAME), b"{ not json").unwrap();
+        let err = MetadataStore::open(dir.path()).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::InvalidData);
+        fs::write(dir.path().join(FILE_NAME), br#"{"version":7,"topics":[]}"#).unwrap();
+        assert!(MetadataStore::open(dir.path()).is_err());
+        fs::write(
+            dir.path().join(FILE_NAME),
+            br#"{"version":1,"topics":[{"name":"a","id":"zz","partitions":1}]}"#,
+        )
+        .unwrap();
+        assert!(MetadataStore::open(dir.path()).is_err());
+    }
+
+    #[test]
+    fn configs_default_to_empty() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::write(
+            dir.path().join(FILE_NAME),
+            br#"{"version":1,"topics":[{"name":"a","id":"000102030405060708090a0b0c0d0e0f","partitions":4}]}"#,
+        )
+        .unwrap();
+        let store = MetadataStore::open(dir.path()).unwrap();
+        let a = store.topic("a").unwrap();
+        assert_eq!(a.id, [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15]);
+        assert_eq!(a.partitions, 4);
+        assert!(a.configs.is_empty());
+    }
+}
