@@ -7,7 +7,8 @@
 //! log, which is usually the fastest way to see why.
 //!
 //! Environment:
-//! - `GREGOR_BIN`: the broker binary (default `<workspace>/target/release/gregor`).
+//! - `GREGOR_BIN`: the broker binary (default `<workspace>/target/release/gregor`,
+//!   or under `$CARGO_TARGET_DIR` when that is set).
 //! - `GREGOR_PLUGIN_DIR`: the handler plugins (default `<workspace>/build/plugins`).
 //! - `GREGOR_KEEP_TEST_DIRS=1`: keep each test's temporary directory.
 //! - `RUST_LOG`: passed to the broker (default `info`).
@@ -43,12 +44,17 @@ pub fn workspace_root() -> PathBuf {
         .to_path_buf()
 }
 
-/// The broker binary: `$GREGOR_BIN` or `<workspace>/target/release/gregor`.
+/// The broker binary: `$GREGOR_BIN`, else `release/gregor` in
+/// `$CARGO_TARGET_DIR` if set, else `<workspace>/target/release/gregor`.
 pub fn gregor_bin() -> PathBuf {
-    match std::env::var_os("GREGOR_BIN") {
-        Some(path) => PathBuf::from(path),
-        None => workspace_root().join("target/release/gregor"),
+    if let Some(path) = std::env::var_os("GREGOR_BIN") {
+        return PathBuf::from(path);
     }
+    let target = match std::env::var_os("CARGO_TARGET_DIR") {
+        Some(dir) => workspace_root().join(dir),
+        None => workspace_root().join("target"),
+    };
+    target.join("release/gregor")
 }
 
 /// The plugin directory: `$GREGOR_PLUGIN_DIR` or `<workspace>/build/plugins`.
@@ -114,7 +120,7 @@ impl Broker {
 
         let mut broker = Broker {
             child: None,
-            port: free_port(),
+            port: 0,
             data_dir,
             log_path,
             dir: Some(dir),
@@ -124,7 +130,19 @@ impl Broker {
                 .collect(),
             starts: 0,
         };
-        broker.spawn();
+        // The port was free when picked, but another process (a client's
+        // outgoing connection, another test) may take it before the broker
+        // binds it: pick another one then.
+        for attempt in 1.. {
+            broker.port = free_port();
+            match broker.try_spawn() {
+                Ok(()) => break,
+                Err(StartError::PortTaken) if attempt < 5 => {
+                    broker.note(&format!("port {} was taken, trying another", broker.port));
+                }
+                Err(e) => broker.start_failed(e),
+            }
+        }
         broker
     }
 
@@ -178,8 +196,7 @@ impl Broker {
             let status = self.stop();
             assert!(
                 status.success(),
-                "broker did not exit cleanly after SIGTERM: {status}\n{}",
-                self.log_tail(LOG_TAIL_LINES)
+                "broker did not exit cleanly after SIGTERM: {status}"
             );
         }
         self.spawn();
@@ -203,10 +220,7 @@ impl Broker {
                 Ok(None) => {
                     let _ = child.kill();
                     let _ = child.wait();
-                    panic!(
-                        "broker did not exit within {STOP_TIMEOUT:?} of SIGTERM\n{}",
-                        self.log_tail(LOG_TAIL_LINES)
-                    );
+                    panic!("broker did not exit within {STOP_TIMEOUT:?} of SIGTERM");
                 }
                 Err(e) => panic!("waiting for the broker: {e}"),
             }
@@ -229,6 +243,17 @@ impl Broker {
     }
 
     fn spawn(&mut self) {
+        if let Err(e) = self.try_spawn() {
+            self.start_failed(e);
+        }
+    }
+
+    /// Panics; `Drop` then prints the log tail.
+    fn start_failed(&self, error: StartError) -> ! {
+        panic!("{error} (log: {})", self.log_path.display());
+    }
+
+    fn try_spawn(&mut self) -> Result<(), StartError> {
         assert!(self.child.is_none(), "spawn: the broker is already running");
         self.starts += 1;
         let mut args: Vec<String> = vec!["serve".into()];
@@ -251,6 +276,7 @@ impl Broker {
             .append(true)
             .open(&self.log_path)
             .expect("open the broker log");
+        let log_start = log.metadata().map(|m| m.len()).unwrap_or(0);
         let _ = writeln!(
             log,
             "=== gregor-tests: start #{}: {} {} ===",
@@ -272,33 +298,58 @@ impl Broker {
             .spawn()
             .unwrap_or_else(|e| panic!("spawn {}: {e}", gregor_bin().display()));
         self.child = Some(child);
-        self.wait_ready();
+        self.wait_ready(log_start)
     }
 
     /// Polls the port until it accepts a TCP connection.
-    fn wait_ready(&mut self) {
+    fn wait_ready(&mut self, log_start: u64) -> Result<(), StartError> {
         let deadline = Instant::now() + START_TIMEOUT;
         let addr = self.addr();
         loop {
             if let Some(child) = self.child.as_mut() {
                 if let Ok(Some(status)) = child.try_wait() {
                     self.child = None;
-                    panic!(
-                        "broker exited during start-up ({status})\n{}",
-                        self.log_tail(LOG_TAIL_LINES)
-                    );
+                    let log = fs::read(&self.log_path).unwrap_or_default();
+                    let this_start = log.get(log_start as usize..).unwrap_or_default();
+                    if String::from_utf8_lossy(this_start).contains("in use") {
+                        return Err(StartError::PortTaken);
+                    }
+                    return Err(StartError::Exited(status));
                 }
             }
             if TcpStream::connect_timeout(&addr, Duration::from_millis(500)).is_ok() {
-                return;
+                return Ok(());
             }
             if Instant::now() >= deadline {
-                panic!(
-                    "broker did not accept connections on {addr} within {START_TIMEOUT:?}\n{}",
-                    self.log_tail(LOG_TAIL_LINES)
-                );
+                if let Some(mut child) = self.child.take() {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                }
+                return Err(StartError::NotReady(addr));
             }
             std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+/// Why a broker did not start.
+#[derive(Debug)]
+enum StartError {
+    /// It exited saying its port is in use.
+    PortTaken,
+    Exited(ExitStatus),
+    NotReady(SocketAddr),
+}
+
+impl std::fmt::Display for StartError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StartError::PortTaken => write!(f, "broker could not bind its port: in use"),
+            StartError::Exited(status) => write!(f, "broker exited during start-up ({status})"),
+            StartError::NotReady(addr) => write!(
+                f,
+                "broker did not accept connections on {addr} within {START_TIMEOUT:?}"
+            ),
         }
     }
 }

@@ -89,7 +89,10 @@ impl BatchHeader {
     /// covers the header, and a non-negative offset range.
     pub fn parse(buf: &[u8]) -> Result<BatchHeader, String> {
         if buf.len() < HEADER_SIZE {
-            return Err(format!("{} bytes is shorter than a batch header", buf.len()));
+            return Err(format!(
+                "{} bytes is shorter than a batch header",
+                buf.len()
+            ));
         }
         let header = BatchHeader {
             base_offset: i64_at(buf, BASE_OFFSET),
@@ -107,7 +110,10 @@ impl BatchHeader {
             return Err(format!("magic {} where 2 was expected", header.magic));
         }
         if (header.batch_length as i64) < (HEADER_SIZE - LOG_OVERHEAD) as i64 {
-            return Err(format!("batch length {} is shorter than the header", header.batch_length));
+            return Err(format!(
+                "batch length {} is shorter than the header",
+                header.batch_length
+            ));
         }
         if header.base_offset < 0 || header.last_offset_delta < 0 {
             return Err(format!(
@@ -124,7 +130,8 @@ impl BatchHeader {
     }
 
     pub fn last_offset(&self) -> i64 {
-        self.base_offset.saturating_add(i64::from(self.last_offset_delta))
+        self.base_offset
+            .saturating_add(i64::from(self.last_offset_delta))
     }
 
     pub fn next_offset(&self) -> i64 {
@@ -191,7 +198,9 @@ pub fn prepare_append(
     log_append_time: Option<i64>,
 ) -> Result<PreparedAppend, StorageError> {
     if input.is_empty() {
-        return Err(StorageError::InvalidRecord("the append holds no record batches".into()));
+        return Err(StorageError::InvalidRecord(
+            "the append holds no record batches".into(),
+        ));
     }
 
     // Pass 1: framing and size limits (cheap, before any CRC work).
@@ -209,7 +218,11 @@ pub fn prepare_append(
         let size = usize::try_from(length)
             .ok()
             .and_then(|l| l.checked_add(LOG_OVERHEAD))
-            .ok_or_else(|| StorageError::CorruptMessage(format!("negative batch length {length} at position {pos}")))?;
+            .ok_or_else(|| {
+                StorageError::CorruptMessage(format!(
+                    "negative batch length {length} at position {pos}"
+                ))
+            })?;
         if size > rest.len() {
             return Err(StorageError::CorruptMessage(format!(
                 "batch at position {pos} claims {size} bytes but only {} remain",
@@ -223,7 +236,11 @@ pub fn prepare_append(
                     "magic v{m} record batches are not supported; use magic v2 (Produce v3+)"
                 )))
             }
-            m => return Err(StorageError::CorruptMessage(format!("unknown magic {m} at position {pos}"))),
+            m => {
+                return Err(StorageError::CorruptMessage(format!(
+                    "unknown magic {m} at position {pos}"
+                )))
+            }
         }
         if size < HEADER_SIZE {
             return Err(StorageError::CorruptMessage(format!(
@@ -273,7 +290,9 @@ pub fn prepare_append(
         }
         let codec = header.compression();
         if codec > MAX_COMPRESSION_CODEC {
-            return Err(StorageError::InvalidRecord(format!("unknown compression codec {codec}")));
+            return Err(StorageError::InvalidRecord(format!(
+                "unknown compression codec {codec}"
+            )));
         }
         let max_timestamp = if codec == 0 {
             validate_records(bytes, &header)?
@@ -294,7 +313,8 @@ pub fn prepare_append(
     let mut buf = input.to_vec();
     for b in &mut batches {
         let batch = &mut buf[b.position..b.position + b.size];
-        batch[PARTITION_LEADER_EPOCH..PARTITION_LEADER_EPOCH + 4].copy_from_slice(&0i32.to_be_bytes());
+        batch[PARTITION_LEADER_EPOCH..PARTITION_LEADER_EPOCH + 4]
+            .copy_from_slice(&0i32.to_be_bytes());
         let attributes = i16_at(batch, ATTRIBUTES);
         let (new_attributes, new_max) = match log_append_time {
             Some(now) => (attributes | TIMESTAMP_TYPE_LOG_APPEND, now),
@@ -376,7 +396,8 @@ impl<'a> Records<'a> {
 
     fn next_record(&mut self) -> Result<RecordInfo, String> {
         let length = read_varint(self.buf, &mut self.pos)?;
-        let length = usize::try_from(length).map_err(|_| format!("negative record length {length}"))?;
+        let length =
+            usize::try_from(length).map_err(|_| format!("negative record length {length}"))?;
         let end = self
             .pos
             .checked_add(length)
@@ -401,7 +422,10 @@ impl<'a> Records<'a> {
             skip_bytes(body, &mut p, "header value", true)?;
         }
         if p != end {
-            return Err(format!("record declares {length} bytes but its fields take {}", p - self.pos));
+            return Err(format!(
+                "record declares {length} bytes but its fields take {}",
+                p - self.pos
+            ));
         }
         self.pos = end;
         Ok(RecordInfo {
@@ -421,7 +445,10 @@ impl Iterator for Records<'_> {
         if self.remaining == 0 {
             if self.pos < self.buf.len() {
                 self.failed = true;
-                return Some(Err(format!("{} bytes after the last record", self.buf.len() - self.pos)));
+                return Some(Err(format!(
+                    "{} bytes after the last record",
+                    self.buf.len() - self.pos
+                )));
             }
             return None;
         }
@@ -451,7 +478,9 @@ pub fn first_record_at_or_after(batch: &[u8], header: &BatchHeader, target: i64)
     if header.compression() == 0 {
         for record in Records::new(batch, header) {
             match record {
-                Ok(r) if r.timestamp >= target => return (base + i64::from(r.offset_delta), r.timestamp),
+                Ok(r) if r.timestamp >= target => {
+                    return (base.saturating_add(i64::from(r.offset_delta)), r.timestamp)
+                }
                 Ok(_) => {}
                 Err(_) => break,
             }
@@ -476,7 +505,12 @@ pub fn record_with_max_timestamp(batch: &[u8], header: &BatchHeader) -> (i64, i6
     if header.compression() == 0 {
         for record in Records::new(batch, header) {
             match record {
-                Ok(r) if r.timestamp == max => return (header.base_offset + i64::from(r.offset_delta), max),
+                Ok(r) if r.timestamp == max => {
+                    return (
+                        header.base_offset.saturating_add(i64::from(r.offset_delta)),
+                        max,
+                    )
+                }
                 Ok(_) => {}
                 Err(_) => break,
             }
@@ -505,7 +539,9 @@ fn skip_bytes(buf: &[u8], pos: &mut usize, what: &str, nullable: bool) -> Result
 fn read_unsigned(buf: &[u8], pos: &mut usize, max_bytes: usize) -> Result<u64, String> {
     let mut value = 0u64;
     for i in 0..max_bytes {
-        let byte = *buf.get(*pos).ok_or("varint runs past the end of the record")?;
+        let byte = *buf
+            .get(*pos)
+            .ok_or("varint runs past the end of the record")?;
         *pos += 1;
         value |= u64::from(byte & 0x7f) << (7 * i);
         if byte & 0x80 == 0 {
@@ -657,7 +693,18 @@ mod tests {
 
     #[test]
     fn varints_round_trip() {
-        for v in [0i64, 1, -1, 63, -64, 64, 300, -300, i32::MAX as i64, i32::MIN as i64] {
+        for v in [
+            0i64,
+            1,
+            -1,
+            63,
+            -64,
+            64,
+            300,
+            -300,
+            i32::MAX as i64,
+            i32::MIN as i64,
+        ] {
             let mut out = Vec::new();
             put_varint(&mut out, v);
             let mut p = 0;
@@ -691,7 +738,10 @@ mod tests {
         assert_eq!(h[0].base_offset, 42);
         assert_eq!(h[0].partition_leader_epoch, 0);
         let recs: Vec<_> = Records::new(&p.buf, &h[0]).map(|r| r.unwrap()).collect();
-        assert_eq!(recs.iter().map(|r| r.timestamp).collect::<Vec<_>>(), vec![1000, 1005, 1002]);
+        assert_eq!(
+            recs.iter().map(|r| r.timestamp).collect::<Vec<_>>(),
+            vec![1000, 1005, 1002]
+        );
     }
 
     #[test]
@@ -719,7 +769,10 @@ mod tests {
         let err = |input: &[u8]| prepare_append(input, MAX, None).unwrap_err();
 
         assert!(matches!(err(&[]), StorageError::InvalidRecord(_)));
-        assert!(matches!(err(&good[..good.len() - 1]), StorageError::CorruptMessage(_)));
+        assert!(matches!(
+            err(&good[..good.len() - 1]),
+            StorageError::CorruptMessage(_)
+        ));
         let mut two = good.clone();
         two.extend_from_slice(&good[..20]);
         assert!(matches!(err(&two), StorageError::CorruptMessage(_)));
@@ -731,7 +784,10 @@ mod tests {
 
         let mut v1 = good.clone();
         v1[MAGIC] = 1;
-        assert!(matches!(err(&v1), StorageError::UnsupportedForMessageFormat(_)));
+        assert!(matches!(
+            err(&v1),
+            StorageError::UnsupportedForMessageFormat(_)
+        ));
         let mut v9 = good.clone();
         v9[MAGIC] = 9;
         assert!(matches!(err(&v9), StorageError::CorruptMessage(_)));

@@ -29,7 +29,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::partition::Partition;
 use super::{
-    sync_dir, AppendInfo, LogConfig, LogStore, PartitionOffsets, ReadResult, StorageError, TopicPartition,
+    sync_dir, AppendInfo, LogConfig, LogStore, PartitionOffsets, ReadResult, StorageError,
+    TopicPartition,
 };
 
 const LOCK_FILE: &str = ".lock";
@@ -50,7 +51,9 @@ pub struct LogManager {
 /// `..`), which also makes it a safe directory name.
 pub fn validate_topic_name(name: &str) -> Result<(), StorageError> {
     if name.is_empty() || name == "." || name == ".." {
-        return Err(StorageError::InvalidTopic(format!("topic name {name:?} is illegal")));
+        return Err(StorageError::InvalidTopic(format!(
+            "topic name {name:?} is illegal"
+        )));
     }
     if name.len() > MAX_TOPIC_NAME_LEN {
         return Err(StorageError::InvalidTopic(format!(
@@ -85,7 +88,9 @@ fn parse_dir_name(name: &str) -> Option<TopicPartition> {
 /// A name no other deletion uses: time plus a process-wide counter.
 fn deletion_name(tp: &TopicPartition) -> String {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
     format!("{}.{nanos}{n}{DELETE_SUFFIX}", dir_name(tp))
 }
@@ -95,7 +100,7 @@ impl LogManager {
     /// leftovers of interrupted topic deletions and opens and recovers every
     /// partition found.
     pub fn open(dir: &Path) -> Result<Self, StorageError> {
-        fs::create_dir_all(dir)?;
+        super::create_dir_durably(dir)?;
         let lock = OpenOptions::new()
             .create(true)
             .truncate(false)
@@ -106,7 +111,10 @@ impl LogManager {
             Err(TryLockError::WouldBlock) => {
                 return Err(StorageError::Io(io::Error::new(
                     io::ErrorKind::WouldBlock,
-                    format!("log directory {} is in use by another process", dir.display()),
+                    format!(
+                        "log directory {} is in use by another process",
+                        dir.display()
+                    ),
                 )))
             }
             Err(TryLockError::Error(e)) => return Err(e.into()),
@@ -144,13 +152,10 @@ impl LogManager {
         })
     }
 
-    /// The data directory.
-    pub fn dir(&self) -> &Path {
-        &self.dir
-    }
-
-    /// Every partition hosted, sorted (e.g. to reconcile with the metadata
-    /// store after [`LogManager::open`]).
+    /// Every partition hosted, sorted: after [`LogManager::open`], the
+    /// caller deletes those its metadata no longer knows (a crash between
+    /// removing a topic's record and its logs leaves them behind).
+    #[allow(dead_code)] // until startup reconciles logs with the metadata store
     pub fn partitions(&self) -> Vec<TopicPartition> {
         let mut tps: Vec<_> = self
             .partitions
@@ -177,13 +182,19 @@ impl LogStore for LogManager {
     fn create_partition(&self, tp: &TopicPartition, config: LogConfig) -> Result<(), StorageError> {
         validate_topic_name(&tp.topic)?;
         if tp.partition < 0 {
-            return Err(StorageError::InvalidTopic(format!("negative partition {}", tp.partition)));
+            return Err(StorageError::InvalidTopic(format!(
+                "negative partition {}",
+                tp.partition
+            )));
         }
         if let Ok(existing) = self.get(tp) {
             existing.set_config(config);
             return Ok(());
         }
-        let mut partitions = self.partitions.write().unwrap_or_else(PoisonError::into_inner);
+        let mut partitions = self
+            .partitions
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
         if let Some(existing) = partitions.get(tp) {
             existing.set_config(config);
             return Ok(());
@@ -197,10 +208,19 @@ impl LogStore for LogManager {
         let mut renamed = Vec::new();
         let mut first_error = None;
         {
-            let mut partitions = self.partitions.write().unwrap_or_else(PoisonError::into_inner);
-            let tps: Vec<TopicPartition> = partitions.keys().filter(|tp| tp.topic == topic).cloned().collect();
+            let mut partitions = self
+                .partitions
+                .write()
+                .unwrap_or_else(PoisonError::into_inner);
+            let tps: Vec<TopicPartition> = partitions
+                .keys()
+                .filter(|tp| tp.topic == topic)
+                .cloned()
+                .collect();
             for tp in tps {
-                let Some(partition) = partitions.remove(&tp) else { continue };
+                let Some(partition) = partitions.remove(&tp) else {
+                    continue;
+                };
                 partition.mark_deleted();
                 let target = self.dir.join(deletion_name(&tp));
                 match fs::rename(partition.dir(), &target) {
@@ -227,11 +247,22 @@ impl LogStore for LogManager {
         }
     }
 
-    fn append(&self, tp: &TopicPartition, batches: &[u8], now_ms: i64) -> Result<AppendInfo, StorageError> {
+    fn append(
+        &self,
+        tp: &TopicPartition,
+        batches: &[u8],
+        now_ms: i64,
+    ) -> Result<AppendInfo, StorageError> {
         self.get(tp)?.append(batches, now_ms)
     }
 
-    fn read(&self, tp: &TopicPartition, offset: i64, max_bytes: usize, min_one_batch: bool) -> Result<ReadResult, StorageError> {
+    fn read(
+        &self,
+        tp: &TopicPartition,
+        offset: i64,
+        max_bytes: usize,
+        min_one_batch: bool,
+    ) -> Result<ReadResult, StorageError> {
         self.get(tp)?.read(offset, max_bytes, min_one_batch)
     }
 
@@ -239,7 +270,11 @@ impl LogStore for LogManager {
         self.get(tp)?.offsets()
     }
 
-    fn offset_for_timestamp(&self, tp: &TopicPartition, timestamp_ms: i64) -> Result<Option<(i64, i64)>, StorageError> {
+    fn offset_for_timestamp(
+        &self,
+        tp: &TopicPartition,
+        timestamp_ms: i64,
+    ) -> Result<Option<(i64, i64)>, StorageError> {
         self.get(tp)?.offset_for_timestamp(timestamp_ms)
     }
 
@@ -277,7 +312,7 @@ mod tests {
     fn open_with(dir: &Path, tps: &[TopicPartition], config: LogConfig) -> LogManager {
         let m = LogManager::open(dir).unwrap();
         for tp in tps {
-            m.create_partition(tp, config).unwrap();
+            m.create_partition(tp, config.clone()).unwrap();
         }
         m
     }
@@ -294,7 +329,7 @@ mod tests {
     fn append_and_read_round_trip() {
         let dir = tempfile::tempdir().unwrap();
         let t0 = tp("orders", 0);
-        let m = open_with(dir.path(), &[t0.clone()], LogConfig::default());
+        let m = open_with(dir.path(), std::slice::from_ref(&t0), LogConfig::default());
         let b1 = simple_batch(3, 10, 1000);
         let b2 = simple_batch(2, 10, 2000);
         let i1 = m.append(&t0, &b1, 0).unwrap();
@@ -334,13 +369,16 @@ mod tests {
     fn several_batches_in_one_append_get_consecutive_offsets() {
         let dir = tempfile::tempdir().unwrap();
         let t0 = tp("t", 0);
-        let m = open_with(dir.path(), &[t0.clone()], LogConfig::default());
+        let m = open_with(dir.path(), std::slice::from_ref(&t0), LogConfig::default());
         m.append(&t0, &simple_batch(1, 5, 0), 0).unwrap();
         let mut input = simple_batch(4, 5, 0);
         input.extend_from_slice(&simple_batch(2, 5, 0));
         input.extend_from_slice(&simple_batch(3, 5, 0));
         let info = m.append(&t0, &input, 0).unwrap();
-        assert_eq!((info.base_offset, info.last_offset, info.record_count), (1, 9, 9));
+        assert_eq!(
+            (info.base_offset, info.last_offset, info.record_count),
+            (1, 9, 9)
+        );
         let r = m.read(&t0, 1, 1 << 20, true).unwrap();
         assert_eq!(offsets_of(&r.records), vec![1, 5, 7]);
     }
@@ -349,20 +387,29 @@ mod tests {
     fn read_starts_with_the_batch_containing_the_offset() {
         let dir = tempfile::tempdir().unwrap();
         let t0 = tp("t", 0);
-        let m = open_with(dir.path(), &[t0.clone()], LogConfig::default());
+        let m = open_with(dir.path(), std::slice::from_ref(&t0), LogConfig::default());
         for _ in 0..3 {
             m.append(&t0, &simple_batch(10, 5, 0), 0).unwrap();
         }
-        assert_eq!(offsets_of(&m.read(&t0, 15, 1 << 20, true).unwrap().records), vec![10, 20]);
-        assert_eq!(offsets_of(&m.read(&t0, 29, 1 << 20, true).unwrap().records), vec![20]);
-        assert_eq!(offsets_of(&m.read(&t0, 10, 1 << 20, true).unwrap().records), vec![10, 20]);
+        assert_eq!(
+            offsets_of(&m.read(&t0, 15, 1 << 20, true).unwrap().records),
+            vec![10, 20]
+        );
+        assert_eq!(
+            offsets_of(&m.read(&t0, 29, 1 << 20, true).unwrap().records),
+            vec![20]
+        );
+        assert_eq!(
+            offsets_of(&m.read(&t0, 10, 1 << 20, true).unwrap().records),
+            vec![10, 20]
+        );
     }
 
     #[test]
     fn crc_mismatch_appends_nothing() {
         let dir = tempfile::tempdir().unwrap();
         let t0 = tp("t", 0);
-        let m = open_with(dir.path(), &[t0.clone()], LogConfig::default());
+        let m = open_with(dir.path(), std::slice::from_ref(&t0), LogConfig::default());
         m.append(&t0, &simple_batch(2, 10, 0), 0).unwrap();
         let good = simple_batch(2, 10, 0);
         let mut bad = simple_batch(2, 10, 0);
@@ -375,7 +422,9 @@ mod tests {
         assert!(matches!(err, StorageError::CorruptMessage(_)), "{err}");
         assert_eq!(err.error_code(), 2);
         assert_eq!(m.offsets(&t0).unwrap().high_watermark, 2);
-        let size = fs::metadata(segment_path(dir.path(), &t0, 0)).unwrap().len();
+        let size = fs::metadata(segment_path(dir.path(), &t0, 0))
+            .unwrap()
+            .len();
         assert_eq!(size, good.len() as u64);
         assert_eq!(m.append(&t0, &good, 0).unwrap().base_offset, 2);
     }
@@ -389,14 +438,17 @@ mod tests {
             max_message_bytes: batch.len() + 10,
             ..LogConfig::default()
         };
-        let m = open_with(dir.path(), &[t0.clone()], config);
+        let m = open_with(dir.path(), std::slice::from_ref(&t0), config);
         m.append(&t0, &batch, 0).unwrap();
         let err = m.append(&t0, &simple_batch(6, 100, 0), 0).unwrap_err();
         assert!(matches!(err, StorageError::MessageTooLarge(_)), "{err}");
         assert_eq!(err.error_code(), 10);
         let mut two = batch.clone();
         two.extend_from_slice(&batch);
-        assert!(matches!(m.append(&t0, &two, 0), Err(StorageError::MessageTooLarge(_))));
+        assert!(matches!(
+            m.append(&t0, &two, 0),
+            Err(StorageError::MessageTooLarge(_))
+        ));
         assert_eq!(m.offsets(&t0).unwrap().high_watermark, 5);
     }
 
@@ -404,14 +456,19 @@ mod tests {
     fn other_rejections_and_codes() {
         let dir = tempfile::tempdir().unwrap();
         let t0 = tp("t", 0);
-        let m = open_with(dir.path(), &[t0.clone()], LogConfig::default());
+        let m = open_with(dir.path(), std::slice::from_ref(&t0), LogConfig::default());
         let err = m.append(&t0, &[], 0).unwrap_err();
         assert_eq!(err.error_code(), 87);
         let mut v1 = simple_batch(1, 1, 0);
         v1[16] = 1;
         assert_eq!(m.append(&t0, &v1, 0).unwrap_err().error_code(), 43);
         let unknown = tp("nope", 0);
-        assert_eq!(m.append(&unknown, &simple_batch(1, 1, 0), 0).unwrap_err().error_code(), 3);
+        assert_eq!(
+            m.append(&unknown, &simple_batch(1, 1, 0), 0)
+                .unwrap_err()
+                .error_code(),
+            3
+        );
         assert_eq!(m.read(&unknown, 0, 1, true).unwrap_err().error_code(), 3);
         assert!(matches!(
             m.create_partition(&tp("../etc", 0), LogConfig::default()),
@@ -429,14 +486,17 @@ mod tests {
     fn max_bytes_and_min_one_batch() {
         let dir = tempfile::tempdir().unwrap();
         let t0 = tp("t", 0);
-        let m = open_with(dir.path(), &[t0.clone()], LogConfig::default());
+        let m = open_with(dir.path(), std::slice::from_ref(&t0), LogConfig::default());
         let batch = simple_batch(4, 100, 0);
         let n = batch.len();
         for _ in 0..5 {
             m.append(&t0, &batch, 0).unwrap();
         }
         // Only whole batches that fit.
-        assert_eq!(m.read(&t0, 0, 2 * n + n / 2, false).unwrap().records.len(), 2 * n);
+        assert_eq!(
+            m.read(&t0, 0, 2 * n + n / 2, false).unwrap().records.len(),
+            2 * n
+        );
         assert_eq!(m.read(&t0, 0, 2 * n, false).unwrap().records.len(), 2 * n);
         // The first batch does not fit: nothing, unless min_one_batch.
         assert!(m.read(&t0, 4, n - 1, false).unwrap().records.is_empty());
@@ -445,29 +505,41 @@ mod tests {
         let r = m.read(&t0, 4, 0, true).unwrap();
         assert_eq!(offsets_of(&r.records), vec![4]);
         // Everything, then the tail.
-        assert_eq!(m.read(&t0, 0, usize::MAX, false).unwrap().records.len(), 5 * n);
-        assert_eq!(offsets_of(&m.read(&t0, 19, 10 * n, false).unwrap().records), vec![16]);
+        assert_eq!(
+            m.read(&t0, 0, usize::MAX, false).unwrap().records.len(),
+            5 * n
+        );
+        assert_eq!(
+            offsets_of(&m.read(&t0, 19, 10 * n, false).unwrap().records),
+            vec![16]
+        );
     }
 
     #[test]
     fn offset_out_of_range() {
         let dir = tempfile::tempdir().unwrap();
         let t0 = tp("t", 0);
-        let m = open_with(dir.path(), &[t0.clone()], LogConfig::default());
+        let m = open_with(dir.path(), std::slice::from_ref(&t0), LogConfig::default());
         assert!(m.read(&t0, 0, 100, true).unwrap().records.is_empty());
         m.append(&t0, &simple_batch(3, 1, 0), 0).unwrap();
         let at_hw = m.read(&t0, 3, 100, true).unwrap();
         assert!(at_hw.records.is_empty());
         assert_eq!(at_hw.high_watermark, 3);
-        assert!(matches!(m.read(&t0, 4, 100, true), Err(StorageError::OffsetOutOfRange)));
-        assert!(matches!(m.read(&t0, -1, 100, true), Err(StorageError::OffsetOutOfRange)));
+        assert!(matches!(
+            m.read(&t0, 4, 100, true),
+            Err(StorageError::OffsetOutOfRange)
+        ));
+        assert!(matches!(
+            m.read(&t0, -1, 100, true),
+            Err(StorageError::OffsetOutOfRange)
+        ));
     }
 
     #[test]
     fn reads_from_the_middle_of_a_big_segment_via_the_index() {
         let dir = tempfile::tempdir().unwrap();
         let t0 = tp("t", 0);
-        let m = open_with(dir.path(), &[t0.clone()], LogConfig::default());
+        let m = open_with(dir.path(), std::slice::from_ref(&t0), LogConfig::default());
         for i in 0..2000 {
             m.append(&t0, &simple_batch(2, 50, i * 10), 0).unwrap();
         }
@@ -475,7 +547,11 @@ mod tests {
         assert_eq!(fs::read_dir(dir.path().join("t-0")).unwrap().count(), 1);
         for offset in [0, 1, 777, 1999, 2000, 3001, 3999] {
             let r = m.read(&t0, offset, 150, true).unwrap();
-            assert_eq!(offsets_of(&r.records), vec![offset / 2 * 2], "offset {offset}");
+            assert_eq!(
+                offsets_of(&r.records),
+                vec![offset / 2 * 2],
+                "offset {offset}"
+            );
         }
         // Through the log manager's reopen too (rebuilt index).
         drop(m);
@@ -488,7 +564,14 @@ mod tests {
     fn timestamps() {
         let dir = tempfile::tempdir().unwrap();
         let t0 = tp("t", 0);
-        let m = open_with(dir.path(), &[t0.clone()], LogConfig { segment_bytes: 2000, ..LogConfig::default() });
+        let m = open_with(
+            dir.path(),
+            std::slice::from_ref(&t0),
+            LogConfig {
+                segment_bytes: 2000,
+                ..LogConfig::default()
+            },
+        );
         assert_eq!(m.offset_for_timestamp(&t0, 0).unwrap(), None);
         assert_eq!(m.max_timestamp(&t0).unwrap(), None);
         // Batches of 5 records: offsets 5i.., timestamps 100i + 0, 10, 20, ...
@@ -501,7 +584,10 @@ mod tests {
         assert_eq!(m.offset_for_timestamp(&t0, 1).unwrap(), Some((1, 10)));
         assert_eq!(m.offset_for_timestamp(&t0, 1230).unwrap(), Some((63, 1230)));
         assert_eq!(m.offset_for_timestamp(&t0, 1241).unwrap(), Some((65, 1300)));
-        assert_eq!(m.offset_for_timestamp(&t0, 3940).unwrap(), Some((199, 3940)));
+        assert_eq!(
+            m.offset_for_timestamp(&t0, 3940).unwrap(),
+            Some((199, 3940))
+        );
         assert_eq!(m.offset_for_timestamp(&t0, 3941).unwrap(), None);
         assert_eq!(m.max_timestamp(&t0).unwrap(), Some((199, 3940)));
 
@@ -509,7 +595,10 @@ mod tests {
         let recs = [Rec::new(10, b"a"), Rec::new(9000, b"b"), Rec::new(20, b"c")];
         m.append(&t0, &encode_batch(&recs), 0).unwrap();
         assert_eq!(m.max_timestamp(&t0).unwrap(), Some((201, 9000)));
-        assert_eq!(m.offset_for_timestamp(&t0, 5000).unwrap(), Some((201, 9000)));
+        assert_eq!(
+            m.offset_for_timestamp(&t0, 5000).unwrap(),
+            Some((201, 9000))
+        );
     }
 
     #[test]
@@ -520,13 +609,16 @@ mod tests {
             log_append_time: true,
             ..LogConfig::default()
         };
-        let m = open_with(dir.path(), &[t0.clone()], config);
+        let m = open_with(dir.path(), std::slice::from_ref(&t0), config);
         let info = m.append(&t0, &simple_batch(3, 1, 5), 777).unwrap();
         assert_eq!(info.log_append_time_ms, 777);
         m.append(&t0, &simple_batch(3, 1, 5), 888).unwrap();
         let h = headers(&m.read(&t0, 0, 1 << 20, true).unwrap().records);
         assert!(h.iter().all(|h| h.is_log_append_time()));
-        assert_eq!(h.iter().map(|h| h.max_timestamp).collect::<Vec<_>>(), vec![777, 888]);
+        assert_eq!(
+            h.iter().map(|h| h.max_timestamp).collect::<Vec<_>>(),
+            vec![777, 888]
+        );
         assert_eq!(m.max_timestamp(&t0).unwrap(), Some((3, 888)));
         assert_eq!(m.offset_for_timestamp(&t0, 800).unwrap(), Some((3, 888)));
     }
@@ -535,13 +627,19 @@ mod tests {
     fn compressed_batches_are_stored_opaquely() {
         let dir = tempfile::tempdir().unwrap();
         let t0 = tp("t", 0);
-        let m = open_with(dir.path(), &[t0.clone()], LogConfig::default());
-        let batch = encode_batch_with(4, &[Rec::new(10, b"a"), Rec::new(30, b"b"), Rec::new(20, b"c")]);
+        let m = open_with(dir.path(), std::slice::from_ref(&t0), LogConfig::default());
+        let batch = encode_batch_with(
+            4,
+            &[Rec::new(10, b"a"), Rec::new(30, b"b"), Rec::new(20, b"c")],
+        );
         m.append(&t0, &batch, 0).unwrap();
         assert_eq!(m.max_timestamp(&t0).unwrap(), Some((2, 30)));
         assert_eq!(m.offset_for_timestamp(&t0, 5).unwrap(), Some((0, 10)));
         assert_eq!(m.offset_for_timestamp(&t0, 25).unwrap(), Some((0, 30)));
-        assert_eq!(m.read(&t0, 1, 1 << 20, true).unwrap().records[16..], batch[16..]);
+        assert_eq!(
+            m.read(&t0, 1, 1 << 20, true).unwrap().records[16..],
+            batch[16..]
+        );
     }
 
     #[test]
@@ -583,14 +681,19 @@ mod tests {
             again.extend(r.records);
         }
         assert_eq!(again, all_a0);
-        assert_eq!(m.append(&a0, &simple_batch(1, 1, 0), 0).unwrap().base_offset, 150);
+        assert_eq!(
+            m.append(&a0, &simple_batch(1, 1, 0), 0)
+                .unwrap()
+                .base_offset,
+            150
+        );
     }
 
     #[test]
     fn recovery_truncates_a_torn_tail() {
         let dir = tempfile::tempdir().unwrap();
         let t0 = tp("t", 0);
-        let m = open_with(dir.path(), &[t0.clone()], LogConfig::default());
+        let m = open_with(dir.path(), std::slice::from_ref(&t0), LogConfig::default());
         let batch = simple_batch(4, 30, 0);
         for _ in 0..3 {
             m.append(&t0, &batch, 0).unwrap();
@@ -605,14 +708,17 @@ mod tests {
         assert_eq!(m.offsets(&t0).unwrap().high_watermark, 8);
         assert_eq!(fs::metadata(&path).unwrap().len(), 2 * batch.len() as u64);
         assert_eq!(m.append(&t0, &batch, 0).unwrap().base_offset, 8);
-        assert_eq!(offsets_of(&m.read(&t0, 0, usize::MAX, false).unwrap().records), vec![0, 4, 8]);
+        assert_eq!(
+            offsets_of(&m.read(&t0, 0, usize::MAX, false).unwrap().records),
+            vec![0, 4, 8]
+        );
     }
 
     #[test]
     fn recovery_cuts_garbage_after_the_last_batch() {
         let dir = tempfile::tempdir().unwrap();
         let t0 = tp("t", 0);
-        let m = open_with(dir.path(), &[t0.clone()], LogConfig::default());
+        let m = open_with(dir.path(), std::slice::from_ref(&t0), LogConfig::default());
         let batch = simple_batch(4, 30, 0);
         m.append(&t0, &batch, 0).unwrap();
         m.append(&t0, &batch, 0).unwrap();
@@ -645,7 +751,7 @@ mod tests {
     fn create_is_idempotent_and_updates_config() {
         let dir = tempfile::tempdir().unwrap();
         let t0 = tp("t", 0);
-        let m = open_with(dir.path(), &[t0.clone()], LogConfig::default());
+        let m = open_with(dir.path(), std::slice::from_ref(&t0), LogConfig::default());
         m.append(&t0, &simple_batch(1, 1, 0), 0).unwrap();
         let lat = LogConfig {
             log_append_time: true,
@@ -653,19 +759,31 @@ mod tests {
         };
         m.create_partition(&t0, lat).unwrap();
         assert_eq!(m.offsets(&t0).unwrap().high_watermark, 1);
-        assert_eq!(m.append(&t0, &simple_batch(1, 1, 0), 5).unwrap().log_append_time_ms, 5);
+        assert_eq!(
+            m.append(&t0, &simple_batch(1, 1, 0), 5)
+                .unwrap()
+                .log_append_time_ms,
+            5
+        );
     }
 
     #[test]
     fn delete_topic_removes_its_partitions_only() {
         let dir = tempfile::tempdir().unwrap();
         let (a0, a1, ab0) = (tp("a", 0), tp("a", 1), tp("a-b", 0));
-        let m = open_with(dir.path(), &[a0.clone(), a1.clone(), ab0.clone()], LogConfig::default());
+        let m = open_with(
+            dir.path(),
+            &[a0.clone(), a1.clone(), ab0.clone()],
+            LogConfig::default(),
+        );
         m.append(&a0, &simple_batch(1, 1, 0), 0).unwrap();
         m.append(&ab0, &simple_batch(1, 1, 0), 0).unwrap();
         m.delete_topic("a").unwrap();
         assert_eq!(m.partitions(), vec![ab0.clone()]);
-        assert!(matches!(m.append(&a0, &simple_batch(1, 1, 0), 0), Err(StorageError::UnknownTopicOrPartition)));
+        assert!(matches!(
+            m.append(&a0, &simple_batch(1, 1, 0), 0),
+            Err(StorageError::UnknownTopicOrPartition)
+        ));
         assert!(!dir.path().join("a-0").exists());
         assert!(!dir.path().join("a-1").exists());
         assert!(dir.path().join("a-b-0").exists());
@@ -685,7 +803,10 @@ mod tests {
     fn the_directory_is_locked() {
         let dir = tempfile::tempdir().unwrap();
         let m = LogManager::open(dir.path()).unwrap();
-        assert!(matches!(LogManager::open(dir.path()), Err(StorageError::Io(_))));
+        assert!(matches!(
+            LogManager::open(dir.path()),
+            Err(StorageError::Io(_))
+        ));
         drop(m);
         LogManager::open(dir.path()).unwrap();
     }
@@ -709,7 +830,14 @@ mod tests {
     fn partitions_append_concurrently() {
         let dir = tempfile::tempdir().unwrap();
         let tps: Vec<_> = (0..4).map(|p| tp("c", p)).collect();
-        let m = Arc::new(open_with(dir.path(), &tps, LogConfig { segment_bytes: 64 * 1024, ..LogConfig::default() }));
+        let m = Arc::new(open_with(
+            dir.path(),
+            &tps,
+            LogConfig {
+                segment_bytes: 64 * 1024,
+                ..LogConfig::default()
+            },
+        ));
         let threads: Vec<_> = (0..8)
             .map(|i| {
                 let m = Arc::clone(&m);

@@ -15,7 +15,7 @@
 //!   writes all batches with one positional write, so a rejected request
 //!   leaves nothing behind and a failed write is rolled back by truncation.
 //! - **A sparse index in memory.** Each segment keeps an offset -> position
-//!   entry roughly every 4 KiB of log ([`segment::INDEX_INTERVAL_BYTES`]),
+//!   entry roughly every 4 KiB of log (`segment::INDEX_INTERVAL_BYTES`),
 //!   rebuilt when the segment is opened. A read binary-searches it and scans at
 //!   most a few KiB of batch headers. Each entry also carries the largest
 //!   timestamp seen before it, which answers ListOffsets-by-timestamp the same
@@ -42,16 +42,13 @@
 //! DeleteRecords (a log start offset inside a segment) come later.
 
 mod batch;
-mod manager;
+pub mod manager;
 mod partition;
 mod segment;
 
 use std::fmt;
 use std::fs::File;
 use std::path::Path;
-
-pub use batch::BatchHeader;
-pub use manager::LogManager;
 
 /// Kafka error codes used by the storage layer.
 pub mod error_codes {
@@ -123,7 +120,7 @@ pub struct PartitionOffsets {
 }
 
 /// Per-partition settings, from the topic's configs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LogConfig {
     /// `segment.bytes`: roll to a new segment when an append would take the
     /// active one past this size. Capped at `i32::MAX`, like Kafka's.
@@ -226,7 +223,7 @@ impl From<std::io::Error> for StorageError {
 pub trait LogStore: Send + Sync {
     /// Creates the partition's log if it does not exist. Idempotent: for an
     /// existing partition the data is kept and `config` replaces its config
-    /// (which is also how configs are applied after [`LogManager::open`]).
+    /// (which is also how configs are applied after [`manager::LogManager::open`]).
     fn create_partition(&self, tp: &TopicPartition, config: LogConfig) -> Result<(), StorageError>;
 
     /// Removes every partition of the topic with its files. Deleting a topic
@@ -236,13 +233,24 @@ pub trait LogStore: Send + Sync {
     /// Validates `batches` (one or more v2 record batches as on the wire),
     /// assigns offsets from the log end offset and appends them, all or
     /// nothing. `now_ms` is the broker time for LogAppendTime.
-    fn append(&self, tp: &TopicPartition, batches: &[u8], now_ms: i64) -> Result<AppendInfo, StorageError>;
+    fn append(
+        &self,
+        tp: &TopicPartition,
+        batches: &[u8],
+        now_ms: i64,
+    ) -> Result<AppendInfo, StorageError>;
 
     /// Reads whole batches starting with the one containing `offset`, up to
     /// `max_bytes`; with `min_one_batch` the first batch is returned even if
     /// it is larger (KIP-74). `offset` equal to the high watermark gives no
     /// records; outside `[log start, high watermark]` is `OffsetOutOfRange`.
-    fn read(&self, tp: &TopicPartition, offset: i64, max_bytes: usize, min_one_batch: bool) -> Result<ReadResult, StorageError>;
+    fn read(
+        &self,
+        tp: &TopicPartition,
+        offset: i64,
+        max_bytes: usize,
+        min_one_batch: bool,
+    ) -> Result<ReadResult, StorageError>;
 
     /// Log start offset and high watermark.
     fn offsets(&self, tp: &TopicPartition) -> Result<PartitionOffsets, StorageError>;
@@ -252,7 +260,11 @@ pub trait LogStore: Send + Sync {
     /// uncompressed and LogAppendTime batches; for a compressed CreateTime
     /// batch (which the host does not decompress) it is the batch's first
     /// offset.
-    fn offset_for_timestamp(&self, tp: &TopicPartition, timestamp_ms: i64) -> Result<Option<(i64, i64)>, StorageError>;
+    fn offset_for_timestamp(
+        &self,
+        tp: &TopicPartition,
+        timestamp_ms: i64,
+    ) -> Result<Option<(i64, i64)>, StorageError>;
 
     /// ListOffsets MAX_TIMESTAMP: offset and timestamp of the first record
     /// with the largest timestamp, or `None` for an empty log. For a
@@ -267,4 +279,17 @@ pub trait LogStore: Send + Sync {
 /// durable.
 fn sync_dir(dir: &Path) -> std::io::Result<()> {
     File::open(dir)?.sync_all()
+}
+
+/// Creates `dir` (and missing parents) if needed, fsyncing the parent so the
+/// new directory survives a crash.
+fn create_dir_durably(dir: &Path) -> std::io::Result<()> {
+    if dir.is_dir() {
+        return Ok(());
+    }
+    std::fs::create_dir_all(dir)?;
+    match dir.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => sync_dir(parent),
+        _ => Ok(()),
+    }
 }

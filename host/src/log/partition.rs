@@ -20,8 +20,11 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use super::batch;
-use super::segment::{self, Segment, SegmentView, MAX_RELATIVE_OFFSET, MAX_SEGMENT_BYTES};
-use super::{sync_dir, AppendInfo, LogConfig, PartitionOffsets, ReadResult, StorageError, TopicPartition};
+use super::segment::{self, Segment, MAX_RELATIVE_OFFSET, MAX_SEGMENT_BYTES};
+use super::{
+    create_dir_durably, sync_dir, AppendInfo, LogConfig, PartitionOffsets, ReadResult,
+    StorageError, TopicPartition,
+};
 
 // Nothing panics while holding these locks, but a poisoned lock must not take
 // the partition down with it: the state is updated in single steps.
@@ -96,17 +99,20 @@ impl Partition {
     /// truncated; if that happens in a segment that is not the last, the
     /// later segments are deleted, as Kafka does, because offsets must stay
     /// contiguous. With no segment at all the log starts empty at offset 0.
-    pub fn open(dir: PathBuf, tp: TopicPartition, config: LogConfig) -> Result<Partition, StorageError> {
-        if !dir.is_dir() {
-            fs::create_dir_all(&dir)?;
-            if let Some(parent) = dir.parent() {
-                sync_dir(parent)?;
-            }
-        }
+    pub fn open(
+        dir: PathBuf,
+        tp: TopicPartition,
+        config: LogConfig,
+    ) -> Result<Partition, StorageError> {
+        create_dir_durably(&dir)?;
         let mut bases = Vec::new();
         for entry in fs::read_dir(&dir)? {
             let entry = entry?;
-            if let Some(base) = entry.file_name().to_str().and_then(segment::parse_file_name) {
+            if let Some(base) = entry
+                .file_name()
+                .to_str()
+                .and_then(segment::parse_file_name)
+            {
                 bases.push(base);
             }
         }
@@ -157,16 +163,8 @@ impl Partition {
         })
     }
 
-    pub fn topic_partition(&self) -> &TopicPartition {
-        &self.tp
-    }
-
     pub fn dir(&self) -> &Path {
         &self.dir
-    }
-
-    pub fn config(&self) -> LogConfig {
-        read(&self.state).config
     }
 
     pub fn set_config(&self, config: LogConfig) {
@@ -181,9 +179,15 @@ impl Partition {
     }
 
     pub fn append(&self, batches: &[u8], now_ms: i64) -> Result<AppendInfo, StorageError> {
-        let config = read(&self.state).live()?.config;
-        let log_append_time = config.log_append_time.then_some(now_ms);
-        let mut prepared = batch::prepare_append(batches, config.max_message_bytes, log_append_time)?;
+        let (max_message_bytes, log_append_time) = {
+            let state = read(&self.state);
+            let config = &state.live()?.config;
+            (
+                config.max_message_bytes,
+                config.log_append_time.then_some(now_ms),
+            )
+        };
+        let mut prepared = batch::prepare_append(batches, max_message_bytes, log_append_time)?;
         let bytes = prepared.buf.len() as u64;
 
         let _append = lock(&self.append_lock);
@@ -197,7 +201,8 @@ impl Partition {
                 .ok_or_else(|| StorageError::InvalidRecord("offsets overflow".into()))?;
             let segment_bytes = state.config.segment_bytes.clamp(1, MAX_SEGMENT_BYTES);
             let roll = !active.is_empty()
-                && (active.size() + bytes > segment_bytes || next - 1 - active.base_offset() > MAX_RELATIVE_OFFSET);
+                && (active.size() + bytes > segment_bytes
+                    || next - 1 - active.base_offset() > MAX_RELATIVE_OFFSET);
             (active.file(), active.size(), base_offset, roll)
         };
         if roll {
@@ -239,7 +244,12 @@ impl Partition {
         })
     }
 
-    pub fn read(&self, offset: i64, max_bytes: usize, min_one_batch: bool) -> Result<ReadResult, StorageError> {
+    pub fn read(
+        &self,
+        offset: i64,
+        max_bytes: usize,
+        min_one_batch: bool,
+    ) -> Result<ReadResult, StorageError> {
         let (high_watermark, log_start_offset, mut view) = {
             let state = read(&self.state);
             let state = state.live()?;
@@ -257,7 +267,11 @@ impl Partition {
                     })
                 }
             };
-            (end, start, segment.view(segment.position_for_offset(offset)))
+            (
+                end,
+                start,
+                segment.view(segment.position_for_offset(offset)),
+            )
         };
         loop {
             if let Some(records) = view.read_from_offset(offset, max_bytes, min_one_batch)? {
@@ -272,7 +286,11 @@ impl Partition {
             let next = {
                 let state = read(&self.state);
                 let base = view.base_offset();
-                state.segments.iter().find(|s| s.base_offset() > base).map(|s| s.view(0))
+                state
+                    .segments
+                    .iter()
+                    .find(|s| s.base_offset() > base)
+                    .map(|s| s.view(0))
             };
             match next {
                 Some(v) => view = v,
@@ -296,14 +314,17 @@ impl Partition {
         })
     }
 
-    pub fn offset_for_timestamp(&self, timestamp_ms: i64) -> Result<Option<(i64, i64)>, StorageError> {
+    pub fn offset_for_timestamp(
+        &self,
+        timestamp_ms: i64,
+    ) -> Result<Option<(i64, i64)>, StorageError> {
         let view = {
             let state = read(&self.state);
             let state = state.live()?;
-            let segment = state
-                .segments
-                .iter()
-                .find(|s| s.max_timestamp().is_some_and(|m| m.timestamp >= timestamp_ms));
+            let segment = state.segments.iter().find(|s| {
+                s.max_timestamp()
+                    .is_some_and(|m| m.timestamp >= timestamp_ms)
+            });
             match segment {
                 Some(s) => s.view(s.position_for_timestamp(timestamp_ms)),
                 None => return Ok(None),
@@ -345,11 +366,15 @@ impl Partition {
                 .filter_map(|s| s.unsynced().map(|(f, size)| (s.base_offset(), f, size)))
                 .collect()
         };
-        for (_, file, _) in &pending {
-            file.sync_data()?;
-        }
-        sync_dir(&self.dir)?;
+        let synced = pending
+            .iter()
+            .try_for_each(|(_, file, _)| file.sync_data())
+            .and_then(|()| sync_dir(&self.dir));
         let mut state = write(&self.state);
+        if let Err(e) = synced {
+            // A topic deleted meanwhile has nothing left to flush.
+            return if state.deleted { Ok(()) } else { Err(e.into()) };
+        }
         for (base, _, size) in pending {
             if let Some(s) = state.segments.iter_mut().find(|s| s.base_offset() == base) {
                 s.mark_synced(size);
@@ -398,10 +423,21 @@ mod tests {
         // Three batches per segment: 0..30, 30..60, 60..70.
         assert_eq!(
             segment_files(&path),
-            vec![segment::file_name(0), segment::file_name(30), segment::file_name(60)]
+            vec![
+                segment::file_name(0),
+                segment::file_name(30),
+                segment::file_name(60)
+            ]
         );
         let sizes: Vec<u64> = read(&p.state).segments.iter().map(Segment::size).collect();
-        assert_eq!(sizes, vec![3 * batch.len() as u64, 3 * batch.len() as u64, batch.len() as u64]);
+        assert_eq!(
+            sizes,
+            vec![
+                3 * batch.len() as u64,
+                3 * batch.len() as u64,
+                batch.len() as u64
+            ]
+        );
         // Reads cross segment boundaries batch by batch.
         for offset in 0..70 {
             let r = p.read(offset, 1, true).unwrap();
@@ -411,7 +447,13 @@ mod tests {
         }
         // A read stays within one segment.
         let r = p.read(25, 1 << 20, false).unwrap();
-        assert_eq!(headers(&r.records).iter().map(|h| h.base_offset).collect::<Vec<_>>(), vec![20]);
+        assert_eq!(
+            headers(&r.records)
+                .iter()
+                .map(|h| h.base_offset)
+                .collect::<Vec<_>>(),
+            vec![20]
+        );
     }
 
     #[test]
@@ -470,8 +512,17 @@ mod tests {
         let p = Partition::open(dir.path().join("t-0"), tp(), LogConfig::default()).unwrap();
         p.append(&simple_batch(1, 1, 0), 0).unwrap();
         p.mark_deleted();
-        assert!(matches!(p.append(&simple_batch(1, 1, 0), 0), Err(StorageError::UnknownTopicOrPartition)));
-        assert!(matches!(p.read(0, 100, true), Err(StorageError::UnknownTopicOrPartition)));
-        assert!(matches!(p.offsets(), Err(StorageError::UnknownTopicOrPartition)));
+        assert!(matches!(
+            p.append(&simple_batch(1, 1, 0), 0),
+            Err(StorageError::UnknownTopicOrPartition)
+        ));
+        assert!(matches!(
+            p.read(0, 100, true),
+            Err(StorageError::UnknownTopicOrPartition)
+        ));
+        assert!(matches!(
+            p.offsets(),
+            Err(StorageError::UnknownTopicOrPartition)
+        ));
     }
 }

@@ -34,9 +34,8 @@ pub const MAX_RELATIVE_OFFSET: i64 = i32::MAX as i64;
 
 /// How much recovery reads at a time.
 const RECOVERY_CHUNK: usize = 1 << 20;
-/// Smallest and largest read-ahead for a fetch or a timestamp lookup.
-const MIN_READ_CHUNK: u64 = 64 * 1024;
-const MAX_READ_CHUNK: u64 = 8 << 20;
+/// Read-ahead when scanning batch headers (fetch, timestamp lookups).
+const SCAN_CHUNK: usize = 16 * 1024;
 
 /// `<base offset, 20 digits>.log`, Kafka's naming.
 pub fn file_name(base_offset: i64) -> String {
@@ -101,7 +100,11 @@ impl Segment {
     /// Creates a new, empty segment file in `dir`.
     pub fn create(dir: &Path, base_offset: i64) -> io::Result<Segment> {
         let path = dir.join(file_name(base_offset));
-        let file = OpenOptions::new().read(true).write(true).create_new(true).open(&path)?;
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(&path)?;
         Ok(Segment::with_file(path, base_offset, file))
     }
 
@@ -129,7 +132,10 @@ impl Segment {
             };
             let size = header.size() as u64;
             if size > len - pos {
-                break Some(format!("a batch of {size} bytes with only {} on disk", len - pos));
+                break Some(format!(
+                    "a batch of {size} bytes with only {} on disk",
+                    len - pos
+                ));
             }
             if header.base_offset < segment.next_offset {
                 break Some(format!(
@@ -137,16 +143,21 @@ impl Segment {
                     header.base_offset, segment.next_offset
                 ));
             }
-            if header.last_offset() - base_offset > MAX_RELATIVE_OFFSET || pos + size > MAX_SEGMENT_BYTES {
-                break Some("the segment outgrows its index".to_string());
-            }
             let Some(bytes) = window.get(pos, header.size())? else {
                 break Some("torn batch".to_string());
             };
             if !batch::crc_matches(bytes, &header) {
-                break Some(format!("CRC mismatch in the batch at offset {}", header.base_offset));
+                break Some(format!(
+                    "CRC mismatch in the batch at offset {}",
+                    header.base_offset
+                ));
             }
-            segment.push_batch(size, header.base_offset, header.next_offset(), header.max_timestamp);
+            segment.push_batch(
+                size,
+                header.base_offset,
+                header.next_offset(),
+                header.max_timestamp,
+            );
             pos += size;
         };
         let mut truncated = 0;
@@ -166,7 +177,13 @@ impl Segment {
 
     /// Books a batch just written at the end of the file (or found there by
     /// recovery): size, next offset, index entry, max timestamp.
-    pub fn push_batch(&mut self, size: u64, base_offset: i64, next_offset: i64, max_timestamp: i64) {
+    pub fn push_batch(
+        &mut self,
+        size: u64,
+        base_offset: i64,
+        next_offset: i64,
+        max_timestamp: i64,
+    ) {
         let position = self.size;
         if position > 0 && self.bytes_since_index >= INDEX_INTERVAL_BYTES {
             // An entry that cannot be represented is skipped: reads then
@@ -184,7 +201,10 @@ impl Segment {
             }
         }
         self.bytes_since_index += size;
-        if self.max_timestamp.is_none_or(|m| max_timestamp > m.timestamp) {
+        if self
+            .max_timestamp
+            .is_none_or(|m| max_timestamp > m.timestamp)
+        {
             self.max_timestamp = Some(MaxTimestamp {
                 timestamp: max_timestamp,
                 batch_position: position,
@@ -208,10 +228,6 @@ impl Segment {
 
     pub fn is_empty(&self) -> bool {
         self.size == 0
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.path
     }
 
     pub fn file(&self) -> Arc<File> {
@@ -246,7 +262,9 @@ impl Segment {
     /// Position from which a scan finds the first batch whose max timestamp
     /// is at or after `timestamp`: every batch before it is older.
     pub fn position_for_timestamp(&self, timestamp: i64) -> u64 {
-        let i = self.index.partition_point(|e| e.max_timestamp_before < timestamp);
+        let i = self
+            .index
+            .partition_point(|e| e.max_timestamp_before < timestamp);
         if i == 0 {
             0
         } else {
@@ -286,16 +304,23 @@ impl SegmentView {
     fn corrupt(&self, position: u64, what: impl std::fmt::Display) -> StorageError {
         StorageError::Io(io::Error::new(
             io::ErrorKind::InvalidData,
-            format!("{} is corrupt at position {position}: {what}", self.path.display()),
+            format!(
+                "{} is corrupt at position {position}: {what}",
+                self.path.display()
+            ),
         ))
     }
 
-    fn header_at(&self, window: &mut FileWindow<'_>, pos: u64) -> Result<BatchHeader, StorageError> {
+    fn header_at(
+        &self,
+        window: &mut FileWindow<'_>,
+        pos: u64,
+    ) -> Result<BatchHeader, StorageError> {
         let bytes = window
             .get(pos, HEADER_SIZE)?
             .ok_or_else(|| self.corrupt(pos, "truncated batch header"))?;
         let header = BatchHeader::parse(bytes).map_err(|e| self.corrupt(pos, e))?;
-        if header.size() as u64 > self.end - pos {
+        if header.size() as u64 > self.end.saturating_sub(pos) {
             return Err(self.corrupt(pos, "batch runs past the end of the segment"));
         }
         Ok(header)
@@ -310,41 +335,47 @@ impl SegmentView {
         max_bytes: usize,
         min_one_batch: bool,
     ) -> Result<Option<Vec<u8>>, StorageError> {
-        let chunk = (max_bytes as u64)
-            .saturating_add(2 * INDEX_INTERVAL_BYTES)
-            .clamp(MIN_READ_CHUNK, MAX_READ_CHUNK) as usize;
-        let mut window = FileWindow::new(&self.file, self.end, chunk);
-        let mut pos = self.start;
-        let first = loop {
-            if pos >= self.end {
+        // Find the first batch with small reads: the index put us at most
+        // about one interval before it.
+        let mut window = FileWindow::new(&self.file, self.end, SCAN_CHUNK);
+        let mut first = self.start;
+        let first_size = loop {
+            if first >= self.end {
                 return Ok(None);
             }
-            let header = self.header_at(&mut window, pos)?;
+            let header = self.header_at(&mut window, first)?;
             if header.last_offset() >= offset {
-                break pos;
+                break header.size() as u64;
             }
-            pos += header.size() as u64;
+            first += header.size() as u64;
         };
-        let max_bytes = max_bytes as u64;
-        let mut end = first;
-        while end < self.end {
-            let size = self.header_at(&mut window, end)?.size() as u64;
-            if end - first + size > max_bytes {
-                if end == first && min_one_batch {
-                    end += size;
-                }
+        let mut want = (max_bytes as u64).min(self.end - first);
+        if first_size > want {
+            if !min_one_batch {
+                return Ok(Some(Vec::new()));
+            }
+            want = first_size;
+        }
+        // Read the whole range straight into the result with one positional
+        // read, then cut it after the last whole batch.
+        let mut records = window.take(first, want as usize)?;
+        let mut end = 0usize;
+        while records.len() - end >= HEADER_SIZE {
+            let header = BatchHeader::parse(&records[end..])
+                .map_err(|e| self.corrupt(first + end as u64, e))?;
+            if header.size() > records.len() - end {
                 break;
             }
-            end += size;
+            end += header.size();
         }
-        let len = (end - first) as usize;
-        Ok(Some(window.take(first, len)?))
+        records.truncate(end);
+        Ok(Some(records))
     }
 
     /// The first record at or after `timestamp` in this view, scanning from
     /// its start for the first batch whose max timestamp qualifies.
     pub fn find_timestamp(&self, timestamp: i64) -> Result<Option<(i64, i64)>, StorageError> {
-        let mut window = FileWindow::new(&self.file, self.end, MIN_READ_CHUNK as usize);
+        let mut window = FileWindow::new(&self.file, self.end, SCAN_CHUNK);
         let mut pos = self.start;
         while pos < self.end {
             let header = self.header_at(&mut window, pos)?;
@@ -352,7 +383,9 @@ impl SegmentView {
                 let bytes = window
                     .get(pos, header.size())?
                     .ok_or_else(|| self.corrupt(pos, "torn batch"))?;
-                return Ok(Some(batch::first_record_at_or_after(bytes, &header, timestamp)));
+                return Ok(Some(batch::first_record_at_or_after(
+                    bytes, &header, timestamp,
+                )));
             }
             pos += header.size() as u64;
         }
@@ -361,7 +394,7 @@ impl SegmentView {
 
     /// The record holding the max timestamp of the batch at `position`.
     pub fn max_timestamp_at(&self, position: u64) -> Result<(i64, i64), StorageError> {
-        let mut window = FileWindow::new(&self.file, self.end, MIN_READ_CHUNK as usize);
+        let mut window = FileWindow::new(&self.file, self.end, SCAN_CHUNK);
         let header = self.header_at(&mut window, position)?;
         let bytes = window
             .get(position, header.size())?
@@ -429,8 +462,8 @@ impl<'a> FileWindow<'a> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::batch::testing::*;
     use super::super::batch::prepare_append;
+    use super::super::batch::testing::*;
     use super::*;
     use std::io::Write;
 
@@ -438,11 +471,17 @@ mod tests {
     /// from 0 and timestamps 1000 + offset, through the segment's bookkeeping.
     fn fill(segment: &mut Segment, n: i64, value_len: usize) {
         for i in 0..n {
-            let mut p = prepare_append(&simple_batch(1, value_len, 1000 + i), 1 << 20, None).unwrap();
+            let mut p =
+                prepare_append(&simple_batch(1, value_len, 1000 + i), 1 << 20, None).unwrap();
             let next = segment.next_offset();
             p.assign_offsets(next);
             segment.file.write_all_at(&p.buf, segment.size()).unwrap();
-            segment.push_batch(p.buf.len() as u64, next, next + 1, p.batches[0].max_timestamp);
+            segment.push_batch(
+                p.buf.len() as u64,
+                next,
+                next + 1,
+                p.batches[0].max_timestamp,
+            );
         }
     }
 
@@ -465,7 +504,10 @@ mod tests {
         for e in &s.index {
             // An entry points at the start of the batch with that offset.
             let v = s.view(u64::from(e.position));
-            let got = v.read_from_offset(i64::from(e.relative_offset), 1, true).unwrap().unwrap();
+            let got = v
+                .read_from_offset(i64::from(e.relative_offset), 1, true)
+                .unwrap()
+                .unwrap();
             assert_eq!(headers(&got)[0].base_offset, i64::from(e.relative_offset));
         }
         // The start position is at most about one interval before the batch.
@@ -473,7 +515,11 @@ mod tests {
             let start = s.position_for_offset(offset);
             let batch_pos = offset as u64 * (s.size() / 200);
             assert!(start <= batch_pos && batch_pos - start < INDEX_INTERVAL_BYTES + 300);
-            let got = s.view(start).read_from_offset(offset, 1, true).unwrap().unwrap();
+            let got = s
+                .view(start)
+                .read_from_offset(offset, 1, true)
+                .unwrap()
+                .unwrap();
             assert_eq!(headers(&got)[0].base_offset, offset);
             let ts_start = s.position_for_timestamp(1000 + offset);
             assert!(ts_start <= batch_pos && batch_pos - ts_start < INDEX_INTERVAL_BYTES + 300);
@@ -490,10 +536,13 @@ mod tests {
         let mut s = Segment::create(dir.path(), 0).unwrap();
         fill(&mut s, 100, 100);
         let (size, index_len, max) = (s.size(), s.index.len(), s.max_timestamp());
-        let path = s.path().to_path_buf();
+        let path = s.path.clone();
         drop(s);
         let (r, truncated) = Segment::recover(&path, 0).unwrap();
-        assert_eq!((truncated, r.size(), r.index.len(), r.next_offset()), (0, size, index_len, 100));
+        assert_eq!(
+            (truncated, r.size(), r.index.len(), r.next_offset()),
+            (0, size, index_len, 100)
+        );
         assert_eq!(r.max_timestamp(), max);
         drop(r);
         std::fs::OpenOptions::new()

@@ -9,6 +9,9 @@
 //! in-memory copy is updated only after that, so readers never see a state
 //! that a crash could take back.
 //!
+//! Mutators take `&mut self`: the owner serializes changes (typically behind
+//! the same lock that keeps its existence checks and writes together).
+//!
 //! Rewriting the document costs O(number of topics) per change, which is
 //! fine for topic-level operations; high-rate state (group offsets, producer
 //! state) belongs in a log, not here.
@@ -17,7 +20,6 @@ use std::collections::BTreeMap;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use serde::{Deserialize, Serialize};
 
@@ -48,13 +50,18 @@ struct Document {
 #[derive(Debug)]
 pub struct MetadataStore {
     dir: PathBuf,
-    topics: Mutex<BTreeMap<String, TopicRecord>>,
+    topics: BTreeMap<String, TopicRecord>,
 }
 
 impl MetadataStore {
     /// Opens the store in `dir`, creating the directory if needed.
     pub fn open(dir: &Path) -> io::Result<Self> {
-        fs::create_dir_all(dir)?;
+        if !dir.is_dir() {
+            fs::create_dir_all(dir)?;
+            if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+                File::open(parent)?.sync_all()?;
+            }
+        }
         match fs::remove_file(dir.join(TMP_NAME)) {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
@@ -63,51 +70,43 @@ impl MetadataStore {
         let path = dir.join(FILE_NAME);
         let topics = match fs::read(&path) {
             Ok(bytes) => parse(&bytes).map_err(|e| {
-                io::Error::new(io::ErrorKind::InvalidData, format!("{}: {e}", path.display()))
+                io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("{}: {e}", path.display()),
+                )
             })?,
             Err(e) if e.kind() == io::ErrorKind::NotFound => BTreeMap::new(),
             Err(e) => return Err(e),
         };
         Ok(MetadataStore {
             dir: dir.to_path_buf(),
-            topics: Mutex::new(topics),
+            topics,
         })
-    }
-
-    fn lock(&self) -> MutexGuard<'_, BTreeMap<String, TopicRecord>> {
-        self.topics.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Every topic, ordered by name.
     pub fn topics(&self) -> Vec<TopicRecord> {
-        self.lock().values().cloned().collect()
-    }
-
-    /// One topic by name.
-    pub fn topic(&self, name: &str) -> Option<TopicRecord> {
-        self.lock().get(name).cloned()
+        self.topics.values().cloned().collect()
     }
 
     /// Inserts or replaces the topic named `topic.name`; durable on return.
-    pub fn put_topic(&self, topic: TopicRecord) -> io::Result<()> {
-        let mut topics = self.lock();
-        let mut next = topics.clone();
+    pub fn put_topic(&mut self, topic: TopicRecord) -> io::Result<()> {
+        let mut next = self.topics.clone();
         next.insert(topic.name.clone(), topic);
         self.persist(&next)?;
-        *topics = next;
+        self.topics = next;
         Ok(())
     }
 
     /// Removes a topic, returning it if it existed; durable on return.
-    pub fn remove_topic(&self, name: &str) -> io::Result<Option<TopicRecord>> {
-        let mut topics = self.lock();
-        if !topics.contains_key(name) {
+    pub fn remove_topic(&mut self, name: &str) -> io::Result<Option<TopicRecord>> {
+        if !self.topics.contains_key(name) {
             return Ok(None);
         }
-        let mut next = topics.clone();
+        let mut next = self.topics.clone();
         let removed = next.remove(name);
         self.persist(&next)?;
-        *topics = next;
+        self.topics = next;
         Ok(removed)
     }
 
@@ -118,7 +117,11 @@ impl MetadataStore {
         };
         let bytes = serde_json::to_vec_pretty(&document).map_err(io::Error::other)?;
         let tmp = self.dir.join(TMP_NAME);
-        let mut file = OpenOptions::new().write(true).create(true).truncate(true).open(&tmp)?;
+        let mut file = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&tmp)?;
         file.write_all(&bytes)?;
         file.sync_all()?;
         drop(file);
@@ -156,7 +159,9 @@ mod hex_id {
         let text = String::deserialize(d)?;
         let digits = text.as_bytes();
         if digits.len() != 32 {
-            return Err(D::Error::custom(format!("topic id {text:?} is not 32 hex digits")));
+            return Err(D::Error::custom(format!(
+                "topic id {text:?} is not 32 hex digits"
+            )));
         }
         let mut id = [0u8; 16];
         for (i, pair) in digits.chunks_exact(2).enumerate() {
@@ -187,7 +192,7 @@ mod tests {
     #[test]
     fn round_trip_across_reopen() {
         let dir = tempfile::tempdir().unwrap();
-        let store = MetadataStore::open(dir.path()).unwrap();
+        let mut store = MetadataStore::open(dir.path()).unwrap();
         assert!(store.topics().is_empty());
         store.put_topic(topic("b", 3)).unwrap();
         store.put_topic(topic("a", 1)).unwrap();
@@ -195,9 +200,8 @@ mod tests {
         assert_eq!(store.topics(), vec![topic("a", 2), topic("b", 3)]);
         drop(store);
 
-        let store = MetadataStore::open(dir.path()).unwrap();
+        let mut store = MetadataStore::open(dir.path()).unwrap();
         assert_eq!(store.topics(), vec![topic("a", 2), topic("b", 3)]);
-        assert_eq!(store.topic("b"), Some(topic("b", 3)));
         assert_eq!(store.remove_topic("a").unwrap(), Some(topic("a", 2)));
         assert_eq!(store.remove_topic("a").unwrap(), None);
         drop(store);
@@ -205,17 +209,24 @@ mod tests {
         let store = MetadataStore::open(dir.path()).unwrap();
         assert_eq!(store.topics(), vec![topic("b", 3)]);
         let text = fs::read_to_string(dir.path().join(FILE_NAME)).unwrap();
-        assert!(text.contains("\"id\": \"010000000000000000000000000000fe\""), "{text}");
+        assert!(
+            text.contains("\"id\": \"010000000000000000000000000000fe\""),
+            "{text}"
+        );
     }
 
     #[test]
     fn unfinished_write_is_ignored() {
         let dir = tempfile::tempdir().unwrap();
-        let store = MetadataStore::open(dir.path()).unwrap();
+        let mut store = MetadataStore::open(dir.path()).unwrap();
         store.put_topic(topic("a", 1)).unwrap();
         drop(store);
         // A crash after writing the temp file but before the rename.
-        fs::write(dir.path().join(TMP_NAME), b"{\"version\":1,\"topics\":[{\"na").unwrap();
+        fs::write(
+            dir.path().join(TMP_NAME),
+            b"{\"version\":1,\"topics\":[{\"na",
+        )
+        .unwrap();
         let store = MetadataStore::open(dir.path()).unwrap();
         assert_eq!(store.topics(), vec![topic("a", 1)]);
         assert!(!dir.path().join(TMP_NAME).exists());
@@ -246,7 +257,7 @@ mod tests {
         )
         .unwrap();
         let store = MetadataStore::open(dir.path()).unwrap();
-        let a = store.topic("a").unwrap();
+        let a = store.topics().remove(0);
         assert_eq!(a.id, [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15]);
         assert_eq!(a.partitions, 4);
         assert!(a.configs.is_empty());

@@ -15,8 +15,8 @@ wit_bindgen::generate!({
 
 use exports::gregor::broker::authorizer::{AuthorizableRequest, Guest};
 use gregor::broker::acls;
-use gregor::broker::types::Action;
 use gregor::broker::logging::{self, Level};
+use gregor::broker::types::Action;
 
 struct AclAuthorizer;
 

@@ -31,7 +31,10 @@ pub struct Config {
 
 impl Config {
     /// From the values of `super.users` and `allow.everyone.if.no.acl.found`.
-    pub fn parse(super_users: Option<&str>, allow_everyone_if_no_acl_found: Option<&str>) -> Config {
+    pub fn parse(
+        super_users: Option<&str>,
+        allow_everyone_if_no_acl_found: Option<&str>,
+    ) -> Config {
         Config {
             super_users: super_users
                 .unwrap_or_default()
@@ -47,7 +50,13 @@ impl Config {
 }
 
 /// May `principal`, connected from `host`, perform `action`?
-pub fn authorize(config: &Config, acls: &[AclBinding], principal: &str, host: &str, action: &Action) -> bool {
+pub fn authorize(
+    config: &Config,
+    acls: &[AclBinding],
+    principal: &str,
+    host: &str,
+    action: &Action,
+) -> bool {
     if config.super_users.iter().any(|user| user == principal) {
         return true;
     }
@@ -77,13 +86,20 @@ pub fn authorize(config: &Config, acls: &[AclBinding], principal: &str, host: &s
 fn applies_to_resource(acl: &AclBinding, action: &Action) -> bool {
     acl.resource_type == action.resource_type
         && match acl.pattern_type {
-            PatternType::Literal => acl.resource_name == action.resource_name || acl.resource_name == WILDCARD,
+            PatternType::Literal => {
+                acl.resource_name == action.resource_name || acl.resource_name == WILDCARD
+            }
             PatternType::Prefixed => action.resource_name.starts_with(&acl.resource_name),
         }
 }
 
 /// The ACL's permission if it matches the principal, host and operation.
-fn matches_request(acl: &AclBinding, principal: &str, host: &str, operation: Operation) -> Option<PermissionType> {
+fn matches_request(
+    acl: &AclBinding,
+    principal: &str,
+    host: &str,
+    operation: Operation,
+) -> Option<PermissionType> {
     let principal_matches = acl.principal == principal || acl.principal == WILDCARD_PRINCIPAL;
     let host_matches = acl.host == WILDCARD || acl.host == host;
     let operation_matches = acl.operation == Operation::All
@@ -131,7 +147,15 @@ mod tests {
 
     /// An ACL on topic `name` (LITERAL) for alice from any host.
     fn topic_acl(name: &str, operation: Operation, permission: PermissionType) -> AclBinding {
-        acl(ResourceType::Topic, name, PatternType::Literal, ALICE, "*", operation, permission)
+        acl(
+            ResourceType::Topic,
+            name,
+            PatternType::Literal,
+            ALICE,
+            "*",
+            operation,
+            permission,
+        )
     }
 
     fn allow(name: &str, operation: Operation) -> AclBinding {
@@ -169,11 +193,35 @@ mod tests {
     fn super_users_are_always_allowed() {
         let config = Config::parse(Some("User:admin;User:alice"), None);
         let acls = [deny("orders", Operation::All)];
-        assert!(authorize(&config, &acls, ALICE, HOST, &topic(Operation::Write, "orders")));
-        assert!(authorize(&config, &[], "User:admin", HOST, &topic(Operation::Delete, "x")));
-        assert!(!authorize(&config, &acls, "User:bob", HOST, &topic(Operation::Write, "orders")));
+        assert!(authorize(
+            &config,
+            &acls,
+            ALICE,
+            HOST,
+            &topic(Operation::Write, "orders")
+        ));
+        assert!(authorize(
+            &config,
+            &[],
+            "User:admin",
+            HOST,
+            &topic(Operation::Delete, "x")
+        ));
+        assert!(!authorize(
+            &config,
+            &acls,
+            "User:bob",
+            HOST,
+            &topic(Operation::Write, "orders")
+        ));
         // Exact principal match only: no prefixing, no case folding.
-        assert!(!authorize(&config, &[], "User:ADMIN", HOST, &topic(Operation::Read, "x")));
+        assert!(!authorize(
+            &config,
+            &[],
+            "User:ADMIN",
+            HOST,
+            &topic(Operation::Read, "x")
+        ));
     }
 
     #[test]
@@ -209,10 +257,22 @@ mod tests {
             Operation::Read,
             PermissionType::Allow,
         )];
-        assert!(!authorize(&open, &for_bob, ALICE, HOST, &topic(Operation::Read, "orders")));
+        assert!(!authorize(
+            &open,
+            &for_bob,
+            ALICE,
+            HOST,
+            &topic(Operation::Read, "orders")
+        ));
         // Another operation's ACL on the resource also means "has ACLs".
         let write_only = [allow("orders", Operation::Write)];
-        assert!(!authorize(&open, &write_only, ALICE, HOST, &topic(Operation::Read, "orders")));
+        assert!(!authorize(
+            &open,
+            &write_only,
+            ALICE,
+            HOST,
+            &topic(Operation::Read, "orders")
+        ));
     }
 
     #[test]
@@ -225,16 +285,30 @@ mod tests {
 
     #[test]
     fn deny_wins_over_allow() {
-        let acls = [allow("orders", Operation::All), deny("orders", Operation::Write)];
+        let acls = [
+            allow("orders", Operation::All),
+            deny("orders", Operation::Write),
+        ];
         assert!(check(&acls, &topic(Operation::Read, "orders")));
         assert!(!check(&acls, &topic(Operation::Write, "orders")));
         // Order does not matter.
-        let acls = [deny("orders", Operation::Write), allow("orders", Operation::Write)];
+        let acls = [
+            deny("orders", Operation::Write),
+            allow("orders", Operation::Write),
+        ];
         assert!(!check(&acls, &topic(Operation::Write, "orders")));
         // A DENY through a wildcard principal, prefix or host applies too.
         let acls = [
             allow("orders", Operation::Read),
-            acl(ResourceType::Topic, "ord", PatternType::Prefixed, WILDCARD_PRINCIPAL, HOST, Operation::Read, PermissionType::Deny),
+            acl(
+                ResourceType::Topic,
+                "ord",
+                PatternType::Prefixed,
+                WILDCARD_PRINCIPAL,
+                HOST,
+                Operation::Read,
+                PermissionType::Deny,
+            ),
         ];
         assert!(!check(&acls, &topic(Operation::Read, "orders")));
     }
@@ -254,27 +328,57 @@ mod tests {
         ] {
             assert!(check(&acls, &topic(operation, "orders")), "{operation:?}");
         }
-        let acls = [allow("orders", Operation::All), deny("orders", Operation::All)];
+        let acls = [
+            allow("orders", Operation::All),
+            deny("orders", Operation::All),
+        ];
         assert!(!check(&acls, &topic(Operation::Describe, "orders")));
     }
 
     #[test]
     fn allow_implies_describe() {
-        for granted in [Operation::Read, Operation::Write, Operation::Delete, Operation::Alter] {
-            assert!(check(&[allow("t", granted)], &topic(Operation::Describe, "t")), "{granted:?}");
+        for granted in [
+            Operation::Read,
+            Operation::Write,
+            Operation::Delete,
+            Operation::Alter,
+        ] {
+            assert!(
+                check(&[allow("t", granted)], &topic(Operation::Describe, "t")),
+                "{granted:?}"
+            );
         }
-        for granted in [Operation::Create, Operation::AlterConfigs, Operation::DescribeConfigs] {
-            assert!(!check(&[allow("t", granted)], &topic(Operation::Describe, "t")), "{granted:?}");
+        for granted in [
+            Operation::Create,
+            Operation::AlterConfigs,
+            Operation::DescribeConfigs,
+        ] {
+            assert!(
+                !check(&[allow("t", granted)], &topic(Operation::Describe, "t")),
+                "{granted:?}"
+            );
         }
         // Implication does not run backwards.
-        assert!(!check(&[allow("t", Operation::Describe)], &topic(Operation::Read, "t")));
+        assert!(!check(
+            &[allow("t", Operation::Describe)],
+            &topic(Operation::Read, "t")
+        ));
     }
 
     #[test]
     fn alter_configs_implies_describe_configs() {
-        assert!(check(&[allow("t", Operation::AlterConfigs)], &topic(Operation::DescribeConfigs, "t")));
-        assert!(!check(&[allow("t", Operation::Alter)], &topic(Operation::DescribeConfigs, "t")));
-        assert!(!check(&[allow("t", Operation::DescribeConfigs)], &topic(Operation::AlterConfigs, "t")));
+        assert!(check(
+            &[allow("t", Operation::AlterConfigs)],
+            &topic(Operation::DescribeConfigs, "t")
+        ));
+        assert!(!check(
+            &[allow("t", Operation::Alter)],
+            &topic(Operation::DescribeConfigs, "t")
+        ));
+        assert!(!check(
+            &[allow("t", Operation::DescribeConfigs)],
+            &topic(Operation::AlterConfigs, "t")
+        ));
     }
 
     #[test]
@@ -284,7 +388,10 @@ mod tests {
         let acls = [allow("t", Operation::Describe), deny("t", Operation::Read)];
         assert!(check(&acls, &topic(Operation::Describe, "t")));
         assert!(!check(&acls, &topic(Operation::Read, "t")));
-        let acls = [allow("t", Operation::DescribeConfigs), deny("t", Operation::AlterConfigs)];
+        let acls = [
+            allow("t", Operation::DescribeConfigs),
+            deny("t", Operation::AlterConfigs),
+        ];
         assert!(check(&acls, &topic(Operation::DescribeConfigs, "t")));
         // A DENY READ next to an ALLOW WRITE: DESCRIBE is still allowed.
         let acls = [allow("t", Operation::Write), deny("t", Operation::Read)];
@@ -303,9 +410,23 @@ mod tests {
             PermissionType::Allow,
         )];
         assert!(check(&acls, &topic(Operation::Read, "t")));
-        assert!(authorize(&Config::default(), &acls, "User:bob", HOST, &topic(Operation::Read, "t")));
+        assert!(authorize(
+            &Config::default(),
+            &acls,
+            "User:bob",
+            HOST,
+            &topic(Operation::Read, "t")
+        ));
         // Only `User:*` is a wildcard.
-        let acls = [acl(ResourceType::Topic, "t", PatternType::Literal, "*", "*", Operation::Read, PermissionType::Allow)];
+        let acls = [acl(
+            ResourceType::Topic,
+            "t",
+            PatternType::Literal,
+            "*",
+            "*",
+            Operation::Read,
+            PermissionType::Allow,
+        )];
         assert!(!check(&acls, &topic(Operation::Read, "t")));
     }
 
@@ -317,34 +438,91 @@ mod tests {
         assert!(!check(&acls, &topic(Operation::Write, "orders")));
         // A literal "*" ACL counts as an ACL on every resource of its type.
         let open = Config::parse(None, Some("true"));
-        let for_bob = [acl(ResourceType::Topic, "*", PatternType::Literal, "User:bob", "*", Operation::Read, PermissionType::Allow)];
-        assert!(!authorize(&open, &for_bob, ALICE, HOST, &topic(Operation::Read, "orders")));
+        let for_bob = [acl(
+            ResourceType::Topic,
+            "*",
+            PatternType::Literal,
+            "User:bob",
+            "*",
+            Operation::Read,
+            PermissionType::Allow,
+        )];
+        assert!(!authorize(
+            &open,
+            &for_bob,
+            ALICE,
+            HOST,
+            &topic(Operation::Read, "orders")
+        ));
         // A PREFIXED "*" is an ordinary prefix.
-        let acls = [acl(ResourceType::Topic, "*", PatternType::Prefixed, ALICE, "*", Operation::Read, PermissionType::Allow)];
+        let acls = [acl(
+            ResourceType::Topic,
+            "*",
+            PatternType::Prefixed,
+            ALICE,
+            "*",
+            Operation::Read,
+            PermissionType::Allow,
+        )];
         assert!(!check(&acls, &topic(Operation::Read, "orders")));
         assert!(check(&acls, &topic(Operation::Read, "*orders")));
     }
 
     #[test]
     fn prefixed_patterns_match_names_that_start_with_them() {
-        let acls = [acl(ResourceType::Topic, "orders.", PatternType::Prefixed, ALICE, "*", Operation::Write, PermissionType::Allow)];
+        let acls = [acl(
+            ResourceType::Topic,
+            "orders.",
+            PatternType::Prefixed,
+            ALICE,
+            "*",
+            Operation::Write,
+            PermissionType::Allow,
+        )];
         assert!(check(&acls, &topic(Operation::Write, "orders.eu")));
         assert!(check(&acls, &topic(Operation::Write, "orders.")));
         assert!(!check(&acls, &topic(Operation::Write, "orders")));
-        assert!(!check(&acls, &topic(Operation::Write, "payments.orders.eu")));
+        assert!(!check(
+            &acls,
+            &topic(Operation::Write, "payments.orders.eu")
+        ));
         // A LITERAL name is not a prefix.
-        assert!(!check(&[allow("orders", Operation::Write)], &topic(Operation::Write, "orders.eu")));
+        assert!(!check(
+            &[allow("orders", Operation::Write)],
+            &topic(Operation::Write, "orders.eu")
+        ));
     }
 
     #[test]
     fn host_is_wildcard_or_exact() {
-        let from = |host: &str| acl(ResourceType::Topic, "t", PatternType::Literal, ALICE, host, Operation::Read, PermissionType::Allow);
+        let from = |host: &str| {
+            acl(
+                ResourceType::Topic,
+                "t",
+                PatternType::Literal,
+                ALICE,
+                host,
+                Operation::Read,
+                PermissionType::Allow,
+            )
+        };
         assert!(check(&[from(HOST)], &topic(Operation::Read, "t")));
         assert!(check(&[from("*")], &topic(Operation::Read, "t")));
         assert!(!check(&[from("10.0.0.2")], &topic(Operation::Read, "t")));
         assert!(!check(&[from("10.0.0.")], &topic(Operation::Read, "t")));
         // A DENY from another host does not apply.
-        let acls = [from("*"), acl(ResourceType::Topic, "t", PatternType::Literal, ALICE, "10.0.0.2", Operation::Read, PermissionType::Deny)];
+        let acls = [
+            from("*"),
+            acl(
+                ResourceType::Topic,
+                "t",
+                PatternType::Literal,
+                ALICE,
+                "10.0.0.2",
+                Operation::Read,
+                PermissionType::Deny,
+            ),
+        ];
         assert!(check(&acls, &topic(Operation::Read, "t")));
     }
 

@@ -32,8 +32,7 @@ use gregor_sdk::kafka_protocol::messages::create_topics_response::{
 use gregor_sdk::kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
 use gregor_sdk::metadata::{self, NewTopic, TopicInfo};
 use gregor_sdk::{
-    api_info, decode, respond, ApiInfo, Handler, KafkaError, Outcome, RequestContext,
-    ResponseError,
+    api_info, decode, respond, ApiInfo, Handler, KafkaError, Outcome, RequestContext, ResponseError,
 };
 
 /// The KRaft metadata log's topic, which Kafka never lets a client create.
@@ -59,6 +58,11 @@ impl Handler for CreateTopics {
         let creatable = (!cluster_allowed(Operation::Create))
             .then(|| allowed_names(Operation::Create, ResourceType::Topic, names()));
         let describable = allowed_names(Operation::DescribeConfigs, ResourceType::Topic, names());
+        let may_create = |name: &str| {
+            creatable
+                .as_ref()
+                .is_none_or(|c| c.get(name) == Some(&true))
+        };
 
         let mut response = CreateTopicsResponse::default();
         for topic in &request.topics {
@@ -67,22 +71,25 @@ impl Handler for CreateTopics {
             let Some(mentions) = count.insert(name, 0) else {
                 continue;
             };
+            let reject =
+                |error: ResponseError, message: &str| failed(topic, error.code(), Some(message));
             let result = match mentions {
                 0 => continue,
-                1 if name == CLUSTER_METADATA_TOPIC => {
-                    let message = format!("Creation of internal topic {name} is prohibited.");
-                    failed(topic, ResponseError::InvalidRequest, &message)
-                }
-                1 if creatable.as_ref().is_some_and(|c| c.get(name) != Some(&true)) => {
-                    failed(topic, ResponseError::TopicAuthorizationFailed, "Authorization failed.")
-                }
+                1 if name == CLUSTER_METADATA_TOPIC => reject(
+                    ResponseError::InvalidRequest,
+                    &format!("Creation of internal topic {name} is prohibited."),
+                ),
+                1 if !may_create(name) => reject(
+                    ResponseError::TopicAuthorizationFailed,
+                    "Authorization failed.",
+                ),
                 1 => create(
                     topic,
                     request.validate_only,
                     ctx.api_version,
                     describable.get(name) == Some(&true),
                 ),
-                _ => failed(topic, ResponseError::InvalidRequest, "Duplicate topic name."),
+                _ => reject(ResponseError::InvalidRequest, "Duplicate topic name."),
             };
             response.topics.push(result);
         }
@@ -101,14 +108,7 @@ fn create(
         .and_then(|new_topic| metadata::create_topic(&new_topic, validate_only))
     {
         Ok(info) => info,
-        Err(error) => {
-            let mut result = CreatableTopicResult::default()
-                .with_name(topic.name.clone())
-                .with_error_code(error.code)
-                .with_error_message(error.message.as_deref().map(str_bytes));
-            result.configs = Some(Vec::new());
-            return result;
-        }
+        Err(error) => return failed(topic, error.code, error.message.as_deref()),
     };
     let mut result = CreatableTopicResult::default()
         .with_name(topic.name.clone())
@@ -119,7 +119,6 @@ fn create(
     }
     if !may_describe_configs {
         result.topic_config_error_code = ResponseError::TopicAuthorizationFailed.code();
-        result.configs = Some(Vec::new());
         return result;
     }
     result.num_partitions = i32::try_from(info.partitions.len()).unwrap_or(i32::MAX);
@@ -136,19 +135,33 @@ fn create(
 /// partition count and replication factor once they are checked as Kafka's
 /// controller checks them.
 fn new_topic(topic: &CreatableTopic) -> Result<NewTopic, KafkaError> {
-    let mut new_topic = NewTopic {
+    let (num_partitions, replication_factor) = if topic.assignments.is_empty() {
+        (topic.num_partitions, topic.replication_factor)
+    } else {
+        let cluster = metadata::describe_cluster();
+        let registered: BTreeSet<i32> = cluster.brokers.iter().map(|b| b.node_id).collect();
+        manual_assignment(topic, &registered)?
+    };
+    Ok(NewTopic {
         name: topic.name.to_string(),
-        num_partitions: topic.num_partitions,
-        replication_factor: topic.replication_factor,
+        num_partitions,
+        replication_factor,
         configs: topic
             .configs
             .iter()
             .map(|c| (c.name.to_string(), c.value.as_ref().map(|v| v.to_string())))
             .collect(),
-    };
-    if topic.assignments.is_empty() {
-        return Ok(new_topic);
-    }
+    })
+}
+
+/// Checks manual replica assignments as Kafka's controller does (registered
+/// brokers, each once per partition, the same count for every partition,
+/// partitions 0..n, counts left at -1) and returns the partition count and
+/// replication factor they describe.
+fn manual_assignment(
+    topic: &CreatableTopic,
+    registered: &BTreeSet<i32>,
+) -> Result<(i32, i16), KafkaError> {
     let invalid_request = |message: &str| error(ResponseError::InvalidRequest, message.to_string());
     if topic.replication_factor != -1 {
         return Err(invalid_request(
@@ -161,11 +174,6 @@ fn new_topic(topic: &CreatableTopic) -> Result<NewTopic, KafkaError> {
         ));
     }
     let invalid = |message: String| error(ResponseError::InvalidReplicaAssignment, message);
-    let registered: BTreeSet<i32> = metadata::describe_cluster()
-        .brokers
-        .iter()
-        .map(|b| b.node_id)
-        .collect();
     let mut partitions = BTreeSet::new();
     let mut replication_factor: Option<usize> = None;
     for assignment in &topic.assignments {
@@ -204,16 +212,14 @@ fn new_topic(topic: &CreatableTopic) -> Result<NewTopic, KafkaError> {
             _ => replication_factor = Some(brokers.len()),
         }
     }
-    if !partitions.iter().copied().eq(0..partitions.len() as i32) {
+    let count = i32::try_from(partitions.len()).unwrap_or(i32::MAX);
+    if !partitions.iter().copied().eq(0..count) {
         return Err(invalid(
             "partitions should be a consecutive 0-based integer sequence".to_string(),
         ));
     }
-    new_topic.num_partitions = i32::try_from(partitions.len()).unwrap_or(i32::MAX);
-    new_topic.replication_factor = replication_factor
-        .and_then(|n| i16::try_from(n).ok())
-        .unwrap_or(i16::MAX);
-    Ok(new_topic)
+    let replication_factor = replication_factor.and_then(|n| i16::try_from(n).ok());
+    Ok((count, replication_factor.unwrap_or(i16::MAX)))
 }
 
 /// The replication factor of a created topic: the replica count of its
@@ -235,7 +241,12 @@ fn topic_configs(name: &str) -> Vec<CreatableTopicConfigs> {
         .map(|entry| {
             CreatableTopicConfigs::default()
                 .with_name(str_bytes(&entry.name))
-                .with_value(entry.value.filter(|_| !entry.is_sensitive).map(|v| str_bytes(&v)))
+                .with_value(
+                    entry
+                        .value
+                        .filter(|_| !entry.is_sensitive)
+                        .map(|v| str_bytes(&v)),
+                )
                 .with_read_only(entry.read_only)
                 .with_config_source(source_code(entry.source))
                 .with_is_sensitive(entry.is_sensitive)
@@ -260,13 +271,11 @@ fn requested_configs(topic: &CreatableTopic) -> Vec<CreatableTopicConfigs> {
     configs
 }
 
-fn failed(topic: &CreatableTopic, code: ResponseError, message: &str) -> CreatableTopicResult {
-    let mut result = CreatableTopicResult::default()
+fn failed(topic: &CreatableTopic, error_code: i16, message: Option<&str>) -> CreatableTopicResult {
+    CreatableTopicResult::default()
         .with_name(topic.name.clone())
-        .with_error_code(code.code())
-        .with_error_message(Some(str_bytes(message)));
-    result.configs = Some(Vec::new());
-    result
+        .with_error_code(error_code)
+        .with_error_message(message.map(str_bytes))
 }
 
 fn error(code: ResponseError, message: String) -> KafkaError {
@@ -277,3 +286,65 @@ fn error(code: ResponseError, message: String) -> KafkaError {
 }
 
 gregor_sdk::export_handler!(CreateTopics);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gregor_sdk::kafka_protocol::messages::create_topics_request::CreatableReplicaAssignment;
+    use gregor_sdk::kafka_protocol::messages::BrokerId;
+
+    fn topic(assignments: &[(i32, &[i32])]) -> CreatableTopic {
+        CreatableTopic::default()
+            .with_num_partitions(-1)
+            .with_replication_factor(-1)
+            .with_assignments(
+                assignments
+                    .iter()
+                    .map(|(partition, brokers)| {
+                        CreatableReplicaAssignment::default()
+                            .with_partition_index(*partition)
+                            .with_broker_ids(brokers.iter().copied().map(BrokerId).collect())
+                    })
+                    .collect(),
+            )
+    }
+
+    fn check(topic: &CreatableTopic) -> Result<(i32, i16), i16> {
+        manual_assignment(topic, &BTreeSet::from([1, 2])).map_err(|e| e.code)
+    }
+
+    #[test]
+    fn valid_assignments_give_counts() {
+        assert_eq!(
+            check(&topic(&[(0, &[1]), (1, &[1]), (2, &[2])])),
+            Ok((3, 1))
+        );
+        assert_eq!(check(&topic(&[(1, &[2, 1]), (0, &[1, 2])])), Ok((2, 2)));
+    }
+
+    #[test]
+    fn invalid_assignments_are_rejected_as_kafka_does() {
+        let invalid = Err(ResponseError::InvalidReplicaAssignment.code());
+        assert_eq!(check(&topic(&[(0, &[3])])), invalid, "unregistered broker");
+        assert_eq!(check(&topic(&[(0, &[])])), invalid, "no replicas");
+        assert_eq!(check(&topic(&[(0, &[1, 1])])), invalid, "broker twice");
+        assert_eq!(
+            check(&topic(&[(0, &[1]), (0, &[2])])),
+            invalid,
+            "partition twice"
+        );
+        assert_eq!(check(&topic(&[(0, &[1]), (2, &[1])])), invalid, "gap");
+        assert_eq!(check(&topic(&[(1, &[1])])), invalid, "not from 0");
+        assert_eq!(check(&topic(&[(0, &[1]), (1, &[1, 2])])), invalid, "uneven");
+        let counts_set = topic(&[(0, &[1])]).with_num_partitions(1);
+        assert_eq!(
+            check(&counts_set),
+            Err(ResponseError::InvalidRequest.code())
+        );
+        let factor_set = topic(&[(0, &[1])]).with_replication_factor(1);
+        assert_eq!(
+            check(&factor_set),
+            Err(ResponseError::InvalidRequest.code())
+        );
+    }
+}

@@ -17,12 +17,15 @@ use std::collections::{HashMap, HashSet};
 
 use gregor_sdk::authorize::{allowed_names, cluster_allowed};
 use gregor_sdk::authz::{Operation, ResourceType};
+use gregor_sdk::configs::broker_flag;
 use gregor_sdk::ids::{from_kafka_uuid, str_bytes, to_kafka_uuid};
 use gregor_sdk::kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
 use gregor_sdk::kafka_protocol::messages::{DeleteTopicsRequest, DeleteTopicsResponse, TopicName};
 use gregor_sdk::metadata;
 use gregor_sdk::uuid::Uuid;
-use gregor_sdk::{api_info, decode, respond, ApiInfo, Handler, Outcome, RequestContext, ResponseError};
+use gregor_sdk::{
+    api_info, decode, respond, ApiInfo, Handler, Outcome, RequestContext, ResponseError,
+};
 
 struct DeleteTopics;
 
@@ -48,13 +51,21 @@ impl Handler for DeleteTopics {
         };
         // Before v6 topics are a list of names; from v6 each has a name or an id.
         let references: Vec<(Option<&str>, Uuid)> = if ctx.api_version >= 6 {
-            request.topics.iter().map(|t| (t.name.as_deref().map(|n| n.as_str()), t.topic_id)).collect()
+            request
+                .topics
+                .iter()
+                .map(|t| (t.name.as_deref().map(|n| n.as_str()), t.topic_id))
+                .collect()
         } else {
-            request.topic_names.iter().map(|n| (Some(n.as_str()), Uuid::nil())).collect()
+            request
+                .topic_names
+                .iter()
+                .map(|n| (Some(n.as_str()), Uuid::nil()))
+                .collect()
         };
 
         let mut response = DeleteTopicsResponse::default();
-        if metadata::broker_config("delete.topic.enable").as_deref() == Some("false") {
+        if !broker_flag("delete.topic.enable", true) {
             let error = if ctx.api_version < 3 {
                 ResponseError::InvalidRequest
             } else {
@@ -67,7 +78,9 @@ impl Handler for DeleteTopics {
             return respond(&ctx, &response);
         }
 
-        let targets = resolve(&references);
+        let targets = resolve(&references, |id| {
+            metadata::topic_by_id(from_kafka_uuid(id)).map(|topic| topic.name)
+        });
         let names: Vec<&str> = targets
             .iter()
             .filter_map(|target| match target {
@@ -75,16 +88,16 @@ impl Handler for DeleteTopics {
                 Target::Done(_) => None,
             })
             .collect();
-        let (describable, deletable) = if cluster_allowed(Operation::Delete) {
-            (None, None)
-        } else {
-            (
-                Some(allowed_names(Operation::Describe, ResourceType::Topic, names.iter().copied())),
-                Some(allowed_names(Operation::Delete, ResourceType::Topic, names.iter().copied())),
-            )
+        // DELETE on the Cluster covers every topic, as in Kafka's controller.
+        let cluster = cluster_allowed(Operation::Delete);
+        let ask = |operation| {
+            (!cluster).then(|| allowed_names(operation, ResourceType::Topic, names.iter().copied()))
         };
+        let (describable, deletable) = (ask(Operation::Describe), ask(Operation::Delete));
         let allowed = |names: &Option<HashMap<String, bool>>, name: &str| {
-            names.as_ref().is_none_or(|names| names.get(name) == Some(&true))
+            names
+                .as_ref()
+                .is_none_or(|names| names.get(name) == Some(&true))
         };
         let ids_named: HashSet<Uuid> = targets
             .iter()
@@ -100,8 +113,10 @@ impl Handler for DeleteTopics {
                 Target::Id(id, name) if !allowed(&deletable, &name) => {
                     denied(allowed(&describable, &name).then_some(name.as_str()), id)
                 }
-                Target::Id(_, name) => delete(&name),
-                Target::Name(name) if !allowed(&describable, &name) => denied(Some(&name), Uuid::nil()),
+                Target::Id(id, name) => delete(&name, id),
+                Target::Name(name) if !allowed(&describable, &name) => {
+                    denied(Some(&name), Uuid::nil())
+                }
                 Target::Name(name) => match metadata::topic_by_name(&name) {
                     None => result(
                         Some(&name),
@@ -116,7 +131,7 @@ impl Handler for DeleteTopics {
                         ResponseError::InvalidRequest.code(),
                         Some("The provided topic name maps to an ID that was already supplied."),
                     ),
-                    Some(_) => delete(&name),
+                    Some(_) => delete(&name, Uuid::nil()),
                 },
             });
         }
@@ -126,7 +141,10 @@ impl Handler for DeleteTopics {
 
 /// Checks each reference as Kafka's controller does, answering the invalid,
 /// duplicate and unknown-id ones; each name or id is answered once.
-fn resolve(references: &[(Option<&str>, Uuid)]) -> Vec<Target> {
+fn resolve(
+    references: &[(Option<&str>, Uuid)],
+    name_of: impl Fn(Uuid) -> Option<String>,
+) -> Vec<Target> {
     let mut names: HashMap<&str, usize> = HashMap::new();
     let mut ids: HashMap<Uuid, usize> = HashMap::new();
     for (name, id) in references {
@@ -140,21 +158,32 @@ fn resolve(references: &[(Option<&str>, Uuid)]) -> Vec<Target> {
     let mut targets = Vec::with_capacity(references.len());
     for &(name, id) in references {
         targets.push(match name {
-            Some(name) if !id.is_nil() => {
-                Target::Done(result(Some(name), id, invalid, Some("You may not specify both topic name and topic id.")))
-            }
-            None if id.is_nil() => {
-                Target::Done(result(None, id, invalid, Some("Neither topic name nor id were specified.")))
-            }
+            Some(name) if !id.is_nil() => Target::Done(result(
+                Some(name),
+                id,
+                invalid,
+                Some("You may not specify both topic name and topic id."),
+            )),
+            None if id.is_nil() => Target::Done(result(
+                None,
+                id,
+                invalid,
+                Some("Neither topic name nor id were specified."),
+            )),
             Some(name) => match names.insert(name, 0) {
                 Some(0) | None => continue,
                 Some(1) => Target::Name(name.to_string()),
-                Some(_) => Target::Done(result(Some(name), id, invalid, Some("Duplicate topic name."))),
+                Some(_) => Target::Done(result(
+                    Some(name),
+                    id,
+                    invalid,
+                    Some("Duplicate topic name."),
+                )),
             },
             None => match ids.insert(id, 0) {
                 Some(0) | None => continue,
-                Some(1) => match metadata::topic_by_id(from_kafka_uuid(id)) {
-                    Some(topic) => Target::Id(id, topic.name),
+                Some(1) => match name_of(id) {
+                    Some(name) => Target::Id(id, name),
                     None => Target::Done(result(
                         None,
                         id,
@@ -169,11 +198,17 @@ fn resolve(references: &[(Option<&str>, Uuid)]) -> Vec<Target> {
     targets
 }
 
-/// Deletes one topic through the host; the result carries its id.
-fn delete(name: &str) -> DeletableTopicResult {
+/// Deletes one topic through the host; the result carries the deleted
+/// topic's id (on failure, the id the request gave, if any).
+fn delete(name: &str, requested_id: Uuid) -> DeletableTopicResult {
     match metadata::delete_topic(name) {
         Ok(id) => result(Some(name), to_kafka_uuid(id), gregor_sdk::NONE, None),
-        Err(error) => result(Some(name), Uuid::nil(), error.code, error.message.as_deref()),
+        Err(error) => result(
+            Some(name),
+            requested_id,
+            error.code,
+            error.message.as_deref(),
+        ),
     }
 }
 
@@ -183,7 +218,12 @@ fn denied(name: Option<&str>, id: Uuid) -> DeletableTopicResult {
     result(name, id, code, Some("Topic authorization failed."))
 }
 
-fn result(name: Option<&str>, id: Uuid, error_code: i16, message: Option<&str>) -> DeletableTopicResult {
+fn result(
+    name: Option<&str>,
+    id: Uuid,
+    error_code: i16,
+    message: Option<&str>,
+) -> DeletableTopicResult {
     DeletableTopicResult::default()
         .with_name(name.map(|name| TopicName(str_bytes(name))))
         .with_topic_id(id)
@@ -192,3 +232,47 @@ fn result(name: Option<&str>, id: Uuid, error_code: i16, message: Option<&str>) 
 }
 
 gregor_sdk::export_handler!(DeleteTopics);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What each target became: the name or id it stands for, or its error.
+    fn outcome(target: &Target) -> String {
+        match target {
+            Target::Name(name) => format!("name {name}"),
+            Target::Id(id, name) => format!("id {} {name}", id.as_u64_pair().1),
+            Target::Done(result) => format!("error {}", result.error_code),
+        }
+    }
+
+    #[test]
+    fn references_are_checked_as_kafka_does() {
+        let id = |n| Uuid::from_u64_pair(0, n);
+        let references = [
+            (Some("a"), Uuid::nil()),
+            (Some("b"), Uuid::nil()),
+            (Some("b"), Uuid::nil()),
+            (None, id(1)),
+            (None, id(2)),
+            (None, id(3)),
+            (None, id(3)),
+            (Some("c"), id(4)),
+            (None, Uuid::nil()),
+        ];
+        let name_of = |id: Uuid| (id.as_u64_pair().1 == 1).then(|| "one".to_string());
+        let outcomes: Vec<String> = resolve(&references, name_of).iter().map(outcome).collect();
+        let invalid = format!("error {}", ResponseError::InvalidRequest.code());
+        let unknown_id = format!("error {}", ResponseError::UnknownTopicId.code());
+        let expected = [
+            "name a",
+            &invalid, // b twice: one answer
+            "id 1 one",
+            &unknown_id,
+            &invalid, // id 3 twice: one answer
+            &invalid, // name and id
+            &invalid, // neither
+        ];
+        assert_eq!(outcomes, expected);
+    }
+}

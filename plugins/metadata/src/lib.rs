@@ -25,17 +25,26 @@ use gregor_sdk::authorize::{
     allowed_names, authorized_operations, cluster_allowed, operation_code, CLUSTER_NAME,
 };
 use gregor_sdk::authz::{Operation, ResourceType};
+use gregor_sdk::configs::broker_flag;
 use gregor_sdk::ids::{from_kafka_uuid, str_bytes, to_kafka_uuid};
 use gregor_sdk::kafka_protocol::messages::metadata_response::{
     MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
 };
-use gregor_sdk::kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse, TopicName};
+use gregor_sdk::kafka_protocol::messages::{
+    BrokerId, MetadataRequest, MetadataResponse, TopicName,
+};
 use gregor_sdk::metadata::{self, NewTopic, PartitionInfo, TopicInfo};
 use gregor_sdk::uuid::Uuid;
-use gregor_sdk::{api_info, decode, respond, ApiInfo, Handler, Outcome, RequestContext, ResponseError};
+use gregor_sdk::{
+    api_info, decode, respond, ApiInfo, Handler, Outcome, RequestContext, ResponseError,
+};
 
 /// Topics Kafka itself manages (`Topic.isInternal`).
-const INTERNAL_TOPICS: [&str; 3] = ["__consumer_offsets", "__transaction_state", "__share_group_state"];
+const INTERNAL_TOPICS: [&str; 3] = [
+    "__consumer_offsets",
+    "__transaction_state",
+    "__share_group_state",
+];
 
 struct Metadata;
 
@@ -80,20 +89,32 @@ impl Handler for Metadata {
             let operations = authorized_operations(ResourceType::Cluster, &[CLUSTER_NAME]);
             let operations = operations.first().copied().unwrap_or(0);
             let describe = 1 << operation_code(Operation::Describe);
-            response.cluster_authorized_operations = if operations & describe != 0 { operations } else { 0 };
+            response.cluster_authorized_operations = if operations & describe != 0 {
+                operations
+            } else {
+                0
+            };
         }
         respond(&ctx, &response)
     }
 }
 
 /// The topics of the response, in the order the request names them.
-fn topic_metadata(request: &MetadataRequest, version: i16, live: &HashSet<i32>) -> Vec<MetadataResponseTopic> {
+fn topic_metadata(
+    request: &MetadataRequest,
+    version: i16,
+    live: &HashSet<i32>,
+) -> Vec<MetadataResponseTopic> {
     let requested = match &request.topics {
         Some(topics) if !(version == 0 && topics.is_empty()) => topics,
         // All topics: only those the principal may describe, without errors.
         _ => {
             let topics = metadata::list_topics();
-            let allowed = allowed_names(Operation::Describe, ResourceType::Topic, topics.iter().map(|t| t.name.as_str()));
+            let allowed = allowed_names(
+                Operation::Describe,
+                ResourceType::Topic,
+                topics.iter().map(|t| t.name.as_str()),
+            );
             return topics
                 .iter()
                 .filter(|t| allowed.get(&t.name) == Some(&true))
@@ -102,41 +123,74 @@ fn topic_metadata(request: &MetadataRequest, version: i16, live: &HashSet<i32>) 
         }
     };
 
+    if requested.is_empty() {
+        // Brokers only: clients ask this way to learn the cluster.
+        return Vec::new();
+    }
     // Kafka looks topics up by id as soon as the request names any id; the
     // names are then ignored.
-    let mut ids: Vec<Uuid> = requested.iter().map(|t| t.topic_id).filter(|id| !id.is_nil()).collect();
+    let mut ids: Vec<Uuid> = requested
+        .iter()
+        .map(|t| t.topic_id)
+        .filter(|id| !id.is_nil())
+        .collect();
     dedup_in_order(&mut ids);
     if !ids.is_empty() {
         return topics_by_id(&ids, version, live);
     }
 
-    let mut names: Vec<&str> = requested.iter().filter_map(|t| t.name.as_deref().map(|n| n.as_str())).collect();
+    let mut names: Vec<&str> = requested
+        .iter()
+        .filter_map(|t| t.name.as_deref().map(|n| n.as_str()))
+        .collect();
     dedup_in_order(&mut names);
-    let describable = allowed_names(Operation::Describe, ResourceType::Topic, names.iter().copied());
+    let describable = allowed_names(
+        Operation::Describe,
+        ResourceType::Topic,
+        names.iter().copied(),
+    );
     let topics: Vec<(&str, Option<TopicInfo>)> = names
         .iter()
         .filter(|name| describable.get(**name) == Some(&true))
         .map(|name| (*name, metadata::topic_by_name(name)))
         .collect();
 
-    let auto_create = request.allow_auto_topic_creation
-        && metadata::broker_config("auto.create.topics.enable").as_deref() == Some("true");
-    let missing: Vec<&str> = topics.iter().filter(|(_, info)| info.is_none()).map(|(name, _)| *name).collect();
+    let auto_create =
+        request.allow_auto_topic_creation && broker_flag("auto.create.topics.enable", true);
+    let missing: Vec<&str> = topics
+        .iter()
+        .filter(|(_, info)| info.is_none())
+        .map(|(name, _)| *name)
+        .collect();
     let creatable = if !auto_create || missing.is_empty() || cluster_allowed(Operation::Create) {
+        // Everything missing may be created (or nothing will be).
         None
     } else {
-        Some(allowed_names(Operation::Create, ResourceType::Topic, missing.iter().copied()))
+        Some(allowed_names(
+            Operation::Create,
+            ResourceType::Topic,
+            missing.iter().copied(),
+        ))
     };
 
+    let may_create = |name: &str| {
+        creatable
+            .as_ref()
+            .is_none_or(|c| c.get(name) == Some(&true))
+    };
     let mut responses = Vec::with_capacity(names.len());
     for (name, info) in &topics {
         responses.push(match info {
             Some(info) => existing_topic(info, version, live),
-            None if auto_create && creatable.as_ref().is_some_and(|c| c.get(*name) != Some(&true)) => {
+            None if auto_create && !may_create(name) => {
                 missing_topic(name, ResponseError::TopicAuthorizationFailed.code())
             }
-            None if !valid_topic_name(name) => missing_topic(name, ResponseError::InvalidTopicException.code()),
-            None if !auto_create => missing_topic(name, ResponseError::UnknownTopicOrPartition.code()),
+            None if !valid_topic_name(name) => {
+                missing_topic(name, ResponseError::InvalidTopicException.code())
+            }
+            None if !auto_create => {
+                missing_topic(name, ResponseError::UnknownTopicOrPartition.code())
+            }
             None => missing_topic(name, auto_create_topic(name)),
         });
     }
@@ -144,7 +198,10 @@ fn topic_metadata(request: &MetadataRequest, version: i16, live: &HashSet<i32>) 
         names
             .iter()
             .filter(|name| describable.get(**name) != Some(&true))
-            .map(|name| missing_topic(name, ResponseError::TopicAuthorizationFailed.code()).with_is_internal(false)),
+            .map(|name| {
+                missing_topic(name, ResponseError::TopicAuthorizationFailed.code())
+                    .with_is_internal(false)
+            }),
     );
     responses
 }
@@ -153,22 +210,31 @@ fn topic_metadata(request: &MetadataRequest, version: i16, live: &HashSet<i32>) 
 /// may not describe get TOPIC_AUTHORIZATION_FAILED without their name (ids
 /// are not secret, names are).
 fn topics_by_id(ids: &[Uuid], version: i16, live: &HashSet<i32>) -> Vec<MetadataResponseTopic> {
-    let known: Vec<(Uuid, Option<TopicInfo>)> =
-        ids.iter().map(|id| (*id, metadata::topic_by_id(from_kafka_uuid(*id)))).collect();
+    let known: Vec<(Uuid, Option<TopicInfo>)> = ids
+        .iter()
+        .map(|id| (*id, metadata::topic_by_id(from_kafka_uuid(*id))))
+        .collect();
     let describable = allowed_names(
         Operation::Describe,
         ResourceType::Topic,
-        known.iter().filter_map(|(_, info)| info.as_ref().map(|t| t.name.as_str())),
+        known
+            .iter()
+            .filter_map(|(_, info)| info.as_ref().map(|t| t.name.as_str())),
     );
     known
         .into_iter()
         .map(|(id, info)| {
             let unnamed = |error: ResponseError| {
-                MetadataResponseTopic::default().with_name(None).with_topic_id(id).with_error_code(error.code())
+                MetadataResponseTopic::default()
+                    .with_name(None)
+                    .with_topic_id(id)
+                    .with_error_code(error.code())
             };
             match info {
                 None => unnamed(ResponseError::UnknownTopicId),
-                Some(info) if describable.get(&info.name) == Some(&true) => existing_topic(&info, version, live),
+                Some(info) if describable.get(&info.name) == Some(&true) => {
+                    existing_topic(&info, version, live)
+                }
                 Some(_) => unnamed(ResponseError::TopicAuthorizationFailed),
             }
         })
@@ -181,21 +247,28 @@ fn existing_topic(info: &TopicInfo, version: i16, live: &HashSet<i32>) -> Metada
         .with_name(Some(topic_name(&info.name)))
         .with_topic_id(to_kafka_uuid(info.topic_id))
         .with_is_internal(info.is_internal)
-        .with_partitions(info.partitions.iter().map(|p| partition(p, version, live)).collect())
+        .with_partitions(
+            info.partitions
+                .iter()
+                .map(|p| partition(p, version, live))
+                .collect(),
+        )
 }
 
 /// One partition, as Kafka's metadata cache answers: LEADER_NOT_AVAILABLE
 /// (and leader -1) when the leader is not a live broker; in v0 only live
 /// replicas are listed and a missing one is REPLICA_NOT_AVAILABLE.
 fn partition(info: &PartitionInfo, version: i16, live: &HashSet<i32>) -> MetadataResponsePartition {
-    let (replicas, isr): (Vec<i32>, Vec<i32>) = if version == 0 {
-        (
-            info.replicas.iter().copied().filter(|id| live.contains(id)).collect(),
-            info.isr.iter().copied().filter(|id| live.contains(id)).collect(),
-        )
-    } else {
-        (info.replicas.clone(), info.isr.clone())
+    let listed = |ids: &[i32]| -> Vec<BrokerId> {
+        let live_only = |id: &i32| version > 0 || live.contains(id);
+        ids.iter()
+            .copied()
+            .filter(live_only)
+            .map(BrokerId)
+            .collect()
     };
+    let (replicas, isr) = (listed(&info.replicas), listed(&info.isr));
+    let listed_all = |ids: &[i32]| ids.iter().copied().map(BrokerId).collect();
     let (leader, error) = if !live.contains(&info.leader_id) {
         (-1, ResponseError::LeaderNotAvailable.code())
     } else if replicas.len() < info.replicas.len() || isr.len() < info.isr.len() {
@@ -208,9 +281,9 @@ fn partition(info: &PartitionInfo, version: i16, live: &HashSet<i32>) -> Metadat
         .with_partition_index(info.partition)
         .with_leader_id(BrokerId(leader))
         .with_leader_epoch(info.leader_epoch)
-        .with_replica_nodes(replicas.into_iter().map(BrokerId).collect())
-        .with_isr_nodes(isr.into_iter().map(BrokerId).collect())
-        .with_offline_replicas(info.offline_replicas.iter().copied().map(BrokerId).collect())
+        .with_replica_nodes(replicas)
+        .with_isr_nodes(isr)
+        .with_offline_replicas(listed_all(&info.offline_replicas))
 }
 
 /// A named topic without partitions: an error, or LEADER_NOT_AVAILABLE
@@ -235,7 +308,9 @@ fn auto_create_topic(name: &str) -> i16 {
     };
     match metadata::create_topic(&topic, false) {
         Ok(_) => ResponseError::LeaderNotAvailable.code(),
-        Err(error) if error.code == ResponseError::TopicAlreadyExists.code() => ResponseError::LeaderNotAvailable.code(),
+        Err(error) if error.code == ResponseError::TopicAlreadyExists.code() => {
+            ResponseError::LeaderNotAvailable.code()
+        }
         Err(error) => error.code,
     }
 }
@@ -245,18 +320,16 @@ fn auto_create_topic(name: &str) -> i16 {
 /// Kafka, authorization failures and unknown ids keep the default.
 fn add_authorized_operations(topics: &mut [MetadataResponseTopic]) {
     let failed = ResponseError::TopicAuthorizationFailed.code();
-    let mut described: Vec<&mut MetadataResponseTopic> =
-        topics.iter_mut().filter(|t| t.name.is_some() && t.error_code != failed).collect();
-    if described.is_empty() {
-        return;
-    }
-    let names: Vec<String> = described
+    let described = |t: &&mut MetadataResponseTopic| t.name.is_some() && t.error_code != failed;
+    let names: Vec<String> = topics
         .iter()
-        .map(|t| t.name.as_deref().map_or_else(String::new, |n| n.to_string()))
+        .filter(|t| t.error_code != failed)
+        .filter_map(|t| t.name.as_ref().map(|name| name.to_string()))
         .collect();
     let names: Vec<&str> = names.iter().map(String::as_str).collect();
-    for (topic, operations) in described.iter_mut().zip(authorized_operations(ResourceType::Topic, &names)) {
-        topic.topic_authorized_operations = operations;
+    let mut operations = authorized_operations(ResourceType::Topic, &names).into_iter();
+    for topic in topics.iter_mut().filter(described) {
+        topic.topic_authorized_operations = operations.next().unwrap_or(0);
     }
 }
 
@@ -297,7 +370,9 @@ fn valid_topic_name(name: &str) -> bool {
         && name != "."
         && name != ".."
         && name.len() <= 249
-        && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
 }
 
 fn topic_name(name: &str) -> TopicName {
@@ -313,7 +388,56 @@ gregor_sdk::export_handler!(Metadata);
 
 #[cfg(test)]
 mod tests {
-    use super::valid_topic_name;
+    use super::*;
+    use gregor_sdk::kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+
+    fn info(leader_id: i32, replicas: &[i32]) -> PartitionInfo {
+        PartitionInfo {
+            partition: 0,
+            leader_id,
+            leader_epoch: 3,
+            replicas: replicas.to_vec(),
+            isr: replicas.to_vec(),
+            offline_replicas: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn partitions_report_leader_and_replicas_as_kafka_does() {
+        let live = HashSet::from([1]);
+        let ok = partition(&info(1, &[1]), 9, &live);
+        assert_eq!(
+            (ok.error_code, ok.leader_id, ok.leader_epoch),
+            (0, BrokerId(1), 3)
+        );
+        let offline = partition(&info(2, &[2]), 9, &live);
+        let no_leader = ResponseError::LeaderNotAvailable.code();
+        assert_eq!(
+            (offline.error_code, offline.leader_id),
+            (no_leader, BrokerId(-1))
+        );
+        // v0 lists only live replicas and flags the missing ones.
+        let v0 = partition(&info(1, &[1, 2]), 0, &live);
+        assert_eq!(v0.error_code, ResponseError::ReplicaNotAvailable.code());
+        assert_eq!(v0.replica_nodes, vec![BrokerId(1)]);
+        let v1 = partition(&info(1, &[1, 2]), 1, &live);
+        assert_eq!((v1.error_code, v1.replica_nodes.len()), (0, 2));
+    }
+
+    #[test]
+    fn topic_ids_are_served_from_v12() {
+        let by_id = MetadataRequestTopic::default()
+            .with_name(None)
+            .with_topic_id(Uuid::from_u64_pair(1, 2));
+        let by_name = MetadataRequestTopic::default().with_name(Some(topic_name("t")));
+        let request = |topics| MetadataRequest::default().with_topics(Some(topics));
+        assert!(valid_topic_references(&request(vec![by_name.clone()]), 1));
+        assert!(!valid_topic_references(&request(vec![by_id.clone()]), 11));
+        assert!(valid_topic_references(&request(vec![by_id.clone()]), 12));
+        let unnamed = MetadataRequestTopic::default().with_name(None);
+        assert!(!valid_topic_references(&request(vec![unnamed]), 12));
+        assert!(valid_topic_references(&MetadataRequest::default(), 12));
+    }
 
     #[test]
     fn topic_names_follow_kafka() {

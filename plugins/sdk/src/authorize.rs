@@ -106,6 +106,9 @@ pub fn supported_operations(resource_type: ResourceType) -> &'static [Operation]
 /// asked in one batch.
 pub fn authorized_operations(resource_type: ResourceType, names: &[&str]) -> Vec<i32> {
     let operations = supported_operations(resource_type);
+    if names.is_empty() || operations.is_empty() {
+        return vec![0; names.len()];
+    }
     let actions: Vec<Action> = names
         .iter()
         .flat_map(|name| {
@@ -123,7 +126,9 @@ pub fn authorized_operations(resource_type: ResourceType, names: &[&str]) -> Vec
                 .iter()
                 .enumerate()
                 .filter(|(j, _)| answers.get(i * operations.len() + j).copied() == Some(true))
-                .fold(0i32, |bits, (_, &operation)| bits | 1 << operation_code(operation))
+                .fold(0i32, |bits, (_, &operation)| {
+                    bits | 1 << operation_code(operation)
+                })
         })
         .collect()
 }

@@ -1,5 +1,6 @@
 //! Config metadata as Kafka's DescribeConfigs reports it (also used by
-//! CreateTopics v5+, which returns the new topic's configs).
+//! CreateTopics v5+, which returns the new topic's configs), and boolean
+//! broker configs read as Kafka reads them.
 
 use crate::metadata::ConfigSource;
 
@@ -12,5 +13,17 @@ pub fn source_code(source: ConfigSource) -> i8 {
         ConfigSource::DynamicBrokerConfig => 2,
         ConfigSource::StaticBrokerConfig => 4,
         ConfigSource::DefaultConfig => 5,
+    }
+}
+
+/// A boolean broker config (`auto.create.topics.enable`,
+/// `delete.topic.enable`, ...) read as Kafka reads booleans: `true` or
+/// `false`, any case, surrounding spaces ignored. Unset or unreadable values
+/// take Kafka's `default`.
+pub fn broker_flag(name: &str, default: bool) -> bool {
+    match crate::metadata::broker_config(name) {
+        Some(value) if value.trim().eq_ignore_ascii_case("true") => true,
+        Some(value) if value.trim().eq_ignore_ascii_case("false") => false,
+        _ => default,
     }
 }

@@ -8,6 +8,9 @@ use crate::plugins::bindings::handler::gregor::broker::metadata::{
 use crate::plugins::bindings::handler::gregor::broker::types::{ApiInfo, KafkaError, Uuid};
 use crate::plugins::state::HandlerState;
 
+/// Kafka's internal topics, flagged `is_internal` in Metadata.
+const INTERNAL_TOPICS: &[&str] = &["__consumer_offsets", "__transaction_state", "__share_group_state"];
+
 fn uuid_of(id: u128) -> Uuid {
     Uuid {
         high: (id >> 64) as u64,
@@ -19,7 +22,7 @@ fn topic_info(topic: &Topic, node_id: i32) -> TopicInfo {
     TopicInfo {
         name: topic.name.clone(),
         topic_id: uuid_of(topic.id),
-        is_internal: topic.name.starts_with("__"),
+        is_internal: INTERNAL_TOPICS.contains(&topic.name.as_str()),
         partitions: (0..topic.partitions)
             .map(|partition| PartitionInfo {
                 partition,
