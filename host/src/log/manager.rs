@@ -5,9 +5,10 @@
 //! brokers on one directory would corrupt each other's logs), then discovers
 //! and recovers every partition directory.
 //!
-//! The partition map is behind a read-write lock held only to find or
-//! insert a partition; each partition has its own locks, so appends to
-//! different partitions run in parallel.
+//! The partition map is behind a read-write lock, held briefly to find a
+//! partition (creating or deleting one, which is rare, holds it across the
+//! few file operations that takes); each partition has its own locks, so
+//! appends to different partitions run in parallel.
 //!
 //! Deleting a topic first renames each partition directory to
 //! `<topic>-<partition>.<unique>-delete` (one atomic step, so a crash never

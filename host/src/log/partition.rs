@@ -207,10 +207,12 @@ impl Partition {
         };
         if roll {
             let segment = Segment::create(&self.dir, base_offset)?;
-            sync_dir(&self.dir)?;
             file = segment.file();
             position = 0;
+            // Publish the (empty) segment before anything else can fail, so
+            // a retry appends to it rather than trying to create it again.
             write(&self.state).segments.push(segment);
+            sync_dir(&self.dir)?;
         }
 
         let last_offset = prepared.assign_offsets(base_offset);
@@ -524,5 +526,89 @@ mod tests {
             p.offsets(),
             Err(StorageError::UnknownTopicOrPartition)
         ));
+    }
+
+    /// Stored bytes for batches of `counts` records each, offsets from `base`.
+    fn stored(base: i64, counts: &[usize]) -> Vec<u8> {
+        let mut out = Vec::new();
+        let mut next = base;
+        for &n in counts {
+            let mut p = batch::prepare_append(&simple_batch(n, 10, 0), 1 << 20, None).unwrap();
+            next = p.assign_offsets(next) + 1;
+            out.extend(p.buf);
+        }
+        out
+    }
+
+    #[test]
+    fn a_read_in_an_offset_gap_continues_in_the_next_segment() {
+        // Segment 0 holds offsets 0..5, segment 10 starts at 10 (as after
+        // compaction): offsets 5..10 do not exist.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t-0");
+        fs::create_dir(&path).unwrap();
+        fs::write(path.join(segment::file_name(0)), stored(0, &[2, 3])).unwrap();
+        fs::write(path.join(segment::file_name(10)), stored(10, &[4])).unwrap();
+        let p = Partition::open(path, tp(), LogConfig::default()).unwrap();
+        assert_eq!(p.offsets().unwrap().high_watermark, 14);
+        let r = p.read(7, 1 << 20, true).unwrap();
+        assert_eq!(headers(&r.records)[0].base_offset, 10);
+        let r = p.read(3, 1 << 20, true).unwrap();
+        assert_eq!(headers(&r.records)[0].base_offset, 2);
+    }
+
+    #[test]
+    fn an_empty_segment_left_by_a_crash_after_a_roll_is_used() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t-0");
+        fs::create_dir(&path).unwrap();
+        fs::write(path.join(segment::file_name(0)), stored(0, &[2, 3])).unwrap();
+        fs::write(path.join(segment::file_name(5)), b"").unwrap();
+        let p = Partition::open(path.clone(), tp(), LogConfig::default()).unwrap();
+        assert_eq!(p.offsets().unwrap().high_watermark, 5);
+        assert_eq!(p.append(&simple_batch(1, 1, 0), 0).unwrap().base_offset, 5);
+        assert!(
+            fs::metadata(path.join(segment::file_name(5)))
+                .unwrap()
+                .len()
+                > 0
+        );
+        assert_eq!(segment_files(&path).len(), 2);
+        assert_eq!(
+            headers(&p.read(5, 1 << 20, true).unwrap().records)[0].base_offset,
+            5
+        );
+    }
+
+    #[test]
+    fn an_overlapping_segment_is_discarded() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t-0");
+        fs::create_dir(&path).unwrap();
+        fs::write(path.join(segment::file_name(0)), stored(0, &[2, 3])).unwrap();
+        fs::write(path.join(segment::file_name(3)), stored(3, &[4])).unwrap();
+        let p = Partition::open(path.clone(), tp(), LogConfig::default()).unwrap();
+        assert_eq!(p.offsets().unwrap().high_watermark, 5);
+        assert_eq!(segment_files(&path), vec![segment::file_name(0)]);
+    }
+
+    #[test]
+    fn flush_syncs_only_what_is_new() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = Partition::open(dir.path().join("t-0"), tp(), config(200)).unwrap();
+        p.append(&simple_batch(2, 50, 0), 0).unwrap();
+        p.append(&simple_batch(2, 50, 0), 0).unwrap();
+        let unsynced = |p: &Partition| -> usize {
+            read(&p.state)
+                .segments
+                .iter()
+                .filter(|s| s.unsynced().is_some())
+                .count()
+        };
+        assert_eq!(unsynced(&p), 2);
+        p.flush().unwrap();
+        assert_eq!(unsynced(&p), 0);
+        p.append(&simple_batch(2, 50, 0), 0).unwrap();
+        assert_eq!(unsynced(&p), 1);
     }
 }

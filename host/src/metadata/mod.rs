@@ -4,3 +4,5 @@
 //! (DESIGN.md §6).
 
 pub mod store;
+pub mod topic_config;
+pub mod topics;

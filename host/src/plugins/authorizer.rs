@@ -8,12 +8,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use tracing::warn;
 use wasmtime::component::ResourceTable;
 use wasmtime::{Engine, Store};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
+use crate::plugins::WasmContext;
 use crate::channel::Session;
 use crate::config::BrokerConfig;
 use crate::plugins::bindings::authorizer::exports::gregor::broker::authorizer::AuthorizableRequest;
@@ -150,7 +151,7 @@ impl LoadedAuthorizer {
             .pre
             .instantiate_async(&mut store)
             .await
-            .context("instantiating the authorizer")?;
+            .wasm_context("instantiating the authorizer")?;
         Ok(LiveAuthorizer { store, bindings })
     }
 

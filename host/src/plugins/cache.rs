@@ -7,11 +7,13 @@
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use sha2::{Digest, Sha256};
 use tracing::{debug, warn};
 use wasmtime::component::Component;
 use wasmtime::Engine;
+
+use crate::plugins::WasmContext;
 
 pub struct CompileCache {
     dir: PathBuf,
@@ -58,7 +60,7 @@ impl CompileCache {
         }
         let compiled = engine
             .precompile_component(bytes)
-            .context("compiling the component")?;
+            .wasm_context("compiling the component")?;
         if let Err(error) = self.store(&path, &compiled) {
             warn!(path = %path.display(), "cannot write compile cache entry: {error:#}");
         } else {
@@ -66,7 +68,7 @@ impl CompileCache {
         }
         // SAFETY: the bytes were produced just now by this engine.
         let component = unsafe { Component::deserialize(engine, &compiled) }
-            .context("loading the freshly compiled component")?;
+            .wasm_context("loading the freshly compiled component")?;
         Ok((component, CacheOutcome::Compiled))
     }
 

@@ -11,6 +11,8 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
+use crate::plugins::WasmContext;
+
 /// How often the epoch advances; deadlines are counted in these ticks.
 pub const EPOCH_TICK: Duration = Duration::from_millis(10);
 
@@ -30,7 +32,7 @@ pub fn build_engine(memory_max_bytes: usize) -> Result<Engine> {
         .wasm_component_model(true)
         .epoch_interruption(true)
         .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
-    Engine::new(&config).context("creating the wasmtime engine")
+    Engine::new(&config).wasm_context("creating the wasmtime engine")
 }
 
 /// Starts the thread that advances the engine's epoch every tick.

@@ -13,6 +13,7 @@ use std::time::{Duration, SystemTime};
 use anyhow::{Context, Result};
 use wasmtime::{Engine, Store, UpdateDeadline};
 
+use crate::plugins::WasmContext;
 use crate::broker::Broker;
 use crate::channel::Session;
 use crate::plugins::bindings::handler::{KafkaHandler, KafkaHandlerPre};
@@ -107,7 +108,7 @@ impl LoadedHandler {
             .gregor_broker_handler()
             .call_describe(&mut instance.store)
             .await
-            .context("calling describe()")?;
+            .wasm_context("calling describe()")?;
         validate_info(&info)?;
         let handler = Self {
             info,

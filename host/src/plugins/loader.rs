@@ -16,6 +16,7 @@ use tracing::info;
 use wasmtime::component::{Component, HasSelf, Linker};
 use wasmtime::Engine;
 
+use crate::plugins::WasmContext;
 use crate::broker::Broker;
 use crate::plugins::authorizer::{AuthorizerState, LoadedAuthorizer};
 use crate::plugins::bindings::authorizer::{KafkaAuthorizer, KafkaAuthorizerPre};
@@ -113,8 +114,8 @@ impl Loader {
                 let pre = self
                     .handler_linker
                     .instantiate_pre(&component)
-                    .context("linking the handler's imports")?;
-                let pre = KafkaHandlerPre::new(pre).context("checking the handler's exports")?;
+                    .wasm_context("linking the handler's imports")?;
+                let pre = KafkaHandlerPre::new(pre).wasm_context("checking the handler's exports")?;
                 let handler = LoadedHandler::load(&self.engine, pre, source, self.limits, broker).await?;
                 let info = handler.info();
                 info!(
@@ -132,8 +133,8 @@ impl Loader {
                 let pre = self
                     .authorizer_linker
                     .instantiate_pre(&component)
-                    .context("linking the authorizer's imports")?;
-                let pre = KafkaAuthorizerPre::new(pre).context("checking the authorizer's exports")?;
+                    .wasm_context("linking the authorizer's imports")?;
+                let pre = KafkaAuthorizerPre::new(pre).wasm_context("checking the authorizer's exports")?;
                 let authorizer = LoadedAuthorizer::new(
                     &self.engine,
                     pre,

@@ -13,3 +13,14 @@ pub mod limits;
 pub mod loader;
 pub mod registry;
 pub mod state;
+
+/// `.context()` for wasmtime's own error type.
+pub trait WasmContext<T> {
+    fn wasm_context(self, what: &'static str) -> anyhow::Result<T>;
+}
+
+impl<T> WasmContext<T> for Result<T, wasmtime::Error> {
+    fn wasm_context(self, what: &'static str) -> anyhow::Result<T> {
+        self.map_err(|error| anyhow::Error::from(error).context(what))
+    }
+}

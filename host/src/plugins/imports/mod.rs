@@ -13,3 +13,5 @@ use crate::plugins::state::HandlerState;
 
 /// `types` declares no functions.
 impl types::Host for HandlerState {}
+
+impl types::Host for crate::plugins::authorizer::AuthorizerState {}
