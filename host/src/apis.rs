@@ -53,7 +53,10 @@ impl KafkaApis {
                     listener: request.session.listener.clone(),
                     security_protocol: request.session.security_protocol.clone(),
                 };
-                match handler.call(&self.broker, &request.session, ctx, &request.body).await {
+                match handler
+                    .call(&self.broker, &request.session, ctx, &request.body)
+                    .await
+                {
                     Ok(Outcome::Respond(body)) => Response::Send(encode_response(
                         request.header.correlation_id,
                         request.flexible_response,
@@ -110,7 +113,11 @@ impl KafkaApis {
 
 /// Starts `count` handler workers on the channel. They stop once the
 /// channel is closed and every request they hold is answered.
-pub fn spawn_workers(count: usize, channel: &RequestChannel, apis: Arc<KafkaApis>) -> Vec<JoinHandle<()>> {
+pub fn spawn_workers(
+    count: usize,
+    channel: &RequestChannel,
+    apis: Arc<KafkaApis>,
+) -> Vec<JoinHandle<()>> {
     (0..count)
         .map(|_| {
             let receiver = channel.receiver();

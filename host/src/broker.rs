@@ -126,7 +126,11 @@ fn base64_url(bytes: &[u8]) -> String {
     const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
     let mut out = String::new();
     for chunk in bytes.chunks(3) {
-        let b = [chunk[0], *chunk.get(1).unwrap_or(&0), *chunk.get(2).unwrap_or(&0)];
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
         let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
         let chars = chunk.len() + 1;
         for i in 0..chars {
@@ -144,7 +148,9 @@ mod tests {
     fn cluster_ids_look_like_kafkas() {
         let id = base64_url(&[0xff; 16]);
         assert_eq!(id.len(), 22);
-        assert!(id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_'));
+        assert!(id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_'));
         let dir = tempfile::tempdir().unwrap();
         let first = load_or_create_cluster_id(dir.path(), 1).unwrap();
         assert_eq!(first, load_or_create_cluster_id(dir.path(), 1).unwrap());

@@ -86,11 +86,6 @@ impl RequestChannel {
         self.receiver.clone()
     }
 
-    /// Requests waiting for a worker.
-    pub fn queue_size(&self) -> usize {
-        self.sender.len()
-    }
-
     /// Stops accepting requests (shutdown).
     pub fn close(&self) {
         self.sender.close();

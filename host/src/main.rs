@@ -55,7 +55,10 @@ fn main() -> ExitCode {
         }
     };
     init_tracing();
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(runtime) => runtime,
         Err(error) => {
             eprintln!("gregor: cannot start the runtime: {error}");
@@ -106,6 +109,7 @@ fn init_tracing() {
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .with_target(false)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
 }
 
@@ -150,7 +154,13 @@ async fn serve(config: BrokerConfig) -> Result<()> {
     let (stop, stopped) = watch::channel(false);
     let listeners: Vec<_> = bound
         .into_iter()
-        .map(|bound| tokio::spawn(listener::accept_loop(bound, Arc::clone(&ctx), stopped.clone())))
+        .map(|bound| {
+            tokio::spawn(listener::accept_loop(
+                bound,
+                Arc::clone(&ctx),
+                stopped.clone(),
+            ))
+        })
         .collect();
     let addresses: Vec<String> = advertised
         .iter()
@@ -169,7 +179,8 @@ async fn serve(config: BrokerConfig) -> Result<()> {
         let _ = listener.await;
     }
     channel.close();
-    let drained = tokio::time::timeout(DRAIN_TIMEOUT, futures_util::future::join_all(workers)).await;
+    let drained =
+        tokio::time::timeout(DRAIN_TIMEOUT, futures_util::future::join_all(workers)).await;
     if drained.is_err() {
         warn!("in-flight requests did not finish within {DRAIN_TIMEOUT:?}");
     }
@@ -183,7 +194,9 @@ async fn serve(config: BrokerConfig) -> Result<()> {
 async fn load_plugins(loader: &Loader, broker: &Arc<Broker>) -> Result<()> {
     let dir = broker.config.plugin_dir();
     let files = Loader::module_files(&dir)?;
-    let results = futures_util::future::join_all(files.iter().map(|path| loader.load_file(path, broker))).await;
+    let results =
+        futures_util::future::join_all(files.iter().map(|path| loader.load_file(path, broker)))
+            .await;
     for (path, result) in files.iter().zip(results) {
         match result {
             Ok(Loaded::Handler(handler)) => {
@@ -202,7 +215,9 @@ async fn load_plugins(loader: &Loader, broker: &Arc<Broker>) -> Result<()> {
             }
             Ok(Loaded::Authorizer(authorizer)) => {
                 let name = authorizer.source().name.to_string();
-                broker.registry.install_authorizer(&name, Arc::new(authorizer));
+                broker
+                    .registry
+                    .install_authorizer(&name, Arc::new(authorizer));
             }
             Err(error) => error!(module = %path.display(), "refused module: {error:#}"),
         }
@@ -212,7 +227,10 @@ async fn load_plugins(loader: &Loader, broker: &Arc<Broker>) -> Result<()> {
     }
     if let Some(name) = broker.config.authorizer() {
         let Some(authorizer) = broker.registry.authorizer(name) else {
-            bail!("authorizer {name:?} is not among the loaded modules of {}", dir.display());
+            bail!(
+                "authorizer {name:?} is not among the loaded modules of {}",
+                dir.display()
+            );
         };
         broker.authorization.set_active(Some(authorizer));
         info!(authorizer = name, "authorizer active");
@@ -232,14 +250,15 @@ async fn wait_for_signal() {
     let ctrl_c = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {
-        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(term) => term,
-            Err(error) => {
-                warn!("cannot listen for SIGTERM: {error}");
-                let _ = ctrl_c.await;
-                return;
-            }
-        };
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(term) => term,
+                Err(error) => {
+                    warn!("cannot listen for SIGTERM: {error}");
+                    let _ = ctrl_c.await;
+                    return;
+                }
+            };
         tokio::select! {
             _ = ctrl_c => {}
             _ = term.recv() => {}

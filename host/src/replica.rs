@@ -14,8 +14,6 @@ use crate::log::{LogStore, StorageError, TopicPartition};
 /// Kafka error codes the replica manager answers with directly.
 pub mod codes {
     pub const NONE: i16 = 0;
-    pub const OFFSET_OUT_OF_RANGE: i16 = 1;
-    pub const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
     pub const INVALID_REQUIRED_ACKS: i16 = 21;
 }
 
@@ -80,10 +78,6 @@ impl ReplicaManager {
         }
     }
 
-    pub fn logs(&self) -> &Arc<dyn LogStore> {
-        &self.logs
-    }
-
     /// Appends one partition's batches. On a single node acks=1 and
     /// acks=-1 are both satisfied once the write is in the log.
     pub fn append(&self, topic: &str, partition: i32, records: &[u8], acks: i16) -> AppendOutcome {
@@ -110,7 +104,11 @@ impl ReplicaManager {
     }
 
     /// Reads the partitions, waiting for `min_bytes` up to `max_wait`.
-    pub async fn fetch(&self, partitions: &[FetchPartition], options: FetchOptions) -> Vec<FetchedPartition> {
+    pub async fn fetch(
+        &self,
+        partitions: &[FetchPartition],
+        options: FetchOptions,
+    ) -> Vec<FetchedPartition> {
         let deadline = Instant::now() + options.max_wait;
         loop {
             // Register interest before reading so an append between the
@@ -120,7 +118,9 @@ impl ReplicaManager {
             appended.as_mut().enable();
             let results = self.read_all(partitions, options.max_bytes);
             let bytes: usize = results.iter().map(|result| result.records.len()).sum();
-            let has_error = results.iter().any(|result| result.error_code != codes::NONE);
+            let has_error = results
+                .iter()
+                .any(|result| result.error_code != codes::NONE);
             if bytes >= options.min_bytes || has_error || Instant::now() >= deadline {
                 return results;
             }
@@ -195,23 +195,29 @@ impl ReplicaManager {
         };
         let result = match timestamp {
             -1 => self.logs.offsets(&tp).map(|o| answer(o.high_watermark, -1)),
-            -2 | -4 => self.logs.offsets(&tp).map(|o| answer(o.log_start_offset, -1)),
+            -2 | -4 => self
+                .logs
+                .offsets(&tp)
+                .map(|o| answer(o.log_start_offset, -1)),
             // Latest tiered offset: with no tiered storage there is none.
             -5 => Ok(answer(-1, -1)),
             -3 => self.logs.max_timestamp(&tp).map(|found| match found {
                 Some((offset, ts)) => answer(offset, ts),
                 None => answer(-1, -1),
             }),
-            ts if ts >= 0 => self.logs.offset_for_timestamp(&tp, ts).map(|found| match found {
-                Some((offset, ts)) => answer(offset, ts),
-                None => answer(-1, -1),
-            }),
+            ts if ts >= 0 => self
+                .logs
+                .offset_for_timestamp(&tp, ts)
+                .map(|found| match found {
+                    Some((offset, ts)) => answer(offset, ts),
+                    None => answer(-1, -1),
+                }),
             _ => {
                 return OffsetAnswer {
                     error_code: 42, // INVALID_REQUEST: an unknown special timestamp
                     offset: -1,
                     timestamp: -1,
-                }
+                };
             }
         };
         result.unwrap_or_else(|error| OffsetAnswer {

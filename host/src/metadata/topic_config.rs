@@ -9,14 +9,17 @@ use crate::config::BrokerConfig;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
-    Long { min: i64 },
-    Int { min: i64 },
+    Long {
+        min: i64,
+    },
+    Int {
+        min: i64,
+    },
     Double,
     Bool,
     OneOf(&'static [&'static str]),
     /// A comma-separated list whose items are each one of these.
     ListOf(&'static [&'static str]),
-    Text,
 }
 
 /// One topic config Kafka defines.
@@ -33,29 +36,139 @@ const LONG_MAX: &str = "9223372036854775807";
 
 /// The topic configs Gregor accepts, with Kafka's defaults.
 pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
-    def("cleanup.policy", Some("log.cleanup.policy"), "delete", Kind::ListOf(&["delete", "compact"])),
-    def("compression.type", Some("compression.type"), "producer", Kind::OneOf(&["uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"])),
-    def("delete.retention.ms", Some("log.cleaner.delete.retention.ms"), "86400000", Kind::Long { min: 0 }),
-    def("file.delete.delay.ms", Some("log.segment.delete.delay.ms"), "60000", Kind::Long { min: 0 }),
-    def("flush.messages", Some("log.flush.interval.messages"), LONG_MAX, Kind::Long { min: 1 }),
-    def("flush.ms", Some("log.flush.interval.ms"), LONG_MAX, Kind::Long { min: 0 }),
-    def("index.interval.bytes", Some("log.index.interval.bytes"), "4096", Kind::Int { min: 0 }),
-    def("max.compaction.lag.ms", Some("log.cleaner.max.compaction.lag.ms"), LONG_MAX, Kind::Long { min: 1 }),
-    def("max.message.bytes", Some("message.max.bytes"), "1048588", Kind::Int { min: 0 }),
-    def("message.timestamp.after.max.ms", Some("log.message.timestamp.after.max.ms"), "3600000", Kind::Long { min: 0 }),
-    def("message.timestamp.before.max.ms", Some("log.message.timestamp.before.max.ms"), LONG_MAX, Kind::Long { min: 0 }),
-    def("message.timestamp.type", Some("log.message.timestamp.type"), "CreateTime", Kind::OneOf(&["CreateTime", "LogAppendTime"])),
-    def("min.cleanable.dirty.ratio", Some("log.cleaner.min.cleanable.ratio"), "0.5", Kind::Double),
-    def("min.compaction.lag.ms", Some("log.cleaner.min.compaction.lag.ms"), "0", Kind::Long { min: 0 }),
-    def("min.insync.replicas", Some("min.insync.replicas"), "1", Kind::Int { min: 1 }),
+    def(
+        "cleanup.policy",
+        Some("log.cleanup.policy"),
+        "delete",
+        Kind::ListOf(&["delete", "compact"]),
+    ),
+    def(
+        "compression.type",
+        Some("compression.type"),
+        "producer",
+        Kind::OneOf(&["uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"]),
+    ),
+    def(
+        "delete.retention.ms",
+        Some("log.cleaner.delete.retention.ms"),
+        "86400000",
+        Kind::Long { min: 0 },
+    ),
+    def(
+        "file.delete.delay.ms",
+        Some("log.segment.delete.delay.ms"),
+        "60000",
+        Kind::Long { min: 0 },
+    ),
+    def(
+        "flush.messages",
+        Some("log.flush.interval.messages"),
+        LONG_MAX,
+        Kind::Long { min: 1 },
+    ),
+    def(
+        "flush.ms",
+        Some("log.flush.interval.ms"),
+        LONG_MAX,
+        Kind::Long { min: 0 },
+    ),
+    def(
+        "index.interval.bytes",
+        Some("log.index.interval.bytes"),
+        "4096",
+        Kind::Int { min: 0 },
+    ),
+    def(
+        "max.compaction.lag.ms",
+        Some("log.cleaner.max.compaction.lag.ms"),
+        LONG_MAX,
+        Kind::Long { min: 1 },
+    ),
+    def(
+        "max.message.bytes",
+        Some("message.max.bytes"),
+        "1048588",
+        Kind::Int { min: 0 },
+    ),
+    def(
+        "message.timestamp.after.max.ms",
+        Some("log.message.timestamp.after.max.ms"),
+        "3600000",
+        Kind::Long { min: 0 },
+    ),
+    def(
+        "message.timestamp.before.max.ms",
+        Some("log.message.timestamp.before.max.ms"),
+        LONG_MAX,
+        Kind::Long { min: 0 },
+    ),
+    def(
+        "message.timestamp.type",
+        Some("log.message.timestamp.type"),
+        "CreateTime",
+        Kind::OneOf(&["CreateTime", "LogAppendTime"]),
+    ),
+    def(
+        "min.cleanable.dirty.ratio",
+        Some("log.cleaner.min.cleanable.ratio"),
+        "0.5",
+        Kind::Double,
+    ),
+    def(
+        "min.compaction.lag.ms",
+        Some("log.cleaner.min.compaction.lag.ms"),
+        "0",
+        Kind::Long { min: 0 },
+    ),
+    def(
+        "min.insync.replicas",
+        Some("min.insync.replicas"),
+        "1",
+        Kind::Int { min: 1 },
+    ),
     def("preallocate", Some("log.preallocate"), "false", Kind::Bool),
-    def("retention.bytes", Some("log.retention.bytes"), "-1", Kind::Long { min: -1 }),
-    def("retention.ms", Some("log.retention.ms"), "604800000", Kind::Long { min: -1 }),
-    def("segment.bytes", Some("log.segment.bytes"), "1073741824", Kind::Int { min: 14 }),
-    def("segment.index.bytes", Some("log.index.size.max.bytes"), "10485760", Kind::Int { min: 4 }),
-    def("segment.jitter.ms", Some("log.roll.jitter.ms"), "0", Kind::Long { min: 0 }),
-    def("segment.ms", Some("log.roll.ms"), "604800000", Kind::Long { min: 1 }),
-    def("unclean.leader.election.enable", Some("unclean.leader.election.enable"), "false", Kind::Bool),
+    def(
+        "retention.bytes",
+        Some("log.retention.bytes"),
+        "-1",
+        Kind::Long { min: -1 },
+    ),
+    def(
+        "retention.ms",
+        Some("log.retention.ms"),
+        "604800000",
+        Kind::Long { min: -1 },
+    ),
+    def(
+        "segment.bytes",
+        Some("log.segment.bytes"),
+        "1073741824",
+        Kind::Int { min: 14 },
+    ),
+    def(
+        "segment.index.bytes",
+        Some("log.index.size.max.bytes"),
+        "10485760",
+        Kind::Int { min: 4 },
+    ),
+    def(
+        "segment.jitter.ms",
+        Some("log.roll.jitter.ms"),
+        "0",
+        Kind::Long { min: 0 },
+    ),
+    def(
+        "segment.ms",
+        Some("log.roll.ms"),
+        "604800000",
+        Kind::Long { min: 1 },
+    ),
+    def(
+        "unclean.leader.election.enable",
+        Some("unclean.leader.election.enable"),
+        "false",
+        Kind::Bool,
+    ),
 ];
 
 const fn def(
@@ -96,7 +209,11 @@ pub fn validate(name: &str, value: &str) -> Result<(), String> {
     let Some(def) = definition(name) else {
         return Err(format!("Unknown topic config name: {name}"));
     };
-    let invalid = |why: &str| Err(format!("Invalid value {value} for configuration {name}: {why}"));
+    let invalid = |why: &str| {
+        Err(format!(
+            "Invalid value {value} for configuration {name}: {why}"
+        ))
+    };
     match def.kind {
         Kind::Long { min } | Kind::Int { min } => {
             let Ok(number) = value.trim().parse::<i64>() else {
@@ -130,13 +247,15 @@ pub fn validate(name: &str, value: &str) -> Result<(), String> {
                 return invalid(&format!("Items must be among: {}", allowed.join(", ")));
             }
         }
-        Kind::Text => {}
     }
     Ok(())
 }
 
 /// Every topic config with its effective value and source.
-pub fn effective(overrides: &BTreeMap<String, String>, broker: &BrokerConfig) -> Vec<EffectiveConfig> {
+pub fn effective(
+    overrides: &BTreeMap<String, String>,
+    broker: &BrokerConfig,
+) -> Vec<EffectiveConfig> {
     TOPIC_CONFIGS
         .iter()
         .map(|def| {
@@ -164,7 +283,11 @@ pub fn effective(overrides: &BTreeMap<String, String>, broker: &BrokerConfig) ->
 }
 
 /// The effective value of one config.
-pub fn effective_value(name: &str, overrides: &BTreeMap<String, String>, broker: &BrokerConfig) -> Option<String> {
+pub fn effective_value(
+    name: &str,
+    overrides: &BTreeMap<String, String>,
+    broker: &BrokerConfig,
+) -> Option<String> {
     effective(overrides, broker)
         .into_iter()
         .find(|entry| entry.name == name)
@@ -184,7 +307,9 @@ mod tests {
         assert!(validate("cleanup.policy", "compact,delete").is_ok());
         assert!(validate("cleanup.policy", "shred").is_err());
         assert!(validate("segment.bytes", "99999999999").is_err());
-        assert!(validate("no.such.config", "1").unwrap_err().contains("Unknown topic config"));
+        assert!(validate("no.such.config", "1")
+            .unwrap_err()
+            .contains("Unknown topic config"));
     }
 
     #[test]

@@ -72,7 +72,11 @@ pub struct TopicManager {
 
 impl TopicManager {
     /// Loads the stored topics and reopens their partition logs.
-    pub fn open(config: Arc<BrokerConfig>, logs: Arc<dyn LogStore>, store: MetadataStore) -> Result<Self> {
+    pub fn open(
+        config: Arc<BrokerConfig>,
+        logs: Arc<dyn LogStore>,
+        store: MetadataStore,
+    ) -> Result<Self> {
         let mut topics = BTreeMap::new();
         for record in store.topics() {
             let topic = Topic {
@@ -272,7 +276,8 @@ impl TopicManager {
 
 /// The log settings a topic's partitions are opened with.
 pub fn log_config_for(overrides: &BTreeMap<String, String>, broker: &BrokerConfig) -> LogConfig {
-    let value = |name: &str| topic_config::effective_value(name, overrides, broker).unwrap_or_default();
+    let value =
+        |name: &str| topic_config::effective_value(name, overrides, broker).unwrap_or_default();
     LogConfig {
         segment_bytes: value("segment.bytes").parse().unwrap_or(1 << 30),
         max_message_bytes: value("max.message.bytes").parse().unwrap_or(1_048_588),

@@ -17,7 +17,10 @@ pub enum FrameError {
     /// The size prefix is negative or below the smallest request.
     InvalidSize(i32),
     /// The size prefix exceeds `socket.request.max.bytes`.
-    TooLarge { size: usize, max: usize },
+    TooLarge {
+        size: usize,
+        max: usize,
+    },
     /// The peer closed the connection in the middle of a frame.
     Truncated,
     Io(std::io::Error),
@@ -67,7 +70,10 @@ pub async fn read_frame<R: AsyncRead + Unpin>(
     Ok(Some(frame))
 }
 
-async fn read_exact<R: AsyncRead + Unpin>(reader: &mut R, buf: &mut [u8]) -> Result<(), FrameError> {
+async fn read_exact<R: AsyncRead + Unpin>(
+    reader: &mut R,
+    buf: &mut [u8],
+) -> Result<(), FrameError> {
     match reader.read_exact(buf).await {
         Ok(_) => Ok(()),
         Err(error) if error.kind() == std::io::ErrorKind::UnexpectedEof => {
@@ -104,6 +110,9 @@ mod tests {
             read(&good[..10], 100).await,
             Err(FrameError::Truncated)
         ));
-        assert!(matches!(read(&[0, 0], 100).await, Err(FrameError::Truncated)));
+        assert!(matches!(
+            read(&[0, 0], 100).await,
+            Err(FrameError::Truncated)
+        ));
     }
 }

@@ -33,7 +33,9 @@ impl fmt::Display for HeaderError {
         match self {
             HeaderError::Truncated => write!(f, "request header is truncated"),
             HeaderError::InvalidClientId => write!(f, "client id is not valid UTF-8"),
-            HeaderError::InvalidTaggedFields => write!(f, "request header tagged fields are malformed"),
+            HeaderError::InvalidTaggedFields => {
+                write!(f, "request header tagged fields are malformed")
+            }
         }
     }
 }
@@ -47,7 +49,10 @@ pub fn peek_key_and_version(frame: &[u8]) -> Option<(i16, i16)> {
 }
 
 /// Parses the header (v1, or v2 when `flexible`) and returns it with the body.
-pub fn parse_request(mut frame: Bytes, flexible: bool) -> Result<(RequestHeader, Bytes), HeaderError> {
+pub fn parse_request(
+    mut frame: Bytes,
+    flexible: bool,
+) -> Result<(RequestHeader, Bytes), HeaderError> {
     if frame.remaining() < 10 {
         return Err(HeaderError::Truncated);
     }
@@ -63,9 +68,7 @@ pub fn parse_request(mut frame: Bytes, flexible: bool) -> Result<(RequestHeader,
             return Err(HeaderError::Truncated);
         }
         let raw = frame.split_to(len);
-        Some(
-            String::from_utf8(raw.to_vec()).map_err(|_| HeaderError::InvalidClientId)?,
-        )
+        Some(String::from_utf8(raw.to_vec()).map_err(|_| HeaderError::InvalidClientId)?)
     };
     if flexible {
         skip_tagged_fields(&mut frame)?;
@@ -149,7 +152,8 @@ mod tests {
 
     #[test]
     fn parses_v1_and_v2_headers() {
-        let (header, body) = parse_request(Bytes::from(header_bytes(Some("app"), None)), false).unwrap();
+        let (header, body) =
+            parse_request(Bytes::from(header_bytes(Some("app"), None)), false).unwrap();
         assert_eq!(header.api_key, 3);
         assert_eq!(header.api_version, 12);
         assert_eq!(header.correlation_id, 42);
@@ -180,8 +184,14 @@ mod tests {
 
     #[test]
     fn response_headers() {
-        assert_eq!(encode_response(7, false, b"x"), vec![0, 0, 0, 5, 0, 0, 0, 7, b'x']);
-        assert_eq!(encode_response(7, true, b""), vec![0, 0, 0, 5, 0, 0, 0, 7, 0]);
+        assert_eq!(
+            encode_response(7, false, b"x"),
+            vec![0, 0, 0, 5, 0, 0, 0, 7, b'x']
+        );
+        assert_eq!(
+            encode_response(7, true, b""),
+            vec![0, 0, 0, 5, 0, 0, 0, 7, 0]
+        );
         assert!(!flexible_response_header(API_VERSIONS_KEY, true));
         assert!(flexible_response_header(3, true));
     }

@@ -14,7 +14,6 @@ use wasmtime::component::ResourceTable;
 use wasmtime::{Engine, Store};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
-use crate::plugins::WasmContext;
 use crate::channel::Session;
 use crate::config::BrokerConfig;
 use crate::plugins::bindings::authorizer::exports::gregor::broker::authorizer::AuthorizableRequest;
@@ -25,6 +24,7 @@ use crate::plugins::engine::EPOCH_TICK;
 use crate::plugins::handler::ModuleSource;
 use crate::plugins::imports::LogBudget;
 use crate::plugins::limits::GuestLimits;
+use crate::plugins::WasmContext;
 use crate::security::acl_store::{AclStore, PatternType, Permission};
 
 const MAX_IDLE_INSTANCES: usize = 16;

@@ -47,7 +47,12 @@ impl CompileCache {
     }
 
     /// The compiled component for these bytes, from the cache if possible.
-    pub fn load(&self, engine: &Engine, bytes: &[u8], hash: &str) -> Result<(Component, CacheOutcome)> {
+    pub fn load(
+        &self,
+        engine: &Engine,
+        bytes: &[u8],
+        hash: &str,
+    ) -> Result<(Component, CacheOutcome)> {
         let path = self.entry_path(hash);
         if path.exists() {
             // SAFETY: the file was written by `precompile_component` of an
@@ -55,7 +60,9 @@ impl CompileCache {
             // into a directory only this broker writes.
             match unsafe { Component::deserialize_file(engine, &path) } {
                 Ok(component) => return Ok((component, CacheOutcome::Hit)),
-                Err(error) => warn!(path = %path.display(), "discarding unreadable compile cache entry: {error:#}"),
+                Err(error) => {
+                    warn!(path = %path.display(), "discarding unreadable compile cache entry: {error:#}")
+                }
             }
         }
         let compiled = engine

@@ -8,17 +8,17 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use anyhow::{Context, Result};
 use wasmtime::{Engine, Store, UpdateDeadline};
 
-use crate::plugins::WasmContext;
 use crate::broker::Broker;
 use crate::channel::Session;
 use crate::plugins::bindings::handler::{KafkaHandler, KafkaHandlerPre};
 use crate::plugins::bindings::{ApiInfo, Outcome, RequestContext};
 use crate::plugins::state::{CallClock, HandlerState};
+use crate::plugins::WasmContext;
 
 /// Idle instances kept per module.
 const MAX_IDLE_INSTANCES: usize = 32;
@@ -39,7 +39,6 @@ pub struct ModuleSource {
     pub name: Arc<str>,
     pub path: std::path::PathBuf,
     pub content_hash: String,
-    pub loaded_at: SystemTime,
 }
 
 /// Call and failure counters of a module.
@@ -145,9 +144,15 @@ impl LoadedHandler {
             Some(instance) => instance,
             None => {
                 self.stats.instantiations.fetch_add(1, Ordering::Relaxed);
-                instantiate(&self.engine, &self.pre, &self.source.name, &self.limits, broker)
-                    .await
-                    .map_err(|error| CallError::Instantiate(format!("{error:#}")))?
+                instantiate(
+                    &self.engine,
+                    &self.pre,
+                    &self.source.name,
+                    &self.limits,
+                    broker,
+                )
+                .await
+                .map_err(|error| CallError::Instantiate(format!("{error:#}")))?
             }
         };
         {

@@ -9,14 +9,13 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Instant, SystemTime};
+use std::time::Instant;
 
 use anyhow::{anyhow, bail, Context, Result};
 use tracing::info;
 use wasmtime::component::{Component, HasSelf, Linker};
 use wasmtime::Engine;
 
-use crate::plugins::WasmContext;
 use crate::broker::Broker;
 use crate::plugins::authorizer::{AuthorizerState, LoadedAuthorizer};
 use crate::plugins::bindings::authorizer::{KafkaAuthorizer, KafkaAuthorizerPre};
@@ -24,6 +23,7 @@ use crate::plugins::bindings::handler::{KafkaHandler, KafkaHandlerPre};
 use crate::plugins::cache::{content_hash, CacheOutcome, CompileCache};
 use crate::plugins::handler::{InstanceLimits, LoadedHandler, ModuleSource};
 use crate::plugins::state::HandlerState;
+use crate::plugins::WasmContext;
 
 /// The contract package and version this broker provides.
 pub const PACKAGE: &str = "gregor:broker";
@@ -56,7 +56,10 @@ impl Loader {
     pub fn new(engine: Engine, cache_dir: &Path, limits: InstanceLimits) -> Result<Self> {
         let mut handler_linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut handler_linker)?;
-        KafkaHandler::add_to_linker::<HandlerState, HasSelf<HandlerState>>(&mut handler_linker, |state| state)?;
+        KafkaHandler::add_to_linker::<HandlerState, HasSelf<HandlerState>>(
+            &mut handler_linker,
+            |state| state,
+        )?;
         let mut authorizer_linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut authorizer_linker)?;
         KafkaAuthorizer::add_to_linker::<AuthorizerState, HasSelf<AuthorizerState>>(
@@ -107,7 +110,6 @@ impl Loader {
             name: Arc::clone(&name),
             path: path.to_path_buf(),
             content_hash: hash,
-            loaded_at: SystemTime::now(),
         };
         let loaded = match classify(&self.engine, &component)? {
             ModuleKind::Handler => {
@@ -115,8 +117,10 @@ impl Loader {
                     .handler_linker
                     .instantiate_pre(&component)
                     .wasm_context("linking the handler's imports")?;
-                let pre = KafkaHandlerPre::new(pre).wasm_context("checking the handler's exports")?;
-                let handler = LoadedHandler::load(&self.engine, pre, source, self.limits, broker).await?;
+                let pre =
+                    KafkaHandlerPre::new(pre).wasm_context("checking the handler's exports")?;
+                let handler =
+                    LoadedHandler::load(&self.engine, pre, source, self.limits, broker).await?;
                 let info = handler.info();
                 info!(
                     plugin = %name,
@@ -125,6 +129,7 @@ impl Loader {
                     versions = %format!("{}..={}", info.min_version, info.max_version),
                     cache = if outcome == CacheOutcome::Hit { "hit" } else { "compiled" },
                     elapsed_ms = started.elapsed().as_millis() as u64,
+                    sha256 = %handler.source().content_hash,
                     "handler loaded"
                 );
                 Loaded::Handler(handler)
@@ -134,7 +139,8 @@ impl Loader {
                     .authorizer_linker
                     .instantiate_pre(&component)
                     .wasm_context("linking the authorizer's imports")?;
-                let pre = KafkaAuthorizerPre::new(pre).wasm_context("checking the authorizer's exports")?;
+                let pre = KafkaAuthorizerPre::new(pre)
+                    .wasm_context("checking the authorizer's exports")?;
                 let authorizer = LoadedAuthorizer::new(
                     &self.engine,
                     pre,
@@ -161,8 +167,14 @@ impl Loader {
 /// Decides the module kind from its exports and checks its imports.
 pub fn classify(engine: &Engine, component: &Component) -> Result<ModuleKind> {
     let ty = component.component_type();
-    let exports: Vec<String> = ty.exports(engine).map(|(name, _)| name.to_string()).collect();
-    let imports: Vec<String> = ty.imports(engine).map(|(name, _)| name.to_string()).collect();
+    let exports: Vec<String> = ty
+        .exports(engine)
+        .map(|(name, _)| name.to_string())
+        .collect();
+    let imports: Vec<String> = ty
+        .imports(engine)
+        .map(|(name, _)| name.to_string())
+        .collect();
     let kind = if exports.iter().any(|name| name == HANDLER_EXPORT) {
         ModuleKind::Handler
     } else if exports.iter().any(|name| name == AUTHORIZER_EXPORT) {

@@ -49,7 +49,10 @@ impl Registry {
 
     /// What ApiVersions advertises: every served key with its range.
     pub fn supported_apis(&self) -> Vec<ApiInfo> {
-        self.snapshot().values().map(|handler| handler.info().clone()).collect()
+        self.snapshot()
+            .values()
+            .map(|handler| handler.info().clone())
+            .collect()
     }
 
     pub fn install_authorizer(&self, name: &str, authorizer: Arc<LoadedAuthorizer>) {

@@ -10,12 +10,16 @@ use std::sync::{Arc, RwLock};
 
 use crate::plugins::bindings::{Operation, ResourceType};
 
+// ACLs are written by CreateAcls/DeleteAcls, which arrive with the security
+// work; until then only the authorizer's reading side exists.
+#[allow(dead_code)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PatternType {
     Literal,
     Prefixed,
 }
 
+#[allow(dead_code)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Permission {
     Deny,
@@ -47,7 +51,8 @@ impl AclStore {
         }
     }
 
-    /// Replaces the whole set (used by tests and, later, by CreateAcls).
+    /// Replaces the whole set (CreateAcls/DeleteAcls, with the security work).
+    #[allow(dead_code)]
     pub fn replace(&self, bindings: Vec<AclBinding>) {
         let next = Arc::new(bindings);
         match self.bindings.write() {

@@ -8,7 +8,9 @@
 
 use gregor_sdk::kafka_protocol::messages::api_versions_response::ApiVersion;
 use gregor_sdk::kafka_protocol::messages::{ApiVersionsRequest, ApiVersionsResponse};
-use gregor_sdk::{api_info, decode, metadata, respond, ApiInfo, Handler, Outcome, RequestContext, ResponseError};
+use gregor_sdk::{
+    api_info, decode, metadata, respond, ApiInfo, Handler, Outcome, RequestContext, ResponseError,
+};
 
 struct ApiVersions;
 

@@ -35,8 +35,8 @@ pub mod authz {
 pub use bindings::export_handler;
 pub use codec::{api_info, decode, respond};
 pub use kafka_protocol;
-pub use uuid;
 pub use kafka_protocol::error::ResponseError;
+pub use uuid;
 
 /// Kafka's "no error" code.
 pub const NONE: i16 = 0;

@@ -34,7 +34,11 @@ impl log::Host for HandlerState {
         }
     }
 
-    async fn fetch(&mut self, partitions: Vec<FetchPartition>, options: FetchOptions) -> Vec<FetchedPartition> {
+    async fn fetch(
+        &mut self,
+        partitions: Vec<FetchPartition>,
+        options: FetchOptions,
+    ) -> Vec<FetchedPartition> {
         let started = Instant::now();
         let requests: Vec<replica::FetchPartition> = partitions
             .into_iter()
@@ -66,8 +70,17 @@ impl log::Host for HandlerState {
             .collect()
     }
 
-    fn list_offset(&mut self, topic: String, partition: i32, timestamp: i64, _isolation_level: i8) -> OffsetAnswer {
-        let answer = self.broker.replica.list_offset(&topic, partition, timestamp);
+    fn list_offset(
+        &mut self,
+        topic: String,
+        partition: i32,
+        timestamp: i64,
+        _isolation_level: i8,
+    ) -> OffsetAnswer {
+        let answer = self
+            .broker
+            .replica
+            .list_offset(&topic, partition, timestamp);
         OffsetAnswer {
             error_code: answer.error_code,
             offset: answer.offset,

@@ -37,7 +37,11 @@ impl LogBudget {
     fn admit(&mut self, plugin: &str) -> bool {
         if self.window_start.elapsed().as_secs() >= 1 {
             if self.dropped > 0 {
-                warn!(plugin, dropped = self.dropped, "plugin log lines dropped by the rate limit");
+                warn!(
+                    plugin,
+                    dropped = self.dropped,
+                    "plugin log lines dropped by the rate limit"
+                );
             }
             *self = Self::default();
         }

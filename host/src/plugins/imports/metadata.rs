@@ -3,13 +3,18 @@
 use crate::metadata::topic_config::Source;
 use crate::metadata::topics::{NewTopic as CreateRequest, Topic};
 use crate::plugins::bindings::handler::gregor::broker::metadata::{
-    self, Broker as BrokerNode, Cluster, ConfigEntry, ConfigSource, NewTopic, PartitionInfo, TopicInfo,
+    self, Broker as BrokerNode, Cluster, ConfigEntry, ConfigSource, NewTopic, PartitionInfo,
+    TopicInfo,
 };
 use crate::plugins::bindings::handler::gregor::broker::types::{ApiInfo, KafkaError, Uuid};
 use crate::plugins::state::HandlerState;
 
 /// Kafka's internal topics, flagged `is_internal` in Metadata.
-const INTERNAL_TOPICS: &[&str] = &["__consumer_offsets", "__transaction_state", "__share_group_state"];
+const INTERNAL_TOPICS: &[&str] = &[
+    "__consumer_offsets",
+    "__transaction_state",
+    "__share_group_state",
+];
 
 fn uuid_of(id: u128) -> Uuid {
     Uuid {
@@ -39,7 +44,11 @@ fn topic_info(topic: &Topic, node_id: i32) -> TopicInfo {
 impl metadata::Host for HandlerState {
     fn describe_cluster(&mut self) -> Cluster {
         let broker = &self.broker;
-        let listener = self.session.as_ref().map(|s| s.listener.clone()).unwrap_or_default();
+        let listener = self
+            .session
+            .as_ref()
+            .map(|s| s.listener.clone())
+            .unwrap_or_default();
         let brokers = broker
             .advertised_for(&listener)
             .map(|advertised| BrokerNode {
@@ -59,7 +68,12 @@ impl metadata::Host for HandlerState {
 
     fn list_topics(&mut self) -> Vec<TopicInfo> {
         let node = self.broker.node_id;
-        self.broker.topics.list().iter().map(|t| topic_info(t, node)).collect()
+        self.broker
+            .topics
+            .list()
+            .iter()
+            .map(|t| topic_info(t, node))
+            .collect()
     }
 
     fn topic_by_name(&mut self, name: String) -> Option<TopicInfo> {
@@ -73,7 +87,11 @@ impl metadata::Host for HandlerState {
         self.broker.topics.by_id(id).map(|t| topic_info(&t, node))
     }
 
-    fn create_topic(&mut self, topic: NewTopic, validate_only: bool) -> Result<TopicInfo, KafkaError> {
+    fn create_topic(
+        &mut self,
+        topic: NewTopic,
+        validate_only: bool,
+    ) -> Result<TopicInfo, KafkaError> {
         let request = CreateRequest {
             name: topic.name,
             num_partitions: topic.num_partitions,
@@ -92,10 +110,14 @@ impl metadata::Host for HandlerState {
     }
 
     fn delete_topic(&mut self, name: String) -> Result<Uuid, KafkaError> {
-        self.broker.topics.delete(&name).map(uuid_of).map_err(|error| KafkaError {
-            code: error.code,
-            message: Some(error.message),
-        })
+        self.broker
+            .topics
+            .delete(&name)
+            .map(uuid_of)
+            .map_err(|error| KafkaError {
+                code: error.code,
+                message: Some(error.message),
+            })
     }
 
     fn topic_configs(&mut self, name: String) -> Option<Vec<ConfigEntry>> {
