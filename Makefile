@@ -4,7 +4,7 @@ CARGO      ?= cargo
 TARGET_DIR ?= $(or $(CARGO_TARGET_DIR),target)
 PLUGIN_DIR ?= build/plugins
 DATA_DIR   ?= data
-GREGOR_BIN := $(TARGET_DIR)/release/gregor
+GREGOR_BIN := $(abspath $(TARGET_DIR)/release/gregor)
 
 # Every handler module plus the default authorizer, one crate each.
 PLUGINS := api_versions metadata produce fetch list_offsets create_topics delete_topics authorizer_acl

@@ -104,6 +104,7 @@ fn parse_args(args: &[String]) -> Result<Option<BrokerConfig>> {
 
 fn init_tracing() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("GREGOR_LOG")
+        .or_else(|_| tracing_subscriber::EnvFilter::try_from_default_env())
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
