@@ -52,6 +52,8 @@ const DEFAULTS: &[(&str, &str)] = &[
     ("allow.everyone.if.no.acl.found", "false"),
     ("super.users", ""),
     ("authorizer", ""),
+    ("admin.listener", "127.0.0.1:9644"),
+    ("plugin.watch.interval.ms", "250"),
 ];
 
 impl BrokerConfig {
@@ -128,6 +130,8 @@ impl BrokerConfig {
         self.plugin_call_timeout_ms()?;
         self.plugin_memory_max_bytes()?;
         self.plugin_instance_max_calls()?;
+        self.admin_listener()?;
+        self.plugin_watch_interval()?;
         Ok(())
     }
 
@@ -219,6 +223,23 @@ impl BrokerConfig {
 
     pub fn plugin_instance_max_calls(&self) -> Result<u64> {
         self.parsed("plugin.instance.max.calls")
+    }
+
+    /// Where the admin HTTP endpoint listens; None when disabled (empty).
+    pub fn admin_listener(&self) -> Result<Option<SocketAddr>> {
+        let raw = self.get("admin.listener").unwrap_or_default().trim();
+        if raw.is_empty() {
+            return Ok(None);
+        }
+        raw.parse()
+            .map(Some)
+            .with_context(|| format!("admin.listener {raw:?} is not HOST:PORT with an IP host"))
+    }
+
+    /// How often the plugin directory is checked for changes.
+    pub fn plugin_watch_interval(&self) -> Result<std::time::Duration> {
+        let ms: u64 = self.parsed("plugin.watch.interval.ms")?;
+        Ok(std::time::Duration::from_millis(ms.max(10)))
     }
 
     /// The authorizer module's file stem, if one is configured.

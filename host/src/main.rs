@@ -6,9 +6,11 @@
 //! directory, binds the listeners and serves until SIGTERM or Ctrl-C, then
 //! drains in-flight requests and flushes the logs.
 
+mod admin;
 mod apis;
 mod broker;
 mod channel;
+mod cli;
 mod config;
 mod log;
 mod metadata;
@@ -34,15 +36,26 @@ use crate::network::connection::ConnectionContext;
 use crate::network::listener;
 use crate::plugins::engine::{build_engine, start_epoch_ticker};
 use crate::plugins::handler::InstanceLimits;
-use crate::plugins::loader::{Loaded, Loader};
+use crate::plugins::loader::Loader;
+use crate::plugins::manager::PluginManager;
 
-const USAGE: &str = "usage: gregor serve [--config FILE] [--set key=value]...";
+const USAGE: &str = "usage: gregor serve [--config FILE] [--set key=value]...
+       gregor plugins list | load FILE [--name NAME] | unload NAME [--admin HOST:PORT]";
 
 /// How long shutdown waits for in-flight requests.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("plugins") {
+        return match cli::run(&args[1..]) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(error) => {
+                eprintln!("gregor: {error:#}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     let config = match parse_args(&args) {
         Ok(Some(config)) => config,
         Ok(None) => {
@@ -128,7 +141,8 @@ async fn serve(config: BrokerConfig) -> Result<()> {
     let engine = build_engine(limits.memory_max)?;
     start_epoch_ticker(engine.clone())?;
     let loader = Loader::new(engine, &config.plugin_cache_dir(), limits)?;
-    load_plugins(&loader, &broker).await?;
+    let plugins = Arc::new(PluginManager::new(loader, Arc::clone(&broker)));
+    plugins.load_all().await?;
 
     let mut bound = Vec::new();
     let mut advertised = Vec::new();
@@ -153,6 +167,17 @@ async fn serve(config: BrokerConfig) -> Result<()> {
         max_request_bytes: config.socket_request_max_bytes()?,
     });
     let (stop, stopped) = watch::channel(false);
+    tokio::spawn(Arc::clone(&plugins).watch(config.plugin_watch_interval()?, stopped.clone()));
+    if let Some(address) = config.admin_listener()? {
+        let admin_listener = tokio::net::TcpListener::bind(address)
+            .await
+            .with_context(|| format!("binding the admin endpoint on {address}"))?;
+        tokio::spawn(admin::serve(
+            admin_listener,
+            Arc::clone(&plugins),
+            stopped.clone(),
+        ));
+    }
     let listeners: Vec<_> = bound
         .into_iter()
         .map(|bound| {
@@ -187,55 +212,6 @@ async fn serve(config: BrokerConfig) -> Result<()> {
     }
     broker.flush()?;
     info!("gregor stopped");
-    Ok(())
-}
-
-/// Loads every module in the plugin directory (compiling in parallel) and
-/// activates the configured authorizer.
-async fn load_plugins(loader: &Loader, broker: &Arc<Broker>) -> Result<()> {
-    let dir = broker.config.plugin_dir();
-    let files = Loader::module_files(&dir)?;
-    let results =
-        futures_util::future::join_all(files.iter().map(|path| loader.load_file(path, broker)))
-            .await;
-    for (path, result) in files.iter().zip(results) {
-        match result {
-            Ok(Loaded::Handler(handler)) => {
-                let handler = Arc::new(handler);
-                let key = handler.info().api_key;
-                if let Some(existing) = broker.registry.handler(key) {
-                    error!(
-                        module = %path.display(),
-                        api_key = key,
-                        "refused: api key already served by {}",
-                        existing.source().path.display()
-                    );
-                    continue;
-                }
-                broker.registry.install(handler);
-            }
-            Ok(Loaded::Authorizer(authorizer)) => {
-                let name = authorizer.source().name.to_string();
-                broker
-                    .registry
-                    .install_authorizer(&name, Arc::new(authorizer));
-            }
-            Err(error) => error!(module = %path.display(), "refused module: {error:#}"),
-        }
-    }
-    if broker.registry.handlers().is_empty() {
-        bail!("no handler modules could be loaded from {}", dir.display());
-    }
-    if let Some(name) = broker.config.authorizer() {
-        let Some(authorizer) = broker.registry.authorizer(name) else {
-            bail!(
-                "authorizer {name:?} is not among the loaded modules of {}",
-                dir.display()
-            );
-        };
-        broker.authorization.set_active(Some(authorizer));
-        info!(authorizer = name, "authorizer active");
-    }
     Ok(())
 }
 

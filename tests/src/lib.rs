@@ -19,11 +19,13 @@
 pub mod kafka;
 pub mod wire;
 
+use std::collections::HashSet;
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 /// How long a starting broker may take to accept connections. Generous:
@@ -65,13 +67,53 @@ pub fn plugin_dir() -> PathBuf {
     }
 }
 
-/// A port that was free a moment ago: bind 127.0.0.1:0 and drop the listener.
+/// A port that was free a moment ago: bind 127.0.0.1:0 and drop the
+/// listener. Never the same port twice in one test process: a broker takes
+/// a while to bind the port it was given, and meanwhile the kernel could
+/// hand that port to a parallel test.
 pub fn free_port() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
-    listener
-        .local_addr()
-        .expect("local address of a bound listener")
-        .port()
+    static HANDED_OUT: OnceLock<Mutex<HashSet<u16>>> = OnceLock::new();
+    let handed_out = HANDED_OUT.get_or_init(Default::default);
+    loop {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
+        let port = listener
+            .local_addr()
+            .expect("local address of a bound listener")
+            .port();
+        if handed_out.lock().unwrap().insert(port) {
+            return port;
+        }
+    }
+}
+
+/// Whether process `pid` has a listening TCP socket on 127.0.0.1:`port` or
+/// 0.0.0.0:`port`, from /proc (Linux). `None` when /proc cannot tell.
+fn listens_on(pid: u32, port: u16) -> Option<bool> {
+    let table = fs::read_to_string("/proc/net/tcp").ok()?;
+    let wanted = [
+        format!("0100007F:{port:04X}"),
+        format!("00000000:{port:04X}"),
+    ];
+    let inodes: HashSet<String> = table
+        .lines()
+        .skip(1)
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            // sl local rem st tx:rx tr:when retrnsmt uid timeout inode
+            let listening = fields.get(3) == Some(&"0A");
+            let ours = fields.get(1).is_some_and(|l| wanted.iter().any(|w| w == l));
+            (listening && ours).then(|| fields.get(9).map(|i| format!("socket:[{i}]")))?
+        })
+        .collect();
+    if inodes.is_empty() {
+        return Some(false);
+    }
+    let fds = fs::read_dir(format!("/proc/{pid}/fd")).ok()?;
+    Some(fds.flatten().any(|fd| {
+        fs::read_link(fd.path())
+            .map(|target| inodes.contains(target.to_string_lossy().as_ref()))
+            .unwrap_or(false)
+    }))
 }
 
 /// A running (or stopped, between [`Broker::kill`] and [`Broker::restart`])
@@ -79,6 +121,9 @@ pub fn free_port() -> u16 {
 pub struct Broker {
     child: Option<Child>,
     port: u16,
+    /// The admin HTTP endpoint's port (`admin.listener`): its own per
+    /// broker, so that parallel brokers do not fight over the default.
+    admin_port: u16,
     /// Removed on drop (unless `GREGOR_KEEP_TEST_DIRS` is set).
     dir: Option<tempfile::TempDir>,
     data_dir: PathBuf,
@@ -94,7 +139,8 @@ impl Broker {
     }
 
     /// Starts a broker with extra `--set key=value` properties (after the
-    /// harness's own `listeners`, `log.dirs` and `plugin.dir`).
+    /// harness's own `listeners`, `log.dirs`, `plugin.dir` and
+    /// `admin.listener`, so they can override those).
     pub fn start_with(settings: &[(&str, &str)]) -> Broker {
         let bin = gregor_bin();
         assert!(
@@ -121,6 +167,7 @@ impl Broker {
         let mut broker = Broker {
             child: None,
             port: 0,
+            admin_port: 0,
             data_dir,
             log_path,
             dir: Some(dir),
@@ -135,10 +182,14 @@ impl Broker {
         // binds it: pick another one then.
         for attempt in 1.. {
             broker.port = free_port();
+            broker.admin_port = free_port();
             match broker.try_spawn() {
                 Ok(()) => break,
                 Err(StartError::PortTaken) if attempt < 5 => {
-                    broker.note(&format!("port {} was taken, trying another", broker.port));
+                    broker.note(&format!(
+                        "port {} or {} was taken, trying others",
+                        broker.port, broker.admin_port
+                    ));
                 }
                 Err(e) => broker.start_failed(e),
             }
@@ -157,6 +208,11 @@ impl Broker {
 
     pub fn addr(&self) -> SocketAddr {
         SocketAddr::from(([127, 0, 0, 1], self.port))
+    }
+
+    /// The admin HTTP endpoint (`admin.listener`).
+    pub fn admin_addr(&self) -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], self.admin_port))
     }
 
     /// The broker's `log.dirs`, kept across restarts.
@@ -261,6 +317,9 @@ impl Broker {
             ("listeners", format!("PLAINTEXT://127.0.0.1:{}", self.port)),
             ("log.dirs", self.data_dir.display().to_string()),
             ("plugin.dir", plugin_dir().display().to_string()),
+            // Off unless a test asks for it: parallel brokers would fight
+            // over the default admin port.
+            ("admin.listener", String::new()),
         ];
         for (key, value) in own
             .iter()
@@ -301,12 +360,20 @@ impl Broker {
         self.wait_ready(log_start)
     }
 
-    /// Polls the port until it accepts a TCP connection.
+    /// Polls the port until it accepts a TCP connection and (where /proc
+    /// tells) the listening socket is our broker's, not another process's
+    /// that happens to hold the same port.
     fn wait_ready(&mut self, log_start: u64) -> Result<(), StartError> {
         let deadline = Instant::now() + START_TIMEOUT;
         let addr = self.addr();
         loop {
             if let Some(child) = self.child.as_mut() {
+                let pid = child.id();
+                if TcpStream::connect_timeout(&addr, Duration::from_millis(500)).is_ok()
+                    && listens_on(pid, self.port) != Some(false)
+                {
+                    return Ok(());
+                }
                 if let Ok(Some(status)) = child.try_wait() {
                     self.child = None;
                     let log = fs::read(&self.log_path).unwrap_or_default();
@@ -316,9 +383,6 @@ impl Broker {
                     }
                     return Err(StartError::Exited(status));
                 }
-            }
-            if TcpStream::connect_timeout(&addr, Duration::from_millis(500)).is_ok() {
-                return Ok(());
             }
             if Instant::now() >= deadline {
                 if let Some(mut child) = self.child.take() {

@@ -250,6 +250,17 @@ impl Conn {
         Conn { stream }
     }
 
+    /// `local -> peer`, for messages.
+    pub fn describe(&self) -> String {
+        let local = self.stream.local_addr().map(|a| a.to_string());
+        let peer = self.stream.peer_addr().map(|a| a.to_string());
+        format!(
+            "connection {} -> {}",
+            local.unwrap_or_else(|e| e.to_string()),
+            peer.unwrap_or_else(|e| e.to_string())
+        )
+    }
+
     /// Writes bytes; the broker may already have closed the connection.
     pub fn send(&mut self, bytes: &[u8]) -> io::Result<()> {
         self.stream.write_all(bytes)?;
@@ -275,8 +286,15 @@ impl Conn {
     /// Sends a request frame and reads one response, checking that its
     /// correlation id matches.
     pub fn round_trip(&mut self, frame: &[u8], correlation_id: i32) -> Vec<u8> {
-        self.send(frame).expect("send a request");
-        let payload = self.read_frame().expect("read a response");
+        let what = format!(
+            "request with correlation id {correlation_id} on {}",
+            self.describe()
+        );
+        self.send(frame)
+            .unwrap_or_else(|e| panic!("send {what}: {e}"));
+        let payload = self
+            .read_frame()
+            .unwrap_or_else(|e| panic!("response to {what}: {e}"));
         assert_eq!(
             correlation_id_of(&payload),
             correlation_id,

@@ -1,31 +1,41 @@
-//! One log segment: a `<base-offset>.log` file of record batches plus its
-//! sparse in-memory index.
+//! One log segment: a `<base-offset>.log` file of record batches with its
+//! sparse offset and time indexes (see `index`).
 //!
-//! The file holds batches back to back, exactly as they were appended. The
-//! index has an entry roughly every [`INDEX_INTERVAL_BYTES`] of log (Kafka's
-//! `index.interval.bytes`): the base offset and file position of a batch and
-//! the largest batch timestamp seen *before* that position. Offsets and
-//! running-max timestamps both grow along the file, so one binary search
-//! finds where to start scanning for an offset or for a timestamp, and a scan
-//! reads at most about one interval of headers before it reaches the batch it
-//! wants. The index is rebuilt from the file whenever the segment is opened
-//! (recovery validates every batch anyway); writing it to disk is a later
-//! optimisation for very large logs.
+//! The file holds batches back to back, exactly as they were appended.
+//! Roughly every `index.interval.bytes` of log the segment adds an index
+//! entry for the batch about to be written: its first offset and position,
+//! and the largest timestamp of everything before it. Offsets and running
+//! maximum timestamps both grow along the file, so one binary search finds
+//! where to start scanning for an offset or for a timestamp, and a scan
+//! reads at most about one interval of batch headers before it reaches the
+//! batch it wants.
 //!
-//! Positions are stored as `u32` and offsets relative to the segment's base
-//! as `u32` (16 bytes per entry): the partition rolls before a segment
-//! could outgrow either, as Kafka does with its 32-bit index entries.
+//! Opening a segment takes one of two paths:
+//! - [`Segment::load`], for a segment known to be whole (it lies before the
+//!   partition's recovery point, or the broker shut down cleanly): the index
+//!   files are read and sanity-checked, and only the batches after the last
+//!   index entry are read, to learn the segment's end. Opening a large log
+//!   costs a few KiB of reads per segment.
+//! - [`Segment::recover`], after an unclean stop: every batch is re-validated
+//!   (framing, magic, CRC-32C, increasing offsets), a torn or corrupt tail is
+//!   truncated, and both indexes are rebuilt.
+//!
+//! Positions are `u32` and offsets relative to the segment's base are `u32`
+//! in index entries: the partition rolls before a segment could outgrow
+//! either, as Kafka does with its 32-bit index entries.
 
-use std::fs::{File, OpenOptions};
+use std::fs::{self, File, OpenOptions};
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::UNIX_EPOCH;
 
 use super::batch::{self, BatchHeader, HEADER_SIZE};
+use super::index::SegmentIndex;
 use super::StorageError;
 
-/// Bytes of log between two index entries.
+/// Kafka's default `index.interval.bytes`.
 pub const INDEX_INTERVAL_BYTES: u64 = 4096;
 /// Largest segment the index can address; `segment.bytes` is capped here.
 pub const MAX_SEGMENT_BYTES: u64 = i32::MAX as u64;
@@ -51,22 +61,8 @@ pub fn parse_file_name(name: &str) -> Option<i64> {
     digits.parse().ok()
 }
 
-#[derive(Clone, Copy, Debug)]
-struct IndexEntry {
-    relative_offset: u32,
-    position: u32,
-    max_timestamp_before: i64,
-}
-
-/// The largest batch timestamp of a segment and where that batch is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct MaxTimestamp {
-    pub timestamp: i64,
-    pub batch_position: u64,
-}
-
 /// A segment's file and in-memory bookkeeping. Owned by the partition's
-/// state; file I/O goes through [`SegmentView`]s taken from it.
+/// state; reads go through [`SegmentView`]s taken from it.
 #[derive(Debug)]
 pub struct Segment {
     base_offset: i64,
@@ -77,13 +73,28 @@ pub struct Segment {
     /// Bytes known to be fsynced.
     synced_size: u64,
     next_offset: i64,
-    index: Vec<IndexEntry>,
+    index: SegmentIndex,
     bytes_since_index: u64,
-    max_timestamp: Option<MaxTimestamp>,
+    /// The largest batch timestamp in the segment.
+    max_timestamp: Option<i64>,
+    /// The first batch's max timestamp: what `segment.ms` counts from.
+    first_batch_timestamp: Option<i64>,
+    /// When the segment was created (or its file last modified, for a
+    /// segment found on disk): used when its batches carry no timestamp.
+    created_ms: i64,
+}
+
+fn file_mtime_ms(file: &File) -> i64 {
+    file.metadata()
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
 impl Segment {
-    fn with_file(path: PathBuf, base_offset: i64, file: File) -> Segment {
+    fn with_file(path: PathBuf, base_offset: i64, file: File, index: SegmentIndex) -> Segment {
+        let created_ms = file_mtime_ms(&file);
         Segment {
             base_offset,
             path,
@@ -91,13 +102,15 @@ impl Segment {
             size: 0,
             synced_size: 0,
             next_offset: base_offset,
-            index: Vec::new(),
+            index,
             bytes_since_index: 0,
             max_timestamp: None,
+            first_batch_timestamp: None,
+            created_ms,
         }
     }
 
-    /// Creates a new, empty segment file in `dir`.
+    /// Creates a new, empty segment (log and index files) in `dir`.
     pub fn create(dir: &Path, base_offset: i64) -> io::Result<Segment> {
         let path = dir.join(file_name(base_offset));
         let file = OpenOptions::new()
@@ -105,17 +118,79 @@ impl Segment {
             .write(true)
             .create_new(true)
             .open(&path)?;
-        Ok(Segment::with_file(path, base_offset, file))
+        let index = SegmentIndex::create(dir, base_offset)?;
+        Ok(Segment::with_file(path, base_offset, file, index))
     }
 
-    /// Opens an existing segment, validating every batch and rebuilding the
-    /// index. A torn or corrupt tail — a batch that runs past the end of the
-    /// file, a bad header or CRC, offsets that do not increase — is truncated
-    /// away. Returns the segment and how many bytes were truncated.
-    pub fn recover(path: &Path, base_offset: i64) -> io::Result<(Segment, u64)> {
-        let file = OpenOptions::new().read(true).write(true).open(path)?;
+    /// Opens a segment known to be whole, trusting its index files and
+    /// reading only the batches after the last index entry. `None` when the
+    /// index files are missing or inconsistent or the tail does not parse:
+    /// the caller then falls back to [`Segment::recover`].
+    pub fn load(dir: &Path, base_offset: i64) -> io::Result<Option<Segment>> {
+        let path = dir.join(file_name(base_offset));
+        let file = OpenOptions::new().read(true).write(true).open(&path)?;
         let len = file.metadata()?.len();
-        let mut segment = Segment::with_file(path.to_path_buf(), base_offset, file);
+        let Some(index) = SegmentIndex::load(dir, base_offset, len)? else {
+            return Ok(None);
+        };
+        let last_entry = index.offset_entries().last().copied();
+        let mut segment = Segment::with_file(path, base_offset, file, index);
+        let (mut pos, mut next_offset) = match last_entry {
+            Some(e) => (
+                u64::from(e.position),
+                base_offset + i64::from(e.relative_offset),
+            ),
+            None => (0, base_offset),
+        };
+        segment.max_timestamp = segment.index.last_timestamp();
+        segment.bytes_since_index = len - pos;
+        let file = Arc::clone(&segment.file);
+        let mut window = FileWindow::new(&file, len, SCAN_CHUNK);
+        if len > 0 {
+            let Some(Ok(first)) = window.get(0, HEADER_SIZE)?.map(BatchHeader::parse) else {
+                return Ok(None);
+            };
+            if first.base_offset < base_offset {
+                return Ok(None);
+            }
+            segment.first_batch_timestamp = Some(first.max_timestamp);
+        }
+        while pos < len {
+            let Some(Ok(header)) = window.get(pos, HEADER_SIZE)?.map(BatchHeader::parse) else {
+                return Ok(None);
+            };
+            if header.size() as u64 > len - pos || header.base_offset < next_offset {
+                return Ok(None);
+            }
+            match window.get(pos, header.size())? {
+                Some(bytes) if batch::crc_matches(bytes, &header) => {}
+                _ => return Ok(None),
+            }
+            segment.max_timestamp = Some(
+                segment
+                    .max_timestamp
+                    .map_or(header.max_timestamp, |m| m.max(header.max_timestamp)),
+            );
+            next_offset = header.next_offset();
+            pos += header.size() as u64;
+        }
+        segment.size = len;
+        segment.synced_size = len;
+        segment.next_offset = next_offset;
+        Ok(Some(segment))
+    }
+
+    /// Opens a segment after an unclean stop, validating every batch and
+    /// rebuilding both indexes. A torn or corrupt tail — a batch that runs
+    /// past the end of the file, a bad header or CRC, offsets that do not
+    /// increase — is truncated away. Returns the segment and how many bytes
+    /// were truncated.
+    pub fn recover(dir: &Path, base_offset: i64) -> io::Result<(Segment, u64)> {
+        let path = dir.join(file_name(base_offset));
+        let file = OpenOptions::new().read(true).write(true).open(&path)?;
+        let len = file.metadata()?.len();
+        let index = SegmentIndex::create(dir, base_offset)?;
+        let mut segment = Segment::with_file(path.clone(), base_offset, file, index);
         let file = Arc::clone(&segment.file);
         let mut window = FileWindow::new(&file, len, RECOVERY_CHUNK);
         let mut pos = 0u64;
@@ -143,6 +218,12 @@ impl Segment {
                     header.base_offset, segment.next_offset
                 ));
             }
+            if header.last_offset() - base_offset > MAX_RELATIVE_OFFSET {
+                break Some(format!(
+                    "batch offset {} is too far from the segment base",
+                    header.base_offset
+                ));
+            }
             let Some(bytes) = window.get(pos, header.size())? else {
                 break Some("torn batch".to_string());
             };
@@ -157,6 +238,7 @@ impl Segment {
                 header.base_offset,
                 header.next_offset(),
                 header.max_timestamp,
+                INDEX_INTERVAL_BYTES,
             );
             pos += size;
         };
@@ -170,45 +252,43 @@ impl Segment {
                 "truncating log segment: {problem}"
             );
             segment.file.set_len(pos)?;
-            segment.file.sync_all()?;
         }
+        segment.file.sync_all()?;
+        segment.index.rewrite()?;
+        segment.index.sync()?;
+        segment.synced_size = segment.size;
         Ok((segment, truncated))
     }
 
     /// Books a batch just written at the end of the file (or found there by
-    /// recovery): size, next offset, index entry, max timestamp.
+    /// recovery): index entries, size, next offset, timestamps.
     pub fn push_batch(
         &mut self,
         size: u64,
         base_offset: i64,
         next_offset: i64,
         max_timestamp: i64,
+        index_interval: u64,
     ) {
         let position = self.size;
-        if position > 0 && self.bytes_since_index >= INDEX_INTERVAL_BYTES {
+        if position > 0 && self.bytes_since_index >= index_interval.max(1) {
             // An entry that cannot be represented is skipped: reads then
             // just scan from an earlier entry.
             if let (Ok(relative_offset), Ok(pos32)) = (
                 u32::try_from(base_offset - self.base_offset),
                 u32::try_from(position),
             ) {
-                self.index.push(IndexEntry {
-                    relative_offset,
-                    position: pos32,
-                    max_timestamp_before: self.max_timestamp.map_or(i64::MIN, |m| m.timestamp),
-                });
+                self.index.push(relative_offset, pos32, self.max_timestamp);
                 self.bytes_since_index = 0;
             }
         }
         self.bytes_since_index += size;
-        if self
-            .max_timestamp
-            .is_none_or(|m| max_timestamp > m.timestamp)
-        {
-            self.max_timestamp = Some(MaxTimestamp {
-                timestamp: max_timestamp,
-                batch_position: position,
-            });
+        self.max_timestamp = Some(
+            self.max_timestamp
+                .map_or(max_timestamp, |m| m.max(max_timestamp)),
+        );
+        if position == 0 {
+            self.first_batch_timestamp = Some(max_timestamp);
         }
         self.size += size;
         self.next_offset = next_offset;
@@ -226,6 +306,11 @@ impl Segment {
         self.size
     }
 
+    /// Bytes of the log and its two index files.
+    pub fn disk_bytes(&self) -> u64 {
+        self.size + self.index.bytes()
+    }
+
     pub fn is_empty(&self) -> bool {
         self.size == 0
     }
@@ -234,13 +319,43 @@ impl Segment {
         Arc::clone(&self.file)
     }
 
-    pub fn max_timestamp(&self) -> Option<MaxTimestamp> {
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn max_timestamp(&self) -> Option<i64> {
         self.max_timestamp
     }
 
-    /// Bytes written but not yet fsynced, as `(file, size to reach)`.
+    /// Kafka's `largestTimestamp`: the largest batch timestamp, or the
+    /// file's time when the batches carry none; what `retention.ms` counts
+    /// from.
+    pub fn largest_timestamp(&self) -> i64 {
+        match self.max_timestamp {
+            Some(ts) if ts >= 0 => ts,
+            _ => self.created_ms,
+        }
+    }
+
+    /// How long this segment has been filling, for `segment.ms`: since its
+    /// first batch's timestamp, or since it was created.
+    pub fn time_waited_for_roll(&self, now_ms: i64) -> i64 {
+        let from = match self.first_batch_timestamp {
+            Some(ts) if ts >= 0 => ts,
+            _ => self.created_ms,
+        };
+        now_ms.saturating_sub(from)
+    }
+
+    /// What a flush must fsync: the log file if it has unsynced bytes (with
+    /// the size to reach) and the index files.
     pub fn unsynced(&self) -> Option<(Arc<File>, u64)> {
         (self.size > self.synced_size).then(|| (self.file(), self.size))
+    }
+
+    /// Fsyncs the index files (small; rewritten first if a write failed).
+    pub fn sync_index(&mut self) -> io::Result<()> {
+        self.index.sync()
     }
 
     pub fn mark_synced(&mut self, size: u64) {
@@ -249,26 +364,22 @@ impl Segment {
 
     /// Position from which a scan finds the batch containing `offset`.
     pub fn position_for_offset(&self, offset: i64) -> u64 {
-        let i = self
-            .index
-            .partition_point(|e| self.base_offset + i64::from(e.relative_offset) <= offset);
-        if i == 0 {
-            0
-        } else {
-            u64::from(self.index[i - 1].position)
-        }
+        let relative = offset.saturating_sub(self.base_offset);
+        let relative = u32::try_from(relative.max(0)).unwrap_or(u32::MAX);
+        self.index
+            .lookup_offset(relative)
+            .map_or(0, |e| u64::from(e.position))
     }
 
     /// Position from which a scan finds the first batch whose max timestamp
-    /// is at or after `timestamp`: every batch before it is older.
+    /// is at or after `timestamp`: every record before it is older.
     pub fn position_for_timestamp(&self, timestamp: i64) -> u64 {
-        let i = self
-            .index
-            .partition_point(|e| e.max_timestamp_before < timestamp);
-        if i == 0 {
-            0
-        } else {
-            u64::from(self.index[i - 1].position)
+        match self.index.lookup_timestamp(timestamp) {
+            Some(relative) => self
+                .index
+                .lookup_offset(relative)
+                .map_or(0, |e| u64::from(e.position)),
+            None => 0,
         }
     }
 
@@ -280,6 +391,25 @@ impl Segment {
             base_offset: self.base_offset,
             start: start.min(self.size),
             end: self.size,
+        }
+    }
+
+    /// Removes the segment's files. Open handles (readers' views) keep
+    /// working on the unlinked file until they are dropped.
+    pub fn delete_files(&self) -> io::Result<()> {
+        let mut first_error = None;
+        for path in [self.path.as_path()].into_iter().chain(self.index.paths()) {
+            match fs::remove_file(path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        match first_error {
+            Some(e) => Err(e),
+            None => Ok(()),
         }
     }
 }
@@ -392,14 +522,54 @@ impl SegmentView {
         Ok(None)
     }
 
-    /// The record holding the max timestamp of the batch at `position`.
-    pub fn max_timestamp_at(&self, position: u64) -> Result<(i64, i64), StorageError> {
+    /// The first record carrying `max`, the largest timestamp of this
+    /// view's batches.
+    pub fn find_max_timestamp(&self, max: i64) -> Result<Option<(i64, i64)>, StorageError> {
         let mut window = FileWindow::new(&self.file, self.end, SCAN_CHUNK);
-        let header = self.header_at(&mut window, position)?;
-        let bytes = window
-            .get(position, header.size())?
-            .ok_or_else(|| self.corrupt(position, "torn batch"))?;
-        Ok(batch::record_with_max_timestamp(bytes, &header))
+        let mut pos = self.start;
+        while pos < self.end {
+            let header = self.header_at(&mut window, pos)?;
+            if header.max_timestamp >= max {
+                let bytes = window
+                    .get(pos, header.size())?
+                    .ok_or_else(|| self.corrupt(pos, "torn batch"))?;
+                return Ok(Some(batch::record_with_max_timestamp(bytes, &header)));
+            }
+            pos += header.size() as u64;
+        }
+        Ok(None)
+    }
+
+    /// Calls `f` with every whole batch of the view, in order, with its
+    /// position (the cleaner's and the mover's sequential read).
+    pub fn for_each_batch(
+        &self,
+        mut f: impl FnMut(u64, &BatchHeader, &[u8]) -> Result<(), StorageError>,
+    ) -> Result<(), StorageError> {
+        let mut window = FileWindow::new(&self.file, self.end, RECOVERY_CHUNK);
+        let mut pos = self.start;
+        while pos < self.end {
+            let header = self.header_at(&mut window, pos)?;
+            let bytes = window
+                .get(pos, header.size())?
+                .ok_or_else(|| self.corrupt(pos, "torn batch"))?;
+            f(pos, &header, bytes)?;
+            pos += header.size() as u64;
+        }
+        Ok(())
+    }
+
+    /// The raw bytes `[from, to)` of the view's file (a partition move
+    /// copies segments with it).
+    pub fn copy_range(&self, from: u64, to: u64) -> io::Result<Vec<u8>> {
+        let to = to.min(self.end);
+        let mut out = vec![0u8; to.saturating_sub(from) as usize];
+        self.file.read_exact_at(&mut out, from)?;
+        Ok(out)
+    }
+
+    pub fn end(&self) -> u64 {
+        self.end
     }
 }
 
@@ -464,6 +634,7 @@ impl<'a> FileWindow<'a> {
 mod tests {
     use super::super::batch::prepare_append;
     use super::super::batch::testing::*;
+    use super::super::index;
     use super::*;
     use std::io::Write;
 
@@ -481,6 +652,7 @@ mod tests {
                 next,
                 next + 1,
                 p.batches[0].max_timestamp,
+                INDEX_INTERVAL_BYTES,
             );
         }
     }
@@ -499,9 +671,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut s = Segment::create(dir.path(), 0).unwrap();
         fill(&mut s, 200, 200); // ~270 bytes per batch, ~54 KB
-        assert!(s.index.len() >= 10, "entries: {}", s.index.len());
-        assert!(s.index.len() <= 14, "entries: {}", s.index.len());
-        for e in &s.index {
+        let entries = s.index.offset_entries().to_vec();
+        assert!(entries.len() >= 10, "entries: {}", entries.len());
+        assert!(entries.len() <= 14, "entries: {}", entries.len());
+        assert_eq!(s.index.time_entries().len(), entries.len());
+        for e in &entries {
             // An entry points at the start of the batch with that offset.
             let v = s.view(u64::from(e.position));
             let got = v
@@ -528,6 +702,81 @@ mod tests {
         }
         assert_eq!(s.view(0).find_timestamp(5000).unwrap(), None);
         assert_eq!(s.view(0).read_from_offset(200, 100, true).unwrap(), None);
+        assert_eq!(s.max_timestamp(), Some(1199));
+        assert_eq!(
+            s.view(s.position_for_timestamp(1199))
+                .find_max_timestamp(1199)
+                .unwrap(),
+            Some((199, 1199))
+        );
+    }
+
+    #[test]
+    fn load_trusts_the_index_files_and_reads_only_the_tail() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Segment::create(dir.path(), 0).unwrap();
+        fill(&mut s, 100, 100);
+        s.sync_index().unwrap();
+        let (size, entries, max, next) = (
+            s.size(),
+            s.index.offset_entries().to_vec(),
+            s.max_timestamp(),
+            s.next_offset(),
+        );
+        drop(s);
+        let l = Segment::load(dir.path(), 0).unwrap().unwrap();
+        assert_eq!(
+            (
+                l.size(),
+                l.index.offset_entries(),
+                l.max_timestamp(),
+                l.next_offset()
+            ),
+            (size, entries.as_slice(), max, next)
+        );
+        assert_eq!(l.first_batch_timestamp, Some(1000));
+        // Appending after a load indexes like appending before it.
+        let mut l = l;
+        fill(&mut l, 100, 100);
+        let mut fresh_dir_segment = {
+            let d2 = tempfile::tempdir().unwrap();
+            let mut f = Segment::create(d2.path(), 0).unwrap();
+            fill(&mut f, 200, 100);
+            (f.index.offset_entries().to_vec(), d2)
+        };
+        assert_eq!(l.index.offset_entries(), fresh_dir_segment.0.as_slice());
+        fresh_dir_segment.0.clear();
+        drop(l);
+
+        // A torn index file or a missing one: load refuses, recover rebuilds.
+        let index_path = dir.path().join(index::offset_index_name(0));
+        let mut f = OpenOptions::new().append(true).open(&index_path).unwrap();
+        f.write_all(&[1, 2, 3]).unwrap();
+        drop(f);
+        assert!(Segment::load(dir.path(), 0).unwrap().is_none());
+        let (r, truncated) = Segment::recover(dir.path(), 0).unwrap();
+        assert_eq!((truncated, r.next_offset()), (0, 200));
+        drop(r);
+        assert!(Segment::load(dir.path(), 0).unwrap().is_some());
+        fs::remove_file(dir.path().join(index::time_index_name(0))).unwrap();
+        assert!(Segment::load(dir.path(), 0).unwrap().is_none());
+    }
+
+    #[test]
+    fn load_refuses_a_bad_tail() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Segment::create(dir.path(), 0).unwrap();
+        fill(&mut s, 10, 100);
+        s.sync_index().unwrap();
+        let path = s.path().to_path_buf();
+        drop(s);
+        OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap()
+            .write_all(&[0xab; 100])
+            .unwrap();
+        assert!(Segment::load(dir.path(), 0).unwrap().is_none());
     }
 
     #[test]
@@ -535,13 +784,22 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut s = Segment::create(dir.path(), 0).unwrap();
         fill(&mut s, 100, 100);
-        let (size, index_len, max) = (s.size(), s.index.len(), s.max_timestamp());
+        let (size, entries, max) = (
+            s.size(),
+            s.index.offset_entries().to_vec(),
+            s.max_timestamp(),
+        );
         let path = s.path.clone();
         drop(s);
-        let (r, truncated) = Segment::recover(&path, 0).unwrap();
+        let (r, truncated) = Segment::recover(dir.path(), 0).unwrap();
         assert_eq!(
-            (truncated, r.size(), r.index.len(), r.next_offset()),
-            (0, size, index_len, 100)
+            (
+                truncated,
+                r.size(),
+                r.index.offset_entries(),
+                r.next_offset()
+            ),
+            (0, size, entries.as_slice(), 100)
         );
         assert_eq!(r.max_timestamp(), max);
         drop(r);
@@ -551,8 +809,21 @@ mod tests {
             .unwrap()
             .write_all(&[0xab; 100])
             .unwrap();
-        let (r, truncated) = Segment::recover(&path, 0).unwrap();
+        let (r, truncated) = Segment::recover(dir.path(), 0).unwrap();
         assert_eq!((truncated, r.size(), r.next_offset()), (100, size, 100));
         assert_eq!(std::fs::metadata(&path).unwrap().len(), size);
+        // The rebuilt index files load.
+        drop(r);
+        let l = Segment::load(dir.path(), 0).unwrap().unwrap();
+        assert_eq!(l.index.offset_entries(), entries.as_slice());
+    }
+
+    #[test]
+    fn delete_removes_all_three_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Segment::create(dir.path(), 7).unwrap();
+        fill(&mut s, 3, 10);
+        s.delete_files().unwrap();
+        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 0);
     }
 }

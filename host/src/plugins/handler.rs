@@ -8,7 +8,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use anyhow::{Context, Result};
 use wasmtime::{Engine, Store, UpdateDeadline};
@@ -39,6 +39,7 @@ pub struct ModuleSource {
     pub name: Arc<str>,
     pub path: std::path::PathBuf,
     pub content_hash: String,
+    pub loaded_at: SystemTime,
 }
 
 /// Call and failure counters of a module.

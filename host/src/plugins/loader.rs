@@ -9,7 +9,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Instant, SystemTime};
 
 use anyhow::{anyhow, bail, Context, Result};
 use tracing::info;
@@ -89,10 +89,21 @@ impl Loader {
 
     /// Loads one module file.
     pub async fn load_file(&self, path: &Path, broker: &Arc<Broker>) -> Result<Loaded> {
-        let started = Instant::now();
         let bytes = tokio::fs::read(path)
             .await
             .with_context(|| format!("reading {}", path.display()))?;
+        self.load_bytes(path, bytes, broker).await
+    }
+
+    /// Loads a module from its bytes; `path` names it (its file stem is
+    /// the module's name) and is where it lives or will live.
+    pub async fn load_bytes(
+        &self,
+        path: &Path,
+        bytes: Vec<u8>,
+        broker: &Arc<Broker>,
+    ) -> Result<Loaded> {
+        let started = Instant::now();
         let hash = content_hash(&bytes);
         let engine = self.engine.clone();
         let cache = Arc::clone(&self.cache);
@@ -110,6 +121,7 @@ impl Loader {
             name: Arc::clone(&name),
             path: path.to_path_buf(),
             content_hash: hash,
+            loaded_at: SystemTime::now(),
         };
         let loaded = match classify(&self.engine, &component)? {
             ModuleKind::Handler => {

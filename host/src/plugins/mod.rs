@@ -11,6 +11,7 @@ pub mod handler;
 pub mod imports;
 pub mod limits;
 pub mod loader;
+pub mod manager;
 pub mod registry;
 pub mod state;
 

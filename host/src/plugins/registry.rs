@@ -1,10 +1,13 @@
-//! The plugin registry: ApiKey -> the handler module serving it, and the
-//! loaded authorizer modules by name. The handler map is swapped as a
-//! whole, so a lookup is one read lock and an `Arc` clone, and a request
-//! keeps the module version it was routed to for its whole life.
+//! The plugin registry: ApiKey -> the handler module serving it, the
+//! loaded authorizer modules by name, and the last refusal per module file.
+//! The handler map is swapped as a whole, so a lookup is one read lock and
+//! an `Arc` clone, and a request keeps the module version it was routed to
+//! for its whole life even if a new version is installed meanwhile.
 
 use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
+use std::time::SystemTime;
 
 use crate::plugins::authorizer::LoadedAuthorizer;
 use crate::plugins::bindings::ApiInfo;
@@ -12,18 +15,37 @@ use crate::plugins::handler::LoadedHandler;
 
 type HandlerMap = BTreeMap<i16, Arc<LoadedHandler>>;
 
+/// Why a module file was refused, kept until it loads successfully.
+#[derive(Debug, Clone)]
+pub struct LoadFailure {
+    pub reason: String,
+    pub at: SystemTime,
+}
+
 #[derive(Default)]
 pub struct Registry {
     handlers: RwLock<Arc<HandlerMap>>,
     authorizers: RwLock<BTreeMap<String, Arc<LoadedAuthorizer>>>,
+    failures: RwLock<BTreeMap<PathBuf, LoadFailure>>,
+}
+
+fn read<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+    match lock.read() {
+        Ok(guard) => guard,
+        Err(poisoned) => poisoned.into_inner(),
+    }
+}
+
+fn write<T>(lock: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
+    match lock.write() {
+        Ok(guard) => guard,
+        Err(poisoned) => poisoned.into_inner(),
+    }
 }
 
 impl Registry {
     fn snapshot(&self) -> Arc<HandlerMap> {
-        match self.handlers.read() {
-            Ok(guard) => Arc::clone(&guard),
-            Err(poisoned) => Arc::clone(&poisoned.into_inner()),
-        }
+        Arc::clone(&read(&self.handlers))
     }
 
     /// The module serving `api_key`, if any.
@@ -35,16 +57,39 @@ impl Registry {
         self.snapshot().values().cloned().collect()
     }
 
-    /// Installs a handler for its ApiKey; returns the one it replaces.
-    pub fn install(&self, handler: Arc<LoadedHandler>) -> Option<Arc<LoadedHandler>> {
-        let mut guard = match self.handlers.write() {
-            Ok(guard) => guard,
-            Err(poisoned) => poisoned.into_inner(),
-        };
+    /// Installs a handler for its ApiKey, unless another module file
+    /// already serves that key. Returns the version it replaces.
+    pub fn install(
+        &self,
+        handler: Arc<LoadedHandler>,
+    ) -> Result<Option<Arc<LoadedHandler>>, String> {
+        let mut guard = write(&self.handlers);
+        let key = handler.info().api_key;
+        if let Some(existing) = guard.get(&key) {
+            if existing.source().path != handler.source().path {
+                return Err(format!(
+                    "api key {key} is already served by {}",
+                    existing.source().path.display()
+                ));
+            }
+        }
         let mut next = HandlerMap::clone(&guard);
-        let previous = next.insert(handler.info().api_key, handler);
+        let previous = next.insert(key, handler);
         *guard = Arc::new(next);
-        previous
+        Ok(previous)
+    }
+
+    /// Removes whatever handler was loaded from `path`.
+    pub fn unload_path(&self, path: &Path) -> Option<Arc<LoadedHandler>> {
+        let mut guard = write(&self.handlers);
+        let key = guard
+            .iter()
+            .find(|(_, handler)| handler.source().path == path)
+            .map(|(key, _)| *key)?;
+        let mut next = HandlerMap::clone(&guard);
+        let removed = next.remove(&key);
+        *guard = Arc::new(next);
+        removed
     }
 
     /// What ApiVersions advertises: every served key with its range.
@@ -56,18 +101,46 @@ impl Registry {
     }
 
     pub fn install_authorizer(&self, name: &str, authorizer: Arc<LoadedAuthorizer>) {
-        let mut guard = match self.authorizers.write() {
-            Ok(guard) => guard,
-            Err(poisoned) => poisoned.into_inner(),
-        };
-        guard.insert(name.to_string(), authorizer);
+        write(&self.authorizers).insert(name.to_string(), authorizer);
     }
 
     pub fn authorizer(&self, name: &str) -> Option<Arc<LoadedAuthorizer>> {
-        let guard = match self.authorizers.read() {
-            Ok(guard) => guard,
-            Err(poisoned) => poisoned.into_inner(),
-        };
-        guard.get(name).cloned()
+        read(&self.authorizers).get(name).cloned()
+    }
+
+    pub fn authorizers(&self) -> Vec<Arc<LoadedAuthorizer>> {
+        read(&self.authorizers).values().cloned().collect()
+    }
+
+    /// Removes the authorizer loaded from `path`; returns its name.
+    pub fn unload_authorizer_path(&self, path: &Path) -> Option<String> {
+        let mut guard = write(&self.authorizers);
+        let name = guard
+            .iter()
+            .find(|(_, authorizer)| authorizer.source().path == path)
+            .map(|(name, _)| name.clone())?;
+        guard.remove(&name);
+        Some(name)
+    }
+
+    pub fn record_failure(&self, path: &Path, reason: String) {
+        write(&self.failures).insert(
+            path.to_path_buf(),
+            LoadFailure {
+                reason,
+                at: SystemTime::now(),
+            },
+        );
+    }
+
+    pub fn clear_failure(&self, path: &Path) {
+        write(&self.failures).remove(path);
+    }
+
+    pub fn failures(&self) -> Vec<(PathBuf, LoadFailure)> {
+        read(&self.failures)
+            .iter()
+            .map(|(path, failure)| (path.clone(), failure.clone()))
+            .collect()
     }
 }

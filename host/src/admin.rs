@@ -1,0 +1,190 @@
+//! The admin HTTP endpoint (default 127.0.0.1:9644, `admin.listener`):
+//! list, upload and unload plugin modules. Deliberately small: HTTP/1.1,
+//! one request per connection, `Content-Length` bodies, JSON answers.
+//!
+//! - `GET /plugins` — loaded handlers and authorizers (ApiKey, versions,
+//!   content hash, load time, call and error counts) and refused files.
+//! - `PUT /plugins/{name}` — body is a `.wasm` module; validated, then
+//!   written to the plugin directory and swapped in.
+//! - `DELETE /plugins/{name}` — removes the module's file and unloads it.
+//! - `GET /health` — `ok`.
+
+use std::sync::Arc;
+
+use serde_json::json;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+use tracing::{debug, info, warn};
+
+use crate::plugins::manager::PluginManager;
+
+/// The largest module an upload may carry.
+const MAX_BODY_BYTES: usize = 64 * 1024 * 1024;
+/// The largest request head (request line and headers).
+const MAX_HEAD_BYTES: usize = 16 * 1024;
+
+struct HttpRequest {
+    method: String,
+    path: String,
+    body: Vec<u8>,
+}
+
+struct HttpResponse {
+    status: u16,
+    content_type: &'static str,
+    body: Vec<u8>,
+}
+
+impl HttpResponse {
+    fn json(status: u16, value: &serde_json::Value) -> Self {
+        Self {
+            status,
+            content_type: "application/json",
+            body: value.to_string().into_bytes(),
+        }
+    }
+
+    fn message(status: u16, key: &str, text: &str) -> Self {
+        Self::json(status, &json!({ key: text }))
+    }
+}
+
+pub async fn serve(
+    listener: TcpListener,
+    plugins: Arc<PluginManager>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    if let Ok(address) = listener.local_addr() {
+        info!(address = %address, "admin endpoint listening");
+    }
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => {
+                    let plugins = Arc::clone(&plugins);
+                    tokio::spawn(async move {
+                        if let Err(error) = handle_connection(stream, &plugins).await {
+                            debug!("admin connection: {error}");
+                        }
+                    });
+                }
+                Err(error) => warn!("admin accept failed: {error}"),
+            },
+            _ = shutdown.changed() => return,
+        }
+    }
+}
+
+async fn handle_connection(stream: TcpStream, plugins: &PluginManager) -> std::io::Result<()> {
+    let (read_half, mut write_half) = stream.into_split();
+    let mut reader = BufReader::new(read_half);
+    let response = match read_request(&mut reader).await {
+        Ok(request) => route(request, plugins).await,
+        Err(response) => response,
+    };
+    let reason = match response.status {
+        200 => "OK",
+        400 => "Bad Request",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        411 => "Length Required",
+        413 => "Payload Too Large",
+        _ => "Error",
+    };
+    let head = format!(
+        "HTTP/1.1 {} {reason}\r\nContent-Type: {}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        response.status,
+        response.content_type,
+        response.body.len()
+    );
+    write_half.write_all(head.as_bytes()).await?;
+    write_half.write_all(&response.body).await?;
+    write_half.shutdown().await
+}
+
+async fn read_request<R: tokio::io::AsyncBufRead + Unpin>(
+    reader: &mut R,
+) -> Result<HttpRequest, HttpResponse> {
+    let bad = |text: &str| HttpResponse::message(400, "error", text);
+    let mut head_bytes = 0;
+    let mut request_line = String::new();
+    reader
+        .read_line(&mut request_line)
+        .await
+        .map_err(|_| bad("unreadable request"))?;
+    head_bytes += request_line.len();
+    let mut parts = request_line.split_whitespace();
+    let (Some(method), Some(path)) = (parts.next(), parts.next()) else {
+        return Err(bad("malformed request line"));
+    };
+    let (method, path) = (method.to_string(), path.to_string());
+    let mut content_length: Option<usize> = None;
+    loop {
+        let mut line = String::new();
+        let read = reader
+            .read_line(&mut line)
+            .await
+            .map_err(|_| bad("unreadable header"))?;
+        head_bytes += read;
+        if read == 0 || head_bytes > MAX_HEAD_BYTES {
+            return Err(bad("request head too large or truncated"));
+        }
+        let line = line.trim_end();
+        if line.is_empty() {
+            break;
+        }
+        if let Some((name, value)) = line.split_once(':') {
+            if name.trim().eq_ignore_ascii_case("content-length") {
+                content_length = Some(
+                    value
+                        .trim()
+                        .parse()
+                        .map_err(|_| bad("invalid Content-Length"))?,
+                );
+            }
+        }
+    }
+    let length = content_length.unwrap_or(0);
+    if length > MAX_BODY_BYTES {
+        return Err(HttpResponse::message(413, "error", "body too large"));
+    }
+    if method == "PUT" && content_length.is_none() {
+        return Err(HttpResponse::message(
+            411,
+            "error",
+            "Content-Length required",
+        ));
+    }
+    let mut body = vec![0u8; length];
+    reader
+        .read_exact(&mut body)
+        .await
+        .map_err(|_| bad("truncated body"))?;
+    Ok(HttpRequest { method, path, body })
+}
+
+async fn route(request: HttpRequest, plugins: &PluginManager) -> HttpResponse {
+    let path = request.path.split('?').next().unwrap_or_default();
+    let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
+    match (request.method.as_str(), segments.as_slice()) {
+        ("GET", ["health"]) => HttpResponse {
+            status: 200,
+            content_type: "text/plain",
+            body: b"ok\n".to_vec(),
+        },
+        ("GET", ["plugins"]) => HttpResponse::json(200, &plugins.status()),
+        ("PUT", ["plugins", name]) => match plugins.upload(name, request.body).await {
+            Ok(what) => HttpResponse::message(200, "result", &what),
+            Err(reason) => HttpResponse::message(400, "error", &reason),
+        },
+        ("DELETE", ["plugins", name]) => match plugins.unload(name).await {
+            Ok(what) => HttpResponse::message(200, "result", &what),
+            Err(reason) => HttpResponse::message(404, "error", &reason),
+        },
+        (_, ["plugins", ..]) | (_, ["health"]) => {
+            HttpResponse::message(405, "error", "method not allowed")
+        }
+        _ => HttpResponse::message(404, "error", "no such endpoint"),
+    }
+}

@@ -1,0 +1,102 @@
+//! Group coordinator settings, read by their Kafka names from the broker
+//! config with Kafka's defaults (`GroupCoordinatorConfig`, `OffsetConfig`).
+
+use std::time::Duration;
+
+use anyhow::{bail, Result};
+
+use crate::config::BrokerConfig;
+
+#[derive(Debug, Clone)]
+pub struct GroupConfig {
+    /// `group.min.session.timeout.ms`
+    pub min_session_timeout_ms: i32,
+    /// `group.max.session.timeout.ms`
+    pub max_session_timeout_ms: i32,
+    /// `group.initial.rebalance.delay.ms`: how long the first rebalance of
+    /// an empty group waits for more members before completing.
+    pub initial_rebalance_delay_ms: i32,
+    /// `group.max.size`
+    pub max_size: usize,
+    /// `offsets.retention.minutes`, in ms: how long offsets of an empty
+    /// group are kept.
+    pub offsets_retention_ms: i64,
+    /// `offsets.retention.check.interval.ms`
+    pub retention_check_interval: Duration,
+    /// `offset.metadata.max.bytes`
+    pub offset_metadata_max_bytes: usize,
+}
+
+impl Default for GroupConfig {
+    fn default() -> Self {
+        Self {
+            min_session_timeout_ms: 6_000,
+            max_session_timeout_ms: 1_800_000,
+            initial_rebalance_delay_ms: 3_000,
+            max_size: i32::MAX as usize,
+            offsets_retention_ms: 7 * 24 * 60 * 60 * 1000,
+            retention_check_interval: Duration::from_millis(600_000),
+            offset_metadata_max_bytes: 4096,
+        }
+    }
+}
+
+impl GroupConfig {
+    pub fn from_broker(config: &BrokerConfig) -> Result<Self> {
+        let defaults = Self::default();
+        let min_session_timeout_ms = int(config, "group.min.session.timeout.ms")
+            .unwrap_or(Ok(defaults.min_session_timeout_ms))?;
+        let max_session_timeout_ms = int(config, "group.max.session.timeout.ms")
+            .unwrap_or(Ok(defaults.max_session_timeout_ms))?;
+        let initial_rebalance_delay_ms = int(config, "group.initial.rebalance.delay.ms")
+            .unwrap_or(Ok(defaults.initial_rebalance_delay_ms))?;
+        let max_size = int(config, "group.max.size").unwrap_or(Ok(i32::MAX))?;
+        let retention_minutes =
+            int(config, "offsets.retention.minutes").unwrap_or(Ok(7 * 24 * 60))?;
+        let check_ms = int(config, "offsets.retention.check.interval.ms").unwrap_or(Ok(600_000))?;
+        let metadata_max = int(config, "offset.metadata.max.bytes").unwrap_or(Ok(4096))?;
+        if min_session_timeout_ms > max_session_timeout_ms {
+            bail!("group.min.session.timeout.ms is above group.max.session.timeout.ms");
+        }
+        if initial_rebalance_delay_ms < 0 || max_size < 1 || retention_minutes < 1 || check_ms < 1 {
+            bail!("group coordinator settings must be positive");
+        }
+        Ok(Self {
+            min_session_timeout_ms,
+            max_session_timeout_ms,
+            initial_rebalance_delay_ms,
+            max_size: usize::try_from(max_size).unwrap_or(usize::MAX),
+            offsets_retention_ms: i64::from(retention_minutes) * 60_000,
+            retention_check_interval: Duration::from_millis(check_ms.unsigned_abs().into()),
+            offset_metadata_max_bytes: usize::try_from(metadata_max.max(0)).unwrap_or(0),
+        })
+    }
+}
+
+fn int(config: &BrokerConfig, name: &str) -> Option<Result<i32>> {
+    config.get(name).map(|raw| {
+        raw.trim()
+            .parse::<i32>()
+            .map_err(|_| anyhow::anyhow!("invalid value {raw:?} for {name}"))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_and_overrides() {
+        let mut broker = BrokerConfig::default();
+        let config = GroupConfig::from_broker(&broker).unwrap();
+        assert_eq!(config.initial_rebalance_delay_ms, 3000);
+        assert_eq!(config.offsets_retention_ms, 10080 * 60_000);
+        broker.set_pair("group.initial.rebalance.delay.ms=0").unwrap();
+        broker.set_pair("offsets.retention.minutes=1").unwrap();
+        let config = GroupConfig::from_broker(&broker).unwrap();
+        assert_eq!(config.initial_rebalance_delay_ms, 0);
+        assert_eq!(config.offsets_retention_ms, 60_000);
+        broker.set_pair("group.max.size=zero").unwrap();
+        assert!(GroupConfig::from_broker(&broker).is_err());
+    }
+}

@@ -1,0 +1,329 @@
+//! The plugin manager: loads the plugin directory at start, watches it, and
+//! serves the admin API's load/unload. Every change goes through one lock,
+//! so the watcher and the admin API never race each other.
+//!
+//! A new or changed `.wasm` file is compiled off the request path, checked
+//! (world, imports, `describe()`), and only then swapped in; a refused
+//! module leaves the previous version serving and its reason is kept for
+//! the admin API. A removed file unloads its handler. Writers should put a
+//! module in place atomically (write elsewhere, then rename); a file caught
+//! half-written is refused and retried when it changes again.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use anyhow::{bail, Result};
+use serde_json::{json, Value};
+use tokio::sync::watch;
+use tracing::{error, info, warn};
+
+use crate::broker::Broker;
+use crate::plugins::loader::{Loaded, Loader};
+
+/// What identifies a file version cheaply: modification time and size.
+type FileStamp = (SystemTime, u64);
+
+pub struct PluginManager {
+    loader: Loader,
+    broker: Arc<Broker>,
+    dir: PathBuf,
+    changes: tokio::sync::Mutex<()>,
+    seen: Mutex<HashMap<PathBuf, FileStamp>>,
+}
+
+fn stamp(path: &Path) -> Option<FileStamp> {
+    let meta = std::fs::metadata(path).ok()?;
+    Some((meta.modified().ok()?, meta.len()))
+}
+
+fn millis(time: SystemTime) -> u64 {
+    time.duration_since(SystemTime::UNIX_EPOCH)
+        .map(|elapsed| elapsed.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+impl PluginManager {
+    pub fn new(loader: Loader, broker: Arc<Broker>) -> Self {
+        let dir = broker.config.plugin_dir();
+        Self {
+            loader,
+            broker,
+            dir,
+            changes: tokio::sync::Mutex::new(()),
+            seen: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn remember(&self, path: &Path) {
+        if let (Some(stamp), Ok(mut seen)) = (stamp(path), self.seen.lock()) {
+            seen.insert(path.to_path_buf(), stamp);
+        }
+    }
+
+    /// Loads every module of the directory (compiling in parallel) and
+    /// activates the configured authorizer.
+    pub async fn load_all(&self) -> Result<()> {
+        let _guard = self.changes.lock().await;
+        std::fs::create_dir_all(&self.dir)?;
+        let files = Loader::module_files(&self.dir)?;
+        let loads = files
+            .iter()
+            .map(|path| self.loader.load_file(path, &self.broker));
+        let results = futures_util::future::join_all(loads).await;
+        for (path, result) in files.iter().zip(results) {
+            self.remember(path);
+            if let Err(reason) = result
+                .map_err(|e| format!("{e:#}"))
+                .and_then(|loaded| self.install(loaded))
+            {
+                error!(module = %path.display(), "refused module: {reason}");
+                self.broker.registry.record_failure(path, reason);
+            }
+        }
+        if self.broker.registry.handlers().is_empty() {
+            bail!(
+                "no handler modules could be loaded from {}",
+                self.dir.display()
+            );
+        }
+        if let Some(name) = self.broker.config.authorizer() {
+            if self.broker.registry.authorizer(name).is_none() {
+                bail!(
+                    "authorizer {name:?} is not among the loaded modules of {}",
+                    self.dir.display()
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// Puts a loaded module into service; the text says what happened.
+    fn install(&self, loaded: Loaded) -> Result<String, String> {
+        let registry = &self.broker.registry;
+        match loaded {
+            Loaded::Handler(handler) => {
+                let handler = Arc::new(handler);
+                let path = handler.source().path.clone();
+                let info = handler.info().clone();
+                let previous = registry.install(handler)?;
+                registry.clear_failure(&path);
+                let verb = if previous.is_some() {
+                    "replaced"
+                } else {
+                    "loaded"
+                };
+                Ok(format!(
+                    "{verb} handler {} (api key {}, versions {}..={})",
+                    info.name, info.api_key, info.min_version, info.max_version
+                ))
+            }
+            Loaded::Authorizer(authorizer) => {
+                let authorizer = Arc::new(authorizer);
+                let name = authorizer.source().name.to_string();
+                let path = authorizer.source().path.clone();
+                registry.install_authorizer(&name, Arc::clone(&authorizer));
+                registry.clear_failure(&path);
+                if self.broker.config.authorizer() == Some(name.as_str()) {
+                    self.broker.authorization.set_active(Some(authorizer));
+                    info!(authorizer = %name, "authorizer active");
+                }
+                Ok(format!("loaded authorizer {name}"))
+            }
+        }
+    }
+
+    async fn apply_file_locked(&self, path: &Path) -> Result<String, String> {
+        let started = Instant::now();
+        self.remember(path);
+        let result = match self.loader.load_file(path, &self.broker).await {
+            Ok(loaded) => self.install(loaded),
+            Err(error) => Err(format!("{error:#}")),
+        };
+        match &result {
+            Ok(what) => info!(
+                module = %path.display(),
+                elapsed_ms = started.elapsed().as_millis() as u64,
+                "{what}"
+            ),
+            Err(reason) => {
+                error!(module = %path.display(), "refused module, previous version keeps serving: {reason}");
+                self.broker.registry.record_failure(path, reason.clone());
+            }
+        }
+        result
+    }
+
+    /// Unloads whatever was loaded from `path`.
+    async fn remove_file_locked(&self, path: &Path) -> Option<String> {
+        if let Ok(mut seen) = self.seen.lock() {
+            seen.remove(path);
+        }
+        self.broker.registry.clear_failure(path);
+        if let Some(handler) = self.broker.registry.unload_path(path) {
+            let what = format!(
+                "unloaded handler {} (api key {})",
+                handler.info().name,
+                handler.info().api_key
+            );
+            info!(module = %path.display(), "{what}");
+            return Some(what);
+        }
+        if let Some(name) = self.broker.registry.unload_authorizer_path(path) {
+            if self.broker.config.authorizer() == Some(name.as_str()) {
+                warn!(authorizer = %name, "the active authorizer's file was removed; it stays active until replaced");
+            }
+            return Some(format!("unloaded authorizer {name}"));
+        }
+        None
+    }
+
+    /// Admin upload: validate first, then write the file atomically and
+    /// swap the module in. A refused module changes nothing.
+    pub async fn upload(&self, name: &str, bytes: Vec<u8>) -> Result<String, String> {
+        if name.is_empty()
+            || !name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+        {
+            return Err(format!(
+                "invalid module name {name:?}: use letters, digits, '_' and '-'"
+            ));
+        }
+        let _guard = self.changes.lock().await;
+        let path = self.dir.join(format!("{name}.wasm"));
+        let loaded = self
+            .loader
+            .load_bytes(&path, bytes.clone(), &self.broker)
+            .await
+            .map_err(|error| format!("{error:#}"))?;
+        let tmp = self.dir.join(format!(".{name}.upload"));
+        std::fs::write(&tmp, &bytes)
+            .and_then(|()| std::fs::rename(&tmp, &path))
+            .map_err(|error| format!("writing {}: {error}", path.display()))?;
+        self.remember(&path);
+        let what = self.install(loaded)?;
+        info!(module = %path.display(), "{what} (uploaded)");
+        Ok(what)
+    }
+
+    /// Admin unload: remove the module's file and unload it.
+    pub async fn unload(&self, name: &str) -> Result<String, String> {
+        let _guard = self.changes.lock().await;
+        let path = self.dir.join(format!("{name}.wasm"));
+        if let Err(error) = std::fs::remove_file(&path) {
+            if error.kind() != std::io::ErrorKind::NotFound {
+                return Err(format!("removing {}: {error}", path.display()));
+            }
+        }
+        self.remove_file_locked(&path)
+            .await
+            .ok_or_else(|| format!("no module named {name} is loaded"))
+    }
+
+    /// One pass of the directory watcher.
+    async fn scan(&self) {
+        let Ok(files) = Loader::module_files(&self.dir) else {
+            return;
+        };
+        let known: HashMap<PathBuf, FileStamp> = match self.seen.lock() {
+            Ok(seen) => seen.clone(),
+            Err(_) => return,
+        };
+        let mut changed = Vec::new();
+        for path in &files {
+            if stamp(path) != known.get(path).copied() {
+                changed.push(path.clone());
+            }
+        }
+        let removed: Vec<PathBuf> = known
+            .keys()
+            .filter(|path| !files.contains(path))
+            .cloned()
+            .collect();
+        if changed.is_empty() && removed.is_empty() {
+            return;
+        }
+        let _guard = self.changes.lock().await;
+        for path in removed {
+            self.remove_file_locked(&path).await;
+        }
+        for path in changed {
+            let _ = self.apply_file_locked(&path).await;
+        }
+    }
+
+    /// Watches the plugin directory until shutdown.
+    pub async fn watch(self: Arc<Self>, interval: Duration, mut shutdown: watch::Receiver<bool>) {
+        let mut ticker = tokio::time::interval(interval);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = ticker.tick() => self.scan().await,
+                _ = shutdown.changed() => return,
+            }
+        }
+    }
+
+    /// Everything the admin API lists about loaded and refused modules.
+    pub fn status(&self) -> Value {
+        use std::sync::atomic::Ordering::Relaxed;
+        let registry = &self.broker.registry;
+        let handlers: Vec<Value> = registry
+            .handlers()
+            .iter()
+            .map(|handler| {
+                let info = handler.info();
+                let source = handler.source();
+                json!({
+                    "kind": "handler",
+                    "name": source.name.as_ref(),
+                    "file": source.path.display().to_string(),
+                    "api_key": info.api_key,
+                    "api": info.name,
+                    "min_version": info.min_version,
+                    "max_version": info.max_version,
+                    "first_flexible_version": info.first_flexible_version,
+                    "sha256": source.content_hash,
+                    "loaded_at_ms": millis(source.loaded_at),
+                    "calls": handler.stats.calls.load(Relaxed),
+                    "traps": handler.stats.traps.load(Relaxed),
+                    "timeouts": handler.stats.timeouts.load(Relaxed),
+                    "errors": handler.stats.traps.load(Relaxed) + handler.stats.timeouts.load(Relaxed),
+                    "instantiations": handler.stats.instantiations.load(Relaxed),
+                })
+            })
+            .collect();
+        let active = self.broker.config.authorizer();
+        let authorizers: Vec<Value> = registry
+            .authorizers()
+            .iter()
+            .map(|authorizer| {
+                let source = authorizer.source();
+                json!({
+                    "kind": "authorizer",
+                    "name": source.name.as_ref(),
+                    "file": source.path.display().to_string(),
+                    "active": active == Some(source.name.as_ref()),
+                    "sha256": source.content_hash,
+                    "loaded_at_ms": millis(source.loaded_at),
+                    "calls": authorizer.calls.load(Relaxed),
+                    "errors": authorizer.failures.load(Relaxed),
+                })
+            })
+            .collect();
+        let refused: Vec<Value> = registry
+            .failures()
+            .into_iter()
+            .map(|(path, failure)| {
+                json!({
+                    "file": path.display().to_string(),
+                    "reason": failure.reason,
+                    "at_ms": millis(failure.at),
+                })
+            })
+            .collect();
+        json!({ "handlers": handlers, "authorizers": authorizers, "refused": refused })
+    }
+}
