@@ -9,9 +9,14 @@ GREGOR_BIN := $(abspath $(TARGET_DIR)/release/gregor)
 # Every handler module plus the default authorizer, one crate each.
 PLUGINS := api_versions metadata produce fetch list_offsets create_topics delete_topics authorizer_acl
 PLUGIN_WASM := $(addprefix $(TARGET_DIR)/wasm32-wasip2/plugin/,$(addsuffix .wasm,$(PLUGINS)))
+# Example modules: not loaded by default (drop one into the plugin dir to try it).
+EXAMPLES := topic_summary chaos
+EXAMPLE_DIR ?= build/examples
+EXAMPLE_WASM := $(addprefix $(TARGET_DIR)/wasm32-wasip2/plugin/,$(addsuffix .wasm,$(EXAMPLES)))
 
 export GREGOR_BIN
 export GREGOR_PLUGIN_DIR := $(abspath $(PLUGIN_DIR))
+export GREGOR_EXAMPLE_DIR := $(abspath $(EXAMPLE_DIR))
 
 .PHONY: all build host plugins wasm-target test-deps run test unit-test integration-test lint fmt
 
@@ -23,12 +28,13 @@ wasm-target:
 	@rustup target list --installed | grep -qx wasm32-wasip2 || rustup target add wasm32-wasip2
 
 host:
-	$(CARGO) build --release -p gregor
+	$(CARGO) build --release -p gregor -p topic-summary-client
 
 plugins: wasm-target
-	$(CARGO) build --profile plugin --target wasm32-wasip2 $(addprefix -p ,$(PLUGINS))
-	mkdir -p $(PLUGIN_DIR)
+	$(CARGO) build --profile plugin --target wasm32-wasip2 $(addprefix -p ,$(PLUGINS) $(EXAMPLES))
+	mkdir -p $(PLUGIN_DIR) $(EXAMPLE_DIR)
 	cp $(PLUGIN_WASM) $(PLUGIN_DIR)/
+	cp $(EXAMPLE_WASM) $(EXAMPLE_DIR)/
 
 run: build
 	$(GREGOR_BIN) serve --set listeners=PLAINTEXT://127.0.0.1:9092 --set log.dirs=$(DATA_DIR) --set plugin.dir=$(PLUGIN_DIR)
@@ -40,7 +46,7 @@ test-deps:
 test: test-deps build unit-test integration-test
 
 unit-test:
-	$(CARGO) test --release -p gregor -p gregor-sdk $(addprefix -p ,$(PLUGINS))
+	$(CARGO) test --release -p gregor -p gregor-sdk $(addprefix -p ,$(PLUGINS) $(EXAMPLES))
 
 integration-test:
 	$(CARGO) test --release -p gregor-tests

@@ -14,17 +14,25 @@
 //!   (framing, magic, CRC-32C, counts, sizes) before touching the file, and
 //!   writes all batches with one positional write, so a rejected request
 //!   leaves nothing behind and a failed write is rolled back by truncation.
-//! - **A sparse index in memory.** Each segment keeps an offset -> position
-//!   entry roughly every 4 KiB of log (`segment::INDEX_INTERVAL_BYTES`),
-//!   rebuilt when the segment is opened. A read binary-searches it and scans at
-//!   most a few KiB of batch headers. Each entry also carries the largest
-//!   timestamp seen before it, which answers ListOffsets-by-timestamp the same
-//!   way. On-disk `.index`/`.timeindex` files (so opening a huge log does not
-//!   need a full scan) are left for a later change.
-//! - **Recovery by re-validation.** Opening a partition scans every batch of
-//!   every segment (length, magic, CRC, offsets increasing) and truncates at
-//!   the first bad byte: a torn tail after a crash is dropped, as Kafka does.
-//!   Everything before it — every acknowledged batch — is kept.
+//! - **Sparse indexes on disk.** Each segment has Kafka-style `.index` and
+//!   `.timeindex` files with an entry roughly every `index.interval.bytes`
+//!   of log (see `index`). A read binary-searches them and scans at most a
+//!   few KiB of batch headers; ListOffsets by timestamp uses the time index
+//!   the same way. Opening a segment that is known to be whole reads its
+//!   index files and the batches after the last entry, not the whole log.
+//! - **Recovery by re-validation after the recovery point.** A flush records
+//!   how far each partition is fsynced in the log directory's
+//!   `recovery-point-offset-checkpoint`; a clean shutdown flushes everything
+//!   and leaves a `.kafka_cleanshutdown` marker. After an unclean stop only
+//!   the segments from the one holding the recovery point on are re-validated
+//!   (length, magic, CRC-32C, offsets increasing); a torn tail is truncated
+//!   and their indexes rebuilt, as Kafka does. Everything before it — every
+//!   acknowledged batch — is kept.
+//! - **Maintenance in the background.** A scheduler thread flushes by
+//!   `flush.ms` and after segment rolls (advancing recovery points), writes
+//!   the checkpoints and deletes old segments by `retention.ms`,
+//!   `retention.bytes` and the log start offset; a cleaner thread compacts
+//!   `cleanup.policy=compact` logs (see `cleaner`).
 //! - **Concurrency without contention.** Partitions are independent (one lock
 //!   set each), so different partitions append in parallel. Within a
 //!   partition, appenders serialize on an append mutex while they write; the
@@ -37,11 +45,14 @@
 //!   replicated or remote engine can implement it later without touching them.
 //!
 //! Durability follows Kafka's defaults: an append returns once the data is in
-//! the page cache (it survives a killed process); [`LogStore::flush`] fsyncs
-//! for a clean shutdown. `flush.messages`/`flush.ms` policies, retention and
-//! DeleteRecords (a log start offset inside a segment) come later.
+//! the page cache (it survives a killed process); `flush.messages` /
+//! `flush.ms` make appends fsync sooner, and a clean shutdown
+//! ([`LogStore::shutdown`]) fsyncs everything.
 
 mod batch;
+mod checkpoint;
+mod cleaner;
+mod index;
 pub mod manager;
 mod partition;
 mod segment;
@@ -57,8 +68,10 @@ pub mod error_codes {
     pub const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
     pub const MESSAGE_TOO_LARGE: i16 = 10;
     pub const INVALID_TOPIC_EXCEPTION: i16 = 17;
+    pub const POLICY_VIOLATION: i16 = 44;
     pub const UNSUPPORTED_FOR_MESSAGE_FORMAT: i16 = 43;
     pub const KAFKA_STORAGE_ERROR: i16 = 56;
+    pub const LOG_DIR_NOT_FOUND: i16 = 57;
     pub const INVALID_RECORD: i16 = 87;
 }
 
@@ -119,28 +132,80 @@ pub struct PartitionOffsets {
     pub high_watermark: i64,
 }
 
-/// Per-partition settings, from the topic's configs.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// Per-partition settings, from the topic's configs (Kafka's `LogConfig`).
+#[derive(Clone, Debug, PartialEq)]
 pub struct LogConfig {
     /// `segment.bytes`: roll to a new segment when an append would take the
     /// active one past this size. Capped at `i32::MAX`, like Kafka's.
     pub segment_bytes: u64,
+    /// `segment.ms`: roll when the active segment's first batch is older
+    /// than this.
+    pub segment_ms: i64,
     /// `max.message.bytes`: the largest record batch (and append) accepted.
     pub max_message_bytes: usize,
     /// `message.timestamp.type=LogAppendTime`: the broker stamps each batch.
     pub log_append_time: bool,
+    /// `index.interval.bytes`: log bytes between two index entries.
+    pub index_interval_bytes: u64,
+    /// `flush.messages`: fsync once this many records are unflushed.
+    pub flush_messages: i64,
+    /// `flush.ms`: fsync when the last flush is older than this.
+    pub flush_ms: i64,
+    /// `retention.ms`: delete segments whose newest record is older (-1:
+    /// never).
+    pub retention_ms: i64,
+    /// `retention.bytes`: delete the oldest segments while the log is
+    /// larger (-1: no limit).
+    pub retention_bytes: i64,
+    /// `cleanup.policy` contains `delete`.
+    pub delete: bool,
+    /// `cleanup.policy` contains `compact`.
+    pub compact: bool,
+    /// `delete.retention.ms`: how long a compacted log keeps tombstones.
+    pub delete_retention_ms: i64,
+    /// `min.compaction.lag.ms`: records younger than this are not compacted.
+    pub min_compaction_lag_ms: i64,
+    /// `max.compaction.lag.ms`: a dirty segment older than this is
+    /// compacted whatever the dirty ratio.
+    pub max_compaction_lag_ms: i64,
+    /// `min.cleanable.dirty.ratio`.
+    pub min_cleanable_dirty_ratio: f64,
 }
 
 impl Default for LogConfig {
-    /// Kafka's defaults: 1 GiB segments, 1 MiB + 12 bytes messages,
-    /// CreateTime.
+    /// Kafka's defaults: 1 GiB or 7-day segments, 1 MiB + 12 bytes messages,
+    /// CreateTime, no forced flushes, 7-day retention, delete policy.
     fn default() -> Self {
         LogConfig {
             segment_bytes: 1024 * 1024 * 1024,
+            segment_ms: 7 * 24 * 3600 * 1000,
             max_message_bytes: 1024 * 1024 + 12,
             log_append_time: false,
+            index_interval_bytes: 4096,
+            flush_messages: i64::MAX,
+            flush_ms: i64::MAX,
+            retention_ms: 7 * 24 * 3600 * 1000,
+            retention_bytes: -1,
+            delete: true,
+            compact: false,
+            delete_retention_ms: 24 * 3600 * 1000,
+            min_compaction_lag_ms: 0,
+            max_compaction_lag_ms: i64::MAX,
+            min_cleanable_dirty_ratio: 0.5,
         }
     }
+}
+
+/// One log directory as DescribeLogDirs reports it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LogDirInfo {
+    /// The directory as configured in `log.dirs`.
+    pub path: String,
+    /// Partitions in it with their size in bytes (the sum of their segments).
+    pub partitions: Vec<(TopicPartition, u64)>,
+    /// Size of the file system holding it, and what is free there.
+    pub total_bytes: i64,
+    pub usable_bytes: i64,
 }
 
 /// Why a storage operation failed, in Kafka's terms.
@@ -161,6 +226,11 @@ pub enum StorageError {
     UnsupportedForMessageFormat(String),
     /// The topic name cannot be a partition directory.
     InvalidTopic(String),
+    /// The topic's configs forbid the operation (DeleteRecords on a
+    /// compact-only topic).
+    PolicyViolation(String),
+    /// A log directory that is not one of `log.dirs`.
+    LogDirNotFound(String),
     /// The file system failed; the broker's own fault (KAFKA_STORAGE_ERROR).
     Io(std::io::Error),
 }
@@ -177,6 +247,8 @@ impl StorageError {
             StorageError::OffsetOutOfRange => OFFSET_OUT_OF_RANGE,
             StorageError::UnsupportedForMessageFormat(_) => UNSUPPORTED_FOR_MESSAGE_FORMAT,
             StorageError::InvalidTopic(_) => INVALID_TOPIC_EXCEPTION,
+            StorageError::PolicyViolation(_) => POLICY_VIOLATION,
+            StorageError::LogDirNotFound(_) => LOG_DIR_NOT_FOUND,
             StorageError::Io(_) => KAFKA_STORAGE_ERROR,
         }
     }
@@ -196,6 +268,8 @@ impl fmt::Display for StorageError {
                 write!(f, "unsupported message format: {m}")
             }
             StorageError::InvalidTopic(m) => write!(f, "invalid topic: {m}"),
+            StorageError::PolicyViolation(m) => f.write_str(m),
+            StorageError::LogDirNotFound(m) => write!(f, "log directory not found: {m}"),
             StorageError::Io(e) => write!(f, "storage I/O error: {e}"),
         }
     }
@@ -271,8 +345,30 @@ pub trait LogStore: Send + Sync {
     /// compressed CreateTime batch the offset is the batch's last offset.
     fn max_timestamp(&self, tp: &TopicPartition) -> Result<Option<(i64, i64)>, StorageError>;
 
-    /// Fsyncs every partition's unsynced data and directories.
+    /// DeleteRecords: moves the partition's log start offset up to
+    /// `offset` (-1: the high watermark) and returns the new log start
+    /// offset (the low watermark). Segments wholly below it are deleted.
+    fn delete_records(&self, tp: &TopicPartition, offset: i64) -> Result<i64, StorageError>;
+
+    /// Every log directory with the partitions it holds and their sizes.
+    fn describe_log_dirs(&self) -> Vec<LogDirInfo>;
+
+    /// Moves a partition's log to another of the configured log
+    /// directories while it stays online (appends wait only for the final
+    /// catch-up copy). Moving it where it already is succeeds.
+    fn move_partition(&self, tp: &TopicPartition, log_dir: &str) -> Result<(), StorageError>;
+
+    /// The log directory holding the partition.
+    fn partition_dir(&self, tp: &TopicPartition) -> Result<String, StorageError>;
+
+    /// Fsyncs every partition's unsynced data and writes the checkpoints
+    /// (recovery points, log start offsets, cleaner offsets).
     fn flush(&self) -> Result<(), StorageError>;
+
+    /// Clean shutdown: stops the background work, flushes, writes the
+    /// checkpoints and the clean-shutdown marker, so the next start
+    /// re-validates nothing.
+    fn shutdown(&self) -> Result<(), StorageError>;
 }
 
 /// Fsyncs a directory, making file creations, renames and removals in it

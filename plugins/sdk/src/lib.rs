@@ -11,6 +11,7 @@ pub mod authorize;
 pub mod codec;
 pub mod configs;
 pub mod ids;
+pub mod wire;
 
 /// Bindings generated from the `kafka-handler` world in `wit/`.
 pub mod bindings {

@@ -1,0 +1,46 @@
+//! Chaos (ApiKey 1099): a module that misbehaves on request, so the tests
+//! can prove the sandbox contains it. Never load it into a real broker.
+//!
+//! The first body byte picks the behaviour: 1 traps (a panic), 2 loops
+//! forever, 3 allocates without bound, 4 writes a thousand log lines;
+//! anything else echoes the body back.
+
+use gregor_sdk::wire::custom_api_info;
+use gregor_sdk::{logging, ApiInfo, Handler, Outcome, RequestContext};
+
+pub const API_KEY: i16 = 1099;
+
+struct Chaos;
+
+impl Handler for Chaos {
+    fn describe() -> ApiInfo {
+        custom_api_info(API_KEY, "Chaos", 0, 0)
+    }
+
+    fn handle(_ctx: RequestContext, body: Vec<u8>) -> Outcome {
+        match body.first() {
+            Some(1) => panic!("chaos: asked to trap"),
+            Some(2) => {
+                let mut spins: u64 = 0;
+                loop {
+                    spins = std::hint::black_box(spins.wrapping_add(1));
+                }
+            }
+            Some(3) => {
+                let mut hoard: Vec<Vec<u8>> = Vec::new();
+                loop {
+                    hoard.push(std::hint::black_box(vec![7u8; 1 << 20]));
+                }
+            }
+            Some(4) => {
+                for line in 0..1000 {
+                    logging::log(logging::Level::Info, &format!("chaos log line {line}"));
+                }
+                Outcome::Respond(body)
+            }
+            _ => Outcome::Respond(body),
+        }
+    }
+}
+
+gregor_sdk::export_handler!(Chaos);
