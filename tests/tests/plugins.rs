@@ -1,0 +1,471 @@
+//! The plugin platform with real modules: hot reload under client load,
+//! a brand-new ApiKey appearing and disappearing with its file, misbehaving
+//! modules contained by the sandbox, and refused modules leaving the old
+//! version serving.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use gregor_tests::wire::{request_frame, Conn};
+use gregor_tests::{free_port, gregor_bin, kafka, plugin_dir, wait_for, workspace_root, Broker};
+use rdkafka::consumer::Consumer;
+use rdkafka::error::KafkaError;
+use rdkafka::message::Message;
+use rdkafka::producer::FutureRecord;
+use rdkafka::{Offset, TopicPartitionList};
+use serde_json::Value;
+
+const TOPIC_SUMMARY_KEY: i16 = 1000;
+const CHAOS_KEY: i16 = 1099;
+
+/// The example modules (`make plugins` puts them in build/examples).
+fn example(name: &str) -> PathBuf {
+    let dir = std::env::var_os("GREGOR_EXAMPLE_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace_root().join("build/examples"));
+    let path = dir.join(format!("{name}.wasm"));
+    assert!(
+        path.is_file(),
+        "example module {} not built (make plugins)",
+        path.display()
+    );
+    path
+}
+
+/// A private copy of the standard plugin directory, so a test can change
+/// it without touching other tests' brokers.
+fn private_plugin_dir() -> tempfile::TempDir {
+    let dir = tempfile::Builder::new()
+        .prefix("gregor-plugins-")
+        .tempdir()
+        .expect("create a plugin dir");
+    for entry in std::fs::read_dir(plugin_dir()).expect("read the plugin dir") {
+        let path = entry.expect("plugin dir entry").path();
+        if path.extension().is_some_and(|ext| ext == "wasm") {
+            std::fs::copy(&path, dir.path().join(path.file_name().expect("file name")))
+                .expect("copy a module");
+        }
+    }
+    dir
+}
+
+/// Puts a module in place the way the docs ask: write aside, then rename.
+fn install_file(bytes: &[u8], dir: &Path, name: &str) {
+    let tmp = dir.join(format!(".{name}.tmp"));
+    std::fs::write(&tmp, bytes).expect("write module");
+    std::fs::rename(&tmp, dir.join(format!("{name}.wasm"))).expect("rename module into place");
+}
+
+/// A different but equally valid build of a module: the same component
+/// with a custom section appended (custom sections may appear anywhere).
+fn variant(module: &[u8], n: u32) -> Vec<u8> {
+    let name = b"gregor-test-variant";
+    let mut section = vec![name.len() as u8];
+    section.extend_from_slice(name);
+    section.extend_from_slice(&n.to_be_bytes());
+    let mut out = module.to_vec();
+    out.push(0);
+    out.push(section.len() as u8);
+    out.extend_from_slice(&section);
+    out
+}
+
+fn served_keys(broker: &Broker) -> Vec<i16> {
+    let mut conn = Conn::connect(broker.addr());
+    conn.api_versions(1)
+        .apis
+        .iter()
+        .map(|api| api.api_key)
+        .collect()
+}
+
+fn cli(admin: &str, args: &[&str]) -> (bool, String) {
+    let output = Command::new(gregor_bin())
+        .arg("plugins")
+        .args(args)
+        .args(["--admin", admin])
+        .output()
+        .expect("run gregor plugins");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    (output.status.success(), text)
+}
+
+fn plugin_list(admin: &str) -> Value {
+    let (ok, text) = cli(admin, &["list"]);
+    assert!(ok, "gregor plugins list failed: {text}");
+    let json = text.lines().next().unwrap_or_default();
+    serde_json::from_str(json).unwrap_or_else(|e| panic!("plugins list is not JSON ({e}): {text}"))
+}
+
+fn handler_entry(list: &Value, name: &str) -> Option<Value> {
+    list["handlers"]
+        .as_array()?
+        .iter()
+        .find(|handler| handler["name"] == name)
+        .cloned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_api_key_appears_with_its_module_and_answers_its_client() {
+    let plugins = private_plugin_dir();
+    let plugin_path = plugins.path().display().to_string();
+    let broker = Broker::start_with(&[("plugin.dir", plugin_path.as_str())]);
+    assert!(!served_keys(&broker).contains(&TOPIC_SUMMARY_KEY));
+
+    kafka::create_topic(&broker, "summary", 2).await;
+    let producer = kafka::producer(&broker, &[]);
+    for i in 0..5 {
+        let key = format!("k{i}");
+        producer
+            .send(
+                FutureRecord::to("summary")
+                    .key(&key)
+                    .payload("v")
+                    .partition(i % 2),
+                Duration::from_secs(30),
+            )
+            .await
+            .expect("produce");
+    }
+
+    let bytes = std::fs::read(example("topic_summary")).expect("read the example module");
+    install_file(&bytes, plugins.path(), "topic_summary");
+    wait_for(
+        "ApiVersions to list ApiKey 1000",
+        Duration::from_secs(30),
+        || {
+            served_keys(&broker)
+                .contains(&TOPIC_SUMMARY_KEY)
+                .then_some(())
+        },
+    );
+
+    let client = gregor_bin().with_file_name("topic-summary");
+    let output = Command::new(&client)
+        .args(["--bootstrap", &broker.bootstrap(), "summary"])
+        .output()
+        .unwrap_or_else(|e| panic!("run {}: {e}", client.display()));
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "topic-summary failed: {text} {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        text.contains("summary partition=0 error=0 log_start_offset=0 log_end_offset=3"),
+        "{text}"
+    );
+    assert!(
+        text.contains("summary partition=1 error=0 log_start_offset=0 log_end_offset=2"),
+        "{text}"
+    );
+    assert!(text.contains("records=5"), "{text}");
+
+    std::fs::remove_file(plugins.path().join("topic_summary.wasm")).expect("remove the module");
+    wait_for(
+        "ApiVersions to drop ApiKey 1000",
+        Duration::from_secs(30),
+        || (!served_keys(&broker).contains(&TOPIC_SUMMARY_KEY)).then_some(()),
+    );
+    // A request for the removed key is an unknown ApiKey again: closed.
+    let mut conn = Conn::connect(broker.addr());
+    conn.send(&request_frame(
+        TOPIC_SUMMARY_KEY,
+        0,
+        9,
+        false,
+        &(-1i32).to_be_bytes(),
+    ))
+    .expect("send");
+    conn.expect_closed("request for an unloaded ApiKey");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn trapping_looping_and_hoarding_modules_are_contained_and_counted() {
+    let admin_port = free_port().to_string();
+    let admin = format!("127.0.0.1:{admin_port}");
+    let plugins = private_plugin_dir();
+    let plugin_path = plugins.path().display().to_string();
+    let broker = Broker::start_with(&[
+        ("plugin.dir", plugin_path.as_str()),
+        ("admin.listener", admin.as_str()),
+        ("plugin.call.timeout.ms", "1000"),
+        ("plugin.memory.max.bytes", "33554432"),
+    ]);
+    let chaos = example("chaos").display().to_string();
+    let (ok, text) = cli(&admin, &["load", &chaos]);
+    assert!(ok, "loading chaos failed: {text}");
+
+    let call = |mode: u8| {
+        let mut conn = Conn::connect(broker.addr());
+        conn.send(&request_frame(CHAOS_KEY, 0, 42, false, &[mode]))
+            .expect("send");
+        conn
+    };
+    // A healthy call echoes.
+    let mut echo = call(9);
+    let payload = echo.read_frame().expect("echo response");
+    assert_eq!(payload, [0, 0, 0, 42, 9]);
+
+    for (mode, what) in [
+        (1u8, "a trap"),
+        (2, "an endless loop"),
+        (3, "unbounded allocation"),
+    ] {
+        let started = Instant::now();
+        call(mode).expect_closed(what);
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "{what} took {:?} to be stopped",
+            started.elapsed()
+        );
+        // Every other client is unaffected, on a fresh connection.
+        assert!(served_keys(&broker).contains(&CHAOS_KEY));
+        let mut again = call(9);
+        assert_eq!(
+            again.read_frame().expect("echo after failure"),
+            [0, 0, 0, 42, 9]
+        );
+    }
+    let metadata = kafka::plain_consumer(&broker)
+        .fetch_metadata(None, Duration::from_secs(30))
+        .expect("metadata from a real client after the failures");
+    assert_eq!(metadata.brokers().len(), 1);
+
+    let list = plugin_list(&admin);
+    let entry = handler_entry(&list, "chaos").expect("chaos listed");
+    assert_eq!(
+        entry["traps"], 2,
+        "trap and out-of-memory are traps: {entry}"
+    );
+    assert_eq!(entry["timeouts"], 1, "the loop is a timeout: {entry}");
+    assert_eq!(entry["calls"], 7, "{entry}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refused_modules_leave_the_previous_version_serving() {
+    let admin_port = free_port().to_string();
+    let admin = format!("127.0.0.1:{admin_port}");
+    let plugins = private_plugin_dir();
+    let plugin_path = plugins.path().display().to_string();
+    let broker = Broker::start_with(&[
+        ("plugin.dir", plugin_path.as_str()),
+        ("admin.listener", admin.as_str()),
+    ]);
+    let before = handler_entry(&plugin_list(&admin), "produce").expect("produce listed");
+
+    // A corrupt upload is refused with the compiler's reason.
+    let garbage = plugins.path().join("garbage.bin");
+    std::fs::write(&garbage, b"this is not wasm").expect("write garbage");
+    let (ok, text) = cli(
+        &admin,
+        &["load", &garbage.display().to_string(), "--name", "produce"],
+    );
+    assert!(!ok, "a corrupt module was accepted: {text}");
+    assert!(text.contains("compiling"), "{text}");
+
+    // A component for another world (an empty one) is refused by world.
+    let empty_component = plugins.path().join("empty.bin");
+    std::fs::write(&empty_component, b"\0asm\x0d\x00\x01\x00").expect("write component");
+    let (ok, text) = cli(
+        &admin,
+        &[
+            "load",
+            &empty_component.display().to_string(),
+            "--name",
+            "fetch",
+        ],
+    );
+    assert!(!ok, "a wrong-world module was accepted: {text}");
+    assert!(
+        text.contains("must target world gregor:broker/kafka-handler@0.1.0"),
+        "{text}"
+    );
+
+    // A corrupt file dropped into the directory is refused too.
+    install_file(b"garbage", plugins.path(), "produce");
+    let list = wait_for("the refusal to be listed", Duration::from_secs(30), || {
+        let list = plugin_list(&admin);
+        let refused = list["refused"].as_array()?.iter().any(|r| {
+            r["file"]
+                .as_str()
+                .is_some_and(|f| f.ends_with("produce.wasm"))
+        });
+        refused.then_some(list)
+    });
+    let after = handler_entry(&list, "produce").expect("produce still listed");
+    assert_eq!(
+        after["sha256"], before["sha256"],
+        "the old produce module must keep serving"
+    );
+
+    // And it really serves: a produce/consume round trip works.
+    let producer = kafka::producer(&broker, &[]);
+    producer
+        .send(
+            FutureRecord::to("still-works").key("k").payload("v"),
+            Duration::from_secs(60),
+        )
+        .await
+        .expect("produce with the old module");
+    let received = kafka::consume_all(&broker, "still-works", 1, 1, Duration::from_secs(60)).await;
+    assert_eq!(received[&0].len(), 1);
+
+    // Putting a good module back clears the refusal.
+    let good = std::fs::read(plugin_dir().join("produce.wasm")).expect("read produce");
+    install_file(&variant(&good, 1), plugins.path(), "produce");
+    wait_for("the refusal to clear", Duration::from_secs(30), || {
+        let list = plugin_list(&admin);
+        let refused = list["refused"].as_array()?.iter().any(|r| {
+            r["file"]
+                .as_str()
+                .is_some_and(|f| f.ends_with("produce.wasm"))
+        });
+        let sha = handler_entry(&list, "produce")?["sha256"].clone();
+        (!refused && sha != before["sha256"]).then_some(())
+    });
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn produce_and_fetch_handlers_are_replaced_under_load_without_errors() {
+    let admin_port = free_port().to_string();
+    let admin = format!("127.0.0.1:{admin_port}");
+    let plugins = private_plugin_dir();
+    let plugin_path = plugins.path().display().to_string();
+    let broker = Broker::start_with(&[
+        ("plugin.dir", plugin_path.as_str()),
+        ("admin.listener", admin.as_str()),
+        ("plugin.watch.interval.ms", "50"),
+    ]);
+    let topic = "hot-reload";
+    kafka::create_topic(&broker, topic, 2).await;
+
+    // A consumer reading continuously from the start of both partitions.
+    let consumer = kafka::stream_consumer(&broker);
+    let mut assignment = TopicPartitionList::new();
+    for partition in 0..2 {
+        assignment
+            .add_partition_offset(topic, partition, Offset::Beginning)
+            .expect("assign");
+    }
+    consumer.assign(&assignment).expect("assign partitions");
+    let stop = Arc::new(AtomicBool::new(false));
+    let reader_stop = Arc::clone(&stop);
+    let reader = tokio::spawn(async move {
+        let mut received: BTreeMap<i32, Vec<u64>> = BTreeMap::new();
+        loop {
+            match tokio::time::timeout(Duration::from_millis(500), consumer.recv()).await {
+                Ok(Ok(message)) => {
+                    let seq: u64 = std::str::from_utf8(message.payload().unwrap_or_default())
+                        .ok()
+                        .and_then(|text| text.parse().ok())
+                        .expect("payload is a sequence number");
+                    received.entry(message.partition()).or_default().push(seq);
+                }
+                Ok(Err(KafkaError::PartitionEOF(_))) => {}
+                Ok(Err(error)) => panic!("consumer error during hot reload: {error}"),
+                Err(_) if reader_stop.load(Ordering::Relaxed) => return received,
+                Err(_) => {}
+            }
+        }
+    });
+
+    // A producer sending continuously; every delivery must succeed.
+    let producer = kafka::producer(&broker, &[("linger.ms", "5")]);
+    let writer_stop = Arc::clone(&stop);
+    let writer = tokio::spawn(async move {
+        let mut sent: BTreeMap<i32, Vec<u64>> = BTreeMap::new();
+        let mut seq = 0u64;
+        while !writer_stop.load(Ordering::Relaxed) {
+            let mut batch = Vec::new();
+            for _ in 0..50 {
+                let payload = seq.to_string();
+                let partition = (seq % 2) as i32;
+                batch.push((seq, partition, payload));
+                seq += 1;
+            }
+            let deliveries = batch.iter().map(|(_, partition, payload)| {
+                producer.send(
+                    FutureRecord::<(), _>::to(topic)
+                        .payload(payload)
+                        .partition(*partition),
+                    Duration::from_secs(60),
+                )
+            });
+            for ((seq, partition, _), delivery) in
+                batch.iter().zip(futures_join_all(deliveries).await)
+            {
+                let delivery = delivery.unwrap_or_else(|(e, _)| {
+                    panic!("delivery of {seq} failed during hot reload: {e}")
+                });
+                assert_eq!(delivery.partition, *partition);
+                sent.entry(*partition).or_default().push(*seq);
+            }
+        }
+        sent
+    });
+
+    // Replace Produce and Fetch several times while the clients run.
+    let produce = std::fs::read(plugin_dir().join("produce.wasm")).expect("read produce");
+    let fetch = std::fs::read(plugin_dir().join("fetch.wasm")).expect("read fetch");
+    let mut reload_ms = Vec::new();
+    for round in 1..=4u32 {
+        for (name, module) in [("produce", &produce), ("fetch", &fetch)] {
+            let bytes = variant(module, round);
+            let started = Instant::now();
+            install_file(&bytes, plugins.path(), name);
+            let hash = sha256_hex(&bytes);
+            wait_for(
+                &format!("{name} round {round} to be swapped in"),
+                Duration::from_secs(60),
+                || {
+                    let entry = handler_entry(&plugin_list(&admin), name)?;
+                    (entry["sha256"].as_str() == Some(hash.as_str())).then_some(())
+                },
+            );
+            reload_ms.push(started.elapsed().as_millis());
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    stop.store(true, Ordering::Relaxed);
+    let sent = writer.await.expect("producer task");
+    let total: usize = sent.values().map(Vec::len).sum();
+    assert!(total > 0, "nothing was produced");
+    // Let the consumer catch up with everything that was acknowledged.
+    let received = reader.await.expect("consumer task");
+    assert_eq!(
+        received, sent,
+        "consumed exactly what was produced, in order, once"
+    );
+    eprintln!("hot reload: {total} records through 8 swaps; swap-to-served times (ms, incl. admin polling): {reload_ms:?}");
+}
+
+/// The module identity the admin API reports.
+fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(bytes)
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect()
+}
+
+/// Awaits every future, in order.
+async fn futures_join_all<F: std::future::Future>(
+    futures: impl Iterator<Item = F>,
+) -> Vec<F::Output> {
+    let handles: Vec<F> = futures.collect();
+    let mut out = Vec::with_capacity(handles.len());
+    for future in handles {
+        out.push(future.await);
+    }
+    out
+}
