@@ -7,6 +7,7 @@
 //! - `PUT /plugins/{name}` — body is a `.wasm` module; validated, then
 //!   written to the plugin directory and swapped in.
 //! - `DELETE /plugins/{name}` — removes the module's file and unloads it.
+//! - `GET /metrics` — Prometheus metrics (see `metrics.rs`).
 //! - `GET /health` — `ok`.
 
 use std::sync::Arc;
@@ -17,7 +18,44 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
+use crate::apis::WorkerIdle;
+use crate::broker::Broker;
+use crate::channel::RequestChannel;
+use crate::metrics::{PluginCounters, ScrapeGauges};
 use crate::plugins::manager::PluginManager;
+
+/// What the admin endpoint serves from.
+pub struct AdminState {
+    pub plugins: Arc<PluginManager>,
+    pub broker: Arc<Broker>,
+    pub channel: RequestChannel,
+    pub worker_idle: Arc<WorkerIdle>,
+}
+
+impl AdminState {
+    fn metrics_text(&self) -> String {
+        use std::sync::atomic::Ordering::Relaxed;
+        let plugins = self
+            .broker
+            .registry
+            .handlers()
+            .iter()
+            .map(|handler| PluginCounters {
+                name: handler.source().name.to_string(),
+                api_key: handler.info().api_key,
+                calls: handler.stats.calls.load(Relaxed),
+                traps: handler.stats.traps.load(Relaxed),
+                timeouts: handler.stats.timeouts.load(Relaxed),
+            })
+            .collect();
+        let gauges = ScrapeGauges {
+            queue_size: self.channel.queue_size(),
+            idle_ratio: self.worker_idle.ratio(),
+            plugins,
+        };
+        self.broker.metrics.render(&gauges)
+    }
+}
 
 /// The largest module an upload may carry.
 const MAX_BODY_BYTES: usize = 64 * 1024 * 1024;
@@ -52,7 +90,7 @@ impl HttpResponse {
 
 pub async fn serve(
     listener: TcpListener,
-    plugins: Arc<PluginManager>,
+    state: Arc<AdminState>,
     mut shutdown: watch::Receiver<bool>,
 ) {
     if let Ok(address) = listener.local_addr() {
@@ -62,9 +100,9 @@ pub async fn serve(
         tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((stream, _)) => {
-                    let plugins = Arc::clone(&plugins);
+                    let state = Arc::clone(&state);
                     tokio::spawn(async move {
-                        if let Err(error) = handle_connection(stream, &plugins).await {
+                        if let Err(error) = handle_connection(stream, &state).await {
                             debug!("admin connection: {error}");
                         }
                     });
@@ -76,11 +114,11 @@ pub async fn serve(
     }
 }
 
-async fn handle_connection(stream: TcpStream, plugins: &PluginManager) -> std::io::Result<()> {
+async fn handle_connection(stream: TcpStream, state: &AdminState) -> std::io::Result<()> {
     let (read_half, mut write_half) = stream.into_split();
     let mut reader = BufReader::new(read_half);
     let response = match read_request(&mut reader).await {
-        Ok(request) => route(request, plugins).await,
+        Ok(request) => route(request, state).await,
         Err(response) => response,
     };
     let reason = match response.status {
@@ -164,7 +202,8 @@ async fn read_request<R: tokio::io::AsyncBufRead + Unpin>(
     Ok(HttpRequest { method, path, body })
 }
 
-async fn route(request: HttpRequest, plugins: &PluginManager) -> HttpResponse {
+async fn route(request: HttpRequest, state: &AdminState) -> HttpResponse {
+    let plugins = &state.plugins;
     let path = request.path.split('?').next().unwrap_or_default();
     let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
     match (request.method.as_str(), segments.as_slice()) {
@@ -172,6 +211,11 @@ async fn route(request: HttpRequest, plugins: &PluginManager) -> HttpResponse {
             status: 200,
             content_type: "text/plain",
             body: b"ok\n".to_vec(),
+        },
+        ("GET", ["metrics"]) => HttpResponse {
+            status: 200,
+            content_type: "text/plain; version=0.0.4",
+            body: state.metrics_text().into_bytes(),
         },
         ("GET", ["plugins"]) => HttpResponse::json(200, &plugins.status()),
         ("PUT", ["plugins", name]) => match plugins.upload(name, request.body).await {

@@ -6,6 +6,7 @@
 //! waiting for data) never holds a worker: the worker goes on with other
 //! requests while it waits, as Kafka parks such requests in purgatory.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -14,7 +15,8 @@ use tokio::task::JoinHandle;
 use tracing::{debug, warn};
 
 use crate::broker::Broker;
-use crate::channel::{Request, RequestChannel, Response, Route};
+use crate::channel::{Reply, Request, RequestChannel, Response, Route};
+use crate::metrics::RequestEnd;
 use crate::network::header::encode_response;
 use crate::plugins::bindings::{Outcome, RequestContext};
 
@@ -36,12 +38,15 @@ impl KafkaApis {
     /// Handles one request and hands the response back to its connection.
     pub async fn handle(&self, mut request: Request) {
         request.timings.dequeued = Some(Instant::now());
-        let response = match &request.route {
-            Route::UnsupportedApiVersions => Response::Send(encode_response(
-                request.header.correlation_id,
-                false,
-                &self.unsupported_api_versions_body(),
-            )),
+        let (response, end) = match &request.route {
+            Route::UnsupportedApiVersions => (
+                Response::Send(encode_response(
+                    request.header.correlation_id,
+                    false,
+                    &self.unsupported_api_versions_body(),
+                )),
+                RequestEnd::UnsupportedVersion,
+            ),
             Route::Handler(handler) => {
                 let ctx = RequestContext {
                     api_key: request.header.api_key,
@@ -53,17 +58,27 @@ impl KafkaApis {
                     listener: request.session.listener.clone(),
                     security_protocol: request.session.security_protocol.clone(),
                 };
-                match handler
+                let (outcome, report) = handler
                     .call(&self.broker, &request.session, ctx, &request.body)
-                    .await
-                {
-                    Ok(Outcome::Respond(body)) => Response::Send(encode_response(
-                        request.header.correlation_id,
-                        request.flexible_response,
-                        &body,
-                    )),
-                    Ok(Outcome::NoResponse) => Response::NoResponse,
-                    Ok(Outcome::CloseConnection) => Response::Close,
+                    .await;
+                request.timings.remote = report.host_wait;
+                self.broker.metrics.record_plugin_call(
+                    &handler.source().name,
+                    report.call_time,
+                    report.instantiate_time,
+                    report.peak_memory,
+                );
+                match outcome {
+                    Ok(Outcome::Respond(body)) => (
+                        Response::Send(encode_response(
+                            request.header.correlation_id,
+                            request.flexible_response,
+                            &body,
+                        )),
+                        RequestEnd::Responded,
+                    ),
+                    Ok(Outcome::NoResponse) => (Response::NoResponse, RequestEnd::NoResponse),
+                    Ok(Outcome::CloseConnection) => (Response::Close, RequestEnd::ClosedByHandler),
                     Err(error) => {
                         // Without the message schema the host cannot build a
                         // typed error response, so the client gets a closed
@@ -75,7 +90,7 @@ impl KafkaApis {
                             correlation_id = request.header.correlation_id,
                             "handler failed, closing the connection: {error}"
                         );
-                        Response::Close
+                        (Response::Close, RequestEnd::HandlerFailed)
                     }
                 }
             }
@@ -92,7 +107,11 @@ impl KafkaApis {
             "request completed"
         );
         // The connection may be gone; then there is nobody to answer.
-        let _ = request.reply.send((response, request.timings));
+        let _ = request.reply.send(Reply {
+            response,
+            timings: request.timings,
+            end,
+        });
     }
 
     /// ApiVersions v0 with UNSUPPORTED_VERSION and the served APIs, so an
@@ -111,24 +130,56 @@ impl KafkaApis {
     }
 }
 
+/// How much of their time the handler workers spent with nothing to do
+/// (Kafka's RequestHandlerAvgIdlePercent), since start.
+pub struct WorkerIdle {
+    started: Instant,
+    workers: usize,
+    idle_nanos: AtomicU64,
+}
+
+impl WorkerIdle {
+    pub fn ratio(&self) -> f64 {
+        let capacity = self.started.elapsed().as_nanos() as f64 * self.workers as f64;
+        if capacity <= 0.0 {
+            return 1.0;
+        }
+        (self.idle_nanos.load(Ordering::Relaxed) as f64 / capacity).clamp(0.0, 1.0)
+    }
+}
+
 /// Starts `count` handler workers on the channel. They stop once the
 /// channel is closed and every request they hold is answered.
 pub fn spawn_workers(
     count: usize,
     channel: &RequestChannel,
     apis: Arc<KafkaApis>,
-) -> Vec<JoinHandle<()>> {
-    (0..count)
+) -> (Vec<JoinHandle<()>>, Arc<WorkerIdle>) {
+    let idle = Arc::new(WorkerIdle {
+        started: Instant::now(),
+        workers: count,
+        idle_nanos: AtomicU64::new(0),
+    });
+    let handles = (0..count)
         .map(|_| {
             let receiver = channel.receiver();
             let apis = Arc::clone(&apis);
+            let idle = Arc::clone(&idle);
             tokio::spawn(async move {
                 let mut in_progress = FuturesUnordered::new();
                 let mut open = true;
+                let mut idle_since = Some(Instant::now());
                 while open || !in_progress.is_empty() {
                     tokio::select! {
-                        Some(()) = in_progress.next(), if !in_progress.is_empty() => {}
+                        Some(()) = in_progress.next(), if !in_progress.is_empty() => {
+                            if in_progress.is_empty() {
+                                idle_since = Some(Instant::now());
+                            }
+                        }
                         received = receiver.recv(), if open && in_progress.len() < REQUESTS_PER_WORKER => {
+                            if let Some(since) = idle_since.take() {
+                                idle.idle_nanos.fetch_add(since.elapsed().as_nanos() as u64, Ordering::Relaxed);
+                            }
                             match received {
                                 Ok(request) => {
                                     let apis = Arc::clone(&apis);
@@ -141,5 +192,6 @@ pub fn spawn_workers(
                 }
             })
         })
-        .collect()
+        .collect();
+    (handles, idle)
 }

@@ -8,10 +8,12 @@ use std::sync::{Arc, RwLock};
 use anyhow::{Context, Result};
 
 use crate::config::BrokerConfig;
-use crate::log::manager::LogManager;
+use crate::coordinator::{GroupConfig, GroupCoordinator};
+use crate::log::manager::{LogManager, ManagerConfig};
 use crate::log::LogStore;
 use crate::metadata::store::MetadataStore;
 use crate::metadata::topics::TopicManager;
+use crate::metrics::Metrics;
 use crate::plugins::registry::Registry;
 use crate::replica::ReplicaManager;
 use crate::security::acl_store::AclStore;
@@ -36,6 +38,10 @@ pub struct Broker {
     pub registry: Arc<Registry>,
     pub acls: Arc<AclStore>,
     pub authorization: Authorization,
+    /// Request, topic and plugin metrics (`/metrics`).
+    pub metrics: Arc<Metrics>,
+    /// Consumer groups and committed offsets (Kafka's GroupCoordinator).
+    pub groups: Arc<GroupCoordinator>,
 }
 
 impl Broker {
@@ -47,7 +53,7 @@ impl Broker {
         let node_id = config.node_id()?;
         let cluster_id = load_or_create_cluster_id(&log_dir, node_id)?;
         let logs: Arc<dyn LogStore> = Arc::new(
-            LogManager::open(&log_dir.join("partitions"))
+            LogManager::open_with(log_manager_config(&config))
                 .map_err(|error| anyhow::anyhow!("{error}"))
                 .context("opening partition logs")?,
         );
@@ -55,16 +61,24 @@ impl Broker {
             .map_err(|error| anyhow::anyhow!("{error}"))
             .context("opening the metadata store")?;
         let topics = TopicManager::open(Arc::clone(&config), Arc::clone(&logs), store)?;
+        let metrics = Arc::new(Metrics::default());
+        let groups = GroupCoordinator::open(
+            &log_dir.join("groups"),
+            GroupConfig::from_broker(&config).context("group coordinator config")?,
+        )?;
+        groups.start()?;
         Ok(Self {
             node_id,
             cluster_id,
             advertised: RwLock::new(Vec::new()),
-            replica: ReplicaManager::new(Arc::clone(&logs)),
+            replica: ReplicaManager::new(Arc::clone(&logs), Arc::clone(&metrics)),
+            metrics,
             logs,
             topics,
             registry: Arc::new(Registry::default()),
             acls: Arc::new(AclStore::default()),
             authorization: Authorization::default(),
+            groups,
             config,
         })
     }
@@ -89,13 +103,39 @@ impl Broker {
             .cloned()
     }
 
-    /// Flushes every log (clean shutdown).
+    /// Flushes every log and the group store (clean shutdown).
     pub fn flush(&self) -> Result<()> {
+        self.groups.flush()?;
+        // A clean shutdown of the logs: flush, checkpoints, and the marker
+        // that spares the next start any recovery.
         self.logs
-            .flush()
+            .shutdown()
             .map_err(|error| anyhow::anyhow!("{error}"))
             .context("flushing logs")
     }
+}
+
+/// The log manager's settings: each of `log.dirs` holds its partitions
+/// under `partitions/` (beside the broker's own files in the first one),
+/// and the background intervals with Kafka's names and defaults.
+fn log_manager_config(config: &BrokerConfig) -> ManagerConfig {
+    let dirs = config.log_dirs();
+    let mut manager = ManagerConfig::new(dirs.iter().map(|d| d.join("partitions")).collect());
+    manager.names = dirs
+        .iter()
+        .map(|d| {
+            std::path::absolute(d)
+                .unwrap_or_else(|_| d.clone())
+                .display()
+                .to_string()
+        })
+        .collect();
+    manager.retention_check_interval =
+        config.millis("log.retention.check.interval.ms", 300_000);
+    manager.cleaner_backoff = config.millis("log.cleaner.backoff.ms", 15_000);
+    manager.checkpoint_interval = config.millis("log.flush.offset.checkpoint.interval.ms", 60_000);
+    manager.cleaner_enable = config.get("log.cleaner.enable") != Some("false");
+    manager
 }
 
 /// Kafka keeps `cluster.id` in `meta.properties`; so do we.

@@ -6,11 +6,12 @@
 //! responses leave in request order.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use tokio::sync::oneshot;
 
+use crate::metrics::RequestEnd;
 use crate::network::header::RequestHeader;
 use crate::plugins::handler::LoadedHandler;
 
@@ -51,6 +52,16 @@ pub struct Timings {
     pub received: Instant,
     pub dequeued: Option<Instant>,
     pub handled: Option<Instant>,
+    /// Time the handler spent waiting in host calls (RemoteTime).
+    pub remote: Duration,
+}
+
+/// What a worker hands back to the connection.
+#[derive(Debug)]
+pub struct Reply {
+    pub response: Response,
+    pub timings: Timings,
+    pub end: RequestEnd,
 }
 
 pub struct Request {
@@ -60,7 +71,7 @@ pub struct Request {
     pub route: Route,
     pub flexible_response: bool,
     pub timings: Timings,
-    pub reply: oneshot::Sender<(Response, Timings)>,
+    pub reply: oneshot::Sender<Reply>,
 }
 
 /// A bounded multi-consumer queue of requests.
@@ -84,6 +95,11 @@ impl RequestChannel {
 
     pub fn receiver(&self) -> async_channel::Receiver<Request> {
         self.receiver.clone()
+    }
+
+    /// Requests waiting for a worker.
+    pub fn queue_size(&self) -> usize {
+        self.sender.len()
     }
 
     /// Stops accepting requests (shutdown).

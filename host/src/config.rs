@@ -151,13 +151,42 @@ impl BrokerConfig {
         self.parsed("node.id")
     }
 
-    /// The first of `log.dirs` (several directories come with the storage issue).
+    /// The first of `log.dirs`: where broker-wide files (`meta.properties`,
+    /// the metadata store) live.
     pub fn log_dir(&self) -> PathBuf {
+        self.log_dirs()
+            .into_iter()
+            .next()
+            .unwrap_or_else(|| PathBuf::from("./data"))
+    }
+
+    /// Every directory of `log.dirs` (comma-separated, else `log.dir`), in
+    /// order; partitions are spread across them.
+    pub fn log_dirs(&self) -> Vec<PathBuf> {
         let raw = self
             .get("log.dirs")
             .or_else(|| self.get("log.dir"))
             .unwrap_or("./data");
-        PathBuf::from(raw.split(',').next().unwrap_or(raw).trim())
+        let dirs: Vec<PathBuf> = raw
+            .split(',')
+            .map(str::trim)
+            .filter(|d| !d.is_empty())
+            .map(PathBuf::from)
+            .collect();
+        if dirs.is_empty() {
+            vec![PathBuf::from("./data")]
+        } else {
+            dirs
+        }
+    }
+
+    /// A duration property in milliseconds, with a default.
+    pub fn millis(&self, name: &str, default: u64) -> std::time::Duration {
+        let ms = self
+            .get(name)
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .unwrap_or(default);
+        std::time::Duration::from_millis(ms)
     }
 
     pub fn plugin_dir(&self) -> PathBuf {

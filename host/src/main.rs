@@ -12,8 +12,10 @@ mod broker;
 mod channel;
 mod cli;
 mod config;
+mod coordinator;
 mod log;
 mod metadata;
+mod metrics;
 mod network;
 mod plugins;
 mod replica;
@@ -160,9 +162,10 @@ async fn serve(config: BrokerConfig) -> Result<()> {
 
     let channel = RequestChannel::new(config.queued_max_requests()?);
     let apis = Arc::new(KafkaApis::new(Arc::clone(&broker)));
-    let workers = apis::spawn_workers(config.io_threads()?, &channel, apis);
+    let (workers, worker_idle) = apis::spawn_workers(config.io_threads()?, &channel, apis);
     let ctx = Arc::new(ConnectionContext {
         registry: Arc::clone(&broker.registry),
+        metrics: Arc::clone(&broker.metrics),
         channel: channel.clone(),
         max_request_bytes: config.socket_request_max_bytes()?,
     });
@@ -172,11 +175,13 @@ async fn serve(config: BrokerConfig) -> Result<()> {
         let admin_listener = tokio::net::TcpListener::bind(address)
             .await
             .with_context(|| format!("binding the admin endpoint on {address}"))?;
-        tokio::spawn(admin::serve(
-            admin_listener,
-            Arc::clone(&plugins),
-            stopped.clone(),
-        ));
+        let admin_state = admin::AdminState {
+            plugins: Arc::clone(&plugins),
+            broker: Arc::clone(&broker),
+            channel: channel.clone(),
+            worker_idle: Arc::clone(&worker_idle),
+        };
+        tokio::spawn(admin::serve(admin_listener, Arc::new(admin_state), stopped.clone()));
     }
     let listeners: Vec<_> = bound
         .into_iter()

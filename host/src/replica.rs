@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 
 use crate::log::{LogStore, StorageError, TopicPartition};
+use crate::metrics::Metrics;
 
 /// Kafka error codes the replica manager answers with directly.
 pub mod codes {
@@ -61,6 +62,7 @@ pub struct OffsetAnswer {
 pub struct ReplicaManager {
     logs: Arc<dyn LogStore>,
     appended: Notify,
+    metrics: Arc<Metrics>,
 }
 
 fn now_ms() -> i64 {
@@ -71,10 +73,11 @@ fn now_ms() -> i64 {
 }
 
 impl ReplicaManager {
-    pub fn new(logs: Arc<dyn LogStore>) -> Self {
+    pub fn new(logs: Arc<dyn LogStore>, metrics: Arc<Metrics>) -> Self {
         Self {
             logs,
             appended: Notify::new(),
+            metrics,
         }
     }
 
@@ -91,6 +94,8 @@ impl ReplicaManager {
         match self.logs.append(&tp, records, now_ms()) {
             Ok(info) => {
                 self.appended.notify_waiters();
+                self.metrics
+                    .record_produce(topic, info.bytes, info.record_count, false);
                 AppendOutcome {
                     error_code: codes::NONE,
                     error_message: None,
@@ -99,7 +104,10 @@ impl ReplicaManager {
                     log_start_offset: info.log_start_offset,
                 }
             }
-            Err(error) => AppendOutcome::failed(error.error_code(), message_of(&error)),
+            Err(error) => {
+                self.metrics.record_produce(topic, 0, 0, true);
+                AppendOutcome::failed(error.error_code(), message_of(&error))
+            }
         }
     }
 
@@ -122,15 +130,27 @@ impl ReplicaManager {
                 .iter()
                 .any(|result| result.error_code != codes::NONE);
             if bytes >= options.min_bytes || has_error || Instant::now() >= deadline {
-                return results;
+                return self.counted(results);
             }
             tokio::select! {
                 _ = &mut appended => {}
                 _ = tokio::time::sleep_until(deadline.into()) => {
-                    return self.read_all(partitions, options.max_bytes);
+                    return self.counted(self.read_all(partitions, options.max_bytes));
                 }
             }
         }
+    }
+
+    /// Counts what a fetch returns into the topic metrics.
+    fn counted(&self, results: Vec<FetchedPartition>) -> Vec<FetchedPartition> {
+        for result in &results {
+            self.metrics.record_fetch(
+                &result.topic,
+                result.records.len(),
+                result.error_code != codes::NONE,
+            );
+        }
+        results
     }
 
     /// One pass over the partitions with Kafka's byte limits: the response
@@ -225,6 +245,116 @@ impl ReplicaManager {
             offset: -1,
             timestamp: -1,
         })
+    }
+}
+
+/// DeleteRecords' answer for one partition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeleteRecordsOutcome {
+    pub error_code: i16,
+    pub error_message: Option<String>,
+    /// The new log start offset, -1 on error.
+    pub low_watermark: i64,
+}
+
+/// A partition in a DescribeLogDirs answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogDirPartition {
+    pub topic: String,
+    pub partition: i32,
+    pub size: i64,
+}
+
+/// A log directory in a DescribeLogDirs answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogDirDescription {
+    pub path: String,
+    pub error_code: i16,
+    pub partitions: Vec<LogDirPartition>,
+    pub total_bytes: i64,
+    pub usable_bytes: i64,
+}
+
+/// Storage administration: DeleteRecords, DescribeLogDirs and
+/// AlterReplicaLogDirs, as Kafka's ReplicaManager serves them.
+impl ReplicaManager {
+    /// Moves a partition's log start offset (DeleteRecords); `offset` -1
+    /// means the high watermark. On a single node the new low watermark is
+    /// final at once, so there is nothing to wait for.
+    pub fn delete_records(&self, topic: &str, partition: i32, offset: i64) -> DeleteRecordsOutcome {
+        let tp = TopicPartition::new(topic, partition);
+        match self.logs.delete_records(&tp, offset) {
+            Ok(low_watermark) => DeleteRecordsOutcome {
+                error_code: codes::NONE,
+                error_message: None,
+                low_watermark,
+            },
+            Err(error) => DeleteRecordsOutcome {
+                error_code: error.error_code(),
+                error_message: message_of(&error),
+                low_watermark: -1,
+            },
+        }
+    }
+
+    /// Every log directory with its partitions and their sizes.
+    pub fn describe_log_dirs(&self) -> Vec<LogDirDescription> {
+        self.logs
+            .describe_log_dirs()
+            .into_iter()
+            .map(|dir| LogDirDescription {
+                path: dir.path,
+                error_code: codes::NONE,
+                partitions: dir
+                    .partitions
+                    .into_iter()
+                    .map(|(tp, size)| LogDirPartition {
+                        topic: tp.topic,
+                        partition: tp.partition,
+                        size: i64::try_from(size).unwrap_or(i64::MAX),
+                    })
+                    .collect(),
+                total_bytes: dir.total_bytes,
+                usable_bytes: dir.usable_bytes,
+            })
+            .collect()
+    }
+
+    /// AlterReplicaLogDirs for one partition. As in Kafka the answer comes
+    /// at once and the copy runs in the background (DescribeLogDirs shows
+    /// the partition in its new directory when it is done); a directory
+    /// that is not one of `log.dirs` is LOG_DIR_NOT_FOUND and an unknown
+    /// partition UNKNOWN_TOPIC_OR_PARTITION.
+    pub fn alter_log_dir(&self, topic: &str, partition: i32, log_dir: &str) -> i16 {
+        let tp = TopicPartition::new(topic, partition);
+        let current = match self.logs.partition_dir(&tp) {
+            Ok(dir) => dir,
+            Err(error) => return error.error_code(),
+        };
+        let known = self
+            .logs
+            .describe_log_dirs()
+            .iter()
+            .any(|dir| dir.path == log_dir);
+        if !known {
+            return crate::log::error_codes::LOG_DIR_NOT_FOUND;
+        }
+        if current == log_dir {
+            return codes::NONE;
+        }
+        let logs = Arc::clone(&self.logs);
+        let target = log_dir.to_string();
+        let spawned = std::thread::Builder::new()
+            .name("log-dir-move".into())
+            .spawn(move || {
+                if let Err(error) = logs.move_partition(&tp, &target) {
+                    tracing::error!(partition = %tp, to = %target, "moving the partition failed: {error}");
+                }
+            });
+        match spawned {
+            Ok(_) => codes::NONE,
+            Err(_) => crate::log::error_codes::KAFKA_STORAGE_ERROR,
+        }
     }
 }
 

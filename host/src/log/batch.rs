@@ -363,12 +363,20 @@ fn validate_records(batch: &[u8], header: &BatchHeader) -> Result<i64, StorageEr
     Ok(max_timestamp)
 }
 
-/// What the host reads of a record: where it sits in the batch's offsets and
-/// its timestamp.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// What the host reads of a record: where it sits in the batch's offsets,
+/// its timestamp, and where its key, value and headers are in the batch
+/// (the cleaner needs keys; everything else only offsets and timestamps).
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RecordInfo {
     pub offset_delta: i32,
     pub timestamp: i64,
+    pub attributes: u8,
+    /// `None` for a null key.
+    pub key: Option<std::ops::Range<usize>>,
+    /// `None` for a null value (a tombstone).
+    pub value: Option<std::ops::Range<usize>>,
+    /// The header count and headers, as encoded.
+    pub headers: std::ops::Range<usize>,
 }
 
 /// Iterates the records of an *uncompressed* batch, checking each record's
@@ -408,11 +416,13 @@ impl<'a> Records<'a> {
         if p >= end {
             return Err("empty record".into());
         }
-        p += 1; // attributes
+        let attributes = body[p];
+        p += 1;
         let timestamp_delta = read_varlong(body, &mut p)?;
         let offset_delta = read_varint(body, &mut p)?;
-        skip_bytes(body, &mut p, "key", true)?;
-        skip_bytes(body, &mut p, "value", true)?;
+        let key = skip_bytes(body, &mut p, "key", true)?;
+        let value = skip_bytes(body, &mut p, "value", true)?;
+        let headers_start = p;
         let headers = read_varint(body, &mut p)?;
         if headers < 0 {
             return Err(format!("negative header count {headers}"));
@@ -431,6 +441,10 @@ impl<'a> Records<'a> {
         Ok(RecordInfo {
             offset_delta,
             timestamp: self.base_timestamp.wrapping_add(timestamp_delta),
+            attributes,
+            key,
+            value,
+            headers: headers_start..end,
         })
     }
 }
@@ -464,33 +478,69 @@ impl Iterator for Records<'_> {
 }
 
 /// The `(offset, timestamp)` of the first record of a stored batch whose
-/// timestamp is at or after `target`; the caller picked the batch because
-/// its max timestamp qualifies.
+/// timestamp is at or after `target` and whose offset is at least
+/// `min_offset` (the log start offset); the caller picked the batch because
+/// its max timestamp qualifies. `None` if no record of the batch does.
 ///
 /// With LogAppendTime every record carries the batch's max timestamp, so the
-/// first record answers. A compressed batch is not decoded: its first offset
-/// answers, with its first timestamp if that qualifies, else its max.
-pub fn first_record_at_or_after(batch: &[u8], header: &BatchHeader, target: i64) -> (i64, i64) {
+/// first record (at or after `min_offset`) answers. A compressed batch is not
+/// decoded: its first offset answers, with its first timestamp if that
+/// qualifies, else its max.
+pub fn first_record_at_or_after(
+    batch: &[u8],
+    header: &BatchHeader,
+    target: i64,
+    min_offset: i64,
+) -> Option<(i64, i64)> {
     let base = header.base_offset;
+    if header.last_offset() < min_offset {
+        return None;
+    }
+    let first = base.max(min_offset);
     if header.is_log_append_time() {
-        return (base, header.max_timestamp);
+        return Some((first, header.max_timestamp));
     }
     if header.compression() == 0 {
         for record in Records::new(batch, header) {
             match record {
-                Ok(r) if r.timestamp >= target => {
-                    return (base.saturating_add(i64::from(r.offset_delta)), r.timestamp)
+                Ok(r) => {
+                    let offset = base.saturating_add(i64::from(r.offset_delta));
+                    if r.timestamp >= target && offset >= min_offset {
+                        return Some((offset, r.timestamp));
+                    }
                 }
-                Ok(_) => {}
                 Err(_) => break,
             }
         }
+        return None;
     }
     if header.base_timestamp >= target {
-        (base, header.base_timestamp)
+        Some((first, header.base_timestamp))
     } else {
-        (base, header.max_timestamp)
+        Some((first, header.max_timestamp))
     }
+}
+
+/// Checks that every record of an append to a compacted topic has a key,
+/// as Kafka's LogValidator does. Compressed batches are opaque to the host
+/// and pass.
+pub fn require_keys(input: &[u8], prepared: &PreparedAppend) -> Result<(), StorageError> {
+    for b in &prepared.batches {
+        let bytes = &input[b.position..b.position + b.size];
+        let header = BatchHeader::parse(bytes).map_err(StorageError::CorruptMessage)?;
+        if header.compression() != 0 {
+            continue;
+        }
+        for record in Records::new(bytes, &header) {
+            let record = record.map_err(StorageError::InvalidRecord)?;
+            if record.key.is_none() {
+                return Err(StorageError::InvalidRecord(
+                    "Compacted topic cannot accept message without key".into(),
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The `(offset, timestamp)` of the first record carrying a stored batch's
@@ -520,16 +570,23 @@ pub fn record_with_max_timestamp(batch: &[u8], header: &BatchHeader) -> (i64, i6
 }
 
 /// Skips a varint-length-prefixed byte field; -1 means null where allowed.
-fn skip_bytes(buf: &[u8], pos: &mut usize, what: &str, nullable: bool) -> Result<(), String> {
+/// Returns where the bytes are (`None` for null).
+fn skip_bytes(
+    buf: &[u8],
+    pos: &mut usize,
+    what: &str,
+    nullable: bool,
+) -> Result<Option<std::ops::Range<usize>>, String> {
     let len = read_varint(buf, pos)?;
     if len == -1 && nullable {
-        return Ok(());
+        return Ok(None);
     }
     let len = usize::try_from(len).map_err(|_| format!("invalid {what} length {len}"))?;
     match pos.checked_add(len) {
         Some(end) if end <= buf.len() => {
+            let start = *pos;
             *pos = end;
-            Ok(())
+            Ok(Some(start..end))
         }
         _ => Err(format!("{what} of {len} bytes overruns the record")),
     }

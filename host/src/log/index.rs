@@ -25,6 +25,7 @@ use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 pub const OFFSET_ENTRY_SIZE: usize = 8;
 pub const TIME_ENTRY_SIZE: usize = 12;
@@ -55,7 +56,7 @@ pub struct TimeEntry {
 #[derive(Debug)]
 struct IndexFile<E> {
     path: PathBuf,
-    file: File,
+    file: Arc<File>,
     entries: Vec<E>,
     /// A write failed: the file no longer matches `entries`.
     stale: bool,
@@ -109,7 +110,7 @@ impl<E: Entry> IndexFile<E> {
             .open(&path)?;
         Ok(IndexFile {
             path,
-            file,
+            file: Arc::new(file),
             entries: Vec::new(),
             stale: false,
             dirty: truncate,
@@ -157,14 +158,19 @@ impl<E: Entry> IndexFile<E> {
     }
 
     fn sync(&mut self) -> io::Result<()> {
+        if let Some(file) = self.to_sync()? {
+            file.sync_data()?;
+        }
+        Ok(())
+    }
+
+    /// The file handle to fsync if entries changed since the last call
+    /// (rewriting a stale file first).
+    fn to_sync(&mut self) -> io::Result<Option<Arc<File>>> {
         if self.stale {
             self.rewrite()?;
         }
-        if self.dirty {
-            self.file.sync_data()?;
-            self.dirty = false;
-        }
-        Ok(())
+        Ok(std::mem::take(&mut self.dirty).then(|| Arc::clone(&self.file)))
     }
 
     /// Keeps the first `n` entries.
@@ -292,6 +298,15 @@ impl SegmentIndex {
         self.times.sync()
     }
 
+    /// The index files changed since the last call, to fsync outside the
+    /// partition's locks.
+    pub fn files_to_sync(&mut self) -> io::Result<Vec<Arc<File>>> {
+        let mut files = Vec::new();
+        files.extend(self.offsets.to_sync()?);
+        files.extend(self.times.to_sync()?);
+        Ok(files)
+    }
+
     /// Replaces both files' contents with the in-memory entries.
     pub fn rewrite(&mut self) -> io::Result<()> {
         self.offsets.rewrite()?;
@@ -302,6 +317,20 @@ impl SegmentIndex {
     pub fn clear(&mut self) -> io::Result<()> {
         self.offsets.truncate_entries(0)?;
         self.times.truncate_entries(0)
+    }
+
+    /// Writes both indexes' entries as new files in `dir` (a partition
+    /// move copies a segment's indexes this way).
+    pub fn write_copy(&self, dir: &Path, base_offset: i64) -> io::Result<()> {
+        let mut offsets =
+            IndexFile::<OffsetEntry>::open(dir.join(offset_index_name(base_offset)), true)?;
+        offsets.entries = self.offsets.entries.clone();
+        offsets.rewrite()?;
+        offsets.sync()?;
+        let mut times = IndexFile::<TimeEntry>::open(dir.join(time_index_name(base_offset)), true)?;
+        times.entries = self.times.entries.clone();
+        times.rewrite()?;
+        times.sync()
     }
 
     pub fn paths(&self) -> [&Path; 2] {

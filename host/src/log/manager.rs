@@ -1,19 +1,36 @@
-//! The log manager: every partition log under one data directory.
+//! The log manager: every partition log under the configured log
+//! directories (`log.dirs`), and the background work on them.
 //!
-//! Layout, as Kafka's: `<log.dir>/<topic>-<partition>/<base-offset>.log`.
-//! Opening the manager takes an exclusive lock on `<log.dir>/.lock` (two
-//! brokers on one directory would corrupt each other's logs), then discovers
-//! and recovers every partition directory.
+//! Layout, as Kafka's: `<log dir>/<topic>-<partition>/<base-offset>.log`
+//! (with `.index` and `.timeindex`), and per log directory the checkpoint
+//! files (see `checkpoint`) and, after a clean shutdown, the
+//! `.kafka_cleanshutdown` marker. Opening the manager takes an exclusive
+//! lock on `<log dir>/.lock` in each directory (two brokers on one
+//! directory would corrupt each other's logs), then discovers and opens
+//! every partition directory with what the checkpoints say about it.
+//!
+//! New partitions go to the directory holding the fewest, as Kafka places
+//! them. A partition moves between directories (AlterReplicaLogDirs) while
+//! it is being written: its segments are copied into a
+//! `<topic>-<partition>.<unique>-future` directory while appends go on, then
+//! appends pause for the final catch-up copy, the future directory is
+//! renamed into place and the old one removed. A crash mid-move leaves
+//! either a `-future` directory (discarded at open) or, for an instant, two
+//! identical copies (the one with the longer log is kept).
 //!
 //! The partition map is behind a read-write lock, held briefly to find a
-//! partition (creating or deleting one, which is rare, holds it across the
-//! few file operations that takes); each partition has its own locks, so
-//! appends to different partitions run in parallel.
+//! partition; each partition has its own locks, so appends to different
+//! partitions run in parallel.
 //!
 //! Deleting a topic first renames each partition directory to
 //! `<topic>-<partition>.<unique>-delete` (one atomic step, so a crash never
 //! leaves a half-deleted log that looks live), then removes it; leftovers
 //! are removed the next time the manager opens.
+//!
+//! Two threads do the background work: the scheduler flushes by `flush.ms`
+//! and after segment rolls (as Kafka flushes a rolled segment), writes the
+//! checkpoints and applies retention; the cleaner compacts. Both stop (and
+//! are joined) on [`LogStore::shutdown`] or when the manager is dropped.
 //!
 //! The manager does not persist topic configs: the metadata store does. After
 //! [`LogManager::open`], discovered partitions run with
@@ -23,29 +40,94 @@
 use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions, TryLockError};
 use std::io;
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, PoisonError, RwLock};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, PoisonError, RwLock};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use super::partition::Partition;
+use super::checkpoint;
+use super::cleaner;
+use super::partition::{lock, now_ms, read, write, OpenHints, Partition};
+use super::segment::Segment;
 use super::{
-    sync_dir, AppendInfo, LogConfig, LogStore, PartitionOffsets, ReadResult, StorageError,
-    TopicPartition,
+    create_dir_durably, sync_dir, AppendInfo, LogConfig, LogDirInfo, LogStore, PartitionOffsets,
+    ReadResult, StorageError, TopicPartition,
 };
 
 const LOCK_FILE: &str = ".lock";
+const CLEAN_SHUTDOWN_FILE: &str = ".kafka_cleanshutdown";
 const DELETE_SUFFIX: &str = "-delete";
+const FUTURE_SUFFIX: &str = "-future";
 /// Kafka's limit on topic name length.
 const MAX_TOPIC_NAME_LEN: usize = 249;
+/// How often the scheduler looks for flushes due.
+const SCHEDULER_TICK: Duration = Duration::from_millis(100);
+/// Checkpoints are rewritten at most this often after flushes.
+const CHECKPOINT_MIN_INTERVAL: Duration = Duration::from_secs(1);
 
-/// Partition logs under one directory; the [`LogStore`] of a single broker.
+/// Broker-level settings of the log manager (Kafka's `log.*` properties).
+#[derive(Clone, Debug)]
+pub struct ManagerConfig {
+    /// Where partition directories go, one per log directory; at least one.
+    pub dirs: Vec<PathBuf>,
+    /// The log directories' names as `log.dirs` gives them (absolute),
+    /// which DescribeLogDirs reports and AlterReplicaLogDirs names; the
+    /// same length as `dirs` (missing names default to the paths).
+    pub names: Vec<String>,
+    /// `log.retention.check.interval.ms`.
+    pub retention_check_interval: Duration,
+    /// `log.cleaner.backoff.ms`: how often the cleaner looks for work.
+    pub cleaner_backoff: Duration,
+    /// `log.cleaner.enable`.
+    pub cleaner_enable: bool,
+    /// `log.flush.offset.checkpoint.interval.ms`.
+    pub checkpoint_interval: Duration,
+}
+
+impl ManagerConfig {
+    /// One directory with Kafka's default intervals.
+    pub fn new(dirs: Vec<PathBuf>) -> Self {
+        ManagerConfig {
+            names: dirs.iter().map(|d| d.display().to_string()).collect(),
+            dirs,
+            retention_check_interval: Duration::from_millis(300_000),
+            cleaner_backoff: Duration::from_millis(15_000),
+            cleaner_enable: true,
+            checkpoint_interval: Duration::from_millis(60_000),
+        }
+    }
+}
+
+/// One configured log directory.
 #[derive(Debug)]
-pub struct LogManager {
-    dir: PathBuf,
-    partitions: RwLock<HashMap<TopicPartition, Arc<Partition>>>,
+struct LogDir {
+    path: PathBuf,
+    name: String,
     /// Held (and locked) for the manager's lifetime.
     _lock: File,
+}
+
+#[derive(Debug)]
+struct Inner {
+    config: ManagerConfig,
+    dirs: Vec<LogDir>,
+    partitions: RwLock<HashMap<TopicPartition, Arc<Partition>>>,
+    /// Serializes checkpoint writes.
+    checkpoint_lock: Mutex<()>,
+    /// Set by a clean shutdown; an append after it takes the clean-shutdown
+    /// markers back.
+    closed: AtomicBool,
+}
+
+/// Partition logs under the log directories; the [`LogStore`] of a single
+/// broker.
+#[derive(Debug)]
+pub struct LogManager {
+    inner: Arc<Inner>,
+    stop: Arc<(Mutex<bool>, Condvar)>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
 }
 
 /// Checks a topic name as Kafka does (`[a-zA-Z0-9._-]{1,249}`, not `.` or
@@ -86,97 +168,380 @@ fn parse_dir_name(name: &str) -> Option<TopicPartition> {
     (validate_topic_name(topic).is_ok() && dir_name(&tp) == name).then_some(tp)
 }
 
-/// A name no other deletion uses: time plus a process-wide counter.
-fn deletion_name(tp: &TopicPartition) -> String {
+/// `<topic>-<partition>.<unique><suffix>`: time plus a process-wide counter.
+fn unique_name(tp: &TopicPartition, suffix: &str) -> String {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let nanos = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos());
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    format!("{}.{nanos}{n}{DELETE_SUFFIX}", dir_name(tp))
+    format!("{}.{nanos}{n}{suffix}", dir_name(tp))
+}
+
+fn lock_dir(dir: &Path) -> Result<File, StorageError> {
+    create_dir_durably(dir)?;
+    let lock = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(dir.join(LOCK_FILE))?;
+    match lock.try_lock() {
+        Ok(()) => Ok(lock),
+        Err(TryLockError::WouldBlock) => Err(StorageError::Io(io::Error::new(
+            io::ErrorKind::WouldBlock,
+            format!(
+                "log directory {} is in use by another process",
+                dir.display()
+            ),
+        ))),
+        Err(TryLockError::Error(e)) => Err(e.into()),
+    }
+}
+
+fn remove_dir_logged(path: &Path) {
+    if let Err(e) = fs::remove_dir_all(path) {
+        tracing::warn!(path = %path.display(), "cannot remove a directory: {e}");
+    }
 }
 
 impl LogManager {
-    /// Opens (creating if needed) the data directory, locks it, removes
-    /// leftovers of interrupted topic deletions and opens and recovers every
-    /// partition found.
+    /// Opens one log directory with Kafka's default intervals.
     pub fn open(dir: &Path) -> Result<Self, StorageError> {
-        super::create_dir_durably(dir)?;
-        let lock = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(dir.join(LOCK_FILE))?;
-        match lock.try_lock() {
-            Ok(()) => {}
-            Err(TryLockError::WouldBlock) => {
-                return Err(StorageError::Io(io::Error::new(
-                    io::ErrorKind::WouldBlock,
-                    format!(
-                        "log directory {} is in use by another process",
-                        dir.display()
-                    ),
-                )))
-            }
-            Err(TryLockError::Error(e)) => return Err(e.into()),
-        }
-
-        let mut partitions = HashMap::new();
-        for entry in fs::read_dir(dir)? {
-            let entry = entry?;
-            if !entry.file_type()?.is_dir() {
-                continue;
-            }
-            let path = entry.path();
-            let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
-                tracing::warn!(path = %path.display(), "ignoring a directory with a non UTF-8 name");
-                continue;
-            };
-            if name.ends_with(DELETE_SUFFIX) {
-                if let Err(e) = fs::remove_dir_all(&path) {
-                    tracing::warn!(path = %path.display(), "cannot remove a deleted partition: {e}");
-                }
-                continue;
-            }
-            let Some(tp) = parse_dir_name(&name) else {
-                tracing::warn!(path = %path.display(), "ignoring a directory that is not a partition");
-                continue;
-            };
-            let partition = Partition::open(path, tp.clone(), LogConfig::default())?;
-            partitions.insert(tp, Arc::new(partition));
-        }
-
-        Ok(LogManager {
-            dir: dir.to_path_buf(),
-            partitions: RwLock::new(partitions),
-            _lock: lock,
-        })
+        Self::open_with(ManagerConfig::new(vec![dir.to_path_buf()]))
     }
 
-    /// Every partition hosted, sorted: after [`LogManager::open`], the
-    /// caller deletes those its metadata no longer knows (a crash between
-    /// removing a topic's record and its logs leaves them behind).
-    #[allow(dead_code)] // until startup reconciles logs with the metadata store
+    /// Opens (creating if needed) every log directory, locks them, removes
+    /// leftovers of interrupted deletions and moves, opens every partition
+    /// found (re-validating what the checkpoints do not vouch for) and
+    /// starts the background threads.
+    pub fn open_with(config: ManagerConfig) -> Result<Self, StorageError> {
+        if config.dirs.is_empty() {
+            return Err(StorageError::LogDirNotFound(
+                "log.dirs names no directory".into(),
+            ));
+        }
+        let mut dirs = Vec::new();
+        for (i, path) in config.dirs.iter().enumerate() {
+            if dirs.iter().any(|d: &LogDir| &d.path == path) {
+                continue;
+            }
+            dirs.push(LogDir {
+                _lock: lock_dir(path)?,
+                path: path.clone(),
+                name: config
+                    .names
+                    .get(i)
+                    .cloned()
+                    .unwrap_or_else(|| path.display().to_string()),
+            });
+        }
+
+        let mut partitions: HashMap<TopicPartition, Arc<Partition>> = HashMap::new();
+        for dir in &dirs {
+            let marker = dir.path.join(CLEAN_SHUTDOWN_FILE);
+            let clean_shutdown = marker.is_file();
+            if clean_shutdown {
+                // From now on a crash must be noticed.
+                fs::remove_file(&marker)?;
+                sync_dir(&dir.path)?;
+            }
+            let recovery_points = checkpoint::read(&dir.path, checkpoint::RECOVERY_POINT);
+            let start_offsets = checkpoint::read(&dir.path, checkpoint::LOG_START_OFFSET);
+            let cleaner_offsets = checkpoint::read(&dir.path, checkpoint::CLEANER_OFFSET);
+            for entry in fs::read_dir(&dir.path)? {
+                let entry = entry?;
+                if !entry.file_type()?.is_dir() {
+                    continue;
+                }
+                let path = entry.path();
+                let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
+                    tracing::warn!(path = %path.display(), "ignoring a directory with a non UTF-8 name");
+                    continue;
+                };
+                if name.ends_with(DELETE_SUFFIX) || name.ends_with(FUTURE_SUFFIX) {
+                    remove_dir_logged(&path);
+                    continue;
+                }
+                let Some(tp) = parse_dir_name(&name) else {
+                    tracing::warn!(path = %path.display(), "ignoring a directory that is not a partition");
+                    continue;
+                };
+                let hints = OpenHints {
+                    clean_shutdown,
+                    recovery_point: recovery_points.get(&tp).copied(),
+                    log_start_offset: start_offsets.get(&tp).copied(),
+                    cleaner_offset: cleaner_offsets.get(&tp).copied(),
+                };
+                let partition = Partition::open(path, tp.clone(), LogConfig::default(), hints)?;
+                if let Some(other) = partitions.get(&tp) {
+                    // A move that died after its copy was renamed into place:
+                    // both copies are whole; keep the longer one.
+                    let (keep, drop) = if other.offsets()?.high_watermark
+                        >= partition.offsets()?.high_watermark
+                    {
+                        (Arc::clone(other), Arc::new(partition))
+                    } else {
+                        (Arc::new(partition), Arc::clone(other))
+                    };
+                    tracing::warn!(partition = %tp, kept = %keep.dir().display(), "partition found in two log directories");
+                    remove_dir_logged(&drop.dir());
+                    partitions.insert(tp, keep);
+                    continue;
+                }
+                partitions.insert(tp, Arc::new(partition));
+            }
+        }
+
+        let manager = LogManager {
+            inner: Arc::new(Inner {
+                config,
+                dirs,
+                partitions: RwLock::new(partitions),
+                checkpoint_lock: Mutex::new(()),
+                closed: AtomicBool::new(false),
+            }),
+            stop: Arc::new((Mutex::new(false), Condvar::new())),
+            threads: Mutex::new(Vec::new()),
+        };
+        manager.start_threads()?;
+        Ok(manager)
+    }
+
+    fn start_threads(&self) -> Result<(), StorageError> {
+        let mut threads = lock(&self.threads);
+        let inner = Arc::clone(&self.inner);
+        let stop = Arc::clone(&self.stop);
+        threads.push(
+            std::thread::Builder::new()
+                .name("log-scheduler".into())
+                .spawn(move || scheduler(&inner, &stop))?,
+        );
+        if self.inner.config.cleaner_enable {
+            let inner = Arc::clone(&self.inner);
+            let stop = Arc::clone(&self.stop);
+            threads.push(
+                std::thread::Builder::new()
+                    .name("log-cleaner".into())
+                    .spawn(move || cleaner_loop(&inner, &stop))?,
+            );
+        }
+        Ok(())
+    }
+
+    fn stop_threads(&self) {
+        {
+            let (stopped, wake) = &*self.stop;
+            *lock(stopped) = true;
+            wake.notify_all();
+        }
+        let threads: Vec<_> = lock(&self.threads).drain(..).collect();
+        for thread in threads {
+            if thread.join().is_err() {
+                tracing::error!("a log background thread panicked");
+            }
+        }
+    }
+
+    /// Every partition hosted, sorted.
     pub fn partitions(&self) -> Vec<TopicPartition> {
-        let mut tps: Vec<_> = self
-            .partitions
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .keys()
-            .cloned()
-            .collect();
+        let mut tps: Vec<_> = read(&self.inner.partitions).keys().cloned().collect();
         tps.sort();
         tps
     }
 
     fn get(&self, tp: &TopicPartition) -> Result<Arc<Partition>, StorageError> {
-        self.partitions
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
+        self.inner.get(tp)
+    }
+
+    /// Runs one retention pass over every partition now (the scheduler does
+    /// this every `log.retention.check.interval.ms`).
+    #[cfg(test)]
+    pub fn run_retention(&self) -> usize {
+        self.inner.retention(now_ms())
+    }
+
+    /// Runs one cleaner pass over every compacted partition now.
+    #[cfg(test)]
+    pub fn run_cleaner(&self, now_ms: i64) -> usize {
+        self.inner.clean_all(now_ms)
+    }
+}
+
+impl Drop for LogManager {
+    fn drop(&mut self) {
+        self.stop_threads();
+    }
+}
+
+impl Inner {
+    fn get(&self, tp: &TopicPartition) -> Result<Arc<Partition>, StorageError> {
+        read(&self.partitions)
             .get(tp)
             .cloned()
             .ok_or(StorageError::UnknownTopicOrPartition)
     }
+
+    fn all(&self) -> Vec<Arc<Partition>> {
+        read(&self.partitions).values().cloned().collect()
+    }
+
+    fn dir_index(&self, log_dir: &Path) -> Option<usize> {
+        self.dirs.iter().position(|d| d.path == log_dir)
+    }
+
+    /// Flushes what is due; returns whether anything was flushed.
+    fn flush_due(&self, now_ms: i64) -> bool {
+        let mut flushed = false;
+        for p in self.all() {
+            if p.flush_due(now_ms) {
+                match p.flush() {
+                    Ok(()) => flushed = true,
+                    Err(e) => tracing::error!(partition = %p.tp, "flush failed: {e}"),
+                }
+            }
+        }
+        flushed
+    }
+
+    fn retention(&self, now_ms: i64) -> usize {
+        let mut deleted = 0;
+        for p in self.all() {
+            match p.delete_old_segments(now_ms) {
+                Ok(n) => deleted += n,
+                Err(e) => tracing::error!(partition = %p.tp, "retention failed: {e}"),
+            }
+        }
+        if deleted > 0 {
+            self.write_checkpoints_logged();
+        }
+        deleted
+    }
+
+    fn clean_all(&self, now_ms: i64) -> usize {
+        let mut cleaned = 0;
+        for p in self.all() {
+            match cleaner::clean(&p, now_ms) {
+                Ok(Some(_)) => cleaned += 1,
+                Ok(None) => {}
+                Err(e) => tracing::error!(partition = %p.tp, "compaction failed: {e}"),
+            }
+        }
+        if cleaned > 0 {
+            self.write_checkpoints_logged();
+        }
+        cleaned
+    }
+
+    /// Rewrites every directory's checkpoints from the partitions' state.
+    fn write_checkpoints(&self) -> Result<(), StorageError> {
+        let _writing = lock(&self.checkpoint_lock);
+        let mut by_dir: Vec<[Vec<(TopicPartition, i64)>; 3]> =
+            self.dirs.iter().map(|_| Default::default()).collect();
+        for p in self.all() {
+            if p.is_deleted() {
+                continue;
+            }
+            let Some(i) = p.dir().parent().and_then(|parent| self.dir_index(parent)) else {
+                continue;
+            };
+            let (recovery_point, log_start_offset, first_dirty) = p.checkpoint_values();
+            by_dir[i][0].push((p.tp.clone(), recovery_point));
+            by_dir[i][1].push((p.tp.clone(), log_start_offset));
+            if p.config().compact {
+                by_dir[i][2].push((p.tp.clone(), first_dirty));
+            }
+        }
+        for (dir, mut entries) in self.dirs.iter().zip(by_dir) {
+            for (name, list) in [
+                checkpoint::RECOVERY_POINT,
+                checkpoint::LOG_START_OFFSET,
+                checkpoint::CLEANER_OFFSET,
+            ]
+            .into_iter()
+            .zip(entries.iter_mut())
+            {
+                list.sort();
+                checkpoint::write(&dir.path, name, list)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn write_checkpoints_logged(&self) {
+        if let Err(e) = self.write_checkpoints() {
+            tracing::error!("cannot write log checkpoints: {e}");
+        }
+    }
+
+    fn flush_all(&self) -> Result<(), StorageError> {
+        for partition in self.all() {
+            partition.flush()?;
+        }
+        for dir in &self.dirs {
+            sync_dir(&dir.path)?;
+        }
+        self.write_checkpoints()
+    }
+}
+
+/// Waits up to `timeout` for the stop flag; true once stopped.
+fn wait_stop(stop: &(Mutex<bool>, Condvar), timeout: Duration) -> bool {
+    let (stopped, wake) = stop;
+    let guard = lock(stopped);
+    if *guard {
+        return true;
+    }
+    let (guard, _) = wake
+        .wait_timeout(guard, timeout)
+        .unwrap_or_else(PoisonError::into_inner);
+    *guard
+}
+
+fn scheduler(inner: &Inner, stop: &(Mutex<bool>, Condvar)) {
+    let mut last_retention = Instant::now();
+    let mut last_checkpoint = Instant::now();
+    let mut checkpoint_pending = false;
+    while !wait_stop(stop, SCHEDULER_TICK) {
+        let now = now_ms();
+        checkpoint_pending |= inner.flush_due(now);
+        if last_retention.elapsed() >= inner.config.retention_check_interval {
+            inner.retention(now);
+            last_retention = Instant::now();
+        }
+        let since = last_checkpoint.elapsed();
+        if (checkpoint_pending && since >= CHECKPOINT_MIN_INTERVAL)
+            || since >= inner.config.checkpoint_interval
+        {
+            inner.write_checkpoints_logged();
+            last_checkpoint = Instant::now();
+            checkpoint_pending = false;
+        }
+    }
+}
+
+fn cleaner_loop(inner: &Inner, stop: &(Mutex<bool>, Condvar)) {
+    while !wait_stop(stop, inner.config.cleaner_backoff) {
+        inner.clean_all(now_ms());
+    }
+}
+
+/// Total and free bytes of the file system holding `path`.
+fn filesystem_space(path: &Path) -> (i64, i64) {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(c_path) = std::ffi::CString::new(path.as_os_str().as_bytes()) else {
+        return (-1, -1);
+    };
+    let mut stat: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `c_path` is a valid NUL-terminated string and `stat` a valid
+    // out-pointer for the duration of the call.
+    if unsafe { libc::statvfs(c_path.as_ptr(), &mut stat) } != 0 {
+        return (-1, -1);
+    }
+    let block = stat.f_frsize as i64;
+    (
+        (stat.f_blocks as i64).saturating_mul(block),
+        (stat.f_bavail as i64).saturating_mul(block),
+    )
 }
 
 impl LogStore for LogManager {
@@ -192,15 +557,28 @@ impl LogStore for LogManager {
             existing.set_config(config);
             return Ok(());
         }
-        let mut partitions = self
-            .partitions
-            .write()
-            .unwrap_or_else(PoisonError::into_inner);
+        let mut partitions = write(&self.inner.partitions);
         if let Some(existing) = partitions.get(tp) {
             existing.set_config(config);
             return Ok(());
         }
-        let partition = Partition::open(self.dir.join(dir_name(tp)), tp.clone(), config)?;
+        // The directory with the fewest partitions, as Kafka places them.
+        let mut counts = vec![0usize; self.inner.dirs.len()];
+        for p in partitions.values() {
+            if let Some(i) = p.dir().parent().and_then(|d| self.inner.dir_index(d)) {
+                counts[i] += 1;
+            }
+        }
+        let target = (0..counts.len()).min_by_key(|&i| counts[i]).unwrap_or(0);
+        let Some(dir) = self.inner.dirs.get(target) else {
+            return Err(StorageError::LogDirNotFound("no log directory".into()));
+        };
+        let partition = Partition::open(
+            dir.path.join(dir_name(tp)),
+            tp.clone(),
+            config,
+            OpenHints::default(),
+        )?;
         partitions.insert(tp.clone(), Arc::new(partition));
         Ok(())
     }
@@ -209,10 +587,7 @@ impl LogStore for LogManager {
         let mut renamed = Vec::new();
         let mut first_error = None;
         {
-            let mut partitions = self
-                .partitions
-                .write()
-                .unwrap_or_else(PoisonError::into_inner);
+            let mut partitions = write(&self.inner.partitions);
             let tps: Vec<TopicPartition> = partitions
                 .keys()
                 .filter(|tp| tp.topic == topic)
@@ -223,9 +598,13 @@ impl LogStore for LogManager {
                     continue;
                 };
                 partition.mark_deleted();
-                let target = self.dir.join(deletion_name(&tp));
-                match fs::rename(partition.dir(), &target) {
-                    Ok(()) => renamed.push(target),
+                let dir = partition.dir();
+                let Some(parent) = dir.parent().map(Path::to_path_buf) else {
+                    continue;
+                };
+                let target = parent.join(unique_name(&tp, DELETE_SUFFIX));
+                match fs::rename(&dir, &target) {
+                    Ok(()) => renamed.push((parent, target)),
                     Err(e) => {
                         tracing::error!(partition = %tp, "cannot delete the partition directory: {e}");
                         first_error.get_or_insert(e);
@@ -233,14 +612,12 @@ impl LogStore for LogManager {
                 }
             }
         }
-        if !renamed.is_empty() {
-            sync_dir(&self.dir)?;
+        for (parent, _) in &renamed {
+            sync_dir(parent)?;
         }
-        for path in renamed {
+        for (_, path) in renamed {
             // Not fatal: the renamed directory is removed at the next open.
-            if let Err(e) = fs::remove_dir_all(&path) {
-                tracing::warn!(path = %path.display(), "cannot remove a deleted partition: {e}");
-            }
+            remove_dir_logged(&path);
         }
         match first_error {
             Some(e) => Err(e.into()),
@@ -254,6 +631,12 @@ impl LogStore for LogManager {
         batches: &[u8],
         now_ms: i64,
     ) -> Result<AppendInfo, StorageError> {
+        if self.inner.closed.swap(false, Ordering::AcqRel) {
+            // Written after the clean shutdown: the next start must recover.
+            for dir in &self.inner.dirs {
+                let _ = fs::remove_file(dir.path.join(CLEAN_SHUTDOWN_FILE));
+            }
+        }
         self.get(tp)?.append(batches, now_ms)
     }
 
@@ -283,20 +666,170 @@ impl LogStore for LogManager {
         self.get(tp)?.max_timestamp()
     }
 
+    fn delete_records(&self, tp: &TopicPartition, offset: i64) -> Result<i64, StorageError> {
+        let low_watermark = self.get(tp)?.delete_records(offset)?;
+        // A log start offset inside a segment exists only in the checkpoint.
+        self.inner.write_checkpoints()?;
+        Ok(low_watermark)
+    }
+
+    fn describe_log_dirs(&self) -> Vec<LogDirInfo> {
+        let all = self.inner.all();
+        self.inner
+            .dirs
+            .iter()
+            .map(|dir| {
+                let mut partitions: Vec<(TopicPartition, u64)> = all
+                    .iter()
+                    .filter(|p| !p.is_deleted() && p.dir().parent() == Some(dir.path.as_path()))
+                    .map(|p| (p.tp.clone(), p.size()))
+                    .collect();
+                partitions.sort();
+                let (total_bytes, usable_bytes) = filesystem_space(&dir.path);
+                LogDirInfo {
+                    path: dir.name.clone(),
+                    partitions,
+                    total_bytes,
+                    usable_bytes,
+                }
+            })
+            .collect()
+    }
+
+    fn move_partition(&self, tp: &TopicPartition, log_dir: &str) -> Result<(), StorageError> {
+        let wanted = Path::new(log_dir);
+        let canonical = fs::canonicalize(wanted).ok();
+        let found = self.inner.dirs.iter().position(|d| {
+            Path::new(&d.name) == wanted
+                || (canonical.is_some() && fs::canonicalize(&d.name).ok() == canonical)
+        });
+        let Some(i) = found else {
+            return Err(StorageError::LogDirNotFound(format!(
+                "{log_dir} is not one of log.dirs"
+            )));
+        };
+        let partition = self.get(tp)?;
+        move_partition(&partition, &self.inner.dirs[i].path)?;
+        self.inner.write_checkpoints()
+    }
+
+    fn partition_dir(&self, tp: &TopicPartition) -> Result<String, StorageError> {
+        let dir = self.get(tp)?.dir();
+        let i = dir
+            .parent()
+            .and_then(|parent| self.inner.dir_index(parent))
+            .ok_or_else(|| StorageError::LogDirNotFound(dir.display().to_string()))?;
+        Ok(self.inner.dirs[i].name.clone())
+    }
+
     fn flush(&self) -> Result<(), StorageError> {
-        let partitions: Vec<Arc<Partition>> = self
-            .partitions
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .values()
-            .cloned()
-            .collect();
-        for partition in partitions {
-            partition.flush()?;
+        self.inner.flush_all()
+    }
+
+    fn shutdown(&self) -> Result<(), StorageError> {
+        self.stop_threads();
+        self.inner.flush_all()?;
+        for dir in &self.inner.dirs {
+            File::create(dir.path.join(CLEAN_SHUTDOWN_FILE))?.sync_all()?;
+            sync_dir(&dir.path)?;
         }
-        sync_dir(&self.dir)?;
+        self.inner.closed.store(true, Ordering::Release);
         Ok(())
     }
+}
+
+/// Moves a partition's directory under `target` (another log dir) while it
+/// stays online; see the module doc.
+fn move_partition(p: &Partition, target: &Path) -> Result<(), StorageError> {
+    let _maintenance = lock(&p.maintenance);
+    let old = p.dir();
+    if old.parent() == Some(target) {
+        return Ok(());
+    }
+    if p.is_deleted() {
+        return Err(StorageError::UnknownTopicOrPartition);
+    }
+    let future = target.join(unique_name(&p.tp, FUTURE_SUFFIX));
+    create_dir_durably(&future)?;
+    let result = copy_and_swap(p, &old, &future, target);
+    if result.is_err() {
+        remove_dir_logged(&future);
+    }
+    result
+}
+
+fn copy_and_swap(p: &Partition, old: &Path, future: &Path, target: &Path) -> Result<(), StorageError> {
+    // Bytes already copied, per segment base offset.
+    let mut copied: HashMap<i64, (File, u64)> = HashMap::new();
+    let copy_all = |copied: &mut HashMap<i64, (File, u64)>| -> Result<(), StorageError> {
+        let views: Vec<_> = read(&p.state).segments.iter().map(|s| s.view(0)).collect();
+        for view in views {
+            let base = view.base_offset();
+            let entry = match copied.entry(base) {
+                std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+                std::collections::hash_map::Entry::Vacant(v) => {
+                    let file = OpenOptions::new()
+                        .write(true)
+                        .create_new(true)
+                        .open(future.join(super::segment::file_name(base)))?;
+                    v.insert((file, 0))
+                }
+            };
+            const CHUNK: u64 = 8 << 20;
+            while entry.1 < view.end() {
+                let to = (entry.1 + CHUNK).min(view.end());
+                let bytes = view.copy_range(entry.1, to)?;
+                entry.0.write_all_at(&bytes, entry.1)?;
+                entry.1 = to;
+            }
+        }
+        Ok(())
+    };
+    // While appends go on.
+    copy_all(&mut copied)?;
+    // The catch-up copy with appends paused.
+    let _append = lock(&p.append_lock);
+    copy_all(&mut copied)?;
+    {
+        let state = read(&p.state);
+        for s in &state.segments {
+            s.copy_index_to(future)?;
+        }
+    }
+    for (file, _) in copied.values() {
+        file.sync_all()?;
+    }
+    sync_dir(future)?;
+    let bases: Vec<i64> = read(&p.state)
+        .segments
+        .iter()
+        .map(Segment::base_offset)
+        .collect();
+    let final_dir = target.join(old.file_name().unwrap_or_default());
+    fs::rename(future, &final_dir)?;
+    sync_dir(target)?;
+    let mut segments = Vec::with_capacity(bases.len());
+    for base in bases {
+        let segment = match Segment::load(&final_dir, base)? {
+            Some(s) => s,
+            None => Segment::recover(&final_dir, base)?.0,
+        };
+        segments.push(segment);
+    }
+    {
+        let mut state = write(&p.state);
+        state.segments = segments;
+        *write(&p.dir) = final_dir.clone();
+    }
+    // The old copy goes; a crash before this leaves two identical copies.
+    if let Some(parent) = old.parent() {
+        let trash = parent.join(unique_name(&p.tp, DELETE_SUFFIX));
+        fs::rename(old, &trash)?;
+        sync_dir(parent)?;
+        remove_dir_logged(&trash);
+    }
+    tracing::info!(partition = %p.tp, to = %final_dir.display(), "moved partition to another log directory");
+    Ok(())
 }
 
 #[cfg(test)]

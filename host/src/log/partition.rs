@@ -1,17 +1,26 @@
-//! One partition's log: its segments, appends, reads and offsets.
+//! One partition's log: its segments, appends, reads, offsets, flushes,
+//! retention and DeleteRecords. Compaction lives in `cleaner` and moving
+//! between log directories in `manager`, both on top of this.
 //!
 //! Locking (see the module doc of `log` for why):
 //! - `append_lock` serializes appenders of this partition. An appender
 //!   validates and copies its batches *before* taking it, then holds it while
 //!   it assigns offsets, rolls if needed and writes.
-//! - `state` (segment list, sizes, index, config) is a read-write lock held
-//!   only for bookkeeping, never across file I/O. A write becomes visible to
-//!   readers when the appender publishes the new size under the write lock,
-//!   so readers never see a partial batch.
+//! - `state` (segment list, sizes, indexes, offsets, config) is a read-write
+//!   lock held only for bookkeeping, never across log file I/O (an index
+//!   entry — a few bytes written to the page cache — is the one exception).
+//!   A write becomes visible to readers when the appender publishes the new
+//!   size under the write lock, so readers never see a partial batch.
+//! - `maintenance` serializes the operations that replace or remove whole
+//!   segments (retention, the cleaner, a move to another directory), so
+//!   each sees a segment list only it changes apart from appends.
+//! - `flush_lock` serializes flushes, so the recovery point only grows.
 //!
-//! Offsets are contiguous: each segment starts where the previous one ends,
-//! and the high watermark is the log end offset (a single node commits what
-//! it writes).
+//! Offsets only grow: each segment starts at or after the previous one's
+//! end (a compacted log has gaps), and the high watermark is the log end
+//! offset (a single node commits what it writes). The log start offset is
+//! at or after the first segment's base: DeleteRecords can move it into a
+//! segment.
 
 use std::fs;
 use std::io;
@@ -28,25 +37,54 @@ use super::{
 
 // Nothing panics while holding these locks, but a poisoned lock must not take
 // the partition down with it: the state is updated in single steps.
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-fn read<T>(l: &RwLock<T>) -> RwLockReadGuard<'_, T> {
+pub(super) fn read<T>(l: &RwLock<T>) -> RwLockReadGuard<'_, T> {
     l.read().unwrap_or_else(PoisonError::into_inner)
 }
 
-fn write<T>(l: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
+pub(super) fn write<T>(l: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
     l.write().unwrap_or_else(PoisonError::into_inner)
 }
 
+/// What the log directory's checkpoints say about a partition being opened.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct OpenHints {
+    /// The broker stopped cleanly: every segment is whole.
+    pub clean_shutdown: bool,
+    /// Offsets below this were fsynced (recovery-point checkpoint).
+    pub recovery_point: Option<i64>,
+    /// The log start offset checkpoint.
+    pub log_start_offset: Option<i64>,
+    /// Where the dirty (not yet compacted) part of the log begins.
+    pub cleaner_offset: Option<i64>,
+}
+
 #[derive(Debug)]
-struct State {
-    config: LogConfig,
+pub(super) struct State {
+    pub(super) config: LogConfig,
     /// Ordered by base offset; never empty.
-    segments: Vec<Segment>,
+    pub(super) segments: Vec<Segment>,
     /// Set when the topic is deleted: every later call fails.
-    deleted: bool,
+    pub(super) deleted: bool,
+    pub(super) log_start_offset: i64,
+    /// Offsets below this are fsynced.
+    pub(super) recovery_point: i64,
+    /// Records appended since the partition opened, and how many of them a
+    /// flush covered: `flush.messages` compares the difference.
+    appended_records: i64,
+    flushed_records: i64,
+    /// When the last flush finished (ms), for `flush.ms`.
+    last_flush_ms: i64,
+    /// A segment rolled since the last flush: flush the finished one soon.
+    pub(super) roll_pending_flush: bool,
+    /// The first offset the cleaner has not compacted yet.
+    pub(super) first_dirty_offset: i64,
+    /// The earliest delete horizon of a tombstone the cleaner kept: a new
+    /// cleaning is due once it passes.
+    pub(super) next_tombstone_expiry: Option<i64>,
 }
 
 impl State {
@@ -62,11 +100,7 @@ impl State {
         self.segments.last().ok_or_else(no_segments)
     }
 
-    fn log_start_offset(&self) -> i64 {
-        self.segments.first().map_or(0, Segment::base_offset)
-    }
-
-    fn log_end_offset(&self) -> i64 {
+    pub(super) fn log_end_offset(&self) -> i64 {
         self.segments.last().map_or(0, Segment::next_offset)
     }
 
@@ -76,35 +110,141 @@ impl State {
         let i = self.segments.partition_point(|s| s.base_offset() <= offset);
         i.checked_sub(1).map(|i| &self.segments[i])
     }
+
+    fn size(&self) -> u64 {
+        self.segments.iter().map(Segment::size).sum()
+    }
 }
 
-fn no_segments() -> StorageError {
+pub(super) fn no_segments() -> StorageError {
     StorageError::Io(io::Error::other("partition has no log segment"))
+}
+
+pub(super) fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
 /// A partition's log.
 #[derive(Debug)]
 pub struct Partition {
-    tp: TopicPartition,
-    dir: PathBuf,
-    append_lock: Mutex<()>,
-    state: RwLock<State>,
+    pub(super) tp: TopicPartition,
+    /// `<log dir>/<topic>-<partition>`; changes when the partition moves.
+    pub(super) dir: RwLock<PathBuf>,
+    pub(super) append_lock: Mutex<()>,
+    pub(super) maintenance: Mutex<()>,
+    flush_lock: Mutex<()>,
+    pub(super) state: RwLock<State>,
+}
+
+/// Removes what an interrupted cleaning or move left in a partition
+/// directory: `.cleaned` files are an unfinished rewrite (the originals are
+/// intact), `.swap` files a finished one whose originals may be partly
+/// deleted, so the swap is completed. Orphan index files are removed.
+fn tidy_dir(dir: &Path) -> Result<(), StorageError> {
+    let mut names = Vec::new();
+    for entry in fs::read_dir(dir)? {
+        if let Some(name) = entry?.file_name().to_str() {
+            names.push(name.to_string());
+        }
+    }
+    let mut changed = false;
+    for name in &names {
+        if name.ends_with(".cleaned") {
+            fs::remove_file(dir.join(name))?;
+            changed = true;
+        }
+    }
+    for name in &names {
+        let Some(log_name) = name.strip_suffix(".swap") else {
+            continue;
+        };
+        let Some(base) = segment::parse_file_name(log_name) else {
+            fs::remove_file(dir.join(name))?;
+            changed = true;
+            continue;
+        };
+        // The swap file was fsynced before any original was touched: read
+        // its end, drop the originals it replaces, then put it in place.
+        let end = super::cleaner::swap_end_offset(&dir.join(name))?;
+        for other in &names {
+            if let Some(b) = segment::parse_file_name(other) {
+                if b > base && b < end {
+                    remove_segment_files(dir, b)?;
+                }
+            }
+        }
+        fs::rename(dir.join(name), dir.join(log_name))?;
+        for index in [
+            super::index::offset_index_name(base),
+            super::index::time_index_name(base),
+        ] {
+            match fs::remove_file(dir.join(index)) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        tracing::info!(dir = %dir.display(), base, "completed an interrupted segment swap");
+        changed = true;
+    }
+    // Index files whose log is gone.
+    for entry in fs::read_dir(dir)? {
+        let entry = entry?;
+        let Some(name) = entry.file_name().to_str().map(str::to_string) else {
+            continue;
+        };
+        let stem = name
+            .strip_suffix(".index")
+            .or_else(|| name.strip_suffix(".timeindex"));
+        if let Some(stem) = stem {
+            if !dir.join(format!("{stem}.log")).exists() {
+                fs::remove_file(entry.path())?;
+                changed = true;
+            }
+        }
+    }
+    if changed {
+        sync_dir(dir)?;
+    }
+    Ok(())
+}
+
+pub(super) fn remove_segment_files(dir: &Path, base: i64) -> io::Result<()> {
+    for name in [
+        segment::file_name(base),
+        super::index::offset_index_name(base),
+        super::index::time_index_name(base),
+    ] {
+        match fs::remove_file(dir.join(name)) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 impl Partition {
     /// Opens the partition directory `dir`, creating it if needed, and
-    /// recovers its segments.
+    /// loads or recovers its segments.
     ///
-    /// Recovery validates every segment. A torn or corrupt tail is
-    /// truncated; if that happens in a segment that is not the last, the
-    /// later segments are deleted, as Kafka does, because offsets must stay
-    /// contiguous. With no segment at all the log starts empty at offset 0.
+    /// Segments that end at or before the recovery point (all of them after
+    /// a clean shutdown) are loaded from their index files; the one holding
+    /// the recovery point and every later one are re-validated. A torn or
+    /// corrupt tail is truncated; if that happens in a segment that is not
+    /// the last, the later segments are deleted, as Kafka does, because
+    /// offsets must stay in order. With no segment at all the log starts
+    /// empty at offset 0.
     pub fn open(
         dir: PathBuf,
         tp: TopicPartition,
         config: LogConfig,
+        hints: OpenHints,
     ) -> Result<Partition, StorageError> {
         create_dir_durably(&dir)?;
+        tidy_dir(&dir)?;
         let mut bases = Vec::new();
         for entry in fs::read_dir(&dir)? {
             let entry = entry?;
@@ -118,8 +258,15 @@ impl Partition {
         }
         bases.sort_unstable();
 
+        let recovery_point = if hints.clean_shutdown {
+            i64::MAX
+        } else {
+            hints.recovery_point.unwrap_or(0)
+        };
         let mut segments: Vec<Segment> = Vec::with_capacity(bases.len().max(1));
         let mut discard_from = bases.len();
+        let mut recovering = false;
+        let mut recovered = 0usize;
         for (i, &base) in bases.iter().enumerate() {
             if let Some(prev) = segments.last() {
                 if base < prev.next_offset() {
@@ -132,7 +279,21 @@ impl Partition {
                     break;
                 }
             }
-            let (segment, truncated) = Segment::recover(&dir.join(segment::file_name(base)), base)?;
+            let below_recovery_point = bases.get(i + 1).is_some_and(|&next| next <= recovery_point)
+                || hints.clean_shutdown;
+            recovering |= !below_recovery_point;
+            let loaded = if recovering {
+                None
+            } else {
+                Segment::load(&dir, base)?
+            };
+            let (segment, truncated) = match loaded {
+                Some(segment) => (segment, 0),
+                None => {
+                    recovered += 1;
+                    Segment::recover(&dir, base)?
+                }
+            };
             segments.push(segment);
             if truncated > 0 && i + 1 < bases.len() {
                 discard_from = i + 1;
@@ -142,56 +303,94 @@ impl Partition {
         if discard_from < bases.len() {
             for &base in &bases[discard_from..] {
                 tracing::warn!(partition = %tp, "deleting segment {base} after a corrupt segment");
-                fs::remove_file(dir.join(segment::file_name(base)))?;
+                remove_segment_files(&dir, base)?;
             }
             sync_dir(&dir)?;
+        }
+        if recovered > 0 {
+            tracing::info!(partition = %tp, segments = recovered, "recovered log segments");
         }
         if segments.is_empty() {
             segments.push(Segment::create(&dir, 0)?);
             sync_dir(&dir)?;
         }
+        let first_base = segments.first().map_or(0, Segment::base_offset);
+        let log_end_offset = segments.last().map_or(0, Segment::next_offset);
+        let log_start_offset = hints
+            .log_start_offset
+            .unwrap_or(first_base)
+            .clamp(first_base, log_end_offset.max(first_base));
+        let first_dirty_offset = hints
+            .cleaner_offset
+            .unwrap_or(log_start_offset)
+            .clamp(log_start_offset, log_end_offset.max(log_start_offset));
 
         Ok(Partition {
             tp,
-            dir,
+            dir: RwLock::new(dir),
             append_lock: Mutex::new(()),
+            maintenance: Mutex::new(()),
+            flush_lock: Mutex::new(()),
             state: RwLock::new(State {
                 config,
                 segments,
                 deleted: false,
+                log_start_offset,
+                // Loaded segments were fsynced; recovered ones were fsynced
+                // by recovery.
+                recovery_point: log_end_offset,
+                appended_records: 0,
+                flushed_records: 0,
+                last_flush_ms: now_ms(),
+                roll_pending_flush: false,
+                first_dirty_offset,
+                next_tombstone_expiry: None,
             }),
         })
     }
 
-    pub fn dir(&self) -> &Path {
-        &self.dir
+    pub fn dir(&self) -> PathBuf {
+        read(&self.dir).clone()
     }
 
     pub fn set_config(&self, config: LogConfig) {
         write(&self.state).config = config;
     }
 
+    pub fn config(&self) -> LogConfig {
+        read(&self.state).config.clone()
+    }
+
+    pub fn is_deleted(&self) -> bool {
+        read(&self.state).deleted
+    }
+
     /// Stops all further use of the partition (topic deletion). Waits for an
-    /// append in progress to finish.
+    /// append or maintenance in progress to finish.
     pub fn mark_deleted(&self) {
+        let _maintenance = lock(&self.maintenance);
         let _append = lock(&self.append_lock);
         write(&self.state).deleted = true;
     }
 
     pub fn append(&self, batches: &[u8], now_ms: i64) -> Result<AppendInfo, StorageError> {
-        let (max_message_bytes, log_append_time) = {
+        let (max_message_bytes, log_append_time, compact) = {
             let state = read(&self.state);
             let config = &state.live()?.config;
             (
                 config.max_message_bytes,
                 config.log_append_time.then_some(now_ms),
+                config.compact,
             )
         };
         let mut prepared = batch::prepare_append(batches, max_message_bytes, log_append_time)?;
+        if compact {
+            batch::require_keys(batches, &prepared)?;
+        }
         let bytes = prepared.buf.len() as u64;
 
-        let _append = lock(&self.append_lock);
-        let (mut file, mut position, base_offset, roll) = {
+        let append = lock(&self.append_lock);
+        let (mut file, mut position, base_offset, roll, index_interval) = {
             let state = read(&self.state);
             let state = state.live()?;
             let active = state.active()?;
@@ -199,20 +398,33 @@ impl Partition {
             let next = base_offset
                 .checked_add(prepared.offset_count)
                 .ok_or_else(|| StorageError::InvalidRecord("offsets overflow".into()))?;
-            let segment_bytes = state.config.segment_bytes.clamp(1, MAX_SEGMENT_BYTES);
+            let config = &state.config;
+            let segment_bytes = config.segment_bytes.clamp(1, MAX_SEGMENT_BYTES);
             let roll = !active.is_empty()
                 && (active.size() + bytes > segment_bytes
-                    || next - 1 - active.base_offset() > MAX_RELATIVE_OFFSET);
-            (active.file(), active.size(), base_offset, roll)
+                    || next - 1 - active.base_offset() > MAX_RELATIVE_OFFSET
+                    || active.time_waited_for_roll(now_ms) > config.segment_ms);
+            (
+                active.file(),
+                active.size(),
+                base_offset,
+                roll,
+                config.index_interval_bytes,
+            )
         };
         if roll {
-            let segment = Segment::create(&self.dir, base_offset)?;
+            let dir = self.dir();
+            let segment = Segment::create(&dir, base_offset)?;
             file = segment.file();
             position = 0;
             // Publish the (empty) segment before anything else can fail, so
             // a retry appends to it rather than trying to create it again.
-            write(&self.state).segments.push(segment);
-            sync_dir(&self.dir)?;
+            {
+                let mut state = write(&self.state);
+                state.segments.push(segment);
+                state.roll_pending_flush = true;
+            }
+            sync_dir(&dir)?;
         }
 
         let last_offset = prepared.assign_offsets(base_offset);
@@ -224,17 +436,27 @@ impl Partition {
             return Err(e.into());
         }
 
-        let log_start_offset = {
+        let (log_start_offset, flush_due) = {
             let mut state = write(&self.state);
             let active = state.segments.last_mut().ok_or_else(no_segments)?;
             let mut offset = base_offset;
             for b in &prepared.batches {
                 let next = offset + i64::from(b.last_offset_delta) + 1;
-                active.push_batch(b.size as u64, offset, next, b.max_timestamp);
+                active.push_batch(b.size as u64, offset, next, b.max_timestamp, index_interval);
                 offset = next;
             }
-            state.log_start_offset()
+            state.appended_records += prepared.record_count as i64;
+            let unflushed = state.appended_records - state.flushed_records;
+            (
+                state.log_start_offset,
+                unflushed >= state.config.flush_messages,
+            )
         };
+        drop(append);
+        if flush_due {
+            // `flush.messages`: the append is acknowledged only once durable.
+            self.flush()?;
+        }
 
         Ok(AppendInfo {
             base_offset,
@@ -255,7 +477,7 @@ impl Partition {
         let (high_watermark, log_start_offset, mut view) = {
             let state = read(&self.state);
             let state = state.live()?;
-            let (start, end) = (state.log_start_offset(), state.log_end_offset());
+            let (start, end) = (state.log_start_offset, state.log_end_offset());
             if offset < start || offset > end {
                 return Err(StorageError::OffsetOutOfRange);
             }
@@ -311,67 +533,108 @@ impl Partition {
         let state = read(&self.state);
         let state = state.live()?;
         Ok(PartitionOffsets {
-            log_start_offset: state.log_start_offset(),
+            log_start_offset: state.log_start_offset,
             high_watermark: state.log_end_offset(),
         })
     }
 
+    /// Bytes of log data (the sum of the segments), as DescribeLogDirs
+    /// reports a partition's size.
+    pub fn size(&self) -> u64 {
+        read(&self.state).size()
+    }
+
+    /// The first record at or after `timestamp_ms` and at or after the log
+    /// start offset: the first segment whose largest timestamp qualifies,
+    /// searched from its time index.
     pub fn offset_for_timestamp(
         &self,
         timestamp_ms: i64,
     ) -> Result<Option<(i64, i64)>, StorageError> {
-        let view = {
+        let (views, log_start_offset) = {
             let state = read(&self.state);
             let state = state.live()?;
-            let segment = state.segments.iter().find(|s| {
-                s.max_timestamp()
-                    .is_some_and(|m| m.timestamp >= timestamp_ms)
-            });
-            match segment {
-                Some(s) => s.view(s.position_for_timestamp(timestamp_ms)),
-                None => return Ok(None),
-            }
+            let lso = state.log_start_offset;
+            // The first candidate, and the ones after it in case every
+            // qualifying record of a segment is below the log start offset.
+            let views: Vec<_> = state
+                .segments
+                .iter()
+                .filter(|s| s.next_offset() > lso)
+                .filter(|s| s.max_timestamp().is_some_and(|m| m >= timestamp_ms))
+                .map(|s| {
+                    let start = if s.base_offset() >= lso {
+                        s.position_for_timestamp(timestamp_ms)
+                    } else {
+                        s.position_for_offset(lso)
+                            .min(s.position_for_timestamp(timestamp_ms))
+                    };
+                    s.view(start)
+                })
+                .collect();
+            (views, lso)
         };
-        view.find_timestamp(timestamp_ms)
+        for view in views {
+            if let Some(found) = view.find_timestamp_from(timestamp_ms, log_start_offset)? {
+                return Ok(Some(found));
+            }
+        }
+        Ok(None)
     }
 
     pub fn max_timestamp(&self) -> Result<Option<(i64, i64)>, StorageError> {
         let found = {
             let state = read(&self.state);
             let state = state.live()?;
-            let mut best: Option<(&Segment, segment::MaxTimestamp)> = None;
+            let mut best: Option<(&Segment, i64)> = None;
             for s in &state.segments {
                 if let Some(m) = s.max_timestamp() {
-                    if best.is_none_or(|(_, b)| m.timestamp > b.timestamp) {
+                    if best.is_none_or(|(_, b)| m > b) {
                         best = Some((s, m));
                     }
                 }
             }
-            best.map(|(s, m)| (s.view(0), m.batch_position))
+            best.map(|(s, m)| (s.view(s.position_for_timestamp(m)), m))
         };
         match found {
-            Some((view, position)) => view.max_timestamp_at(position).map(Some),
+            Some((view, max)) => view.find_max_timestamp(max),
             None => Ok(None),
         }
     }
 
-    /// Fsyncs the bytes appended since the last flush, then the directory.
+    /// Fsyncs the bytes appended since the last flush, the index files and
+    /// the directory, then advances the recovery point to what was synced.
     pub fn flush(&self) -> Result<(), StorageError> {
-        let pending: Vec<_> = {
-            let state = read(&self.state);
+        let _flushing = lock(&self.flush_lock);
+        let (pending, index_files, log_end_offset, appended) = {
+            let mut state = write(&self.state);
             if state.deleted {
                 return Ok(());
             }
-            state
-                .segments
-                .iter()
-                .filter_map(|s| s.unsynced().map(|(f, size)| (s.base_offset(), f, size)))
-                .collect()
+            let mut pending = Vec::new();
+            let mut index_files = Vec::new();
+            for s in &mut state.segments {
+                if let Some((file, size)) = s.unsynced() {
+                    // Index entries only come with log bytes.
+                    index_files.extend(s.index_files_to_sync()?);
+                    pending.push((s.base_offset(), file, size));
+                }
+            }
+            state.roll_pending_flush = false;
+            (
+                pending,
+                index_files,
+                state.log_end_offset(),
+                state.appended_records,
+            )
         };
+        let dir = self.dir();
         let synced = pending
             .iter()
-            .try_for_each(|(_, file, _)| file.sync_data())
-            .and_then(|()| sync_dir(&self.dir));
+            .map(|(_, file, _)| file)
+            .chain(&index_files)
+            .try_for_each(|file| file.sync_data())
+            .and_then(|()| sync_dir(&dir));
         let mut state = write(&self.state);
         if let Err(e) = synced {
             // A topic deleted meanwhile has nothing left to flush.
@@ -382,14 +645,166 @@ impl Partition {
                 s.mark_synced(size);
             }
         }
+        state.recovery_point = state.recovery_point.max(log_end_offset);
+        state.flushed_records = state.flushed_records.max(appended);
+        state.last_flush_ms = now_ms();
         Ok(())
     }
+
+    /// Whether the scheduler should flush now: a segment rolled, or
+    /// `flush.ms` passed with unflushed data.
+    pub fn flush_due(&self, now_ms: i64) -> bool {
+        let state = read(&self.state);
+        if state.deleted {
+            return false;
+        }
+        let unflushed = state.recovery_point < state.log_end_offset();
+        state.roll_pending_flush
+            || (unflushed && now_ms.saturating_sub(state.last_flush_ms) >= state.config.flush_ms)
+    }
+
+    /// Recovery point, log start offset and first dirty offset, for the
+    /// checkpoints.
+    pub fn checkpoint_values(&self) -> (i64, i64, i64) {
+        let state = read(&self.state);
+        (
+            state.recovery_point,
+            state.log_start_offset,
+            state.first_dirty_offset,
+        )
+    }
+
+    /// DeleteRecords: moves the log start offset up to `offset` (-1 is the
+    /// high watermark) and returns the new log start offset. As Kafka, a
+    /// compact-only topic refuses (POLICY_VIOLATION), an offset beyond the
+    /// high watermark is OFFSET_OUT_OF_RANGE and an offset below the log
+    /// start offset changes nothing.
+    pub fn delete_records(&self, offset: i64) -> Result<i64, StorageError> {
+        let lso = {
+            let mut state = write(&self.state);
+            if state.deleted {
+                return Err(StorageError::UnknownTopicOrPartition);
+            }
+            if !state.config.delete {
+                return Err(StorageError::PolicyViolation(format!(
+                    "Records of partition {} can not be deleted due to the configured policy",
+                    self.tp
+                )));
+            }
+            let high_watermark = state.log_end_offset();
+            let offset = if offset == -1 { high_watermark } else { offset };
+            if offset < 0 || offset > high_watermark {
+                return Err(StorageError::OffsetOutOfRange);
+            }
+            if offset > state.log_start_offset {
+                state.log_start_offset = offset;
+                state.first_dirty_offset = state.first_dirty_offset.max(offset);
+            }
+            state.log_start_offset
+        };
+        self.delete_old_segments(now_ms())?;
+        Ok(lso)
+    }
+
+    /// Deletes whole segments as Kafka's `deleteOldSegments` does: with the
+    /// delete policy, those whose newest record is older than
+    /// `retention.ms` and the oldest ones while the log exceeds
+    /// `retention.bytes`; with any policy, those wholly below the log start
+    /// offset. Deleting every segment first rolls a new empty one, so the
+    /// log end offset stays. Returns how many segments went.
+    pub fn delete_old_segments(&self, now_ms: i64) -> Result<usize, StorageError> {
+        let _maintenance = lock(&self.maintenance);
+        let _append = lock(&self.append_lock);
+        let dir = self.dir();
+        let removed: Vec<Segment> = {
+            let mut state = write(&self.state);
+            if state.deleted {
+                return Ok(0);
+            }
+            let n = deletable_segments(&state, now_ms);
+            if n == 0 {
+                return Ok(0);
+            }
+            if n == state.segments.len() {
+                let end = state.log_end_offset();
+                let segment = Segment::create(&dir, end)?;
+                state.segments.push(segment);
+            }
+            let removed: Vec<Segment> = state.segments.drain(..n).collect();
+            let first_base = state.segments.first().map_or(0, Segment::base_offset);
+            state.log_start_offset = state.log_start_offset.max(first_base);
+            state.first_dirty_offset = state.first_dirty_offset.max(state.log_start_offset);
+            removed
+        };
+        for segment in &removed {
+            segment.delete_files()?;
+        }
+        sync_dir(&dir)?;
+        tracing::info!(
+            partition = %self.tp,
+            segments = removed.len(),
+            "deleted old log segments"
+        );
+        Ok(removed.len())
+    }
+}
+
+/// How many segments, from the oldest, retention deletes.
+fn deletable_segments(state: &State, now_ms: i64) -> usize {
+    let segments = &state.segments;
+    let config = &state.config;
+    // Never the last segment while it is empty (nothing to delete there).
+    let limit = match segments.last() {
+        Some(last) if last.is_empty() => segments.len() - 1,
+        _ => segments.len(),
+    };
+    let by_start_offset = segments[..limit]
+        .iter()
+        .enumerate()
+        .take_while(|(i, _)| {
+            segments
+                .get(i + 1)
+                .is_some_and(|next| next.base_offset() <= state.log_start_offset)
+        })
+        .count();
+    if !config.delete {
+        return by_start_offset;
+    }
+    let by_time = if config.retention_ms < 0 {
+        0
+    } else {
+        segments[..limit]
+            .iter()
+            .take_while(|s| now_ms.saturating_sub(s.largest_timestamp()) > config.retention_ms)
+            .count()
+    };
+    let by_size = if config.retention_bytes < 0 {
+        0
+    } else {
+        let total: u64 = segments.iter().map(Segment::size).sum();
+        match total.checked_sub(config.retention_bytes as u64) {
+            None | Some(0) => 0,
+            Some(mut diff) => segments[..limit]
+                .iter()
+                .take_while(|s| {
+                    if s.size() <= diff {
+                        diff -= s.size();
+                        true
+                    } else {
+                        false
+                    }
+                })
+                .count(),
+        }
+    };
+    by_start_offset.max(by_time).max(by_size)
 }
 
 #[cfg(test)]
 mod tests {
     use super::super::batch::testing::*;
     use super::*;
+    use std::fs::OpenOptions;
 
     fn tp() -> TopicPartition {
         TopicPartition::new("t", 0)
@@ -400,6 +815,10 @@ mod tests {
             segment_bytes,
             ..LogConfig::default()
         }
+    }
+
+    fn open(path: &Path, config: LogConfig) -> Result<Partition, StorageError> {
+        Partition::open(path.to_path_buf(), tp(), config, OpenHints::default())
     }
 
     fn segment_files(dir: &Path) -> Vec<String> {
@@ -417,7 +836,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("t-0");
         let batch = simple_batch(10, 100, 0); // ~1.2 KB
-        let p = Partition::open(path.clone(), tp(), config(3 * batch.len() as u64)).unwrap();
+        let p = open(&path, config(3 * batch.len() as u64)).unwrap();
         for i in 0..7 {
             let info = p.append(&batch, 0).unwrap();
             assert_eq!(info.base_offset, i * 10);
@@ -462,7 +881,7 @@ mod tests {
     fn a_batch_larger_than_segment_bytes_gets_a_segment_of_its_own() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("t-0");
-        let p = Partition::open(path.clone(), tp(), config(100)).unwrap();
+        let p = open(&path, config(100)).unwrap();
         for _ in 0..3 {
             p.append(&simple_batch(2, 200, 0), 0).unwrap();
         }
@@ -475,12 +894,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("t-0");
         let batch = simple_batch(5, 50, 0);
-        let p = Partition::open(path.clone(), tp(), config(2 * batch.len() as u64)).unwrap();
+        let p = open(&path, config(2 * batch.len() as u64)).unwrap();
         for _ in 0..5 {
             p.append(&batch, 0).unwrap();
         }
         drop(p);
-        let p = Partition::open(path, tp(), config(2 * batch.len() as u64)).unwrap();
+        let p = open(&path, config(2 * batch.len() as u64)).unwrap();
         assert_eq!(read(&p.state).segments.len(), 3);
         assert_eq!(p.offsets().unwrap().high_watermark, 25);
         assert_eq!(p.append(&batch, 0).unwrap().base_offset, 25);
@@ -491,7 +910,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("t-0");
         let batch = simple_batch(5, 50, 0);
-        let p = Partition::open(path.clone(), tp(), config(2 * batch.len() as u64)).unwrap();
+        let p = open(&path, config(2 * batch.len() as u64)).unwrap();
         for _ in 0..5 {
             p.append(&batch, 0).unwrap();
         }
@@ -502,7 +921,7 @@ mod tests {
         let at = batch.len() + 70;
         bytes[at] ^= 0xff;
         fs::write(&first, &bytes).unwrap();
-        let p = Partition::open(path.clone(), tp(), LogConfig::default()).unwrap();
+        let p = open(&path, LogConfig::default()).unwrap();
         assert_eq!(p.offsets().unwrap().high_watermark, 5);
         assert_eq!(segment_files(&path), vec![segment::file_name(0)]);
         assert_eq!(p.append(&batch, 0).unwrap().base_offset, 5);
@@ -511,7 +930,7 @@ mod tests {
     #[test]
     fn deleted_partition_refuses_everything() {
         let dir = tempfile::tempdir().unwrap();
-        let p = Partition::open(dir.path().join("t-0"), tp(), LogConfig::default()).unwrap();
+        let p = open(&dir.path().join("t-0"), LogConfig::default()).unwrap();
         p.append(&simple_batch(1, 1, 0), 0).unwrap();
         p.mark_deleted();
         assert!(matches!(
@@ -549,7 +968,7 @@ mod tests {
         fs::create_dir(&path).unwrap();
         fs::write(path.join(segment::file_name(0)), stored(0, &[2, 3])).unwrap();
         fs::write(path.join(segment::file_name(10)), stored(10, &[4])).unwrap();
-        let p = Partition::open(path, tp(), LogConfig::default()).unwrap();
+        let p = open(&path, LogConfig::default()).unwrap();
         assert_eq!(p.offsets().unwrap().high_watermark, 14);
         let r = p.read(7, 1 << 20, true).unwrap();
         assert_eq!(headers(&r.records)[0].base_offset, 10);
@@ -564,7 +983,7 @@ mod tests {
         fs::create_dir(&path).unwrap();
         fs::write(path.join(segment::file_name(0)), stored(0, &[2, 3])).unwrap();
         fs::write(path.join(segment::file_name(5)), b"").unwrap();
-        let p = Partition::open(path.clone(), tp(), LogConfig::default()).unwrap();
+        let p = open(&path, LogConfig::default()).unwrap();
         assert_eq!(p.offsets().unwrap().high_watermark, 5);
         assert_eq!(p.append(&simple_batch(1, 1, 0), 0).unwrap().base_offset, 5);
         assert!(
@@ -587,7 +1006,7 @@ mod tests {
         fs::create_dir(&path).unwrap();
         fs::write(path.join(segment::file_name(0)), stored(0, &[2, 3])).unwrap();
         fs::write(path.join(segment::file_name(3)), stored(3, &[4])).unwrap();
-        let p = Partition::open(path.clone(), tp(), LogConfig::default()).unwrap();
+        let p = open(&path, LogConfig::default()).unwrap();
         assert_eq!(p.offsets().unwrap().high_watermark, 5);
         assert_eq!(segment_files(&path), vec![segment::file_name(0)]);
     }
@@ -595,7 +1014,7 @@ mod tests {
     #[test]
     fn flush_syncs_only_what_is_new() {
         let dir = tempfile::tempdir().unwrap();
-        let p = Partition::open(dir.path().join("t-0"), tp(), config(200)).unwrap();
+        let p = open(&dir.path().join("t-0"), config(200)).unwrap();
         p.append(&simple_batch(2, 50, 0), 0).unwrap();
         p.append(&simple_batch(2, 50, 0), 0).unwrap();
         let unsynced = |p: &Partition| -> usize {
@@ -610,5 +1029,194 @@ mod tests {
         assert_eq!(unsynced(&p), 0);
         p.append(&simple_batch(2, 50, 0), 0).unwrap();
         assert_eq!(unsynced(&p), 1);
+    }
+
+    #[test]
+    fn rolls_by_segment_ms_from_the_first_batch_timestamp() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t-0");
+        let config = LogConfig {
+            segment_ms: 1000,
+            ..LogConfig::default()
+        };
+        let p = open(&path, config).unwrap();
+        p.append(&simple_batch(1, 10, 10_000), 10_000).unwrap();
+        p.append(&simple_batch(1, 10, 10_500), 10_900).unwrap();
+        assert_eq!(segment_files(&path).len(), 1);
+        // More than segment.ms after the first batch's timestamp.
+        p.append(&simple_batch(1, 10, 11_001), 11_001).unwrap();
+        assert_eq!(segment_files(&path).len(), 2);
+        assert!(read(&p.state).roll_pending_flush);
+        assert!(p.flush_due(11_002));
+        p.flush().unwrap();
+        assert!(!p.flush_due(11_002));
+        assert_eq!(p.checkpoint_values().0, 3);
+    }
+
+    #[test]
+    fn flush_messages_and_flush_ms() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = LogConfig {
+            flush_messages: 4,
+            flush_ms: 50,
+            ..LogConfig::default()
+        };
+        let p = open(&dir.path().join("t-0"), config).unwrap();
+        p.append(&simple_batch(3, 10, 0), 0).unwrap();
+        assert_eq!(p.checkpoint_values().0, 0, "3 records: not yet");
+        p.append(&simple_batch(1, 10, 0), 0).unwrap();
+        assert_eq!(p.checkpoint_values().0, 4, "flushed at 4 records");
+        p.append(&simple_batch(1, 10, 0), 0).unwrap();
+        assert!(!p.flush_due(now_ms()));
+        assert!(p.flush_due(now_ms() + 51));
+    }
+
+    #[test]
+    fn only_segments_after_the_recovery_point_are_revalidated() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t-0");
+        let batch = simple_batch(5, 50, 0);
+        let p = open(&path, config(2 * batch.len() as u64)).unwrap();
+        for _ in 0..6 {
+            p.append(&batch, 0).unwrap();
+        }
+        p.flush().unwrap();
+        drop(p);
+        // Segments 0, 10, 20. Corrupt a byte inside segment 0: below the
+        // recovery point it is loaded from its index, not re-validated.
+        let first = path.join(segment::file_name(0));
+        let mut bytes = fs::read(&first).unwrap();
+        bytes[70] ^= 0xff;
+        fs::write(&first, &bytes).unwrap();
+        let hints = OpenHints {
+            recovery_point: Some(20),
+            ..OpenHints::default()
+        };
+        let p = Partition::open(path.clone(), tp(), LogConfig::default(), hints).unwrap();
+        assert_eq!(p.offsets().unwrap().high_watermark, 30);
+        drop(p);
+        // With no recovery point everything is re-validated and the log is
+        // cut at the corrupt batch.
+        let p = open(&path, LogConfig::default()).unwrap();
+        assert_eq!(p.offsets().unwrap().high_watermark, 0);
+    }
+
+    #[test]
+    fn a_torn_tail_after_the_recovery_point_is_truncated_and_reindexed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t-0");
+        let p = open(&path, LogConfig::default()).unwrap();
+        for i in 0..200 {
+            p.append(&simple_batch(2, 100, i), 0).unwrap();
+        }
+        p.flush().unwrap();
+        let size = p.size();
+        drop(p);
+        let log = path.join(segment::file_name(0));
+        let f = OpenOptions::new().write(true).open(&log).unwrap();
+        f.set_len(size - 10).unwrap();
+        drop(f);
+        // The index files still have entries for the torn batch's region.
+        let hints = OpenHints {
+            recovery_point: Some(100),
+            ..OpenHints::default()
+        };
+        let p = Partition::open(path.clone(), tp(), LogConfig::default(), hints).unwrap();
+        assert_eq!(p.offsets().unwrap().high_watermark, 398);
+        for offset in [0, 101, 396, 397] {
+            let r = p.read(offset, 1, true).unwrap();
+            assert_eq!(headers(&r.records)[0].base_offset, offset / 2 * 2);
+        }
+        assert_eq!(p.append(&simple_batch(1, 1, 0), 0).unwrap().base_offset, 398);
+    }
+
+    #[test]
+    fn retention_by_time_size_and_log_start_offset() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t-0");
+        let batch_len = simple_batch(5, 50, 0).len() as u64;
+        let p = open(&path, config(2 * batch_len)).unwrap();
+        // Timestamps 1000, 2000, ... one batch each: segments of two batches.
+        for i in 0..6 {
+            p.append(&simple_batch(5, 50, 1000 * (i + 1)), 0).unwrap();
+        }
+        assert_eq!(segment_files(&path).len(), 3);
+        // retention.ms: segment 0 (newest 2004) is older than 10_000 - 7000.
+        p.set_config(LogConfig {
+            retention_ms: 7000,
+            ..config(2 * batch_len)
+        });
+        assert_eq!(p.delete_old_segments(10_000).unwrap(), 1);
+        assert_eq!(p.offsets().unwrap().log_start_offset, 10);
+        assert!(matches!(p.read(5, 100, true), Err(StorageError::OffsetOutOfRange)));
+        // retention.bytes: keep at most 3 batches' worth -> one more goes.
+        p.set_config(LogConfig {
+            retention_bytes: 3 * batch_len as i64,
+            ..config(2 * batch_len)
+        });
+        assert_eq!(p.delete_old_segments(10_000).unwrap(), 1);
+        assert_eq!(p.offsets().unwrap().log_start_offset, 20);
+        assert_eq!(segment_files(&path), vec![segment::file_name(20)]);
+        // Everything expired: the active segment goes too, after a roll.
+        p.set_config(LogConfig {
+            retention_ms: 0,
+            ..config(2 * batch_len)
+        });
+        assert_eq!(p.delete_old_segments(100_000).unwrap(), 1);
+        let o = p.offsets().unwrap();
+        assert_eq!((o.log_start_offset, o.high_watermark), (30, 30));
+        assert_eq!(segment_files(&path), vec![segment::file_name(30)]);
+        assert_eq!(p.append(&simple_batch(1, 1, 0), 0).unwrap().base_offset, 30);
+        // The compact policy alone never deletes by time.
+        p.set_config(LogConfig {
+            retention_ms: 0,
+            delete: false,
+            compact: true,
+            ..config(2 * batch_len)
+        });
+        assert_eq!(p.delete_old_segments(100_000).unwrap(), 0);
+    }
+
+    #[test]
+    fn delete_records_moves_the_log_start_offset() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t-0");
+        let batch_len = simple_batch(5, 50, 0).len() as u64;
+        let p = open(&path, config(2 * batch_len)).unwrap();
+        for i in 0..6 {
+            p.append(&simple_batch(5, 50, 1000 * i), 0).unwrap();
+        }
+        assert_eq!(p.delete_records(3).unwrap(), 3);
+        // Inside the first segment: it stays, but reads below 3 fail.
+        assert_eq!(segment_files(&path).len(), 3);
+        assert!(matches!(p.read(2, 100, true), Err(StorageError::OffsetOutOfRange)));
+        assert_eq!(headers(&p.read(3, 1, true).unwrap().records)[0].base_offset, 0);
+        // Below the current start: nothing changes.
+        assert_eq!(p.delete_records(1).unwrap(), 3);
+        // Timestamps below the log start offset are not answered.
+        assert_eq!(p.offset_for_timestamp(0).unwrap(), Some((3, 3)));
+        // Past the first segment: it is deleted.
+        assert_eq!(p.delete_records(12).unwrap(), 12);
+        assert_eq!(segment_files(&path).len(), 2);
+        assert!(matches!(p.delete_records(31), Err(StorageError::OffsetOutOfRange)));
+        assert!(matches!(p.delete_records(-7), Err(StorageError::OffsetOutOfRange)));
+        assert_eq!(p.delete_records(-1).unwrap(), 30);
+        assert_eq!(p.offsets().unwrap().log_start_offset, 30);
+        // A reopened log starts where the checkpoint says.
+        drop(p);
+        let hints = OpenHints {
+            log_start_offset: Some(30),
+            clean_shutdown: true,
+            ..OpenHints::default()
+        };
+        let p = Partition::open(path, tp(), LogConfig::default(), hints).unwrap();
+        assert_eq!(p.offsets().unwrap().log_start_offset, 30);
+        // Compact-only topics refuse.
+        p.set_config(LogConfig {
+            delete: false,
+            compact: true,
+            ..LogConfig::default()
+        });
+        assert!(matches!(p.delete_records(30), Err(StorageError::PolicyViolation(_))));
     }
 }

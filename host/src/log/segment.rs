@@ -354,12 +354,23 @@ impl Segment {
     }
 
     /// Fsyncs the index files (small; rewritten first if a write failed).
+    #[cfg(test)]
     pub fn sync_index(&mut self) -> io::Result<()> {
         self.index.sync()
     }
 
+    /// The index files to fsync with the log (see `SegmentIndex`).
+    pub fn index_files_to_sync(&mut self) -> io::Result<Vec<Arc<File>>> {
+        self.index.files_to_sync()
+    }
+
     pub fn mark_synced(&mut self, size: u64) {
         self.synced_size = self.synced_size.max(size);
+    }
+
+    /// Writes this segment's index files into `dir` (a partition move).
+    pub fn copy_index_to(&self, dir: &Path) -> io::Result<()> {
+        self.index.write_copy(dir, self.base_offset)
     }
 
     /// Position from which a scan finds the batch containing `offset`.
@@ -502,24 +513,36 @@ impl SegmentView {
         Ok(Some(records))
     }
 
-    /// The first record at or after `timestamp` in this view, scanning from
-    /// its start for the first batch whose max timestamp qualifies.
-    pub fn find_timestamp(&self, timestamp: i64) -> Result<Option<(i64, i64)>, StorageError> {
+    /// The first record at or after `timestamp` whose offset is at least
+    /// `min_offset`, scanning from the view's start for the first batch whose
+    /// max timestamp qualifies.
+    pub fn find_timestamp_from(
+        &self,
+        timestamp: i64,
+        min_offset: i64,
+    ) -> Result<Option<(i64, i64)>, StorageError> {
         let mut window = FileWindow::new(&self.file, self.end, SCAN_CHUNK);
         let mut pos = self.start;
         while pos < self.end {
             let header = self.header_at(&mut window, pos)?;
-            if header.max_timestamp >= timestamp {
+            if header.max_timestamp >= timestamp && header.last_offset() >= min_offset {
                 let bytes = window
                     .get(pos, header.size())?
                     .ok_or_else(|| self.corrupt(pos, "torn batch"))?;
-                return Ok(Some(batch::first_record_at_or_after(
-                    bytes, &header, timestamp,
-                )));
+                if let Some(found) =
+                    batch::first_record_at_or_after(bytes, &header, timestamp, min_offset)
+                {
+                    return Ok(Some(found));
+                }
             }
             pos += header.size() as u64;
         }
         Ok(None)
+    }
+
+    #[cfg(test)]
+    pub fn find_timestamp(&self, timestamp: i64) -> Result<Option<(i64, i64)>, StorageError> {
+        self.find_timestamp_from(timestamp, 0)
     }
 
     /// The first record carrying `max`, the largest timestamp of this

@@ -274,14 +274,37 @@ impl TopicManager {
     }
 }
 
-/// The log settings a topic's partitions are opened with.
+/// The log settings a topic's partitions are opened with: each config's
+/// effective value (topic override, else broker config, else Kafka's
+/// default). Values were validated when set; an unreadable one falls back
+/// to Kafka's default.
 pub fn log_config_for(overrides: &BTreeMap<String, String>, broker: &BrokerConfig) -> LogConfig {
     let value =
         |name: &str| topic_config::effective_value(name, overrides, broker).unwrap_or_default();
+    let number = |name: &str, default: i64| value(name).trim().parse::<i64>().unwrap_or(default);
+    let defaults = LogConfig::default();
+    let policy = value("cleanup.policy");
+    let policies: Vec<&str> = policy.split(',').map(str::trim).collect();
     LogConfig {
-        segment_bytes: value("segment.bytes").parse().unwrap_or(1 << 30),
-        max_message_bytes: value("max.message.bytes").parse().unwrap_or(1_048_588),
+        segment_bytes: u64::try_from(number("segment.bytes", 1 << 30)).unwrap_or(1 << 30),
+        segment_ms: number("segment.ms", defaults.segment_ms),
+        max_message_bytes: usize::try_from(number("max.message.bytes", 1_048_588))
+            .unwrap_or(1_048_588),
         log_append_time: value("message.timestamp.type") == "LogAppendTime",
+        index_interval_bytes: u64::try_from(number("index.interval.bytes", 4096)).unwrap_or(4096),
+        flush_messages: number("flush.messages", i64::MAX),
+        flush_ms: number("flush.ms", i64::MAX),
+        retention_ms: number("retention.ms", defaults.retention_ms),
+        retention_bytes: number("retention.bytes", -1),
+        delete: policies.contains(&"delete"),
+        compact: policies.contains(&"compact"),
+        delete_retention_ms: number("delete.retention.ms", defaults.delete_retention_ms),
+        min_compaction_lag_ms: number("min.compaction.lag.ms", 0),
+        max_compaction_lag_ms: number("max.compaction.lag.ms", i64::MAX),
+        min_cleanable_dirty_ratio: value("min.cleanable.dirty.ratio")
+            .trim()
+            .parse()
+            .unwrap_or(defaults.min_cleanable_dirty_ratio),
     }
 }
 
@@ -342,6 +365,25 @@ mod tests {
         assert!(validate_name("..").is_err());
         assert!(validate_name("has space").is_err());
         assert!(validate_name(&"a".repeat(250)).is_err());
+    }
+
+    #[test]
+    fn topic_configs_reach_the_log_config() {
+        let mut broker = BrokerConfig::default();
+        broker.set_pair("log.retention.ms=5000").unwrap();
+        broker.set_pair("message.max.bytes=2000").unwrap();
+        let mut overrides = BTreeMap::new();
+        overrides.insert("cleanup.policy".to_string(), "compact,delete".to_string());
+        overrides.insert("segment.ms".to_string(), "100".to_string());
+        overrides.insert("flush.messages".to_string(), "1".to_string());
+        let config = log_config_for(&overrides, &broker);
+        assert!(config.compact && config.delete);
+        assert_eq!(config.retention_ms, 5000);
+        assert_eq!(config.max_message_bytes, 2000);
+        assert_eq!(config.segment_ms, 100);
+        assert_eq!(config.flush_messages, 1);
+        let defaults = log_config_for(&BTreeMap::new(), &BrokerConfig::default());
+        assert_eq!(defaults, LogConfig::default());
     }
 
     #[test]

@@ -9,7 +9,7 @@
 //! unsupported version) closes this connection only, with a log line.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use tokio::io::{AsyncWriteExt, BufReader};
@@ -20,11 +20,13 @@ use tracing::{debug, info_span, warn, Instrument};
 use crate::channel::{Request, RequestChannel, Response, Route, Session, Timings};
 use crate::network::frame::read_frame;
 use crate::network::header::{self, API_VERSIONS_KEY};
+use crate::metrics::{request_label, Metrics, RequestTimes};
 use crate::plugins::registry::Registry;
 
 /// What every connection task shares.
 pub struct ConnectionContext {
     pub registry: Arc<Registry>,
+    pub metrics: Arc<Metrics>,
     pub channel: RequestChannel,
     pub max_request_bytes: usize,
 }
@@ -47,7 +49,9 @@ pub async fn serve(stream: TcpStream, session: Arc<Session>, ctx: Arc<Connection
     );
     async move {
         let _ = stream.set_nodelay(true);
+        ctx.metrics.connection_opened(&session.listener);
         let ending = run(stream, &session, &ctx).await;
+        ctx.metrics.connection_closed(&session.listener);
         match ending {
             Ending::ClientClosed => debug!("connection closed by client"),
             Ending::HandlerClosed => debug!("connection closed by handler"),
@@ -76,6 +80,12 @@ async fn run(stream: TcpStream, session: &Arc<Session>, ctx: &ConnectionContext)
         };
         let (header, body, route, flexible_response) = request;
         let correlation_id = header.correlation_id;
+        let api_version = header.api_version;
+        let request_bytes = body.len();
+        let request_label = match &route {
+            Route::Handler(handler) => request_label(header.api_key, &handler.info().name),
+            Route::UnsupportedApiVersions => "ApiVersions".to_string(),
+        };
         let (reply, response) = oneshot::channel();
         let request = Request {
             header,
@@ -87,26 +97,42 @@ async fn run(stream: TcpStream, session: &Arc<Session>, ctx: &ConnectionContext)
                 received,
                 dequeued: None,
                 handled: None,
+                remote: Duration::ZERO,
             },
             reply,
         };
         if ctx.channel.send(request).await.is_err() {
             return Ending::Shutdown;
         }
-        let Ok((response, _timings)) = response.await else {
+        let Ok(reply) = response.await else {
             return Ending::Shutdown;
         };
-        match response {
-            Response::Send(frame) => {
-                if let Err(error) = write_half.write_all(&frame).await {
-                    return Ending::WriteFailed(error);
-                }
-            }
-            Response::NoResponse => {}
+        let picked_up = Instant::now();
+        let written = match reply.response {
+            Response::Send(frame) => write_half.write_all(&frame).await.map_err(Ending::WriteFailed),
+            Response::NoResponse => Ok(()),
             Response::Close => {
                 debug!(correlation_id, "handler asked to close the connection");
-                return Ending::HandlerClosed;
+                Err(Ending::HandlerClosed)
             }
+        };
+        let sent = Instant::now();
+        let timings = reply.timings;
+        let dequeued = timings.dequeued.unwrap_or(received);
+        let handled = timings.handled.unwrap_or(dequeued);
+        let times = RequestTimes {
+            queue: dequeued.saturating_duration_since(received),
+            local: handled.saturating_duration_since(dequeued).saturating_sub(timings.remote),
+            remote: timings.remote,
+            throttle: Duration::ZERO,
+            response_queue: picked_up.saturating_duration_since(handled),
+            response_send: sent.saturating_duration_since(picked_up),
+            total: sent.saturating_duration_since(received),
+        };
+        ctx.metrics
+            .record_request(&request_label, api_version, request_bytes, &times, reply.end);
+        if let Err(ending) = written {
+            return ending;
         }
     }
 }

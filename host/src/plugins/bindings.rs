@@ -1,6 +1,7 @@
 //! Host bindings generated from `wit/`. Only the imports that can wait
-//! (appends, long-poll fetches, and authorization, which calls the
-//! authorizer module) are async; every export is called with `call_async`
+//! (appends, long-poll fetches, JoinGroup and SyncGroup waiting for a
+//! rebalance, and authorization, which calls the authorizer module) are
+//! async; every export is called with `call_async`
 //! because the engine runs guests on fibers.
 
 pub mod handler {
@@ -11,6 +12,8 @@ pub mod handler {
             "gregor:broker/log.append": async,
             "gregor:broker/log.fetch": async,
             "gregor:broker/authz.authorize": async,
+            "gregor:broker/groups.join": async,
+            "gregor:broker/groups.sync": async,
         },
         exports: { default: async },
     });

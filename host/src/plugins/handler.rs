@@ -8,7 +8,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{Context, Result};
 use wasmtime::{Engine, Store, UpdateDeadline};
@@ -49,6 +49,18 @@ pub struct HandlerStats {
     pub traps: AtomicU64,
     pub timeouts: AtomicU64,
     pub instantiations: AtomicU64,
+}
+
+/// What one call cost, for the request and plugin metrics.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CallReport {
+    /// Time spent waiting in host calls (Kafka's RemoteTime).
+    pub host_wait: Duration,
+    /// The whole call, waits included.
+    pub call_time: Duration,
+    /// Set when the call needed a new instance.
+    pub instantiate_time: Option<Duration>,
+    pub peak_memory: usize,
 }
 
 /// Why a call produced no outcome.
@@ -138,22 +150,25 @@ impl LoadedHandler {
         session: &Arc<Session>,
         ctx: RequestContext,
         body: &[u8],
-    ) -> Result<Outcome, CallError> {
+    ) -> (Result<Outcome, CallError>, CallReport) {
+        let started = Instant::now();
+        let mut report = CallReport::default();
         self.stats.calls.fetch_add(1, Ordering::Relaxed);
         let pooled = self.idle.lock().ok().and_then(|mut idle| idle.pop());
         let mut instance = match pooled {
             Some(instance) => instance,
             None => {
                 self.stats.instantiations.fetch_add(1, Ordering::Relaxed);
-                instantiate(
-                    &self.engine,
-                    &self.pre,
-                    &self.source.name,
-                    &self.limits,
-                    broker,
-                )
-                .await
-                .map_err(|error| CallError::Instantiate(format!("{error:#}")))?
+                let created =
+                    instantiate(&self.engine, &self.pre, &self.source.name, &self.limits, broker).await;
+                report.instantiate_time = Some(started.elapsed());
+                match created {
+                    Ok(instance) => instance,
+                    Err(error) => {
+                        report.call_time = started.elapsed();
+                        return (Err(CallError::Instantiate(format!("{error:#}"))), report);
+                    }
+                }
             }
         };
         {
@@ -168,7 +183,10 @@ impl LoadedHandler {
             .gregor_broker_handler()
             .call_handle(&mut instance.store, &ctx, body)
             .await;
-        match result {
+        report.call_time = started.elapsed();
+        report.host_wait = instance.store.data().clock.host_wait();
+        report.peak_memory = instance.store.data().limits.peak_memory();
+        let outcome = match result {
             Ok(outcome) => {
                 instance.calls += 1;
                 self.recycle(instance);
@@ -183,7 +201,8 @@ impl LoadedHandler {
                     Err(CallError::Trap(format!("{error:#}")))
                 }
             }
-        }
+        };
+        (outcome, report)
     }
 
     /// Returns a healthy instance to the pool, or lets it go.

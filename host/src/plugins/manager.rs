@@ -79,7 +79,7 @@ impl PluginManager {
                 .and_then(|loaded| self.install(loaded))
             {
                 error!(module = %path.display(), "refused module: {reason}");
-                self.broker.registry.record_failure(path, reason);
+                self.refuse(path, reason);
             }
         }
         if self.broker.registry.handlers().is_empty() {
@@ -101,6 +101,14 @@ impl PluginManager {
 
     /// Puts a loaded module into service; the text says what happened.
     fn install(&self, loaded: Loaded) -> Result<String, String> {
+        let result = self.install_inner(loaded);
+        if result.is_ok() {
+            self.broker.metrics.record_load(true);
+        }
+        result
+    }
+
+    fn install_inner(&self, loaded: Loaded) -> Result<String, String> {
         let registry = &self.broker.registry;
         match loaded {
             Loaded::Handler(handler) => {
@@ -143,16 +151,23 @@ impl PluginManager {
         };
         match &result {
             Ok(what) => info!(
+                reload_ms = started.elapsed().as_millis() as u64,
                 module = %path.display(),
                 elapsed_ms = started.elapsed().as_millis() as u64,
                 "{what}"
             ),
             Err(reason) => {
                 error!(module = %path.display(), "refused module, previous version keeps serving: {reason}");
-                self.broker.registry.record_failure(path, reason.clone());
+                self.refuse(path, reason.clone());
             }
         }
         result
+    }
+
+    /// Records a refused module for the admin API and the metrics.
+    fn refuse(&self, path: &Path, reason: String) {
+        self.broker.metrics.record_load(false);
+        self.broker.registry.record_failure(path, reason);
     }
 
     /// Unloads whatever was loaded from `path`.
@@ -193,11 +208,13 @@ impl PluginManager {
         }
         let _guard = self.changes.lock().await;
         let path = self.dir.join(format!("{name}.wasm"));
-        let loaded = self
-            .loader
-            .load_bytes(&path, bytes.clone(), &self.broker)
-            .await
-            .map_err(|error| format!("{error:#}"))?;
+        let loaded = match self.loader.load_bytes(&path, bytes.clone(), &self.broker).await {
+            Ok(loaded) => loaded,
+            Err(error) => {
+                self.broker.metrics.record_load(false);
+                return Err(format!("{error:#}"));
+            }
+        };
         let tmp = self.dir.join(format!(".{name}.upload"));
         std::fs::write(&tmp, &bytes)
             .and_then(|()| std::fs::rename(&tmp, &path))

@@ -57,6 +57,11 @@ impl CallClock {
         self.guest_time() > self.budget
     }
 
+    /// Time spent waiting in host calls so far.
+    pub fn host_wait(&self) -> Duration {
+        self.host_wait
+    }
+
     /// Credits time spent waiting in a host call.
     pub fn add_host_wait(&mut self, waited: Duration) {
         self.host_wait += waited;

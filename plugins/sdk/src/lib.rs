@@ -3,13 +3,14 @@
 //! A handler is one Kafka ApiKey. It implements [`Handler`] (the exported
 //! `gregor:broker/handler` interface), describes itself with [`api_info`],
 //! turns the body into a typed request with [`decode`], asks the host's
-//! services (`log`, `metadata`, `authz`) for what it needs, and answers with
+//! services (`log`, `metadata`, `groups`, `authz`) for what it needs, and answers with
 //! [`respond`]. Everything here is shared so that each handler crate reads
 //! like Kafka's `handleXxxRequest` and nothing else.
 
 pub mod authorize;
 pub mod codec;
 pub mod configs;
+pub mod groups;
 pub mod ids;
 pub mod wire;
 

@@ -5,7 +5,8 @@
 use std::time::{Duration, Instant};
 
 use crate::plugins::bindings::handler::gregor::broker::log::{
-    self, AppendResult, FetchOptions, FetchPartition, FetchedPartition, OffsetAnswer,
+    self, AppendResult, DeleteRecordsResult, FetchOptions, FetchPartition, FetchedPartition,
+    LogDir, LogDirPartition, OffsetAnswer,
 };
 use crate::plugins::state::HandlerState;
 use crate::replica;
@@ -86,5 +87,43 @@ impl log::Host for HandlerState {
             offset: answer.offset,
             timestamp: answer.timestamp,
         }
+    }
+
+    fn delete_records(&mut self, topic: String, partition: i32, offset: i64) -> DeleteRecordsResult {
+        let outcome = self.broker.replica.delete_records(&topic, partition, offset);
+        DeleteRecordsResult {
+            error_code: outcome.error_code,
+            error_message: outcome.error_message,
+            low_watermark: outcome.low_watermark,
+        }
+    }
+
+    fn describe_log_dirs(&mut self) -> Vec<LogDir> {
+        self.broker
+            .replica
+            .describe_log_dirs()
+            .into_iter()
+            .map(|dir| LogDir {
+                path: dir.path,
+                error_code: dir.error_code,
+                partitions: dir
+                    .partitions
+                    .into_iter()
+                    .map(|p| LogDirPartition {
+                        topic: p.topic,
+                        partition: p.partition,
+                        size: p.size,
+                    })
+                    .collect(),
+                total_bytes: dir.total_bytes,
+                usable_bytes: dir.usable_bytes,
+            })
+            .collect()
+    }
+
+    fn alter_log_dir(&mut self, topic: String, partition: i32, log_dir: String) -> i16 {
+        self.broker
+            .replica
+            .alter_log_dir(&topic, partition, &log_dir)
     }
 }

@@ -2,6 +2,7 @@
 //! between contract types and the broker's services and calls them.
 
 mod authz;
+mod groups;
 mod log;
 mod logging;
 mod metadata;

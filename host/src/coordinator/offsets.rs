@@ -1,0 +1,389 @@
+//! Committed offsets (Kafka's OffsetMetadataManager for classic groups):
+//! OffsetCommit with its generation checks, OffsetFetch, OffsetDelete,
+//! DeleteGroups, and the retention that expires the offsets of groups
+//! nobody uses any more (`offsets.retention.minutes`).
+
+use tracing::{info, warn};
+
+use super::errors::*;
+use super::group::Group;
+use super::state::GroupState;
+use super::store::{OffsetRecord, Record};
+use super::{now_ms, CommitRequest, CommittedOffset, Inner};
+
+impl Inner {
+    /// OffsetCommit: one error per offset, in order.
+    pub(super) fn commit_offsets(&mut self, request: &CommitRequest) -> Vec<i16> {
+        let count = request.offsets.len();
+        let Inner { groups, env } = self;
+        if !groups.contains_key(&request.group_id) {
+            if request.generation_id >= 0 {
+                // A commit from an old generation of a group that is gone.
+                return vec![ILLEGAL_GENERATION; count];
+            }
+            // A consumer that stores offsets without group management.
+            info!(group = %request.group_id, "creating a simple group on its first offset commit");
+            groups.insert(
+                request.group_id.clone(),
+                Group::new(&request.group_id, now_ms()),
+            );
+        }
+        let Some(group) = groups.get_mut(&request.group_id) else {
+            return vec![COORDINATOR_NOT_AVAILABLE; count];
+        };
+        if let Some(error) = validate_offset_commit(group, request) {
+            return vec![error; count];
+        }
+        match group.state() {
+            GroupState::Empty => {}
+            GroupState::Stable | GroupState::PreparingRebalance => {
+                // A commit from a member counts as a heartbeat.
+                if let Some(member) = group.members.get_mut(&request.member_id) {
+                    let timeout = i64::from(member.session_timeout_ms);
+                    env.set_deadline(&group.id, member, timeout);
+                }
+            }
+            GroupState::CompletingRebalance => return vec![REBALANCE_IN_PROGRESS; count],
+            GroupState::Dead => return vec![COORDINATOR_NOT_AVAILABLE; count],
+        }
+        let now = now_ms();
+        let expire_timestamp =
+            (request.retention_time_ms >= 0).then(|| now.saturating_add(request.retention_time_ms));
+        let mut errors = Vec::with_capacity(count);
+        let mut records = Vec::new();
+        for commit in &request.offsets {
+            let metadata = commit.metadata.clone().unwrap_or_default();
+            if metadata.len() > env.config.offset_metadata_max_bytes {
+                errors.push(OFFSET_METADATA_TOO_LARGE);
+                continue;
+            }
+            errors.push(NONE);
+            records.push(Record::Offset {
+                group: group.id.clone(),
+                topic: commit.topic.clone(),
+                partition: commit.partition,
+                value: OffsetRecord {
+                    offset: commit.offset,
+                    leader_epoch: commit.leader_epoch,
+                    metadata,
+                    commit_timestamp: now,
+                    expire_timestamp,
+                },
+            });
+        }
+        if let Err(error) = env.store.append(&records) {
+            warn!(group = %group.id, "cannot store offset commit: {error}");
+            for code in errors.iter_mut().filter(|code| **code == NONE) {
+                *code = COORDINATOR_NOT_AVAILABLE;
+            }
+            return errors;
+        }
+        for record in records {
+            if let Record::Offset {
+                topic,
+                partition,
+                value,
+                ..
+            } = record
+            {
+                group.offsets.insert((topic, partition), value);
+            }
+        }
+        self.maybe_compact();
+        errors
+    }
+
+    /// OffsetFetch for one group: the named partitions, or all of them.
+    pub(super) fn fetch_offsets(
+        &self,
+        group_id: &str,
+        partitions: Option<&[(String, i32)]>,
+    ) -> Vec<CommittedOffset> {
+        let group = self.groups.get(group_id);
+        let lookup = |topic: &str, partition: i32| {
+            let stored = group.and_then(|g| g.offsets.get(&(topic.to_string(), partition)));
+            CommittedOffset {
+                topic: topic.to_string(),
+                partition,
+                offset: stored.map_or(-1, |s| s.offset),
+                leader_epoch: stored.map_or(-1, |s| s.leader_epoch),
+                metadata: stored.map(|s| s.metadata.clone()).unwrap_or_default(),
+                error_code: NONE,
+            }
+        };
+        match partitions {
+            Some(partitions) => partitions.iter().map(|(t, p)| lookup(t, *p)).collect(),
+            None => group
+                .map(|g| g.offsets.keys().map(|(t, p)| lookup(t, *p)).collect())
+                .unwrap_or_default(),
+        }
+    }
+
+    /// OffsetDelete: a group error, or one error per partition.
+    pub(super) fn delete_offsets(
+        &mut self,
+        group_id: &str,
+        partitions: &[(String, i32)],
+    ) -> Result<Vec<i16>, i16> {
+        let Some(group) = self.groups.get(group_id) else {
+            return Err(GROUP_ID_NOT_FOUND);
+        };
+        let errors: Vec<i16> = match group.state() {
+            GroupState::Dead => return Err(GROUP_ID_NOT_FOUND),
+            GroupState::Empty => vec![NONE; partitions.len()],
+            _ if group.is_consumer_group() => partitions
+                .iter()
+                .map(|(topic, _)| {
+                    if group.is_subscribed_to(topic) {
+                        GROUP_SUBSCRIBED_TO_TOPIC
+                    } else {
+                        NONE
+                    }
+                })
+                .collect(),
+            _ => return Err(NON_EMPTY_GROUP),
+        };
+        let doomed: Vec<(String, i32)> = partitions
+            .iter()
+            .zip(&errors)
+            .filter(|(key, error)| **error == NONE && group.offsets.contains_key(*key))
+            .map(|(key, _)| key.clone())
+            .collect();
+        let records: Vec<Record> = doomed
+            .iter()
+            .map(|(topic, partition)| Record::OffsetDeleted {
+                group: group_id.to_string(),
+                topic: topic.clone(),
+                partition: *partition,
+            })
+            .collect();
+        if let Err(error) = self.env.store.append(&records) {
+            warn!(group = group_id, "cannot store offset deletion: {error}");
+            return Err(COORDINATOR_NOT_AVAILABLE);
+        }
+        if let Some(group) = self.groups.get_mut(group_id) {
+            for key in &doomed {
+                group.offsets.remove(key);
+            }
+        }
+        if !doomed.is_empty() {
+            info!(group = group_id, offsets = doomed.len(), "deleted offsets");
+        }
+        self.remove_if_unused(group_id);
+        Ok(errors)
+    }
+
+    /// DeleteGroups: one error per group id.
+    pub(super) fn delete_groups(&mut self, group_ids: &[String]) -> Vec<i16> {
+        group_ids
+            .iter()
+            .map(|group_id| {
+                let Some(group) = self.groups.get(group_id) else {
+                    return GROUP_ID_NOT_FOUND;
+                };
+                match group.state() {
+                    GroupState::Dead => GROUP_ID_NOT_FOUND,
+                    GroupState::Empty => match self.delete_group(group_id) {
+                        Ok(()) => NONE,
+                        Err(error) => error,
+                    },
+                    _ => NON_EMPTY_GROUP,
+                }
+            })
+            .collect()
+    }
+
+    fn delete_group(&mut self, group_id: &str) -> Result<(), i16> {
+        let record = Record::GroupDeleted {
+            group: group_id.to_string(),
+        };
+        if let Err(error) = self.env.store.append(&[record]) {
+            warn!(group = group_id, "cannot store group deletion: {error}");
+            return Err(COORDINATOR_NOT_AVAILABLE);
+        }
+        if let Some(mut group) = self.groups.remove(group_id) {
+            group.transition_to(GroupState::Dead, now_ms());
+            info!(
+                group = group_id,
+                offsets = group.offsets.len(),
+                "deleted group"
+            );
+        }
+        Ok(())
+    }
+
+    /// Kafka's `cleanupGroupMetadata`: an empty group without offsets is
+    /// gone.
+    fn remove_if_unused(&mut self, group_id: &str) {
+        let unused = self
+            .groups
+            .get(group_id)
+            .is_some_and(|g| g.is(GroupState::Empty) && g.offsets.is_empty() && g.pending_members.is_empty());
+        if unused {
+            let _ = self.delete_group(group_id);
+        }
+    }
+
+    /// Expires offsets as Kafka does (`removeExpiredOffsets`): all offsets
+    /// of an empty group once it has been empty for the retention period;
+    /// in a stable consumer group, offsets of topics nobody subscribes to
+    /// any more, by commit time; for a group that only commits (no
+    /// protocol), each offset by its commit time. An explicit expiry
+    /// timestamp (OffsetCommit v2-v4) wins. Empty groups left without
+    /// offsets are deleted.
+    pub(super) fn expire_offsets(&mut self, now: i64) {
+        let retention = self.env.config.offsets_retention_ms;
+        let mut records = Vec::new();
+        let mut expired_total = 0usize;
+        for group in self.groups.values() {
+            let (base_is_state, skip_subscribed) = match (&group.protocol_type, group.state()) {
+                (Some(_), GroupState::Empty) => (true, false),
+                (Some(_), GroupState::Stable)
+                    if group.is_consumer_group() && group.subscribed_topics.is_some() =>
+                {
+                    (false, true)
+                }
+                (None, _) => (false, false),
+                _ => continue,
+            };
+            for ((topic, partition), stored) in &group.offsets {
+                if skip_subscribed && group.is_subscribed_to(topic) {
+                    continue;
+                }
+                let expired = match stored.expire_timestamp {
+                    Some(at) => now >= at,
+                    None => {
+                        let base = if base_is_state {
+                            group.state_timestamp
+                        } else {
+                            stored.commit_timestamp
+                        };
+                        now.saturating_sub(base) >= retention
+                    }
+                };
+                if expired {
+                    expired_total += 1;
+                    records.push(Record::OffsetDeleted {
+                        group: group.id.clone(),
+                        topic: topic.clone(),
+                        partition: *partition,
+                    });
+                }
+            }
+        }
+        if let Err(error) = self.env.store.append(&records) {
+            warn!("cannot store expired offsets: {error}");
+            return;
+        }
+        let mut touched = Vec::new();
+        for record in records {
+            if let Record::OffsetDeleted {
+                group,
+                topic,
+                partition,
+            } = record
+            {
+                if let Some(g) = self.groups.get_mut(&group) {
+                    g.offsets.remove(&(topic, partition));
+                }
+                touched.push(group);
+            }
+        }
+        // Groups that are empty with no offsets are removed, whether their
+        // offsets just expired or they never had any.
+        let unused: Vec<String> = self
+            .groups
+            .values()
+            .filter(|g| g.is(GroupState::Empty) && g.offsets.is_empty() && g.pending_members.is_empty())
+            .map(|g| g.id.clone())
+            .collect();
+        for group_id in unused {
+            let _ = self.delete_group(&group_id);
+        }
+        if expired_total > 0 {
+            touched.sort();
+            touched.dedup();
+            info!(offsets = expired_total, groups = ?touched, "expired offsets");
+        }
+        self.maybe_compact();
+    }
+
+    /// Rewrites the store once it has grown well past the live state.
+    pub(super) fn maybe_compact(&mut self) {
+        if !self.env.store.wants_compaction() {
+            return;
+        }
+        let live = self.live_records();
+        let before = self.env.store.len();
+        match self.env.store.rewrite(&live) {
+            Ok(()) => info!(
+                before_bytes = before,
+                after_bytes = self.env.store.len(),
+                "compacted the group store"
+            ),
+            Err(error) => warn!("cannot compact the group store: {error}"),
+        }
+    }
+
+    /// The whole current state as store records.
+    pub(super) fn live_records(&self) -> Vec<Record> {
+        let mut records = Vec::new();
+        let mut ids: Vec<&String> = self.groups.keys().collect();
+        ids.sort();
+        for id in ids {
+            let Some(group) = self.groups.get(id) else {
+                continue;
+            };
+            if group.generation_id > 0 || group.protocol_type.is_some() {
+                records.push(Record::Group {
+                    group: id.clone(),
+                    value: group.record(),
+                });
+            }
+            for ((topic, partition), value) in &group.offsets {
+                records.push(Record::Offset {
+                    group: id.clone(),
+                    topic: topic.clone(),
+                    partition: *partition,
+                    value: value.clone(),
+                });
+            }
+        }
+        records
+    }
+}
+
+/// Kafka's `validateOffsetCommit` for classic groups.
+fn validate_offset_commit(group: &Group, request: &CommitRequest) -> Option<i16> {
+    if group.is(GroupState::Dead) {
+        return Some(COORDINATOR_NOT_AVAILABLE);
+    }
+    if request.generation_id < 0 && group.is(GroupState::Empty) {
+        // The admin client, or a consumer without group management.
+        return None;
+    }
+    if request.generation_id >= 0
+        || !request.member_id.is_empty()
+        || request.group_instance_id.is_some()
+    {
+        if let Some(instance) = request.group_instance_id.as_deref() {
+            match group.static_members.get(instance) {
+                Some(current) if *current != request.member_id => return Some(FENCED_INSTANCE_ID),
+                Some(_) => {}
+                None => return Some(UNKNOWN_MEMBER_ID),
+            }
+        }
+        if !group.members.contains_key(&request.member_id) {
+            return Some(UNKNOWN_MEMBER_ID);
+        }
+        if request.generation_id != group.generation_id {
+            return Some(ILLEGAL_GENERATION);
+        }
+        return None;
+    }
+    if !group.is(GroupState::Empty) {
+        // Only members may commit for a group that has members.
+        return Some(UNKNOWN_MEMBER_ID);
+    }
+    None
+}

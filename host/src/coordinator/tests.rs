@@ -1,0 +1,381 @@
+//! Unit tests of the coordinator: whole rebalances driven by concurrent
+//! JoinGroup/SyncGroup calls, with deadlines fired by hand.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::task::JoinHandle;
+
+use super::errors::*;
+use super::*;
+
+fn open(dir: &Path) -> Arc<GroupCoordinator> {
+    let config = GroupConfig {
+        initial_rebalance_delay_ms: 0,
+        ..GroupConfig::default()
+    };
+    GroupCoordinator::open(dir, config).unwrap()
+}
+
+fn subscription(topics: &[&str]) -> Vec<u8> {
+    let mut bytes = vec![0, 0];
+    bytes.extend((topics.len() as i32).to_be_bytes());
+    for topic in topics {
+        bytes.extend((topic.len() as i16).to_be_bytes());
+        bytes.extend(topic.as_bytes());
+    }
+    bytes.extend((-1i32).to_be_bytes());
+    bytes
+}
+
+fn join_request(group: &str, member: &str) -> JoinRequest {
+    JoinRequest {
+        group_id: group.into(),
+        member_id: member.into(),
+        group_instance_id: None,
+        protocol_type: "consumer".into(),
+        protocols: vec![("range".into(), subscription(&["t"]))],
+        session_timeout_ms: 10_000,
+        rebalance_timeout_ms: 60_000,
+        require_known_member_id: true,
+        supports_skip_assignment: true,
+        reason: None,
+        client_id: "client".into(),
+        client_host: "/127.0.0.1".into(),
+    }
+}
+
+fn spawn_join(c: &Arc<GroupCoordinator>, request: JoinRequest) -> JoinHandle<JoinResult> {
+    let c = Arc::clone(c);
+    tokio::spawn(async move { c.join(request).await })
+}
+
+fn spawn_sync(c: &Arc<GroupCoordinator>, request: SyncRequest) -> JoinHandle<SyncResult> {
+    let c = Arc::clone(c);
+    tokio::spawn(async move { c.sync(request).await })
+}
+
+/// Fires due deadlines until the task finishes.
+async fn settle<T>(c: &GroupCoordinator, handle: JoinHandle<T>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !handle.is_finished() {
+        assert!(Instant::now() < deadline, "call did not complete");
+        c.fire_due(Instant::now());
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    handle.await.unwrap()
+}
+
+/// A new member's two-step join (MEMBER_ID_REQUIRED, then with the id).
+async fn first_join(c: &Arc<GroupCoordinator>, group: &str) -> (String, JoinHandle<JoinResult>) {
+    let first = c.join(join_request(group, "")).await;
+    assert_eq!(first.error_code, MEMBER_ID_REQUIRED);
+    assert!(first.member_id.starts_with("client-"));
+    let id = first.member_id.clone();
+    (id.clone(), spawn_join(c, join_request(group, &id)))
+}
+
+fn sync_request(group: &str, generation: i32, member: &str, assignments: &[(&str, &[u8])]) -> SyncRequest {
+    SyncRequest {
+        group_id: group.into(),
+        generation_id: generation,
+        member_id: member.into(),
+        group_instance_id: None,
+        protocol_type: Some("consumer".into()),
+        protocol_name: Some("range".into()),
+        assignments: assignments
+            .iter()
+            .map(|(id, a)| (id.to_string(), a.to_vec()))
+            .collect(),
+    }
+}
+
+fn state_of(c: &GroupCoordinator, group: &str) -> String {
+    c.describe_groups(&[group.to_string()])[0].state.clone()
+}
+
+/// Two members form generation 1; returns (leader, follower).
+async fn two_member_group(c: &Arc<GroupCoordinator>, group: &str) -> (String, String) {
+    let (a, a_join) = first_join(c, group).await;
+    let a_result = settle(c, a_join).await;
+    assert_eq!(a_result.error_code, NONE);
+    assert_eq!(a_result.generation_id, 1);
+    assert_eq!(a_result.leader, a);
+    assert_eq!(a_result.members.len(), 1);
+    let a_sync = settle(c, spawn_sync(c, sync_request(group, 1, &a, &[(&a, b"all")]))).await;
+    assert_eq!(a_sync.assignment, b"all");
+    assert_eq!(state_of(c, group), "Stable");
+
+    // A second member joins: the leader learns of the rebalance through
+    // its heartbeat and rejoins; both get generation 2.
+    let (b, b_join) = first_join(c, group).await;
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    assert_eq!(state_of(c, group), "PreparingRebalance");
+    assert_eq!(c.heartbeat(group, 1, &a, None), REBALANCE_IN_PROGRESS);
+    let a_join = spawn_join(c, join_request(group, &a));
+    let (a_result, b_result) = (settle(c, a_join).await, settle(c, b_join).await);
+    assert_eq!((a_result.generation_id, b_result.generation_id), (2, 2));
+    assert_eq!(a_result.leader, a);
+    assert_eq!(a_result.members.len(), 2, "the leader gets every member");
+    assert!(b_result.members.is_empty());
+    assert_eq!(b_result.protocol_name.as_deref(), Some("range"));
+
+    // The follower's SyncGroup waits for the leader's.
+    let b_sync = spawn_sync(c, sync_request(group, 2, &b, &[]));
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    assert!(!b_sync.is_finished());
+    assert_eq!(state_of(c, group), "CompletingRebalance");
+    let a_sync = spawn_sync(c, sync_request(group, 2, &a, &[(&a, b"p0"), (&b, b"p1")]));
+    assert_eq!(settle(c, a_sync).await.assignment, b"p0");
+    assert_eq!(settle(c, b_sync).await.assignment, b"p1");
+    assert_eq!(state_of(c, group), "Stable");
+    (a, b)
+}
+
+#[tokio::test]
+async fn members_join_sync_and_leave() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = open(dir.path());
+    let (a, b) = two_member_group(&c, "g").await;
+    assert_eq!(c.heartbeat("g", 2, &b, None), NONE);
+    assert_eq!(c.heartbeat("g", 1, &b, None), ILLEGAL_GENERATION);
+    assert_eq!(c.heartbeat("g", 2, "nobody", None), UNKNOWN_MEMBER_ID);
+    assert_eq!(c.heartbeat("", 2, &b, None), INVALID_GROUP_ID);
+
+    let described = &c.describe_groups(&["g".to_string()])[0];
+    assert_eq!(described.protocol, "range");
+    assert_eq!(described.members.len(), 2);
+    assert!(described.members.iter().any(|m| m.assignment == b"p1"));
+
+    // The leader leaves; the other member rejoins alone and leads.
+    let leaving = LeavingMember {
+        member_id: a.clone(),
+        group_instance_id: None,
+        reason: Some("closing".into()),
+    };
+    assert_eq!(c.leave("g", &[leaving.clone()]), Ok(vec![NONE]));
+    assert_eq!(c.leave("g", &[leaving]), Ok(vec![UNKNOWN_MEMBER_ID]));
+    assert_eq!(c.heartbeat("g", 2, &b, None), REBALANCE_IN_PROGRESS);
+    let b_result = settle(&c, spawn_join(&c, join_request("g", &b))).await;
+    assert_eq!((b_result.generation_id, b_result.leader.as_str()), (3, b.as_str()));
+
+    // The last member leaves: the group is empty.
+    let leaving = LeavingMember {
+        member_id: b.clone(),
+        group_instance_id: None,
+        reason: None,
+    };
+    assert_eq!(c.leave("g", &[leaving]), Ok(vec![NONE]));
+    assert_eq!(state_of(&c, "g"), "Empty");
+    let listed = c.list_groups(&["empty".into()], &[]);
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].protocol_type, "consumer");
+    assert!(c.list_groups(&["Stable".into()], &[]).is_empty());
+    assert!(c.list_groups(&[], &["consumer".into()]).is_empty());
+}
+
+#[tokio::test]
+async fn an_expired_session_moves_the_group_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = open(dir.path());
+    let (a, b) = two_member_group(&c, "g").await;
+    // b stops heartbeating; a keeps going.
+    let later = Instant::now() + Duration::from_secs(11);
+    {
+        let mut inner = c.lock();
+        let group = inner.groups.get_mut("g").unwrap();
+        group.members.get_mut(&a).unwrap().deadline = later + Duration::from_secs(10);
+    }
+    c.fire_due(later);
+    assert_eq!(state_of(&c, "g"), "PreparingRebalance");
+    let a_result = settle(&c, spawn_join(&c, join_request("g", &a))).await;
+    assert_eq!(a_result.generation_id, 3);
+    assert_eq!(a_result.members.len(), 1);
+    assert_eq!(c.heartbeat("g", 3, &b, None), UNKNOWN_MEMBER_ID);
+}
+
+#[tokio::test]
+async fn a_pending_member_id_expires() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = open(dir.path());
+    let first = c.join(join_request("g", "")).await;
+    assert_eq!(first.error_code, MEMBER_ID_REQUIRED);
+    c.fire_due(Instant::now() + Duration::from_secs(11));
+    let late = c.join(join_request("g", &first.member_id)).await;
+    assert_eq!(late.error_code, UNKNOWN_MEMBER_ID);
+}
+
+#[tokio::test]
+async fn join_validates_like_kafka() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = open(dir.path());
+    let mut request = join_request("g", "");
+    request.session_timeout_ms = 10;
+    assert_eq!(c.join(request).await.error_code, INVALID_SESSION_TIMEOUT);
+    assert_eq!(c.join(join_request("", "")).await.error_code, INVALID_GROUP_ID);
+    assert_eq!(
+        c.join(join_request("other", "someone")).await.error_code,
+        UNKNOWN_MEMBER_ID
+    );
+    let mut request = join_request("g", "");
+    request.protocols.clear();
+    assert_eq!(c.join(request).await.error_code, INCONSISTENT_GROUP_PROTOCOL);
+
+    // Without KIP-394 a new member joins at once.
+    let mut request = join_request("g", "");
+    request.require_known_member_id = false;
+    let result = settle(&c, spawn_join(&c, request)).await;
+    assert_eq!(result.error_code, NONE);
+    // A member with no protocol in common is refused.
+    let mut request = join_request("g", "");
+    request.protocols = vec![("roundrobin".into(), Vec::new())];
+    assert_eq!(c.join(request).await.error_code, INCONSISTENT_GROUP_PROTOCOL);
+}
+
+#[tokio::test]
+async fn static_members_keep_their_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = open(dir.path());
+    let mut request = join_request("g", "");
+    request.group_instance_id = Some("instance-1".into());
+    let result = settle(&c, spawn_join(&c, request.clone())).await;
+    assert_eq!(result.error_code, NONE, "static members skip MEMBER_ID_REQUIRED");
+    let old = result.member_id.clone();
+    assert!(old.starts_with("instance-1-"));
+    let mut sync = sync_request("g", 1, &old, &[(&old, b"a")]);
+    sync.group_instance_id = Some("instance-1".into());
+    assert_eq!(settle(&c, spawn_sync(&c, sync)).await.assignment, b"a");
+
+    // The instance restarts: same instance id, no member id. The group
+    // stays Stable at the same generation; the old id is fenced.
+    let result = settle(&c, spawn_join(&c, request)).await;
+    assert_eq!(result.error_code, NONE);
+    assert_ne!(result.member_id, old);
+    assert_eq!(result.generation_id, 1);
+    assert!(result.skip_assignment, "the rejoining leader skips assignment");
+    assert_eq!(state_of(&c, "g"), "Stable");
+    assert_eq!(c.heartbeat("g", 1, &old, Some("instance-1")), FENCED_INSTANCE_ID);
+    assert_eq!(c.heartbeat("g", 1, &result.member_id, Some("instance-1")), NONE);
+    // An admin removes the instance by its id alone.
+    let leaving = LeavingMember {
+        member_id: String::new(),
+        group_instance_id: Some("instance-1".into()),
+        reason: None,
+    };
+    assert_eq!(c.leave("g", &[leaving]), Ok(vec![NONE]));
+    assert_eq!(state_of(&c, "g"), "Empty");
+}
+
+fn commit(group: &str, generation: i32, member: &str, offsets: &[(&str, i32, i64)]) -> CommitRequest {
+    CommitRequest {
+        group_id: group.into(),
+        generation_id: generation,
+        member_id: member.into(),
+        group_instance_id: None,
+        retention_time_ms: -1,
+        offsets: offsets
+            .iter()
+            .map(|(topic, partition, offset)| OffsetCommit {
+                topic: topic.to_string(),
+                partition: *partition,
+                offset: *offset,
+                leader_epoch: 0,
+                metadata: Some(format!("m{offset}")),
+            })
+            .collect(),
+    }
+}
+
+#[tokio::test]
+async fn offsets_and_groups_survive_a_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = open(dir.path());
+    let (a, b) = two_member_group(&c, "g").await;
+    assert_eq!(
+        c.commit_offsets(&commit("g", 2, &a, &[("t", 0, 10), ("t", 1, 20)])),
+        vec![NONE, NONE]
+    );
+    assert_eq!(c.commit_offsets(&commit("g", 1, &a, &[("t", 0, 11)])), vec![ILLEGAL_GENERATION]);
+    assert_eq!(c.commit_offsets(&commit("g", -1, "", &[("t", 0, 11)])), vec![UNKNOWN_MEMBER_ID]);
+    assert_eq!(c.commit_offsets(&commit("g", 2, &b, &[("t", 0, 12)])), vec![NONE]);
+    let mut big = commit("g", 2, &b, &[("t", 2, 1)]);
+    big.offsets[0].metadata = Some("x".repeat(5000));
+    assert_eq!(c.commit_offsets(&big), vec![OFFSET_METADATA_TOO_LARGE]);
+    // A simple consumer (no group management) commits into a new group.
+    assert_eq!(c.commit_offsets(&commit("simple", -1, "", &[("t", 0, 5)])), vec![NONE]);
+    assert_eq!(c.commit_offsets(&commit("gone", 3, "x", &[("t", 0, 5)])), vec![ILLEGAL_GENERATION]);
+    drop(c);
+
+    let c = open(dir.path());
+    let all = c.fetch_offsets("g", None, false).unwrap();
+    assert_eq!(
+        all.iter().map(|o| (o.partition, o.offset, o.metadata.as_str())).collect::<Vec<_>>(),
+        vec![(0, 12, "m12"), (1, 20, "m20")]
+    );
+    let named = c
+        .fetch_offsets("g", Some(&[("t".into(), 1), ("u".into(), 0)]), true)
+        .unwrap();
+    assert_eq!((named[0].offset, named[1].offset), (20, -1));
+    assert_eq!(c.fetch_offsets("nope", None, false).unwrap(), Vec::new());
+    // The group came back Stable with its members and assignments.
+    let described = &c.describe_groups(&["g".to_string()])[0];
+    assert_eq!(described.state, "Stable");
+    assert_eq!(described.members.len(), 2);
+    assert_eq!(c.heartbeat("g", 2, &b, None), NONE);
+    assert_eq!(c.list_groups(&[], &[]).len(), 2);
+}
+
+#[tokio::test]
+async fn deleting_offsets_and_groups() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = open(dir.path());
+    let (a, b) = two_member_group(&c, "g").await;
+    assert_eq!(
+        c.commit_offsets(&commit("g", 2, &a, &[("t", 0, 1), ("old", 0, 2)])),
+        vec![NONE, NONE]
+    );
+    // Members subscribe to "t": its offsets cannot go while they consume.
+    assert_eq!(
+        c.delete_offsets("g", &[("t".into(), 0), ("old".into(), 0)]),
+        Ok(vec![GROUP_SUBSCRIBED_TO_TOPIC, NONE])
+    );
+    assert_eq!(c.delete_groups(&["g".into(), "none".into()]), vec![NON_EMPTY_GROUP, GROUP_ID_NOT_FOUND]);
+    assert_eq!(c.delete_offsets("none", &[("t".into(), 0)]), Err(GROUP_ID_NOT_FOUND));
+    for member in [a, b] {
+        let leaving = LeavingMember {
+            member_id: member,
+            group_instance_id: None,
+            reason: None,
+        };
+        assert_eq!(c.leave("g", &[leaving]), Ok(vec![NONE]));
+    }
+    settle(&c, tokio::spawn(async {})).await;
+    assert_eq!(state_of(&c, "g"), "Empty");
+    assert_eq!(c.fetch_offsets("g", None, false).unwrap().len(), 1);
+    assert_eq!(c.delete_groups(&["g".into()]), vec![NONE]);
+    assert_eq!(c.describe_groups(&["g".into()])[0].error_code, GROUP_ID_NOT_FOUND);
+    assert!(c.fetch_offsets("g", None, false).unwrap().is_empty());
+    drop(c);
+    let c = open(dir.path());
+    assert!(c.list_groups(&[], &[]).is_empty(), "the deletion is durable");
+}
+
+#[tokio::test]
+async fn retention_expires_offsets_of_empty_groups() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = open(dir.path());
+    assert_eq!(c.commit_offsets(&commit("simple", -1, "", &[("t", 0, 5)])), vec![NONE]);
+    let (a, _b) = two_member_group(&c, "live").await;
+    assert_eq!(c.commit_offsets(&commit("live", 2, &a, &[("t", 0, 7)])), vec![NONE]);
+    let retention = GroupConfig::default().offsets_retention_ms;
+    c.lock().expire_offsets(now_ms() + retention / 2);
+    assert_eq!(c.list_groups(&[], &[]).len(), 2);
+    c.lock().expire_offsets(now_ms() + retention + 1000);
+    // The simple group's offset expired and the group went with it; the
+    // stable group still consumes "t" and keeps its offset.
+    assert_eq!(c.describe_groups(&["simple".into()])[0].error_code, GROUP_ID_NOT_FOUND);
+    assert_eq!(c.fetch_offsets("live", None, false).unwrap().len(), 1);
+    drop(c);
+    let c = open(dir.path());
+    assert_eq!(c.describe_groups(&["simple".into()])[0].error_code, GROUP_ID_NOT_FOUND);
+}

@@ -1,0 +1,223 @@
+//! `groups`: consumer groups and committed offsets, via the group
+//! coordinator. JoinGroup and SyncGroup wait here for the rebalance; that
+//! wait is credited to the call's clock like a long-poll fetch, so it does
+//! not count against the guest's deadline. The client id and host of a
+//! joining member come from the request's connection.
+
+use std::time::Instant;
+
+use crate::coordinator as coord;
+use crate::plugins::bindings::handler::gregor::broker::groups::{
+    self, CommittedOffset, GroupDescription, GroupOverview, JoinMember, JoinRequest, JoinResult,
+    LeavingMember, MemberDescription, OffsetCommit, SyncRequest, SyncResult, TopicPartition,
+};
+use crate::plugins::state::HandlerState;
+
+fn partitions(list: Vec<TopicPartition>) -> Vec<(String, i32)> {
+    list.into_iter().map(|p| (p.topic, p.partition)).collect()
+}
+
+impl groups::Host for HandlerState {
+    async fn join(&mut self, request: JoinRequest) -> JoinResult {
+        let started = Instant::now();
+        let client_host = self
+            .session
+            .as_ref()
+            .map(|session| format!("/{}", session.client_host))
+            .unwrap_or_default();
+        let request = coord::JoinRequest {
+            group_id: request.group_id,
+            member_id: request.member_id,
+            group_instance_id: request.group_instance_id,
+            protocol_type: request.protocol_type,
+            protocols: request
+                .protocols
+                .into_iter()
+                .map(|p| (p.name, p.metadata))
+                .collect(),
+            session_timeout_ms: request.session_timeout_ms,
+            rebalance_timeout_ms: request.rebalance_timeout_ms,
+            require_known_member_id: request.require_known_member_id,
+            supports_skip_assignment: request.supports_skip_assignment,
+            reason: request.reason,
+            client_id: self.client_id.clone().unwrap_or_default(),
+            client_host,
+        };
+        let result = self.broker.groups.join(request).await;
+        self.clock.add_host_wait(started.elapsed());
+        JoinResult {
+            error_code: result.error_code,
+            generation_id: result.generation_id,
+            protocol_type: result.protocol_type,
+            protocol_name: result.protocol_name,
+            leader: result.leader,
+            skip_assignment: result.skip_assignment,
+            member_id: result.member_id,
+            members: result
+                .members
+                .into_iter()
+                .map(|m| JoinMember {
+                    member_id: m.member_id,
+                    group_instance_id: m.group_instance_id,
+                    metadata: m.metadata,
+                })
+                .collect(),
+        }
+    }
+
+    async fn sync(&mut self, request: SyncRequest) -> SyncResult {
+        let started = Instant::now();
+        let request = coord::SyncRequest {
+            group_id: request.group_id,
+            generation_id: request.generation_id,
+            member_id: request.member_id,
+            group_instance_id: request.group_instance_id,
+            protocol_type: request.protocol_type,
+            protocol_name: request.protocol_name,
+            assignments: request.assignments,
+        };
+        let result = self.broker.groups.sync(request).await;
+        self.clock.add_host_wait(started.elapsed());
+        SyncResult {
+            error_code: result.error_code,
+            protocol_type: result.protocol_type,
+            protocol_name: result.protocol_name,
+            assignment: result.assignment,
+        }
+    }
+
+    fn heartbeat(
+        &mut self,
+        group_id: String,
+        generation_id: i32,
+        member_id: String,
+        group_instance_id: Option<String>,
+    ) -> i16 {
+        self.broker.groups.heartbeat(
+            &group_id,
+            generation_id,
+            &member_id,
+            group_instance_id.as_deref(),
+        )
+    }
+
+    fn leave(&mut self, group_id: String, members: Vec<LeavingMember>) -> Result<Vec<i16>, i16> {
+        let members: Vec<coord::LeavingMember> = members
+            .into_iter()
+            .map(|m| coord::LeavingMember {
+                member_id: m.member_id,
+                group_instance_id: m.group_instance_id,
+                reason: m.reason,
+            })
+            .collect();
+        self.broker.groups.leave(&group_id, &members)
+    }
+
+    fn commit_offsets(
+        &mut self,
+        group_id: String,
+        generation_id: i32,
+        member_id: String,
+        group_instance_id: Option<String>,
+        retention_time_ms: i64,
+        offsets: Vec<OffsetCommit>,
+    ) -> Vec<i16> {
+        let request = coord::CommitRequest {
+            group_id,
+            generation_id,
+            member_id,
+            group_instance_id,
+            retention_time_ms,
+            offsets: offsets
+                .into_iter()
+                .map(|o| coord::OffsetCommit {
+                    topic: o.topic,
+                    partition: o.partition,
+                    offset: o.offset,
+                    leader_epoch: o.leader_epoch,
+                    metadata: o.metadata,
+                })
+                .collect(),
+        };
+        self.broker.groups.commit_offsets(&request)
+    }
+
+    fn fetch_offsets(
+        &mut self,
+        group_id: String,
+        wanted: Option<Vec<TopicPartition>>,
+        require_stable: bool,
+    ) -> Result<Vec<CommittedOffset>, i16> {
+        let wanted = wanted.map(partitions);
+        let offsets =
+            self.broker
+                .groups
+                .fetch_offsets(&group_id, wanted.as_deref(), require_stable)?;
+        Ok(offsets
+            .into_iter()
+            .map(|o| CommittedOffset {
+                topic: o.topic,
+                partition: o.partition,
+                offset: o.offset,
+                leader_epoch: o.leader_epoch,
+                metadata: o.metadata,
+                error_code: o.error_code,
+            })
+            .collect())
+    }
+
+    fn delete_offsets(
+        &mut self,
+        group_id: String,
+        doomed: Vec<TopicPartition>,
+    ) -> Result<Vec<i16>, i16> {
+        self.broker
+            .groups
+            .delete_offsets(&group_id, &partitions(doomed))
+    }
+
+    fn list_groups(&mut self, states: Vec<String>, types: Vec<String>) -> Vec<GroupOverview> {
+        self.broker
+            .groups
+            .list_groups(&states, &types)
+            .into_iter()
+            .map(|g| GroupOverview {
+                group_id: g.group_id,
+                protocol_type: g.protocol_type,
+                state: g.state,
+                group_type: g.group_type,
+            })
+            .collect()
+    }
+
+    fn describe_groups(&mut self, group_ids: Vec<String>) -> Vec<GroupDescription> {
+        self.broker
+            .groups
+            .describe_groups(&group_ids)
+            .into_iter()
+            .map(|g| GroupDescription {
+                error_code: g.error_code,
+                group_id: g.group_id,
+                state: g.state,
+                protocol_type: g.protocol_type,
+                protocol: g.protocol,
+                members: g
+                    .members
+                    .into_iter()
+                    .map(|m| MemberDescription {
+                        member_id: m.member_id,
+                        group_instance_id: m.group_instance_id,
+                        client_id: m.client_id,
+                        client_host: m.client_host,
+                        metadata: m.metadata,
+                        assignment: m.assignment,
+                    })
+                    .collect(),
+            })
+            .collect()
+    }
+
+    fn delete_groups(&mut self, group_ids: Vec<String>) -> Vec<i16> {
+        self.broker.groups.delete_groups(&group_ids)
+    }
+}

@@ -1,0 +1,153 @@
+//! JoinGroup (ApiKey 11): a member joins (or rejoins) a group and waits
+//! for the rebalance, as Kafka's `KafkaApis.handleJoinGroupRequest`.
+//!
+//! - Versions 0-9. v0 has no rebalance timeout: the session timeout serves
+//!   as one. From v4 a member without an id gets MEMBER_ID_REQUIRED and an
+//!   id to rejoin with (KIP-394); v5 adds static membership
+//!   (group_instance_id, KIP-345); v7 the protocol type in the answer; v8
+//!   the reason; v9 lets a rejoining static leader skip the assignment.
+//! - READ on the Group, else GROUP_AUTHORIZATION_FAILED.
+//! - The call to `groups.join` suspends this request (not a worker) until
+//!   the join phase of the rebalance completes. The leader's answer lists
+//!   every member with its metadata for the selected protocol.
+
+use gregor_sdk::authz::Operation;
+use gregor_sdk::groups::{self, group_allowed, opt_str_bytes, opt_string, JoinResult, Protocol};
+use gregor_sdk::kafka_protocol::messages::join_group_response::JoinGroupResponseMember;
+use gregor_sdk::kafka_protocol::messages::{JoinGroupRequest, JoinGroupResponse};
+use gregor_sdk::kafka_protocol::protocol::StrBytes;
+use gregor_sdk::{api_info, decode, respond, ApiInfo, Handler, Outcome, RequestContext, ResponseError};
+
+struct JoinGroup;
+
+impl Handler for JoinGroup {
+    fn describe() -> ApiInfo {
+        api_info::<JoinGroupRequest>("JoinGroup", 0, 9)
+    }
+
+    fn handle(ctx: RequestContext, body: Vec<u8>) -> Outcome {
+        let request: JoinGroupRequest = match decode(&ctx, &body) {
+            Ok(request) => request,
+            Err(outcome) => return outcome,
+        };
+        let version = ctx.api_version;
+        let result = if !group_allowed(Operation::Read, &request.group_id) {
+            JoinResult {
+                error_code: ResponseError::GroupAuthorizationFailed.code(),
+                generation_id: -1,
+                protocol_type: None,
+                protocol_name: None,
+                leader: String::new(),
+                skip_assignment: false,
+                member_id: String::new(),
+                members: Vec::new(),
+            }
+        } else {
+            let rebalance_timeout_ms = if version == 0 {
+                request.session_timeout_ms
+            } else {
+                request.rebalance_timeout_ms
+            };
+            groups::join(&groups::JoinRequest {
+                group_id: request.group_id.to_string(),
+                member_id: request.member_id.to_string(),
+                group_instance_id: opt_string(&request.group_instance_id),
+                protocol_type: request.protocol_type.to_string(),
+                protocols: request
+                    .protocols
+                    .iter()
+                    .map(|p| Protocol {
+                        name: p.name.to_string(),
+                        metadata: p.metadata.to_vec(),
+                    })
+                    .collect(),
+                session_timeout_ms: request.session_timeout_ms,
+                rebalance_timeout_ms,
+                require_known_member_id: version >= 4,
+                supports_skip_assignment: version >= 9,
+                reason: opt_string(&request.reason),
+            })
+        };
+        respond(&ctx, &response(result, version))
+    }
+}
+
+/// The answer for the request's version: fields a version lacks stay at
+/// their defaults, and before v7 the protocol name is never null.
+fn response(result: JoinResult, version: i16) -> JoinGroupResponse {
+    let protocol_name = match result.protocol_name {
+        None if version < 7 => Some(String::new()),
+        name => name,
+    };
+    JoinGroupResponse::default()
+        .with_error_code(result.error_code)
+        .with_generation_id(result.generation_id)
+        .with_protocol_type(if version >= 7 {
+            opt_str_bytes(result.protocol_type)
+        } else {
+            None
+        })
+        .with_protocol_name(opt_str_bytes(protocol_name))
+        .with_leader(StrBytes::from_string(result.leader))
+        .with_skip_assignment(version >= 9 && result.skip_assignment)
+        .with_member_id(StrBytes::from_string(result.member_id))
+        .with_members(
+            result
+                .members
+                .into_iter()
+                .map(|m| {
+                    JoinGroupResponseMember::default()
+                        .with_member_id(StrBytes::from_string(m.member_id))
+                        .with_group_instance_id(if version >= 5 {
+                            opt_str_bytes(m.group_instance_id)
+                        } else {
+                            None
+                        })
+                        .with_metadata(m.metadata.into())
+                })
+                .collect(),
+        )
+}
+
+gregor_sdk::export_handler!(JoinGroup);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gregor_sdk::groups::JoinMember;
+    use gregor_sdk::kafka_protocol::protocol::Encodable;
+
+    #[test]
+    fn responses_encode_for_every_served_version() {
+        for version in 0..=9 {
+            let result = JoinResult {
+                error_code: 0,
+                generation_id: 3,
+                protocol_type: Some("consumer".into()),
+                protocol_name: Some("range".into()),
+                leader: "m-1".into(),
+                skip_assignment: true,
+                member_id: "m-1".into(),
+                members: vec![JoinMember {
+                    member_id: "m-1".into(),
+                    group_instance_id: Some("i-1".into()),
+                    metadata: vec![1, 2],
+                }],
+            };
+            let encoded = response(result, version).encode(&mut Vec::new(), version);
+            assert!(encoded.is_ok(), "v{version}: {encoded:?}");
+            let error = JoinResult {
+                error_code: 79,
+                generation_id: -1,
+                protocol_type: None,
+                protocol_name: None,
+                leader: String::new(),
+                skip_assignment: false,
+                member_id: "new".into(),
+                members: Vec::new(),
+            };
+            let encoded = response(error, version).encode(&mut Vec::new(), version);
+            assert!(encoded.is_ok(), "v{version}: {encoded:?}");
+        }
+    }
+}

@@ -1,0 +1,135 @@
+//! The Prometheus endpoint after real client traffic: requests are counted
+//! per API, bytes in match what reached the log, a trapping plugin is
+//! counted, and the request-phase histograms fill.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::time::Duration;
+
+use gregor_tests::wire::{request_frame, Conn};
+use gregor_tests::{free_port, kafka, workspace_root, Broker};
+use rdkafka::producer::FutureRecord;
+
+fn scrape(admin: &str) -> String {
+    let mut stream = TcpStream::connect(admin).expect("connect to the admin endpoint");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .expect("timeout");
+    stream
+        .write_all(format!("GET /metrics HTTP/1.1\r\nHost: {admin}\r\nConnection: close\r\n\r\n").as_bytes())
+        .expect("send scrape");
+    let mut response = String::new();
+    stream.read_to_string(&mut response).expect("read scrape");
+    let (head, body) = response.split_once("\r\n\r\n").expect("HTTP response");
+    assert!(head.starts_with("HTTP/1.1 200"), "scrape failed: {head}");
+    body.to_string()
+}
+
+/// The value of one sample, by its exact name and labels.
+fn sample(text: &str, series: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|line| line.strip_prefix(series)?.strip_prefix(' ')?.trim().parse().ok())
+}
+
+/// Total size of a partition's `.log` segment files.
+fn log_bytes(partition_dir: &Path) -> u64 {
+    std::fs::read_dir(partition_dir)
+        .map(|entries| {
+            entries
+                .filter_map(|entry| entry.ok())
+                .filter(|entry| entry.path().extension().is_some_and(|ext| ext == "log"))
+                .filter_map(|entry| entry.metadata().ok())
+                .map(|meta| meta.len())
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
+fn find_partition_dir(root: &Path, name: &str) -> Option<std::path::PathBuf> {
+    for entry in std::fs::read_dir(root).ok()?.filter_map(|e| e.ok()) {
+        let path = entry.path();
+        if path.is_dir() {
+            if path.file_name().is_some_and(|n| n == name) {
+                return Some(path);
+            }
+            if let Some(found) = find_partition_dir(&path, name) {
+                return Some(found);
+            }
+        }
+    }
+    None
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn counters_move_with_real_client_traffic() {
+    let admin = format!("127.0.0.1:{}", free_port());
+    let plugins = tempfile::tempdir().expect("plugin dir");
+    for entry in std::fs::read_dir(gregor_tests::plugin_dir()).expect("plugins") {
+        let path = entry.expect("entry").path();
+        if path.extension().is_some_and(|ext| ext == "wasm") {
+            std::fs::copy(&path, plugins.path().join(path.file_name().expect("name"))).expect("copy");
+        }
+    }
+    let examples = std::env::var_os("GREGOR_EXAMPLE_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| workspace_root().join("build/examples"));
+    std::fs::copy(examples.join("chaos.wasm"), plugins.path().join("chaos.wasm")).expect("copy chaos");
+    let plugin_path = plugins.path().display().to_string();
+    let broker = Broker::start_with(&[("admin.listener", admin.as_str()), ("plugin.dir", plugin_path.as_str())]);
+
+    kafka::create_topic(&broker, "metered", 1).await;
+    let producer = kafka::producer(&broker, &[]);
+    let count = 200;
+    for i in 0..count {
+        let payload = format!("payload-{i:05}");
+        producer
+            .send(FutureRecord::to("metered").key("k").payload(&payload), Duration::from_secs(30))
+            .await
+            .expect("produce");
+    }
+    let received = kafka::consume_all(&broker, "metered", 1, count, Duration::from_secs(60)).await;
+    assert_eq!(received[&0].len(), count);
+
+    // One trapping call of the chaos module (ApiKey 1099, mode 1).
+    let mut conn = Conn::connect(broker.addr());
+    conn.send(&request_frame(1099, 0, 5, false, &[1])).expect("send");
+    conn.expect_closed("chaos trap");
+
+    let text = scrape(&admin);
+    let produce_requests: f64 = text
+        .lines()
+        .filter(|line| line.starts_with("gregor_requests_total{request=\"Produce\""))
+        .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum();
+    assert!(produce_requests >= 1.0, "no Produce requests counted:\n{text}");
+    assert!(text.contains("gregor_requests_total{request=\"FetchConsumer\""), "{text}");
+    assert!(text.contains("gregor_requests_total{request=\"Metadata\""), "{text}");
+    assert_eq!(
+        sample(&text, "gregor_topic_messages_in_total{topic=\"metered\"}"),
+        Some(count as f64)
+    );
+    let partition_dir = find_partition_dir(broker.data_dir(), "metered-0").expect("partition directory");
+    let on_disk = log_bytes(&partition_dir);
+    assert!(on_disk > 0);
+    assert_eq!(
+        sample(&text, "gregor_topic_bytes_in_total{topic=\"metered\"}"),
+        Some(on_disk as f64),
+        "bytes in must equal the bytes appended to the log"
+    );
+    let bytes_out = sample(&text, "gregor_topic_bytes_out_total{topic=\"metered\"}").expect("bytes out");
+    assert!(bytes_out >= on_disk as f64, "the consumer read everything: {bytes_out} < {on_disk}");
+    assert_eq!(
+        sample(&text, "gregor_plugin_traps_total{plugin=\"chaos\",api_key=\"1099\"}"),
+        Some(1.0),
+        "{text}"
+    );
+    assert_eq!(
+        sample(&text, "gregor_request_errors_total{request=\"Chaos\",error=\"HANDLER_FAILED\"}"),
+        Some(1.0)
+    );
+    let total_count = sample(&text, "gregor_request_total_time_ms_count{request=\"Produce\"}").expect("histogram");
+    assert_eq!(total_count, produce_requests, "one total-time observation per Produce request");
+    assert!(text.contains("gregor_handler_idle_ratio "), "{text}");
+    assert!(sample(&text, "gregor_connections{listener=\"PLAINTEXT\"}").is_some_and(|open| open >= 1.0));
+}
