@@ -7,7 +7,7 @@ DATA_DIR   ?= data
 GREGOR_BIN := $(abspath $(TARGET_DIR)/release/gregor)
 
 # Every handler module plus the default authorizer, one crate each.
-PLUGINS := api_versions metadata produce fetch list_offsets create_topics delete_topics authorizer_acl
+PLUGINS := api_versions metadata produce fetch list_offsets create_topics delete_topics authorizer_acl delete_records describe_log_dirs alter_replica_log_dirs
 PLUGIN_WASM := $(addprefix $(TARGET_DIR)/wasm32-wasip2/plugin/,$(addsuffix .wasm,$(PLUGINS)))
 # Example modules: not loaded by default (drop one into the plugin dir to try it).
 EXAMPLES := topic_summary chaos
@@ -18,7 +18,7 @@ export GREGOR_BIN
 export GREGOR_PLUGIN_DIR := $(abspath $(PLUGIN_DIR))
 export GREGOR_EXAMPLE_DIR := $(abspath $(EXAMPLE_DIR))
 
-.PHONY: all build host plugins wasm-target test-deps run test unit-test integration-test lint fmt
+.PHONY: all build host plugins wasm-target test-deps run test unit-test integration-test lint fmt bench
 
 all: build
 
@@ -58,3 +58,8 @@ lint:
 
 fmt:
 	$(CARGO) fmt --all
+
+# Benchmarks with real clients against a fresh broker; never part of `make test`.
+bench: build
+	$(CARGO) build --release -p gregor-bench
+	python3 bench/run.py

@@ -1,112 +1,80 @@
-//! `gregor-bench`: drives a running broker with librdkafka and prints what
-//! it measured. Separate from the broker and never part of `make test`.
+//! `gregor-bench`: drives a running broker with librdkafka (the `rdkafka`
+//! crate) and raw Kafka frames, and reports what it measured as JSON lines
+//! and Markdown tables. Separate from the broker; never part of `make test`.
 //!
-//! `gregor-bench produce --bootstrap HOST:PORT [--records N] [--size BYTES]
-//! [--acks 1|all|0] [--partitions P] [--topic NAME]` produces N records of
-//! SIZE bytes as fast as librdkafka allows and reports records/s, MB/s
-//! and the send-to-delivery-report latency percentiles.
+//! ```text
+//! gregor-bench suite   --bootstrap HOST:PORT [--records N] [--json FILE]
+//! gregor-bench produce --bootstrap HOST:PORT [--records N] [--size B] [--acks 1|all|0] [--partitions P]
+//! gregor-bench consume --bootstrap HOST:PORT --topic T --records N
+//! gregor-bench e2e     --bootstrap HOST:PORT [--rate R] [--seconds S] [--size B]
+//! gregor-bench rtt     --bootstrap HOST:PORT [--iterations N]
+//! ```
+//!
+//! `make bench` starts a fresh broker and runs `suite`.
 
+mod consume;
+mod e2e;
+mod produce;
+mod rtt;
+mod stats;
+
+use std::collections::BTreeMap;
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
 
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;
-use rdkafka::error::{KafkaError, RDKafkaErrorCode};
-use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
-use rdkafka::ClientContext;
+use rdkafka::types::RDKafkaErrorCode;
 
-struct Options {
-    bootstrap: String,
-    records: usize,
-    size: usize,
-    acks: String,
-    partitions: i32,
-    topic: String,
+/// `--flag value` pairs after the command.
+pub struct Args {
+    values: BTreeMap<String, String>,
 }
 
-fn parse(args: &[String]) -> Result<Options, String> {
-    let mut options = Options {
-        bootstrap: "127.0.0.1:9092".to_string(),
-        records: 200_000,
-        size: 1024,
-        acks: "1".to_string(),
-        partitions: 1,
-        topic: String::new(),
-    };
-    let mut iter = args.iter();
-    match iter.next().map(String::as_str) {
-        Some("produce") => {}
-        other => return Err(format!("unknown command {other:?}")),
-    }
-    while let Some(flag) = iter.next() {
-        let value = iter.next().ok_or_else(|| format!("{flag} needs a value"))?;
-        let number = || {
-            value
-                .parse::<usize>()
-                .map_err(|_| format!("{flag}: not a number: {value}"))
-        };
-        match flag.as_str() {
-            "--bootstrap" => options.bootstrap = value.clone(),
-            "--records" => options.records = number()?,
-            "--size" => options.size = number()?,
-            "--acks" => options.acks = value.clone(),
-            "--partitions" => options.partitions = number()? as i32,
-            "--topic" => options.topic = value.clone(),
-            other => return Err(format!("unknown flag {other}")),
+impl Args {
+    fn parse(args: &[String]) -> Result<Self, String> {
+        let mut values = BTreeMap::new();
+        let mut iter = args.iter();
+        while let Some(flag) = iter.next() {
+            let Some(name) = flag.strip_prefix("--") else {
+                return Err(format!("unexpected argument {flag}"));
+            };
+            let value = iter.next().ok_or_else(|| format!("{flag} needs a value"))?;
+            values.insert(name.to_string(), value.clone());
         }
+        Ok(Self { values })
     }
-    if options.topic.is_empty() {
-        options.topic = format!(
-            "bench-{}b-acks{}-p{}-{}",
-            options.size,
-            options.acks,
-            options.partitions,
-            std::process::id()
-        );
+
+    pub fn text(&self, name: &str, default: &str) -> String {
+        self.values
+            .get(name)
+            .cloned()
+            .unwrap_or_else(|| default.to_string())
     }
-    Ok(options)
-}
 
-/// Records each delivery's latency from the send instant carried as opaque.
-struct LatencyContext;
-
-impl ClientContext for LatencyContext {}
-
-impl ProducerContext for LatencyContext {
-    type DeliveryOpaque = Box<Instant>;
-
-    fn delivery(&self, result: &DeliveryResult<'_>, sent: Self::DeliveryOpaque) {
-        let micros = sent.elapsed().as_micros() as u64;
-        LATENCIES.with(|latencies| latencies.borrow_mut().push(micros));
-        if result.is_err() {
-            FAILURES.with(|failures| *failures.borrow_mut() += 1);
+    pub fn number(&self, name: &str, default: usize) -> Result<usize, String> {
+        match self.values.get(name) {
+            Some(value) => value
+                .parse()
+                .map_err(|_| format!("--{name}: not a number: {value}")),
+            None => Ok(default),
         }
     }
 }
 
-thread_local! {
-    // Delivery callbacks run on the thread that polls: ours.
-    static LATENCIES: std::cell::RefCell<Vec<u64>> = const { std::cell::RefCell::new(Vec::new()) };
-    static FAILURES: std::cell::RefCell<u64> = const { std::cell::RefCell::new(0) };
-}
-
-fn create_topic(options: &Options) -> Result<(), String> {
+/// Creates a topic (an existing one is fine).
+pub fn create_topic(bootstrap: &str, topic: &str, partitions: i32) -> Result<(), String> {
     let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
-        .set("bootstrap.servers", &options.bootstrap)
+        .set("bootstrap.servers", bootstrap)
         .create()
         .map_err(|e| format!("admin client: {e}"))?;
-    let topic = NewTopic::new(
-        &options.topic,
-        options.partitions,
-        TopicReplication::Fixed(1),
-    );
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| format!("runtime: {e}"))?;
+    let new_topic = NewTopic::new(topic, partitions, TopicReplication::Fixed(1));
     let results = runtime
-        .block_on(admin.create_topics(&[topic], &AdminOptions::new()))
+        .block_on(admin.create_topics(&[new_topic], &AdminOptions::new()))
         .map_err(|e| format!("create topic: {e}"))?;
     for result in results {
         if let Err((name, code)) = result {
@@ -118,82 +86,138 @@ fn create_topic(options: &Options) -> Result<(), String> {
     Ok(())
 }
 
-fn percentile(sorted: &[u64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    let rank = ((p / 100.0) * (sorted.len() - 1) as f64).round() as usize;
-    sorted[rank.min(sorted.len() - 1)] as f64 / 1000.0
-}
-
-fn produce(options: &Options) -> Result<(), String> {
-    create_topic(options)?;
-    let producer: BaseProducer<LatencyContext> = ClientConfig::new()
-        .set("bootstrap.servers", &options.bootstrap)
-        .set("acks", &options.acks)
-        .set("linger.ms", "5")
-        .set("batch.size", "1000000")
-        .set("compression.type", "none")
-        .set("queue.buffering.max.messages", "500000")
-        .create_with_context(LatencyContext)
-        .map_err(|e| format!("producer: {e}"))?;
-    let payload = vec![b'x'; options.size];
-    let started = Instant::now();
-    for i in 0..options.records {
-        let key = (i as u64).to_be_bytes();
-        let mut record = BaseRecord::with_opaque_to(&options.topic, Box::new(Instant::now()))
-            .key(&key[..])
-            .payload(&payload[..]);
-        loop {
-            match producer.send(record) {
-                Ok(()) => break,
-                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
-                    record = back;
-                    producer.poll(Duration::from_millis(1));
-                }
-                Err((error, _)) => return Err(format!("send: {error}")),
+/// The whole suite: producer matrix, consumers reading the same data back,
+/// end-to-end latency and the plugin path round trips.
+fn suite(args: &Args) -> Result<(), String> {
+    let bootstrap = args.text("bootstrap", "127.0.0.1:9092");
+    let records = args.number("records", 200_000)?;
+    let mut results = Vec::new();
+    println!("## Producer throughput ({records} records per run, librdkafka, linger.ms=5)\n");
+    println!("| record size | acks | partitions | records/s | MB/s | p50 ms | p99 ms | p99.9 ms |");
+    println!("|---|---|---|---|---|---|---|---|");
+    let mut topics = Vec::new();
+    for size in [100usize, 1024] {
+        for acks in ["1", "all"] {
+            for partitions in [1i32, 8] {
+                let run = produce::run(&bootstrap, records, size, acks, partitions, None)?;
+                println!(
+                    "| {size} B | {acks} | {partitions} | {:.0} | {:.1} | {:.2} | {:.2} | {:.2} |",
+                    run.records_per_sec,
+                    run.mb_per_sec,
+                    run.latency.p50,
+                    run.latency.p99,
+                    run.latency.p999
+                );
+                topics.push((run.topic.clone(), size, acks, partitions));
+                results.push(run.json());
             }
         }
-        producer.poll(Duration::ZERO);
     }
-    producer
-        .flush(Duration::from_secs(120))
-        .map_err(|e| format!("flush: {e}"))?;
-    let elapsed = started.elapsed().as_secs_f64();
-    let mut latencies = LATENCIES.with(|l| std::mem::take(&mut *l.borrow_mut()));
-    let failures = FAILURES.with(|f| *f.borrow());
-    latencies.sort_unstable();
-    let records_per_sec = options.records as f64 / elapsed;
-    let mb_per_sec = records_per_sec * options.size as f64 / 1_000_000.0;
+    println!("\n## Consumer throughput (reading back the acks=1 topics)\n");
+    println!("| record size | partitions | records/s | MB/s |");
+    println!("|---|---|---|---|");
+    for (topic, size, acks, partitions) in &topics {
+        if *acks != "1" {
+            continue;
+        }
+        let run = consume::run(&bootstrap, topic, records, *size)?;
+        println!(
+            "| {size} B | {partitions} | {:.0} | {:.1} |",
+            run.records_per_sec, run.mb_per_sec
+        );
+        results.push(run.json());
+    }
+    let rate = args.number("rate", 2000)?;
+    let seconds = args.number("seconds", 10)?;
+    let e2e = e2e::run(&bootstrap, rate, seconds, 1024)?;
     println!(
-        "{{\"bench\":\"produce\",\"records\":{},\"size\":{},\"acks\":\"{}\",\"partitions\":{},\"seconds\":{:.3},\"records_per_sec\":{:.0},\"mb_per_sec\":{:.1},\"latency_ms\":{{\"p50\":{:.2},\"p99\":{:.2},\"p99_9\":{:.2}}},\"delivered\":{},\"failed\":{}}}",
-        options.records,
-        options.size,
-        options.acks,
-        options.partitions,
-        elapsed,
-        records_per_sec,
-        mb_per_sec,
-        percentile(&latencies, 50.0),
-        percentile(&latencies, 99.0),
-        percentile(&latencies, 99.9),
-        latencies.len(),
-        failures
+        "\n## End-to-end latency ({rate} records/s of 1 KiB for {seconds} s, produce to consume)\n"
     );
-    if failures > 0 || latencies.len() != options.records {
-        return Err(format!(
-            "{} of {} records were not delivered",
-            options.records - latencies.len() + failures as usize,
-            options.records
-        ));
+    println!("| p50 ms | p99 ms | p99.9 ms | max ms | records |");
+    println!("|---|---|---|---|---|");
+    println!(
+        "| {:.2} | {:.2} | {:.2} | {:.2} | {} |",
+        e2e.latency.p50, e2e.latency.p99, e2e.latency.p999, e2e.latency.max, e2e.records
+    );
+    results.push(e2e.json());
+    let iterations = args.number("iterations", 5000)?;
+    let rtts = rtt::run(&bootstrap, iterations)?;
+    println!(
+        "\n## Plugin path: request round trips over loopback ({iterations} each, one connection)\n"
+    );
+    println!("| request | p50 µs | p99 µs | p99.9 µs |");
+    println!("|---|---|---|---|");
+    for rtt in &rtts {
+        println!(
+            "| {} | {:.1} | {:.1} | {:.1} |",
+            rtt.name, rtt.p50_us, rtt.p99_us, rtt.p999_us
+        );
+        results.push(rtt.json());
+    }
+    if let Some(path) = args.values.get("json") {
+        let text = results.join("\n") + "\n";
+        std::fs::write(path, text).map_err(|e| format!("writing {path}: {e}"))?;
     }
     Ok(())
 }
 
+fn run(args: &[String]) -> Result<(), String> {
+    let Some(command) = args.first() else {
+        return Err(
+            "usage: gregor-bench suite|produce|consume|e2e|rtt --bootstrap HOST:PORT ..."
+                .to_string(),
+        );
+    };
+    let options = Args::parse(&args[1..])?;
+    let bootstrap = options.text("bootstrap", "127.0.0.1:9092");
+    match command.as_str() {
+        "suite" => suite(&options),
+        "produce" => {
+            let run = produce::run(
+                &bootstrap,
+                options.number("records", 200_000)?,
+                options.number("size", 1024)?,
+                &options.text("acks", "1"),
+                options.number("partitions", 1)? as i32,
+                options.values.get("topic").cloned(),
+            )?;
+            println!("{}", run.json());
+            Ok(())
+        }
+        "consume" => {
+            let topic = options.values.get("topic").ok_or("--topic is required")?;
+            let run = consume::run(
+                &bootstrap,
+                topic,
+                options.number("records", 200_000)?,
+                options.number("size", 1024)?,
+            )?;
+            println!("{}", run.json());
+            Ok(())
+        }
+        "e2e" => {
+            let run = e2e::run(
+                &bootstrap,
+                options.number("rate", 2000)?,
+                options.number("seconds", 10)?,
+                options.number("size", 1024)?,
+            )?;
+            println!("{}", run.json());
+            Ok(())
+        }
+        "rtt" => {
+            for rtt in rtt::run(&bootstrap, options.number("iterations", 5000)?)? {
+                println!("{}", rtt.json());
+            }
+            Ok(())
+        }
+        other => Err(format!("unknown command {other}")),
+    }
+}
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let result = parse(&args).and_then(|options| produce(&options));
-    match result {
+    match run(&args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("gregor-bench: {error}");

@@ -12,7 +12,7 @@ use std::time::Instant;
 
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use tokio::task::JoinHandle;
-use tracing::{debug, warn};
+use tracing::{debug, info_span, warn, Instrument};
 
 use crate::broker::Broker;
 use crate::channel::{Reply, Request, RequestChannel, Response, Route};
@@ -35,8 +35,23 @@ impl KafkaApis {
         Self { broker }
     }
 
-    /// Handles one request and hands the response back to its connection.
-    pub async fn handle(&self, mut request: Request) {
+    /// Handles one request inside its own span (connection, correlation
+    /// id, ApiKey, version, client id, principal), so every log line of
+    /// the request, the module's included, carries them.
+    pub async fn handle(&self, request: Request) {
+        let span = info_span!(
+            "request",
+            connection = request.session.connection_id,
+            correlation_id = request.header.correlation_id,
+            api_key = request.header.api_key,
+            api_version = request.header.api_version,
+            client_id = request.header.client_id.as_deref().unwrap_or(""),
+            principal = %request.session.principal,
+        );
+        self.handle_in_span(request).instrument(span).await
+    }
+
+    async fn handle_in_span(&self, mut request: Request) {
         request.timings.dequeued = Some(Instant::now());
         let (response, end) = match &request.route {
             Route::UnsupportedApiVersions => (

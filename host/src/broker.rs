@@ -71,7 +71,11 @@ impl Broker {
             node_id,
             cluster_id,
             advertised: RwLock::new(Vec::new()),
-            replica: ReplicaManager::new(Arc::clone(&logs), Arc::clone(&metrics)),
+            replica: ReplicaManager::new(
+                Arc::clone(&logs),
+                Arc::clone(&metrics),
+                config.fetch_max_bytes()?,
+            ),
             metrics,
             logs,
             topics,
@@ -130,8 +134,7 @@ fn log_manager_config(config: &BrokerConfig) -> ManagerConfig {
                 .to_string()
         })
         .collect();
-    manager.retention_check_interval =
-        config.millis("log.retention.check.interval.ms", 300_000);
+    manager.retention_check_interval = config.millis("log.retention.check.interval.ms", 300_000);
     manager.cleaner_backoff = config.millis("log.cleaner.backoff.ms", 15_000);
     manager.checkpoint_interval = config.millis("log.flush.offset.checkpoint.interval.ms", 60_000);
     manager.cleaner_enable = config.get("log.cleaner.enable") != Some("false");

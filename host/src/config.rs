@@ -47,7 +47,9 @@ const DEFAULTS: &[(&str, &str)] = &[
     ("queued.max.requests", "500"),
     ("num.io.threads", "8"),
     ("plugin.call.timeout.ms", "5000"),
-    ("plugin.memory.max.bytes", "67108864"),
+    ("plugin.memory.max.bytes", "268435456"),
+    ("plugin.memory.recycle.bytes", "33554432"),
+    ("fetch.max.bytes", "57671680"),
     ("plugin.instance.max.calls", "100000"),
     ("allow.everyone.if.no.acl.found", "false"),
     ("super.users", ""),
@@ -130,6 +132,8 @@ impl BrokerConfig {
         self.plugin_call_timeout_ms()?;
         self.plugin_memory_max_bytes()?;
         self.plugin_instance_max_calls()?;
+        self.plugin_memory_recycle_bytes()?;
+        self.fetch_max_bytes()?;
         self.admin_listener()?;
         self.plugin_watch_interval()?;
         Ok(())
@@ -248,6 +252,18 @@ impl BrokerConfig {
 
     pub fn plugin_memory_max_bytes(&self) -> Result<usize> {
         self.parsed("plugin.memory.max.bytes")
+    }
+
+    /// An instance whose memory grew past this is dropped after its call,
+    /// so one large fetch does not pin its memory in the pool.
+    pub fn plugin_memory_recycle_bytes(&self) -> Result<usize> {
+        self.parsed("plugin.memory.recycle.bytes")
+    }
+
+    /// The most a fetch response carries, whatever the client asks
+    /// (Kafka's broker-side `fetch.max.bytes`).
+    pub fn fetch_max_bytes(&self) -> Result<usize> {
+        self.parsed("fetch.max.bytes")
     }
 
     pub fn plugin_instance_max_calls(&self) -> Result<u64> {

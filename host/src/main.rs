@@ -8,6 +8,7 @@
 
 mod admin;
 mod apis;
+mod bench_call;
 mod broker;
 mod channel;
 mod cli;
@@ -49,6 +50,21 @@ const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("bench-call") {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build();
+        let result = runtime
+            .map_err(anyhow::Error::from)
+            .and_then(|runtime| runtime.block_on(bench_call::run(&args[1..])));
+        return match result {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(error) => {
+                eprintln!("gregor: {error:#}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     if args.first().map(String::as_str) == Some("plugins") {
         return match cli::run(&args[1..]) {
             Ok(()) => ExitCode::SUCCESS,
@@ -136,7 +152,7 @@ async fn serve(config: BrokerConfig) -> Result<()> {
 
     let limits = InstanceLimits {
         memory_max: config.plugin_memory_max_bytes()?,
-        recycle_memory: config.plugin_memory_max_bytes()? / 2,
+        recycle_memory: config.plugin_memory_recycle_bytes()?,
         call_timeout: Duration::from_millis(config.plugin_call_timeout_ms()?),
         max_calls: config.plugin_instance_max_calls()?,
     };
@@ -181,7 +197,11 @@ async fn serve(config: BrokerConfig) -> Result<()> {
             channel: channel.clone(),
             worker_idle: Arc::clone(&worker_idle),
         };
-        tokio::spawn(admin::serve(admin_listener, Arc::new(admin_state), stopped.clone()));
+        tokio::spawn(admin::serve(
+            admin_listener,
+            Arc::new(admin_state),
+            stopped.clone(),
+        ));
     }
     let listeners: Vec<_> = bound
         .into_iter()

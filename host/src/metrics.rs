@@ -14,8 +14,8 @@ use std::time::Duration;
 
 /// Histogram bucket bounds in milliseconds.
 const BUCKETS_MS: &[f64] = &[
-    0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 2500.0, 5000.0,
-    10000.0,
+    0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 2500.0,
+    5000.0, 10000.0,
 ];
 
 #[derive(Debug, Clone, Default)]
@@ -72,13 +72,34 @@ pub enum RequestEnd {
 }
 
 const PHASES: &[(&str, &str)] = &[
-    ("gregor_request_queue_time_ms", "Time a request waits in the request channel (Kafka RequestQueueTimeMs)."),
-    ("gregor_request_local_time_ms", "Time the handler module computes (Kafka LocalTimeMs)."),
-    ("gregor_request_remote_time_ms", "Time the handler waits in host calls such as a long-poll fetch (Kafka RemoteTimeMs)."),
-    ("gregor_request_throttle_time_ms", "Time the response is held for quotas (Kafka ThrottleTimeMs)."),
-    ("gregor_response_queue_time_ms", "Time the response waits for its connection (Kafka ResponseQueueTimeMs)."),
-    ("gregor_response_send_time_ms", "Time to write the response (Kafka ResponseSendTimeMs)."),
-    ("gregor_request_total_time_ms", "Time from request read to response written (Kafka TotalTimeMs)."),
+    (
+        "gregor_request_queue_time_ms",
+        "Time a request waits in the request channel (Kafka RequestQueueTimeMs).",
+    ),
+    (
+        "gregor_request_local_time_ms",
+        "Time the handler module computes (Kafka LocalTimeMs).",
+    ),
+    (
+        "gregor_request_remote_time_ms",
+        "Time the handler waits in host calls such as a long-poll fetch (Kafka RemoteTimeMs).",
+    ),
+    (
+        "gregor_request_throttle_time_ms",
+        "Time the response is held for quotas (Kafka ThrottleTimeMs).",
+    ),
+    (
+        "gregor_response_queue_time_ms",
+        "Time the response waits for its connection (Kafka ResponseQueueTimeMs).",
+    ),
+    (
+        "gregor_response_send_time_ms",
+        "Time to write the response (Kafka ResponseSendTimeMs).",
+    ),
+    (
+        "gregor_request_total_time_ms",
+        "Time from request read to response written (Kafka TotalTimeMs).",
+    ),
 ];
 
 #[derive(Debug, Default, Clone)]
@@ -131,7 +152,10 @@ fn ms(duration: Duration) -> f64 {
 
 /// Escapes a label value for the text format.
 fn label(value: &str) -> String {
-    value.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+    value
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
 }
 
 impl Metrics {
@@ -142,9 +166,19 @@ impl Metrics {
         }
     }
 
-    pub fn record_request(&self, request: &str, version: i16, bytes: usize, times: &RequestTimes, end: RequestEnd) {
+    pub fn record_request(
+        &self,
+        request: &str,
+        version: i16,
+        bytes: usize,
+        times: &RequestTimes,
+        end: RequestEnd,
+    ) {
         let mut inner = self.lock();
-        *inner.requests.entry((request.to_string(), version)).or_default() += 1;
+        *inner
+            .requests
+            .entry((request.to_string(), version))
+            .or_default() += 1;
         *inner.request_bytes.entry(request.to_string()).or_default() += bytes as u64;
         let values = [
             times.queue,
@@ -169,7 +203,10 @@ impl Metrics {
             RequestEnd::UnsupportedVersion => Some("UNSUPPORTED_VERSION"),
         };
         if let Some(error) = error {
-            *inner.errors.entry((request.to_string(), error)).or_default() += 1;
+            *inner
+                .errors
+                .entry((request.to_string(), error))
+                .or_default() += 1;
         }
     }
 
@@ -195,14 +232,28 @@ impl Metrics {
     }
 
     pub fn connection_opened(&self, listener: &str) {
-        *self.lock().connections.entry(listener.to_string()).or_default() += 1;
+        *self
+            .lock()
+            .connections
+            .entry(listener.to_string())
+            .or_default() += 1;
     }
 
     pub fn connection_closed(&self, listener: &str) {
-        *self.lock().connections.entry(listener.to_string()).or_default() -= 1;
+        *self
+            .lock()
+            .connections
+            .entry(listener.to_string())
+            .or_default() -= 1;
     }
 
-    pub fn record_plugin_call(&self, plugin: &str, call_time: Duration, instantiate_time: Option<Duration>, peak_memory: usize) {
+    pub fn record_plugin_call(
+        &self,
+        plugin: &str,
+        call_time: Duration,
+        instantiate_time: Option<Duration>,
+        peak_memory: usize,
+    ) {
         let mut inner = self.lock();
         let stats = inner.plugins.entry(plugin.to_string()).or_default();
         stats.call_time.observe(ms(call_time));
@@ -225,17 +276,39 @@ impl Metrics {
     pub fn render(&self, extra: &ScrapeGauges) -> String {
         let inner = self.lock();
         let mut out = String::with_capacity(16 * 1024);
-        family(&mut out, "gregor_requests_total", "counter", "Requests by API and version (Kafka RequestsPerSec).");
+        family(
+            &mut out,
+            "gregor_requests_total",
+            "counter",
+            "Requests by API and version (Kafka RequestsPerSec).",
+        );
         for ((request, version), count) in &inner.requests {
-            let _ = writeln!(out, "gregor_requests_total{{request=\"{}\",version=\"{version}\"}} {count}", label(request));
+            let _ = writeln!(
+                out,
+                "gregor_requests_total{{request=\"{}\",version=\"{version}\"}} {count}",
+                label(request)
+            );
         }
-        family(&mut out, "gregor_request_bytes_total", "counter", "Request bytes by API (Kafka RequestBytes).");
+        family(
+            &mut out,
+            "gregor_request_bytes_total",
+            "counter",
+            "Request bytes by API (Kafka RequestBytes).",
+        );
         for (request, bytes) in &inner.request_bytes {
-            let _ = writeln!(out, "gregor_request_bytes_total{{request=\"{}\"}} {bytes}", label(request));
+            let _ = writeln!(
+                out,
+                "gregor_request_bytes_total{{request=\"{}\"}} {bytes}",
+                label(request)
+            );
         }
         family(&mut out, "gregor_request_errors_total", "counter", "Requests the host saw fail, by API and reason (Kafka ErrorsPerSec for host-visible failures).");
         for ((request, error), count) in &inner.errors {
-            let _ = writeln!(out, "gregor_request_errors_total{{request=\"{}\",error=\"{error}\"}} {count}", label(request));
+            let _ = writeln!(
+                out,
+                "gregor_request_errors_total{{request=\"{}\",error=\"{error}\"}} {count}",
+                label(request)
+            );
         }
         for (index, (name, help)) in PHASES.iter().enumerate() {
             family(&mut out, name, "histogram", help);
@@ -246,11 +319,31 @@ impl Metrics {
             }
         }
         let topic_families: [(&str, &str, fn(&TopicStats) -> u64); 5] = [
-            ("gregor_topic_bytes_in_total", "Bytes appended per topic (Kafka BytesInPerSec).", |s| s.bytes_in),
-            ("gregor_topic_bytes_out_total", "Bytes fetched per topic (Kafka BytesOutPerSec).", |s| s.bytes_out),
-            ("gregor_topic_messages_in_total", "Records appended per topic (Kafka MessagesInPerSec).", |s| s.messages_in),
-            ("gregor_topic_failed_produce_requests_total", "Failed partition appends per topic (Kafka FailedProduceRequestsPerSec).", |s| s.failed_produce),
-            ("gregor_topic_failed_fetch_requests_total", "Failed partition fetches per topic (Kafka FailedFetchRequestsPerSec).", |s| s.failed_fetch),
+            (
+                "gregor_topic_bytes_in_total",
+                "Bytes appended per topic (Kafka BytesInPerSec).",
+                |s| s.bytes_in,
+            ),
+            (
+                "gregor_topic_bytes_out_total",
+                "Bytes fetched per topic (Kafka BytesOutPerSec).",
+                |s| s.bytes_out,
+            ),
+            (
+                "gregor_topic_messages_in_total",
+                "Records appended per topic (Kafka MessagesInPerSec).",
+                |s| s.messages_in,
+            ),
+            (
+                "gregor_topic_failed_produce_requests_total",
+                "Failed partition appends per topic (Kafka FailedProduceRequestsPerSec).",
+                |s| s.failed_produce,
+            ),
+            (
+                "gregor_topic_failed_fetch_requests_total",
+                "Failed partition fetches per topic (Kafka FailedFetchRequestsPerSec).",
+                |s| s.failed_fetch,
+            ),
         ];
         for (name, help, value) in topic_families {
             family(&mut out, name, "counter", help);
@@ -258,39 +351,126 @@ impl Metrics {
                 let _ = writeln!(out, "{name}{{topic=\"{}\"}} {}", label(topic), value(stats));
             }
         }
-        family(&mut out, "gregor_connections", "gauge", "Open connections per listener (Kafka connection-count).");
+        family(
+            &mut out,
+            "gregor_connections",
+            "gauge",
+            "Open connections per listener (Kafka connection-count).",
+        );
         for (listener, count) in &inner.connections {
-            let _ = writeln!(out, "gregor_connections{{listener=\"{}\"}} {count}", label(listener));
+            let _ = writeln!(
+                out,
+                "gregor_connections{{listener=\"{}\"}} {count}",
+                label(listener)
+            );
         }
-        family(&mut out, "gregor_request_queue_size", "gauge", "Requests waiting for a handler worker (Kafka RequestQueueSize).");
+        family(
+            &mut out,
+            "gregor_request_queue_size",
+            "gauge",
+            "Requests waiting for a handler worker (Kafka RequestQueueSize).",
+        );
         let _ = writeln!(out, "gregor_request_queue_size {}", extra.queue_size);
         family(&mut out, "gregor_handler_idle_ratio", "gauge", "Fraction of time handler workers had nothing to do (Kafka RequestHandlerAvgIdlePercent).");
         let _ = writeln!(out, "gregor_handler_idle_ratio {:.4}", extra.idle_ratio);
-        family(&mut out, "gregor_plugin_calls_total", "counter", "Handler module calls.");
-        family(&mut out, "gregor_plugin_traps_total", "counter", "Handler module calls that trapped (panic, out of memory).");
-        family(&mut out, "gregor_plugin_timeouts_total", "counter", "Handler module calls stopped at their deadline.");
+        family(
+            &mut out,
+            "gregor_plugin_calls_total",
+            "counter",
+            "Handler module calls.",
+        );
+        family(
+            &mut out,
+            "gregor_plugin_traps_total",
+            "counter",
+            "Handler module calls that trapped (panic, out of memory).",
+        );
+        family(
+            &mut out,
+            "gregor_plugin_timeouts_total",
+            "counter",
+            "Handler module calls stopped at their deadline.",
+        );
         for plugin in &extra.plugins {
-            let labels = format!("plugin=\"{}\",api_key=\"{}\"", label(&plugin.name), plugin.api_key);
-            let _ = writeln!(out, "gregor_plugin_calls_total{{{labels}}} {}", plugin.calls);
-            let _ = writeln!(out, "gregor_plugin_traps_total{{{labels}}} {}", plugin.traps);
-            let _ = writeln!(out, "gregor_plugin_timeouts_total{{{labels}}} {}", plugin.timeouts);
+            let labels = format!(
+                "plugin=\"{}\",api_key=\"{}\"",
+                label(&plugin.name),
+                plugin.api_key
+            );
+            let _ = writeln!(
+                out,
+                "gregor_plugin_calls_total{{{labels}}} {}",
+                plugin.calls
+            );
+            let _ = writeln!(
+                out,
+                "gregor_plugin_traps_total{{{labels}}} {}",
+                plugin.traps
+            );
+            let _ = writeln!(
+                out,
+                "gregor_plugin_timeouts_total{{{labels}}} {}",
+                plugin.timeouts
+            );
         }
-        family(&mut out, "gregor_plugin_call_time_ms", "histogram", "Time of one handler module call, waits included.");
+        family(
+            &mut out,
+            "gregor_plugin_call_time_ms",
+            "histogram",
+            "Time of one handler module call, waits included.",
+        );
         for (plugin, stats) in &inner.plugins {
-            stats.call_time.render(&mut out, "gregor_plugin_call_time_ms", &format!("plugin=\"{}\"", label(plugin)));
+            stats.call_time.render(
+                &mut out,
+                "gregor_plugin_call_time_ms",
+                &format!("plugin=\"{}\"", label(plugin)),
+            );
         }
-        family(&mut out, "gregor_plugin_instantiate_time_ms", "histogram", "Time to create a new module instance.");
+        family(
+            &mut out,
+            "gregor_plugin_instantiate_time_ms",
+            "histogram",
+            "Time to create a new module instance.",
+        );
         for (plugin, stats) in &inner.plugins {
-            stats.instantiate_time.render(&mut out, "gregor_plugin_instantiate_time_ms", &format!("plugin=\"{}\"", label(plugin)));
+            stats.instantiate_time.render(
+                &mut out,
+                "gregor_plugin_instantiate_time_ms",
+                &format!("plugin=\"{}\"", label(plugin)),
+            );
         }
-        family(&mut out, "gregor_plugin_peak_memory_bytes", "gauge", "Largest linear memory any instance of the module reached.");
+        family(
+            &mut out,
+            "gregor_plugin_peak_memory_bytes",
+            "gauge",
+            "Largest linear memory any instance of the module reached.",
+        );
         for (plugin, stats) in &inner.plugins {
-            let _ = writeln!(out, "gregor_plugin_peak_memory_bytes{{plugin=\"{}\"}} {}", label(plugin), stats.peak_memory);
+            let _ = writeln!(
+                out,
+                "gregor_plugin_peak_memory_bytes{{plugin=\"{}\"}} {}",
+                label(plugin),
+                stats.peak_memory
+            );
         }
-        family(&mut out, "gregor_plugin_loads_total", "counter", "Modules loaded or reloaded successfully.");
+        family(
+            &mut out,
+            "gregor_plugin_loads_total",
+            "counter",
+            "Modules loaded or reloaded successfully.",
+        );
         let _ = writeln!(out, "gregor_plugin_loads_total {}", inner.loads);
-        family(&mut out, "gregor_plugin_load_failures_total", "counter", "Modules refused at load or reload.");
-        let _ = writeln!(out, "gregor_plugin_load_failures_total {}", inner.load_failures);
+        family(
+            &mut out,
+            "gregor_plugin_load_failures_total",
+            "counter",
+            "Modules refused at load or reload.",
+        );
+        let _ = writeln!(
+            out,
+            "gregor_plugin_load_failures_total {}",
+            inner.load_failures
+        );
         out
     }
 }
@@ -334,9 +514,15 @@ mod tests {
         let text = metrics.render(&ScrapeGauges::default());
         assert!(text.contains("gregor_requests_total{request=\"Produce\",version=\"9\"} 2"));
         assert!(text.contains("gregor_request_bytes_total{request=\"Produce\"} 150"));
-        assert!(text.contains("gregor_request_errors_total{request=\"Produce\",error=\"HANDLER_FAILED\"} 1"));
-        assert!(text.contains("gregor_request_total_time_ms_bucket{request=\"Produce\",le=\"5\"} 2"));
-        assert!(text.contains("gregor_request_total_time_ms_bucket{request=\"Produce\",le=\"2.5\"} 0"));
+        assert!(text.contains(
+            "gregor_request_errors_total{request=\"Produce\",error=\"HANDLER_FAILED\"} 1"
+        ));
+        assert!(
+            text.contains("gregor_request_total_time_ms_bucket{request=\"Produce\",le=\"5\"} 2")
+        );
+        assert!(
+            text.contains("gregor_request_total_time_ms_bucket{request=\"Produce\",le=\"2.5\"} 0")
+        );
         assert!(text.contains("gregor_topic_bytes_in_total{topic=\"orders\"} 1000"));
         assert!(text.contains("gregor_topic_messages_in_total{topic=\"orders\"} 10"));
     }

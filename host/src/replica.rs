@@ -61,6 +61,8 @@ pub struct OffsetAnswer {
 
 pub struct ReplicaManager {
     logs: Arc<dyn LogStore>,
+    /// Broker-side cap on a fetch response (`fetch.max.bytes`).
+    fetch_max_bytes: usize,
     appended: Notify,
     metrics: Arc<Metrics>,
 }
@@ -73,9 +75,10 @@ fn now_ms() -> i64 {
 }
 
 impl ReplicaManager {
-    pub fn new(logs: Arc<dyn LogStore>, metrics: Arc<Metrics>) -> Self {
+    pub fn new(logs: Arc<dyn LogStore>, metrics: Arc<Metrics>, fetch_max_bytes: usize) -> Self {
         Self {
             logs,
+            fetch_max_bytes,
             appended: Notify::new(),
             metrics,
         }
@@ -115,8 +118,9 @@ impl ReplicaManager {
     pub async fn fetch(
         &self,
         partitions: &[FetchPartition],
-        options: FetchOptions,
+        mut options: FetchOptions,
     ) -> Vec<FetchedPartition> {
+        options.max_bytes = options.max_bytes.min(self.fetch_max_bytes);
         let deadline = Instant::now() + options.max_wait;
         loop {
             // Register interest before reading so an append between the

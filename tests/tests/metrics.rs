@@ -17,7 +17,10 @@ fn scrape(admin: &str) -> String {
         .set_read_timeout(Some(Duration::from_secs(30)))
         .expect("timeout");
     stream
-        .write_all(format!("GET /metrics HTTP/1.1\r\nHost: {admin}\r\nConnection: close\r\n\r\n").as_bytes())
+        .write_all(
+            format!("GET /metrics HTTP/1.1\r\nHost: {admin}\r\nConnection: close\r\n\r\n")
+                .as_bytes(),
+        )
         .expect("send scrape");
     let mut response = String::new();
     stream.read_to_string(&mut response).expect("read scrape");
@@ -28,8 +31,13 @@ fn scrape(admin: &str) -> String {
 
 /// The value of one sample, by its exact name and labels.
 fn sample(text: &str, series: &str) -> Option<f64> {
-    text.lines()
-        .find_map(|line| line.strip_prefix(series)?.strip_prefix(' ')?.trim().parse().ok())
+    text.lines().find_map(|line| {
+        line.strip_prefix(series)?
+            .strip_prefix(' ')?
+            .trim()
+            .parse()
+            .ok()
+    })
 }
 
 /// Total size of a partition's `.log` segment files.
@@ -68,15 +76,23 @@ async fn counters_move_with_real_client_traffic() {
     for entry in std::fs::read_dir(gregor_tests::plugin_dir()).expect("plugins") {
         let path = entry.expect("entry").path();
         if path.extension().is_some_and(|ext| ext == "wasm") {
-            std::fs::copy(&path, plugins.path().join(path.file_name().expect("name"))).expect("copy");
+            std::fs::copy(&path, plugins.path().join(path.file_name().expect("name")))
+                .expect("copy");
         }
     }
     let examples = std::env::var_os("GREGOR_EXAMPLE_DIR")
         .map(std::path::PathBuf::from)
         .unwrap_or_else(|| workspace_root().join("build/examples"));
-    std::fs::copy(examples.join("chaos.wasm"), plugins.path().join("chaos.wasm")).expect("copy chaos");
+    std::fs::copy(
+        examples.join("chaos.wasm"),
+        plugins.path().join("chaos.wasm"),
+    )
+    .expect("copy chaos");
     let plugin_path = plugins.path().display().to_string();
-    let broker = Broker::start_with(&[("admin.listener", admin.as_str()), ("plugin.dir", plugin_path.as_str())]);
+    let broker = Broker::start_with(&[
+        ("admin.listener", admin.as_str()),
+        ("plugin.dir", plugin_path.as_str()),
+    ]);
 
     kafka::create_topic(&broker, "metered", 1).await;
     let producer = kafka::producer(&broker, &[]);
@@ -84,7 +100,10 @@ async fn counters_move_with_real_client_traffic() {
     for i in 0..count {
         let payload = format!("payload-{i:05}");
         producer
-            .send(FutureRecord::to("metered").key("k").payload(&payload), Duration::from_secs(30))
+            .send(
+                FutureRecord::to("metered").key("k").payload(&payload),
+                Duration::from_secs(30),
+            )
             .await
             .expect("produce");
     }
@@ -93,7 +112,8 @@ async fn counters_move_with_real_client_traffic() {
 
     // One trapping call of the chaos module (ApiKey 1099, mode 1).
     let mut conn = Conn::connect(broker.addr());
-    conn.send(&request_frame(1099, 0, 5, false, &[1])).expect("send");
+    conn.send(&request_frame(1099, 0, 5, false, &[1]))
+        .expect("send");
     conn.expect_closed("chaos trap");
 
     let text = scrape(&admin);
@@ -102,14 +122,24 @@ async fn counters_move_with_real_client_traffic() {
         .filter(|line| line.starts_with("gregor_requests_total{request=\"Produce\""))
         .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
         .sum();
-    assert!(produce_requests >= 1.0, "no Produce requests counted:\n{text}");
-    assert!(text.contains("gregor_requests_total{request=\"FetchConsumer\""), "{text}");
-    assert!(text.contains("gregor_requests_total{request=\"Metadata\""), "{text}");
+    assert!(
+        produce_requests >= 1.0,
+        "no Produce requests counted:\n{text}"
+    );
+    assert!(
+        text.contains("gregor_requests_total{request=\"FetchConsumer\""),
+        "{text}"
+    );
+    assert!(
+        text.contains("gregor_requests_total{request=\"Metadata\""),
+        "{text}"
+    );
     assert_eq!(
         sample(&text, "gregor_topic_messages_in_total{topic=\"metered\"}"),
         Some(count as f64)
     );
-    let partition_dir = find_partition_dir(broker.data_dir(), "metered-0").expect("partition directory");
+    let partition_dir =
+        find_partition_dir(broker.data_dir(), "metered-0").expect("partition directory");
     let on_disk = log_bytes(&partition_dir);
     assert!(on_disk > 0);
     assert_eq!(
@@ -117,19 +147,38 @@ async fn counters_move_with_real_client_traffic() {
         Some(on_disk as f64),
         "bytes in must equal the bytes appended to the log"
     );
-    let bytes_out = sample(&text, "gregor_topic_bytes_out_total{topic=\"metered\"}").expect("bytes out");
-    assert!(bytes_out >= on_disk as f64, "the consumer read everything: {bytes_out} < {on_disk}");
+    let bytes_out =
+        sample(&text, "gregor_topic_bytes_out_total{topic=\"metered\"}").expect("bytes out");
+    assert!(
+        bytes_out >= on_disk as f64,
+        "the consumer read everything: {bytes_out} < {on_disk}"
+    );
     assert_eq!(
-        sample(&text, "gregor_plugin_traps_total{plugin=\"chaos\",api_key=\"1099\"}"),
+        sample(
+            &text,
+            "gregor_plugin_traps_total{plugin=\"chaos\",api_key=\"1099\"}"
+        ),
         Some(1.0),
         "{text}"
     );
     assert_eq!(
-        sample(&text, "gregor_request_errors_total{request=\"Chaos\",error=\"HANDLER_FAILED\"}"),
+        sample(
+            &text,
+            "gregor_request_errors_total{request=\"Chaos\",error=\"HANDLER_FAILED\"}"
+        ),
         Some(1.0)
     );
-    let total_count = sample(&text, "gregor_request_total_time_ms_count{request=\"Produce\"}").expect("histogram");
-    assert_eq!(total_count, produce_requests, "one total-time observation per Produce request");
+    let total_count = sample(
+        &text,
+        "gregor_request_total_time_ms_count{request=\"Produce\"}",
+    )
+    .expect("histogram");
+    assert_eq!(
+        total_count, produce_requests,
+        "one total-time observation per Produce request"
+    );
     assert!(text.contains("gregor_handler_idle_ratio "), "{text}");
-    assert!(sample(&text, "gregor_connections{listener=\"PLAINTEXT\"}").is_some_and(|open| open >= 1.0));
+    assert!(
+        sample(&text, "gregor_connections{listener=\"PLAINTEXT\"}").is_some_and(|open| open >= 1.0)
+    );
 }

@@ -91,7 +91,9 @@ mod tests {
         let config = GroupConfig::from_broker(&broker).unwrap();
         assert_eq!(config.initial_rebalance_delay_ms, 3000);
         assert_eq!(config.offsets_retention_ms, 10080 * 60_000);
-        broker.set_pair("group.initial.rebalance.delay.ms=0").unwrap();
+        broker
+            .set_pair("group.initial.rebalance.delay.ms=0")
+            .unwrap();
         broker.set_pair("offsets.retention.minutes=1").unwrap();
         let config = GroupConfig::from_broker(&broker).unwrap();
         assert_eq!(config.initial_rebalance_delay_ms, 0);

@@ -215,10 +215,9 @@ impl Inner {
     /// Kafka's `cleanupGroupMetadata`: an empty group without offsets is
     /// gone.
     fn remove_if_unused(&mut self, group_id: &str) {
-        let unused = self
-            .groups
-            .get(group_id)
-            .is_some_and(|g| g.is(GroupState::Empty) && g.offsets.is_empty() && g.pending_members.is_empty());
+        let unused = self.groups.get(group_id).is_some_and(|g| {
+            g.is(GroupState::Empty) && g.offsets.is_empty() && g.pending_members.is_empty()
+        });
         if unused {
             let _ = self.delete_group(group_id);
         }
@@ -294,7 +293,9 @@ impl Inner {
         let unused: Vec<String> = self
             .groups
             .values()
-            .filter(|g| g.is(GroupState::Empty) && g.offsets.is_empty() && g.pending_members.is_empty())
+            .filter(|g| {
+                g.is(GroupState::Empty) && g.offsets.is_empty() && g.pending_members.is_empty()
+            })
             .map(|g| g.id.clone())
             .collect();
         for group_id in unused {

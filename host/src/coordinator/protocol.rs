@@ -29,8 +29,7 @@ use super::member::Member;
 use super::state::GroupState;
 use super::timers::Timer;
 use super::{
-    now_ms, Env, Inner, JoinMember, JoinRequest, JoinResult, LeavingMember, SyncRequest,
-    SyncResult,
+    now_ms, Env, Inner, JoinMember, JoinRequest, JoinResult, LeavingMember, SyncRequest, SyncResult,
 };
 
 /// How long a new member may wait in JoinGroup before it is dropped
@@ -444,7 +443,9 @@ impl Env {
             group.leader_id = Some(new_id.clone());
         }
         if let Some(instance) = &request.group_instance_id {
-            group.static_members.insert(instance.clone(), new_id.clone());
+            group
+                .static_members
+                .insert(instance.clone(), new_id.clone());
         }
         group.pending_sync.remove(old_id);
         let timeout = i64::from(request.session_timeout_ms);
@@ -497,7 +498,10 @@ impl Env {
             }
             GroupState::CompletingRebalance => {
                 // The leader may already have assigned to the old id.
-                self.prepare_rebalance(group, "a static member rejoined during CompletingRebalance");
+                self.prepare_rebalance(
+                    group,
+                    "a static member rejoined during CompletingRebalance",
+                );
             }
             GroupState::PreparingRebalance => {}
             GroupState::Empty | GroupState::Dead => {
@@ -603,7 +607,9 @@ impl Inner {
             return Answer::Now(SyncResult::error(error));
         }
         match group.state() {
-            GroupState::Empty | GroupState::Dead => Answer::Now(SyncResult::error(UNKNOWN_MEMBER_ID)),
+            GroupState::Empty | GroupState::Dead => {
+                Answer::Now(SyncResult::error(UNKNOWN_MEMBER_ID))
+            }
             GroupState::PreparingRebalance => Answer::Now(SyncResult::error(REBALANCE_IN_PROGRESS)),
             GroupState::Stable => {
                 group.pending_sync.remove(&request.member_id);
@@ -870,7 +876,9 @@ impl Env {
         let reason = request.reason.as_deref().unwrap_or("not provided");
         if let Some(instance) = &request.group_instance_id {
             return match group.static_members.get(instance).cloned() {
-                Some(old_id) => self.update_static_member_and_rebalance(group, request, &old_id, new_id),
+                Some(old_id) => {
+                    self.update_static_member_and_rebalance(group, request, &old_id, new_id)
+                }
                 None => Answer::Wait(self.add_member_and_rebalance(group, request, new_id, reason)),
             };
         }
@@ -890,7 +898,11 @@ impl Env {
         Answer::Wait(self.add_member_and_rebalance(group, request, new_id, reason))
     }
 
-    fn current_member_join(&mut self, group: &mut Group, request: &JoinRequest) -> Answer<JoinResult> {
+    fn current_member_join(
+        &mut self,
+        group: &mut Group,
+        request: &JoinRequest,
+    ) -> Answer<JoinResult> {
         let member_id = request.member_id.as_str();
         if group.is(GroupState::Dead) {
             return Answer::Now(JoinResult::error(member_id, COORDINATOR_NOT_AVAILABLE));
@@ -917,7 +929,10 @@ impl Env {
             return Answer::Now(JoinResult::error(member_id, error));
         }
         let (is_leader, matches) = match group.members.get(member_id) {
-            Some(member) => (group.is_leader(member_id), member.matches(&request.protocols)),
+            Some(member) => (
+                group.is_leader(member_id),
+                member.matches(&request.protocols),
+            ),
             None => return Answer::Now(JoinResult::error(member_id, UNKNOWN_MEMBER_ID)),
         };
         match group.state() {

@@ -366,8 +366,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (mut store, snapshot) = GroupStore::open(dir.path()).unwrap();
         assert_eq!(snapshot, Snapshot::default());
-        store.append(&[offset("g", 0, 1), offset("g", 1, 2)]).unwrap();
-        store.append(&[offset("g", 0, 3), group(1), group(2)]).unwrap();
+        store
+            .append(&[offset("g", 0, 1), offset("g", 1, 2)])
+            .unwrap();
+        store
+            .append(&[offset("g", 0, 3), group(1), group(2)])
+            .unwrap();
         store
             .append(&[Record::OffsetDeleted {
                 group: "g".into(),

@@ -75,7 +75,12 @@ async fn first_join(c: &Arc<GroupCoordinator>, group: &str) -> (String, JoinHand
     (id.clone(), spawn_join(c, join_request(group, &id)))
 }
 
-fn sync_request(group: &str, generation: i32, member: &str, assignments: &[(&str, &[u8])]) -> SyncRequest {
+fn sync_request(
+    group: &str,
+    generation: i32,
+    member: &str,
+    assignments: &[(&str, &[u8])],
+) -> SyncRequest {
     SyncRequest {
         group_id: group.into(),
         generation_id: generation,
@@ -102,7 +107,11 @@ async fn two_member_group(c: &Arc<GroupCoordinator>, group: &str) -> (String, St
     assert_eq!(a_result.generation_id, 1);
     assert_eq!(a_result.leader, a);
     assert_eq!(a_result.members.len(), 1);
-    let a_sync = settle(c, spawn_sync(c, sync_request(group, 1, &a, &[(&a, b"all")]))).await;
+    let a_sync = settle(
+        c,
+        spawn_sync(c, sync_request(group, 1, &a, &[(&a, b"all")])),
+    )
+    .await;
     assert_eq!(a_sync.assignment, b"all");
     assert_eq!(state_of(c, group), "Stable");
 
@@ -157,7 +166,10 @@ async fn members_join_sync_and_leave() {
     assert_eq!(c.leave("g", &[leaving]), Ok(vec![UNKNOWN_MEMBER_ID]));
     assert_eq!(c.heartbeat("g", 2, &b, None), REBALANCE_IN_PROGRESS);
     let b_result = settle(&c, spawn_join(&c, join_request("g", &b))).await;
-    assert_eq!((b_result.generation_id, b_result.leader.as_str()), (3, b.as_str()));
+    assert_eq!(
+        (b_result.generation_id, b_result.leader.as_str()),
+        (3, b.as_str())
+    );
 
     // The last member leaves: the group is empty.
     let leaving = LeavingMember {
@@ -212,14 +224,20 @@ async fn join_validates_like_kafka() {
     let mut request = join_request("g", "");
     request.session_timeout_ms = 10;
     assert_eq!(c.join(request).await.error_code, INVALID_SESSION_TIMEOUT);
-    assert_eq!(c.join(join_request("", "")).await.error_code, INVALID_GROUP_ID);
+    assert_eq!(
+        c.join(join_request("", "")).await.error_code,
+        INVALID_GROUP_ID
+    );
     assert_eq!(
         c.join(join_request("other", "someone")).await.error_code,
         UNKNOWN_MEMBER_ID
     );
     let mut request = join_request("g", "");
     request.protocols.clear();
-    assert_eq!(c.join(request).await.error_code, INCONSISTENT_GROUP_PROTOCOL);
+    assert_eq!(
+        c.join(request).await.error_code,
+        INCONSISTENT_GROUP_PROTOCOL
+    );
 
     // Without KIP-394 a new member joins at once.
     let mut request = join_request("g", "");
@@ -229,7 +247,10 @@ async fn join_validates_like_kafka() {
     // A member with no protocol in common is refused.
     let mut request = join_request("g", "");
     request.protocols = vec![("roundrobin".into(), Vec::new())];
-    assert_eq!(c.join(request).await.error_code, INCONSISTENT_GROUP_PROTOCOL);
+    assert_eq!(
+        c.join(request).await.error_code,
+        INCONSISTENT_GROUP_PROTOCOL
+    );
 }
 
 #[tokio::test]
@@ -239,7 +260,10 @@ async fn static_members_keep_their_place() {
     let mut request = join_request("g", "");
     request.group_instance_id = Some("instance-1".into());
     let result = settle(&c, spawn_join(&c, request.clone())).await;
-    assert_eq!(result.error_code, NONE, "static members skip MEMBER_ID_REQUIRED");
+    assert_eq!(
+        result.error_code, NONE,
+        "static members skip MEMBER_ID_REQUIRED"
+    );
     let old = result.member_id.clone();
     assert!(old.starts_with("instance-1-"));
     let mut sync = sync_request("g", 1, &old, &[(&old, b"a")]);
@@ -252,10 +276,19 @@ async fn static_members_keep_their_place() {
     assert_eq!(result.error_code, NONE);
     assert_ne!(result.member_id, old);
     assert_eq!(result.generation_id, 1);
-    assert!(result.skip_assignment, "the rejoining leader skips assignment");
+    assert!(
+        result.skip_assignment,
+        "the rejoining leader skips assignment"
+    );
     assert_eq!(state_of(&c, "g"), "Stable");
-    assert_eq!(c.heartbeat("g", 1, &old, Some("instance-1")), FENCED_INSTANCE_ID);
-    assert_eq!(c.heartbeat("g", 1, &result.member_id, Some("instance-1")), NONE);
+    assert_eq!(
+        c.heartbeat("g", 1, &old, Some("instance-1")),
+        FENCED_INSTANCE_ID
+    );
+    assert_eq!(
+        c.heartbeat("g", 1, &result.member_id, Some("instance-1")),
+        NONE
+    );
     // An admin removes the instance by its id alone.
     let leaving = LeavingMember {
         member_id: String::new(),
@@ -266,7 +299,12 @@ async fn static_members_keep_their_place() {
     assert_eq!(state_of(&c, "g"), "Empty");
 }
 
-fn commit(group: &str, generation: i32, member: &str, offsets: &[(&str, i32, i64)]) -> CommitRequest {
+fn commit(
+    group: &str,
+    generation: i32,
+    member: &str,
+    offsets: &[(&str, i32, i64)],
+) -> CommitRequest {
     CommitRequest {
         group_id: group.into(),
         generation_id: generation,
@@ -295,21 +333,38 @@ async fn offsets_and_groups_survive_a_reopen() {
         c.commit_offsets(&commit("g", 2, &a, &[("t", 0, 10), ("t", 1, 20)])),
         vec![NONE, NONE]
     );
-    assert_eq!(c.commit_offsets(&commit("g", 1, &a, &[("t", 0, 11)])), vec![ILLEGAL_GENERATION]);
-    assert_eq!(c.commit_offsets(&commit("g", -1, "", &[("t", 0, 11)])), vec![UNKNOWN_MEMBER_ID]);
-    assert_eq!(c.commit_offsets(&commit("g", 2, &b, &[("t", 0, 12)])), vec![NONE]);
+    assert_eq!(
+        c.commit_offsets(&commit("g", 1, &a, &[("t", 0, 11)])),
+        vec![ILLEGAL_GENERATION]
+    );
+    assert_eq!(
+        c.commit_offsets(&commit("g", -1, "", &[("t", 0, 11)])),
+        vec![UNKNOWN_MEMBER_ID]
+    );
+    assert_eq!(
+        c.commit_offsets(&commit("g", 2, &b, &[("t", 0, 12)])),
+        vec![NONE]
+    );
     let mut big = commit("g", 2, &b, &[("t", 2, 1)]);
     big.offsets[0].metadata = Some("x".repeat(5000));
     assert_eq!(c.commit_offsets(&big), vec![OFFSET_METADATA_TOO_LARGE]);
     // A simple consumer (no group management) commits into a new group.
-    assert_eq!(c.commit_offsets(&commit("simple", -1, "", &[("t", 0, 5)])), vec![NONE]);
-    assert_eq!(c.commit_offsets(&commit("gone", 3, "x", &[("t", 0, 5)])), vec![ILLEGAL_GENERATION]);
+    assert_eq!(
+        c.commit_offsets(&commit("simple", -1, "", &[("t", 0, 5)])),
+        vec![NONE]
+    );
+    assert_eq!(
+        c.commit_offsets(&commit("gone", 3, "x", &[("t", 0, 5)])),
+        vec![ILLEGAL_GENERATION]
+    );
     drop(c);
 
     let c = open(dir.path());
     let all = c.fetch_offsets("g", None, false).unwrap();
     assert_eq!(
-        all.iter().map(|o| (o.partition, o.offset, o.metadata.as_str())).collect::<Vec<_>>(),
+        all.iter()
+            .map(|o| (o.partition, o.offset, o.metadata.as_str()))
+            .collect::<Vec<_>>(),
         vec![(0, 12, "m12"), (1, 20, "m20")]
     );
     let named = c
@@ -339,8 +394,14 @@ async fn deleting_offsets_and_groups() {
         c.delete_offsets("g", &[("t".into(), 0), ("old".into(), 0)]),
         Ok(vec![GROUP_SUBSCRIBED_TO_TOPIC, NONE])
     );
-    assert_eq!(c.delete_groups(&["g".into(), "none".into()]), vec![NON_EMPTY_GROUP, GROUP_ID_NOT_FOUND]);
-    assert_eq!(c.delete_offsets("none", &[("t".into(), 0)]), Err(GROUP_ID_NOT_FOUND));
+    assert_eq!(
+        c.delete_groups(&["g".into(), "none".into()]),
+        vec![NON_EMPTY_GROUP, GROUP_ID_NOT_FOUND]
+    );
+    assert_eq!(
+        c.delete_offsets("none", &[("t".into(), 0)]),
+        Err(GROUP_ID_NOT_FOUND)
+    );
     for member in [a, b] {
         let leaving = LeavingMember {
             member_id: member,
@@ -353,29 +414,47 @@ async fn deleting_offsets_and_groups() {
     assert_eq!(state_of(&c, "g"), "Empty");
     assert_eq!(c.fetch_offsets("g", None, false).unwrap().len(), 1);
     assert_eq!(c.delete_groups(&["g".into()]), vec![NONE]);
-    assert_eq!(c.describe_groups(&["g".into()])[0].error_code, GROUP_ID_NOT_FOUND);
+    assert_eq!(
+        c.describe_groups(&["g".into()])[0].error_code,
+        GROUP_ID_NOT_FOUND
+    );
     assert!(c.fetch_offsets("g", None, false).unwrap().is_empty());
     drop(c);
     let c = open(dir.path());
-    assert!(c.list_groups(&[], &[]).is_empty(), "the deletion is durable");
+    assert!(
+        c.list_groups(&[], &[]).is_empty(),
+        "the deletion is durable"
+    );
 }
 
 #[tokio::test]
 async fn retention_expires_offsets_of_empty_groups() {
     let dir = tempfile::tempdir().unwrap();
     let c = open(dir.path());
-    assert_eq!(c.commit_offsets(&commit("simple", -1, "", &[("t", 0, 5)])), vec![NONE]);
+    assert_eq!(
+        c.commit_offsets(&commit("simple", -1, "", &[("t", 0, 5)])),
+        vec![NONE]
+    );
     let (a, _b) = two_member_group(&c, "live").await;
-    assert_eq!(c.commit_offsets(&commit("live", 2, &a, &[("t", 0, 7)])), vec![NONE]);
+    assert_eq!(
+        c.commit_offsets(&commit("live", 2, &a, &[("t", 0, 7)])),
+        vec![NONE]
+    );
     let retention = GroupConfig::default().offsets_retention_ms;
     c.lock().expire_offsets(now_ms() + retention / 2);
     assert_eq!(c.list_groups(&[], &[]).len(), 2);
     c.lock().expire_offsets(now_ms() + retention + 1000);
     // The simple group's offset expired and the group went with it; the
     // stable group still consumes "t" and keeps its offset.
-    assert_eq!(c.describe_groups(&["simple".into()])[0].error_code, GROUP_ID_NOT_FOUND);
+    assert_eq!(
+        c.describe_groups(&["simple".into()])[0].error_code,
+        GROUP_ID_NOT_FOUND
+    );
     assert_eq!(c.fetch_offsets("live", None, false).unwrap().len(), 1);
     drop(c);
     let c = open(dir.path());
-    assert_eq!(c.describe_groups(&["simple".into()])[0].error_code, GROUP_ID_NOT_FOUND);
+    assert_eq!(
+        c.describe_groups(&["simple".into()])[0].error_code,
+        GROUP_ID_NOT_FOUND
+    );
 }

@@ -82,7 +82,10 @@ fn parse(text: &str) -> Result<HashMap<TopicPartition, i64>, String> {
         entries.insert(TopicPartition::new(topic, partition), offset);
     }
     if entries.len() != count {
-        return Err(format!("{count} entries announced, {} found", entries.len()));
+        return Err(format!(
+            "{count} entries announced, {} found",
+            entries.len()
+        ));
     }
     Ok(entries)
 }
@@ -124,7 +127,13 @@ mod tests {
         let back = read(dir.path(), RECOVERY_POINT);
         assert_eq!(back.len(), 2);
         assert_eq!(back[&TopicPartition::new("a.b-c", 0)], 42);
-        for bad in ["", "1\n0\n", "0\n2\na 0 1\n", "0\n1\na x 1\n", "0\n1\na 0 1 2\n"] {
+        for bad in [
+            "",
+            "1\n0\n",
+            "0\n2\na 0 1\n",
+            "0\n1\na x 1\n",
+            "0\n1\na 0 1 2\n",
+        ] {
             fs::write(dir.path().join(LOG_START_OFFSET), bad).unwrap();
             assert!(read(dir.path(), LOG_START_OFFSET).is_empty(), "{bad:?}");
         }

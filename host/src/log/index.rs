@@ -216,9 +216,10 @@ impl SegmentIndex {
         else {
             return Ok(None);
         };
-        let ordered = offset_entries.windows(2).all(|w| {
-            w[0].relative_offset < w[1].relative_offset && w[0].position < w[1].position
-        }) && offset_entries.first().is_none_or(|e| e.position > 0)
+        let ordered = offset_entries
+            .windows(2)
+            .all(|w| w[0].relative_offset < w[1].relative_offset && w[0].position < w[1].position)
+            && offset_entries.first().is_none_or(|e| e.position > 0)
             && time_entries.windows(2).all(|w| {
                 w[0].timestamp < w[1].timestamp && w[0].relative_offset <= w[1].relative_offset
             });
@@ -362,9 +363,7 @@ mod tests {
                 .len(),
             24
         );
-        let loaded = SegmentIndex::load(dir.path(), 100, 20000)
-            .unwrap()
-            .unwrap();
+        let loaded = SegmentIndex::load(dir.path(), 100, 20000).unwrap().unwrap();
         assert_eq!(loaded.offset_entries(), index.offset_entries());
         assert_eq!(loaded.time_entries().len(), 2);
         assert_eq!(loaded.lookup_offset(25).unwrap().position, 8192);

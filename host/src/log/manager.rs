@@ -276,13 +276,12 @@ impl LogManager {
                 if let Some(other) = partitions.get(&tp) {
                     // A move that died after its copy was renamed into place:
                     // both copies are whole; keep the longer one.
-                    let (keep, drop) = if other.offsets()?.high_watermark
-                        >= partition.offsets()?.high_watermark
-                    {
-                        (Arc::clone(other), Arc::new(partition))
-                    } else {
-                        (Arc::new(partition), Arc::clone(other))
-                    };
+                    let (keep, drop) =
+                        if other.offsets()?.high_watermark >= partition.offsets()?.high_watermark {
+                            (Arc::clone(other), Arc::new(partition))
+                        } else {
+                            (Arc::new(partition), Arc::clone(other))
+                        };
                     tracing::warn!(partition = %tp, kept = %keep.dir().display(), "partition found in two log directories");
                     remove_dir_logged(&drop.dir());
                     partitions.insert(tp, keep);
@@ -758,7 +757,12 @@ fn move_partition(p: &Partition, target: &Path) -> Result<(), StorageError> {
     result
 }
 
-fn copy_and_swap(p: &Partition, old: &Path, future: &Path, target: &Path) -> Result<(), StorageError> {
+fn copy_and_swap(
+    p: &Partition,
+    old: &Path,
+    future: &Path,
+    target: &Path,
+) -> Result<(), StorageError> {
     // Bytes already copied, per segment base offset.
     let mut copied: HashMap<i64, (File, u64)> = HashMap::new();
     let copy_all = |copied: &mut HashMap<i64, (File, u64)>| -> Result<(), StorageError> {
@@ -1077,8 +1081,8 @@ mod tests {
         for i in 0..2000 {
             m.append(&t0, &simple_batch(2, 50, i * 10), 0).unwrap();
         }
-        // One segment of ~300 KB.
-        assert_eq!(fs::read_dir(dir.path().join("t-0")).unwrap().count(), 1);
+        // One segment of ~300 KB (with its two index files).
+        assert_eq!(fs::read_dir(dir.path().join("t-0")).unwrap().count(), 3);
         for offset in [0, 1, 777, 1999, 2000, 3001, 3999] {
             let r = m.read(&t0, offset, 150, true).unwrap();
             assert_eq!(
@@ -1400,5 +1404,150 @@ mod tests {
                 offset = h.last().unwrap().next_offset();
             }
         }
+    }
+
+    fn two_dirs(root: &Path) -> ManagerConfig {
+        ManagerConfig::new(vec![root.join("a"), root.join("b")])
+    }
+
+    #[test]
+    fn clean_shutdown_leaves_a_marker_and_checkpoints() {
+        let dir = tempfile::tempdir().unwrap();
+        let t0 = tp("t", 0);
+        let m = open_with(dir.path(), std::slice::from_ref(&t0), LogConfig::default());
+        m.append(&t0, &simple_batch(3, 10, 0), 0).unwrap();
+        m.shutdown().unwrap();
+        assert!(dir.path().join(CLEAN_SHUTDOWN_FILE).is_file());
+        let points = checkpoint::read(dir.path(), checkpoint::RECOVERY_POINT);
+        assert_eq!(points[&t0], 3);
+        drop(m);
+        // The marker is consumed by the next start: a crash after it is
+        // noticed.
+        let m = LogManager::open(dir.path()).unwrap();
+        assert!(!dir.path().join(CLEAN_SHUTDOWN_FILE).exists());
+        assert_eq!(m.offsets(&t0).unwrap().high_watermark, 3);
+        // An append after a shutdown takes the marker back.
+        m.shutdown().unwrap();
+        m.append(&t0, &simple_batch(1, 10, 0), 0).unwrap();
+        assert!(!dir.path().join(CLEAN_SHUTDOWN_FILE).exists());
+    }
+
+    #[test]
+    fn the_log_start_offset_survives_a_crash() {
+        let dir = tempfile::tempdir().unwrap();
+        let t0 = tp("t", 0);
+        let config = LogConfig {
+            retention_ms: -1,
+            ..LogConfig::default()
+        };
+        let m = open_with(dir.path(), std::slice::from_ref(&t0), config);
+        for _ in 0..4 {
+            m.append(&t0, &simple_batch(5, 10, 0), 0).unwrap();
+        }
+        assert_eq!(m.delete_records(&t0, 7).unwrap(), 7);
+        drop(m); // no shutdown: as after a crash
+        let m = LogManager::open(dir.path()).unwrap();
+        let o = m.offsets(&t0).unwrap();
+        assert_eq!((o.log_start_offset, o.high_watermark), (7, 20));
+        assert!(matches!(
+            m.read(&t0, 6, 100, true),
+            Err(StorageError::OffsetOutOfRange)
+        ));
+    }
+
+    #[test]
+    fn partitions_spread_across_log_dirs() {
+        let root = tempfile::tempdir().unwrap();
+        let m = LogManager::open_with(two_dirs(root.path())).unwrap();
+        for p in 0..4 {
+            m.create_partition(&tp("t", p), LogConfig::default())
+                .unwrap();
+        }
+        let dirs = m.describe_log_dirs();
+        assert_eq!(dirs.len(), 2);
+        assert_eq!(dirs[0].partitions.len(), 2);
+        assert_eq!(dirs[1].partitions.len(), 2);
+        assert!(dirs[0].total_bytes > 0 && dirs[0].usable_bytes > 0);
+        m.append(&tp("t", 0), &simple_batch(2, 100, 0), 0).unwrap();
+        let size: u64 = m
+            .describe_log_dirs()
+            .iter()
+            .flat_map(|d| d.partitions.clone())
+            .filter(|(p, _)| *p == tp("t", 0))
+            .map(|(_, size)| size)
+            .sum();
+        assert_eq!(size, simple_batch(2, 100, 0).len() as u64);
+        drop(m);
+        let m = LogManager::open_with(two_dirs(root.path())).unwrap();
+        assert_eq!(m.partitions().len(), 4);
+        assert!(matches!(
+            m.move_partition(&tp("t", 0), "/nowhere"),
+            Err(StorageError::LogDirNotFound(_))
+        ));
+    }
+
+    #[test]
+    fn a_partition_moves_between_log_dirs_while_written() {
+        let root = tempfile::tempdir().unwrap();
+        let m = Arc::new(LogManager::open_with(two_dirs(root.path())).unwrap());
+        let t0 = tp("t", 0);
+        let config = LogConfig {
+            segment_bytes: 64 * 1024,
+            ..LogConfig::default()
+        };
+        m.create_partition(&t0, config).unwrap();
+        for _ in 0..500 {
+            m.append(&t0, &simple_batch(2, 200, 0), 0).unwrap();
+        }
+        let from = m.partition_dir(&t0).unwrap();
+        let to = m
+            .describe_log_dirs()
+            .into_iter()
+            .map(|d| d.path)
+            .find(|p| *p != from)
+            .unwrap();
+        let writer = {
+            let m = Arc::clone(&m);
+            let t0 = t0.clone();
+            std::thread::spawn(move || {
+                for _ in 0..2000 {
+                    m.append(&t0, &simple_batch(2, 200, 0), 0).unwrap();
+                }
+            })
+        };
+        m.move_partition(&t0, &to).unwrap();
+        writer.join().unwrap();
+        assert_eq!(m.partition_dir(&t0).unwrap(), to);
+        assert!(!Path::new(&from).join("t-0").exists());
+        let check = |m: &LogManager| {
+            assert_eq!(m.offsets(&t0).unwrap().high_watermark, 5000);
+            let mut offset = 0;
+            while offset < 5000 {
+                let r = m.read(&t0, offset, 1 << 16, true).unwrap();
+                let h = headers(&r.records);
+                assert_eq!(h[0].base_offset, offset);
+                offset = h.last().unwrap().next_offset();
+            }
+        };
+        check(&m);
+        m.append(&t0, &simple_batch(1, 1, 0), 0).unwrap();
+        drop(m);
+        let m = LogManager::open_with(two_dirs(root.path())).unwrap();
+        assert_eq!(m.partition_dir(&t0).unwrap(), to);
+        assert_eq!(m.offsets(&t0).unwrap().high_watermark, 5001);
+        // Moving back, and moving to where it is, both work.
+        m.move_partition(&t0, &from).unwrap();
+        m.move_partition(&t0, &from).unwrap();
+        assert_eq!(m.offsets(&t0).unwrap().high_watermark, 5001);
+    }
+
+    #[test]
+    fn a_leftover_future_dir_is_discarded() {
+        let root = tempfile::tempdir().unwrap();
+        let config = two_dirs(root.path());
+        fs::create_dir_all(root.path().join("b").join("t-0.123-future")).unwrap();
+        let m = LogManager::open_with(config).unwrap();
+        assert!(m.partitions().is_empty());
+        assert!(!root.path().join("b").join("t-0.123-future").exists());
     }
 }

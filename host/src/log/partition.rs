@@ -1076,24 +1076,26 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("t-0");
         let batch = simple_batch(5, 50, 0);
-        let p = open(&path, config(2 * batch.len() as u64)).unwrap();
-        for _ in 0..6 {
+        let per_segment = 40;
+        let p = open(&path, config(per_segment * batch.len() as u64)).unwrap();
+        for _ in 0..(3 * per_segment) {
             p.append(&batch, 0).unwrap();
         }
         p.flush().unwrap();
         drop(p);
-        // Segments 0, 10, 20. Corrupt a byte inside segment 0: below the
-        // recovery point it is loaded from its index, not re-validated.
+        // Three segments of 200 offsets. Corrupt a byte early in segment 0,
+        // before its last index entry: below the recovery point it is
+        // loaded from its index, not re-validated.
         let first = path.join(segment::file_name(0));
         let mut bytes = fs::read(&first).unwrap();
         bytes[70] ^= 0xff;
         fs::write(&first, &bytes).unwrap();
         let hints = OpenHints {
-            recovery_point: Some(20),
+            recovery_point: Some(400),
             ..OpenHints::default()
         };
         let p = Partition::open(path.clone(), tp(), LogConfig::default(), hints).unwrap();
-        assert_eq!(p.offsets().unwrap().high_watermark, 30);
+        assert_eq!(p.offsets().unwrap().high_watermark, 600);
         drop(p);
         // With no recovery point everything is re-validated and the log is
         // cut at the corrupt batch.
@@ -1127,7 +1129,10 @@ mod tests {
             let r = p.read(offset, 1, true).unwrap();
             assert_eq!(headers(&r.records)[0].base_offset, offset / 2 * 2);
         }
-        assert_eq!(p.append(&simple_batch(1, 1, 0), 0).unwrap().base_offset, 398);
+        assert_eq!(
+            p.append(&simple_batch(1, 1, 0), 0).unwrap().base_offset,
+            398
+        );
     }
 
     #[test]
@@ -1148,10 +1153,13 @@ mod tests {
         });
         assert_eq!(p.delete_old_segments(10_000).unwrap(), 1);
         assert_eq!(p.offsets().unwrap().log_start_offset, 10);
-        assert!(matches!(p.read(5, 100, true), Err(StorageError::OffsetOutOfRange)));
-        // retention.bytes: keep at most 3 batches' worth -> one more goes.
+        assert!(matches!(
+            p.read(5, 100, true),
+            Err(StorageError::OffsetOutOfRange)
+        ));
+        // retention.bytes: two batches too many -> one more segment goes.
         p.set_config(LogConfig {
-            retention_bytes: 3 * batch_len as i64,
+            retention_bytes: 2 * batch_len as i64,
             ..config(2 * batch_len)
         });
         assert_eq!(p.delete_old_segments(10_000).unwrap(), 1);
@@ -1182,15 +1190,25 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("t-0");
         let batch_len = simple_batch(5, 50, 0).len() as u64;
-        let p = open(&path, config(2 * batch_len)).unwrap();
+        let no_time_retention = LogConfig {
+            retention_ms: -1,
+            ..config(2 * batch_len)
+        };
+        let p = open(&path, no_time_retention).unwrap();
         for i in 0..6 {
             p.append(&simple_batch(5, 50, 1000 * i), 0).unwrap();
         }
         assert_eq!(p.delete_records(3).unwrap(), 3);
         // Inside the first segment: it stays, but reads below 3 fail.
         assert_eq!(segment_files(&path).len(), 3);
-        assert!(matches!(p.read(2, 100, true), Err(StorageError::OffsetOutOfRange)));
-        assert_eq!(headers(&p.read(3, 1, true).unwrap().records)[0].base_offset, 0);
+        assert!(matches!(
+            p.read(2, 100, true),
+            Err(StorageError::OffsetOutOfRange)
+        ));
+        assert_eq!(
+            headers(&p.read(3, 1, true).unwrap().records)[0].base_offset,
+            0
+        );
         // Below the current start: nothing changes.
         assert_eq!(p.delete_records(1).unwrap(), 3);
         // Timestamps below the log start offset are not answered.
@@ -1198,8 +1216,14 @@ mod tests {
         // Past the first segment: it is deleted.
         assert_eq!(p.delete_records(12).unwrap(), 12);
         assert_eq!(segment_files(&path).len(), 2);
-        assert!(matches!(p.delete_records(31), Err(StorageError::OffsetOutOfRange)));
-        assert!(matches!(p.delete_records(-7), Err(StorageError::OffsetOutOfRange)));
+        assert!(matches!(
+            p.delete_records(31),
+            Err(StorageError::OffsetOutOfRange)
+        ));
+        assert!(matches!(
+            p.delete_records(-7),
+            Err(StorageError::OffsetOutOfRange)
+        ));
         assert_eq!(p.delete_records(-1).unwrap(), 30);
         assert_eq!(p.offsets().unwrap().log_start_offset, 30);
         // A reopened log starts where the checkpoint says.
@@ -1217,6 +1241,9 @@ mod tests {
             compact: true,
             ..LogConfig::default()
         });
-        assert!(matches!(p.delete_records(30), Err(StorageError::PolicyViolation(_))));
+        assert!(matches!(
+            p.delete_records(30),
+            Err(StorageError::PolicyViolation(_))
+        ));
     }
 }

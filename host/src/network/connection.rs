@@ -18,9 +18,9 @@ use tokio::sync::oneshot;
 use tracing::{debug, info_span, warn, Instrument};
 
 use crate::channel::{Request, RequestChannel, Response, Route, Session, Timings};
+use crate::metrics::{request_label, Metrics, RequestTimes};
 use crate::network::frame::read_frame;
 use crate::network::header::{self, API_VERSIONS_KEY};
-use crate::metrics::{request_label, Metrics, RequestTimes};
 use crate::plugins::registry::Registry;
 
 /// What every connection task shares.
@@ -109,7 +109,10 @@ async fn run(stream: TcpStream, session: &Arc<Session>, ctx: &ConnectionContext)
         };
         let picked_up = Instant::now();
         let written = match reply.response {
-            Response::Send(frame) => write_half.write_all(&frame).await.map_err(Ending::WriteFailed),
+            Response::Send(frame) => write_half
+                .write_all(&frame)
+                .await
+                .map_err(Ending::WriteFailed),
             Response::NoResponse => Ok(()),
             Response::Close => {
                 debug!(correlation_id, "handler asked to close the connection");
@@ -122,15 +125,22 @@ async fn run(stream: TcpStream, session: &Arc<Session>, ctx: &ConnectionContext)
         let handled = timings.handled.unwrap_or(dequeued);
         let times = RequestTimes {
             queue: dequeued.saturating_duration_since(received),
-            local: handled.saturating_duration_since(dequeued).saturating_sub(timings.remote),
+            local: handled
+                .saturating_duration_since(dequeued)
+                .saturating_sub(timings.remote),
             remote: timings.remote,
             throttle: Duration::ZERO,
             response_queue: picked_up.saturating_duration_since(handled),
             response_send: sent.saturating_duration_since(picked_up),
             total: sent.saturating_duration_since(received),
         };
-        ctx.metrics
-            .record_request(&request_label, api_version, request_bytes, &times, reply.end);
+        ctx.metrics.record_request(
+            &request_label,
+            api_version,
+            request_bytes,
+            &times,
+            reply.end,
+        );
         if let Err(ending) = written {
             return ending;
         }

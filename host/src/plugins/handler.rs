@@ -159,8 +159,14 @@ impl LoadedHandler {
             Some(instance) => instance,
             None => {
                 self.stats.instantiations.fetch_add(1, Ordering::Relaxed);
-                let created =
-                    instantiate(&self.engine, &self.pre, &self.source.name, &self.limits, broker).await;
+                let created = instantiate(
+                    &self.engine,
+                    &self.pre,
+                    &self.source.name,
+                    &self.limits,
+                    broker,
+                )
+                .await;
                 report.instantiate_time = Some(started.elapsed());
                 match created {
                     Ok(instance) => instance,

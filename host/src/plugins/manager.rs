@@ -208,7 +208,11 @@ impl PluginManager {
         }
         let _guard = self.changes.lock().await;
         let path = self.dir.join(format!("{name}.wasm"));
-        let loaded = match self.loader.load_bytes(&path, bytes.clone(), &self.broker).await {
+        let loaded = match self
+            .loader
+            .load_bytes(&path, bytes.clone(), &self.broker)
+            .await
+        {
             Ok(loaded) => loaded,
             Err(error) => {
                 self.broker.metrics.record_load(false);

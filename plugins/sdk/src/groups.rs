@@ -7,9 +7,9 @@ use std::collections::HashMap;
 
 use kafka_protocol::protocol::StrBytes;
 
-pub use crate::bindings::gregor::broker::groups::*;
 use crate::authorize::is_allowed;
 use crate::authz::{Operation, ResourceType};
+pub use crate::bindings::gregor::broker::groups::*;
 use crate::ResponseError;
 
 /// Is `operation` on the group allowed for this request's principal?

@@ -57,7 +57,9 @@ impl<'a> Reader<'a> {
             return Ok(None);
         }
         let bytes = self.take(len as usize)?;
-        String::from_utf8(bytes.to_vec()).map(Some).map_err(|_| Malformed)
+        String::from_utf8(bytes.to_vec())
+            .map(Some)
+            .map_err(|_| Malformed)
     }
 
     /// An ARRAY count; -1 (null) is None. A count larger than the bytes

@@ -89,8 +89,16 @@ impl log::Host for HandlerState {
         }
     }
 
-    fn delete_records(&mut self, topic: String, partition: i32, offset: i64) -> DeleteRecordsResult {
-        let outcome = self.broker.replica.delete_records(&topic, partition, offset);
+    fn delete_records(
+        &mut self,
+        topic: String,
+        partition: i32,
+        offset: i64,
+    ) -> DeleteRecordsResult {
+        let outcome = self
+            .broker
+            .replica
+            .delete_records(&topic, partition, offset);
         DeleteRecordsResult {
             error_code: outcome.error_code,
             error_message: outcome.error_message,

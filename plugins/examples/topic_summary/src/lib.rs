@@ -68,12 +68,20 @@ impl Handler for TopicSummary {
                 out.array_len(names.len());
                 for name in &names {
                     if !allowed.get(name).copied().unwrap_or(false) {
-                        write_error(&mut out, name, ResponseError::TopicAuthorizationFailed.code());
+                        write_error(
+                            &mut out,
+                            name,
+                            ResponseError::TopicAuthorizationFailed.code(),
+                        );
                         continue;
                     }
                     match metadata::topic_by_name(name) {
                         Some(topic) => write_topic(&mut out, &topic),
-                        None => write_error(&mut out, name, ResponseError::UnknownTopicOrPartition.code()),
+                        None => write_error(
+                            &mut out,
+                            name,
+                            ResponseError::UnknownTopicOrPartition.code(),
+                        ),
                     }
                 }
             }
@@ -107,7 +115,11 @@ fn write_topic(out: &mut Writer, topic: &TopicInfo) {
     for partition in &topic.partitions {
         let start = log::list_offset(&topic.name, partition.partition, -2, 0);
         let end = log::list_offset(&topic.name, partition.partition, -1, 0);
-        let error = if start.error_code != 0 { start.error_code } else { end.error_code };
+        let error = if start.error_code != 0 {
+            start.error_code
+        } else {
+            end.error_code
+        };
         out.i32(partition.partition)
             .i16(error)
             .i64(start.offset)

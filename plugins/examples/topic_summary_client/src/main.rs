@@ -13,7 +13,12 @@ const API_VERSIONS: i16 = 18;
 const TOPIC_SUMMARY: i16 = 1000;
 
 /// Sends one request (header v1) and returns the response body.
-fn call(stream: &mut TcpStream, api_key: i16, correlation_id: i32, body: &[u8]) -> Result<Vec<u8>, String> {
+fn call(
+    stream: &mut TcpStream,
+    api_key: i16,
+    correlation_id: i32,
+    body: &[u8],
+) -> Result<Vec<u8>, String> {
     let client_id = b"topic-summary";
     let mut frame = Vec::new();
     frame.extend_from_slice(&api_key.to_be_bytes());
@@ -24,14 +29,19 @@ fn call(stream: &mut TcpStream, api_key: i16, correlation_id: i32, body: &[u8]) 
     frame.extend_from_slice(body);
     let mut message = (frame.len() as i32).to_be_bytes().to_vec();
     message.extend_from_slice(&frame);
-    stream.write_all(&message).map_err(|e| format!("send: {e}"))?;
+    stream
+        .write_all(&message)
+        .map_err(|e| format!("send: {e}"))?;
     let mut size = [0u8; 4];
     stream
         .read_exact(&mut size)
         .map_err(|e| format!("the broker closed the connection: {e}"))?;
-    let size = usize::try_from(i32::from_be_bytes(size)).map_err(|_| "negative response size".to_string())?;
+    let size = usize::try_from(i32::from_be_bytes(size))
+        .map_err(|_| "negative response size".to_string())?;
     let mut response = vec![0u8; size];
-    stream.read_exact(&mut response).map_err(|e| format!("receive: {e}"))?;
+    stream
+        .read_exact(&mut response)
+        .map_err(|e| format!("receive: {e}"))?;
     if response.len() < 4 || response[..4] != correlation_id.to_be_bytes() {
         return Err("response correlation id mismatch".to_string());
     }
@@ -71,8 +81,11 @@ impl Cursor<'_> {
 }
 
 fn run(bootstrap: &str, topics: &[String]) -> Result<(), String> {
-    let mut stream = TcpStream::connect(bootstrap).map_err(|e| format!("connect {bootstrap}: {e}"))?;
-    stream.set_read_timeout(Some(Duration::from_secs(30))).map_err(|e| e.to_string())?;
+    let mut stream =
+        TcpStream::connect(bootstrap).map_err(|e| format!("connect {bootstrap}: {e}"))?;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .map_err(|e| e.to_string())?;
 
     let versions = call(&mut stream, API_VERSIONS, 1, &[])?;
     let mut cursor = Cursor(&versions);
@@ -84,7 +97,10 @@ fn run(bootstrap: &str, topics: &[String]) -> Result<(), String> {
         .map(|_| Ok((cursor.i16()?, cursor.i16()?, cursor.i16()?)))
         .collect::<Result<Vec<_>, String>>()?;
     if !served.iter().any(|(key, _, _)| *key == TOPIC_SUMMARY) {
-        return Err("the broker does not serve DescribeTopicSummary (ApiKey 1000): is the module loaded?".to_string());
+        return Err(
+            "the broker does not serve DescribeTopicSummary (ApiKey 1000): is the module loaded?"
+                .to_string(),
+        );
     }
 
     let mut request = Vec::new();

@@ -1,0 +1,125 @@
+//! `gregor bench-call --plugin-dir DIR [--module api_versions] [--iterations N]`:
+//! the cost of the plugin boundary inside the host, without a network: one
+//! handler call on a pooled instance, one call that instantiates a fresh
+//! instance first, next to an empty native function call. Used by
+//! `make bench`; never by tests.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+
+use crate::broker::Broker;
+use crate::channel::Session;
+use crate::config::BrokerConfig;
+use crate::plugins::bindings::{Outcome, RequestContext};
+use crate::plugins::engine::{build_engine, start_epoch_ticker};
+use crate::plugins::handler::{InstanceLimits, LoadedHandler};
+use crate::plugins::loader::{Loaded, Loader};
+
+#[inline(never)]
+fn empty_native_call(x: u64) -> u64 {
+    std::hint::black_box(x)
+}
+
+async fn load(
+    config: &BrokerConfig,
+    broker: &Arc<Broker>,
+    module: &str,
+    max_calls: u64,
+) -> Result<LoadedHandler> {
+    let limits = InstanceLimits {
+        memory_max: config.plugin_memory_max_bytes()?,
+        recycle_memory: config.plugin_memory_recycle_bytes()?,
+        call_timeout: Duration::from_millis(config.plugin_call_timeout_ms()?),
+        max_calls,
+    };
+    let engine = build_engine(limits.memory_max)?;
+    start_epoch_ticker(engine.clone())?;
+    let loader = Loader::new(engine, &config.plugin_cache_dir(), limits)?;
+    let path = config.plugin_dir().join(format!("{module}.wasm"));
+    match loader.load_file(&path, broker).await? {
+        Loaded::Handler(handler) => Ok(handler),
+        Loaded::Authorizer(_) => bail!("{module} is an authorizer, not a handler"),
+    }
+}
+
+async fn time_calls(
+    handler: &LoadedHandler,
+    broker: &Arc<Broker>,
+    iterations: usize,
+) -> Result<f64> {
+    let session = Arc::new(Session {
+        connection_id: 0,
+        principal: "User:ANONYMOUS".to_string(),
+        client_host: "127.0.0.1".to_string(),
+        listener: "PLAINTEXT".to_string(),
+        security_protocol: "PLAINTEXT".to_string(),
+    });
+    let ctx = RequestContext {
+        api_key: handler.info().api_key,
+        api_version: handler.info().min_version,
+        correlation_id: 1,
+        client_id: Some("bench".to_string()),
+        principal: session.principal.clone(),
+        client_host: session.client_host.clone(),
+        listener: session.listener.clone(),
+        security_protocol: session.security_protocol.clone(),
+    };
+    let started = Instant::now();
+    for _ in 0..iterations {
+        let (outcome, _) = handler.call(broker, &session, ctx.clone(), &[]).await;
+        match outcome {
+            Ok(Outcome::Respond(_)) => {}
+            Ok(_) => bail!("the module did not respond"),
+            Err(error) => bail!("call failed: {error}"),
+        }
+    }
+    Ok(started.elapsed().as_secs_f64() * 1e6 / iterations as f64)
+}
+
+pub async fn run(args: &[String]) -> Result<()> {
+    let mut plugin_dir = None;
+    let mut module = "api_versions".to_string();
+    let mut iterations = 20_000usize;
+    let mut iter = args.iter();
+    while let Some(flag) = iter.next() {
+        let value = iter
+            .next()
+            .with_context(|| format!("{flag} needs a value"))?;
+        match flag.as_str() {
+            "--plugin-dir" => plugin_dir = Some(value.clone()),
+            "--module" => module = value.clone(),
+            "--iterations" => iterations = value.parse().context("--iterations")?,
+            other => bail!("unknown flag {other}"),
+        }
+    }
+    let plugin_dir = plugin_dir.context("--plugin-dir is required")?;
+    let data = std::env::temp_dir().join(format!("gregor-bench-call-{}", std::process::id()));
+    let mut config = BrokerConfig::default();
+    config.set_pair(&format!("log.dirs={}", data.display()))?;
+    config.set_pair(&format!("plugin.dir={plugin_dir}"))?;
+    let broker = Arc::new(Broker::open(Arc::new(config.clone()))?);
+
+    let pooled = load(&config, &broker, &module, u64::MAX).await?;
+    let fresh = load(&config, &broker, &module, 1).await?;
+    time_calls(&pooled, &broker, iterations / 10).await?;
+    let pooled_us = time_calls(&pooled, &broker, iterations).await?;
+    let fresh_us = time_calls(&fresh, &broker, (iterations / 10).max(100)).await?;
+    let started = Instant::now();
+    let mut acc = 0u64;
+    for i in 0..iterations as u64 * 100 {
+        acc = acc.wrapping_add(empty_native_call(i));
+    }
+    std::hint::black_box(acc);
+    let native_ns = started.elapsed().as_secs_f64() * 1e9 / (iterations as f64 * 100.0);
+    let _ = std::fs::remove_dir_all(&data);
+    println!(
+        "{{\"bench\":\"plugin_call\",\"module\":\"{module}\",\"pooled_call_us\":{pooled_us:.2},\"fresh_instance_call_us\":{fresh_us:.2},\"empty_native_call_ns\":{native_ns:.2}}}"
+    );
+    println!("\n| {module} handler call | µs per call |\n|---|---|");
+    println!("| pooled instance (instance reused) | {pooled_us:.2} |");
+    println!("| fresh instance (instantiate + call) | {fresh_us:.2} |");
+    println!("| empty native function call | {:.4} |", native_ns / 1000.0);
+    Ok(())
+}

@@ -1,0 +1,130 @@
+//! AlterReplicaLogDirs (ApiKey 34): move partitions to another of the
+//! broker's log directories, as Kafka's
+//! `KafkaApis.handleAlterReplicaLogDirsRequest` and
+//! `ReplicaManager.alterReplicaLogDirs`.
+//!
+//! - Versions 1-2, as Kafka 4 serves them (v2 flexible).
+//! - ALTER on the Cluster is required: without it every partition gets
+//!   CLUSTER_AUTHORIZATION_FAILED.
+//! - Each partition goes to the host's `log.alter-log-dir`: a directory that
+//!   is not one of `log.dirs` is LOG_DIR_NOT_FOUND, an unknown partition
+//!   UNKNOWN_TOPIC_OR_PARTITION. As in Kafka the answer comes once the move
+//!   is accepted; the copy runs in the background while the partition keeps
+//!   serving appends and fetches, and DescribeLogDirs shows it in its new
+//!   directory when the move is done.
+//! - A partition named in two directories gets the last one, as Kafka's map
+//!   from partition to directory keeps it.
+
+use std::collections::BTreeMap;
+
+use gregor_sdk::authorize::cluster_allowed;
+use gregor_sdk::authz::Operation;
+use gregor_sdk::ids::str_bytes;
+use gregor_sdk::kafka_protocol::messages::alter_replica_log_dirs_response::{
+    AlterReplicaLogDirPartitionResult, AlterReplicaLogDirTopicResult,
+};
+use gregor_sdk::kafka_protocol::messages::{
+    AlterReplicaLogDirsRequest, AlterReplicaLogDirsResponse,
+};
+use gregor_sdk::log;
+use gregor_sdk::{
+    api_info, decode, respond, ApiInfo, Handler, Outcome, RequestContext, ResponseError,
+};
+
+struct AlterReplicaLogDirs;
+
+impl Handler for AlterReplicaLogDirs {
+    fn describe() -> ApiInfo {
+        api_info::<AlterReplicaLogDirsRequest>("AlterReplicaLogDirs", 1, 2)
+    }
+
+    fn handle(ctx: RequestContext, body: Vec<u8>) -> Outcome {
+        let request: AlterReplicaLogDirsRequest = match decode(&ctx, &body) {
+            Ok(request) => request,
+            Err(outcome) => return outcome,
+        };
+        let moves = partition_dirs(&request);
+        let allowed = cluster_allowed(Operation::Alter);
+        let mut by_topic: BTreeMap<String, Vec<AlterReplicaLogDirPartitionResult>> =
+            BTreeMap::new();
+        for ((topic, partition), dir) in moves {
+            let error_code = if allowed {
+                log::alter_log_dir(&topic, partition, &dir)
+            } else {
+                ResponseError::ClusterAuthorizationFailed.code()
+            };
+            by_topic.entry(topic).or_default().push(
+                AlterReplicaLogDirPartitionResult::default()
+                    .with_partition_index(partition)
+                    .with_error_code(error_code),
+            );
+        }
+        let mut response = AlterReplicaLogDirsResponse::default();
+        response.results = by_topic
+            .into_iter()
+            .map(|(name, partitions)| {
+                AlterReplicaLogDirTopicResult::default()
+                    .with_topic_name(str_bytes(&name).into())
+                    .with_partitions(partitions)
+            })
+            .collect();
+        respond(&ctx, &response)
+    }
+}
+
+/// The target directory of each partition in the request (the last one
+/// wins when a partition is named twice).
+fn partition_dirs(request: &AlterReplicaLogDirsRequest) -> BTreeMap<(String, i32), String> {
+    let mut moves = BTreeMap::new();
+    for dir in &request.dirs {
+        for topic in &dir.topics {
+            for &partition in &topic.partitions {
+                moves.insert((topic.name.to_string(), partition), dir.path.to_string());
+            }
+        }
+    }
+    moves
+}
+
+gregor_sdk::export_handler!(AlterReplicaLogDirs);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gregor_sdk::kafka_protocol::messages::alter_replica_log_dirs_request::{
+        AlterReplicaLogDir, AlterReplicaLogDirTopic,
+    };
+    use gregor_sdk::kafka_protocol::protocol::Encodable;
+
+    fn dir(path: &str, topic: &str, partitions: Vec<i32>) -> AlterReplicaLogDir {
+        AlterReplicaLogDir::default()
+            .with_path(str_bytes(path))
+            .with_topics(vec![AlterReplicaLogDirTopic::default()
+                .with_name(str_bytes(topic).into())
+                .with_partitions(partitions)])
+    }
+
+    #[test]
+    fn the_last_directory_named_wins() {
+        let request = AlterReplicaLogDirsRequest::default()
+            .with_dirs(vec![dir("/a", "t", vec![0, 1]), dir("/b", "t", vec![1])]);
+        let moves = partition_dirs(&request);
+        assert_eq!(moves.len(), 2);
+        assert_eq!(moves[&("t".to_string(), 0)], "/a");
+        assert_eq!(moves[&("t".to_string(), 1)], "/b");
+    }
+
+    #[test]
+    fn responses_encode_for_every_served_version() {
+        for version in 1..=2 {
+            let result = AlterReplicaLogDirTopicResult::default().with_partitions(vec![
+                AlterReplicaLogDirPartitionResult::default().with_error_code(57),
+            ]);
+            let response = AlterReplicaLogDirsResponse::default().with_results(vec![result]);
+            assert!(
+                response.encode(&mut Vec::new(), version).is_ok(),
+                "v{version}"
+            );
+        }
+    }
+}
