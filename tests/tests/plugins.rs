@@ -113,6 +113,15 @@ fn handler_entry(list: &Value, name: &str) -> Option<Value> {
         .cloned()
 }
 
+/// Whether the admin API lists a refusal for a file ending in `suffix`.
+fn is_refused(list: &Value, suffix: &str) -> bool {
+    list["refused"].as_array().is_some_and(|refused| {
+        refused
+            .iter()
+            .any(|r| r["file"].as_str().is_some_and(|f| f.ends_with(suffix)))
+    })
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_new_api_key_appears_with_its_module_and_answers_its_client() {
     let plugins = private_plugin_dir();
@@ -294,11 +303,7 @@ async fn refused_modules_leave_the_previous_version_serving() {
     install_file(b"garbage", plugins.path(), "produce");
     let list = wait_for("the refusal to be listed", Duration::from_secs(30), || {
         let list = plugin_list(&admin);
-        let refused = list["refused"].as_array()?.iter().any(|r| {
-            r["file"]
-                .as_str()
-                .is_some_and(|f| f.ends_with("produce.wasm"))
-        });
+        let refused = is_refused(&list, "produce.wasm");
         refused.then_some(list)
     });
     let after = handler_entry(&list, "produce").expect("produce still listed");
@@ -324,11 +329,7 @@ async fn refused_modules_leave_the_previous_version_serving() {
     install_file(&variant(&good, 1), plugins.path(), "produce");
     wait_for("the refusal to clear", Duration::from_secs(30), || {
         let list = plugin_list(&admin);
-        let refused = list["refused"].as_array()?.iter().any(|r| {
-            r["file"]
-                .as_str()
-                .is_some_and(|f| f.ends_with("produce.wasm"))
-        });
+        let refused = is_refused(&list, "produce.wasm");
         let sha = handler_entry(&list, "produce")?["sha256"].clone();
         (!refused && sha != before["sha256"]).then_some(())
     });
