@@ -25,6 +25,8 @@ const REQUESTS_PER_WORKER: usize = 256;
 
 /// Kafka's UNSUPPORTED_VERSION error code.
 const UNSUPPORTED_VERSION: i16 = 35;
+/// Kafka's UNKNOWN_SERVER_ERROR, what a failed handler's requests get.
+const UNKNOWN_SERVER_ERROR: i16 = -1;
 
 pub struct KafkaApis {
     broker: Arc<Broker>,
@@ -46,7 +48,7 @@ impl KafkaApis {
             api_key = request.header.api_key,
             api_version = request.header.api_version,
             client_id = request.header.client_id.as_deref().unwrap_or(""),
-            principal = %request.session.principal,
+            principal = %request.session.principal(),
         );
         self.handle_in_span(request).instrument(span).await
     }
@@ -68,13 +70,13 @@ impl KafkaApis {
                     api_version: request.header.api_version,
                     correlation_id: request.header.correlation_id,
                     client_id: request.header.client_id.clone(),
-                    principal: request.session.principal.clone(),
+                    principal: request.session.principal().to_string(),
                     client_host: request.session.client_host.clone(),
                     listener: request.session.listener.clone(),
                     security_protocol: request.session.security_protocol.clone(),
                 };
                 let (outcome, report) = handler
-                    .call(&self.broker, &request.session, ctx, &request.body)
+                    .call(&self.broker, &request.session, ctx.clone(), &request.body)
                     .await;
                 request.timings.remote = report.host_wait;
                 self.broker.metrics.record_plugin_call(
@@ -95,17 +97,39 @@ impl KafkaApis {
                     Ok(Outcome::NoResponse) => (Response::NoResponse, RequestEnd::NoResponse),
                     Ok(Outcome::CloseConnection) => (Response::Close, RequestEnd::ClosedByHandler),
                     Err(error) => {
-                        // Without the message schema the host cannot build a
-                        // typed error response, so the client gets a closed
-                        // connection (it reconnects and retries).
+                        // The host has no schema for the body: the module's
+                        // own error response (UNKNOWN_SERVER_ERROR for every
+                        // element, from a fresh instance) answers if it has
+                        // one; otherwise the connection is closed and the
+                        // client reconnects and retries.
+                        let fallback = handler
+                            .error_response(
+                                &self.broker,
+                                &request.session,
+                                &ctx,
+                                &request.body,
+                                UNKNOWN_SERVER_ERROR,
+                            )
+                            .await;
                         warn!(
                             plugin = %handler.source().name,
                             api_key = request.header.api_key,
                             api_version = request.header.api_version,
                             correlation_id = request.header.correlation_id,
-                            "handler failed, closing the connection: {error}"
+                            answered = fallback.is_some(),
+                            "handler failed: {error}"
                         );
-                        (Response::Close, RequestEnd::HandlerFailed)
+                        match fallback {
+                            Some(body) => (
+                                Response::Send(encode_response(
+                                    request.header.correlation_id,
+                                    request.flexible_response,
+                                    &body,
+                                )),
+                                RequestEnd::HandlerFailed,
+                            ),
+                            None => (Response::Close, RequestEnd::HandlerFailed),
+                        }
                     }
                 }
             }
@@ -117,7 +141,7 @@ impl KafkaApis {
             api_version = request.header.api_version,
             correlation_id = request.header.correlation_id,
             client_id = request.header.client_id.as_deref().unwrap_or(""),
-            principal = %request.session.principal,
+            principal = %request.session.principal(),
             total_us = handled.duration_since(request.timings.received).as_micros() as u64,
             "request completed"
         );

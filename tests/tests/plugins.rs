@@ -213,14 +213,14 @@ async fn trapping_looping_and_hoarding_modules_are_contained_and_counted() {
     let (ok, text) = cli(&admin, &["load", &chaos]);
     assert!(ok, "loading chaos failed: {text}");
 
-    let call = |mode: u8| {
+    let call = |body: &[u8]| {
         let mut conn = Conn::connect(broker.addr());
-        conn.send(&request_frame(CHAOS_KEY, 0, 42, false, &[mode]))
+        conn.send(&request_frame(CHAOS_KEY, 0, 42, false, body))
             .expect("send");
         conn
     };
     // A healthy call echoes.
-    let mut echo = call(9);
+    let mut echo = call(&[9]);
     let payload = echo.read_frame().expect("echo response");
     assert_eq!(payload, [0, 0, 0, 42, 9]);
 
@@ -229,16 +229,23 @@ async fn trapping_looping_and_hoarding_modules_are_contained_and_counted() {
         (2, "an endless loop"),
         (3, "unbounded allocation"),
     ] {
+        // Without an error response from the module: the connection closes.
         let started = Instant::now();
-        call(mode).expect_closed(what);
+        call(&[mode]).expect_closed(what);
         assert!(
             started.elapsed() < Duration::from_secs(20),
             "{what} took {:?} to be stopped",
             started.elapsed()
         );
+        // With one: the client gets it, UNKNOWN_SERVER_ERROR (-1).
+        let mut answered = call(&[mode, 1]);
+        let payload = answered
+            .read_frame()
+            .unwrap_or_else(|e| panic!("{what}: no error response: {e}"));
+        assert_eq!(payload, [0, 0, 0, 42, 0xff, 0xff], "{what}: error response");
         // Every other client is unaffected, on a fresh connection.
         assert!(served_keys(&broker).contains(&CHAOS_KEY));
-        let mut again = call(9);
+        let mut again = call(&[9]);
         assert_eq!(
             again.read_frame().expect("echo after failure"),
             [0, 0, 0, 42, 9]
@@ -252,11 +259,11 @@ async fn trapping_looping_and_hoarding_modules_are_contained_and_counted() {
     let list = plugin_list(&admin);
     let entry = handler_entry(&list, "chaos").expect("chaos listed");
     assert_eq!(
-        entry["traps"], 2,
+        entry["traps"], 4,
         "trap and out-of-memory are traps: {entry}"
     );
-    assert_eq!(entry["timeouts"], 1, "the loop is a timeout: {entry}");
-    assert_eq!(entry["calls"], 7, "{entry}");
+    assert_eq!(entry["timeouts"], 2, "the loop is a timeout: {entry}");
+    assert_eq!(entry["calls"], 10, "{entry}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -211,6 +211,38 @@ impl LoadedHandler {
         (outcome, report)
     }
 
+    /// Asks a fresh instance for the module's error response to a request
+    /// whose `handle` call failed (Kafka's `getErrorResponse`). None when
+    /// the module has none, or when this call fails too.
+    pub async fn error_response(
+        &self,
+        broker: &Arc<Broker>,
+        session: &Arc<Session>,
+        ctx: &RequestContext,
+        body: &[u8],
+        error_code: i16,
+    ) -> Option<Vec<u8>> {
+        let mut instance = instantiate(&self.engine, &self.pre, &self.source.name, &self.limits, broker)
+            .await
+            .ok()?;
+        self.stats.instantiations.fetch_add(1, Ordering::Relaxed);
+        {
+            let state = instance.store.data_mut();
+            state.session = Some(Arc::clone(session));
+            state.client_id.clone_from(&ctx.client_id);
+            state.clock = CallClock::new(self.limits.call_timeout);
+        }
+        instance.store.set_epoch_deadline(1);
+        let answer = instance
+            .bindings
+            .gregor_broker_handler()
+            .call_error_response(&mut instance.store, ctx, body, error_code)
+            .await
+            .ok()?;
+        self.recycle(instance);
+        answer
+    }
+
     /// Returns a healthy instance to the pool, or lets it go.
     fn recycle(&self, mut instance: LiveInstance) {
         let state = instance.store.data_mut();

@@ -30,7 +30,7 @@ use gregor_sdk::kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 use gregor_sdk::kafka_protocol::protocol::StrBytes;
 use gregor_sdk::log::{self, AppendResult};
 use gregor_sdk::{
-    api_info, decode, log_info, log_warn, respond, ApiInfo, Handler, Outcome, RequestContext,
+    api_info, decode, encode, log_info, log_warn, respond, ApiInfo, Handler, Outcome, RequestContext,
     ResponseError, NONE,
 };
 
@@ -115,6 +115,42 @@ impl Handler for Produce {
             }
             _ => respond(&ctx, &response),
         }
+    }
+
+    /// Every partition fails with `error_code`; acks=0 has no response
+    /// (the connection is closed, as for any failed acks=0 produce).
+    fn error_response(ctx: RequestContext, body: Vec<u8>, error_code: i16) -> Option<Vec<u8>> {
+        if ctx.api_version < 3 {
+            return None;
+        }
+        let request: ProduceRequest = decode(&ctx, &body).ok()?;
+        if request.acks == 0 {
+            return None;
+        }
+        let mut response = ProduceResponse::default();
+        for topic in &request.topic_data {
+            let partitions = topic
+                .partition_data
+                .iter()
+                .map(|partition| {
+                    let failed = AppendResult {
+                        error_code,
+                        error_message: None,
+                        base_offset: -1,
+                        log_append_time_ms: -1,
+                        log_start_offset: -1,
+                    };
+                    partition_response(partition.index, failed)
+                })
+                .collect();
+            response.responses.push(
+                TopicProduceResponse::default()
+                    .with_name(topic.name.clone())
+                    .with_topic_id(topic.topic_id)
+                    .with_partition_responses(partitions),
+            );
+        }
+        encode(&ctx, &response)
     }
 }
 

@@ -44,9 +44,18 @@ pub fn decode<R: Decodable>(ctx: &RequestContext, body: &[u8]) -> Result<R, Outc
 /// cannot be encoded (a field the version cannot carry) closes the
 /// connection rather than sending a wrong answer.
 pub fn respond<R: Encodable + HeaderVersion>(ctx: &RequestContext, response: &R) -> Outcome {
+    match encode(ctx, response) {
+        Some(body) => Outcome::Respond(body),
+        None => Outcome::CloseConnection,
+    }
+}
+
+/// The encoded response body, or None (logged) when the version cannot
+/// carry it.
+pub fn encode<R: Encodable>(ctx: &RequestContext, response: &R) -> Option<Vec<u8>> {
     let mut buf = BytesMut::new();
     match response.encode(&mut buf, ctx.api_version) {
-        Ok(()) => Outcome::Respond(buf.to_vec()),
+        Ok(()) => Some(buf.to_vec()),
         Err(error) => {
             logging::log(
                 logging::Level::Error,
@@ -55,7 +64,7 @@ pub fn respond<R: Encodable + HeaderVersion>(ctx: &RequestContext, response: &R)
                     ctx.api_key, ctx.api_version
                 ),
             );
-            Outcome::CloseConnection
+            None
         }
     }
 }

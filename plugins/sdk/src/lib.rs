@@ -11,6 +11,7 @@ pub mod authorize;
 pub mod codec;
 pub mod configs;
 pub mod groups;
+pub mod handler;
 pub mod ids;
 pub mod wire;
 
@@ -25,7 +26,7 @@ pub mod bindings {
     });
 }
 
-pub use bindings::exports::gregor::broker::handler::Guest as Handler;
+pub use handler::Handler;
 pub use bindings::gregor::broker::types::{ApiInfo, KafkaError, Outcome, RequestContext, Uuid};
 pub use bindings::gregor::broker::{log, logging, metadata};
 
@@ -34,8 +35,7 @@ pub mod authz {
     pub use crate::bindings::gregor::broker::authz::*;
     pub use crate::bindings::gregor::broker::types::{Action, Operation, ResourceType};
 }
-pub use bindings::export_handler;
-pub use codec::{api_info, decode, respond};
+pub use codec::{api_info, decode, encode, respond};
 pub use kafka_protocol;
 pub use kafka_protocol::error::ResponseError;
 pub use uuid;

@@ -3,7 +3,9 @@
 //!
 //! The first body byte picks the behaviour: 1 traps (a panic), 2 loops
 //! forever, 3 allocates without bound, 4 writes a thousand log lines;
-//! anything else echoes the body back.
+//! anything else echoes the body back. When the second byte is 1, the
+//! module offers an error response for a failed call (the error code, as
+//! two bytes); otherwise it has none and the host closes the connection.
 
 use gregor_sdk::wire::custom_api_info;
 use gregor_sdk::{logging, ApiInfo, Handler, Outcome, RequestContext};
@@ -40,6 +42,10 @@ impl Handler for Chaos {
             }
             _ => Outcome::Respond(body),
         }
+    }
+
+    fn error_response(_ctx: RequestContext, body: Vec<u8>, error_code: i16) -> Option<Vec<u8>> {
+        (body.get(1) == Some(&1)).then(|| error_code.to_be_bytes().to_vec())
     }
 }
 
