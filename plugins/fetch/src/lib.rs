@@ -26,7 +26,8 @@ use gregor_sdk::kafka_protocol::messages::fetch_response::{FetchableTopicRespons
 use gregor_sdk::kafka_protocol::messages::{FetchRequest, FetchResponse};
 use gregor_sdk::log::{self, FetchOptions, FetchedPartition};
 use gregor_sdk::{
-    api_info, decode, respond, ApiInfo, Handler, Outcome, RequestContext, ResponseError, NONE,
+    api_info, decode, encode, respond, ApiInfo, Handler, Outcome, RequestContext, ResponseError,
+    NONE,
 };
 
 /// Session epochs of a full fetch: open a session (0) or fetch without one (-1).
@@ -117,6 +118,26 @@ impl Handler for Fetch {
             }
         }
         respond(&ctx, &response)
+    }
+
+    /// Every partition fails with `error_code` and carries no records.
+    fn error_response(ctx: RequestContext, body: Vec<u8>, error_code: i16) -> Option<Vec<u8>> {
+        let request: FetchRequest = decode(&ctx, &body).ok()?;
+        let mut response = FetchResponse::default();
+        for topic in &request.topics {
+            let partitions = topic
+                .partitions
+                .iter()
+                .map(|partition| partition_error(partition.partition, error_code))
+                .collect();
+            response.responses.push(
+                FetchableTopicResponse::default()
+                    .with_topic(topic.topic.clone())
+                    .with_topic_id(topic.topic_id)
+                    .with_partitions(partitions),
+            );
+        }
+        encode(&ctx, &response)
     }
 }
 
