@@ -7,10 +7,14 @@ DATA_DIR   ?= data
 GREGOR_BIN := $(abspath $(TARGET_DIR)/release/gregor)
 
 # Every handler module plus the default authorizer, one crate each.
-PLUGINS := api_versions metadata produce fetch list_offsets create_topics delete_topics authorizer_acl delete_records describe_log_dirs alter_replica_log_dirs
+PLUGINS := api_versions metadata produce fetch list_offsets create_topics delete_topics authorizer_acl delete_records describe_log_dirs alter_replica_log_dirs find_coordinator join_group heartbeat leave_group sync_group describe_groups list_groups offset_commit offset_fetch delete_groups offset_delete consumer_group_heartbeat consumer_group_describe
+# Security: SASL, SCRAM credentials and ACL administration.
+PLUGINS += sasl_handshake sasl_authenticate describe_user_scram_credentials alter_user_scram_credentials create_acls describe_acls delete_acls
 PLUGIN_WASM := $(addprefix $(TARGET_DIR)/wasm32-wasip2/plugin/,$(addsuffix .wasm,$(PLUGINS)))
 # Example modules: not loaded by default (drop one into the plugin dir to try it).
 EXAMPLES := topic_summary chaos
+# Security: the Rust example authorizer (the Python and JavaScript ones: `authorizers`).
+EXAMPLES += authorizer_prefix
 EXAMPLE_DIR ?= build/examples
 EXAMPLE_WASM := $(addprefix $(TARGET_DIR)/wasm32-wasip2/plugin/,$(addsuffix .wasm,$(EXAMPLES)))
 
@@ -18,11 +22,11 @@ export GREGOR_BIN
 export GREGOR_PLUGIN_DIR := $(abspath $(PLUGIN_DIR))
 export GREGOR_EXAMPLE_DIR := $(abspath $(EXAMPLE_DIR))
 
-.PHONY: all build host plugins wasm-target test-deps run test unit-test integration-test lint fmt bench
+.PHONY: all build host plugins authorizers wasm-target test-deps run test unit-test integration-test lint fmt bench
 
 all: build
 
-build: host plugins
+build: host plugins authorizers
 
 wasm-target:
 	@rustup target list --installed | grep -qx wasm32-wasip2 || rustup target add wasm32-wasip2
@@ -35,6 +39,27 @@ plugins: wasm-target
 	mkdir -p $(PLUGIN_DIR) $(EXAMPLE_DIR)
 	cp $(PLUGIN_WASM) $(PLUGIN_DIR)/
 	cp $(EXAMPLE_WASM) $(EXAMPLE_DIR)/
+
+# The example authorizer in Python (componentize-py) and JavaScript
+# (componentize-js), the same policy as authorizer_prefix; rebuilt only
+# when their source or the WIT changes (each takes tens of seconds).
+WIT_FILES := $(wildcard wit/*.wit)
+AUTHORIZER_PY := $(EXAMPLE_DIR)/authorizer_prefix_py.wasm
+AUTHORIZER_JS := $(EXAMPLE_DIR)/authorizer_prefix_js.wasm
+JS_AUTHORIZER_DIR := plugins/examples/authorizer_prefix_js
+
+authorizers: $(AUTHORIZER_PY) $(AUTHORIZER_JS)
+
+$(AUTHORIZER_PY): plugins/examples/authorizer_prefix_py/app.py $(WIT_FILES)
+	@command -v componentize-py >/dev/null || bash .ci/deps.sh
+	mkdir -p $(EXAMPLE_DIR)
+	cd plugins/examples/authorizer_prefix_py && componentize-py -d ../../../wit -w kafka-authorizer componentize app -o $(abspath $@).tmp
+	mv $@.tmp $@
+
+$(AUTHORIZER_JS): $(JS_AUTHORIZER_DIR)/authorizer.js $(JS_AUTHORIZER_DIR)/build.mjs $(JS_AUTHORIZER_DIR)/package.json $(WIT_FILES)
+	@test -d $(JS_AUTHORIZER_DIR)/node_modules/@bytecodealliance/componentize-js || bash .ci/deps.sh
+	mkdir -p $(EXAMPLE_DIR)
+	node $(JS_AUTHORIZER_DIR)/build.mjs $(abspath $@)
 
 run: build
 	$(GREGOR_BIN) serve --set listeners=PLAINTEXT://127.0.0.1:9092 --set log.dirs=$(DATA_DIR) --set plugin.dir=$(PLUGIN_DIR)

@@ -53,5 +53,39 @@ else
     rustup target add wasm32-wasip2
 fi
 
+# kafka-python: the second, independent client of the consumer-group tests
+# (tests/python/group_flow.py, driven by tests/tests/groups.rs).
+KAFKA_PYTHON=2.3.3
+if python3 -c "import kafka, sys; sys.exit(kafka.__version__ != '$KAFKA_PYTHON')" 2>/dev/null; then
+    echo "deps.sh: kafka-python $KAFKA_PYTHON already installed"
+else
+    python3 -m pip --version >/dev/null 2>&1 || apt-get install -y --no-install-recommends python3-pip
+    python3 -m pip install --quiet "kafka-python==$KAFKA_PYTHON" \
+        || python3 -m pip install --quiet --break-system-packages "kafka-python==$KAFKA_PYTHON"
+fi
+
+# The example authorizers in other languages (`make authorizers`):
+# componentize-py for Python, and node with the componentize-js package
+# (plugins/examples/authorizer_prefix_js/package-lock.json) for JavaScript.
+COMPONENTIZE_PY=0.25.1
+if componentize-py --version 2>/dev/null | grep -q "$COMPONENTIZE_PY"; then
+    echo "deps.sh: componentize-py $COMPONENTIZE_PY already installed"
+else
+    python3 -m pip --version >/dev/null 2>&1 || apt-get install -y --no-install-recommends python3-pip
+    python3 -m pip install --quiet "componentize-py==$COMPONENTIZE_PY" \
+        || python3 -m pip install --quiet --break-system-packages "componentize-py==$COMPONENTIZE_PY"
+fi
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update
+    apt-get install -y --no-install-recommends nodejs npm
+fi
+js_dir="$(dirname "$0")/../plugins/examples/authorizer_prefix_js"
+if [ -d "$js_dir/node_modules/@bytecodealliance/componentize-js" ]; then
+    echo "deps.sh: componentize-js already installed"
+else
+    (cd "$js_dir" && npm ci --no-audit --no-fund)
+fi
+
 kcat -V >/dev/null 2>&1 || { echo "deps.sh: kcat does not run" >&2; exit 1; }
 echo "deps.sh: done"

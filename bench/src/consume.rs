@@ -3,7 +3,6 @@
 
 use std::time::{Duration, Instant};
 
-use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::{Offset, TopicPartitionList};
 
@@ -31,8 +30,7 @@ pub fn run(
     records: usize,
     _size: usize,
 ) -> Result<ConsumeRun, String> {
-    let consumer: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
+    let consumer: BaseConsumer = crate::client_config(bootstrap)
         .set("group.id", "gregor-bench")
         .set("enable.auto.commit", "false")
         .set("fetch.max.bytes", "52428800")

@@ -5,7 +5,6 @@
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use rdkafka::{Message, Offset, TopicPartitionList};
@@ -37,8 +36,7 @@ fn now_us() -> u64 {
 pub fn run(bootstrap: &str, rate: usize, seconds: usize, size: usize) -> Result<E2eRun, String> {
     let topic = format!("bench-e2e-{}", std::process::id());
     crate::create_topic(bootstrap, &topic, 1)?;
-    let consumer: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
+    let consumer: BaseConsumer = crate::client_config(bootstrap)
         .set("group.id", "gregor-bench-e2e")
         .set("enable.auto.commit", "false")
         .set("fetch.wait.max.ms", "100")
@@ -51,8 +49,7 @@ pub fn run(bootstrap: &str, rate: usize, seconds: usize, size: usize) -> Result<
     consumer
         .assign(&assignment)
         .map_err(|e| format!("assign: {e}"))?;
-    let producer: BaseProducer = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
+    let producer: BaseProducer = crate::client_config(bootstrap)
         .set("acks", "1")
         .set("linger.ms", "0")
         .create()

@@ -8,6 +8,9 @@
 //! gregor-bench consume --bootstrap HOST:PORT --topic T --records N
 //! gregor-bench e2e     --bootstrap HOST:PORT [--rate R] [--seconds S] [--size B]
 //! gregor-bench rtt     --bootstrap HOST:PORT [--iterations N]
+//!
+//! Every command takes `--client-properties "k=v;k=v"`, librdkafka
+//! properties for every client of the run (TLS, SASL).
 //! ```
 //!
 //! `make bench` starts a fresh broker and runs `suite`.
@@ -25,6 +28,33 @@ use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;
 use rdkafka::types::RDKafkaErrorCode;
+
+/// Client properties every client of this run gets on top of its own
+/// (`--client-properties "security.protocol=ssl;ssl.ca.location=ca.pem"`):
+/// how the benchmarks reach TLS and SASL listeners.
+static CLIENT_PROPERTIES: std::sync::OnceLock<Vec<(String, String)>> = std::sync::OnceLock::new();
+
+/// A client config for `bootstrap` with the run's client properties.
+pub fn client_config(bootstrap: &str) -> ClientConfig {
+    let mut config = ClientConfig::new();
+    config.set("bootstrap.servers", bootstrap);
+    for (key, value) in CLIENT_PROPERTIES.get().into_iter().flatten() {
+        config.set(key, value);
+    }
+    config
+}
+
+fn parse_client_properties(raw: &str) -> Result<Vec<(String, String)>, String> {
+    raw.split(';')
+        .map(str::trim)
+        .filter(|pair| !pair.is_empty())
+        .map(|pair| {
+            pair.split_once('=')
+                .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+                .ok_or_else(|| format!("--client-properties: {pair:?} is not key=value"))
+        })
+        .collect()
+}
 
 /// `--flag value` pairs after the command.
 pub struct Args {
@@ -64,8 +94,7 @@ impl Args {
 
 /// Creates a topic (an existing one is fine).
 pub fn create_topic(bootstrap: &str, topic: &str, partitions: i32) -> Result<(), String> {
-    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
+    let admin: AdminClient<DefaultClientContext> = crate::client_config(bootstrap)
         .create()
         .map_err(|e| format!("admin client: {e}"))?;
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -169,6 +198,9 @@ fn run(args: &[String]) -> Result<(), String> {
         );
     };
     let options = Args::parse(&args[1..])?;
+    if let Some(raw) = options.values.get("client-properties") {
+        let _ = CLIENT_PROPERTIES.set(parse_client_properties(raw)?);
+    }
     let bootstrap = options.text("bootstrap", "127.0.0.1:9092");
     match command.as_str() {
         "suite" => suite(&options),

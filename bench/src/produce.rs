@@ -4,7 +4,6 @@
 use std::cell::RefCell;
 use std::time::{Duration, Instant};
 
-use rdkafka::config::ClientConfig;
 use rdkafka::error::KafkaError;
 use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
 use rdkafka::types::RDKafkaErrorCode;
@@ -71,8 +70,7 @@ pub fn run(
         )
     });
     crate::create_topic(bootstrap, &topic, partitions)?;
-    let producer: BaseProducer<LatencyContext> = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
+    let producer: BaseProducer<LatencyContext> = crate::client_config(bootstrap)
         .set("acks", acks)
         .set("linger.ms", "5")
         .set("batch.size", "1000000")

@@ -9,6 +9,14 @@
 //! - `DELETE /plugins/{name}` — removes the module's file and unloads it.
 //! - `GET /metrics` — Prometheus metrics (see `metrics.rs`).
 //! - `GET /health` — `ok`.
+//! - `GET /users` — users with SCRAM credentials (mechanisms, iterations).
+//! - `PUT /users/{name}` — body `{"password": "...", "mechanisms":
+//!   ["SCRAM-SHA-256", "SCRAM-SHA-512"], "iterations": 4096}` (mechanisms
+//!   and iterations optional): set a user's credentials.
+//! - `DELETE /users/{name}` — remove every credential of a user.
+//! - `GET /authorizer` — the active authorizer and the loaded ones.
+//! - `PUT /authorizer` — body is an authorizer module's name, or `none`:
+//!   switch live; decisions cached for the old one are dropped.
 
 use std::sync::Arc;
 
@@ -226,6 +234,36 @@ async fn route(request: HttpRequest, state: &AdminState) -> HttpResponse {
             Ok(what) => HttpResponse::message(200, "result", &what),
             Err(reason) => HttpResponse::message(404, "error", &reason),
         },
+        ("GET", ["users"]) => {
+            HttpResponse::json(200, &crate::security::admin::list_users(&state.broker))
+        }
+        ("PUT", ["users", name]) => {
+            match crate::security::admin::set_user(&state.broker, name, &request.body).await {
+                Ok(what) => HttpResponse::message(200, "result", &what),
+                Err(reason) => HttpResponse::message(400, "error", &reason),
+            }
+        }
+        ("DELETE", ["users", name]) => {
+            match crate::security::admin::delete_user(&state.broker, name) {
+                Ok(what) => HttpResponse::message(200, "result", &what),
+                Err(reason) => HttpResponse::message(404, "error", &reason),
+            }
+        }
+        ("GET", ["authorizer"]) => HttpResponse::json(200, &plugins.authorizer_status()),
+        ("PUT", ["authorizer"]) => {
+            let name = String::from_utf8_lossy(&request.body).trim().to_string();
+            let choice = match name.as_str() {
+                "" | "none" => None,
+                other => Some(other),
+            };
+            match plugins.use_authorizer(choice).await {
+                Ok(what) => HttpResponse::message(200, "result", &what),
+                Err(reason) => HttpResponse::message(400, "error", &reason),
+            }
+        }
+        (_, ["users", ..]) | (_, ["authorizer"]) => {
+            HttpResponse::message(405, "error", "method not allowed")
+        }
         (_, ["plugins", ..]) | (_, ["health"]) => {
             HttpResponse::message(405, "error", "method not allowed")
         }

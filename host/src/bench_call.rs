@@ -16,6 +16,7 @@ use crate::plugins::bindings::{Outcome, RequestContext};
 use crate::plugins::engine::{build_engine, start_epoch_ticker};
 use crate::plugins::handler::{InstanceLimits, LoadedHandler};
 use crate::plugins::loader::{Loaded, Loader};
+use crate::security::sasl::{ConnectionAuth, ANONYMOUS};
 
 #[inline(never)]
 fn empty_native_call(x: u64) -> u64 {
@@ -51,17 +52,17 @@ async fn time_calls(
 ) -> Result<f64> {
     let session = Arc::new(Session {
         connection_id: 0,
-        principal: "User:ANONYMOUS".to_string(),
         client_host: "127.0.0.1".to_string(),
         listener: "PLAINTEXT".to_string(),
         security_protocol: "PLAINTEXT".to_string(),
+        auth: ConnectionAuth::fixed(ANONYMOUS),
     });
     let ctx = RequestContext {
         api_key: handler.info().api_key,
         api_version: handler.info().min_version,
         correlation_id: 1,
         client_id: Some("bench".to_string()),
-        principal: session.principal.clone(),
+        principal: session.principal().to_string(),
         client_host: session.client_host.clone(),
         listener: session.listener.clone(),
         security_protocol: session.security_protocol.clone(),

@@ -18,6 +18,8 @@ use crate::plugins::registry::Registry;
 use crate::replica::ReplicaManager;
 use crate::security::acl_store::AclStore;
 use crate::security::authorization::Authorization;
+use crate::security::credentials::{CredentialStore, ScramMechanism, MIN_ITERATIONS};
+use crate::security::settings;
 
 /// A listener as clients should reach it (the bound port, not port 0).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -38,6 +40,8 @@ pub struct Broker {
     pub registry: Arc<Registry>,
     pub acls: Arc<AclStore>,
     pub authorization: Authorization,
+    /// SCRAM credentials (SASL PLAIN and SCRAM authenticate against them).
+    pub credentials: Arc<CredentialStore>,
     /// Request, topic and plugin metrics (`/metrics`).
     pub metrics: Arc<Metrics>,
     /// Consumer groups and committed offsets (Kafka's GroupCoordinator).
@@ -67,6 +71,7 @@ impl Broker {
             GroupConfig::from_broker(&config).context("group coordinator config")?,
         )?;
         groups.start()?;
+        let (acls, authorization, credentials) = open_security(&config, &log_dir)?;
         Ok(Self {
             node_id,
             cluster_id,
@@ -80,8 +85,9 @@ impl Broker {
             logs,
             topics,
             registry: Arc::new(Registry::default()),
-            acls: Arc::new(AclStore::default()),
-            authorization: Authorization::default(),
+            acls,
+            authorization,
+            credentials,
             groups,
             config,
         })
@@ -117,6 +123,40 @@ impl Broker {
             .map_err(|error| anyhow::anyhow!("{error}"))
             .context("flushing logs")
     }
+}
+
+/// The security state under `<log dir>/security`: ACLs, the authorizer
+/// choice and SCRAM credentials, with `sasl.bootstrap.users` added for
+/// users that have no credentials yet.
+fn open_security(
+    config: &BrokerConfig,
+    log_dir: &Path,
+) -> Result<(Arc<AclStore>, Authorization, Arc<CredentialStore>)> {
+    let dir = log_dir.join("security");
+    let acls = Arc::new(
+        AclStore::open(&dir)
+            .with_context(|| format!("opening the ACL store in {}", dir.display()))?,
+    );
+    let authorization = Authorization::open(Arc::clone(&acls), &dir, config.authorizer())
+        .context("reading the authorizer choice")?;
+    let credentials = Arc::new(
+        CredentialStore::open(&dir)
+            .with_context(|| format!("opening the credential store in {}", dir.display()))?,
+    );
+    let known: Vec<String> = credentials
+        .list()
+        .into_iter()
+        .map(|(user, _)| user)
+        .collect();
+    for (user, password) in settings::bootstrap_users(config)? {
+        if !known.contains(&user) {
+            credentials
+                .set_password(&user, &password, &ScramMechanism::ALL, MIN_ITERATIONS)
+                .map_err(|error| anyhow::anyhow!("{error:?}"))
+                .with_context(|| format!("storing the bootstrap credentials of {user}"))?;
+        }
+    }
+    Ok((acls, authorization, credentials))
 }
 
 /// The log manager's settings: each of `log.dirs` holds its partitions

@@ -14,15 +14,25 @@ use tokio::sync::oneshot;
 use crate::metrics::RequestEnd;
 use crate::network::header::RequestHeader;
 use crate::plugins::handler::LoadedHandler;
+use crate::security::sasl::ConnectionAuth;
 
-/// Who is on the other end of a connection.
-#[derive(Debug, Clone)]
+/// Who is on the other end of a connection. The principal can change
+/// once, when SASL authentication completes, so it lives in `auth`
+/// (see `security::sasl`); everything else is fixed at accept.
 pub struct Session {
     pub connection_id: u64,
-    pub principal: String,
     pub client_host: String,
     pub listener: String,
     pub security_protocol: String,
+    pub auth: ConnectionAuth,
+}
+
+impl Session {
+    /// The principal requests on this connection act as, e.g.
+    /// "User:ANONYMOUS" or "User:alice" after SASL.
+    pub fn principal(&self) -> Arc<str> {
+        self.auth.principal()
+    }
 }
 
 /// Where a parsed request goes.

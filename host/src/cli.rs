@@ -3,6 +3,8 @@
 //! `gregor plugins list [--admin HOST:PORT]`
 //! `gregor plugins load FILE [--name NAME] [--admin HOST:PORT]`
 //! `gregor plugins unload NAME [--admin HOST:PORT]`
+//! `gregor users list | add NAME --password P [--mechanism M]... [--iterations N] | delete NAME`
+//! `gregor authorizer show | use NAME|none`
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -71,4 +73,110 @@ fn request(admin: &str, method: &str, path: &str, body: &[u8]) -> Result<(u16, S
         .and_then(|code| code.parse().ok())
         .context("malformed HTTP status line")?;
     Ok((status, body.to_string()))
+}
+
+const SECURITY_USAGE: &str = "usage: gregor users list | add NAME --password PASSWORD [--mechanism SCRAM-SHA-256|SCRAM-SHA-512]... [--iterations N] | delete NAME [--admin HOST:PORT]
+       gregor authorizer show | use NAME|none [--admin HOST:PORT]";
+
+/// `gregor users ...` (SCRAM credentials) and `gregor authorizer ...`
+/// (which authorizer module decides), through the admin endpoint of a
+/// running broker.
+pub fn run_security(command: &str, args: &[String]) -> Result<()> {
+    let mut admin = DEFAULT_ADMIN.to_string();
+    let mut password: Option<String> = None;
+    let mut mechanisms: Vec<String> = Vec::new();
+    let mut iterations: Option<u32> = None;
+    let mut positional = Vec::new();
+    let mut iter = args.iter();
+    while let Some(arg) = iter.next() {
+        match arg.as_str() {
+            "--admin" => admin = iter.next().context("--admin needs HOST:PORT")?.clone(),
+            "--password" => {
+                password = Some(iter.next().context("--password needs a value")?.clone())
+            }
+            "--mechanism" => {
+                mechanisms.push(iter.next().context("--mechanism needs a value")?.clone())
+            }
+            "--iterations" => {
+                let raw = iter.next().context("--iterations needs a number")?;
+                iterations = Some(raw.parse().context("--iterations needs a number")?);
+            }
+            other => positional.push(other.to_string()),
+        }
+    }
+    let positional: Vec<&str> = positional.iter().map(String::as_str).collect();
+    let (status, body) = match (command, positional.as_slice()) {
+        ("users", ["list"]) => request(&admin, "GET", "/users", &[])?,
+        ("users", ["add", name]) => {
+            let password = password.context("users add needs --password")?;
+            let mut body = serde_json::json!({ "password": password });
+            if !mechanisms.is_empty() {
+                body["mechanisms"] = serde_json::json!(mechanisms);
+            }
+            if let Some(iterations) = iterations {
+                body["iterations"] = serde_json::json!(iterations);
+            }
+            let path = format!("/users/{}", percent_encode(name));
+            request(&admin, "PUT", &path, body.to_string().as_bytes())?
+        }
+        ("users", ["delete", name]) => request(
+            &admin,
+            "DELETE",
+            &format!("/users/{}", percent_encode(name)),
+            &[],
+        )?,
+        ("authorizer", ["show"]) => request(&admin, "GET", "/authorizer", &[])?,
+        ("authorizer", ["use", name]) => request(&admin, "PUT", "/authorizer", name.as_bytes())?,
+        _ => bail!("{SECURITY_USAGE}"),
+    };
+    println!("{body}");
+    if status != 200 {
+        bail!("the admin endpoint answered HTTP {status}");
+    }
+    Ok(())
+}
+
+/// Percent-encodes everything but RFC 3986's unreserved characters.
+pub fn percent_encode(text: &str) -> String {
+    text.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}
+
+/// The inverse of [`percent_encode`]; None for malformed input.
+pub fn percent_decode(text: &str) -> Option<String> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percent_encoding_round_trips() {
+        for name in ["alice", "a b/c%d@e", "ünï"] {
+            assert_eq!(percent_decode(&percent_encode(name)).as_deref(), Some(name));
+        }
+        assert_eq!(percent_decode("%zz"), None);
+        assert_eq!(percent_decode("%4"), None);
+    }
 }

@@ -56,6 +56,17 @@ const DEFAULTS: &[(&str, &str)] = &[
     ("authorizer", ""),
     ("admin.listener", "127.0.0.1:9644"),
     ("plugin.watch.interval.ms", "250"),
+    // Security (security/settings.rs reads these).
+    (
+        "listener.security.protocol.map",
+        "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
+    ),
+    (
+        "sasl.enabled.mechanisms",
+        "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+    ),
+    ("ssl.client.auth", "none"),
+    ("sasl.bootstrap.users", ""),
 ];
 
 impl BrokerConfig {
@@ -136,6 +147,7 @@ impl BrokerConfig {
         self.fetch_max_bytes()?;
         self.admin_listener()?;
         self.plugin_watch_interval()?;
+        crate::security::settings::validate(self)?;
         Ok(())
     }
 

@@ -8,6 +8,7 @@
 
 mod admin;
 mod apis;
+mod bench_authz;
 mod bench_call;
 mod broker;
 mod channel;
@@ -43,13 +44,30 @@ use crate::plugins::loader::Loader;
 use crate::plugins::manager::PluginManager;
 
 const USAGE: &str = "usage: gregor serve [--config FILE] [--set key=value]...
-       gregor plugins list | load FILE [--name NAME] | unload NAME [--admin HOST:PORT]";
+       gregor plugins list | load FILE [--name NAME] | unload NAME [--admin HOST:PORT]
+       gregor users list | add NAME --password PASSWORD [--mechanism M] [--iterations N] | delete NAME [--admin HOST:PORT]
+       gregor authorizer show | use NAME|none [--admin HOST:PORT]";
 
 /// How long shutdown waits for in-flight requests.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("bench-authz") {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build();
+        let result = runtime
+            .map_err(anyhow::Error::from)
+            .and_then(|runtime| runtime.block_on(bench_authz::run(&args[1..])));
+        return match result {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(error) => {
+                eprintln!("gregor: {error:#}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     if args.first().map(String::as_str) == Some("bench-call") {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .enable_all()
@@ -58,6 +76,18 @@ fn main() -> ExitCode {
             .map_err(anyhow::Error::from)
             .and_then(|runtime| runtime.block_on(bench_call::run(&args[1..])));
         return match result {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(error) => {
+                eprintln!("gregor: {error:#}");
+                ExitCode::FAILURE
+            }
+        };
+    }
+    if matches!(
+        args.first().map(String::as_str),
+        Some("users" | "authorizer")
+    ) {
+        return match cli::run_security(&args[0], &args[1..]) {
             Ok(()) => ExitCode::SUCCESS,
             Err(error) => {
                 eprintln!("gregor: {error:#}");
@@ -165,7 +195,7 @@ async fn serve(config: BrokerConfig) -> Result<()> {
     let mut bound = Vec::new();
     let mut advertised = Vec::new();
     for spec in config.listeners()? {
-        let listener = listener::bind(&spec).await?;
+        let listener = listener::bind(&spec, &config).await?;
         let port = listener.listener.local_addr()?.port();
         advertised.push(AdvertisedListener {
             name: spec.name.clone(),

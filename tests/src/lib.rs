@@ -129,6 +129,8 @@ pub struct Broker {
     data_dir: PathBuf,
     log_path: PathBuf,
     settings: Vec<(String, String)>,
+    /// Listeners besides the harness's PLAINTEXT one: name and port.
+    extra_listeners: Vec<(String, u16)>,
     starts: u32,
 }
 
@@ -142,6 +144,14 @@ impl Broker {
     /// harness's own `listeners`, `log.dirs`, `plugin.dir` and
     /// `admin.listener`, so they can override those).
     pub fn start_with(settings: &[(&str, &str)]) -> Broker {
+        Broker::start_with_listeners(&[], settings)
+    }
+
+    /// Starts a broker with more listeners (by name, each on a port of its
+    /// own) beside the PLAINTEXT one the harness waits for. Their security
+    /// protocols come from the names or `listener.security.protocol.map`
+    /// in `settings`; [`Broker::listener_bootstrap`] gives their address.
+    pub fn start_with_listeners(extra: &[&str], settings: &[(&str, &str)]) -> Broker {
         let bin = gregor_bin();
         assert!(
             bin.is_file(),
@@ -175,6 +185,7 @@ impl Broker {
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
+            extra_listeners: extra.iter().map(|name| (name.to_string(), 0)).collect(),
             starts: 0,
         };
         // The port was free when picked, but another process (a client's
@@ -183,6 +194,9 @@ impl Broker {
         for attempt in 1.. {
             broker.port = free_port();
             broker.admin_port = free_port();
+            for listener in &mut broker.extra_listeners {
+                listener.1 = free_port();
+            }
             match broker.try_spawn() {
                 Ok(()) => break,
                 Err(StartError::PortTaken) if attempt < 5 => {
@@ -195,6 +209,17 @@ impl Broker {
             }
         }
         broker
+    }
+
+    /// `host:port` of an extra listener (see [`Broker::start_with_listeners`]).
+    pub fn listener_bootstrap(&self, name: &str) -> String {
+        let port = self
+            .extra_listeners
+            .iter()
+            .find(|(listener, _)| listener == name)
+            .map(|(_, port)| *port)
+            .unwrap_or_else(|| panic!("the broker has no listener {name}"));
+        format!("127.0.0.1:{port}")
     }
 
     /// `host:port` for a client's `bootstrap.servers`.
@@ -313,8 +338,12 @@ impl Broker {
         assert!(self.child.is_none(), "spawn: the broker is already running");
         self.starts += 1;
         let mut args: Vec<String> = vec!["serve".into()];
+        let mut listeners = format!("PLAINTEXT://127.0.0.1:{}", self.port);
+        for (name, port) in &self.extra_listeners {
+            listeners.push_str(&format!(",{name}://127.0.0.1:{port}"));
+        }
         let own = [
-            ("listeners", format!("PLAINTEXT://127.0.0.1:{}", self.port)),
+            ("listeners", listeners),
             ("log.dirs", self.data_dir.display().to_string()),
             ("plugin.dir", plugin_dir().display().to_string()),
             // Off unless a test asks for it: parallel brokers would fight

@@ -154,6 +154,33 @@ impl<'a> Reader<'a> {
         panic!("uvarint longer than 5 bytes");
     }
 
+    pub fn i8(&mut self) -> i8 {
+        i8::from_be_bytes(self.take(1).try_into().unwrap())
+    }
+
+    /// A COMPACT_NULLABLE_STRING (uvarint length + 1, 0 for null).
+    pub fn compact_nullable_string(&mut self) -> Option<String> {
+        let len = self.uvarint();
+        if len == 0 {
+            return None;
+        }
+        Some(String::from_utf8_lossy(self.take(len as usize - 1)).into_owned())
+    }
+
+    /// A classic STRING (i16 length); panics on null.
+    pub fn string(&mut self) -> String {
+        self.nullable_string().expect("a non-null string")
+    }
+
+    /// A classic NULLABLE_STRING (i16 length, -1 for null).
+    pub fn nullable_string(&mut self) -> Option<String> {
+        let len = self.i16();
+        if len < 0 {
+            return None;
+        }
+        Some(String::from_utf8_lossy(self.take(len as usize)).into_owned())
+    }
+
     /// Skips a tagged-fields section.
     pub fn skip_tags(&mut self) {
         let count = self.uvarint();

@@ -236,8 +236,13 @@ fn transient(error: KafkaError) {
 }
 
 /// Reads messages until `count` arrived, committing each one (sync) as it
-/// is processed. Returns the seqs in order.
-fn consume_and_commit(consumer: &BaseConsumer, count: usize) -> Vec<usize> {
+/// is processed. Returns the seqs in order; partitions that reported
+/// end-of-partition (when enabled) are added to `at_end`.
+fn consume_and_commit(
+    consumer: &BaseConsumer,
+    count: usize,
+    at_end: &mut BTreeSet<i32>,
+) -> Vec<usize> {
     let mut seen = Vec::new();
     let deadline = Instant::now() + SETTLE;
     while seen.len() < count {
@@ -248,12 +253,16 @@ fn consume_and_commit(consumer: &BaseConsumer, count: usize) -> Vec<usize> {
         );
         match consumer.poll(Duration::from_millis(50)) {
             Some(Ok(message)) => {
+                at_end.remove(&message.partition());
                 seen.push(seq_of(&message));
                 consumer
                     .commit_message(&message, CommitMode::Sync)
                     .expect("commit");
             }
-            Some(Err(KafkaError::PartitionEOF(_))) | None => {}
+            Some(Err(KafkaError::PartitionEOF(p))) => {
+                at_end.insert(p);
+            }
+            None => {}
             Some(Err(e)) => transient(e),
         }
     }
@@ -281,7 +290,7 @@ async fn committed_offsets_survive_a_broker_crash_and_restart() {
     produce(&broker, "resume", 4, 0..100).await;
 
     let first = member(&broker, "resumers", "resume", &[]);
-    let consumed = consume_and_commit(&first, 60);
+    let consumed = consume_and_commit(&first, 60, &mut BTreeSet::new());
     let before = committed(&first, "resume", 4);
     let total: i64 = before
         .values()
@@ -313,9 +322,9 @@ async fn committed_offsets_survive_a_broker_crash_and_restart() {
         before,
         "commits survived the crash"
     );
-    let rest = consume_and_commit(&second, 40);
-    // Nothing more arrives: every partition reaches its end.
     let mut at_end = BTreeSet::new();
+    let rest = consume_and_commit(&second, 40, &mut at_end);
+    // Nothing more arrives: every partition reaches its end.
     let deadline = Instant::now() + SETTLE;
     while at_end.len() < 4 {
         assert!(Instant::now() < deadline, "partitions at end: {at_end:?}");
@@ -522,12 +531,9 @@ async fn a_static_member_rejoins_without_a_rebalance() {
 
 /// Forms a group of `n` members from nothing and then removes one;
 /// returns how long each took until every remaining member had its share.
-fn rebalance_times(broker: &Broker, n: usize) -> (Duration, Duration) {
-    let group = format!("timed-{n}");
+fn rebalance_times(n: usize, create: impl Fn() -> BaseConsumer) -> (Duration, Duration) {
     let started = Instant::now();
-    let members: Vec<BaseConsumer> = (0..n)
-        .map(|_| member(broker, &group, "timed", &[]))
-        .collect();
+    let members: Vec<BaseConsumer> = (0..n).map(|_| create()).collect();
     let refs: Vec<&BaseConsumer> = members.iter().collect();
     poll_until(&refs, &format!("{n} members to share 12 partitions"), |a| {
         shared_by_all(a, 12)
@@ -548,13 +554,25 @@ fn rebalance_times(broker: &Broker, n: usize) -> (Duration, Duration) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn rebalance_time_for_2_and_10_consumers() {
-    let broker = Broker::start_with(NO_DELAY);
+    let broker = Broker::start_with(&[
+        ("group.initial.rebalance.delay.ms", "0"),
+        ("group.consumer.heartbeat.interval.ms", "500"),
+    ]);
     kafka::create_topic(&broker, "timed", 12).await;
     for n in [2, 10] {
-        let (formed, after_leave) = rebalance_times(&broker, n);
+        let classic = format!("classic-{n}");
+        let (formed, after_leave) = rebalance_times(n, || member(&broker, &classic, "timed", &[]));
         eprintln!(
-            "rebalance, {n} consumers: group formed in {formed:?}, rebalanced after one left in {after_leave:?} \
-             (heartbeat.interval.ms=500, group.initial.rebalance.delay.ms=0)"
+            "rebalance, classic protocol, {n} consumers: group formed in {formed:?}, \
+             rebalanced after one left in {after_leave:?} (heartbeat.interval.ms=500)"
+        );
+        assert!(formed < SETTLE && after_leave < SETTLE);
+        let modern = format!("consumer-{n}");
+        let (formed, after_leave) =
+            rebalance_times(n, || kip848_member(&broker, &modern, "timed", "uniform"));
+        eprintln!(
+            "rebalance, consumer protocol (KIP-848), {n} consumers: group formed in {formed:?}, \
+             rebalanced after one left in {after_leave:?} (group.consumer.heartbeat.interval.ms=500)"
         );
         assert!(formed < SETTLE && after_leave < SETTLE);
     }
@@ -579,4 +597,92 @@ fn the_group_flow_with_kafka_python() {
     let summary = stdout.lines().last().unwrap_or_default();
     assert!(summary.contains("\"resumed\": 10"), "summary: {summary}");
     eprintln!("kafka-python: {summary}");
+}
+
+/// A member speaking the consumer group protocol (KIP-848).
+fn kip848_member(broker: &Broker, group: &str, topic: &str, assignor: &str) -> BaseConsumer {
+    let mut config = kafka::config(broker);
+    config
+        .set("group.id", group)
+        .set("group.protocol", "consumer")
+        .set("group.remote.assignor", assignor)
+        .set("enable.auto.commit", "false")
+        .set("auto.offset.reset", "earliest");
+    let consumer: BaseConsumer = config.create().expect("create a consumer");
+    consumer.subscribe(&[topic]).expect("subscribe");
+    consumer
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_consumer_group_protocol_with_librdkafka() {
+    let broker = Broker::start_with(&[
+        ("group.consumer.heartbeat.interval.ms", "500"),
+        ("group.consumer.session.timeout.ms", "6000"),
+    ]);
+    kafka::create_topic(&broker, "kip848", 4).await;
+    let admin = kafka::admin(&broker);
+
+    // Two members share the partitions; the server-side assignor decides.
+    let first = kip848_member(&broker, "next-gen", "kip848", "uniform");
+    let second = kip848_member(&broker, "next-gen", "kip848", "uniform");
+    let shared = poll_until(
+        &[&first, &second],
+        "two KIP-848 members to share 4 partitions",
+        |a| shared_by_all(a, 4),
+    );
+    assert_eq!(
+        (shared[0].len(), shared[1].len()),
+        (2, 2),
+        "uniform balances"
+    );
+    let described = admin::describe_groups(&admin, &["next-gen"]);
+    assert_eq!(described[0].error, Err::RD_KAFKA_RESP_ERR_NO_ERROR);
+    assert_eq!(described[0].members.len(), 2);
+    assert_eq!(described[0].assignor, "uniform");
+    let listed = admin::list_groups(&admin, &[]);
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].group_id, "next-gen");
+
+    // Each commits what it reads (OffsetCommit v9 with its member epoch).
+    // Produced only now: polling above dropped whatever it received.
+    produce(&broker, "kip848", 4, 0..40).await;
+    let mut seen = Vec::new();
+    let deadline = Instant::now() + SETTLE;
+    while seen.len() < 40 {
+        assert!(Instant::now() < deadline, "read {} of 40", seen.len());
+        for consumer in [&first, &second] {
+            match consumer.poll(Duration::from_millis(20)) {
+                Some(Ok(message)) => {
+                    seen.push(seq_of(&message));
+                    consumer
+                        .commit_message(&message, CommitMode::Sync)
+                        .expect("commit with the member epoch");
+                }
+                Some(Err(e)) => transient(e),
+                None => {}
+            }
+        }
+    }
+    seen.sort_unstable();
+    assert_eq!(seen, (0..40).collect::<Vec<_>>(), "each message once");
+
+    // One leaves: the other gets everything, without a group-wide barrier.
+    drop(second);
+    poll_until(&[&first], "the survivor to own all 4 partitions", |a| {
+        a[0].len() == 4
+    });
+    drop(first);
+
+    // A new member resumes after the commits: nothing is read again.
+    produce(&broker, "kip848", 4, 40..48).await;
+    let third = kip848_member(&broker, "next-gen", "kip848", "range");
+    let rest = consume_and_commit(&third, 8, &mut BTreeSet::new());
+    let mut rest = rest;
+    rest.sort_unstable();
+    assert_eq!(rest, (40..48).collect::<Vec<_>>());
+    let offsets = committed(&third, "kip848", 4);
+    assert!(
+        offsets.values().all(|o| *o == Offset::Offset(12)),
+        "{offsets:?}"
+    );
 }

@@ -25,6 +25,12 @@ pub struct GroupConfig {
     pub retention_check_interval: Duration,
     /// `offset.metadata.max.bytes`
     pub offset_metadata_max_bytes: usize,
+    /// `group.consumer.session.timeout.ms` (consumer protocol, KIP-848).
+    pub consumer_session_timeout_ms: i32,
+    /// `group.consumer.heartbeat.interval.ms`
+    pub consumer_heartbeat_interval_ms: i32,
+    /// `group.consumer.max.size`
+    pub consumer_max_size: usize,
 }
 
 impl Default for GroupConfig {
@@ -37,6 +43,9 @@ impl Default for GroupConfig {
             offsets_retention_ms: 7 * 24 * 60 * 60 * 1000,
             retention_check_interval: Duration::from_millis(600_000),
             offset_metadata_max_bytes: 4096,
+            consumer_session_timeout_ms: 45_000,
+            consumer_heartbeat_interval_ms: 5_000,
+            consumer_max_size: i32::MAX as usize,
         }
     }
 }
@@ -55,10 +64,22 @@ impl GroupConfig {
             int(config, "offsets.retention.minutes").unwrap_or(Ok(7 * 24 * 60))?;
         let check_ms = int(config, "offsets.retention.check.interval.ms").unwrap_or(Ok(600_000))?;
         let metadata_max = int(config, "offset.metadata.max.bytes").unwrap_or(Ok(4096))?;
+        let consumer_session_timeout_ms =
+            int(config, "group.consumer.session.timeout.ms").unwrap_or(Ok(45_000))?;
+        let consumer_heartbeat_interval_ms =
+            int(config, "group.consumer.heartbeat.interval.ms").unwrap_or(Ok(5_000))?;
+        let consumer_max_size = int(config, "group.consumer.max.size").unwrap_or(Ok(i32::MAX))?;
         if min_session_timeout_ms > max_session_timeout_ms {
             bail!("group.min.session.timeout.ms is above group.max.session.timeout.ms");
         }
-        if initial_rebalance_delay_ms < 0 || max_size < 1 || retention_minutes < 1 || check_ms < 1 {
+        if initial_rebalance_delay_ms < 0
+            || max_size < 1
+            || retention_minutes < 1
+            || check_ms < 1
+            || consumer_session_timeout_ms < 1
+            || consumer_heartbeat_interval_ms < 1
+            || consumer_max_size < 1
+        {
             bail!("group coordinator settings must be positive");
         }
         Ok(Self {
@@ -69,6 +90,9 @@ impl GroupConfig {
             offsets_retention_ms: i64::from(retention_minutes) * 60_000,
             retention_check_interval: Duration::from_millis(check_ms.unsigned_abs().into()),
             offset_metadata_max_bytes: usize::try_from(metadata_max.max(0)).unwrap_or(0),
+            consumer_session_timeout_ms,
+            consumer_heartbeat_interval_ms,
+            consumer_max_size: usize::try_from(consumer_max_size).unwrap_or(usize::MAX),
         })
     }
 }

@@ -9,6 +9,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use tracing::error;
 
+use super::consumer::ConsumerGroup;
 use super::member::{subscription_topics, Member};
 use super::state::GroupState;
 use super::store::{GroupRecord, MemberRecord, OffsetRecord};
@@ -51,6 +52,9 @@ pub struct Group {
     /// Topics the members subscribe to (consumer protocol), if known.
     pub subscribed_topics: Option<BTreeSet<String>>,
     pub offsets: BTreeMap<(String, i32), OffsetRecord>,
+    /// Set when the group speaks the consumer protocol (KIP-848) instead of
+    /// the classic one; the classic fields then stay unused.
+    pub consumer: Option<ConsumerGroup>,
 }
 
 impl Group {
@@ -72,6 +76,20 @@ impl Group {
             join_phase: JoinPhase::Normal,
             subscribed_topics: None,
             offsets: BTreeMap::new(),
+            consumer: None,
+        }
+    }
+
+    /// No members of either protocol (an Empty group).
+    pub fn has_no_members(&self) -> bool {
+        self.is(GroupState::Empty) && self.consumer.as_ref().is_none_or(|c| c.is_empty())
+    }
+
+    /// The group's state name as ListGroups reports it.
+    pub fn state_name(&self) -> &'static str {
+        match &self.consumer {
+            Some(consumer) => consumer.state_name(),
+            None => self.state.name(),
         }
     }
 
@@ -230,6 +248,9 @@ impl Group {
     }
 
     pub fn is_subscribed_to(&self, topic: &str) -> bool {
+        if let Some(consumer) = &self.consumer {
+            return consumer.subscribed_topics().contains(topic);
+        }
         match &self.subscribed_topics {
             Some(topics) => topics.contains(topic),
             None => true,

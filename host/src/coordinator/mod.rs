@@ -25,7 +25,9 @@
 //! store is written under the same lock, so its record order is the order
 //! of the changes.
 
+mod assignor;
 mod config;
+mod consumer;
 pub mod errors;
 mod group;
 mod member;
@@ -35,7 +37,7 @@ mod state;
 mod store;
 mod timers;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -44,6 +46,9 @@ use anyhow::{Context, Result};
 use tracing::info;
 
 pub use config::GroupConfig;
+pub use consumer::{
+    ConsumerGroupDescription, ConsumerHeartbeat, ConsumerHeartbeatResult, TopicMeta,
+};
 use group::Group;
 use protocol::Answer;
 use state::GroupState;
@@ -185,6 +190,9 @@ struct Env {
 struct Inner {
     groups: HashMap<String, Group>,
     env: Env,
+    /// Topics as the last consumer heartbeat saw them, for deadlines that
+    /// recompute a consumer group's assignment.
+    topics_view: BTreeMap<String, TopicMeta>,
 }
 
 pub struct GroupCoordinator {
@@ -222,6 +230,12 @@ impl GroupCoordinator {
             }
             groups.insert(id, group);
         }
+        for (id, (epoch, state_timestamp)) in snapshot.consumer_groups {
+            let mut group = Group::new(&id, state_timestamp);
+            group.protocol_type = Some(group::CONSUMER_PROTOCOL_TYPE.to_string());
+            group.consumer = Some(consumer::ConsumerGroup::new(epoch));
+            groups.insert(id, group);
+        }
         let mut offsets = 0;
         for (id, stored) in snapshot.offsets {
             offsets += stored.len();
@@ -233,7 +247,11 @@ impl GroupCoordinator {
         info!(groups = groups.len(), offsets, "group coordinator loaded");
         timers.schedule(now + env.config.retention_check_interval, Timer::Retention);
         Ok(Arc::new(Self {
-            inner: Mutex::new(Inner { groups, env }),
+            inner: Mutex::new(Inner {
+                groups,
+                env,
+                topics_view: BTreeMap::new(),
+            }),
             timers,
         }))
     }
@@ -281,6 +299,13 @@ impl GroupCoordinator {
                 inner.expire_offsets(now_ms());
                 let next = now + inner.env.config.retention_check_interval;
                 self.timers.schedule(next, Timer::Retention);
+            } else if matches!(
+                timer,
+                Timer::ConsumerSession { .. } | Timer::ConsumerRevocation { .. }
+            ) {
+                let view = std::mem::take(&mut inner.topics_view);
+                inner.on_consumer_timer(timer, now, &view);
+                inner.topics_view = view;
             } else {
                 inner.on_timer(timer, now);
             }
@@ -351,31 +376,53 @@ impl GroupCoordinator {
         self.lock().delete_offsets(group_id, partitions)
     }
 
+    /// ConsumerGroupHeartbeat (KIP-848). `topics` is every topic of the
+    /// cluster by name, for the assignor.
+    pub fn consumer_heartbeat(
+        &self,
+        request: &ConsumerHeartbeat,
+        topics: BTreeMap<String, TopicMeta>,
+    ) -> ConsumerHeartbeatResult {
+        let mut inner = self.lock();
+        let result = inner.consumer_heartbeat(request, &topics);
+        inner.topics_view = topics;
+        result
+    }
+
+    /// ConsumerGroupDescribe: GROUP_ID_NOT_FOUND for groups that do not
+    /// exist or are not consumer-protocol groups.
+    pub fn consumer_describe(&self, group_ids: &[String]) -> Vec<ConsumerGroupDescription> {
+        self.lock().consumer_describe(group_ids)
+    }
+
     pub fn delete_groups(&self, group_ids: &[String]) -> Vec<i16> {
         self.lock().delete_groups(group_ids)
     }
 
-    /// ListGroups: every group whose state and type pass the filters
-    /// (case-insensitive; an empty filter passes everything). All groups
-    /// here are classic groups.
+    /// ListGroups: every group whose state and type ("classic" or
+    /// "consumer") pass the filters (case-insensitive; an empty filter
+    /// passes everything).
     pub fn list_groups(&self, states: &[String], types: &[String]) -> Vec<GroupOverview> {
         let states: Vec<String> = states.iter().map(|s| s.to_lowercase()).collect();
-        let classic = types.is_empty() || types.iter().any(|t| t.eq_ignore_ascii_case("classic"));
-        if !classic {
-            return Vec::new();
-        }
+        let types: Vec<String> = types.iter().map(|t| t.to_lowercase()).collect();
         let inner = self.lock();
         let mut groups: Vec<GroupOverview> = inner
             .groups
             .values()
-            .filter(|group| {
-                states.is_empty() || states.contains(&group.state().name().to_lowercase())
-            })
             .map(|group| GroupOverview {
                 group_id: group.id.clone(),
                 protocol_type: group.protocol_type.clone().unwrap_or_default(),
-                state: group.state().name().to_string(),
-                group_type: "classic".to_string(),
+                state: group.state_name().to_string(),
+                group_type: if group.consumer.is_some() {
+                    "consumer"
+                } else {
+                    "classic"
+                }
+                .to_string(),
+            })
+            .filter(|group| {
+                (states.is_empty() || states.contains(&group.state.to_lowercase()))
+                    && (types.is_empty() || types.contains(&group.group_type))
             })
             .collect();
         groups.sort_by(|a, b| a.group_id.cmp(&b.group_id));
@@ -390,7 +437,12 @@ impl GroupCoordinator {
         group_ids
             .iter()
             .map(|group_id| match inner.groups.get(group_id) {
-                None => GroupDescription {
+                // A consumer-protocol group is not a classic group: Kafka
+                // describes it with ConsumerGroupDescribe only.
+                None
+                | Some(Group {
+                    consumer: Some(_), ..
+                }) => GroupDescription {
                     error_code: errors::GROUP_ID_NOT_FOUND,
                     group_id: group_id.clone(),
                     state: GroupState::Dead.name().to_string(),
@@ -435,6 +487,13 @@ impl GroupCoordinator {
                 }
             })
             .collect()
+    }
+
+    /// Drops every group's committed offsets of a deleted topic (Kafka's
+    /// `handleDeletedPartitions`), so that a topic created again under the
+    /// same name starts without stale positions.
+    pub fn on_topic_deleted(&self, topic: &str) {
+        self.lock().remove_topic_offsets(topic);
     }
 
     /// fsyncs the store (clean shutdown).

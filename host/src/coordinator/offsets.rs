@@ -15,7 +15,7 @@ impl Inner {
     /// OffsetCommit: one error per offset, in order.
     pub(super) fn commit_offsets(&mut self, request: &CommitRequest) -> Vec<i16> {
         let count = request.offsets.len();
-        let Inner { groups, env } = self;
+        let Inner { groups, env, .. } = self;
         if !groups.contains_key(&request.group_id) {
             if request.generation_id >= 0 {
                 // A commit from an old generation of a group that is gone.
@@ -31,10 +31,20 @@ impl Inner {
         let Some(group) = groups.get_mut(&request.group_id) else {
             return vec![COORDINATOR_NOT_AVAILABLE; count];
         };
-        if let Some(error) = validate_offset_commit(group, request) {
+        if let Some(consumer) = &group.consumer {
+            // Consumer protocol (OffsetCommit v9): the member epoch fences
+            // zombies; an empty member id with a negative epoch is an admin
+            // commit, allowed only while the group is empty.
+            if let Some(error) =
+                consumer.validate_offset_commit(&request.member_id, request.generation_id)
+            {
+                return vec![error; count];
+            }
+        } else if let Some(error) = validate_offset_commit(group, request) {
             return vec![error; count];
         }
         match group.state() {
+            _ if group.consumer.is_some() => {}
             GroupState::Empty => {}
             GroupState::Stable | GroupState::PreparingRebalance => {
                 // A commit from a member counts as a heartbeat.
@@ -130,7 +140,7 @@ impl Inner {
         };
         let errors: Vec<i16> = match group.state() {
             GroupState::Dead => return Err(GROUP_ID_NOT_FOUND),
-            GroupState::Empty => vec![NONE; partitions.len()],
+            _ if group.has_no_members() => vec![NONE; partitions.len()],
             _ if group.is_consumer_group() => partitions
                 .iter()
                 .map(|(topic, _)| {
@@ -183,7 +193,7 @@ impl Inner {
                 };
                 match group.state() {
                     GroupState::Dead => GROUP_ID_NOT_FOUND,
-                    GroupState::Empty => match self.delete_group(group_id) {
+                    _ if group.has_no_members() => match self.delete_group(group_id) {
                         Ok(()) => NONE,
                         Err(error) => error,
                     },
@@ -216,10 +226,56 @@ impl Inner {
     /// gone.
     fn remove_if_unused(&mut self, group_id: &str) {
         let unused = self.groups.get(group_id).is_some_and(|g| {
-            g.is(GroupState::Empty) && g.offsets.is_empty() && g.pending_members.is_empty()
+            g.has_no_members() && g.offsets.is_empty() && g.pending_members.is_empty()
         });
         if unused {
             let _ = self.delete_group(group_id);
+        }
+    }
+
+    /// Removes the offsets of a deleted topic from every group; empty
+    /// groups left without offsets go too.
+    pub(super) fn remove_topic_offsets(&mut self, topic: &str) {
+        let records: Vec<Record> = self
+            .groups
+            .values()
+            .flat_map(|group| {
+                group
+                    .offsets
+                    .keys()
+                    .filter(|(t, _)| t == topic)
+                    .map(|(t, partition)| Record::OffsetDeleted {
+                        group: group.id.clone(),
+                        topic: t.clone(),
+                        partition: *partition,
+                    })
+            })
+            .collect();
+        if records.is_empty() {
+            return;
+        }
+        if let Err(error) = self.env.store.append(&records) {
+            warn!(
+                topic,
+                "cannot store the removal of a deleted topic's offsets: {error}"
+            );
+            return;
+        }
+        let mut touched = Vec::new();
+        for group in self.groups.values_mut() {
+            let before = group.offsets.len();
+            group.offsets.retain(|(t, _), _| t != topic);
+            if group.offsets.len() != before {
+                touched.push(group.id.clone());
+            }
+        }
+        info!(
+            topic,
+            offsets = records.len(),
+            "removed the offsets of a deleted topic"
+        );
+        for group_id in touched {
+            self.remove_if_unused(&group_id);
         }
     }
 
@@ -236,6 +292,7 @@ impl Inner {
         let mut expired_total = 0usize;
         for group in self.groups.values() {
             let (base_is_state, skip_subscribed) = match (&group.protocol_type, group.state()) {
+                _ if group.consumer.is_some() => (group.has_no_members(), !group.has_no_members()),
                 (Some(_), GroupState::Empty) => (true, false),
                 (Some(_), GroupState::Stable)
                     if group.is_consumer_group() && group.subscribed_topics.is_some() =>
@@ -293,9 +350,7 @@ impl Inner {
         let unused: Vec<String> = self
             .groups
             .values()
-            .filter(|g| {
-                g.is(GroupState::Empty) && g.offsets.is_empty() && g.pending_members.is_empty()
-            })
+            .filter(|g| g.has_no_members() && g.offsets.is_empty() && g.pending_members.is_empty())
             .map(|g| g.id.clone())
             .collect();
         for group_id in unused {
@@ -335,7 +390,13 @@ impl Inner {
             let Some(group) = self.groups.get(id) else {
                 continue;
             };
-            if group.generation_id > 0 || group.protocol_type.is_some() {
+            if let Some(consumer) = &group.consumer {
+                records.push(Record::ConsumerGroup {
+                    group: id.clone(),
+                    epoch: consumer.epoch,
+                    state_timestamp: group.state_timestamp,
+                });
+            } else if group.generation_id > 0 || group.protocol_type.is_some() {
                 records.push(Record::Group {
                     group: id.clone(),
                     value: group.record(),

@@ -75,7 +75,7 @@ impl SyncResult {
 }
 
 /// Kafka's member ids: the client id (or instance id) and a random UUID.
-fn generate_member_id(prefix: &str) -> String {
+pub(super) fn generate_member_id(prefix: &str) -> String {
     let mut bytes = [0u8; 16];
     if getrandom::fill(&mut bytes).is_err() {
         // Unique enough without the OS source: time and a counter.
@@ -518,7 +518,7 @@ impl Env {
 impl Inner {
     /// JoinGroup.
     pub(super) fn join(&mut self, request: &JoinRequest) -> Answer<JoinResult> {
-        let Inner { groups, env } = self;
+        let Inner { groups, env, .. } = self;
         let member_id = request.member_id.as_str();
         if request.group_id.is_empty() {
             return Answer::Now(JoinResult::error(member_id, INVALID_GROUP_ID));
@@ -541,6 +541,15 @@ impl Inner {
         let Some(group) = groups.get_mut(&request.group_id) else {
             return Answer::Now(JoinResult::error(member_id, COORDINATOR_NOT_AVAILABLE));
         };
+        if group.consumer.is_some() {
+            if !group.has_no_members() {
+                // Classic members cannot join a group of the consumer protocol.
+                return Answer::Now(JoinResult::error(member_id, INCONSISTENT_GROUP_PROTOCOL));
+            }
+            // An empty consumer group goes back to the classic protocol.
+            group.consumer = None;
+            group.protocol_type = None;
+        }
         let accepted = match group.state() {
             GroupState::Empty | GroupState::Dead => true,
             GroupState::PreparingRebalance => {
@@ -570,7 +579,7 @@ impl Inner {
 
     /// SyncGroup.
     pub(super) fn sync(&mut self, request: &SyncRequest) -> Answer<SyncResult> {
-        let Inner { groups, env } = self;
+        let Inner { groups, env, .. } = self;
         if request.group_id.is_empty() {
             return Answer::Now(SyncResult::error(INVALID_GROUP_ID));
         }
@@ -671,7 +680,7 @@ impl Inner {
         member_id: &str,
         group_instance_id: Option<&str>,
     ) -> i16 {
-        let Inner { groups, env } = self;
+        let Inner { groups, env, .. } = self;
         if group_id.is_empty() {
             return INVALID_GROUP_ID;
         }
@@ -706,7 +715,7 @@ impl Inner {
         group_id: &str,
         leaving: &[LeavingMember],
     ) -> Result<Vec<i16>, i16> {
-        let Inner { groups, env } = self;
+        let Inner { groups, env, .. } = self;
         if group_id.is_empty() {
             return Err(INVALID_GROUP_ID);
         }
@@ -759,7 +768,7 @@ impl Inner {
 
     /// A deadline passed.
     pub(super) fn on_timer(&mut self, timer: Timer, now: Instant) {
-        let Inner { groups, env } = self;
+        let Inner { groups, env, .. } = self;
         match timer {
             Timer::Session { group, member } => {
                 let Some(group) = groups.get_mut(&group) else {
@@ -855,7 +864,8 @@ impl Inner {
                 }
                 env.prepare_rebalance(group, "members did not sync in time");
             }
-            Timer::Retention => {}
+            Timer::Retention | Timer::ConsumerSession { .. } | Timer::ConsumerRevocation { .. } => {
+            }
         }
     }
 }

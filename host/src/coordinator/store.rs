@@ -105,6 +105,13 @@ pub enum Record {
     GroupDeleted {
         group: String,
     },
+    /// A group of the consumer protocol (KIP-848): its epoch. Members are
+    /// not stored; after a restart they rejoin.
+    ConsumerGroup {
+        group: String,
+        epoch: i32,
+        state_timestamp: i64,
+    },
 }
 
 /// Everything the log holds, after replay.
@@ -112,6 +119,8 @@ pub enum Record {
 pub struct Snapshot {
     pub groups: BTreeMap<String, GroupRecord>,
     pub offsets: BTreeMap<String, BTreeMap<(String, i32), OffsetRecord>>,
+    /// Consumer-protocol groups: (epoch, state timestamp).
+    pub consumer_groups: BTreeMap<String, (i32, i64)>,
 }
 
 impl Snapshot {
@@ -141,11 +150,21 @@ impl Snapshot {
                 }
             }
             Record::Group { group, value } => {
+                self.consumer_groups.remove(&group);
                 self.groups.insert(group, value);
             }
             Record::GroupDeleted { group } => {
                 self.groups.remove(&group);
                 self.offsets.remove(&group);
+                self.consumer_groups.remove(&group);
+            }
+            Record::ConsumerGroup {
+                group,
+                epoch,
+                state_timestamp,
+            } => {
+                self.groups.remove(&group);
+                self.consumer_groups.insert(group, (epoch, state_timestamp));
             }
         }
     }

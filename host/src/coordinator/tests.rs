@@ -162,7 +162,7 @@ async fn members_join_sync_and_leave() {
         group_instance_id: None,
         reason: Some("closing".into()),
     };
-    assert_eq!(c.leave("g", &[leaving.clone()]), Ok(vec![NONE]));
+    assert_eq!(c.leave("g", std::slice::from_ref(&leaving)), Ok(vec![NONE]));
     assert_eq!(c.leave("g", &[leaving]), Ok(vec![UNKNOWN_MEMBER_ID]));
     assert_eq!(c.heartbeat("g", 2, &b, None), REBALANCE_IN_PROGRESS);
     let b_result = settle(&c, spawn_join(&c, join_request("g", &b))).await;
@@ -457,4 +457,31 @@ async fn retention_expires_offsets_of_empty_groups() {
         c.describe_groups(&["simple".into()])[0].error_code,
         GROUP_ID_NOT_FOUND
     );
+}
+
+#[tokio::test]
+async fn a_deleted_topic_takes_its_offsets_along() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = open(dir.path());
+    let offsets = [("gone", 0, 1), ("gone", 1, 2), ("kept", 0, 3)];
+    assert_eq!(
+        c.commit_offsets(&commit("a", -1, "", &offsets)),
+        vec![NONE; 3]
+    );
+    assert_eq!(
+        c.commit_offsets(&commit("b", -1, "", &[("gone", 0, 4)])),
+        vec![NONE]
+    );
+    c.on_topic_deleted("gone");
+    let left = c.fetch_offsets("a", None, false).unwrap();
+    assert_eq!(left.len(), 1);
+    assert_eq!(left[0].topic, "kept");
+    assert_eq!(
+        c.describe_groups(&["b".into()])[0].error_code,
+        GROUP_ID_NOT_FOUND,
+        "an empty group without offsets is gone"
+    );
+    drop(c);
+    let c = open(dir.path());
+    assert_eq!(c.fetch_offsets("a", None, false).unwrap().len(), 1);
 }

@@ -29,6 +29,14 @@ pub enum Timer {
     Sync { group: String, generation: i32 },
     /// Time to expire old offsets.
     Retention,
+    /// A consumer-protocol member's session may have expired.
+    ConsumerSession { group: String, member: String },
+    /// A consumer-protocol member had to revoke partitions by now.
+    ConsumerRevocation {
+        group: String,
+        member: String,
+        epoch: i32,
+    },
 }
 
 struct Entry {

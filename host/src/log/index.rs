@@ -158,7 +158,7 @@ impl<E: Entry> IndexFile<E> {
     }
 
     fn sync(&mut self) -> io::Result<()> {
-        if let Some(file) = self.to_sync()? {
+        if let Some(file) = self.take_sync()? {
             file.sync_data()?;
         }
         Ok(())
@@ -166,7 +166,7 @@ impl<E: Entry> IndexFile<E> {
 
     /// The file handle to fsync if entries changed since the last call
     /// (rewriting a stale file first).
-    fn to_sync(&mut self) -> io::Result<Option<Arc<File>>> {
+    fn take_sync(&mut self) -> io::Result<Option<Arc<File>>> {
         if self.stale {
             self.rewrite()?;
         }
@@ -270,6 +270,7 @@ impl SegmentIndex {
         &self.offsets.entries
     }
 
+    #[cfg(test)]
     pub fn time_entries(&self) -> &[TimeEntry] {
         &self.times.entries
     }
@@ -303,8 +304,8 @@ impl SegmentIndex {
     /// partition's locks.
     pub fn files_to_sync(&mut self) -> io::Result<Vec<Arc<File>>> {
         let mut files = Vec::new();
-        files.extend(self.offsets.to_sync()?);
-        files.extend(self.times.to_sync()?);
+        files.extend(self.offsets.take_sync()?);
+        files.extend(self.times.take_sync()?);
         Ok(files)
     }
 
@@ -312,12 +313,6 @@ impl SegmentIndex {
     pub fn rewrite(&mut self) -> io::Result<()> {
         self.offsets.rewrite()?;
         self.times.rewrite()
-    }
-
-    /// Drops every entry and empties both files.
-    pub fn clear(&mut self) -> io::Result<()> {
-        self.offsets.truncate_entries(0)?;
-        self.times.truncate_entries(0)
     }
 
     /// Writes both indexes' entries as new files in `dir` (a partition
@@ -336,12 +331,6 @@ impl SegmentIndex {
 
     pub fn paths(&self) -> [&Path; 2] {
         [&self.offsets.path, &self.times.path]
-    }
-
-    /// Bytes the two files take.
-    pub fn bytes(&self) -> u64 {
-        (self.offsets.entries.len() * OFFSET_ENTRY_SIZE
-            + self.times.entries.len() * TIME_ENTRY_SIZE) as u64
     }
 }
 

@@ -206,6 +206,7 @@ fn remove_dir_logged(path: &Path) {
 
 impl LogManager {
     /// Opens one log directory with Kafka's default intervals.
+    #[cfg(test)]
     pub fn open(dir: &Path) -> Result<Self, StorageError> {
         Self::open_with(ManagerConfig::new(vec![dir.to_path_buf()]))
     }
@@ -341,7 +342,15 @@ impl LogManager {
         }
     }
 
+    /// Fsyncs every partition's unsynced data and writes the checkpoints
+    /// (the scheduler does this as flushes fall due).
+    #[cfg(test)]
+    pub fn flush(&self) -> Result<(), StorageError> {
+        self.inner.flush_all()
+    }
+
     /// Every partition hosted, sorted.
+    #[cfg(test)]
     pub fn partitions(&self) -> Vec<TopicPartition> {
         let mut tps: Vec<_> = read(&self.inner.partitions).keys().cloned().collect();
         tps.sort();
@@ -719,10 +728,6 @@ impl LogStore for LogManager {
             .and_then(|parent| self.inner.dir_index(parent))
             .ok_or_else(|| StorageError::LogDirNotFound(dir.display().to_string()))?;
         Ok(self.inner.dirs[i].name.clone())
-    }
-
-    fn flush(&self) -> Result<(), StorageError> {
-        self.inner.flush_all()
     }
 
     fn shutdown(&self) -> Result<(), StorageError> {
@@ -1549,5 +1554,72 @@ mod tests {
         let m = LogManager::open_with(config).unwrap();
         assert!(m.partitions().is_empty());
         assert!(!root.path().join("b").join("t-0.123-future").exists());
+    }
+
+    #[test]
+    fn background_passes_over_every_partition_and_checkpoint() {
+        let dir = tempfile::tempdir().unwrap();
+        let (c, d) = (tp("compacted", 0), tp("deleted", 0));
+        let m = LogManager::open(dir.path()).unwrap();
+        let compact = LogConfig {
+            segment_bytes: 100,
+            compact: true,
+            delete: false,
+            min_cleanable_dirty_ratio: 0.0,
+            ..LogConfig::default()
+        };
+        m.create_partition(&c, compact).unwrap();
+        let delete = LogConfig {
+            segment_bytes: 100,
+            retention_ms: 1000,
+            ..LogConfig::default()
+        };
+        m.create_partition(&d, delete).unwrap();
+        for _ in 0..4 {
+            let mut rec = Rec::new(1000, b"v");
+            rec.key = Some(b"k".to_vec());
+            m.append(&c, &encode_batch(&[rec]), 0).unwrap();
+            m.append(&d, &simple_batch(1, 50, 1000), 0).unwrap();
+        }
+        assert_eq!(m.run_cleaner(10_000), 1);
+        let cleaned = checkpoint::read(dir.path(), checkpoint::CLEANER_OFFSET);
+        assert_eq!(cleaned[&c], 3, "the active segment starts at 3");
+        assert!(!cleaned.contains_key(&d));
+        // Everything in `deleted` is older than retention.ms.
+        assert_eq!(m.run_retention(), 4);
+        assert_eq!(m.offsets(&d).unwrap().log_start_offset, 4);
+        let starts = checkpoint::read(dir.path(), checkpoint::LOG_START_OFFSET);
+        assert_eq!(starts[&d], 4);
+        assert_eq!(m.offsets(&c).unwrap().log_start_offset, 0);
+    }
+
+    #[test]
+    fn the_scheduler_flushes_rolled_segments_and_checkpoints() {
+        let dir = tempfile::tempdir().unwrap();
+        let t0 = tp("t", 0);
+        let config = LogConfig {
+            segment_bytes: 1000,
+            ..LogConfig::default()
+        };
+        let m = open_with(dir.path(), std::slice::from_ref(&t0), config);
+        for _ in 0..10 {
+            m.append(&t0, &simple_batch(2, 200, 0), 0).unwrap();
+        }
+        let points = wait_until(|| {
+            let points = checkpoint::read(dir.path(), checkpoint::RECOVERY_POINT);
+            points.get(&t0).is_some_and(|&p| p >= 18).then_some(points)
+        });
+        assert!(points[&t0] <= 20);
+    }
+
+    fn wait_until<T>(mut f: impl FnMut() -> Option<T>) -> T {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Some(v) = f() {
+                return v;
+            }
+            assert!(Instant::now() < deadline, "timed out");
+            std::thread::sleep(Duration::from_millis(50));
+        }
     }
 }

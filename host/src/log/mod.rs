@@ -361,10 +361,6 @@ pub trait LogStore: Send + Sync {
     /// The log directory holding the partition.
     fn partition_dir(&self, tp: &TopicPartition) -> Result<String, StorageError>;
 
-    /// Fsyncs every partition's unsynced data and writes the checkpoints
-    /// (recovery points, log start offsets, cleaner offsets).
-    fn flush(&self) -> Result<(), StorageError>;
-
     /// Clean shutdown: stops the background work, flushes, writes the
     /// checkpoints and the clean-shutdown marker, so the next start
     /// re-validates nothing.

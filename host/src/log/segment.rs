@@ -306,21 +306,12 @@ impl Segment {
         self.size
     }
 
-    /// Bytes of the log and its two index files.
-    pub fn disk_bytes(&self) -> u64 {
-        self.size + self.index.bytes()
-    }
-
     pub fn is_empty(&self) -> bool {
         self.size == 0
     }
 
     pub fn file(&self) -> Arc<File> {
         Arc::clone(&self.file)
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.path
     }
 
     pub fn max_timestamp(&self) -> Option<i64> {
@@ -791,7 +782,7 @@ mod tests {
         let mut s = Segment::create(dir.path(), 0).unwrap();
         fill(&mut s, 10, 100);
         s.sync_index().unwrap();
-        let path = s.path().to_path_buf();
+        let path = s.path.clone();
         drop(s);
         OpenOptions::new()
             .append(true)

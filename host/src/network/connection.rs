@@ -12,16 +12,16 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use tokio::io::{AsyncWriteExt, BufReader};
-use tokio::net::TcpStream;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::oneshot;
-use tracing::{debug, info_span, warn, Instrument};
+use tracing::{debug, info, info_span, warn, Instrument};
 
 use crate::channel::{Request, RequestChannel, Response, Route, Session, Timings};
 use crate::metrics::{request_label, Metrics, RequestTimes};
 use crate::network::frame::read_frame;
 use crate::network::header::{self, API_VERSIONS_KEY};
 use crate::plugins::registry::Registry;
+use crate::security::sasl::Admission;
 
 /// What every connection task shares.
 pub struct ConnectionContext {
@@ -38,9 +38,14 @@ enum Ending {
     HandlerClosed,
     Shutdown,
     WriteFailed(std::io::Error),
+    AuthenticationFailed,
 }
 
-pub async fn serve(stream: TcpStream, session: Arc<Session>, ctx: Arc<ConnectionContext>) {
+/// Serves one connection, plain TCP or TLS, until it ends.
+pub async fn serve<S>(stream: S, session: Arc<Session>, ctx: Arc<ConnectionContext>)
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
     let span = info_span!(
         "connection",
         id = session.connection_id,
@@ -48,7 +53,6 @@ pub async fn serve(stream: TcpStream, session: Arc<Session>, ctx: Arc<Connection
         listener = %session.listener
     );
     async move {
-        let _ = stream.set_nodelay(true);
         ctx.metrics.connection_opened(&session.listener);
         let ending = run(stream, &session, &ctx).await;
         ctx.metrics.connection_closed(&session.listener);
@@ -58,14 +62,20 @@ pub async fn serve(stream: TcpStream, session: Arc<Session>, ctx: Arc<Connection
             Ending::Shutdown => debug!("connection closed for shutdown"),
             Ending::Violation(reason) => warn!("closing connection: {reason}"),
             Ending::WriteFailed(error) => debug!("closing connection: write failed: {error}"),
+            Ending::AuthenticationFailed => {
+                info!(principal = %session.principal(), "closing connection: SASL authentication failed")
+            }
         }
     }
     .instrument(span)
     .await
 }
 
-async fn run(stream: TcpStream, session: &Arc<Session>, ctx: &ConnectionContext) -> Ending {
-    let (read_half, mut write_half) = stream.into_split();
+async fn run<S>(stream: S, session: &Arc<Session>, ctx: &ConnectionContext) -> Ending
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    let (read_half, mut write_half) = tokio::io::split(stream);
     let mut reader = BufReader::with_capacity(64 * 1024, read_half);
     loop {
         let frame = match read_frame(&mut reader, ctx.max_request_bytes).await {
@@ -79,6 +89,10 @@ async fn run(stream: TcpStream, session: &Arc<Session>, ctx: &ConnectionContext)
             Err(reason) => return Ending::Violation(reason),
         };
         let (header, body, route, flexible_response) = request;
+        // A SASL connection may only authenticate until it has.
+        if let Admission::Refuse(reason) = session.auth.admits(header.api_key) {
+            return Ending::Violation(reason);
+        }
         let correlation_id = header.correlation_id;
         let api_version = header.api_version;
         let request_bytes = body.len();
@@ -109,10 +123,11 @@ async fn run(stream: TcpStream, session: &Arc<Session>, ctx: &ConnectionContext)
         };
         let picked_up = Instant::now();
         let written = match reply.response {
-            Response::Send(frame) => write_half
-                .write_all(&frame)
-                .await
-                .map_err(Ending::WriteFailed),
+            // TLS buffers what it encrypts: flush so the response leaves now.
+            Response::Send(frame) => match write_half.write_all(&frame).await {
+                Ok(()) => write_half.flush().await.map_err(Ending::WriteFailed),
+                Err(error) => Err(Ending::WriteFailed(error)),
+            },
             Response::NoResponse => Ok(()),
             Response::Close => {
                 debug!(correlation_id, "handler asked to close the connection");
@@ -143,6 +158,11 @@ async fn run(stream: TcpStream, session: &Arc<Session>, ctx: &ConnectionContext)
         );
         if let Err(ending) = written {
             return ending;
+        }
+        // Kafka closes the connection once a failed authentication has
+        // been answered.
+        if session.auth.failed() {
+            return Ending::AuthenticationFailed;
         }
     }
 }

@@ -2,8 +2,12 @@
 //! each connection task reads size-prefixed frames, parses the request
 //! header against what the loaded modules declare, hands the request to the
 //! request channel and writes the response back, one request at a time.
+//! SSL and SASL_SSL listeners wrap the socket in TLS first (`tls`); SASL
+//! listeners admit only the authentication requests until the connection
+//! has authenticated (`security::sasl`).
 
 pub mod connection;
 pub mod frame;
 pub mod header;
 pub mod listener;
+pub mod tls;

@@ -19,13 +19,16 @@ use crate::config::BrokerConfig;
 use crate::plugins::bindings::authorizer::exports::gregor::broker::authorizer::AuthorizableRequest;
 use crate::plugins::bindings::authorizer::gregor::broker::acls;
 use crate::plugins::bindings::authorizer::{KafkaAuthorizer, KafkaAuthorizerPre};
+use crate::plugins::bindings::handler::gregor::broker::types::{
+    AclBinding as WitAclBinding, PatternType as WitPatternType, PermissionType,
+};
 use crate::plugins::bindings::Action;
 use crate::plugins::engine::EPOCH_TICK;
 use crate::plugins::handler::ModuleSource;
 use crate::plugins::imports::LogBudget;
 use crate::plugins::limits::GuestLimits;
 use crate::plugins::WasmContext;
-use crate::security::acl_store::{AclStore, PatternType, Permission};
+use crate::security::acl_store::{AclBinding, AclStore, PatternType, Permission};
 
 const MAX_IDLE_INSTANCES: usize = 16;
 
@@ -50,30 +53,50 @@ impl WasiView for AuthorizerState {
 }
 
 impl acls::Host for AuthorizerState {
-    fn list_acls(&mut self) -> Vec<acls::AclBinding> {
-        self.acls
-            .snapshot()
-            .iter()
-            .map(|binding| acls::AclBinding {
-                resource_type: binding.resource_type,
-                resource_name: binding.resource_name.clone(),
-                pattern_type: match binding.pattern_type {
-                    PatternType::Literal => acls::PatternType::Literal,
-                    PatternType::Prefixed => acls::PatternType::Prefixed,
-                },
-                principal: binding.principal.clone(),
-                host: binding.host.clone(),
-                operation: binding.operation,
-                permission: match binding.permission {
-                    Permission::Deny => acls::PermissionType::Deny,
-                    Permission::Allow => acls::PermissionType::Allow,
-                },
-            })
-            .collect()
+    fn list_acls(&mut self) -> Vec<WitAclBinding> {
+        self.acls.snapshot().iter().map(to_wit_binding).collect()
     }
 
     fn authorizer_config(&mut self, name: String) -> Option<String> {
         self.config.get(&name).map(str::to_string)
+    }
+}
+
+/// A stored ACL binding in the contract's terms.
+pub fn to_wit_binding(binding: &AclBinding) -> WitAclBinding {
+    WitAclBinding {
+        resource_type: binding.resource_type,
+        resource_name: binding.resource_name.clone(),
+        pattern_type: match binding.pattern_type {
+            PatternType::Literal => WitPatternType::Literal,
+            PatternType::Prefixed => WitPatternType::Prefixed,
+        },
+        principal: binding.principal.clone(),
+        host: binding.host.clone(),
+        operation: binding.operation,
+        permission: match binding.permission {
+            Permission::Deny => PermissionType::Deny,
+            Permission::Allow => PermissionType::Allow,
+        },
+    }
+}
+
+/// A binding from the contract's terms.
+pub fn from_wit_binding(binding: WitAclBinding) -> AclBinding {
+    AclBinding {
+        resource_type: binding.resource_type,
+        resource_name: binding.resource_name,
+        pattern_type: match binding.pattern_type {
+            WitPatternType::Literal => PatternType::Literal,
+            WitPatternType::Prefixed => PatternType::Prefixed,
+        },
+        principal: binding.principal,
+        host: binding.host,
+        operation: binding.operation,
+        permission: match binding.permission {
+            PermissionType::Deny => Permission::Deny,
+            PermissionType::Allow => Permission::Allow,
+        },
     }
 }
 
@@ -155,17 +178,23 @@ impl LoadedAuthorizer {
         Ok(LiveAuthorizer { store, bindings })
     }
 
-    /// Asks the module; any failure denies the whole batch.
+    /// Asks the module for `principal` (the session's, read once by the
+    /// caller). None when the module failed: the caller denies the whole
+    /// batch and must not remember that denial.
     pub async fn authorize(
         &self,
         session: &Session,
+        principal: &str,
         client_id: Option<&str>,
         actions: Vec<Action>,
-    ) -> Vec<bool> {
+    ) -> Option<Vec<bool>> {
         self.calls.fetch_add(1, Ordering::Relaxed);
         let count = actions.len();
-        match self.try_authorize(session, client_id, actions).await {
-            Ok(answers) if answers.len() == count => answers,
+        match self
+            .try_authorize(session, principal, client_id, actions)
+            .await
+        {
+            Ok(answers) if answers.len() == count => Some(answers),
             Ok(answers) => {
                 self.failures.fetch_add(1, Ordering::Relaxed);
                 warn!(
@@ -173,12 +202,12 @@ impl LoadedAuthorizer {
                     "authorizer answered {} of {count} actions: denying all",
                     answers.len()
                 );
-                vec![false; count]
+                None
             }
             Err(error) => {
                 self.failures.fetch_add(1, Ordering::Relaxed);
                 warn!(plugin = %self.source.name, "authorizer failed, denying: {error:#}");
-                vec![false; count]
+                None
             }
         }
     }
@@ -186,6 +215,7 @@ impl LoadedAuthorizer {
     async fn try_authorize(
         &self,
         session: &Session,
+        principal: &str,
         client_id: Option<&str>,
         actions: Vec<Action>,
     ) -> Result<Vec<bool>> {
@@ -195,7 +225,7 @@ impl LoadedAuthorizer {
             None => self.instantiate().await?,
         };
         let request = AuthorizableRequest {
-            principal: session.principal.clone(),
+            principal: principal.to_string(),
             client_host: session.client_host.clone(),
             listener: session.listener.clone(),
             security_protocol: session.security_protocol.clone(),

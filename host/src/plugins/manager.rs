@@ -88,8 +88,8 @@ impl PluginManager {
                 self.dir.display()
             );
         }
-        if let Some(name) = self.broker.config.authorizer() {
-            if self.broker.registry.authorizer(name).is_none() {
+        if let Some(name) = self.broker.authorization.active_name() {
+            if self.broker.registry.authorizer(&name).is_none() {
                 bail!(
                     "authorizer {name:?} is not among the loaded modules of {}",
                     self.dir.display()
@@ -133,7 +133,7 @@ impl PluginManager {
                 let path = authorizer.source().path.clone();
                 registry.install_authorizer(&name, Arc::clone(&authorizer));
                 registry.clear_failure(&path);
-                if self.broker.config.authorizer() == Some(name.as_str()) {
+                if self.broker.authorization.active_name().as_deref() == Some(name.as_str()) {
                     self.broker.authorization.set_active(Some(authorizer));
                     info!(authorizer = %name, "authorizer active");
                 }
@@ -186,7 +186,7 @@ impl PluginManager {
             return Some(what);
         }
         if let Some(name) = self.broker.registry.unload_authorizer_path(path) {
-            if self.broker.config.authorizer() == Some(name.as_str()) {
+            if self.broker.authorization.active_name().as_deref() == Some(name.as_str()) {
                 warn!(authorizer = %name, "the active authorizer's file was removed; it stays active until replaced");
             }
             return Some(format!("unloaded authorizer {name}"));
@@ -241,6 +241,64 @@ impl PluginManager {
         self.remove_file_locked(&path)
             .await
             .ok_or_else(|| format!("no module named {name} is loaded"))
+    }
+
+    /// Makes the loaded authorizer `name` the one that decides (None: no
+    /// authorizer, everything allowed), live: the next authorization asks
+    /// it, and decisions cached for the previous one are dropped. The
+    /// choice is persisted and wins over the `authorizer` config at the
+    /// next start.
+    pub async fn use_authorizer(&self, name: Option<&str>) -> Result<String, String> {
+        let _guard = self.changes.lock().await;
+        let authorizer = match name {
+            Some(name) => Some(self.broker.registry.authorizer(name).ok_or_else(|| {
+                let loaded: Vec<String> = self
+                    .broker
+                    .registry
+                    .authorizers()
+                    .iter()
+                    .map(|a| a.source().name.to_string())
+                    .collect();
+                format!(
+                    "no authorizer named {name:?} is loaded (loaded: {})",
+                    if loaded.is_empty() {
+                        "none".to_string()
+                    } else {
+                        loaded.join(", ")
+                    }
+                )
+            })?),
+            None => None,
+        };
+        self.broker
+            .authorization
+            .choose(name, authorizer)
+            .map_err(|error| format!("persisting the authorizer choice: {error}"))?;
+        let what = match name {
+            Some(name) => format!("authorizer {name} active"),
+            None => "no authorizer active: every action is allowed".to_string(),
+        };
+        info!("{what}");
+        Ok(what)
+    }
+
+    /// The active authorizer and the loaded ones, for the admin API.
+    pub fn authorizer_status(&self) -> Value {
+        use std::sync::atomic::Ordering::Relaxed;
+        let authorization = &self.broker.authorization;
+        let loaded: Vec<String> = self
+            .broker
+            .registry
+            .authorizers()
+            .iter()
+            .map(|a| a.source().name.to_string())
+            .collect();
+        json!({
+            "active": authorization.active_name(),
+            "loaded": loaded,
+            "cache_hits": authorization.cache_hits.load(Relaxed),
+            "cache_misses": authorization.cache_misses.load(Relaxed),
+        })
     }
 
     /// One pass of the directory watcher.
@@ -316,7 +374,8 @@ impl PluginManager {
                 })
             })
             .collect();
-        let active = self.broker.config.authorizer();
+        let active_name = self.broker.authorization.active_name();
+        let active = active_name.as_deref();
         let authorizers: Vec<Value> = registry
             .authorizers()
             .iter()

@@ -1,25 +1,38 @@
-//! The ACL store the authorizer module reads through the `acls` import.
+//! The ACL store: every ACL binding of the cluster, read by the authorizer
+//! module through the `acls` import and changed by CreateAcls and
+//! DeleteAcls through `acl-admin` (Kafka's AclControlManager).
 //!
-//! ACL bindings are kept in memory behind a lock, replaced as a whole on
-//! change so readers never see a half-applied update. CreateAcls and
-//! DeleteAcls (and their persistence) arrive with the security work; until
-//! then the store starts empty and the authorizer's configuration
-//! (`super.users`, `allow.everyone.if.no.acl.found`) decides.
+//! Bindings are kept in memory as one immutable snapshot, replaced as a
+//! whole on change so readers never see a half-applied update, and
+//! persisted crash-safely in `<log dir>/security/acls.json` before the new
+//! snapshot becomes visible. Every change bumps a generation number, which
+//! the authorizer's decision cache watches to drop stale decisions.
+//!
+//! Filters follow Kafka's AclBindingFilter: ANY matches every value, a
+//! missing name, principal or host matches every one, and a MATCH pattern
+//! filter selects the bindings that would apply to the named resource
+//! (LITERAL equal, LITERAL `*`, PREFIXED prefixes).
 
-use std::sync::{Arc, RwLock};
+use std::io;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+
+use serde::{Deserialize, Serialize};
 
 use crate::plugins::bindings::{Operation, ResourceType};
+use crate::security::durable::JsonFile;
 
-// ACLs are written by CreateAcls/DeleteAcls, which arrive with the security
-// work; until then only the authorizer's reading side exists.
-#[allow(dead_code)]
+/// Kafka's wildcard resource name (with LITERAL).
+pub const WILDCARD: &str = "*";
+const FORMAT_VERSION: u32 = 1;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PatternType {
     Literal,
     Prefixed,
 }
 
-#[allow(dead_code)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Permission {
     Deny,
@@ -37,12 +50,104 @@ pub struct AclBinding {
     pub permission: Permission,
 }
 
+/// How a filter selects pattern types.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PatternFilter {
+    Any,
+    Match,
+    Literal,
+    Prefixed,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PermissionFilter {
+    Any,
+    Deny,
+    Allow,
+}
+
+/// Kafka's AclBindingFilter.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AclFilter {
+    pub resource_type: ResourceType,
+    pub resource_name: Option<String>,
+    pub pattern: PatternFilter,
+    pub principal: Option<String>,
+    pub host: Option<String>,
+    pub operation: Operation,
+    pub permission: PermissionFilter,
+}
+
+impl AclFilter {
+    pub fn matches(&self, acl: &AclBinding) -> bool {
+        self.matches_resource(acl) && self.matches_entry(acl)
+    }
+
+    /// Kafka's ResourcePatternFilter.matches.
+    fn matches_resource(&self, acl: &AclBinding) -> bool {
+        if self.resource_type != ResourceType::Any && self.resource_type != acl.resource_type {
+            return false;
+        }
+        let exact = match self.pattern {
+            PatternFilter::Any | PatternFilter::Match => None,
+            PatternFilter::Literal => Some(PatternType::Literal),
+            PatternFilter::Prefixed => Some(PatternType::Prefixed),
+        };
+        if exact.is_some_and(|pattern| pattern != acl.pattern_type) {
+            return false;
+        }
+        let Some(name) = &self.resource_name else {
+            return true;
+        };
+        if self.pattern != PatternFilter::Match {
+            return *name == acl.resource_name;
+        }
+        match acl.pattern_type {
+            PatternType::Literal => *name == acl.resource_name || acl.resource_name == WILDCARD,
+            PatternType::Prefixed => name.starts_with(&acl.resource_name),
+        }
+    }
+
+    /// Kafka's AccessControlEntryFilter.matches.
+    fn matches_entry(&self, acl: &AclBinding) -> bool {
+        self.principal.as_ref().is_none_or(|p| *p == acl.principal)
+            && self.host.as_ref().is_none_or(|h| *h == acl.host)
+            && (self.operation == Operation::Any || self.operation == acl.operation)
+            && match self.permission {
+                PermissionFilter::Any => true,
+                PermissionFilter::Deny => acl.permission == Permission::Deny,
+                PermissionFilter::Allow => acl.permission == Permission::Allow,
+            }
+    }
+}
+
 #[derive(Default)]
 pub struct AclStore {
     bindings: RwLock<Arc<Vec<AclBinding>>>,
+    /// None: in memory only (tools that need no persistence).
+    file: Option<JsonFile>,
+    writer: Mutex<()>,
+    generation: AtomicU64,
 }
 
 impl AclStore {
+    /// Opens `<dir>/acls.json`.
+    pub fn open(dir: &Path) -> io::Result<Self> {
+        let file = JsonFile::open(dir, "acls.json")?;
+        let bindings = match file.load::<Document>()? {
+            Some(document) => document
+                .decode()
+                .map_err(|error| io::Error::new(io::ErrorKind::InvalidData, error))?,
+            None => Vec::new(),
+        };
+        Ok(Self {
+            bindings: RwLock::new(Arc::new(bindings)),
+            file: Some(file),
+            writer: Mutex::new(()),
+            generation: AtomicU64::new(0),
+        })
+    }
+
     /// Every binding, as one consistent snapshot.
     pub fn snapshot(&self) -> Arc<Vec<AclBinding>> {
         match self.bindings.read() {
@@ -51,13 +156,273 @@ impl AclStore {
         }
     }
 
-    /// Replaces the whole set (CreateAcls/DeleteAcls, with the security work).
-    #[allow(dead_code)]
-    pub fn replace(&self, bindings: Vec<AclBinding>) {
-        let next = Arc::new(bindings);
-        match self.bindings.write() {
-            Ok(mut guard) => *guard = next,
-            Err(poisoned) => *poisoned.into_inner() = next,
+    /// Bumped by every change.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    /// The bindings `filter` matches.
+    pub fn matching(&self, filter: &AclFilter) -> Vec<AclBinding> {
+        self.snapshot()
+            .iter()
+            .filter(|acl| filter.matches(acl))
+            .cloned()
+            .collect()
+    }
+
+    /// Adds the bindings not present yet; durable on return.
+    pub fn create(&self, bindings: Vec<AclBinding>) -> io::Result<()> {
+        self.change(|current| {
+            let mut next = current.to_vec();
+            for binding in bindings {
+                if !next.contains(&binding) {
+                    next.push(binding);
+                }
+            }
+            (next, ())
+        })
+    }
+
+    /// Removes every binding matching any filter; durable on return. Per
+    /// filter, the bindings it matched (a binding matched by two filters
+    /// is reported for both, as Kafka does).
+    pub fn delete(&self, filters: &[AclFilter]) -> io::Result<Vec<Vec<AclBinding>>> {
+        self.change(|current| {
+            let matched: Vec<Vec<AclBinding>> = filters
+                .iter()
+                .map(|filter| {
+                    current
+                        .iter()
+                        .filter(|acl| filter.matches(acl))
+                        .cloned()
+                        .collect()
+                })
+                .collect();
+            let next = current
+                .iter()
+                .filter(|acl| !filters.iter().any(|filter| filter.matches(acl)))
+                .cloned()
+                .collect();
+            (next, matched)
+        })
+    }
+
+    fn change<T>(&self, f: impl FnOnce(&[AclBinding]) -> (Vec<AclBinding>, T)) -> io::Result<T> {
+        let _writer = match self.writer.lock() {
+            Ok(guard) => guard,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        let current = self.snapshot();
+        let (next, answer) = f(&current);
+        if next == *current {
+            return Ok(answer);
         }
+        if let Some(file) = &self.file {
+            file.store(&Document::encode(&next))?;
+        }
+        match self.bindings.write() {
+            Ok(mut guard) => *guard = Arc::new(next),
+            Err(poisoned) => *poisoned.into_inner() = Arc::new(next),
+        }
+        self.generation.fetch_add(1, Ordering::AcqRel);
+        Ok(answer)
+    }
+}
+
+/// On disk, every enum is its Kafka name (TOPIC, READ, LITERAL, ALLOW).
+#[derive(Serialize, Deserialize)]
+struct Document {
+    version: u32,
+    acls: Vec<StoredAcl>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct StoredAcl {
+    resource_type: String,
+    resource_name: String,
+    pattern_type: String,
+    principal: String,
+    host: String,
+    operation: String,
+    permission: String,
+}
+
+impl Document {
+    fn encode(bindings: &[AclBinding]) -> Self {
+        Self {
+            version: FORMAT_VERSION,
+            acls: bindings
+                .iter()
+                .map(|acl| StoredAcl {
+                    resource_type: resource_type_name(acl.resource_type).to_string(),
+                    resource_name: acl.resource_name.clone(),
+                    pattern_type: match acl.pattern_type {
+                        PatternType::Literal => "LITERAL",
+                        PatternType::Prefixed => "PREFIXED",
+                    }
+                    .to_string(),
+                    principal: acl.principal.clone(),
+                    host: acl.host.clone(),
+                    operation: operation_name(acl.operation).to_string(),
+                    permission: match acl.permission {
+                        Permission::Deny => "DENY",
+                        Permission::Allow => "ALLOW",
+                    }
+                    .to_string(),
+                })
+                .collect(),
+        }
+    }
+
+    fn decode(self) -> Result<Vec<AclBinding>, String> {
+        if self.version != FORMAT_VERSION {
+            return Err(format!("unsupported ACL store version {}", self.version));
+        }
+        self.acls
+            .into_iter()
+            .map(|acl| {
+                Ok(AclBinding {
+                    resource_type: RESOURCE_TYPES
+                        .iter()
+                        .find(|(_, name)| *name == acl.resource_type)
+                        .map(|(value, _)| *value)
+                        .ok_or_else(|| format!("unknown resource type {:?}", acl.resource_type))?,
+                    resource_name: acl.resource_name,
+                    pattern_type: match acl.pattern_type.as_str() {
+                        "LITERAL" => PatternType::Literal,
+                        "PREFIXED" => PatternType::Prefixed,
+                        other => return Err(format!("unknown pattern type {other:?}")),
+                    },
+                    principal: acl.principal,
+                    host: acl.host,
+                    operation: OPERATIONS
+                        .iter()
+                        .find(|(_, name)| *name == acl.operation)
+                        .map(|(value, _)| *value)
+                        .ok_or_else(|| format!("unknown operation {:?}", acl.operation))?,
+                    permission: match acl.permission.as_str() {
+                        "DENY" => Permission::Deny,
+                        "ALLOW" => Permission::Allow,
+                        other => return Err(format!("unknown permission {other:?}")),
+                    },
+                })
+            })
+            .collect()
+    }
+}
+
+const RESOURCE_TYPES: [(ResourceType, &str); 7] = [
+    (ResourceType::Any, "ANY"),
+    (ResourceType::Topic, "TOPIC"),
+    (ResourceType::Group, "GROUP"),
+    (ResourceType::Cluster, "CLUSTER"),
+    (ResourceType::TransactionalId, "TRANSACTIONAL_ID"),
+    (ResourceType::DelegationToken, "DELEGATION_TOKEN"),
+    (ResourceType::User, "USER"),
+];
+
+const OPERATIONS: [(Operation, &str); 14] = [
+    (Operation::Any, "ANY"),
+    (Operation::All, "ALL"),
+    (Operation::Read, "READ"),
+    (Operation::Write, "WRITE"),
+    (Operation::Create, "CREATE"),
+    (Operation::Delete, "DELETE"),
+    (Operation::Alter, "ALTER"),
+    (Operation::Describe, "DESCRIBE"),
+    (Operation::ClusterAction, "CLUSTER_ACTION"),
+    (Operation::DescribeConfigs, "DESCRIBE_CONFIGS"),
+    (Operation::AlterConfigs, "ALTER_CONFIGS"),
+    (Operation::IdempotentWrite, "IDEMPOTENT_WRITE"),
+    (Operation::CreateTokens, "CREATE_TOKENS"),
+    (Operation::DescribeTokens, "DESCRIBE_TOKENS"),
+];
+
+/// Kafka's name of a resource type (TOPIC, GROUP, ...).
+pub fn resource_type_name(resource_type: ResourceType) -> &'static str {
+    RESOURCE_TYPES
+        .iter()
+        .find(|(value, _)| *value == resource_type)
+        .map(|(_, name)| *name)
+        .unwrap_or("UNKNOWN")
+}
+
+/// Kafka's name of an operation (READ, WRITE, ...).
+pub fn operation_name(operation: Operation) -> &'static str {
+    OPERATIONS
+        .iter()
+        .find(|(value, _)| *value == operation)
+        .map(|(_, name)| *name)
+        .unwrap_or("UNKNOWN")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn acl(name: &str, pattern_type: PatternType, principal: &str) -> AclBinding {
+        AclBinding {
+            resource_type: ResourceType::Topic,
+            resource_name: name.to_string(),
+            pattern_type,
+            principal: principal.to_string(),
+            host: "*".to_string(),
+            operation: Operation::Read,
+            permission: Permission::Allow,
+        }
+    }
+
+    fn filter(name: Option<&str>, pattern: PatternFilter) -> AclFilter {
+        AclFilter {
+            resource_type: ResourceType::Any,
+            resource_name: name.map(str::to_string),
+            pattern,
+            principal: None,
+            host: None,
+            operation: Operation::Any,
+            permission: PermissionFilter::Any,
+        }
+    }
+
+    #[test]
+    fn filters_follow_kafka() {
+        let literal = acl("orders", PatternType::Literal, "User:a");
+        let wildcard = acl("*", PatternType::Literal, "User:a");
+        let prefixed = acl("ord", PatternType::Prefixed, "User:a");
+        let all = [literal.clone(), wildcard.clone(), prefixed.clone()];
+        let count = |f: &AclFilter| all.iter().filter(|a| f.matches(a)).count();
+        assert_eq!(count(&filter(None, PatternFilter::Any)), 3);
+        assert_eq!(count(&filter(Some("orders"), PatternFilter::Any)), 1);
+        assert_eq!(count(&filter(Some("orders"), PatternFilter::Match)), 3);
+        assert_eq!(count(&filter(Some("other"), PatternFilter::Match)), 1);
+        assert_eq!(count(&filter(Some("ord"), PatternFilter::Prefixed)), 1);
+        assert_eq!(count(&filter(None, PatternFilter::Literal)), 2);
+        let mut by_principal = filter(None, PatternFilter::Any);
+        by_principal.principal = Some("User:b".to_string());
+        assert_eq!(count(&by_principal), 0);
+        let mut by_op = filter(None, PatternFilter::Any);
+        by_op.operation = Operation::Write;
+        assert_eq!(count(&by_op), 0);
+    }
+
+    #[test]
+    fn persisted_across_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = AclStore::open(dir.path()).unwrap();
+        let a = acl("orders", PatternType::Literal, "User:a");
+        let b = acl("ord", PatternType::Prefixed, "User:b");
+        store.create(vec![a.clone(), b.clone(), a.clone()]).unwrap();
+        assert_eq!(store.snapshot().len(), 2);
+        let generation = store.generation();
+        drop(store);
+        let store = AclStore::open(dir.path()).unwrap();
+        assert_eq!(*store.snapshot(), vec![a.clone(), b.clone()]);
+        let deleted = store
+            .delete(&[filter(Some("ord"), PatternFilter::Prefixed)])
+            .unwrap();
+        assert_eq!(deleted, vec![vec![b]]);
+        assert!(store.generation() > 0 || generation > 0);
+        drop(store);
+        assert_eq!(*AclStore::open(dir.path()).unwrap().snapshot(), vec![a]);
     }
 }

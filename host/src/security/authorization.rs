@@ -1,35 +1,167 @@
 //! Authorization as handlers see it: a batch of actions for the current
-//! request's principal. With no authorizer configured every action is
-//! allowed, as in Kafka without `authorizer.class.name`; otherwise the
-//! active authorizer module answers, and any failure of it (trap,
-//! timeout, wrong answer count) is a denial: it fails closed.
+//! request's principal. With no authorizer active every action is allowed,
+//! as in Kafka without `authorizer.class.name`; otherwise the active
+//! authorizer module answers, and any failure of it (trap, timeout, wrong
+//! answer count) is a denial: it fails closed.
+//!
+//! Decisions are cached per (principal, client host, listener, action):
+//! asking a Wasm authorizer costs microseconds (a Python one more), while
+//! a handler asks on every request. The cache is dropped whenever the ACLs
+//! change (the store's generation moves) or another authorizer (or a new
+//! version of the same one) becomes active, and answers computed while a
+//! change happened are not kept. Denials caused by a failing authorizer
+//! are never cached.
+//!
+//! The active authorizer can be switched live (admin API, `gregor
+//! authorizer use`); the choice is persisted in the security directory
+//! and wins over the `authorizer` config at the next start, as a dynamic
+//! broker config wins over a static one in Kafka.
 
+use std::collections::HashMap;
+use std::io;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
+use serde::{Deserialize, Serialize};
 use tracing::warn;
 
 use crate::channel::Session;
 use crate::plugins::authorizer::LoadedAuthorizer;
 use crate::plugins::bindings::Action;
+use crate::security::acl_store::AclStore;
+use crate::security::durable::JsonFile;
+
+/// Decisions kept at most; the cache starts over when full.
+const MAX_CACHED_DECISIONS: usize = 100_000;
+
+#[derive(Clone, PartialEq, Eq, Hash)]
+struct DecisionKey {
+    principal: Arc<str>,
+    client_host: String,
+    listener: String,
+    operation: u8,
+    resource_type: u8,
+    resource_name: String,
+}
 
 #[derive(Default)]
+struct DecisionCache {
+    /// The ACL store generation and authorizer epoch the decisions hold for.
+    acl_generation: u64,
+    epoch: u64,
+    decisions: HashMap<DecisionKey, bool>,
+}
+
+/// The persisted choice of authorizer.
+#[derive(Serialize, Deserialize)]
+struct Choice {
+    /// None: no authorizer (allow everything).
+    authorizer: Option<String>,
+}
+
 pub struct Authorization {
+    acls: Arc<AclStore>,
+    /// The name of the authorizer that should decide (None: none).
+    active_name: RwLock<Option<String>>,
     active: RwLock<Option<Arc<LoadedAuthorizer>>>,
+    /// Bumped whenever the active authorizer changes.
+    epoch: AtomicU64,
+    cache: RwLock<DecisionCache>,
+    choice: Option<JsonFile>,
+    pub cache_hits: AtomicU64,
+    pub cache_misses: AtomicU64,
+}
+
+fn read<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+    match lock.read() {
+        Ok(guard) => guard,
+        Err(poisoned) => poisoned.into_inner(),
+    }
+}
+
+fn write<T>(lock: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
+    match lock.write() {
+        Ok(guard) => guard,
+        Err(poisoned) => poisoned.into_inner(),
+    }
 }
 
 impl Authorization {
-    /// Makes `authorizer` the one that decides (None: allow everything).
-    pub fn set_active(&self, authorizer: Option<Arc<LoadedAuthorizer>>) {
-        match self.active.write() {
-            Ok(mut guard) => *guard = authorizer,
-            Err(poisoned) => *poisoned.into_inner() = authorizer,
+    /// With the choice persisted in `dir` if any, else `configured`.
+    pub fn open(acls: Arc<AclStore>, dir: &Path, configured: Option<&str>) -> io::Result<Self> {
+        let file = JsonFile::open(dir, "authorizer.json")?;
+        let name = match file.load::<Choice>()? {
+            Some(choice) => choice.authorizer,
+            None => configured.map(str::to_string),
+        };
+        let mut authorization = Self::in_memory(acls, name);
+        authorization.choice = Some(file);
+        Ok(authorization)
+    }
+
+    /// Without persistence (tools).
+    pub fn in_memory(acls: Arc<AclStore>, name: Option<String>) -> Self {
+        Self {
+            acls,
+            active_name: RwLock::new(name),
+            active: RwLock::new(None),
+            epoch: AtomicU64::new(0),
+            cache: RwLock::new(DecisionCache::default()),
+            choice: None,
+            cache_hits: AtomicU64::new(0),
+            cache_misses: AtomicU64::new(0),
         }
     }
 
+    /// The name of the authorizer that should decide.
+    pub fn active_name(&self) -> Option<String> {
+        read(&self.active_name).clone()
+    }
+
+    /// Makes `name` the authorizer that decides (None: allow everything),
+    /// persisting the choice; `authorizer` is its loaded module.
+    pub fn choose(
+        &self,
+        name: Option<&str>,
+        authorizer: Option<Arc<LoadedAuthorizer>>,
+    ) -> io::Result<()> {
+        if let Some(file) = &self.choice {
+            file.store(&Choice {
+                authorizer: name.map(str::to_string),
+            })?;
+        }
+        *write(&self.active_name) = name.map(str::to_string);
+        self.set_active(authorizer);
+        Ok(())
+    }
+
+    /// Installs the module that decides (a new version of the active one
+    /// after a reload, or None).
+    pub fn set_active(&self, authorizer: Option<Arc<LoadedAuthorizer>>) {
+        *write(&self.active) = authorizer;
+        self.epoch.fetch_add(1, Ordering::AcqRel);
+        *write(&self.cache) = DecisionCache::default();
+    }
+
     pub fn active(&self) -> Option<Arc<LoadedAuthorizer>> {
-        match self.active.read() {
-            Ok(guard) => guard.clone(),
-            Err(poisoned) => poisoned.into_inner().clone(),
+        read(&self.active).clone()
+    }
+
+    /// Forgets every cached decision.
+    pub fn clear_cache(&self) {
+        *write(&self.cache) = DecisionCache::default();
+        self.epoch.fetch_add(1, Ordering::AcqRel);
+    }
+
+    fn key(session: &Session, principal: &Arc<str>, action: &Action) -> DecisionKey {
+        DecisionKey {
+            principal: Arc::clone(principal),
+            client_host: session.client_host.clone(),
+            listener: session.listener.clone(),
+            operation: action.operation as u8,
+            resource_type: action.resource_type as u8,
+            resource_name: action.resource_name.clone(),
         }
     }
 
@@ -47,6 +179,63 @@ impl Authorization {
             warn!("authorization asked outside a request: denied");
             return vec![false; actions.len()];
         };
-        authorizer.authorize(session, client_id, actions).await
+        let principal = session.principal();
+        let acl_generation = self.acls.generation();
+        let epoch = self.epoch.load(Ordering::Acquire);
+        let mut answers: Vec<Option<bool>> = {
+            let cache = read(&self.cache);
+            let current = cache.acl_generation == acl_generation && cache.epoch == epoch;
+            actions
+                .iter()
+                .map(|action| {
+                    current
+                        .then(|| cache.decisions.get(&Self::key(session, &principal, action)))
+                        .flatten()
+                        .copied()
+                })
+                .collect()
+        };
+        let missing: Vec<usize> = (0..actions.len())
+            .filter(|&i| answers[i].is_none())
+            .collect();
+        self.cache_hits
+            .fetch_add((actions.len() - missing.len()) as u64, Ordering::Relaxed);
+        if missing.is_empty() {
+            return answers.into_iter().map(|a| a.unwrap_or(false)).collect();
+        }
+        self.cache_misses
+            .fetch_add(missing.len() as u64, Ordering::Relaxed);
+        let asked: Vec<Action> = missing.iter().map(|&i| actions[i].clone()).collect();
+        let decided = authorizer
+            .authorize(session, &principal, client_id, asked)
+            .await;
+        match decided {
+            Some(decided) => {
+                let mut cache = write(&self.cache);
+                // Keep the answers only if nothing changed while asking.
+                let unchanged = self.acls.generation() == acl_generation
+                    && self.epoch.load(Ordering::Acquire) == epoch;
+                let stale = cache.acl_generation != acl_generation
+                    || cache.epoch != epoch
+                    || cache.decisions.len() + missing.len() > MAX_CACHED_DECISIONS;
+                if unchanged && stale {
+                    *cache = DecisionCache {
+                        acl_generation,
+                        epoch,
+                        decisions: HashMap::new(),
+                    };
+                }
+                for (&i, allowed) in missing.iter().zip(decided) {
+                    answers[i] = Some(allowed);
+                    if unchanged {
+                        cache
+                            .decisions
+                            .insert(Self::key(session, &principal, &actions[i]), allowed);
+                    }
+                }
+                answers.into_iter().map(|a| a.unwrap_or(false)).collect()
+            }
+            None => vec![false; actions.len()],
+        }
     }
 }

@@ -14,8 +14,9 @@
 //! 5. No matching ACL: denied if the resource has ACLs at all (whoever they
 //!    are for), else `allow.everyone.if.no.acl.found` decides (default false).
 
-use crate::gregor::broker::acls::{AclBinding, PatternType, PermissionType};
-use crate::gregor::broker::types::{Action, Operation, ResourceType};
+use crate::gregor::broker::types::{
+    AclBinding, Action, Operation, PatternType, PermissionType, ResourceType,
+};
 
 /// Kafka's wildcard resource name (with LITERAL) and host.
 const WILDCARD: &str = "*";

@@ -13,7 +13,9 @@ use gregor_sdk::groups;
 use gregor_sdk::kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
 use gregor_sdk::kafka_protocol::messages::{DeleteGroupsRequest, DeleteGroupsResponse, GroupId};
 use gregor_sdk::kafka_protocol::protocol::StrBytes;
-use gregor_sdk::{api_info, decode, respond, ApiInfo, Handler, Outcome, RequestContext, ResponseError};
+use gregor_sdk::{
+    api_info, decode, respond, ApiInfo, Handler, Outcome, RequestContext, ResponseError,
+};
 
 struct DeleteGroups;
 
@@ -33,7 +35,11 @@ impl Handler for DeleteGroups {
                 names.push(name.to_string());
             }
         }
-        let allowed = allowed_names(Operation::Delete, ResourceType::Group, names.iter().map(String::as_str));
+        let allowed = allowed_names(
+            Operation::Delete,
+            ResourceType::Group,
+            names.iter().map(String::as_str),
+        );
         let (authorized, denied): (Vec<String>, Vec<String>) = names
             .into_iter()
             .partition(|name| allowed.get(name) == Some(&true));
@@ -65,7 +71,10 @@ mod tests {
         for version in 0..=2 {
             let result = DeletableGroupResult::default().with_error_code(69);
             let response = DeleteGroupsResponse::default().with_results(vec![result]);
-            assert!(response.encode(&mut Vec::new(), version).is_ok(), "v{version}");
+            assert!(
+                response.encode(&mut Vec::new(), version).is_ok(),
+                "v{version}"
+            );
         }
     }
 }

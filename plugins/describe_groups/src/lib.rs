@@ -14,9 +14,13 @@ use gregor_sdk::groups::{self, group_allowed, opt_str_bytes, GroupDescription};
 use gregor_sdk::kafka_protocol::messages::describe_groups_response::{
     DescribedGroup, DescribedGroupMember,
 };
-use gregor_sdk::kafka_protocol::messages::{DescribeGroupsRequest, DescribeGroupsResponse, GroupId};
+use gregor_sdk::kafka_protocol::messages::{
+    DescribeGroupsRequest, DescribeGroupsResponse, GroupId,
+};
 use gregor_sdk::kafka_protocol::protocol::StrBytes;
-use gregor_sdk::{api_info, decode, respond, ApiInfo, Handler, Outcome, RequestContext, ResponseError};
+use gregor_sdk::{
+    api_info, decode, respond, ApiInfo, Handler, Outcome, RequestContext, ResponseError,
+};
 
 struct DescribeGroups;
 
@@ -63,13 +67,19 @@ impl Handler for DescribeGroups {
             } else {
                 None
             };
-            response.groups.push(described_group(group, version, operations));
+            response
+                .groups
+                .push(described_group(group, version, operations));
         }
         respond(&ctx, &response)
     }
 }
 
-fn described_group(group: GroupDescription, version: i16, operations: Option<i32>) -> DescribedGroup {
+fn described_group(
+    group: GroupDescription,
+    version: i16,
+    operations: Option<i32>,
+) -> DescribedGroup {
     let not_found = group.error_code == ResponseError::GroupIdNotFound.code();
     let mut described = DescribedGroup::default()
         .with_group_id(GroupId(StrBytes::from_string(group.group_id.clone())))

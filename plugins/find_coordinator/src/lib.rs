@@ -20,7 +20,9 @@ use gregor_sdk::kafka_protocol::messages::{
 };
 use gregor_sdk::kafka_protocol::protocol::StrBytes;
 use gregor_sdk::metadata::{self, Broker};
-use gregor_sdk::{api_info, decode, respond, ApiInfo, Handler, Outcome, RequestContext, ResponseError, NONE};
+use gregor_sdk::{
+    api_info, decode, respond, ApiInfo, Handler, Outcome, RequestContext, ResponseError, NONE,
+};
 
 const GROUP: i8 = 0;
 const TRANSACTION: i8 = 1;
@@ -144,7 +146,10 @@ mod tests {
         let (error, node) = coordinator(SHARE, "g:t:0", 5, Some(&broker));
         assert_eq!(error, ResponseError::InvalidRequest.code());
         assert!(node.is_none());
-        assert_eq!(coordinator(7, "k", 6, None).0, ResponseError::InvalidRequest.code());
+        assert_eq!(
+            coordinator(7, "k", 6, None).0,
+            ResponseError::InvalidRequest.code()
+        );
         assert_eq!(node_fields(None).2, -1);
     }
 
@@ -153,14 +158,19 @@ mod tests {
         for version in 0..=6 {
             let mut response = FindCoordinatorResponse::default();
             if version >= 4 {
-                response.coordinators.push(Coordinator::default().with_port(9));
+                response
+                    .coordinators
+                    .push(Coordinator::default().with_port(9));
             } else {
                 response = response.with_port(9);
                 if version >= 1 {
                     response.error_message = Some(StrBytes::from_static_str(message(NONE)));
                 }
             }
-            assert!(response.encode(&mut Vec::new(), version).is_ok(), "v{version}");
+            assert!(
+                response.encode(&mut Vec::new(), version).is_ok(),
+                "v{version}"
+            );
         }
     }
 }

@@ -9,7 +9,9 @@
 use gregor_sdk::authz::Operation;
 use gregor_sdk::groups::{self, group_allowed, opt_string};
 use gregor_sdk::kafka_protocol::messages::{HeartbeatRequest, HeartbeatResponse};
-use gregor_sdk::{api_info, decode, respond, ApiInfo, Handler, Outcome, RequestContext, ResponseError};
+use gregor_sdk::{
+    api_info, decode, respond, ApiInfo, Handler, Outcome, RequestContext, ResponseError,
+};
 
 struct Heartbeat;
 
@@ -48,7 +50,10 @@ mod tests {
     fn responses_encode_for_every_served_version() {
         for version in 0..=4 {
             let response = HeartbeatResponse::default().with_error_code(27);
-            assert!(response.encode(&mut Vec::new(), version).is_ok(), "v{version}");
+            assert!(
+                response.encode(&mut Vec::new(), version).is_ok(),
+                "v{version}"
+            );
         }
     }
 }

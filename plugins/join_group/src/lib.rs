@@ -16,7 +16,9 @@ use gregor_sdk::groups::{self, group_allowed, opt_str_bytes, opt_string, JoinRes
 use gregor_sdk::kafka_protocol::messages::join_group_response::JoinGroupResponseMember;
 use gregor_sdk::kafka_protocol::messages::{JoinGroupRequest, JoinGroupResponse};
 use gregor_sdk::kafka_protocol::protocol::StrBytes;
-use gregor_sdk::{api_info, decode, respond, ApiInfo, Handler, Outcome, RequestContext, ResponseError};
+use gregor_sdk::{
+    api_info, decode, respond, ApiInfo, Handler, Outcome, RequestContext, ResponseError,
+};
 
 struct JoinGroup;
 

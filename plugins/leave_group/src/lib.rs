@@ -12,7 +12,9 @@ use gregor_sdk::authz::Operation;
 use gregor_sdk::groups::{self, group_allowed, opt_string, LeavingMember};
 use gregor_sdk::kafka_protocol::messages::leave_group_response::MemberResponse;
 use gregor_sdk::kafka_protocol::messages::{LeaveGroupRequest, LeaveGroupResponse};
-use gregor_sdk::{api_info, decode, respond, ApiInfo, Handler, Outcome, RequestContext, ResponseError, NONE};
+use gregor_sdk::{
+    api_info, decode, respond, ApiInfo, Handler, Outcome, RequestContext, ResponseError, NONE,
+};
 
 struct LeaveGroup;
 
@@ -136,7 +138,10 @@ mod tests {
             let answer = response(&request, &leaving, Ok(vec![0, 25]), version);
             assert_eq!(answer.members.len(), 2);
             assert_eq!(answer.members[1].error_code, 25);
-            assert!(answer.encode(&mut Vec::new(), version).is_ok(), "v{version}");
+            assert!(
+                answer.encode(&mut Vec::new(), version).is_ok(),
+                "v{version}"
+            );
             let denied = response(&request, &leaving, Err(30), version);
             assert_eq!((denied.error_code, denied.members.len()), (30, 0));
         }

@@ -28,7 +28,11 @@ impl Handler for ListGroups {
             Err(outcome) => return outcome,
         };
         let version = ctx.api_version;
-        let states: Vec<String> = request.states_filter.iter().map(|s| s.to_string()).collect();
+        let states: Vec<String> = request
+            .states_filter
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
         let types: Vec<String> = request.types_filter.iter().map(|s| s.to_string()).collect();
         let mut listed = groups::list_groups(&states, &types);
         if !cluster_allowed(Operation::Describe) {
@@ -39,8 +43,12 @@ impl Handler for ListGroups {
             );
             listed.retain(|g| allowed.get(&g.group_id) == Some(&true));
         }
-        let response = ListGroupsResponse::default()
-            .with_groups(listed.into_iter().map(|g| listed_group(g, version)).collect());
+        let response = ListGroupsResponse::default().with_groups(
+            listed
+                .into_iter()
+                .map(|g| listed_group(g, version))
+                .collect(),
+        );
         respond(&ctx, &response)
     }
 }
@@ -74,7 +82,8 @@ mod tests {
                 state: "Stable".into(),
                 group_type: "classic".into(),
             };
-            let response = ListGroupsResponse::default().with_groups(vec![listed_group(group, version)]);
+            let response =
+                ListGroupsResponse::default().with_groups(vec![listed_group(group, version)]);
             let encoded = response.encode(&mut Vec::new(), version);
             assert!(encoded.is_ok(), "v{version}: {encoded:?}");
         }

@@ -14,12 +14,16 @@
 
 use gregor_sdk::authorize::allowed_names;
 use gregor_sdk::authz::{Operation, ResourceType};
-use gregor_sdk::groups::{self, group_allowed, opt_string, partition_counts, partition_error, OffsetCommit as Commit};
+use gregor_sdk::groups::{
+    self, group_allowed, opt_string, partition_counts, partition_error, OffsetCommit as Commit,
+};
 use gregor_sdk::kafka_protocol::messages::offset_commit_response::{
     OffsetCommitResponsePartition, OffsetCommitResponseTopic,
 };
 use gregor_sdk::kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse};
-use gregor_sdk::{api_info, decode, respond, ApiInfo, Handler, Outcome, RequestContext, ResponseError};
+use gregor_sdk::{
+    api_info, decode, respond, ApiInfo, Handler, Outcome, RequestContext, ResponseError,
+};
 
 struct OffsetCommit;
 
@@ -48,7 +52,12 @@ impl Handler for OffsetCommit {
             for topic in &request.topics {
                 let mut topic_codes = Vec::new();
                 for partition in &topic.partitions {
-                    let error = partition_error(&authorized, &counts, &topic.name, partition.partition_index);
+                    let error = partition_error(
+                        &authorized,
+                        &counts,
+                        &topic.name,
+                        partition.partition_index,
+                    );
                     if error.is_none() {
                         commits.push(Commit {
                             topic: topic.name.to_string(),
@@ -76,7 +85,11 @@ impl Handler for OffsetCommit {
             };
             let mut results = results.into_iter();
             for code in codes.iter_mut().flatten().filter(|code| code.is_none()) {
-                *code = Some(results.next().unwrap_or(ResponseError::UnknownServerError.code()));
+                *code = Some(
+                    results
+                        .next()
+                        .unwrap_or(ResponseError::UnknownServerError.code()),
+                );
             }
         }
         let topics = request
@@ -117,7 +130,10 @@ mod tests {
             let partition = OffsetCommitResponsePartition::default().with_error_code(22);
             let topic = OffsetCommitResponseTopic::default().with_partitions(vec![partition]);
             let response = OffsetCommitResponse::default().with_topics(vec![topic]);
-            assert!(response.encode(&mut Vec::new(), version).is_ok(), "v{version}");
+            assert!(
+                response.encode(&mut Vec::new(), version).is_ok(),
+                "v{version}"
+            );
         }
     }
 }

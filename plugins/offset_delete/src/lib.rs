@@ -18,7 +18,9 @@ use gregor_sdk::kafka_protocol::messages::offset_delete_response::{
     OffsetDeleteResponsePartition, OffsetDeleteResponseTopic,
 };
 use gregor_sdk::kafka_protocol::messages::{OffsetDeleteRequest, OffsetDeleteResponse, TopicName};
-use gregor_sdk::{api_info, decode, respond, ApiInfo, Handler, Outcome, RequestContext, ResponseError, NONE};
+use gregor_sdk::{
+    api_info, decode, respond, ApiInfo, Handler, Outcome, RequestContext, ResponseError, NONE,
+};
 
 struct OffsetDelete;
 

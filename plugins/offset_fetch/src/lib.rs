@@ -21,9 +21,13 @@ use gregor_sdk::kafka_protocol::messages::offset_fetch_response::{
     OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
     OffsetFetchResponseTopic, OffsetFetchResponseTopics,
 };
-use gregor_sdk::kafka_protocol::messages::{GroupId, OffsetFetchRequest, OffsetFetchResponse, TopicName};
+use gregor_sdk::kafka_protocol::messages::{
+    GroupId, OffsetFetchRequest, OffsetFetchResponse, TopicName,
+};
 use gregor_sdk::kafka_protocol::protocol::StrBytes;
-use gregor_sdk::{api_info, decode, respond, ApiInfo, Handler, Outcome, RequestContext, ResponseError, NONE};
+use gregor_sdk::{
+    api_info, decode, respond, ApiInfo, Handler, Outcome, RequestContext, ResponseError, NONE,
+};
 
 struct OffsetFetch;
 
@@ -67,7 +71,9 @@ impl Handler for OffsetFetch {
                                 .map(|(name, offsets)| {
                                     OffsetFetchResponseTopics::default()
                                         .with_name(TopicName(StrBytes::from_string(name)))
-                                        .with_partitions(offsets.into_iter().map(partitions).collect())
+                                        .with_partitions(
+                                            offsets.into_iter().map(partitions).collect(),
+                                        )
                                 })
                                 .collect(),
                         )
@@ -103,12 +109,7 @@ impl Handler for OffsetFetch {
             .map(|(name, offsets)| {
                 OffsetFetchResponseTopic::default()
                     .with_name(TopicName(StrBytes::from_string(name)))
-                    .with_partitions(
-                        offsets
-                            .into_iter()
-                            .map(|o| partition(o, version))
-                            .collect(),
-                    )
+                    .with_partitions(offsets.into_iter().map(|o| partition(o, version)).collect())
             })
             .collect();
         respond(&ctx, &response)
@@ -117,7 +118,11 @@ impl Handler for OffsetFetch {
 
 /// Kafka's per-group handling: authorize, ask the coordinator, hide
 /// what the principal may not see.
-fn fetch_group(group_id: &GroupId, topics: Option<Vec<(String, Vec<i32>)>>, stable: bool) -> GroupAnswer {
+fn fetch_group(
+    group_id: &GroupId,
+    topics: Option<Vec<(String, Vec<i32>)>>,
+    stable: bool,
+) -> GroupAnswer {
     if !group_allowed(Operation::Describe, group_id) {
         return GroupAnswer {
             error: ResponseError::GroupAuthorizationFailed.code(),
@@ -146,7 +151,10 @@ fn fetch_group(group_id: &GroupId, topics: Option<Vec<(String, Vec<i32>)>>, stab
                         None => topics.push((offset.topic.clone(), vec![offset])),
                     }
                 }
-                GroupAnswer { error: NONE, topics }
+                GroupAnswer {
+                    error: NONE,
+                    topics,
+                }
             }
         },
         Some(topics) => {
@@ -201,7 +209,10 @@ fn fetch_group(group_id: &GroupId, topics: Option<Vec<(String, Vec<i32>)>>, stab
                     (name, offsets)
                 })
                 .collect();
-            GroupAnswer { error: NONE, topics }
+            GroupAnswer {
+                error: NONE,
+                topics,
+            }
         }
     }
 }
@@ -221,7 +232,11 @@ fn partition(offset: CommittedOffset, version: i16) -> OffsetFetchResponsePartit
     OffsetFetchResponsePartition::default()
         .with_partition_index(offset.partition)
         .with_committed_offset(offset.offset)
-        .with_committed_leader_epoch(if version >= 5 { offset.leader_epoch } else { -1 })
+        .with_committed_leader_epoch(if version >= 5 {
+            offset.leader_epoch
+        } else {
+            -1
+        })
         .with_metadata(Some(StrBytes::from_string(offset.metadata)))
         .with_error_code(offset.error_code)
 }
@@ -266,7 +281,8 @@ mod tests {
             assert!(encoded.is_ok(), "v{version}: {encoded:?}");
         }
         for version in 8..=9 {
-            let topic = OffsetFetchResponseTopics::default().with_partitions(vec![partitions(offset())]);
+            let topic =
+                OffsetFetchResponseTopics::default().with_partitions(vec![partitions(offset())]);
             let group = OffsetFetchResponseGroup::default().with_topics(vec![topic]);
             let response = OffsetFetchResponse::default().with_groups(vec![group]);
             let encoded = response.encode(&mut Vec::new(), version);

@@ -7,6 +7,7 @@
 //! [`respond`]. Everything here is shared so that each handler crate reads
 //! like Kafka's `handleXxxRequest` and nothing else.
 
+pub mod acl;
 pub mod authorize;
 pub mod codec;
 pub mod configs;
@@ -29,6 +30,9 @@ pub mod bindings {
 pub use handler::Handler;
 pub use bindings::gregor::broker::types::{ApiInfo, KafkaError, Outcome, RequestContext, Uuid};
 pub use bindings::gregor::broker::{log, logging, metadata};
+/// Host security services: SASL for this connection, SCRAM credentials and
+/// ACL administration.
+pub use bindings::gregor::broker::{acl_admin, sasl, scram_credentials};
 
 /// Authorization: the `authz` import and the vocabulary it speaks.
 pub mod authz {

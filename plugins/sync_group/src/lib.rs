@@ -11,7 +11,9 @@
 use gregor_sdk::authz::Operation;
 use gregor_sdk::groups::{self, group_allowed, opt_str_bytes, opt_string, SyncResult};
 use gregor_sdk::kafka_protocol::messages::{SyncGroupRequest, SyncGroupResponse};
-use gregor_sdk::{api_info, decode, respond, ApiInfo, Handler, Outcome, RequestContext, ResponseError};
+use gregor_sdk::{
+    api_info, decode, respond, ApiInfo, Handler, Outcome, RequestContext, ResponseError,
+};
 
 struct SyncGroup;
 
@@ -26,8 +28,8 @@ impl Handler for SyncGroup {
             Err(outcome) => return outcome,
         };
         let version = ctx.api_version;
-        let mandatory_missing = version >= 5
-            && (request.protocol_type.is_none() || request.protocol_name.is_none());
+        let mandatory_missing =
+            version >= 5 && (request.protocol_type.is_none() || request.protocol_name.is_none());
         let result = if mandatory_missing {
             error(ResponseError::InconsistentGroupProtocol.code())
         } else if !group_allowed(Operation::Read, &request.group_id) {
@@ -89,7 +91,9 @@ mod tests {
             };
             let encoded = response(result, version).encode(&mut Vec::new(), version);
             assert!(encoded.is_ok(), "v{version}: {encoded:?}");
-            assert!(response(error(27), version).encode(&mut Vec::new(), version).is_ok());
+            assert!(response(error(27), version)
+                .encode(&mut Vec::new(), version)
+                .is_ok());
         }
     }
 }

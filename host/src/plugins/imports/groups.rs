@@ -8,10 +8,33 @@ use std::time::Instant;
 
 use crate::coordinator as coord;
 use crate::plugins::bindings::handler::gregor::broker::groups::{
-    self, CommittedOffset, GroupDescription, GroupOverview, JoinMember, JoinRequest, JoinResult,
-    LeavingMember, MemberDescription, OffsetCommit, SyncRequest, SyncResult, TopicPartition,
+    self, CommittedOffset, ConsumerGroup, ConsumerHeartbeatRequest, ConsumerHeartbeatResult,
+    ConsumerMember, GroupDescription, GroupOverview, JoinMember, JoinRequest, JoinResult,
+    LeavingMember, MemberDescription, OffsetCommit, SyncRequest, SyncResult, TopicIdPartitions,
+    TopicPartition,
 };
+use crate::plugins::bindings::handler::gregor::broker::types::Uuid;
 use crate::plugins::state::HandlerState;
+
+fn uuid_to_u128(id: Uuid) -> u128 {
+    (u128::from(id.high) << 64) | u128::from(id.low)
+}
+
+fn u128_to_uuid(id: u128) -> Uuid {
+    Uuid {
+        high: (id >> 64) as u64,
+        low: id as u64,
+    }
+}
+
+fn by_topic_id(list: Vec<(u128, Vec<i32>)>) -> Vec<TopicIdPartitions> {
+    list.into_iter()
+        .map(|(id, partitions)| TopicIdPartitions {
+            topic_id: u128_to_uuid(id),
+            partitions,
+        })
+        .collect()
+}
 
 fn partitions(list: Vec<TopicPartition>) -> Vec<(String, i32)> {
     list.into_iter().map(|p| (p.topic, p.partition)).collect()
@@ -219,5 +242,84 @@ impl groups::Host for HandlerState {
 
     fn delete_groups(&mut self, group_ids: Vec<String>) -> Vec<i16> {
         self.broker.groups.delete_groups(&group_ids)
+    }
+
+    fn consumer_heartbeat(&mut self, request: ConsumerHeartbeatRequest) -> ConsumerHeartbeatResult {
+        let topics = self
+            .broker
+            .topics
+            .list()
+            .into_iter()
+            .map(|topic| {
+                let meta = coord::TopicMeta {
+                    id: topic.id,
+                    partitions: topic.partitions,
+                };
+                (topic.name, meta)
+            })
+            .collect();
+        let request = coord::ConsumerHeartbeat {
+            group_id: request.group_id,
+            member_id: request.member_id,
+            member_epoch: request.member_epoch,
+            instance_id: request.instance_id,
+            rack_id: request.rack_id,
+            rebalance_timeout_ms: request.rebalance_timeout_ms,
+            subscribed_topic_names: request.subscribed_topic_names,
+            server_assignor: request.server_assignor,
+            owned: request.owned.map(|owned| {
+                owned
+                    .into_iter()
+                    .map(|t| (uuid_to_u128(t.topic_id), t.partitions))
+                    .collect()
+            }),
+            client_id: self.client_id.clone().unwrap_or_default(),
+            client_host: self
+                .session
+                .as_ref()
+                .map(|session| format!("/{}", session.client_host))
+                .unwrap_or_default(),
+        };
+        let result = self.broker.groups.consumer_heartbeat(&request, topics);
+        ConsumerHeartbeatResult {
+            error_code: result.error_code,
+            error_message: result.error_message,
+            member_id: result.member_id,
+            member_epoch: result.member_epoch,
+            heartbeat_interval_ms: result.heartbeat_interval_ms,
+            assignment: result.assignment.map(by_topic_id),
+        }
+    }
+
+    fn consumer_group_describe(&mut self, group_ids: Vec<String>) -> Vec<ConsumerGroup> {
+        self.broker
+            .groups
+            .consumer_describe(&group_ids)
+            .into_iter()
+            .map(|g| ConsumerGroup {
+                error_code: g.error_code,
+                error_message: g.error_message,
+                group_id: g.group_id,
+                state: g.state,
+                group_epoch: g.group_epoch,
+                assignment_epoch: g.assignment_epoch,
+                assignor_name: g.assignor_name,
+                members: g
+                    .members
+                    .into_iter()
+                    .map(|m| ConsumerMember {
+                        member_id: m.member_id,
+                        instance_id: m.instance_id,
+                        rack_id: m.rack_id,
+                        member_epoch: m.member_epoch,
+                        client_id: m.client_id,
+                        client_host: m.client_host,
+                        subscribed_topic_names: m.subscribed_topic_names,
+                        assignment: by_topic_id(m.assignment),
+                        target_assignment: by_topic_id(m.target_assignment),
+                    })
+                    .collect(),
+            })
+            .collect()
     }
 }

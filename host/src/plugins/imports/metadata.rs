@@ -113,6 +113,8 @@ impl metadata::Host for HandlerState {
         self.broker
             .topics
             .delete(&name)
+            // Kafka drops the committed offsets of deleted partitions.
+            .inspect(|_| self.broker.groups.on_topic_deleted(&name))
             .map(uuid_of)
             .map_err(|error| KafkaError {
                 code: error.code,

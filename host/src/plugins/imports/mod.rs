@@ -6,6 +6,7 @@ mod groups;
 mod log;
 mod logging;
 mod metadata;
+mod security;
 
 pub use logging::LogBudget;
 

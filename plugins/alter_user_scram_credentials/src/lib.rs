@@ -1,0 +1,176 @@
+//! AlterUserScramCredentials (ApiKey 51, KIP-554): set or delete SCRAM
+//! credentials, as Kafka's ScramControlManager validates them. The client
+//! sends a salt and the salted password (never the password); the host
+//! derives and stores the stored and server keys.
+//!
+//! - ALTER on the Cluster is required; without it every user gets
+//!   CLUSTER_AUTHORIZATION_FAILED.
+//! - A user may appear once per request (deletions and upsertions
+//!   together): a second mention is DUPLICATE_RESOURCE for that user.
+//! - An empty user name, an iteration count outside 4096..=16384 or an
+//!   empty salt or salted password is UNACCEPTABLE_CREDENTIAL; an unknown
+//!   mechanism is UNSUPPORTED_SASL_MECHANISM; deleting a credential that
+//!   does not exist is RESOURCE_NOT_FOUND.
+//! - One result per user, in the order users first appear.
+
+use std::collections::HashMap;
+
+use gregor_sdk::authorize::cluster_allowed;
+use gregor_sdk::authz::Operation;
+use gregor_sdk::ids::str_bytes;
+use gregor_sdk::kafka_protocol::messages::alter_user_scram_credentials_response::AlterUserScramCredentialsResult;
+use gregor_sdk::kafka_protocol::messages::{
+    AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse,
+};
+use gregor_sdk::scram_credentials::{self, Deletion, Mechanism, Upsertion};
+use gregor_sdk::{
+    api_info, decode, respond, ApiInfo, Handler, Outcome, RequestContext, ResponseError,
+};
+
+const MIN_ITERATIONS: i32 = 4096;
+const MAX_ITERATIONS: i32 = 16384;
+
+struct AlterUserScramCredentials;
+
+fn mechanism(code: i8) -> Option<Mechanism> {
+    match code {
+        1 => Some(Mechanism::ScramSha256),
+        2 => Some(Mechanism::ScramSha512),
+        _ => None,
+    }
+}
+
+/// What to do for one user.
+enum Change {
+    Delete(Deletion),
+    Upsert(Upsertion),
+}
+
+type Verdict = Result<Change, (ResponseError, String)>;
+
+impl Handler for AlterUserScramCredentials {
+    fn describe() -> ApiInfo {
+        api_info::<AlterUserScramCredentialsRequest>("AlterUserScramCredentials", 0, 0)
+    }
+
+    fn handle(ctx: RequestContext, body: Vec<u8>) -> Outcome {
+        let request: AlterUserScramCredentialsRequest = match decode(&ctx, &body) {
+            Ok(request) => request,
+            Err(outcome) => return outcome,
+        };
+        let authorized = cluster_allowed(Operation::Alter);
+        // Users in order of first appearance, each with its verdict.
+        let mut order: Vec<String> = Vec::new();
+        let mut verdicts: HashMap<String, Verdict> = HashMap::new();
+        let mut note = |user: String, verdict: Verdict| match verdicts.get(&user) {
+            None => {
+                order.push(user.clone());
+                verdicts.insert(user, verdict);
+            }
+            Some(_) => {
+                verdicts.insert(
+                    user,
+                    Err((
+                        ResponseError::DuplicateResource,
+                        "A user credential cannot be altered twice in the same request".to_string(),
+                    )),
+                );
+            }
+        };
+        for deletion in &request.deletions {
+            let user = deletion.name.to_string();
+            let verdict = match mechanism(deletion.mechanism) {
+                _ if user.is_empty() => Err((
+                    ResponseError::UnacceptableCredential,
+                    "Username must not be empty".to_string(),
+                )),
+                None => Err((
+                    ResponseError::UnsupportedSaslMechanism,
+                    "Unknown SCRAM mechanism".to_string(),
+                )),
+                Some(mechanism) => Ok(Change::Delete(Deletion {
+                    user: user.clone(),
+                    mechanism,
+                })),
+            };
+            note(user, verdict);
+        }
+        for upsertion in &request.upsertions {
+            let user = upsertion.name.to_string();
+            let verdict = match mechanism(upsertion.mechanism) {
+                _ if user.is_empty() => Err((
+                    ResponseError::UnacceptableCredential,
+                    "Username must not be empty".to_string(),
+                )),
+                None => Err((
+                    ResponseError::UnsupportedSaslMechanism,
+                    "Unknown SCRAM mechanism".to_string(),
+                )),
+                Some(_) if upsertion.iterations < MIN_ITERATIONS => Err((
+                    ResponseError::UnacceptableCredential,
+                    "Too few iterations".to_string(),
+                )),
+                Some(_) if upsertion.iterations > MAX_ITERATIONS => Err((
+                    ResponseError::UnacceptableCredential,
+                    "Too many iterations".to_string(),
+                )),
+                Some(_) if upsertion.salt.is_empty() || upsertion.salted_password.is_empty() => {
+                    Err((
+                        ResponseError::UnacceptableCredential,
+                        "Salt and salted password must not be empty".to_string(),
+                    ))
+                }
+                Some(mechanism) => Ok(Change::Upsert(Upsertion {
+                    user: user.clone(),
+                    mechanism,
+                    iterations: upsertion.iterations,
+                    salt: upsertion.salt.to_vec(),
+                    salted_password: upsertion.salted_password.to_vec(),
+                })),
+            };
+            note(user, verdict);
+        }
+
+        let mut errors: HashMap<String, (i16, Option<String>)> = HashMap::new();
+        if authorized {
+            let mut deletions = Vec::new();
+            let mut upsertions = Vec::new();
+            for user in &order {
+                match verdicts.remove(user) {
+                    Some(Ok(Change::Delete(deletion))) => deletions.push(deletion),
+                    Some(Ok(Change::Upsert(upsertion))) => upsertions.push(upsertion),
+                    Some(Err((error, message))) => {
+                        errors.insert(user.clone(), (error.code(), Some(message)));
+                    }
+                    None => {}
+                }
+            }
+            let users: Vec<String> = deletions
+                .iter()
+                .map(|d| d.user.clone())
+                .chain(upsertions.iter().map(|u| u.user.clone()))
+                .collect();
+            let results = scram_credentials::alter(&deletions, &upsertions);
+            for (user, result) in users.into_iter().zip(results) {
+                errors.insert(user, (result.code, result.message));
+            }
+        }
+        let mut response = AlterUserScramCredentialsResponse::default();
+        for user in order {
+            let (code, message) = if authorized {
+                errors.remove(&user).unwrap_or((0, None))
+            } else {
+                (ResponseError::ClusterAuthorizationFailed.code(), None)
+            };
+            response.results.push(
+                AlterUserScramCredentialsResult::default()
+                    .with_user(str_bytes(&user))
+                    .with_error_code(code)
+                    .with_error_message(message.as_deref().map(str_bytes)),
+            );
+        }
+        respond(&ctx, &response)
+    }
+}
+
+gregor_sdk::export_handler!(AlterUserScramCredentials);

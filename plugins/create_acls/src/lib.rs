@@ -1,0 +1,121 @@
+//! CreateAcls (ApiKey 30): add ACL bindings, as Kafka's AclApis and
+//! AclControlManager do.
+//!
+//! - ALTER on the Cluster is required; without it every creation gets
+//!   CLUSTER_AUTHORIZATION_FAILED.
+//! - Each binding is validated alone (INVALID_REQUEST with Kafka's
+//!   message): the resource type, operation and permission must be
+//!   concrete (not ANY or UNKNOWN), the pattern LITERAL or PREFIXED, the
+//!   name non-empty (and `kafka-cluster` for the Cluster), the principal
+//!   `Type:name`. The valid ones are stored together, durably; adding a
+//!   binding that exists changes nothing.
+//! - Unlike Kafka without an authorizer (SECURITY_DISABLED), the store
+//!   accepts ACLs whichever authorizer is active, since the authorizer
+//!   can be switched live to one that reads them.
+
+use gregor_sdk::acl;
+use gregor_sdk::acl_admin;
+use gregor_sdk::authorize::{cluster_allowed, CLUSTER_NAME};
+use gregor_sdk::authz::{Operation, ResourceType};
+use gregor_sdk::bindings::gregor::broker::types::AclBinding;
+use gregor_sdk::ids::str_bytes;
+use gregor_sdk::kafka_protocol::messages::create_acls_request::AclCreation;
+use gregor_sdk::kafka_protocol::messages::create_acls_response::AclCreationResult;
+use gregor_sdk::kafka_protocol::messages::{CreateAclsRequest, CreateAclsResponse};
+use gregor_sdk::{
+    api_info, decode, respond, ApiInfo, Handler, Outcome, RequestContext, ResponseError,
+};
+
+struct CreateAcls;
+
+/// A creation as a binding, or why it is invalid.
+fn binding(creation: &AclCreation) -> Result<AclBinding, String> {
+    let resource_type = acl::resource_type(creation.resource_type)
+        .filter(|t| *t != ResourceType::Any)
+        .ok_or_else(|| format!("Invalid resourceType {}", creation.resource_type))?;
+    let pattern_type = acl::pattern_type(creation.resource_pattern_type)
+        .ok_or_else(|| format!("Invalid patternType {}", creation.resource_pattern_type))?;
+    let operation = acl::operation(creation.operation)
+        .filter(|op| *op != Operation::Any)
+        .ok_or_else(|| format!("Invalid operation {}", creation.operation))?;
+    let permission = acl::permission(creation.permission_type)
+        .ok_or_else(|| format!("Invalid permissionType {}", creation.permission_type))?;
+    let name = creation.resource_name.as_str();
+    if name.is_empty() {
+        return Err("Invalid empty resource name".to_string());
+    }
+    if resource_type == ResourceType::Cluster && name != CLUSTER_NAME {
+        return Err(format!(
+            "The only valid name for the CLUSTER resource is {CLUSTER_NAME}"
+        ));
+    }
+    let principal = creation.principal.as_str();
+    if !principal.contains(':') {
+        return Err(format!(
+            "Could not parse principal from `{principal}` (no colon is present separating the principal type from the principal name)"
+        ));
+    }
+    Ok(AclBinding {
+        resource_type,
+        resource_name: name.to_string(),
+        pattern_type,
+        principal: principal.to_string(),
+        host: creation.host.to_string(),
+        operation,
+        permission,
+    })
+}
+
+fn result(code: i16, message: Option<&str>) -> AclCreationResult {
+    AclCreationResult::default()
+        .with_error_code(code)
+        .with_error_message(message.map(str_bytes))
+}
+
+impl Handler for CreateAcls {
+    fn describe() -> ApiInfo {
+        api_info::<CreateAclsRequest>("CreateAcls", 1, 3)
+    }
+
+    fn handle(ctx: RequestContext, body: Vec<u8>) -> Outcome {
+        let request: CreateAclsRequest = match decode(&ctx, &body) {
+            Ok(request) => request,
+            Err(outcome) => return outcome,
+        };
+        let mut response = CreateAclsResponse::default();
+        if !cluster_allowed(Operation::Alter) {
+            let denied = ResponseError::ClusterAuthorizationFailed.code();
+            response.results = request
+                .creations
+                .iter()
+                .map(|_| result(denied, None))
+                .collect();
+            return respond(&ctx, &response);
+        }
+        let checked: Vec<Result<AclBinding, String>> =
+            request.creations.iter().map(binding).collect();
+        let valid: Vec<AclBinding> = checked
+            .iter()
+            .filter_map(|checked| checked.as_ref().ok().cloned())
+            .collect();
+        let mut stored = if valid.is_empty() {
+            Vec::new()
+        } else {
+            acl_admin::create_acls(&valid)
+        }
+        .into_iter();
+        response.results = checked
+            .iter()
+            .map(|checked| match checked {
+                Err(message) => result(ResponseError::InvalidRequest.code(), Some(message)),
+                Ok(_) => match stored.next() {
+                    Some(outcome) => result(outcome.code, outcome.message.as_deref()),
+                    None => result(ResponseError::UnknownServerError.code(), None),
+                },
+            })
+            .collect();
+        respond(&ctx, &response)
+    }
+}
+
+gregor_sdk::export_handler!(CreateAcls);

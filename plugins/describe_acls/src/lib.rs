@@ -1,0 +1,94 @@
+//! DescribeAcls (ApiKey 29): the ACL bindings matching one filter, grouped
+//! by resource pattern, as Kafka's AclApis answers.
+//!
+//! - DESCRIBE on the Cluster is required; without it the response carries
+//!   CLUSTER_AUTHORIZATION_FAILED.
+//! - The filter follows Kafka's AclBindingFilter: ANY matches every type,
+//!   operation and permission, a null name, principal or host matches
+//!   every one, and the MATCH pattern type selects every binding that
+//!   applies to the named resource (LITERAL equal or `*`, PREFIXED
+//!   prefixes). A filter with UNKNOWN elements is INVALID_REQUEST.
+
+use gregor_sdk::acl::{self, binding_filter};
+use gregor_sdk::acl_admin;
+use gregor_sdk::authorize::cluster_allowed;
+use gregor_sdk::authz::Operation;
+use gregor_sdk::bindings::gregor::broker::types::AclBinding;
+use gregor_sdk::ids::str_bytes;
+use gregor_sdk::kafka_protocol::messages::describe_acls_response::{
+    AclDescription, DescribeAclsResource,
+};
+use gregor_sdk::kafka_protocol::messages::{DescribeAclsRequest, DescribeAclsResponse};
+use gregor_sdk::{
+    api_info, decode, respond, ApiInfo, Handler, Outcome, RequestContext, ResponseError,
+};
+
+struct DescribeAcls;
+
+/// Kafka's `DescribeAclsResponse.aclsResources`: one resource per
+/// pattern, in order of first appearance, with its ACLs.
+fn resources(bindings: Vec<AclBinding>) -> Vec<DescribeAclsResource> {
+    let mut resources: Vec<DescribeAclsResource> = Vec::new();
+    for binding in bindings {
+        let resource_type = acl::resource_type_code(binding.resource_type);
+        let pattern_type = acl::pattern_type_code(binding.pattern_type);
+        let description = AclDescription::default()
+            .with_principal(str_bytes(&binding.principal))
+            .with_host(str_bytes(&binding.host))
+            .with_operation(acl::operation_wire_code(binding.operation))
+            .with_permission_type(acl::permission_code(binding.permission));
+        let existing = resources.iter_mut().find(|resource| {
+            resource.resource_type == resource_type
+                && resource.pattern_type == pattern_type
+                && resource.resource_name.as_str() == binding.resource_name
+        });
+        match existing {
+            Some(resource) => resource.acls.push(description),
+            None => resources.push(
+                DescribeAclsResource::default()
+                    .with_resource_type(resource_type)
+                    .with_resource_name(str_bytes(&binding.resource_name))
+                    .with_pattern_type(pattern_type)
+                    .with_acls(vec![description]),
+            ),
+        }
+    }
+    resources
+}
+
+impl Handler for DescribeAcls {
+    fn describe() -> ApiInfo {
+        api_info::<DescribeAclsRequest>("DescribeAcls", 1, 3)
+    }
+
+    fn handle(ctx: RequestContext, body: Vec<u8>) -> Outcome {
+        let request: DescribeAclsRequest = match decode(&ctx, &body) {
+            Ok(request) => request,
+            Err(outcome) => return outcome,
+        };
+        let mut response = DescribeAclsResponse::default();
+        if !cluster_allowed(Operation::Describe) {
+            response.error_code = ResponseError::ClusterAuthorizationFailed.code();
+            return respond(&ctx, &response);
+        }
+        let filter = binding_filter(
+            request.resource_type_filter,
+            request.resource_name_filter.as_ref().map(|n| n.as_str()),
+            request.pattern_type_filter,
+            request.principal_filter.as_ref().map(|p| p.as_str()),
+            request.host_filter.as_ref().map(|h| h.as_str()),
+            request.operation,
+            request.permission_type,
+        );
+        match filter {
+            Ok(filter) => response.resources = resources(acl_admin::describe_acls(&filter)),
+            Err(message) => {
+                response.error_code = ResponseError::InvalidRequest.code();
+                response.error_message = Some(str_bytes(&message));
+            }
+        }
+        respond(&ctx, &response)
+    }
+}
+
+gregor_sdk::export_handler!(DescribeAcls);

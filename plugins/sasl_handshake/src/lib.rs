@@ -1,0 +1,39 @@
+//! SaslHandshake (ApiKey 17): the client names the SASL mechanism it wants,
+//! as in Kafka's SaslServerAuthenticator. The host keeps the connection's
+//! authentication state: on a SASL listener before authentication it
+//! selects the mechanism (or answers UNSUPPORTED_SASL_MECHANISM with the
+//! enabled ones and closes the connection); on a listener without SASL or
+//! after authentication it answers ILLEGAL_SASL_STATE, as KafkaApis does.
+//!
+//! Versions 0 and 1 are advertised, as Kafka does: librdkafka requires v0
+//! in ApiVersions before it will use SASL at all, then speaks v1 with
+//! SaslAuthenticate. A client that really uses v0 would send the SASL
+//! tokens unframed (pre-KIP-152), which Gregor does not speak: such a
+//! connection is closed at its first token. No authorization: the client
+//! has not said who it is yet.
+
+use gregor_sdk::ids::str_bytes;
+use gregor_sdk::kafka_protocol::messages::{SaslHandshakeRequest, SaslHandshakeResponse};
+use gregor_sdk::{api_info, decode, respond, sasl, ApiInfo, Handler, Outcome, RequestContext};
+
+struct SaslHandshake;
+
+impl Handler for SaslHandshake {
+    fn describe() -> ApiInfo {
+        api_info::<SaslHandshakeRequest>("SaslHandshake", 0, 1)
+    }
+
+    fn handle(ctx: RequestContext, body: Vec<u8>) -> Outcome {
+        let request: SaslHandshakeRequest = match decode(&ctx, &body) {
+            Ok(request) => request,
+            Err(outcome) => return outcome,
+        };
+        let result = sasl::handshake(request.mechanism.as_str());
+        let response = SaslHandshakeResponse::default()
+            .with_error_code(result.error_code)
+            .with_mechanisms(result.mechanisms.iter().map(|m| str_bytes(m)).collect());
+        respond(&ctx, &response)
+    }
+}
+
+gregor_sdk::export_handler!(SaslHandshake);
