@@ -71,10 +71,10 @@ test-deps:
 test: test-deps build unit-test integration-test
 
 unit-test:
-	$(CARGO) test --release -p gregor -p gregor-sdk $(addprefix -p ,$(PLUGINS) $(EXAMPLES))
+	$(CARGO) test --release --no-fail-fast -p gregor -p gregor-sdk $(addprefix -p ,$(PLUGINS) $(EXAMPLES))
 
 integration-test:
-	$(CARGO) test --release -p gregor-tests
+	$(CARGO) test --release --no-fail-fast -p gregor-tests
 
 lint:
 	$(CARGO) fmt --all -- --check
