@@ -16,6 +16,7 @@ use tracing::{debug, info_span, warn, Instrument};
 
 use crate::broker::Broker;
 use crate::channel::{Reply, Request, RequestChannel, Response, Route};
+use crate::config::FailurePolicy;
 use crate::metrics::RequestEnd;
 use crate::network::header::encode_response;
 use crate::plugins::bindings::{Outcome, RequestContext};
@@ -102,15 +103,21 @@ impl KafkaApis {
                         // element, from a fresh instance) answers if it has
                         // one; otherwise the connection is closed and the
                         // client reconnects and retries.
-                        let fallback = handler
-                            .error_response(
-                                &self.broker,
-                                &request.session,
-                                &ctx,
-                                &request.body,
-                                UNKNOWN_SERVER_ERROR,
-                            )
-                            .await;
+                        let policy = self.broker.config.plugin_failure_policy(&handler.source().name);
+                        let fallback = match policy {
+                            FailurePolicy::ErrorResponse => {
+                                handler
+                                    .error_response(
+                                        &self.broker,
+                                        &request.session,
+                                        &ctx,
+                                        &request.body,
+                                        UNKNOWN_SERVER_ERROR,
+                                    )
+                                    .await
+                            }
+                            FailurePolicy::CloseConnection => None,
+                        };
                         warn!(
                             plugin = %handler.source().name,
                             api_key = request.header.api_key,

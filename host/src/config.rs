@@ -18,6 +18,16 @@ pub struct BrokerConfig {
     props: BTreeMap<String, String>,
 }
 
+/// What the host does when a handler call traps or times out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailurePolicy {
+    /// Send the module's error response (UNKNOWN_SERVER_ERROR for every
+    /// element) if it has one, else close the connection. The default.
+    ErrorResponse,
+    /// Always close the connection.
+    CloseConnection,
+}
+
 /// A listener parsed from `listeners`, e.g. `PLAINTEXT://127.0.0.1:9092`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ListenerSpec {
@@ -143,6 +153,13 @@ impl BrokerConfig {
         self.plugin_call_timeout_ms()?;
         self.plugin_memory_max_bytes()?;
         self.plugin_instance_max_calls()?;
+        for (name, value) in &self.props {
+            if name.starts_with("plugin.failure.policy.")
+                && !matches!(value.as_str(), "error-response" | "close-connection")
+            {
+                bail!("{name} must be error-response or close-connection, not {value:?}");
+            }
+        }
         self.plugin_memory_recycle_bytes()?;
         self.fetch_max_bytes()?;
         self.admin_listener()?;
@@ -297,6 +314,16 @@ impl BrokerConfig {
     pub fn plugin_watch_interval(&self) -> Result<std::time::Duration> {
         let ms: u64 = self.parsed("plugin.watch.interval.ms")?;
         Ok(std::time::Duration::from_millis(ms.max(10)))
+    }
+
+    /// What a failed call of this module's handler does
+    /// (`plugin.failure.policy.<module>`). Both policies fail closed: the
+    /// request is never passed on as if it had succeeded.
+    pub fn plugin_failure_policy(&self, module: &str) -> FailurePolicy {
+        match self.get(&format!("plugin.failure.policy.{module}")) {
+            Some("close-connection") => FailurePolicy::CloseConnection,
+            _ => FailurePolicy::ErrorResponse,
+        }
     }
 
     /// The authorizer module's file stem, if one is configured.

@@ -477,3 +477,25 @@ async fn futures_join_all<F: std::future::Future>(
     }
     out
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn close_connection_policy_skips_the_error_response() {
+    let admin = format!("127.0.0.1:{}", free_port());
+    let plugins = private_plugin_dir();
+    let plugin_path = plugins.path().display().to_string();
+    let broker = Broker::start_with(&[
+        ("plugin.dir", plugin_path.as_str()),
+        ("admin.listener", admin.as_str()),
+        ("plugin.failure.policy.chaos", "close-connection"),
+    ]);
+    let chaos = example("chaos").display().to_string();
+    let (ok, text) = cli(&admin, &["load", &chaos]);
+    assert!(ok, "loading chaos failed: {text}");
+    // The module offers an error response ([1, 1]), but the policy closes.
+    let mut conn = Conn::connect(broker.addr());
+    conn.send(&request_frame(CHAOS_KEY, 0, 7, false, &[1, 1]))
+        .expect("send");
+    conn.expect_closed("a trap under the close-connection policy");
+    let entry = handler_entry(&plugin_list(&admin), "chaos").expect("chaos listed");
+    assert_eq!(entry["traps"], 1, "{entry}");
+}
