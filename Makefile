@@ -10,6 +10,8 @@ GREGOR_BIN := $(abspath $(TARGET_DIR)/release/gregor)
 PLUGINS := api_versions metadata produce fetch list_offsets create_topics delete_topics authorizer_acl delete_records describe_log_dirs alter_replica_log_dirs find_coordinator join_group heartbeat leave_group sync_group describe_groups list_groups offset_commit offset_fetch delete_groups offset_delete consumer_group_heartbeat consumer_group_describe
 # Security: SASL, SCRAM credentials and ACL administration.
 PLUGINS += sasl_handshake sasl_authenticate describe_user_scram_credentials alter_user_scram_credentials create_acls describe_acls delete_acls
+# Exactly-once: idempotent producers.
+PLUGINS += init_producer_id
 PLUGIN_WASM := $(addprefix $(TARGET_DIR)/wasm32-wasip2/plugin/,$(addsuffix .wasm,$(PLUGINS)))
 # Example modules: not loaded by default (drop one into the plugin dir to try it).
 EXAMPLES := topic_summary chaos

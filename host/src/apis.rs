@@ -103,7 +103,10 @@ impl KafkaApis {
                         // element, from a fresh instance) answers if it has
                         // one; otherwise the connection is closed and the
                         // client reconnects and retries.
-                        let policy = self.broker.config.plugin_failure_policy(&handler.source().name);
+                        let policy = self
+                            .broker
+                            .config
+                            .plugin_failure_policy(&handler.source().name);
                         let fallback = match policy {
                             FailurePolicy::ErrorResponse => {
                                 handler

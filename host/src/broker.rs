@@ -15,6 +15,7 @@ use crate::metadata::store::MetadataStore;
 use crate::metadata::topics::TopicManager;
 use crate::metrics::Metrics;
 use crate::plugins::registry::Registry;
+use crate::producer_ids::ProducerIdManager;
 use crate::replica::ReplicaManager;
 use crate::security::acl_store::AclStore;
 use crate::security::authorization::Authorization;
@@ -46,6 +47,8 @@ pub struct Broker {
     pub metrics: Arc<Metrics>,
     /// Consumer groups and committed offsets (Kafka's GroupCoordinator).
     pub groups: Arc<GroupCoordinator>,
+    /// Producer ids for InitProducerId, never handed out twice.
+    pub producer_ids: ProducerIdManager,
 }
 
 impl Broker {
@@ -80,7 +83,9 @@ impl Broker {
                 Arc::clone(&logs),
                 Arc::clone(&metrics),
                 config.fetch_max_bytes()?,
-            ),
+            )
+            .with_producer_id_expiration_ms(producer_id_expiration_ms(&config)?),
+            producer_ids: ProducerIdManager::open(&log_dir).context("opening producer ids")?,
             metrics,
             logs,
             topics,
@@ -122,6 +127,20 @@ impl Broker {
             .shutdown()
             .map_err(|error| anyhow::anyhow!("{error}"))
             .context("flushing logs")
+    }
+}
+
+/// `producer.id.expiration.ms` (Kafka's default: one day): how long a
+/// partition keeps the sequence state of an idle idempotent producer.
+fn producer_id_expiration_ms(config: &BrokerConfig) -> Result<i64> {
+    match config.get("producer.id.expiration.ms") {
+        None => Ok(crate::log::producer_state::DEFAULT_EXPIRATION_MS),
+        Some(raw) => raw
+            .trim()
+            .parse::<i64>()
+            .ok()
+            .filter(|ms| *ms > 0)
+            .with_context(|| format!("invalid value {raw:?} for producer.id.expiration.ms")),
     }
 }
 

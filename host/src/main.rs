@@ -20,6 +20,7 @@ mod metadata;
 mod metrics;
 mod network;
 mod plugins;
+mod producer_ids;
 mod replica;
 mod security;
 

@@ -124,6 +124,7 @@ struct Inner {
     request_bytes: BTreeMap<String, u64>,
     phases: BTreeMap<(String, usize), Histogram>,
     errors: BTreeMap<(String, &'static str), u64>,
+    response_errors: BTreeMap<(String, i16), u64>,
     topics: BTreeMap<String, TopicStats>,
     connections: BTreeMap<String, i64>,
     plugins: BTreeMap<String, PluginStats>,
@@ -206,6 +207,17 @@ impl Metrics {
             *inner
                 .errors
                 .entry((request.to_string(), error))
+                .or_default() += 1;
+        }
+    }
+
+    /// Error codes a module reported in its responses.
+    pub fn record_response_errors(&self, request: &str, codes: &[i16]) {
+        let mut inner = self.lock();
+        for code in codes.iter().filter(|code| **code != 0) {
+            *inner
+                .response_errors
+                .entry((request.to_string(), *code))
                 .or_default() += 1;
         }
     }
@@ -307,6 +319,19 @@ impl Metrics {
             let _ = writeln!(
                 out,
                 "gregor_request_errors_total{{request=\"{}\",error=\"{error}\"}} {count}",
+                label(request)
+            );
+        }
+        family(
+            &mut out,
+            "gregor_response_errors_total",
+            "counter",
+            "Error codes in responses by API, as reported by the handler modules (Kafka ErrorsPerSec by error).",
+        );
+        for ((request, code), count) in &inner.response_errors {
+            let _ = writeln!(
+                out,
+                "gregor_response_errors_total{{request=\"{}\",code=\"{code}\"}} {count}",
                 label(request)
             );
         }

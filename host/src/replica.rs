@@ -3,12 +3,17 @@
 //! partitions in request order and, when fewer than `min_bytes` are
 //! available, waits for an append or for `max_wait_ms` (Kafka's fetch
 //! purgatory) as an async wait that suspends only the calling guest.
+//! Appends that carry a producer id pass the idempotent-producer checks
+//! first (`log::producer_state`), atomically with the write.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 
+use crate::log::producer_state::{self, ProducerBatch, ProducerStateMap, Verdict};
 use crate::log::{LogStore, StorageError, TopicPartition};
 use crate::metrics::Metrics;
 
@@ -65,6 +70,11 @@ pub struct ReplicaManager {
     fetch_max_bytes: usize,
     appended: Notify,
     metrics: Arc<Metrics>,
+    /// Idempotent-producer state per partition; a partition's lock is held
+    /// across the sequence check and the append.
+    producers: Mutex<HashMap<TopicPartition, Arc<Mutex<ProducerStateMap>>>>,
+    /// `producer.id.expiration.ms`.
+    producer_expiration_ms: AtomicI64,
 }
 
 fn now_ms() -> i64 {
@@ -81,7 +91,17 @@ impl ReplicaManager {
             fetch_max_bytes,
             appended: Notify::new(),
             metrics,
+            producers: Mutex::new(HashMap::new()),
+            producer_expiration_ms: AtomicI64::new(producer_state::DEFAULT_EXPIRATION_MS),
         }
+    }
+
+    /// Sets `producer.id.expiration.ms`: how long a partition remembers an
+    /// idle idempotent producer.
+    pub fn with_producer_id_expiration_ms(self, expiration_ms: i64) -> Self {
+        self.producer_expiration_ms
+            .store(expiration_ms, Ordering::Relaxed);
+        self
     }
 
     /// Appends one partition's batches. On a single node acks=1 and
@@ -94,7 +114,104 @@ impl ReplicaManager {
             topic: topic.to_string(),
             partition,
         };
-        match self.logs.append(&tp, records, now_ms()) {
+        let batches = producer_state::producer_batches(records)
+            .filter(|batches| batches.iter().any(ProducerBatch::has_producer));
+        let Some(mut batches) = batches else {
+            return self.append_to_log(&tp, records);
+        };
+        let state = self.producer_state(&tp);
+        let mut state = state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Err(error) = self.load_producer_state(&tp, &mut state) {
+            self.metrics.record_produce(topic, 0, 0, true);
+            return AppendOutcome::failed(error.error_code(), message_of(&error));
+        }
+        let now = now_ms();
+        state.expire(now, self.producer_expiration_ms.load(Ordering::Relaxed));
+        match state.check(&batches) {
+            Ok(Verdict::Append) => {}
+            Ok(Verdict::Duplicate(original)) => {
+                // Kafka's DUPLICATE: success with the original offsets.
+                let log_start_offset = self
+                    .logs
+                    .offsets(&tp)
+                    .map_or(-1, |offsets| offsets.log_start_offset);
+                return AppendOutcome {
+                    error_code: codes::NONE,
+                    error_message: None,
+                    base_offset: original.first_offset,
+                    log_append_time_ms: -1,
+                    log_start_offset,
+                };
+            }
+            Err(error) => {
+                self.metrics.record_produce(topic, 0, 0, true);
+                return AppendOutcome::failed(error.error_code, Some(error.message));
+            }
+        }
+        let outcome = self.append_to_log(&tp, records);
+        if outcome.error_code == codes::NONE {
+            let mut next = outcome.base_offset;
+            for batch in &mut batches {
+                batch.base_offset = next;
+                next = next.saturating_add(i64::from(batch.last_offset_delta) + 1);
+            }
+            state.record(&batches);
+            state.end_offset = next;
+        }
+        outcome
+    }
+
+    /// The producer state of a partition (created empty, not yet loaded).
+    fn producer_state(&self, tp: &TopicPartition) -> Arc<Mutex<ProducerStateMap>> {
+        let mut all = self
+            .producers
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        Arc::clone(all.entry(tp.clone()).or_default())
+    }
+
+    /// Rebuilds a partition's producer state from its batch headers the
+    /// first time it is needed, and again if the log is shorter than the
+    /// state remembers (the topic was deleted and created again).
+    fn load_producer_state(
+        &self,
+        tp: &TopicPartition,
+        state: &mut ProducerStateMap,
+    ) -> Result<(), StorageError> {
+        let offsets = self.logs.offsets(tp)?;
+        if state.loaded && offsets.high_watermark >= state.end_offset {
+            return Ok(());
+        }
+        *state = ProducerStateMap::default();
+        let mut next = offsets.log_start_offset;
+        while next < offsets.high_watermark {
+            let read = self.logs.read(tp, next, 1 << 20, true)?;
+            let Some(batches) = producer_state::producer_batches(&read.records) else {
+                break;
+            };
+            let Some(last) = batches.last() else {
+                break;
+            };
+            let after = last
+                .base_offset
+                .saturating_add(i64::from(last.last_offset_delta) + 1);
+            if after <= next {
+                break;
+            }
+            state.record(&batches);
+            next = after;
+        }
+        state.loaded = true;
+        state.end_offset = offsets.high_watermark;
+        Ok(())
+    }
+
+    /// The append itself, counted into the topic metrics.
+    fn append_to_log(&self, tp: &TopicPartition, records: &[u8]) -> AppendOutcome {
+        let topic = tp.topic.as_str();
+        match self.logs.append(tp, records, now_ms()) {
             Ok(info) => {
                 self.appended.notify_waiters();
                 self.metrics

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use gregor_tests::wire::{request_frame, Conn};
 use gregor_tests::{free_port, kafka, workspace_root, Broker};
+use rdkafka::consumer::Consumer;
 use rdkafka::producer::FutureRecord;
 
 fn scrape(admin: &str) -> String {
@@ -116,6 +117,13 @@ async fn counters_move_with_real_client_traffic() {
         .expect("send");
     conn.expect_closed("chaos trap");
 
+    // A Metadata request for a missing topic (auto-creation is off for
+    // consumers) answers UNKNOWN_TOPIC_OR_PARTITION, which the module reports.
+    let missing = kafka::plain_consumer(&broker)
+        .fetch_metadata(Some("no-such-topic"), Duration::from_secs(30))
+        .expect("metadata for a missing topic");
+    assert!(missing.topics().iter().all(|t| t.error().is_some()));
+
     let text = scrape(&admin);
     let produce_requests: f64 = text
         .lines()
@@ -178,6 +186,14 @@ async fn counters_move_with_real_client_traffic() {
         "one total-time observation per Produce request"
     );
     assert!(text.contains("gregor_handler_idle_ratio "), "{text}");
+    assert!(
+        sample(
+            &text,
+            "gregor_response_errors_total{request=\"Metadata\",code=\"3\"}"
+        )
+        .is_some_and(|count| count >= 1.0),
+        "the Metadata module reported UNKNOWN_TOPIC_OR_PARTITION:\n{text}"
+    );
     assert!(
         sample(&text, "gregor_connections{listener=\"PLAINTEXT\"}").is_some_and(|open| open >= 1.0)
     );

@@ -227,14 +227,15 @@ async fn acknowledged_messages_survive_repeated_sigkill() {
             Arc::clone(&stop),
             Arc::clone(&acked),
         );
-        // Let the load run, then kill at a moment that varies per round.
+        // Let the load run for a while (segments roll, flush and are
+        // checkpointed), then kill at a moment that varies per round.
         let before = acked.lock().expect("acked").len();
         wait_for(
             "acknowledgements before the kill",
             Duration::from_secs(60),
             || (acked.lock().expect("acked").len() > before + 2000).then_some(()),
         );
-        tokio::time::sleep(Duration::from_millis(137 * round)).await;
+        tokio::time::sleep(Duration::from_millis(1500 + 337 * round)).await;
         broker.kill();
         stop.store(true, Ordering::Relaxed);
         next_seq = load.await.expect("load task");

@@ -507,7 +507,10 @@ fn wait_stop(stop: &(Mutex<bool>, Condvar), timeout: Duration) -> bool {
 
 fn scheduler(inner: &Inner, stop: &(Mutex<bool>, Condvar)) {
     let mut last_retention = Instant::now();
-    let mut last_checkpoint = Instant::now();
+    // The first flush after start is checkpointed at once.
+    let mut last_checkpoint = Instant::now()
+        .checked_sub(CHECKPOINT_MIN_INTERVAL)
+        .unwrap_or_else(Instant::now);
     let mut checkpoint_pending = false;
     while !wait_stop(stop, SCHEDULER_TICK) {
         let now = now_ms();

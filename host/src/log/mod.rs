@@ -50,11 +50,14 @@
 //! ([`LogStore::shutdown`]) fsyncs everything.
 
 mod batch;
+#[cfg(test)]
+mod bench;
 mod checkpoint;
 mod cleaner;
 mod index;
 pub mod manager;
 mod partition;
+pub mod producer_state;
 mod segment;
 
 use std::fmt;

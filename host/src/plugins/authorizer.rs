@@ -22,7 +22,7 @@ use crate::plugins::bindings::authorizer::{KafkaAuthorizer, KafkaAuthorizerPre};
 use crate::plugins::bindings::handler::gregor::broker::types::{
     AclBinding as WitAclBinding, PatternType as WitPatternType, PermissionType,
 };
-use crate::plugins::bindings::Action;
+use crate::plugins::bindings::{Action, ResourceType};
 use crate::plugins::engine::EPOCH_TICK;
 use crate::plugins::handler::ModuleSource;
 use crate::plugins::imports::LogBudget;
@@ -55,6 +55,19 @@ impl WasiView for AuthorizerState {
 impl acls::Host for AuthorizerState {
     fn list_acls(&mut self) -> Vec<WitAclBinding> {
         self.acls.snapshot().iter().map(to_wit_binding).collect()
+    }
+
+    fn acls_for_resource(
+        &mut self,
+        resource_type: ResourceType,
+        resource_name: String,
+    ) -> Vec<WitAclBinding> {
+        self.acls
+            .snapshot()
+            .iter()
+            .filter(|acl| acl.applies_to(resource_type, &resource_name))
+            .map(to_wit_binding)
+            .collect()
     }
 
     fn authorizer_config(&mut self, name: String) -> Option<String> {

@@ -15,6 +15,7 @@ use wasmtime::{Engine, Store, UpdateDeadline};
 
 use crate::broker::Broker;
 use crate::channel::Session;
+use crate::metrics::request_label;
 use crate::plugins::bindings::handler::{KafkaHandler, KafkaHandlerPre};
 use crate::plugins::bindings::{ApiInfo, Outcome, RequestContext};
 use crate::plugins::state::{CallClock, HandlerState};
@@ -92,6 +93,8 @@ struct LiveInstance {
 
 pub struct LoadedHandler {
     info: ApiInfo,
+    /// The API's metrics label (`request` in `/metrics`).
+    label: Arc<str>,
     source: ModuleSource,
     engine: Engine,
     pre: KafkaHandlerPre<HandlerState>,
@@ -123,6 +126,7 @@ impl LoadedHandler {
             .wasm_context("calling describe()")?;
         validate_info(&info)?;
         let handler = Self {
+            label: Arc::from(request_label(info.api_key, &info.name)),
             info,
             source,
             engine: engine.clone(),
@@ -182,6 +186,7 @@ impl LoadedHandler {
             state.session = Some(Arc::clone(session));
             state.client_id.clone_from(&ctx.client_id);
             state.clock = CallClock::new(self.limits.call_timeout);
+            state.api_label = Arc::clone(&self.label);
         }
         instance.store.set_epoch_deadline(1);
         let result = instance
@@ -222,9 +227,15 @@ impl LoadedHandler {
         body: &[u8],
         error_code: i16,
     ) -> Option<Vec<u8>> {
-        let mut instance = instantiate(&self.engine, &self.pre, &self.source.name, &self.limits, broker)
-            .await
-            .ok()?;
+        let mut instance = instantiate(
+            &self.engine,
+            &self.pre,
+            &self.source.name,
+            &self.limits,
+            broker,
+        )
+        .await
+        .ok()?;
         self.stats.instantiations.fetch_add(1, Ordering::Relaxed);
         {
             let state = instance.store.data_mut();

@@ -29,6 +29,8 @@ pub struct HandlerState {
     pub client_id: Option<String>,
     pub clock: CallClock,
     pub log_budget: LogBudget,
+    /// The request label of the API this module serves, for metrics.
+    pub api_label: Arc<str>,
 }
 
 /// Guest-time accounting for the current call.
@@ -80,6 +82,7 @@ impl HandlerState {
             client_id: None,
             clock: CallClock::new(budget),
             log_budget: LogBudget::default(),
+            api_label: Arc::from(""),
         }
     }
 }

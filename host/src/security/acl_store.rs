@@ -50,6 +50,21 @@ pub struct AclBinding {
     pub permission: Permission,
 }
 
+impl AclBinding {
+    /// Whether this binding applies to the named resource (type equal;
+    /// LITERAL name equal or `*`; PREFIXED name a prefix of it), as
+    /// StandardAuthorizer matches resource patterns.
+    pub fn applies_to(&self, resource_type: ResourceType, name: &str) -> bool {
+        self.resource_type == resource_type
+            && match self.pattern_type {
+                PatternType::Literal => {
+                    self.resource_name == name || self.resource_name == WILDCARD
+                }
+                PatternType::Prefixed => name.starts_with(&self.resource_name),
+            }
+    }
+}
+
 /// How a filter selects pattern types.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PatternFilter {

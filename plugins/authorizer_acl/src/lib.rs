@@ -1,10 +1,12 @@
 //! The default authorizer: Kafka's `StandardAuthorizer` over the broker's
 //! ACL store, as a module of the `kafka-authorizer` world.
 //!
-//! Each call reads the ACLs and the authorizer config (`super.users`,
-//! `allow.everyone.if.no.acl.found`) from the host and decides every action
-//! with the pure rules in [`policy`], so an ACL change applies to the next
-//! request. The host fails closed: a trap here is a denial.
+//! Each call reads the authorizer config (`super.users`,
+//! `allow.everyone.if.no.acl.found`) and, per action, the ACLs that apply
+//! to its resource from the host, and decides with the pure rules in
+//! [`policy`], so an ACL change applies to the next request. The host
+//! caches the decisions until the ACLs change, and fails closed: a trap
+//! here is a denial.
 
 mod policy;
 
@@ -26,10 +28,12 @@ impl Guest for AclAuthorizer {
             acls::authorizer_config("super.users").as_deref(),
             acls::authorizer_config("allow.everyone.if.no.acl.found").as_deref(),
         );
-        let acls = acls::list_acls();
         actions
             .iter()
             .map(|action| {
+                // Only the bindings that apply to this resource cross the
+                // boundary, so the cost follows them, not the store's size.
+                let acls = acls::acls_for_resource(action.resource_type, &action.resource_name);
                 let allowed = policy::authorize(&config, &acls, &request.principal, &request.client_host, action);
                 if !allowed {
                     logging::log(

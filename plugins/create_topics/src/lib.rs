@@ -93,6 +93,7 @@ impl Handler for CreateTopics {
             };
             response.topics.push(result);
         }
+        gregor_sdk::count_errors(response.topics.iter().map(|topic| topic.error_code));
         respond(&ctx, &response)
     }
 }

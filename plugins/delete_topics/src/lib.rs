@@ -135,6 +135,7 @@ impl Handler for DeleteTopics {
                 },
             });
         }
+        gregor_sdk::count_errors(response.responses.iter().map(|topic| topic.error_code));
         respond(&ctx, &response)
     }
 }

@@ -117,6 +117,12 @@ impl Handler for Fetch {
                 }
             }
         }
+        gregor_sdk::count_errors(
+            response
+                .responses
+                .iter()
+                .flat_map(|topic| topic.partitions.iter().map(|p| p.error_code)),
+        );
         respond(&ctx, &response)
     }
 

@@ -71,6 +71,12 @@ impl Handler for ListOffsets {
                     .with_partitions(partitions.collect()),
             );
         }
+        gregor_sdk::count_errors(
+            response
+                .topics
+                .iter()
+                .flat_map(|topic| topic.partitions.iter().map(|p| p.error_code)),
+        );
         respond(&ctx, &response)
     }
 }

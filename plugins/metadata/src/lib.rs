@@ -95,6 +95,7 @@ impl Handler for Metadata {
                 0
             };
         }
+        gregor_sdk::count_errors(response.topics.iter().map(|topic| topic.error_code));
         respond(&ctx, &response)
     }
 }

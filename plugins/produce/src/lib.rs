@@ -30,8 +30,8 @@ use gregor_sdk::kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 use gregor_sdk::kafka_protocol::protocol::StrBytes;
 use gregor_sdk::log::{self, AppendResult};
 use gregor_sdk::{
-    api_info, decode, encode, log_info, log_warn, respond, ApiInfo, Handler, Outcome, RequestContext,
-    ResponseError, NONE,
+    api_info, decode, encode, log_info, log_warn, respond, ApiInfo, Handler, Outcome,
+    RequestContext, ResponseError, NONE,
 };
 
 struct Produce;
@@ -101,6 +101,12 @@ impl Handler for Produce {
             );
         }
 
+        gregor_sdk::count_errors(
+            response
+                .responses
+                .iter()
+                .flat_map(|topic| topic.partition_responses.iter().map(|p| p.error_code)),
+        );
         match request.acks {
             0 if failures.is_empty() => Outcome::NoResponse,
             0 => {

@@ -27,12 +27,14 @@ pub mod bindings {
     });
 }
 
-pub use handler::Handler;
+/// Producer ids for InitProducerId.
+pub use bindings::gregor::broker::txn;
 pub use bindings::gregor::broker::types::{ApiInfo, KafkaError, Outcome, RequestContext, Uuid};
-pub use bindings::gregor::broker::{log, logging, metadata};
 /// Host security services: SASL for this connection, SCRAM credentials and
 /// ACL administration.
 pub use bindings::gregor::broker::{acl_admin, sasl, scram_credentials};
+pub use bindings::gregor::broker::{log, logging, metadata};
+pub use handler::Handler;
 
 /// Authorization: the `authz` import and the vocabulary it speaks.
 pub mod authz {
@@ -46,6 +48,15 @@ pub use uuid;
 
 /// Kafka's "no error" code.
 pub const NONE: i16 = 0;
+
+/// Reports the error codes of a response for the broker's metrics
+/// (`gregor_response_errors_total`); NONE (0) codes are ignored.
+pub fn count_errors(codes: impl IntoIterator<Item = i16>) {
+    let codes: Vec<i16> = codes.into_iter().filter(|code| *code != NONE).collect();
+    if !codes.is_empty() {
+        bindings::gregor::broker::stats::count_errors(&codes);
+    }
+}
 
 /// Writes a line into the broker's log, tagged with this module.
 pub fn log_info(message: &str) {

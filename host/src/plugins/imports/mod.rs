@@ -7,6 +7,8 @@ mod log;
 mod logging;
 mod metadata;
 mod security;
+mod stats;
+mod txn;
 
 pub use logging::LogBudget;
 

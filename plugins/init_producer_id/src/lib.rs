@@ -1,0 +1,93 @@
+//! InitProducerId (ApiKey 22): a producer id and epoch for an idempotent
+//! producer, as Kafka's `KafkaApis.handleInitProducerIdRequest` and
+//! `TransactionCoordinator.handleInitProducerId` without a transactional id.
+//!
+//! - Versions 0-5; flexible from v2.
+//! - Authorization as Kafka: IDEMPOTENT_WRITE on the Cluster, or WRITE on
+//!   topics (Kafka's `authorizeByResourceType`; the authz interface answers
+//!   per resource, so we ask for WRITE on every existing topic and accept
+//!   any). Refused: CLUSTER_AUTHORIZATION_FAILED.
+//! - The host allocates the id (`txn.init-idempotent-producer`), durably, so
+//!   an id is never reused; the epoch is 0. As in Kafka, the producer id and
+//!   epoch a v3+ idempotent producer sends are ignored: it gets a new id.
+//! - A transactional id: WRITE on that TransactionalId first
+//!   (TRANSACTIONAL_ID_AUTHORIZATION_FAILED), then, since this broker has no
+//!   transaction coordinator yet, COORDINATOR_NOT_AVAILABLE, which a client
+//!   treats as retriable rather than as success it cannot use.
+//! - A transaction timeout is checked only for transactional producers, as
+//!   Kafka does.
+
+use gregor_sdk::authorize::{allowed_names, cluster_allowed, is_allowed};
+use gregor_sdk::authz::{Operation, ResourceType};
+use gregor_sdk::kafka_protocol::messages::{
+    InitProducerIdRequest, InitProducerIdResponse, ProducerId,
+};
+use gregor_sdk::{
+    api_info, decode, metadata, respond, txn, ApiInfo, Handler, Outcome, RequestContext,
+    ResponseError,
+};
+
+struct InitProducerId;
+
+impl Handler for InitProducerId {
+    fn describe() -> ApiInfo {
+        api_info::<InitProducerIdRequest>("InitProducerId", 0, 5)
+    }
+
+    fn handle(ctx: RequestContext, body: Vec<u8>) -> Outcome {
+        let request: InitProducerIdRequest = match decode(&ctx, &body) {
+            Ok(request) => request,
+            Err(outcome) => return outcome,
+        };
+        let response = match &request.transactional_id {
+            Some(id) if !id.is_empty() => transactional(id.as_str()),
+            _ if !idempotent_write_allowed() => {
+                failed(ResponseError::ClusterAuthorizationFailed.code())
+            }
+            _ => {
+                let answer = txn::init_idempotent_producer();
+                InitProducerIdResponse::default()
+                    .with_error_code(answer.error_code)
+                    .with_producer_id(ProducerId(answer.producer_id))
+                    .with_producer_epoch(answer.producer_epoch)
+            }
+        };
+        respond(&ctx, &response)
+    }
+
+    fn error_response(ctx: RequestContext, _body: Vec<u8>, error_code: i16) -> Option<Vec<u8>> {
+        gregor_sdk::encode(&ctx, &failed(error_code))
+    }
+}
+
+/// Kafka: IDEMPOTENT_WRITE on the Cluster, or WRITE on any topic.
+fn idempotent_write_allowed() -> bool {
+    if cluster_allowed(Operation::IdempotentWrite) {
+        return true;
+    }
+    let topics = metadata::list_topics();
+    let names = topics.iter().map(|topic| topic.name.as_str());
+    allowed_names(Operation::Write, ResourceType::Topic, names)
+        .values()
+        .any(|allowed| *allowed)
+}
+
+fn transactional(transactional_id: &str) -> InitProducerIdResponse {
+    if !is_allowed(
+        Operation::Write,
+        ResourceType::TransactionalId,
+        transactional_id,
+    ) {
+        return failed(ResponseError::TransactionalIdAuthorizationFailed.code());
+    }
+    failed(ResponseError::CoordinatorNotAvailable.code())
+}
+
+fn failed(error_code: i16) -> InitProducerIdResponse {
+    InitProducerIdResponse::default()
+        .with_error_code(error_code)
+        .with_producer_id(ProducerId(-1))
+        .with_producer_epoch(-1)
+}
+
+gregor_sdk::export_handler!(InitProducerId);
