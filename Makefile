@@ -11,7 +11,9 @@ PLUGINS := api_versions metadata produce fetch list_offsets create_topics delete
 # Security: SASL, SCRAM credentials and ACL administration.
 PLUGINS += sasl_handshake sasl_authenticate describe_user_scram_credentials alter_user_scram_credentials create_acls describe_acls delete_acls
 # Exactly-once: idempotent producers.
-PLUGINS += init_producer_id
+PLUGINS += init_producer_id describe_producers
+# Admin APIs: configs, partitions and cluster, quotas, delegation tokens, client telemetry.
+PLUGINS += describe_configs alter_configs incremental_alter_configs create_partitions describe_topic_partitions offset_for_leader_epoch elect_leaders alter_partition_reassignments list_partition_reassignments describe_cluster describe_client_quotas alter_client_quotas create_delegation_token renew_delegation_token expire_delegation_token describe_delegation_token get_telemetry_subscriptions push_telemetry
 PLUGIN_WASM := $(addprefix $(TARGET_DIR)/wasm32-wasip2/plugin/,$(addsuffix .wasm,$(PLUGINS)))
 # Example modules: not loaded by default (drop one into the plugin dir to try it).
 EXAMPLES := topic_summary chaos

@@ -61,7 +61,9 @@ impl AdminState {
             idle_ratio: self.worker_idle.ratio(),
             plugins,
         };
-        self.broker.metrics.render(&gauges)
+        let mut text = self.broker.metrics.render(&gauges);
+        text.push_str(&self.broker.telemetry.render_prometheus());
+        text
     }
 }
 

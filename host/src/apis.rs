@@ -8,7 +8,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use tokio::task::JoinHandle;
@@ -20,6 +20,7 @@ use crate::config::FailurePolicy;
 use crate::metrics::RequestEnd;
 use crate::network::header::encode_response;
 use crate::plugins::bindings::{Outcome, RequestContext};
+use crate::quota::Client;
 
 /// Requests one worker keeps in progress at once.
 const REQUESTS_PER_WORKER: usize = 256;
@@ -56,6 +57,7 @@ impl KafkaApis {
 
     async fn handle_in_span(&self, mut request: Request) {
         request.timings.dequeued = Some(Instant::now());
+        let mut throttle = Duration::ZERO;
         let (response, end) = match &request.route {
             Route::UnsupportedApiVersions => (
                 Response::Send(encode_response(
@@ -77,9 +79,24 @@ impl KafkaApis {
                     security_protocol: request.session.security_protocol.clone(),
                 };
                 let (outcome, report) = handler
-                    .call(&self.broker, &request.session, ctx.clone(), &request.body)
+                    .call(
+                        &self.broker,
+                        &request.session,
+                        ctx.clone(),
+                        &request.body,
+                        request.size,
+                    )
                     .await;
                 request.timings.remote = report.host_wait;
+                // Client quotas: the handler's byte-rate throttles, and the
+                // request quota, recorded here when the handler did not.
+                let mut throttle_ms = report.quota.throttle_ms;
+                if !report.quota.request_recorded && outcome.is_ok() {
+                    let client = Client::new(&ctx.principal, ctx.client_id.as_deref());
+                    let request_ms = self.broker.quotas.record_request(client, report.guest_time);
+                    throttle_ms = throttle_ms.max(request_ms);
+                }
+                throttle = Duration::from_millis(u64::try_from(throttle_ms).unwrap_or(0));
                 self.broker.metrics.record_plugin_call(
                     &handler.source().name,
                     report.call_time,
@@ -160,6 +177,7 @@ impl KafkaApis {
             response,
             timings: request.timings,
             end,
+            throttle,
         });
     }
 

@@ -69,7 +69,7 @@ async fn time_calls(
     };
     let started = Instant::now();
     for _ in 0..iterations {
-        let (outcome, _) = handler.call(broker, &session, ctx.clone(), &[]).await;
+        let (outcome, _) = handler.call(broker, &session, ctx.clone(), &[], 0).await;
         match outcome {
             Ok(Outcome::Respond(_)) => {}
             Ok(_) => bail!("the module did not respond"),

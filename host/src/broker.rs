@@ -11,16 +11,20 @@ use crate::config::BrokerConfig;
 use crate::coordinator::{GroupConfig, GroupCoordinator};
 use crate::log::manager::{LogManager, ManagerConfig};
 use crate::log::LogStore;
+use crate::metadata::dynamic::DynamicConfigs;
 use crate::metadata::store::MetadataStore;
 use crate::metadata::topics::TopicManager;
 use crate::metrics::Metrics;
 use crate::plugins::registry::Registry;
 use crate::producer_ids::ProducerIdManager;
+use crate::quota::QuotaManager;
 use crate::replica::ReplicaManager;
 use crate::security::acl_store::AclStore;
 use crate::security::authorization::Authorization;
 use crate::security::credentials::{CredentialStore, ScramMechanism, MIN_ITERATIONS};
 use crate::security::settings;
+use crate::security::tokens::TokenManager;
+use crate::telemetry::ClientMetricsManager;
 
 /// A listener as clients should reach it (the bound port, not port 0).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -47,6 +51,14 @@ pub struct Broker {
     pub metrics: Arc<Metrics>,
     /// Consumer groups and committed offsets (Kafka's GroupCoordinator).
     pub groups: Arc<GroupCoordinator>,
+    /// Dynamic broker configs and client-metrics subscriptions.
+    pub dynamic: Arc<DynamicConfigs>,
+    /// Client quotas (Kafka's ClientQuotaManagers).
+    pub quotas: Arc<QuotaManager>,
+    /// Delegation tokens.
+    pub tokens: Arc<TokenManager>,
+    /// Client telemetry (KIP-714).
+    pub telemetry: Arc<ClientMetricsManager>,
     /// Producer ids for InitProducerId, never handed out twice.
     pub producer_ids: ProducerIdManager,
 }
@@ -67,7 +79,27 @@ impl Broker {
         let store = MetadataStore::open(&log_dir.join("metadata"))
             .map_err(|error| anyhow::anyhow!("{error}"))
             .context("opening the metadata store")?;
-        let topics = TopicManager::open(Arc::clone(&config), Arc::clone(&logs), store)?;
+        let dynamic = Arc::new(
+            DynamicConfigs::open(&log_dir.join("metadata")).context("opening dynamic configs")?,
+        );
+        let topics = TopicManager::open(
+            Arc::clone(&config),
+            Arc::clone(&dynamic),
+            Arc::clone(&logs),
+            store,
+        )?;
+        let quotas = Arc::new(QuotaManager::from_config(
+            &config,
+            &log_dir.join("metadata"),
+        )?);
+        let tokens = Arc::new(TokenManager::from_config(
+            &config,
+            &log_dir.join("security"),
+        )?);
+        let telemetry = Arc::new(ClientMetricsManager::from_config(
+            &config,
+            Arc::clone(&dynamic),
+        )?);
         let metrics = Arc::new(Metrics::default());
         let groups = GroupCoordinator::open(
             &log_dir.join("groups"),
@@ -94,6 +126,10 @@ impl Broker {
             authorization,
             credentials,
             groups,
+            dynamic,
+            quotas,
+            tokens,
+            telemetry,
             config,
         })
     }

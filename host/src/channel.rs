@@ -72,11 +72,16 @@ pub struct Reply {
     pub response: Response,
     pub timings: Timings,
     pub end: RequestEnd,
+    /// A client quota was exceeded: the connection reads no further
+    /// request for this long after the response (KIP-219).
+    pub throttle: Duration,
 }
 
 pub struct Request {
     pub header: RequestHeader,
     pub body: Bytes,
+    /// The whole request's size (header and body), as quotas count it.
+    pub size: usize,
     pub session: Arc<Session>,
     pub route: Route,
     pub flexible_response: bool,

@@ -120,6 +120,16 @@ impl BrokerConfig {
         })
     }
 
+    /// Every property name with a value: the broker's defaults and what
+    /// was set.
+    pub fn known_names(&self) -> Vec<String> {
+        DEFAULTS
+            .iter()
+            .map(|(name, _)| name.to_string())
+            .chain(self.props.keys().cloned())
+            .collect()
+    }
+
     /// The value only if it was set explicitly (file or override).
     pub fn explicit(&self, name: &str) -> Option<&str> {
         self.props.get(name).map(String::as_str)

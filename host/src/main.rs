@@ -21,8 +21,10 @@ mod metrics;
 mod network;
 mod plugins;
 mod producer_ids;
+mod quota;
 mod replica;
 mod security;
+mod telemetry;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -217,6 +219,7 @@ async fn serve(config: BrokerConfig) -> Result<()> {
         max_request_bytes: config.socket_request_max_bytes()?,
     });
     let (stop, stopped) = watch::channel(false);
+    tokio::spawn(sweep_expired_tokens(Arc::clone(&broker), stopped.clone()));
     tokio::spawn(Arc::clone(&plugins).watch(config.plugin_watch_interval()?, stopped.clone()));
     if let Some(address) = config.admin_listener()? {
         let admin_listener = tokio::net::TcpListener::bind(address)
@@ -269,6 +272,21 @@ async fn serve(config: BrokerConfig) -> Result<()> {
     broker.flush()?;
     info!("gregor stopped");
     Ok(())
+}
+
+/// Removes expired delegation tokens every
+/// `delegation.token.expiry.check.interval.ms`, as Kafka's controller does.
+async fn sweep_expired_tokens(broker: Arc<Broker>, mut stopped: watch::Receiver<bool>) {
+    let mut ticks = tokio::time::interval(broker.tokens.check_interval());
+    loop {
+        tokio::select! {
+            _ = ticks.tick() => {
+                let tokens = Arc::clone(&broker.tokens);
+                let _ = tokio::task::spawn_blocking(move || tokens.sweep()).await;
+            }
+            _ = stopped.changed() => return,
+        }
+    }
 }
 
 /// The host clients should use: a wildcard bind advertises loopback.

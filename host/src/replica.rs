@@ -57,6 +57,15 @@ pub struct FetchedPartition {
     pub records: Vec<u8>,
 }
 
+/// One producer in a DescribeProducers answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ActiveProducer {
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    pub last_sequence: i32,
+    pub last_timestamp: i64,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct OffsetAnswer {
     pub error_code: i16,
@@ -161,6 +170,33 @@ impl ReplicaManager {
             state.end_offset = next;
         }
         outcome
+    }
+
+    /// The idempotent producers a partition holds state for
+    /// (DescribeProducers): id, epoch, last sequence and last timestamp.
+    pub fn active_producers(
+        &self,
+        topic: &str,
+        partition: i32,
+    ) -> Result<Vec<ActiveProducer>, StorageError> {
+        let tp = TopicPartition::new(topic, partition);
+        let state = self.producer_state(&tp);
+        let mut state = state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        self.load_producer_state(&tp, &mut state)?;
+        let mut producers: Vec<ActiveProducer> = state
+            .producers()
+            .iter()
+            .map(|(id, entry)| ActiveProducer {
+                producer_id: *id,
+                producer_epoch: entry.epoch,
+                last_sequence: entry.last_sequence(),
+                last_timestamp: entry.last_timestamp,
+            })
+            .collect();
+        producers.sort_by_key(|producer| producer.producer_id);
+        Ok(producers)
     }
 
     /// The producer state of a partition (created empty, not yet loaded).

@@ -52,7 +52,12 @@ async fn read_values(broker: &Broker, topic: &str) -> Vec<String> {
     }
 }
 
-async fn send_range(producer: &FutureProducer, topic: &str, range: std::ops::Range<u32>) {
+async fn send_range(
+    producer: &FutureProducer,
+    topic: &str,
+    range: std::ops::Range<u32>,
+    pace: bool,
+) {
     let mut pending = Vec::new();
     for i in range {
         let value = i.to_string();
@@ -65,6 +70,10 @@ async fn send_range(producer: &FutureProducer, topic: &str, range: std::ops::Ran
                 .map_err(|(e, _)| e)
                 .expect("enqueue"),
         );
+        if pace && i % 20 == 0 {
+            // Spread the sends so that some are in flight when the broker dies.
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
     }
     for delivery in pending {
         if let Err((e, _)) = delivery.await.expect("delivery report") {
@@ -92,20 +101,20 @@ async fn idempotent_producer_across_a_broker_crash_has_no_duplicates_or_gaps() {
             ("message.timeout.ms", "120000"),
         ],
     );
-    send_range(&producer, topic, 0..1000).await;
+    send_range(&producer, topic, 0..1000, false).await;
 
     // Records in flight while the broker dies are retried after it is back;
     // those the broker had already written are answered as duplicates.
     let sender = {
         let producer = producer.clone();
-        tokio::spawn(async move { send_range(&producer, topic, 1000..3000).await })
+        tokio::spawn(async move { send_range(&producer, topic, 1000..3000, true).await })
     };
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
     broker.kill();
     tokio::time::sleep(Duration::from_millis(500)).await;
     broker.restart();
     sender.await.expect("sender task");
-    send_range(&producer, topic, 3000..3500).await;
+    send_range(&producer, topic, 3000..3500, false).await;
     producer.flush(CALL_TIMEOUT).expect("flush");
 
     let values = read_values(&broker, topic).await;
@@ -217,6 +226,55 @@ fn produce(broker: &Broker, topic: &str, records: &[u8]) -> (i16, i64) {
     (error, offset)
 }
 
+/// A producer as DescribeProducers shows it: (id, epoch, last sequence).
+type DescribedProducer = (i64, i32, i32);
+
+/// DescribeProducers v0 for partitions of one topic: per partition, its
+/// error code and (producer id, epoch, last sequence).
+fn describe_producers(
+    broker: &Broker,
+    topic: &str,
+    partitions: &[i32],
+) -> Vec<(i32, i16, Vec<DescribedProducer>)> {
+    let mut body = Vec::new();
+    wire::put_uvarint(&mut body, 2); // one topic
+    wire::put_compact_string(&mut body, topic);
+    wire::put_uvarint(&mut body, partitions.len() as u32 + 1);
+    for partition in partitions {
+        wire::put_i32(&mut body, *partition);
+    }
+    wire::put_uvarint(&mut body, 0); // topic tags
+    wire::put_uvarint(&mut body, 0); // request tags
+    let frame = wire::request_frame(61, 0, 5, true, &body);
+    let response = Conn::connect(broker.addr()).round_trip(&frame, 5);
+    let mut r = wire::Reader::new(&response[4..]);
+    r.skip_tags(); // response header v1
+    r.i32(); // throttle
+    assert_eq!(r.uvarint(), 2, "one topic");
+    assert_eq!(r.compact_nullable_string().as_deref(), Some(topic));
+    let mut out = Vec::new();
+    for _ in 1..r.uvarint() {
+        let index = r.i32();
+        let error = r.i16();
+        r.compact_nullable_string();
+        let mut producers = Vec::new();
+        for _ in 1..r.uvarint() {
+            let id = (i64::from(r.i32()) << 32) | i64::from(r.i32() as u32);
+            let epoch = r.i32();
+            let last_sequence = r.i32();
+            r.i32(); // last timestamp, high
+            r.i32(); // low
+            assert_eq!(r.i32(), -1, "coordinator epoch");
+            assert_eq!((r.i32(), r.i32()), (-1, -1), "no open transaction");
+            r.skip_tags();
+            producers.push((id, epoch, last_sequence));
+        }
+        r.skip_tags();
+        out.push((index, error, producers));
+    }
+    out
+}
+
 /// Kafka's sequence rules on the wire, before and after a restart that
 /// rebuilds the producer state from the log.
 #[tokio::test(flavor = "multi_thread")]
@@ -265,4 +323,12 @@ async fn duplicates_gaps_and_old_epochs_are_answered_as_kafka_does() {
 
     let values = read_values(&broker, topic).await;
     assert_eq!(values, ["a", "b", "c", "d", "e"]);
+
+    // DescribeProducers shows the rebuilt state; an unknown partition is
+    // UNKNOWN_TOPIC_OR_PARTITION.
+    broker.restart();
+    kafka::wait_for_topic(&broker, topic, 1);
+    let described = describe_producers(&broker, topic, &[0, 7]);
+    assert_eq!(described[0], (0, 0, vec![(pid, 1, 1)]));
+    assert_eq!((described[1].0, described[1].1), (7, 3));
 }

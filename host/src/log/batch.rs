@@ -20,7 +20,9 @@
 //! Uncompressed batches are also walked record by record (varint framing,
 //! consecutive offset deltas, the real count and largest timestamp), because
 //! that is cheap next to the CRC and lets timestamp lookups trust the records.
-//! Compressed batches are opaque: the host has no codecs, by design.
+//! Compressed batches are opaque to appends and fetches; `codec` opens them
+//! only where the records themselves matter (keys on compacted topics,
+//! exact timestamp lookups).
 
 use super::StorageError;
 
@@ -391,11 +393,24 @@ pub struct Records<'a> {
 }
 
 impl<'a> Records<'a> {
-    /// `batch` is one whole batch (header included).
+    /// `batch` is one whole uncompressed batch (header included); ranges in
+    /// the records are positions in `batch`.
     pub fn new(batch: &'a [u8], header: &BatchHeader) -> Records<'a> {
         Records {
             buf: batch,
             pos: HEADER_SIZE.min(batch.len()),
+            base_timestamp: header.base_timestamp,
+            remaining: i64::from(header.record_count.max(0)),
+            failed: false,
+        }
+    }
+
+    /// The records of a batch's records section (see [`record_section`]);
+    /// ranges in the records are positions in `section`.
+    pub fn in_section(section: &'a [u8], header: &BatchHeader) -> Records<'a> {
+        Records {
+            buf: section,
+            pos: 0,
             base_timestamp: header.base_timestamp,
             remaining: i64::from(header.record_count.max(0)),
             failed: false,
@@ -483,9 +498,9 @@ impl Iterator for Records<'_> {
 /// its max timestamp qualifies. `None` if no record of the batch does.
 ///
 /// With LogAppendTime every record carries the batch's max timestamp, so the
-/// first record (at or after `min_offset`) answers. A compressed batch is not
-/// decoded: its first offset answers, with its first timestamp if that
-/// qualifies, else its max.
+/// first record (at or after `min_offset`) answers. A compressed batch is
+/// decompressed; one that cannot be answers with its first offset, with its
+/// first timestamp if that qualifies, else its max.
 pub fn first_record_at_or_after(
     batch: &[u8],
     header: &BatchHeader,
@@ -500,8 +515,8 @@ pub fn first_record_at_or_after(
     if header.is_log_append_time() {
         return Some((first, header.max_timestamp));
     }
-    if header.compression() == 0 {
-        for record in Records::new(batch, header) {
+    if let Ok(section) = record_section(batch, header) {
+        for record in Records::in_section(&section, header) {
             match record {
                 Ok(r) => {
                     let offset = base.saturating_add(i64::from(r.offset_delta));
@@ -521,17 +536,27 @@ pub fn first_record_at_or_after(
     }
 }
 
+/// The records section of a whole batch: the bytes after the header, or
+/// what they decompress to.
+pub fn record_section<'a>(
+    batch: &'a [u8],
+    header: &BatchHeader,
+) -> Result<std::borrow::Cow<'a, [u8]>, String> {
+    let body = batch.get(HEADER_SIZE..).unwrap_or_default();
+    match header.compression() {
+        0 => Ok(std::borrow::Cow::Borrowed(body)),
+        codec => super::codec::decompress(codec, body).map(std::borrow::Cow::Owned),
+    }
+}
+
 /// Checks that every record of an append to a compacted topic has a key,
-/// as Kafka's LogValidator does. Compressed batches are opaque to the host
-/// and pass.
+/// as Kafka's LogValidator does (decompressing compressed batches).
 pub fn require_keys(input: &[u8], prepared: &PreparedAppend) -> Result<(), StorageError> {
     for b in &prepared.batches {
         let bytes = &input[b.position..b.position + b.size];
         let header = BatchHeader::parse(bytes).map_err(StorageError::CorruptMessage)?;
-        if header.compression() != 0 {
-            continue;
-        }
-        for record in Records::new(bytes, &header) {
+        let section = record_section(bytes, &header).map_err(StorageError::CorruptMessage)?;
+        for record in Records::in_section(&section, &header) {
             let record = record.map_err(StorageError::InvalidRecord)?;
             if record.key.is_none() {
                 return Err(StorageError::InvalidRecord(
@@ -545,15 +570,14 @@ pub fn require_keys(input: &[u8], prepared: &PreparedAppend) -> Result<(), Stora
 
 /// The `(offset, timestamp)` of the first record carrying a stored batch's
 /// max timestamp. With LogAppendTime that is the first record; a compressed
-/// batch is not decoded and answers with its last offset (what Kafka did
-/// before it tracked the exact record).
+/// batch is decompressed (one that cannot be answers with its last offset).
 pub fn record_with_max_timestamp(batch: &[u8], header: &BatchHeader) -> (i64, i64) {
     let max = header.max_timestamp;
     if header.is_log_append_time() {
         return (header.base_offset, max);
     }
-    if header.compression() == 0 {
-        for record in Records::new(batch, header) {
+    if let Ok(section) = record_section(batch, header) {
+        for record in Records::in_section(&section, header) {
             match record {
                 Ok(r) if r.timestamp == max => {
                     return (

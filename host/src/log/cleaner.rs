@@ -30,8 +30,10 @@
 //!
 //! Records without a key are invalid in a compacted log (appends refuse
 //! them); a pass drops any left from before the topic became compacted.
-//! Compressed batches are opaque to the host (it has no codecs): they are
-//! kept whole and their keys do not enter the map.
+//! Compressed batches are decompressed (see `codec`); one that keeps every
+//! record is copied verbatim, one that loses some is rewritten
+//! uncompressed (Kafka recompresses with the original codec; the host has
+//! decoders only).
 
 use std::collections::HashMap;
 use std::fs::{self, OpenOptions};
@@ -48,6 +50,11 @@ use super::{sync_dir, StorageError};
 const DELETE_HORIZON_FLAG: i16 = 0x40;
 const ATTRIBUTES: usize = 21;
 const PRODUCER_FIELDS: std::ops::Range<usize> = 43..57;
+const COMPRESSION_MASK: i16 = 0x07;
+
+fn corrupt(message: String) -> StorageError {
+    StorageError::CorruptMessage(message)
+}
 
 /// What one pass did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -124,14 +131,15 @@ pub fn clean(partition: &Partition, now_ms: i64) -> Result<Option<CleanStats>, S
     let mut latest: HashMap<Vec<u8>, i64> = HashMap::new();
     for c in candidates.iter().filter(|c| c.next_offset > first_dirty) {
         c.view.for_each_batch(|_, header, bytes| {
-            if header.compression() != 0 || header.last_offset() < first_dirty {
+            if header.last_offset() < first_dirty {
                 return Ok(());
             }
-            for record in Records::new(bytes, header) {
+            let section = batch::record_section(bytes, header).map_err(corrupt)?;
+            for record in Records::in_section(&section, header) {
                 let record = record.map_err(StorageError::InvalidRecord)?;
                 let offset = header.base_offset + i64::from(record.offset_delta);
                 if let (true, Some(key)) = (offset >= first_dirty, &record.key) {
-                    latest.insert(bytes[key.clone()].to_vec(), offset);
+                    latest.insert(section[key.clone()].to_vec(), offset);
                 }
             }
             Ok(())
@@ -270,26 +278,20 @@ fn filter_batch(
     now_ms: i64,
     new_horizon: i64,
 ) -> Result<Filtered, StorageError> {
-    if header.compression() != 0 {
-        return Ok(Filtered {
-            output: Output::Keep,
-            removed: 0,
-            tombstone_horizon: None,
-        });
-    }
+    let section = batch::record_section(bytes, header).map_err(corrupt)?;
     let existing_horizon =
         (header.attributes & DELETE_HORIZON_FLAG != 0).then_some(header.base_timestamp);
     let mut kept: Vec<RecordInfo> = Vec::new();
     let mut total = 0u64;
     let mut tombstones = 0usize;
-    for record in Records::new(bytes, header) {
+    for record in Records::in_section(&section, header) {
         let record = record.map_err(StorageError::InvalidRecord)?;
         total += 1;
         let offset = header.base_offset + i64::from(record.offset_delta);
         let Some(key) = &record.key else {
             continue; // keyless records are invalid in a compacted log
         };
-        if latest.get(&bytes[key.clone()]).is_some_and(|&l| offset < l) {
+        if latest.get(&section[key.clone()]).is_some_and(|&l| offset < l) {
             continue; // a later record has the key
         }
         if record.value.is_none() {
@@ -316,7 +318,7 @@ fn filter_batch(
     let output = if removed == 0 && horizon == existing_horizon {
         Output::Keep
     } else {
-        Output::Rewritten(rebuild_batch(header, bytes, &kept, horizon))
+        Output::Rewritten(rebuild_batch(header, bytes, &section, &kept, horizon))
     };
     Ok(Filtered {
         output,
@@ -325,18 +327,20 @@ fn filter_batch(
     })
 }
 
-/// Encodes a batch holding `kept` (records of `bytes`), keeping the base
-/// offset, last offset delta, producer fields and every record's offset
-/// delta. With a delete horizon the base timestamp carries it and record
-/// timestamps are re-based on it.
+/// Encodes a batch holding `kept` (records of `section`, the records of
+/// the original batch `bytes`), keeping the base offset, last offset delta,
+/// producer fields and every record's offset delta. With a delete horizon
+/// the base timestamp carries it and record timestamps are re-based on it.
+/// The new batch is uncompressed (the host compresses nothing).
 fn rebuild_batch(
     header: &BatchHeader,
     bytes: &[u8],
+    section: &[u8],
     kept: &[RecordInfo],
     horizon: Option<i64>,
 ) -> Vec<u8> {
     let base_timestamp = horizon.unwrap_or(header.base_timestamp);
-    let mut attributes = header.attributes & !DELETE_HORIZON_FLAG;
+    let mut attributes = header.attributes & !DELETE_HORIZON_FLAG & !COMPRESSION_MASK;
     if horizon.is_some() {
         attributes |= DELETE_HORIZON_FLAG;
     }
@@ -355,9 +359,9 @@ fn rebuild_batch(
         record.push(r.attributes);
         put_varlong(&mut record, r.timestamp.wrapping_sub(base_timestamp));
         put_varlong(&mut record, i64::from(r.offset_delta));
-        put_field(&mut record, r.key.as_ref().map(|k| &bytes[k.clone()]));
-        put_field(&mut record, r.value.as_ref().map(|v| &bytes[v.clone()]));
-        record.extend_from_slice(&bytes[r.headers.clone()]);
+        put_field(&mut record, r.key.as_ref().map(|k| &section[k.clone()]));
+        put_field(&mut record, r.value.as_ref().map(|v| &section[v.clone()]));
+        record.extend_from_slice(&section[r.headers.clone()]);
         put_varlong(&mut body, record.len() as i64);
         body.extend_from_slice(&record);
     }

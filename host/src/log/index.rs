@@ -248,6 +248,27 @@ impl SegmentIndex {
         Ok(Some(SegmentIndex { offsets, times }))
     }
 
+    /// Keeps the entries for offsets up to `relative_offset` (those a flush
+    /// made durable with their log bytes) and returns the last one kept.
+    pub fn retain_up_to(&mut self, relative_offset: u32) -> io::Result<Option<OffsetEntry>> {
+        let keep = self
+            .offsets
+            .entries
+            .partition_point(|e| e.relative_offset <= relative_offset);
+        self.offsets.truncate_entries(keep)?;
+        let last = self.offsets.entries.last().copied();
+        let last_relative = last.map_or(0, |e| e.relative_offset);
+        let keep_times = if last.is_some() {
+            self.times
+                .entries
+                .partition_point(|t| t.relative_offset <= last_relative)
+        } else {
+            0
+        };
+        self.times.truncate_entries(keep_times)?;
+        Ok(last)
+    }
+
     /// Adds an entry for the batch starting at `position` with first offset
     /// `relative_offset`; `max_timestamp_before` is the largest timestamp of
     /// every batch before it (`None` for none).

@@ -303,6 +303,9 @@ impl LogManager {
             stop: Arc::new((Mutex::new(false), Condvar::new())),
             threads: Mutex::new(Vec::new()),
         };
+        // Recovery fsynced what it re-validated: record it, so a crash
+        // right after this start does not redo the work.
+        manager.inner.write_checkpoints()?;
         manager.start_threads()?;
         Ok(manager)
     }

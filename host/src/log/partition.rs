@@ -231,8 +231,9 @@ impl Partition {
     /// loads or recovers its segments.
     ///
     /// Segments that end at or before the recovery point (all of them after
-    /// a clean shutdown) are loaded from their index files; the one holding
-    /// the recovery point and every later one are re-validated. A torn or
+    /// a clean shutdown) are loaded from their index files; in the one
+    /// holding the recovery point the batches after it, and every later
+    /// segment, are re-validated. A torn or
     /// corrupt tail is truncated; if that happens in a segment that is not
     /// the last, the later segments are deleted, as Kafka does, because
     /// offsets must stay in order. With no segment at all the log starts
@@ -291,7 +292,9 @@ impl Partition {
                 Some(segment) => (segment, 0),
                 None => {
                     recovered += 1;
-                    Segment::recover(&dir, base)?
+                    // Only what follows the recovery point is re-validated.
+                    let trusted = (!hints.clean_shutdown).then_some(recovery_point);
+                    Segment::recover_after(&dir, base, trusted)?
                 }
             };
             segments.push(segment);

@@ -155,7 +155,8 @@ pub struct ProducerEntry {
 }
 
 impl ProducerEntry {
-    fn last_sequence(&self) -> i32 {
+    /// Sequence of the last record appended, -1 if none.
+    pub fn last_sequence(&self) -> i32 {
         self.batches.back().map_or(-1, |b| b.last_sequence)
     }
 
@@ -201,7 +202,6 @@ pub struct ProducerStateMap {
 
 impl ProducerStateMap {
     /// The producers this partition knows.
-    #[cfg(test)]
     pub fn producers(&self) -> &HashMap<i64, ProducerEntry> {
         &self.producers
     }

@@ -186,14 +186,67 @@ impl Segment {
     /// increase — is truncated away. Returns the segment and how many bytes
     /// were truncated.
     pub fn recover(dir: &Path, base_offset: i64) -> io::Result<(Segment, u64)> {
+        Self::recover_after(dir, base_offset, None)
+    }
+
+    /// [`Segment::recover`] for the segment holding the recovery point: the
+    /// batches before the last index entry at or below `recovery_point`
+    /// were fsynced (with that entry) by a flush, so only what follows is
+    /// re-validated and re-indexed. Falls back to a full recovery when the
+    /// index files are unusable.
+    pub fn recover_after(
+        dir: &Path,
+        base_offset: i64,
+        recovery_point: Option<i64>,
+    ) -> io::Result<(Segment, u64)> {
         let path = dir.join(file_name(base_offset));
         let file = OpenOptions::new().read(true).write(true).open(&path)?;
         let len = file.metadata()?.len();
-        let index = SegmentIndex::create(dir, base_offset)?;
-        let mut segment = Segment::with_file(path.clone(), base_offset, file, index);
+        let trusted = match recovery_point.filter(|&rp| rp > base_offset) {
+            Some(rp) => match SegmentIndex::load(dir, base_offset, len)? {
+                Some(mut index) => {
+                    let relative = u32::try_from(rp - base_offset).unwrap_or(u32::MAX);
+                    index.retain_up_to(relative)?.map(|entry| (index, entry))
+                }
+                None => None,
+            },
+            None => None,
+        };
+        let mut start = 0u64;
+        let mut segment = match trusted {
+            Some((index, entry)) => {
+                let mut segment = Segment::with_file(path.clone(), base_offset, file, index);
+                start = u64::from(entry.position);
+                segment.size = start;
+                segment.next_offset = base_offset + i64::from(entry.relative_offset);
+                segment.max_timestamp = segment.index.last_timestamp();
+                segment
+            }
+            None => {
+                let index = SegmentIndex::create(dir, base_offset)?;
+                Segment::with_file(path.clone(), base_offset, file, index)
+            }
+        };
         let file = Arc::clone(&segment.file);
         let mut window = FileWindow::new(&file, len, RECOVERY_CHUNK);
-        let mut pos = 0u64;
+        if start > 0 {
+            // The trusted prefix must end where a batch with the indexed
+            // offset starts; anything else means the index cannot be
+            // trusted after all.
+            let first = window.get(0, HEADER_SIZE)?.map(BatchHeader::parse);
+            let at_start = window.get(start, HEADER_SIZE)?.map(BatchHeader::parse);
+            match (first, at_start) {
+                (Some(Ok(first)), Some(Ok(h))) if h.base_offset == segment.next_offset => {
+                    segment.first_batch_timestamp = Some(first.max_timestamp);
+                }
+                _ => {
+                    drop(window);
+                    drop(segment);
+                    return Self::recover_after(dir, base_offset, None);
+                }
+            }
+        }
+        let mut pos = start;
         let problem = loop {
             if pos == len {
                 break None;
@@ -839,5 +892,37 @@ mod tests {
         fill(&mut s, 3, 10);
         s.delete_files().unwrap();
         assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn recovery_after_a_recovery_point_trusts_what_came_before() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Segment::create(dir.path(), 0).unwrap();
+        fill(&mut s, 100, 100);
+        s.sync_index().unwrap();
+        let (size, entries, max) = (
+            s.size(),
+            s.index.offset_entries().to_vec(),
+            s.max_timestamp(),
+        );
+        drop(s);
+        // Corrupt a batch early on (before the recovery point) and tear the
+        // tail: only the tail is looked at.
+        let path = dir.path().join(file_name(0));
+        let mut bytes = fs::read(&path).unwrap();
+        bytes[100] ^= 0xff;
+        bytes.extend_from_slice(&[7; 50]);
+        fs::write(&path, &bytes).unwrap();
+        let (r, truncated) = Segment::recover_after(dir.path(), 0, Some(60)).unwrap();
+        assert_eq!((truncated, r.size(), r.next_offset()), (50, size, 100));
+        assert_eq!(r.index.offset_entries(), entries.as_slice());
+        assert_eq!(
+            (r.max_timestamp(), r.first_batch_timestamp),
+            (max, Some(1000))
+        );
+        drop(r);
+        // Without a recovery point the corrupt batch cuts the segment.
+        let (r, _) = Segment::recover_after(dir.path(), 0, None).unwrap();
+        assert_eq!(r.next_offset(), 0);
     }
 }

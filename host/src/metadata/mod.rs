@@ -3,6 +3,9 @@
 //! state), persisted crash-safely apart from the partition logs
 //! (DESIGN.md §6).
 
+pub mod broker_config;
+pub mod config_admin;
+pub mod dynamic;
 pub mod store;
 pub mod topic_config;
 pub mod topics;

@@ -6,6 +6,8 @@
 use std::collections::BTreeMap;
 
 use crate::config::BrokerConfig;
+use crate::metadata::broker_config;
+use crate::metadata::dynamic::BrokerLayers;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
@@ -185,12 +187,30 @@ const fn def(
     }
 }
 
-/// Where an effective value comes from.
+/// Where an effective value comes from, highest precedence first (Kafka's
+/// DescribeConfigs config sources).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Source {
+    /// The topic's own override (DYNAMIC_TOPIC_CONFIG).
     Topic,
+    /// A broker config set with AlterConfigs for this broker.
+    DynamicBroker,
+    /// A broker config set with AlterConfigs for every broker.
+    DynamicDefaultBroker,
+    /// The broker's config file or `--set`.
     StaticBroker,
+    /// Kafka's default.
     Default,
+    /// A CLIENT_METRICS subscription's config.
+    ClientMetrics,
+}
+
+/// One place a value could come from, as DescribeConfigs synonyms list them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Synonym {
+    pub name: String,
+    pub value: String,
+    pub source: Source,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -198,6 +218,112 @@ pub struct EffectiveConfig {
     pub name: &'static str,
     pub value: String,
     pub source: Source,
+    /// Every place the value could come from, highest precedence first;
+    /// the first is where `value` came from (empty: Kafka's topic default).
+    pub synonyms: Vec<Synonym>,
+}
+
+/// The broker-level values topic configs fall back to: the dynamic
+/// per-broker and cluster-wide configs (AlterConfigs), then the static
+/// config, then Kafka's broker defaults.
+#[derive(Debug, Clone, Copy)]
+pub struct BrokerView<'a> {
+    pub layers: &'a BrokerLayers,
+    pub config: &'a BrokerConfig,
+}
+
+impl BrokerView<'_> {
+    /// Every value set for `name` in the three settable layers, highest
+    /// precedence first, then Kafka's default if it has one.
+    pub fn entries(&self, name: &str) -> Vec<Synonym> {
+        let mut out = Vec::new();
+        let layers: [(Option<&str>, Source); 3] = [
+            (
+                self.layers.per_broker.get(name).map(String::as_str),
+                Source::DynamicBroker,
+            ),
+            (
+                self.layers.cluster_default.get(name).map(String::as_str),
+                Source::DynamicDefaultBroker,
+            ),
+            (self.config.explicit(name), Source::StaticBroker),
+        ];
+        for (value, source) in layers {
+            if let Some(value) = value {
+                out.push(Synonym {
+                    name: name.to_string(),
+                    value: value.to_string(),
+                    source,
+                });
+            }
+        }
+        if let Some(default) = broker_config::definition(name).and_then(|def| def.default) {
+            out.push(Synonym {
+                name: name.to_string(),
+                value: default.to_string(),
+                source: Source::Default,
+            });
+        }
+        out
+    }
+
+    /// The synonyms of a broker config group (`names`, most precise first)
+    /// in Kafka's order: layer by layer, and within a layer by name.
+    pub fn group_entries(&self, names: &[(&str, i64)]) -> Vec<(Synonym, i64)> {
+        let per_name: Vec<(Vec<Synonym>, i64)> = names
+            .iter()
+            .map(|(name, factor)| (self.entries(name), *factor))
+            .collect();
+        let mut out = Vec::new();
+        for source in [
+            Source::DynamicBroker,
+            Source::DynamicDefaultBroker,
+            Source::StaticBroker,
+            Source::Default,
+        ] {
+            for (entries, factor) in &per_name {
+                for entry in entries.iter().filter(|entry| entry.source == source) {
+                    out.push((entry.clone(), *factor));
+                }
+            }
+        }
+        out
+    }
+
+    /// The effective value of a broker config: the first set in its
+    /// synonym group (converted to its unit), with where it came from.
+    pub fn value(&self, name: &str) -> Option<(String, Source)> {
+        let group = broker_config::group_of(name);
+        let own_factor = group
+            .iter()
+            .find(|(synonym, _)| *synonym == name)
+            .map(|(_, factor)| *factor)
+            .unwrap_or(1);
+        if group.is_empty() {
+            return self
+                .entries(name)
+                .into_iter()
+                .next()
+                .map(|entry| (entry.value, entry.source))
+                .or_else(|| {
+                    self.config
+                        .get(name)
+                        .map(|v| (v.to_string(), Source::Default))
+                });
+        }
+        self.group_entries(&group)
+            .into_iter()
+            .find_map(|(entry, factor)| {
+                if factor == own_factor {
+                    Some((entry.value, entry.source))
+                } else {
+                    // A synonym in another unit: convert through ms.
+                    let ms = broker_config::convert(&entry.value, factor)?;
+                    let value = ms.parse::<i64>().ok()? / own_factor;
+                    Some((value.to_string(), entry.source))
+                }
+            })
+    }
 }
 
 pub fn definition(name: &str) -> Option<&'static TopicConfigDef> {
@@ -251,47 +377,60 @@ pub fn validate(name: &str, value: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// Every topic config with its effective value and source.
+/// Every topic config with its effective value, source and synonyms: the
+/// topic's override, else the first broker synonym set (dynamic per-broker,
+/// dynamic cluster-wide, static, Kafka's broker default), else Kafka's
+/// topic default.
 pub fn effective(
     overrides: &BTreeMap<String, String>,
-    broker: &BrokerConfig,
+    broker: &BrokerView<'_>,
 ) -> Vec<EffectiveConfig> {
     TOPIC_CONFIGS
         .iter()
-        .map(|def| {
-            if let Some(value) = overrides.get(def.name) {
-                return EffectiveConfig {
-                    name: def.name,
-                    value: value.clone(),
-                    source: Source::Topic,
-                };
-            }
-            match def.broker_key.and_then(|key| broker.explicit(key)) {
-                Some(value) => EffectiveConfig {
-                    name: def.name,
-                    value: value.to_string(),
-                    source: Source::StaticBroker,
-                },
-                None => EffectiveConfig {
-                    name: def.name,
-                    value: def.default.to_string(),
-                    source: Source::Default,
-                },
-            }
-        })
+        .map(|def| effective_one(def, overrides, broker))
         .collect()
 }
 
-/// The effective value of one config.
+fn effective_one(
+    def: &'static TopicConfigDef,
+    overrides: &BTreeMap<String, String>,
+    broker: &BrokerView<'_>,
+) -> EffectiveConfig {
+    let mut synonyms = Vec::new();
+    let mut chosen: Option<(String, Source)> = None;
+    if let Some(value) = overrides.get(def.name) {
+        synonyms.push(Synonym {
+            name: def.name.to_string(),
+            value: value.clone(),
+            source: Source::Topic,
+        });
+        chosen = Some((value.clone(), Source::Topic));
+    }
+    let group = def.broker_key.map(broker_config::synonyms).unwrap_or(&[]);
+    for (entry, factor) in broker.group_entries(group) {
+        if chosen.is_none() {
+            if let Some(value) = broker_config::convert(&entry.value, factor) {
+                chosen = Some((value, entry.source));
+            }
+        }
+        synonyms.push(entry);
+    }
+    let (value, source) = chosen.unwrap_or_else(|| (def.default.to_string(), Source::Default));
+    EffectiveConfig {
+        name: def.name,
+        value,
+        source,
+        synonyms,
+    }
+}
+
+/// The effective value of one topic config.
 pub fn effective_value(
     name: &str,
     overrides: &BTreeMap<String, String>,
-    broker: &BrokerConfig,
+    broker: &BrokerView<'_>,
 ) -> Option<String> {
-    effective(overrides, broker)
-        .into_iter()
-        .find(|entry| entry.name == name)
-        .map(|entry| entry.value)
+    definition(name).map(|def| effective_one(def, overrides, broker).value)
 }
 
 #[cfg(test)]
@@ -318,11 +457,78 @@ mod tests {
         broker.set_pair("log.retention.ms=5000").unwrap();
         let mut overrides = BTreeMap::new();
         overrides.insert("segment.bytes".to_string(), "1024".to_string());
-        let all = effective(&overrides, &broker);
+        let layers = BrokerLayers::default();
+        let view = BrokerView {
+            layers: &layers,
+            config: &broker,
+        };
+        let all = effective(&overrides, &view);
         let find = |name: &str| all.iter().find(|e| e.name == name).unwrap().clone();
         assert_eq!(find("segment.bytes").source, Source::Topic);
         assert_eq!(find("retention.ms").value, "5000");
         assert_eq!(find("retention.ms").source, Source::StaticBroker);
         assert_eq!(find("cleanup.policy").source, Source::Default);
+        assert_eq!(find("segment.ms").value, "604800000");
+    }
+
+    #[test]
+    fn dynamic_layers_and_synonyms() {
+        let mut broker = BrokerConfig::default();
+        broker.set_pair("log.retention.hours=2").unwrap();
+        let mut layers = BrokerLayers::default();
+        let view = |layers: &BrokerLayers| {
+            effective_value(
+                "retention.ms",
+                &BTreeMap::new(),
+                &BrokerView {
+                    layers,
+                    config: &broker,
+                },
+            )
+        };
+        assert_eq!(view(&layers).as_deref(), Some("7200000"));
+        layers
+            .cluster_default
+            .insert("log.retention.minutes".into(), "3".into());
+        assert_eq!(view(&layers).as_deref(), Some("180000"));
+        layers
+            .per_broker
+            .insert("log.retention.ms".into(), "42".into());
+        assert_eq!(view(&layers).as_deref(), Some("42"));
+        let all = effective(
+            &BTreeMap::new(),
+            &BrokerView {
+                layers: &layers,
+                config: &broker,
+            },
+        );
+        let retention = all.iter().find(|e| e.name == "retention.ms").unwrap();
+        assert_eq!(retention.source, Source::DynamicBroker);
+        let sources: Vec<(&str, Source)> = retention
+            .synonyms
+            .iter()
+            .map(|s| (s.name.as_str(), s.source))
+            .collect();
+        assert_eq!(
+            sources,
+            vec![
+                ("log.retention.ms", Source::DynamicBroker),
+                ("log.retention.minutes", Source::DynamicDefaultBroker),
+                ("log.retention.hours", Source::StaticBroker),
+                ("log.retention.hours", Source::Default),
+            ]
+        );
+        let view = BrokerView {
+            layers: &layers,
+            config: &broker,
+        };
+        assert_eq!(
+            view.value("log.retention.hours").map(|v| v.0).as_deref(),
+            Some("0")
+        );
+        assert_eq!(
+            view.value("log.retention.ms"),
+            Some(("42".to_string(), Source::DynamicBroker))
+        );
     }
 }

@@ -14,8 +14,9 @@ use tracing::info;
 
 use crate::config::BrokerConfig;
 use crate::log::{LogConfig, LogStore, TopicPartition};
+use crate::metadata::dynamic::DynamicConfigs;
 use crate::metadata::store::{MetadataStore, TopicRecord};
-use crate::metadata::topic_config;
+use crate::metadata::topic_config::{self, BrokerView};
 
 /// Kafka error codes for topic administration.
 pub mod codes {
@@ -24,6 +25,7 @@ pub mod codes {
     pub const TOPIC_ALREADY_EXISTS: i16 = 36;
     pub const INVALID_PARTITIONS: i16 = 37;
     pub const INVALID_REPLICATION_FACTOR: i16 = 38;
+    pub const INVALID_REPLICA_ASSIGNMENT: i16 = 39;
     pub const INVALID_CONFIG: i16 = 40;
     pub const KAFKA_STORAGE_ERROR: i16 = 56;
 }
@@ -65,6 +67,8 @@ pub struct Topic {
 
 pub struct TopicManager {
     config: Arc<BrokerConfig>,
+    /// Dynamic broker configs: topic configs fall back to them.
+    dynamic: Arc<DynamicConfigs>,
     logs: Arc<dyn LogStore>,
     store: Mutex<MetadataStore>,
     topics: RwLock<BTreeMap<String, Topic>>,
@@ -74,10 +78,16 @@ impl TopicManager {
     /// Loads the stored topics and reopens their partition logs.
     pub fn open(
         config: Arc<BrokerConfig>,
+        dynamic: Arc<DynamicConfigs>,
         logs: Arc<dyn LogStore>,
         store: MetadataStore,
     ) -> Result<Self> {
         let mut topics = BTreeMap::new();
+        let layers = dynamic.broker_layers();
+        let view = BrokerView {
+            layers: &layers,
+            config: &config,
+        };
         for record in store.topics() {
             let topic = Topic {
                 name: record.name.clone(),
@@ -85,7 +95,7 @@ impl TopicManager {
                 partitions: record.partitions,
                 configs: record.configs.clone(),
             };
-            let log_config = log_config_for(&topic.configs, &config);
+            let log_config = log_config_for(&topic.configs, &view);
             for partition in 0..topic.partitions {
                 let tp = TopicPartition {
                     topic: topic.name.clone(),
@@ -100,6 +110,7 @@ impl TopicManager {
         info!(topics = topics.len(), "topics loaded");
         Ok(Self {
             config,
+            dynamic,
             logs,
             store: Mutex::new(store),
             topics: RwLock::new(topics),
@@ -209,7 +220,7 @@ impl TopicManager {
                 configs: topic.configs.clone(),
             })
             .map_err(|error| TopicError::new(codes::KAFKA_STORAGE_ERROR, error.to_string()))?;
-        let log_config = log_config_for(&topic.configs, &self.config);
+        let log_config = self.log_config(&topic.configs);
         for partition in 0..partitions {
             let tp = TopicPartition {
                 topic: topic.name.clone(),
@@ -269,16 +280,194 @@ impl TopicManager {
 
     /// Every config of a topic with its effective value and source.
     pub fn configs(&self, name: &str) -> Option<Vec<topic_config::EffectiveConfig>> {
-        self.get(name)
-            .map(|topic| topic_config::effective(&topic.configs, &self.config))
+        let topic = self.get(name)?;
+        let layers = self.dynamic.broker_layers();
+        let view = BrokerView {
+            layers: &layers,
+            config: &self.config,
+        };
+        Some(topic_config::effective(&topic.configs, &view))
     }
+
+    /// The log settings for a topic with these overrides, from the current
+    /// broker configs.
+    fn log_config(&self, overrides: &BTreeMap<String, String>) -> LogConfig {
+        let layers = self.dynamic.broker_layers();
+        log_config_for(
+            overrides,
+            &BrokerView {
+                layers: &layers,
+                config: &self.config,
+            },
+        )
+    }
+
+    /// Replaces a topic's config overrides (already validated): stored
+    /// durably, then applied to every partition log at once (creating an
+    /// existing partition replaces its config).
+    pub fn set_configs(
+        &self,
+        name: &str,
+        configs: BTreeMap<String, String>,
+    ) -> Result<(), TopicError> {
+        let mut store = self.lock_store();
+        let Some(mut topic) = self.get(name) else {
+            return Err(unknown_topic(name));
+        };
+        topic.configs = configs;
+        store
+            .put_topic(record_of(&topic))
+            .map_err(|error| TopicError::new(codes::KAFKA_STORAGE_ERROR, error.to_string()))?;
+        self.write().insert(topic.name.clone(), topic.clone());
+        // Still under the store lock, so a concurrent delete cannot have
+        // removed the logs this recreates.
+        self.apply_log_config(&topic)?;
+        drop(store);
+        info!(topic = %name, "topic configs changed");
+        Ok(())
+    }
+
+    /// Applies the current effective configs of every topic to its logs,
+    /// after a dynamic broker config changed.
+    pub fn reapply_configs(&self) -> Result<(), TopicError> {
+        let _store = self.lock_store();
+        let mut first_error = None;
+        for topic in self.list() {
+            if let Err(error) = self.apply_log_config(&topic) {
+                first_error.get_or_insert(error);
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+
+    fn apply_log_config(&self, topic: &Topic) -> Result<(), TopicError> {
+        let log_config = self.log_config(&topic.configs);
+        for partition in 0..topic.partitions {
+            let tp = TopicPartition {
+                topic: topic.name.clone(),
+                partition,
+            };
+            self.logs
+                .create_partition(&tp, log_config.clone())
+                .map_err(|error| TopicError::new(error.error_code(), error.to_string()))?;
+        }
+        Ok(())
+    }
+
+    /// CreatePartitions: grows a topic to `total` partitions, as Kafka's
+    /// controller does (only increases; manual assignments, if given, one
+    /// per new partition naming registered brokers with the topic's
+    /// replication factor). With `validate_only` nothing changes.
+    pub fn create_partitions(
+        &self,
+        name: &str,
+        total: i32,
+        assignments: Option<&[Vec<i32>]>,
+        node_id: i32,
+        validate_only: bool,
+    ) -> Result<Topic, TopicError> {
+        let mut store = self.lock_store();
+        let Some(mut topic) = self.get(name) else {
+            return Err(unknown_topic(name));
+        };
+        let current = topic.partitions;
+        if total == current {
+            return Err(TopicError::new(
+                codes::INVALID_PARTITIONS,
+                format!("Topic already has {current} partition(s)."),
+            ));
+        }
+        if total < current {
+            return Err(TopicError::new(
+                codes::INVALID_PARTITIONS,
+                format!(
+                    "The topic {name} currently has {current} partition(s); {total} would not be an increase."
+                ),
+            ));
+        }
+        let additional = total - current;
+        if let Some(assignments) = assignments {
+            let given = assignments.len();
+            if i32::try_from(given).ok() != Some(additional) {
+                return Err(TopicError::new(
+                    codes::INVALID_REPLICA_ASSIGNMENT,
+                    format!(
+                        "Attempted to add {additional} additional partition(s), but only {given} assignment(s) were specified."
+                    ),
+                ));
+            }
+            for replicas in assignments {
+                validate_assignment(replicas, node_id)?;
+            }
+        }
+        topic.partitions = total;
+        if validate_only {
+            return Ok(topic);
+        }
+        store
+            .put_topic(record_of(&topic))
+            .map_err(|error| TopicError::new(codes::KAFKA_STORAGE_ERROR, error.to_string()))?;
+        let log_config = self.log_config(&topic.configs);
+        for partition in current..total {
+            let tp = TopicPartition {
+                topic: topic.name.clone(),
+                partition,
+            };
+            self.logs
+                .create_partition(&tp, log_config.clone())
+                .map_err(|error| TopicError::new(error.error_code(), error.to_string()))?;
+        }
+        self.write().insert(topic.name.clone(), topic.clone());
+        info!(topic = %name, from = current, to = total, "partitions created");
+        Ok(topic)
+    }
+}
+
+fn unknown_topic(name: &str) -> TopicError {
+    TopicError::new(
+        codes::UNKNOWN_TOPIC_OR_PARTITION,
+        format!("The topic '{name}' does not exist."),
+    )
+}
+
+fn record_of(topic: &Topic) -> TopicRecord {
+    TopicRecord {
+        name: topic.name.clone(),
+        id: topic.id.to_be_bytes(),
+        partitions: topic.partitions,
+        configs: topic.configs.clone(),
+    }
+}
+
+/// Kafka's checks of one manual partition assignment on a cluster whose
+/// only registered broker is `node_id`; new partitions keep the topic's
+/// replication factor, which is 1 here.
+fn validate_assignment(replicas: &[i32], node_id: i32) -> Result<(), TopicError> {
+    let invalid =
+        |message: String| Err(TopicError::new(codes::INVALID_REPLICA_ASSIGNMENT, message));
+    if replicas.is_empty() {
+        return invalid("The manual partition assignment includes an empty replica list.".into());
+    }
+    let mut sorted = replicas.to_vec();
+    sorted.sort_unstable();
+    if let Some(id) = sorted.iter().find(|id| **id != node_id) {
+        return invalid(format!(
+            "The manual partition assignment includes broker {id}, but no such broker is registered."
+        ));
+    }
+    if sorted.windows(2).any(|pair| pair[0] == pair[1]) {
+        return invalid(format!(
+            "The manual partition assignment includes the broker {node_id} more than once."
+        ));
+    }
+    Ok(())
 }
 
 /// The log settings a topic's partitions are opened with: each config's
 /// effective value (topic override, else broker config, else Kafka's
 /// default). Values were validated when set; an unreadable one falls back
 /// to Kafka's default.
-pub fn log_config_for(overrides: &BTreeMap<String, String>, broker: &BrokerConfig) -> LogConfig {
+pub fn log_config_for(overrides: &BTreeMap<String, String>, broker: &BrokerView<'_>) -> LogConfig {
     let value =
         |name: &str| topic_config::effective_value(name, overrides, broker).unwrap_or_default();
     let number = |name: &str, default: i64| value(name).trim().parse::<i64>().unwrap_or(default);
@@ -376,13 +565,25 @@ mod tests {
         overrides.insert("cleanup.policy".to_string(), "compact,delete".to_string());
         overrides.insert("segment.ms".to_string(), "100".to_string());
         overrides.insert("flush.messages".to_string(), "1".to_string());
-        let config = log_config_for(&overrides, &broker);
+        let layers = crate::metadata::dynamic::BrokerLayers::default();
+        let view = BrokerView {
+            layers: &layers,
+            config: &broker,
+        };
+        let config = log_config_for(&overrides, &view);
         assert!(config.compact && config.delete);
         assert_eq!(config.retention_ms, 5000);
         assert_eq!(config.max_message_bytes, 2000);
         assert_eq!(config.segment_ms, 100);
         assert_eq!(config.flush_messages, 1);
-        let defaults = log_config_for(&BTreeMap::new(), &BrokerConfig::default());
+        let default_broker = BrokerConfig::default();
+        let defaults = log_config_for(
+            &BTreeMap::new(),
+            &BrokerView {
+                layers: &layers,
+                config: &default_broker,
+            },
+        );
         assert_eq!(defaults, LogConfig::default());
     }
 

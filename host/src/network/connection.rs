@@ -84,6 +84,7 @@ where
             Err(error) => return Ending::Violation(error.to_string()),
         };
         let received = Instant::now();
+        let request_size = frame.len();
         let request = match parse(frame, session, ctx) {
             Ok(request) => request,
             Err(reason) => return Ending::Violation(reason),
@@ -104,6 +105,7 @@ where
         let request = Request {
             header,
             body,
+            size: request_size,
             session: Arc::clone(session),
             route,
             flexible_response,
@@ -122,6 +124,7 @@ where
             return Ending::Shutdown;
         };
         let picked_up = Instant::now();
+        let throttle = reply.throttle;
         let written = match reply.response {
             // TLS buffers what it encrypts: flush so the response leaves now.
             Response::Send(frame) => match write_half.write_all(&frame).await {
@@ -144,7 +147,7 @@ where
                 .saturating_duration_since(dequeued)
                 .saturating_sub(timings.remote),
             remote: timings.remote,
-            throttle: Duration::ZERO,
+            throttle,
             response_queue: picked_up.saturating_duration_since(handled),
             response_send: sent.saturating_duration_since(picked_up),
             total: sent.saturating_duration_since(received),
@@ -163,6 +166,12 @@ where
         // been answered.
         if session.auth.failed() {
             return Ending::AuthenticationFailed;
+        }
+        // A client quota was exceeded: the response went out at once with
+        // its throttle time, and now the connection stays muted for that
+        // long (KIP-219), as Kafka's throttled channels do.
+        if !throttle.is_zero() {
+            tokio::time::sleep(throttle).await;
         }
     }
 }

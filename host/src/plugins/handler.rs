@@ -18,7 +18,7 @@ use crate::channel::Session;
 use crate::metrics::request_label;
 use crate::plugins::bindings::handler::{KafkaHandler, KafkaHandlerPre};
 use crate::plugins::bindings::{ApiInfo, Outcome, RequestContext};
-use crate::plugins::state::{CallClock, HandlerState};
+use crate::plugins::state::{CallClock, CallQuota, HandlerState};
 use crate::plugins::WasmContext;
 
 /// Idle instances kept per module.
@@ -62,6 +62,11 @@ pub struct CallReport {
     /// Set when the call needed a new instance.
     pub instantiate_time: Option<Duration>,
     pub peak_memory: usize,
+    /// Guest time of the call (the request quota's thread time).
+    pub guest_time: Duration,
+    /// What client quotas asked: mute the connection this long, and
+    /// whether the handler recorded the request quota itself.
+    pub quota: CallQuota,
 }
 
 /// Why a call produced no outcome.
@@ -147,13 +152,15 @@ impl LoadedHandler {
         &self.source
     }
 
-    /// Handles one request on a pooled (or new) instance.
+    /// Handles one request on a pooled (or new) instance; `request_size`
+    /// is the whole request's size (header and body), as quotas count it.
     pub async fn call(
         &self,
         broker: &Arc<Broker>,
         session: &Arc<Session>,
         ctx: RequestContext,
         body: &[u8],
+        request_size: usize,
     ) -> (Result<Outcome, CallError>, CallReport) {
         let started = Instant::now();
         let mut report = CallReport::default();
@@ -187,6 +194,7 @@ impl LoadedHandler {
             state.client_id.clone_from(&ctx.client_id);
             state.clock = CallClock::new(self.limits.call_timeout);
             state.api_label = Arc::clone(&self.label);
+            state.quota = CallQuota::for_request(request_size);
         }
         instance.store.set_epoch_deadline(1);
         let result = instance
@@ -196,6 +204,8 @@ impl LoadedHandler {
             .await;
         report.call_time = started.elapsed();
         report.host_wait = instance.store.data().clock.host_wait();
+        report.guest_time = instance.store.data().clock.guest_time();
+        report.quota = instance.store.data().quota;
         report.peak_memory = instance.store.data().limits.peak_memory();
         let outcome = match result {
             Ok(outcome) => {

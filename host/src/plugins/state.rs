@@ -29,8 +29,35 @@ pub struct HandlerState {
     pub client_id: Option<String>,
     pub clock: CallClock,
     pub log_budget: LogBudget,
+    /// What client quotas asked of the current call.
+    pub quota: CallQuota,
     /// The request label of the API this module serves, for metrics.
     pub api_label: Arc<str>,
+}
+
+/// Client quota bookkeeping of one call (KIP-219): the longest throttle
+/// any quota asked for (the host mutes the connection that long once the
+/// response is sent), whether the handler recorded the request quota
+/// itself, and the request's size for the produce byte rate.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CallQuota {
+    pub throttle_ms: i32,
+    pub request_recorded: bool,
+    pub request_size: usize,
+}
+
+impl CallQuota {
+    pub fn for_request(request_size: usize) -> Self {
+        Self {
+            request_size,
+            ..Self::default()
+        }
+    }
+
+    /// Mutes the connection for at least `ms` after this response.
+    pub fn throttle(&mut self, ms: i32) {
+        self.throttle_ms = self.throttle_ms.max(ms);
+    }
 }
 
 /// Guest-time accounting for the current call.
@@ -82,6 +109,7 @@ impl HandlerState {
             client_id: None,
             clock: CallClock::new(budget),
             log_budget: LogBudget::default(),
+            quota: CallQuota::default(),
             api_label: Arc::from(""),
         }
     }

@@ -11,3 +11,4 @@ pub mod durable;
 pub mod sasl;
 pub mod scram;
 pub mod settings;
+pub mod tokens;

@@ -17,6 +17,11 @@
 //!   to the response in request order.
 //! - read_committed responses carry an (empty) aborted-transactions list,
 //!   read_uncommitted ones none. A single node prefers no read replica (-1).
+//! - Client quotas (KIP-219): `max_bytes` is capped at what the consumer's
+//!   byte-rate quota allows in one window; the response's size counts
+//!   against that quota and the handler time against the request quota.
+//!   A throttled fetch answers at once with no data and the throttle time
+//!   (its bytes are not counted), and the host mutes the connection.
 
 use bytes::Bytes;
 use gregor_sdk::authorize::allowed_names;
@@ -24,7 +29,9 @@ use gregor_sdk::authz::{Operation, ResourceType};
 use gregor_sdk::ids::topic_name_by_id;
 use gregor_sdk::kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
 use gregor_sdk::kafka_protocol::messages::{FetchRequest, FetchResponse};
+use gregor_sdk::kafka_protocol::protocol::Encodable;
 use gregor_sdk::log::{self, FetchOptions, FetchedPartition};
+use gregor_sdk::quotas;
 use gregor_sdk::{
     api_info, decode, encode, respond, ApiInfo, Handler, Outcome, RequestContext, ResponseError,
     NONE,
@@ -99,10 +106,18 @@ impl Handler for Fetch {
         }
 
         if !wanted.is_empty() {
+            // Never more than the quota allows in a window, or the fetch
+            // would be throttled whatever else happened.
+            let max_bytes = match quotas::fetch_window_bytes() {
+                Some(window) => request
+                    .max_bytes
+                    .min(i32::try_from(window.max(1)).unwrap_or(i32::MAX)),
+                None => request.max_bytes,
+            };
             let options = FetchOptions {
                 max_wait_ms: request.max_wait_ms,
-                min_bytes: request.min_bytes,
-                max_bytes: request.max_bytes,
+                min_bytes: request.min_bytes.min(max_bytes),
+                max_bytes,
                 isolation_level: request.isolation_level,
             };
             let read_committed = request.isolation_level == READ_COMMITTED;
@@ -123,6 +138,7 @@ impl Handler for Fetch {
                 .iter()
                 .flat_map(|topic| topic.partitions.iter().map(|p| p.error_code)),
         );
+        throttle(version, &mut response);
         respond(&ctx, &response)
     }
 
@@ -145,6 +161,23 @@ impl Handler for Fetch {
         }
         encode(&ctx, &response)
     }
+}
+
+/// Client quotas: records the response's size and the handler time; a
+/// throttled fetch becomes an empty response carrying the throttle time,
+/// and its bytes are taken back (Kafka's `getThrottledResponse`).
+fn throttle(version: i16, response: &mut FetchResponse) {
+    let size = response
+        .compute_size(version)
+        .map_or(0, |size| i64::try_from(size).unwrap_or(i64::MAX));
+    let request_throttle = quotas::record_request(false);
+    let bandwidth_throttle = quotas::record_fetch(size);
+    let throttle = request_throttle.max(bandwidth_throttle);
+    if throttle > 0 {
+        quotas::unrecord_fetch(size);
+        *response = FetchResponse::default().with_error_code(NONE);
+    }
+    response.throttle_time_ms = throttle;
 }
 
 /// A partition answered with an error and no records, as Kafka's

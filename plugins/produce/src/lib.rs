@@ -16,6 +16,10 @@
 //!   Failures are per partition: the others are still appended.
 //! - acks=0 gets no response, except that Kafka closes the connection when a
 //!   partition failed, so the producer notices and refreshes its metadata.
+//! - Client quotas (KIP-219): the request's size counts against the
+//!   producer byte rate and its handler time against the request quota
+//!   (not for acks=0); the response carries the larger throttle time and
+//!   the host mutes the connection that long, also for acks=0.
 
 mod records;
 
@@ -29,6 +33,7 @@ use gregor_sdk::kafka_protocol::messages::produce_response::{
 use gregor_sdk::kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 use gregor_sdk::kafka_protocol::protocol::StrBytes;
 use gregor_sdk::log::{self, AppendResult};
+use gregor_sdk::quotas;
 use gregor_sdk::{
     api_info, decode, encode, log_info, log_warn, respond, ApiInfo, Handler, Outcome,
     RequestContext, ResponseError, NONE,
@@ -107,6 +112,10 @@ impl Handler for Produce {
                 .iter()
                 .flat_map(|topic| topic.partition_responses.iter().map(|p| p.error_code)),
         );
+        let bandwidth_throttle = quotas::record_produce();
+        let request_throttle = quotas::record_request(request.acks == 0);
+        response.throttle_time_ms = bandwidth_throttle.max(request_throttle);
+
         match request.acks {
             0 if failures.is_empty() => Outcome::NoResponse,
             0 => {

@@ -33,6 +33,8 @@ pub use bindings::gregor::broker::types::{ApiInfo, KafkaError, Outcome, RequestC
 /// Host security services: SASL for this connection, SCRAM credentials and
 /// ACL administration.
 pub use bindings::gregor::broker::{acl_admin, sasl, scram_credentials};
+/// Client quotas, delegation tokens and client telemetry.
+pub use bindings::gregor::broker::{delegation_tokens, quotas, telemetry};
 pub use bindings::gregor::broker::{log, logging, metadata};
 pub use handler::Handler;
 
@@ -48,6 +50,14 @@ pub use uuid;
 
 /// Kafka's "no error" code.
 pub const NONE: i16 = 0;
+
+/// The throttle time for this response's `throttle_time_ms` (Kafka's
+/// `sendResponseMaybeThrottle`): records the request's handler time
+/// against the client's request quota; if it is exceeded the host mutes
+/// the connection that long after the response.
+pub fn request_throttle_ms() -> i32 {
+    quotas::record_request(false)
+}
 
 /// Reports the error codes of a response for the broker's metrics
 /// (`gregor_response_errors_total`); NONE (0) codes are ignored.

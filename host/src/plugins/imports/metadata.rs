@@ -1,12 +1,12 @@
 //! `metadata`: cluster, topics, configs and the served APIs.
 
-use crate::metadata::topic_config::Source;
+use crate::metadata::topic_config::BrokerView;
 use crate::metadata::topics::{NewTopic as CreateRequest, Topic};
 use crate::plugins::bindings::handler::gregor::broker::metadata::{
-    self, Broker as BrokerNode, Cluster, ConfigEntry, ConfigSource, NewTopic, PartitionInfo,
-    TopicInfo,
+    self, Broker as BrokerNode, Cluster, ConfigEntry, NewTopic, PartitionInfo, TopicInfo,
 };
 use crate::plugins::bindings::handler::gregor::broker::types::{ApiInfo, KafkaError, Uuid};
+use crate::plugins::imports::configs::source_of;
 use crate::plugins::state::HandlerState;
 
 /// Kafka's internal topics, flagged `is_internal` in Metadata.
@@ -129,11 +129,7 @@ impl metadata::Host for HandlerState {
                 .map(|entry| ConfigEntry {
                     name: entry.name.to_string(),
                     value: Some(entry.value),
-                    source: match entry.source {
-                        Source::Topic => ConfigSource::DynamicTopicConfig,
-                        Source::StaticBroker => ConfigSource::StaticBrokerConfig,
-                        Source::Default => ConfigSource::DefaultConfig,
-                    },
+                    source: source_of(entry.source),
                     read_only: false,
                     is_sensitive: false,
                 })
@@ -141,8 +137,33 @@ impl metadata::Host for HandlerState {
         })
     }
 
+    fn create_partitions(
+        &mut self,
+        name: String,
+        total: i32,
+        assignments: Option<Vec<Vec<i32>>>,
+        validate_only: bool,
+    ) -> Result<TopicInfo, KafkaError> {
+        let node = self.broker.node_id;
+        self.broker
+            .topics
+            .create_partitions(&name, total, assignments.as_deref(), node, validate_only)
+            .map(|topic| topic_info(&topic, node))
+            .map_err(|error| KafkaError {
+                code: error.code,
+                message: Some(error.message),
+            })
+    }
+
+    /// The effective value: dynamic (AlterConfigs) before static.
     fn broker_config(&mut self, name: String) -> Option<String> {
-        self.broker.config.get(&name).map(str::to_string)
+        let layers = self.broker.dynamic.broker_layers();
+        BrokerView {
+            layers: &layers,
+            config: &self.broker.config,
+        }
+        .value(&name)
+        .map(|(value, _)| value)
     }
 
     fn supported_apis(&mut self) -> Vec<ApiInfo> {

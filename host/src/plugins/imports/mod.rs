@@ -2,10 +2,14 @@
 //! between contract types and the broker's services and calls them.
 
 mod authz;
+pub mod configs;
 mod groups;
 mod log;
 mod logging;
 mod metadata;
+mod quotas;
+mod telemetry;
+mod tokens;
 mod security;
 mod stats;
 mod txn;

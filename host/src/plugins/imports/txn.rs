@@ -1,7 +1,10 @@
 //! `txn`: producer ids for InitProducerId, from the broker's
-//! [`crate::producer_ids::ProducerIdManager`].
+//! [`crate::producer_ids::ProducerIdManager`], and the partitions' producer
+//! state for DescribeProducers, from the ReplicaManager.
 
-use crate::plugins::bindings::handler::gregor::broker::txn::{self, ProducerIdAndEpoch};
+use crate::plugins::bindings::handler::gregor::broker::txn::{
+    self, ActiveProducer, ProducerIdAndEpoch,
+};
 use crate::plugins::state::HandlerState;
 
 /// KAFKA_STORAGE_ERROR: the reservation could not be made durable.
@@ -24,5 +27,28 @@ impl txn::Host for HandlerState {
                 }
             }
         }
+    }
+
+    fn describe_producers(
+        &mut self,
+        topic: String,
+        partition: i32,
+    ) -> Result<Vec<ActiveProducer>, i16> {
+        let producers = self
+            .broker
+            .replica
+            .active_producers(&topic, partition)
+            .map_err(|error| error.error_code())?;
+        Ok(producers
+            .into_iter()
+            .map(|producer| ActiveProducer {
+                producer_id: producer.producer_id,
+                producer_epoch: producer.producer_epoch,
+                last_sequence: producer.last_sequence,
+                last_timestamp: producer.last_timestamp,
+                // No transactions yet: no producer has one open.
+                current_txn_start_offset: -1,
+            })
+            .collect())
     }
 }

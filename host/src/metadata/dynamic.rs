@@ -1,0 +1,194 @@
+//! Dynamic configs that are not a topic's own (those live with the topic in
+//! the topic store): the broker configs set with AlterConfigs for this
+//! broker and as the cluster-wide default (KIP-226), and the CLIENT_METRICS
+//! subscriptions of KIP-714. One crash-safe JSON document,
+//! `<metadata dir>/configs.json`; a change is durable before it is
+//! visible.
+//!
+//! Readers take a snapshot ([`DynamicConfigs::broker_layers`]); every
+//! change bumps a version so that caches (client telemetry subscriptions)
+//! know to look again.
+
+use std::collections::BTreeMap;
+use std::io;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, RwLock};
+
+use serde::{Deserialize, Serialize};
+
+use crate::security::durable::JsonFile;
+
+const FILE_NAME: &str = "configs.json";
+const FORMAT_VERSION: u32 = 1;
+
+type Configs = BTreeMap<String, String>;
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+struct Document {
+    version: u32,
+    /// Broker configs set for every broker (resource name "").
+    #[serde(default)]
+    cluster_default: Configs,
+    /// Broker configs set for this broker (resource name = node id).
+    #[serde(default)]
+    broker: Configs,
+    /// CLIENT_METRICS subscriptions by name.
+    #[serde(default)]
+    client_metrics: BTreeMap<String, Configs>,
+}
+
+/// The two dynamic broker layers, highest precedence first.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BrokerLayers {
+    pub per_broker: Configs,
+    pub cluster_default: Configs,
+}
+
+pub struct DynamicConfigs {
+    file: JsonFile,
+    /// Serializes writers so a read-modify-write is not lost.
+    write_lock: Mutex<()>,
+    state: RwLock<Document>,
+    version: AtomicU64,
+}
+
+impl DynamicConfigs {
+    pub fn open(dir: &Path) -> io::Result<Self> {
+        let file = JsonFile::open(dir, FILE_NAME)?;
+        let document: Document = file.load()?.unwrap_or(Document {
+            version: FORMAT_VERSION,
+            ..Document::default()
+        });
+        if document.version != FORMAT_VERSION {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "{}: unsupported format version {}",
+                    file.path().display(),
+                    document.version
+                ),
+            ));
+        }
+        Ok(Self {
+            file,
+            write_lock: Mutex::new(()),
+            state: RwLock::new(document),
+            version: AtomicU64::new(0),
+        })
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Document> {
+        match self.state.read() {
+            Ok(guard) => guard,
+            Err(poisoned) => poisoned.into_inner(),
+        }
+    }
+
+    /// Applies `change` to a copy of the document, stores it, then makes
+    /// it visible.
+    fn update(&self, change: impl FnOnce(&mut Document)) -> io::Result<()> {
+        let _writer = match self.write_lock.lock() {
+            Ok(guard) => guard,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        let mut next = self.read().clone();
+        change(&mut next);
+        self.file.store(&next)?;
+        match self.state.write() {
+            Ok(mut guard) => *guard = next,
+            Err(poisoned) => *poisoned.into_inner() = next,
+        }
+        self.version.fetch_add(1, Ordering::AcqRel);
+        Ok(())
+    }
+
+    /// Increases on every change.
+    pub fn version(&self) -> u64 {
+        self.version.load(Ordering::Acquire)
+    }
+
+    pub fn broker_layers(&self) -> BrokerLayers {
+        let state = self.read();
+        BrokerLayers {
+            per_broker: state.broker.clone(),
+            cluster_default: state.cluster_default.clone(),
+        }
+    }
+
+    /// Replaces the dynamic broker configs of this broker (`per_broker`) or
+    /// the cluster-wide default.
+    pub fn set_broker(&self, per_broker: bool, configs: Configs) -> io::Result<()> {
+        self.update(|document| {
+            if per_broker {
+                document.broker = configs;
+            } else {
+                document.cluster_default = configs;
+            }
+        })
+    }
+
+    pub fn client_metrics(&self) -> BTreeMap<String, Configs> {
+        self.read().client_metrics.clone()
+    }
+
+    pub fn client_metrics_of(&self, name: &str) -> Configs {
+        self.read()
+            .client_metrics
+            .get(name)
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// Replaces a subscription's configs; an empty set removes it.
+    pub fn set_client_metrics(&self, name: &str, configs: Configs) -> io::Result<()> {
+        self.update(|document| {
+            if configs.is_empty() {
+                document.client_metrics.remove(name);
+            } else {
+                document.client_metrics.insert(name.to_string(), configs);
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn changes_survive_reopening() {
+        let dir = tempfile::tempdir().unwrap();
+        let configs = DynamicConfigs::open(dir.path()).unwrap();
+        assert_eq!(configs.broker_layers(), BrokerLayers::default());
+        let before = configs.version();
+        configs
+            .set_broker(
+                false,
+                BTreeMap::from([("log.retention.ms".into(), "1000".into())]),
+            )
+            .unwrap();
+        configs
+            .set_broker(
+                true,
+                BTreeMap::from([("log.retention.ms".into(), "5".into())]),
+            )
+            .unwrap();
+        configs
+            .set_client_metrics(
+                "sub",
+                BTreeMap::from([("metrics".into(), "org.apache.kafka.".into())]),
+            )
+            .unwrap();
+        assert!(configs.version() > before);
+        assert_eq!(configs.broker_layers().per_broker["log.retention.ms"], "5");
+        drop(configs);
+
+        let configs = DynamicConfigs::open(dir.path()).unwrap();
+        let layers = configs.broker_layers();
+        assert_eq!(layers.cluster_default["log.retention.ms"], "1000");
+        assert_eq!(configs.client_metrics_of("sub").len(), 1);
+        configs.set_client_metrics("sub", BTreeMap::new()).unwrap();
+        assert!(configs.client_metrics().is_empty());
+    }
+}

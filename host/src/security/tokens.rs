@@ -1,0 +1,500 @@
+//! Delegation tokens (KIP-48): Kafka's DelegationTokenManager and the
+//! controller's DelegationTokenControlManager in one.
+//!
+//! A token is an id (a random Kafka UUID) and an HMAC-SHA512 of that id
+//! keyed with `delegation.token.secret.key`; the HMAC is the token's
+//! password. Tokens have an owner, the principal that requested them, and
+//! renewers; an expiry time (renewable up to a maximum lifetime) after
+//! which they are removed. They are kept in a crash-safe JSON document
+//! under the security directory, so they survive restarts, as Kafka keeps
+//! them in its metadata log.
+//!
+//! Authentication with a token is SASL/SCRAM with the token id as user
+//! name, the base64 HMAC as password and the `tokenauth=true` extension;
+//! the connection then acts as the token's owner.
+
+use std::collections::BTreeMap;
+use std::io;
+use std::path::Path;
+use std::sync::{Mutex, RwLock};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine as _;
+use hmac::{Hmac, Mac};
+use serde::{Deserialize, Serialize};
+use sha2::Sha512;
+use tracing::info;
+
+use crate::security::durable::JsonFile;
+
+const FILE_NAME: &str = "delegation-tokens.json";
+const FORMAT_VERSION: u32 = 1;
+
+/// Kafka error codes of delegation tokens.
+pub mod codes {
+    pub const DELEGATION_TOKEN_AUTH_DISABLED: i16 = 61;
+    pub const DELEGATION_TOKEN_NOT_FOUND: i16 = 62;
+    pub const DELEGATION_TOKEN_OWNER_MISMATCH: i16 = 63;
+    pub const DELEGATION_TOKEN_REQUEST_NOT_ALLOWED: i16 = 64;
+    pub const DELEGATION_TOKEN_EXPIRED: i16 = 66;
+    pub const INVALID_PRINCIPAL_TYPE: i16 = 67;
+    pub const KAFKA_STORAGE_ERROR: i16 = 56;
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TokenInfo {
+    pub token_id: String,
+    /// HMAC-SHA512 of the token id with the secret key.
+    #[serde(with = "base64_bytes")]
+    pub hmac: Vec<u8>,
+    pub owner: String,
+    pub requester: String,
+    pub renewers: Vec<String>,
+    pub issue_timestamp_ms: i64,
+    pub expiry_timestamp_ms: i64,
+    pub max_timestamp_ms: i64,
+}
+
+impl TokenInfo {
+    /// Kafka's `ownerOrRenewer`: the owner, the requester and renewers may
+    /// renew, expire and always describe the token.
+    pub fn owner_or_renewer(&self, principal: &str) -> bool {
+        self.owner == principal
+            || self.requester == principal
+            || self.renewers.iter().any(|renewer| renewer == principal)
+    }
+
+    fn expired(&self, now: i64) -> bool {
+        self.max_timestamp_ms < now || self.expiry_timestamp_ms < now
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TokenError {
+    pub code: i16,
+    pub message: Option<String>,
+}
+
+impl TokenError {
+    fn of(code: i16) -> Self {
+        Self {
+            code,
+            message: None,
+        }
+    }
+}
+
+/// The token settings, with Kafka's names and defaults.
+#[derive(Debug, Clone)]
+pub struct TokenConfig {
+    /// `delegation.token.secret.key`; tokens are disabled without it.
+    pub secret: Option<String>,
+    /// `delegation.token.max.lifetime.ms`.
+    pub max_lifetime_ms: i64,
+    /// `delegation.token.expiry.time.ms`.
+    pub renew_lifetime_ms: i64,
+    /// `delegation.token.expiry.check.interval.ms`.
+    pub check_interval: Duration,
+}
+
+#[derive(Serialize, Deserialize)]
+struct Document {
+    version: u32,
+    tokens: Vec<TokenInfo>,
+}
+
+pub struct TokenManager {
+    config: TokenConfig,
+    file: JsonFile,
+    write_lock: Mutex<()>,
+    /// By token id.
+    tokens: RwLock<BTreeMap<String, TokenInfo>>,
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|elapsed| i64::try_from(elapsed.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
+
+/// Kafka's `Uuid.randomUuid().toString()`: 16 random bytes in URL-safe
+/// base64 without padding, never starting with '-'.
+fn random_token_id() -> io::Result<String> {
+    loop {
+        let mut bytes = [0u8; 16];
+        getrandom::fill(&mut bytes).map_err(|error| io::Error::other(error.to_string()))?;
+        let id = URL_SAFE_NO_PAD.encode(bytes);
+        if !id.starts_with('-') {
+            return Ok(id);
+        }
+    }
+}
+
+impl TokenManager {
+    /// Opens the token store in `dir` with the broker's `delegation.token.*`
+    /// settings.
+    pub fn from_config(config: &crate::config::BrokerConfig, dir: &Path) -> anyhow::Result<Self> {
+        use crate::metadata::broker_config::static_number;
+        let secret = config
+            .explicit("delegation.token.secret.key")
+            .or_else(|| config.explicit("delegation.token.master.key"))
+            .filter(|secret| !secret.is_empty())
+            .map(str::to_string);
+        let check_ms = static_number(config, "delegation.token.expiry.check.interval.ms")?;
+        let token_config = TokenConfig {
+            secret,
+            max_lifetime_ms: static_number(config, "delegation.token.max.lifetime.ms")?,
+            renew_lifetime_ms: static_number(config, "delegation.token.expiry.time.ms")?,
+            check_interval: Duration::from_millis(u64::try_from(check_ms)?),
+        };
+        Self::open(dir, token_config)
+            .map_err(|error| anyhow::anyhow!("opening the delegation token store: {error}"))
+    }
+
+    pub fn open(dir: &Path, config: TokenConfig) -> io::Result<Self> {
+        let file = JsonFile::open(dir, FILE_NAME)?;
+        let document: Document = file.load()?.unwrap_or(Document {
+            version: FORMAT_VERSION,
+            tokens: Vec::new(),
+        });
+        if document.version != FORMAT_VERSION {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "{}: unsupported format version {}",
+                    file.path().display(),
+                    document.version
+                ),
+            ));
+        }
+        let tokens = document
+            .tokens
+            .into_iter()
+            .map(|token| (token.token_id.clone(), token))
+            .collect();
+        Ok(Self {
+            config,
+            file,
+            write_lock: Mutex::new(()),
+            tokens: RwLock::new(tokens),
+        })
+    }
+
+    pub fn enabled(&self) -> bool {
+        self.config.secret.is_some()
+    }
+
+    pub fn check_interval(&self) -> Duration {
+        self.config.check_interval
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<String, TokenInfo>> {
+        match self.tokens.read() {
+            Ok(guard) => guard,
+            Err(poisoned) => poisoned.into_inner(),
+        }
+    }
+
+    /// Applies `change` to a copy of the tokens, stores them, then makes
+    /// them visible. `change` returns what the caller gets back.
+    fn update<T>(
+        &self,
+        change: impl FnOnce(&mut BTreeMap<String, TokenInfo>) -> Result<T, TokenError>,
+    ) -> Result<T, TokenError> {
+        let _writer = match self.write_lock.lock() {
+            Ok(guard) => guard,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        let mut next = self.read().clone();
+        let answer = change(&mut next)?;
+        let document = Document {
+            version: FORMAT_VERSION,
+            tokens: next.values().cloned().collect(),
+        };
+        self.file.store(&document).map_err(|error| TokenError {
+            code: codes::KAFKA_STORAGE_ERROR,
+            message: Some(error.to_string()),
+        })?;
+        match self.tokens.write() {
+            Ok(mut guard) => *guard = next,
+            Err(poisoned) => *poisoned.into_inner() = next,
+        }
+        Ok(answer)
+    }
+
+    fn hmac(&self, token_id: &str) -> Result<Vec<u8>, TokenError> {
+        let Some(secret) = &self.config.secret else {
+            return Err(TokenError::of(codes::DELEGATION_TOKEN_AUTH_DISABLED));
+        };
+        let mut mac =
+            Hmac::<Sha512>::new_from_slice(secret.as_bytes()).map_err(|_| TokenError {
+                code: codes::DELEGATION_TOKEN_AUTH_DISABLED,
+                message: Some("unusable delegation.token.secret.key".into()),
+            })?;
+        mac.update(token_id.as_bytes());
+        Ok(mac.finalize().into_bytes().to_vec())
+    }
+
+    /// CreateDelegationToken for `owner`, requested by `requester`.
+    pub fn create(
+        &self,
+        owner: &str,
+        requester: &str,
+        renewers: &[String],
+        max_lifetime_ms: i64,
+    ) -> Result<TokenInfo, TokenError> {
+        if !self.enabled() {
+            return Err(TokenError::of(codes::DELEGATION_TOKEN_AUTH_DISABLED));
+        }
+        if renewers.iter().any(|renewer| !renewer.starts_with("User:")) {
+            return Err(TokenError::of(codes::INVALID_PRINCIPAL_TYPE));
+        }
+        let now = now_ms();
+        let mut max_lifetime = self.config.max_lifetime_ms;
+        if max_lifetime_ms > 0 {
+            max_lifetime = max_lifetime.min(max_lifetime_ms);
+        }
+        let max_timestamp = now.saturating_add(max_lifetime);
+        let expiry = max_timestamp.min(now.saturating_add(self.config.renew_lifetime_ms));
+        let token_id = random_token_id().map_err(|error| TokenError {
+            code: codes::KAFKA_STORAGE_ERROR,
+            message: Some(error.to_string()),
+        })?;
+        let token = TokenInfo {
+            hmac: self.hmac(&token_id)?,
+            token_id,
+            owner: owner.to_string(),
+            requester: requester.to_string(),
+            renewers: renewers.to_vec(),
+            issue_timestamp_ms: now,
+            expiry_timestamp_ms: expiry,
+            max_timestamp_ms: max_timestamp,
+        };
+        self.update(|tokens| {
+            tokens.insert(token.token_id.clone(), token.clone());
+            Ok(())
+        })?;
+        info!(token_id = %token.token_id, owner = %token.owner, "delegation token created");
+        Ok(token)
+    }
+
+    /// RenewDelegationToken: the new expiry time.
+    pub fn renew(
+        &self,
+        principal: &str,
+        hmac: &[u8],
+        renew_period_ms: i64,
+    ) -> Result<i64, TokenError> {
+        if !self.enabled() {
+            return Err(TokenError::of(codes::DELEGATION_TOKEN_AUTH_DISABLED));
+        }
+        let now = now_ms();
+        let renew_lifetime = if renew_period_ms > 0 {
+            self.config.renew_lifetime_ms.min(renew_period_ms)
+        } else {
+            self.config.renew_lifetime_ms
+        };
+        self.update(|tokens| {
+            let token = by_hmac(tokens, hmac)?;
+            if token.expired(now) {
+                return Err(TokenError::of(codes::DELEGATION_TOKEN_EXPIRED));
+            }
+            if !token.owner_or_renewer(principal) {
+                return Err(TokenError::of(codes::DELEGATION_TOKEN_OWNER_MISMATCH));
+            }
+            token.expiry_timestamp_ms = token
+                .max_timestamp_ms
+                .min(now.saturating_add(renew_lifetime));
+            Ok(token.expiry_timestamp_ms)
+        })
+    }
+
+    /// ExpireDelegationToken: the new expiry time; a negative period
+    /// removes the token now.
+    pub fn expire(
+        &self,
+        principal: &str,
+        hmac: &[u8],
+        expiry_period_ms: i64,
+    ) -> Result<i64, TokenError> {
+        if !self.enabled() {
+            return Err(TokenError::of(codes::DELEGATION_TOKEN_AUTH_DISABLED));
+        }
+        let now = now_ms();
+        let result = self.update(|tokens| {
+            let token = by_hmac(tokens, hmac)?;
+            if !token.owner_or_renewer(principal) {
+                return Err(TokenError::of(codes::DELEGATION_TOKEN_OWNER_MISMATCH));
+            }
+            if expiry_period_ms < 0 {
+                let id = token.token_id.clone();
+                tokens.remove(&id);
+                return Ok((now, Some(id)));
+            }
+            if token.expired(now) {
+                return Err(TokenError::of(codes::DELEGATION_TOKEN_EXPIRED));
+            }
+            token.expiry_timestamp_ms = token
+                .max_timestamp_ms
+                .min(now.saturating_add(expiry_period_ms));
+            Ok((token.expiry_timestamp_ms, None))
+        })?;
+        if let Some(id) = result.1 {
+            info!(token_id = %id, "delegation token expired");
+        }
+        Ok(result.0)
+    }
+
+    /// Every live token.
+    pub fn list(&self) -> Vec<TokenInfo> {
+        let now = now_ms();
+        self.read()
+            .values()
+            .filter(|token| !token.expired(now))
+            .cloned()
+            .collect()
+    }
+
+    /// Removes expired tokens (the periodic sweep); how many went.
+    pub fn sweep(&self) -> usize {
+        let now = now_ms();
+        if !self.read().values().any(|token| token.expired(now)) {
+            return 0;
+        }
+        let removed = self.update(|tokens| {
+            let before = tokens.len();
+            tokens.retain(|_, token| !token.expired(now));
+            Ok(before - tokens.len())
+        });
+        match removed {
+            Ok(count) => {
+                if count > 0 {
+                    info!(count, "expired delegation tokens removed");
+                }
+                count
+            }
+            Err(error) => {
+                tracing::warn!(?error, "cannot remove expired delegation tokens");
+                0
+            }
+        }
+    }
+}
+
+fn by_hmac<'a>(
+    tokens: &'a mut BTreeMap<String, TokenInfo>,
+    hmac: &[u8],
+) -> Result<&'a mut TokenInfo, TokenError> {
+    tokens
+        .values_mut()
+        .find(|token| token.hmac == hmac)
+        .ok_or(TokenError::of(codes::DELEGATION_TOKEN_NOT_FOUND))
+}
+
+/// Serde for bytes as standard base64.
+mod base64_bytes {
+    use base64::engine::general_purpose::STANDARD;
+    use base64::Engine as _;
+    use serde::de::Error;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(bytes: &[u8], s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&STANDARD.encode(bytes))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
+        let text = String::deserialize(d)?;
+        STANDARD.decode(text).map_err(D::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(secret: Option<&str>) -> TokenConfig {
+        TokenConfig {
+            secret: secret.map(str::to_string),
+            max_lifetime_ms: 7 * 24 * 3600 * 1000,
+            renew_lifetime_ms: 24 * 3600 * 1000,
+            check_interval: Duration::from_secs(3600),
+        }
+    }
+
+    #[test]
+    fn tokens_are_created_renewed_expired_and_persisted() {
+        let dir = tempfile::tempdir().unwrap();
+        let tokens = TokenManager::open(dir.path(), config(Some("s3cret"))).unwrap();
+        let renewers = vec!["User:bob".to_string()];
+        let token = tokens
+            .create("User:alice", "User:alice", &renewers, 3_600_000)
+            .unwrap();
+        assert_eq!(token.token_id.len(), 22);
+        assert_eq!(token.hmac.len(), 64);
+        assert_eq!(token.max_timestamp_ms - token.issue_timestamp_ms, 3_600_000);
+        assert_eq!(token.expiry_timestamp_ms, token.max_timestamp_ms);
+        assert_eq!(
+            tokens
+                .renew("User:eve", &token.hmac, 1000)
+                .unwrap_err()
+                .code,
+            codes::DELEGATION_TOKEN_OWNER_MISMATCH
+        );
+        let renewed = tokens.renew("User:bob", &token.hmac, 1000).unwrap();
+        assert!(renewed < token.expiry_timestamp_ms);
+        assert_eq!(
+            tokens.renew("User:bob", b"nope", 1000).unwrap_err().code,
+            codes::DELEGATION_TOKEN_NOT_FOUND
+        );
+        drop(tokens);
+
+        let tokens = TokenManager::open(dir.path(), config(Some("s3cret"))).unwrap();
+        assert_eq!(tokens.list().len(), 1);
+        tokens.expire("User:alice", &token.hmac, -1).unwrap();
+        assert!(tokens.list().is_empty());
+        assert_eq!(
+            tokens
+                .expire("User:alice", &token.hmac, -1)
+                .unwrap_err()
+                .code,
+            codes::DELEGATION_TOKEN_NOT_FOUND
+        );
+    }
+
+    #[test]
+    fn expired_tokens_are_swept_and_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let tokens = TokenManager::open(dir.path(), config(Some("k"))).unwrap();
+        let token = tokens.create("User:a", "User:a", &[], 0).unwrap();
+        let expiry = tokens.expire("User:a", &token.hmac, 0).unwrap();
+        assert!(expiry <= now_ms());
+        std::thread::sleep(Duration::from_millis(5));
+        assert_eq!(
+            tokens.renew("User:a", &token.hmac, 1000).unwrap_err().code,
+            codes::DELEGATION_TOKEN_EXPIRED
+        );
+        assert_eq!(tokens.sweep(), 1);
+        assert_eq!(tokens.sweep(), 0);
+    }
+
+    #[test]
+    fn disabled_without_a_secret() {
+        let dir = tempfile::tempdir().unwrap();
+        let tokens = TokenManager::open(dir.path(), config(None)).unwrap();
+        assert_eq!(
+            tokens.create("User:a", "User:a", &[], 0).unwrap_err().code,
+            codes::DELEGATION_TOKEN_AUTH_DISABLED
+        );
+        let group = vec!["Group:x".to_string()];
+        let tokens = TokenManager::open(dir.path(), config(Some("k"))).unwrap();
+        assert_eq!(
+            tokens
+                .create("User:a", "User:a", &group, 0)
+                .unwrap_err()
+                .code,
+            codes::INVALID_PRINCIPAL_TYPE
+        );
+    }
+}

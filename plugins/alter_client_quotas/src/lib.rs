@@ -1,0 +1,178 @@
+//! AlterClientQuotas (ApiKey 49): set or remove client quotas, as Kafka's
+//! `KafkaApis.handleAlterClientQuotasRequest` and the controller's
+//! `ClientQuotaControlManager`.
+//!
+//! - Versions 0-1. ALTER_CONFIGS on the Cluster is required, else every
+//!   entry gets CLUSTER_AUTHORIZATION_FAILED.
+//! - Entities combine `user` and `client-id` (a null name is the default
+//!   entity); keys are `producer_byte_rate`, `consumer_byte_rate` (whole
+//!   numbers), `request_percentage` and `controller_mutation_rate`, all
+//!   greater than 0. Anything else is INVALID_REQUEST with Kafka's message,
+//!   per entry. An entity named twice is refused ("Ignoring duplicate
+//!   entity"). IP entities (`connection_creation_rate`) are refused:
+//!   Gregor does not limit connection creation.
+//! - Unless `validate_only`, changes are durable and take effect at once:
+//!   the next request of a matching client is measured against them.
+
+use gregor_sdk::authorize::cluster_allowed;
+use gregor_sdk::authz::Operation;
+use gregor_sdk::ids::str_bytes;
+use gregor_sdk::kafka_protocol::messages::alter_client_quotas_request::EntryData as RequestEntry;
+use gregor_sdk::kafka_protocol::messages::alter_client_quotas_response::{EntityData, EntryData};
+use gregor_sdk::kafka_protocol::messages::{AlterClientQuotasRequest, AlterClientQuotasResponse};
+use gregor_sdk::quotas::{self, EntityPart, QuotaOp};
+use gregor_sdk::{
+    api_info, decode, request_throttle_ms, respond, ApiInfo, Handler, KafkaError, Outcome,
+    RequestContext, ResponseError,
+};
+
+struct AlterClientQuotas;
+
+impl Handler for AlterClientQuotas {
+    fn describe() -> ApiInfo {
+        api_info::<AlterClientQuotasRequest>("AlterClientQuotas", 0, 1)
+    }
+
+    fn handle(ctx: RequestContext, body: Vec<u8>) -> Outcome {
+        let request: AlterClientQuotasRequest = match decode(&ctx, &body) {
+            Ok(request) => request,
+            Err(outcome) => return outcome,
+        };
+        let allowed = cluster_allowed(Operation::AlterConfigs);
+        let entities: Vec<Vec<EntityPart>> = request.entries.iter().map(entity_of).collect();
+        let mut response = AlterClientQuotasResponse::default();
+        for (index, (entry, entity)) in request.entries.iter().zip(&entities).enumerate() {
+            let duplicate = entities
+                .iter()
+                .enumerate()
+                .any(|(other, e)| other != index && same_entity(e, entity));
+            let result = if !allowed {
+                let error = ResponseError::ClusterAuthorizationFailed;
+                Err(KafkaError {
+                    code: error.code(),
+                    message: Some(error.to_string()),
+                })
+            } else if duplicate {
+                Err(KafkaError {
+                    code: ResponseError::InvalidRequest.code(),
+                    message: Some(format!("Ignoring duplicate entity {}", describe(entity))),
+                })
+            } else {
+                alter(entry, entity, request.validate_only)
+            };
+            let (code, message) = match result {
+                Ok(()) => (0, None),
+                Err(error) => (error.code, error.message),
+            };
+            response.entries.push(
+                EntryData::default()
+                    .with_error_code(code)
+                    .with_error_message(message.as_deref().map(str_bytes))
+                    .with_entity(
+                        entry
+                            .entity
+                            .iter()
+                            .map(|part| {
+                                EntityData::default()
+                                    .with_entity_type(part.entity_type.clone())
+                                    .with_entity_name(part.entity_name.clone())
+                            })
+                            .collect(),
+                    ),
+            );
+        }
+        response.throttle_time_ms = request_throttle_ms();
+        respond(&ctx, &response)
+    }
+}
+
+fn entity_of(entry: &RequestEntry) -> Vec<EntityPart> {
+    entry
+        .entity
+        .iter()
+        .map(|part| EntityPart {
+            entity_type: part.entity_type.to_string(),
+            name: part.entity_name.as_ref().map(|n| n.to_string()),
+        })
+        .collect()
+}
+
+/// Entities are maps of type to name: the order of parts does not matter.
+fn same_entity(a: &[EntityPart], b: &[EntityPart]) -> bool {
+    let key = |parts: &[EntityPart]| {
+        let mut key: Vec<(String, Option<String>)> = parts
+            .iter()
+            .map(|p| (p.entity_type.clone(), p.name.clone()))
+            .collect();
+        key.sort();
+        key
+    };
+    key(a) == key(b)
+}
+
+/// Kafka's ClientQuotaEntity text: `ClientQuotaEntity(entries={user=alice})`.
+fn describe(entity: &[EntityPart]) -> String {
+    let parts: Vec<String> = entity
+        .iter()
+        .map(|p| format!("{}={}", p.entity_type, p.name.as_deref().unwrap_or("null")))
+        .collect();
+    format!("ClientQuotaEntity(entries={{{}}})", parts.join(", "))
+}
+
+fn alter(
+    entry: &RequestEntry,
+    entity: &[EntityPart],
+    validate_only: bool,
+) -> Result<(), KafkaError> {
+    let ops: Vec<QuotaOp> = entry
+        .ops
+        .iter()
+        .map(|op| QuotaOp {
+            key: op.key.to_string(),
+            value: op.value,
+            remove: op.remove,
+        })
+        .collect();
+    quotas::alter(entity, &ops, validate_only)
+}
+
+gregor_sdk::export_handler!(AlterClientQuotas);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gregor_sdk::kafka_protocol::protocol::Encodable;
+
+    fn part(t: &str, n: Option<&str>) -> EntityPart {
+        EntityPart {
+            entity_type: t.into(),
+            name: n.map(str::to_string),
+        }
+    }
+
+    #[test]
+    fn entities_compare_as_maps() {
+        let a = [part("user", Some("u")), part("client-id", None)];
+        let b = [part("client-id", None), part("user", Some("u"))];
+        assert!(same_entity(&a, &b));
+        assert!(!same_entity(&a, &[part("user", Some("u"))]));
+        assert_eq!(
+            describe(&[part("user", None)]),
+            "ClientQuotaEntity(entries={user=null})"
+        );
+    }
+
+    #[test]
+    fn responses_encode_for_every_served_version() {
+        for version in 0..=1 {
+            let entry = EntryData::default().with_error_code(42).with_entity(vec![
+                EntityData::default().with_entity_type(str_bytes("user")),
+            ]);
+            let response = AlterClientQuotasResponse::default().with_entries(vec![entry]);
+            assert!(
+                response.encode(&mut Vec::new(), version).is_ok(),
+                "v{version}"
+            );
+        }
+    }
+}

@@ -1,0 +1,148 @@
+//! AlterConfigs (ApiKey 33), the legacy whole-resource config change, as
+//! Kafka's `KafkaApis.handleAlterConfigsRequest`, `ConfigAdminManager` and
+//! the controller's `legacyAlterConfigs`.
+//!
+//! - Versions 0-2. Each resource's configs become its whole dynamic
+//!   config: configs it does not name are reset to their defaults.
+//! - A resource named twice: INVALID_REQUEST for each ("Each resource must
+//!   appear at most once."); unknown resource types and BROKER_LOGGER
+//!   (never supported by the legacy API): INVALID_REQUEST.
+//! - ALTER_CONFIGS on the Topic for topics, on the Cluster for brokers and
+//!   client-metrics subscriptions; otherwise TOPIC_ / CLUSTER_AUTHORIZATION_FAILED.
+//! - The host validates (INVALID_CONFIG for unknown names and bad values,
+//!   INVALID_REQUEST for null values, duplicate names, another broker's id
+//!   or a read-only broker config), then, unless `validate_only`, stores
+//!   the change durably and applies it at once.
+
+use std::collections::HashMap;
+
+use gregor_sdk::authz::Operation;
+use gregor_sdk::configs::{
+    self, authorization_error, authorize_resources, resource_type_of, ResourceType,
+};
+use gregor_sdk::ids::str_bytes;
+use gregor_sdk::kafka_protocol::messages::alter_configs_request::AlterConfigsResource;
+use gregor_sdk::kafka_protocol::messages::alter_configs_response::AlterConfigsResourceResponse;
+use gregor_sdk::kafka_protocol::messages::{AlterConfigsRequest, AlterConfigsResponse};
+use gregor_sdk::{
+    api_info, decode, request_throttle_ms, respond, ApiInfo, Handler, KafkaError, Outcome,
+    RequestContext, ResponseError,
+};
+
+struct AlterConfigs;
+
+impl Handler for AlterConfigs {
+    fn describe() -> ApiInfo {
+        api_info::<AlterConfigsRequest>("AlterConfigs", 0, 2)
+    }
+
+    fn handle(ctx: RequestContext, body: Vec<u8>) -> Outcome {
+        let request: AlterConfigsRequest = match decode(&ctx, &body) {
+            Ok(request) => request,
+            Err(outcome) => return outcome,
+        };
+        let mut count: HashMap<(i8, &str), usize> = HashMap::new();
+        for resource in &request.resources {
+            *count
+                .entry((resource.resource_type, resource.resource_name.as_str()))
+                .or_default() += 1;
+        }
+        let keys: Vec<(i8, &str)> = request
+            .resources
+            .iter()
+            .map(|r| (r.resource_type, r.resource_name.as_str()))
+            .collect();
+        let allowed = authorize_resources(Operation::AlterConfigs, &keys);
+        let mut response = AlterConfigsResponse::default();
+        for ((resource, key), allowed) in request.resources.iter().zip(&keys).zip(allowed) {
+            let result = if count.get(key).copied().unwrap_or(0) > 1 {
+                Err(error(
+                    ResponseError::InvalidRequest,
+                    "Each resource must appear at most once.",
+                ))
+            } else {
+                alter(resource, allowed, request.validate_only)
+            };
+            let (code, message) = match result {
+                Ok(()) => (0, None),
+                Err(error) => (error.code, error.message),
+            };
+            response.responses.push(
+                AlterConfigsResourceResponse::default()
+                    .with_error_code(code)
+                    .with_error_message(message.as_deref().map(str_bytes))
+                    .with_resource_type(resource.resource_type)
+                    .with_resource_name(resource.resource_name.clone()),
+            );
+        }
+        response.throttle_time_ms = request_throttle_ms();
+        respond(&ctx, &response)
+    }
+}
+
+fn error(code: ResponseError, message: &str) -> KafkaError {
+    KafkaError {
+        code: code.code(),
+        message: Some(message.to_string()),
+    }
+}
+
+fn alter(
+    resource: &AlterConfigsResource,
+    allowed: bool,
+    validate_only: bool,
+) -> Result<(), KafkaError> {
+    let kind = match resource_type_of(resource.resource_type) {
+        Some(ResourceType::BrokerLogger) | None => {
+            return Err(error(
+                ResponseError::InvalidRequest,
+                &format!("Unknown resource type {}", resource.resource_type),
+            ))
+        }
+        Some(kind) => kind,
+    };
+    if !allowed {
+        let denied = authorization_error(kind);
+        return Err(error(denied, &denied.to_string()));
+    }
+    let entries: Vec<(String, Option<String>)> = resource
+        .configs
+        .iter()
+        .map(|config| {
+            (
+                config.name.to_string(),
+                config.value.as_ref().map(|v| v.to_string()),
+            )
+        })
+        .collect();
+    configs::replace(
+        kind,
+        resource.resource_name.as_str(),
+        &entries,
+        validate_only,
+    )
+}
+
+gregor_sdk::export_handler!(AlterConfigs);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gregor_sdk::kafka_protocol::protocol::Encodable;
+
+    #[test]
+    fn responses_encode_for_every_served_version() {
+        for version in 0..=2 {
+            let result = AlterConfigsResourceResponse::default()
+                .with_error_code(40)
+                .with_error_message(Some(str_bytes("bad")))
+                .with_resource_type(2)
+                .with_resource_name(str_bytes("t"));
+            let response = AlterConfigsResponse::default().with_responses(vec![result]);
+            assert!(
+                response.encode(&mut Vec::new(), version).is_ok(),
+                "v{version}"
+            );
+        }
+    }
+}

@@ -1,0 +1,145 @@
+//! CreatePartitions (ApiKey 37): add partitions to existing topics, as
+//! Kafka's `KafkaApis.handleCreatePartitionsRequest` with the KRaft
+//! controller's `createPartitions`.
+//!
+//! - Versions 0-3. A topic named twice gets INVALID_REQUEST ("Duplicate
+//!   topic in request."); a topic without ALTER gets
+//!   TOPIC_AUTHORIZATION_FAILED.
+//! - The host checks the new count (INVALID_PARTITIONS unless it is an
+//!   increase) and manual assignments (one per new partition, naming
+//!   registered brokers; INVALID_REPLICA_ASSIGNMENT), and with
+//!   `validate_only` changes nothing.
+//! - The controller mutation quota (`controller_mutation_rate`) counts the
+//!   new partitions: from v3 a client over its quota gets
+//!   THROTTLING_QUOTA_EXCEEDED for the topic (strict); older versions are
+//!   only throttled. The response's throttle time is the larger of that
+//!   and the request quota's.
+//! - New partitions are writable at once; producers see them at their next
+//!   metadata refresh.
+
+use std::collections::HashMap;
+
+use gregor_sdk::authorize::allowed_names;
+use gregor_sdk::authz::{Operation, ResourceType};
+use gregor_sdk::ids::str_bytes;
+use gregor_sdk::kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
+use gregor_sdk::kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
+use gregor_sdk::kafka_protocol::messages::{CreatePartitionsRequest, CreatePartitionsResponse};
+use gregor_sdk::{
+    api_info, decode, metadata, quotas, request_throttle_ms, respond, ApiInfo, Handler, KafkaError,
+    Outcome, RequestContext, ResponseError,
+};
+
+/// The first version whose mutation quota is strict (KIP-599).
+const STRICT_SINCE_VERSION: i16 = 3;
+
+struct CreatePartitions;
+
+impl Handler for CreatePartitions {
+    fn describe() -> ApiInfo {
+        api_info::<CreatePartitionsRequest>("CreatePartitions", 0, 3)
+    }
+
+    fn handle(ctx: RequestContext, body: Vec<u8>) -> Outcome {
+        let request: CreatePartitionsRequest = match decode(&ctx, &body) {
+            Ok(request) => request,
+            Err(outcome) => return outcome,
+        };
+        let mut count: HashMap<&str, usize> = HashMap::new();
+        for topic in &request.topics {
+            *count.entry(topic.name.as_str()).or_default() += 1;
+        }
+        let names = request.topics.iter().map(|t| t.name.as_str());
+        let allowed = allowed_names(Operation::Alter, ResourceType::Topic, names);
+        let strict = ctx.api_version >= STRICT_SINCE_VERSION;
+        let mut mutation_throttle = 0;
+        let mut response = CreatePartitionsResponse::default();
+        for topic in &request.topics {
+            let name = topic.name.as_str();
+            // Each duplicated name is answered once.
+            let result = match count.get(name).copied().unwrap_or(0) {
+                0 => continue,
+                1 if allowed.get(name) != Some(&true) => Err(KafkaError {
+                    code: ResponseError::TopicAuthorizationFailed.code(),
+                    message: Some("The topic authorization is failed.".into()),
+                }),
+                1 => create(topic, request.validate_only, strict, &mut mutation_throttle),
+                _ => Err(KafkaError {
+                    code: ResponseError::InvalidRequest.code(),
+                    message: Some("Duplicate topic in request.".into()),
+                }),
+            };
+            count.insert(name, 0);
+            let (code, message) = match result {
+                Ok(()) => (0, None),
+                Err(error) => (error.code, error.message),
+            };
+            response.results.push(
+                CreatePartitionsTopicResult::default()
+                    .with_name(topic.name.clone())
+                    .with_error_code(code)
+                    .with_error_message(message.as_deref().map(str_bytes)),
+            );
+        }
+        response.throttle_time_ms = request_throttle_ms().max(mutation_throttle);
+        respond(&ctx, &response)
+    }
+}
+
+/// Validates, charges the mutation quota, then creates.
+fn create(
+    topic: &CreatePartitionsTopic,
+    validate_only: bool,
+    strict: bool,
+    mutation_throttle: &mut i32,
+) -> Result<(), KafkaError> {
+    let name = topic.name.as_str();
+    let assignments: Option<Vec<Vec<i32>>> = topic.assignments.as_ref().map(|assignments| {
+        assignments
+            .iter()
+            .map(|a| a.broker_ids.iter().map(|id| id.0).collect())
+            .collect()
+    });
+    metadata::create_partitions(name, topic.count, assignments.as_deref(), true)?;
+    if validate_only {
+        return Ok(());
+    }
+    let before = metadata::topic_by_name(name).map_or(0, |t| t.partitions.len());
+    let added = usize::try_from(topic.count)
+        .unwrap_or(0)
+        .saturating_sub(before);
+    let answer = quotas::record_mutations(u32::try_from(added).unwrap_or(u32::MAX), strict);
+    *mutation_throttle = (*mutation_throttle).max(answer.throttle_time_ms);
+    if answer.error_code != 0 {
+        return Err(KafkaError {
+            code: answer.error_code,
+            message: Some(ResponseError::ThrottlingQuotaExceeded.to_string()),
+        });
+    }
+    metadata::create_partitions(name, topic.count, assignments.as_deref(), false).map(|_| ())
+}
+
+gregor_sdk::export_handler!(CreatePartitions);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gregor_sdk::kafka_protocol::protocol::Encodable;
+
+    #[test]
+    fn responses_encode_for_every_served_version() {
+        for version in 0..=3 {
+            let result = CreatePartitionsTopicResult::default()
+                .with_name(str_bytes("t").into())
+                .with_error_code(37)
+                .with_error_message(Some(str_bytes("Topic already has 1 partition(s).")));
+            let response = CreatePartitionsResponse::default()
+                .with_results(vec![result])
+                .with_throttle_time_ms(5);
+            assert!(
+                response.encode(&mut Vec::new(), version).is_ok(),
+                "v{version}"
+            );
+        }
+    }
+}

@@ -1,0 +1,109 @@
+//! DescribeCluster (ApiKey 60): the cluster id, the brokers and the
+//! controller as clients see them, as Kafka's
+//! `KafkaApis.handleDescribeCluster` and `AuthHelper.computeDescribeClusterResponse`.
+//!
+//! - Versions 0-2. No authorization is needed to describe the cluster;
+//!   with `include_cluster_authorized_operations` the response carries the
+//!   operations the principal may perform on the Cluster, else Kafka's
+//!   "not requested" value (i32::MIN).
+//! - v1+: a broker answers `endpoint_type` BROKER (1); asking it for
+//!   controllers (2) is UNSUPPORTED_ENDPOINT_TYPE.
+//! - The broker list is this node on the listener the request came in on;
+//!   a KRaft broker reports a live broker as the controller id (clients
+//!   cannot reach the controller quorum), here itself. v2 brokers are
+//!   never fenced while they answer.
+
+use gregor_sdk::authorize::{authorized_operations, CLUSTER_NAME};
+use gregor_sdk::authz::ResourceType;
+use gregor_sdk::ids::str_bytes;
+use gregor_sdk::kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
+use gregor_sdk::kafka_protocol::messages::{
+    BrokerId, DescribeClusterRequest, DescribeClusterResponse,
+};
+use gregor_sdk::{
+    api_info, decode, metadata, request_throttle_ms, respond, ApiInfo, Handler, Outcome,
+    RequestContext, ResponseError,
+};
+
+/// Kafka's `EndpointType` ids.
+const BROKER_ENDPOINT: i8 = 1;
+/// Authorized operations when the client did not ask for them.
+const NOT_REQUESTED: i32 = i32::MIN;
+
+struct DescribeCluster;
+
+impl Handler for DescribeCluster {
+    fn describe() -> ApiInfo {
+        api_info::<DescribeClusterRequest>("DescribeCluster", 0, 2)
+    }
+
+    fn handle(ctx: RequestContext, body: Vec<u8>) -> Outcome {
+        let request: DescribeClusterRequest = match decode(&ctx, &body) {
+            Ok(request) => request,
+            Err(outcome) => return outcome,
+        };
+        let mut response = DescribeClusterResponse::default()
+            .with_endpoint_type(BROKER_ENDPOINT)
+            .with_cluster_authorized_operations(NOT_REQUESTED);
+        // v0 requests carry no endpoint type and mean brokers.
+        if ctx.api_version >= 1 && request.endpoint_type != BROKER_ENDPOINT {
+            let wanted = match request.endpoint_type {
+                2 => "CONTROLLER",
+                _ => "UNKNOWN",
+            };
+            response.error_code = ResponseError::UnsupportedEndpointType.code();
+            response.error_message = Some(str_bytes(&format!(
+                "The request was sent to an endpoint of type BROKER, but we wanted an endpoint of type {wanted}"
+            )));
+        } else {
+            let cluster = metadata::describe_cluster();
+            response.cluster_id = str_bytes(&cluster.cluster_id);
+            response.controller_id = BrokerId(cluster.controller_id);
+            response.brokers = cluster
+                .brokers
+                .iter()
+                .map(|broker| {
+                    DescribeClusterBroker::default()
+                        .with_broker_id(BrokerId(broker.node_id))
+                        .with_host(str_bytes(&broker.host))
+                        .with_port(broker.port)
+                        .with_rack(broker.rack.as_deref().map(str_bytes))
+                        .with_is_fenced(false)
+                })
+                .collect();
+            if request.include_cluster_authorized_operations {
+                response.cluster_authorized_operations =
+                    authorized_operations(ResourceType::Cluster, &[CLUSTER_NAME])
+                        .first()
+                        .copied()
+                        .unwrap_or(0);
+            }
+        }
+        response.throttle_time_ms = request_throttle_ms();
+        respond(&ctx, &response)
+    }
+}
+
+gregor_sdk::export_handler!(DescribeCluster);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gregor_sdk::kafka_protocol::protocol::Encodable;
+
+    #[test]
+    fn responses_encode_for_every_served_version() {
+        for version in 0..=2 {
+            let response = DescribeClusterResponse::default()
+                .with_cluster_id(str_bytes("abc"))
+                .with_brokers(vec![DescribeClusterBroker::default()
+                    .with_broker_id(BrokerId(1))
+                    .with_host(str_bytes("127.0.0.1"))
+                    .with_port(9092)]);
+            assert!(
+                response.encode(&mut Vec::new(), version).is_ok(),
+                "v{version}"
+            );
+        }
+    }
+}

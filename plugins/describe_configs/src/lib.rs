@@ -1,0 +1,187 @@
+//! DescribeConfigs (ApiKey 32): the configs of topics, this broker (or the
+//! cluster-wide default) and client-metrics subscriptions, as Kafka's
+//! `KafkaApis.handleDescribeConfigsRequest` and `ConfigHelper`.
+//!
+//! - Versions 1-4 (Kafka 4 no longer serves v0).
+//! - DESCRIBE_CONFIGS on the Topic for topics, on the Cluster for broker,
+//!   broker-logger and client-metrics resources (GROUP: on the Group).
+//!   Unauthorized resources get TOPIC_ / CLUSTER_ / GROUP_AUTHORIZATION_FAILED
+//!   and no configs.
+//! - The host answers each resource: every config (or the named ones) with
+//!   its value, source, read-only and sensitive flags; synonyms only with
+//!   `include_synonyms`, config types and documentation only with
+//!   `include_documentation` (v3+). Sensitive values are never disclosed.
+//!   Errors are per resource (UNKNOWN_TOPIC_OR_PARTITION, INVALID_REQUEST
+//!   for a broker id other than this node, ...).
+
+use gregor_sdk::authz::Operation;
+use gregor_sdk::configs::{
+    self, authorization_error, authorize_resources, resource_type_of, source_code, type_code,
+    ResourceType,
+};
+use gregor_sdk::ids::str_bytes;
+use gregor_sdk::kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+use gregor_sdk::kafka_protocol::messages::describe_configs_response::{
+    DescribeConfigsResourceResult, DescribeConfigsResult, DescribeConfigsSynonym,
+};
+use gregor_sdk::kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse};
+use gregor_sdk::{
+    api_info, decode, request_throttle_ms, respond, ApiInfo, Handler, Outcome, RequestContext,
+    ResponseError,
+};
+
+struct DescribeConfigs;
+
+impl Handler for DescribeConfigs {
+    fn describe() -> ApiInfo {
+        api_info::<DescribeConfigsRequest>("DescribeConfigs", 1, 4)
+    }
+
+    fn handle(ctx: RequestContext, body: Vec<u8>) -> Outcome {
+        let request: DescribeConfigsRequest = match decode(&ctx, &body) {
+            Ok(request) => request,
+            Err(outcome) => return outcome,
+        };
+        let resources: Vec<(i8, &str)> = request
+            .resources
+            .iter()
+            .map(|r| (r.resource_type, r.resource_name.as_str()))
+            .collect();
+        let allowed = authorize_resources(Operation::DescribeConfigs, &resources);
+        let mut response = DescribeConfigsResponse::default();
+        for (resource, allowed) in request.resources.iter().zip(allowed) {
+            let result = match (resource_type_of(resource.resource_type), allowed) {
+                (None, _) => failed(
+                    ResponseError::InvalidRequest,
+                    Some(format!(
+                        "Unexpected resource type {} for resource {}",
+                        resource.resource_type,
+                        resource.resource_name.as_str()
+                    )),
+                ),
+                (Some(kind), false) => failed(authorization_error(kind), None),
+                (Some(kind), true) => describe(kind, resource, &request),
+            };
+            response.results.push(
+                result
+                    .with_resource_type(resource.resource_type)
+                    .with_resource_name(resource.resource_name.clone()),
+            );
+        }
+        response.throttle_time_ms = request_throttle_ms();
+        respond(&ctx, &response)
+    }
+}
+
+fn failed(error: ResponseError, message: Option<String>) -> DescribeConfigsResult {
+    DescribeConfigsResult::default()
+        .with_error_code(error.code())
+        .with_error_message(Some(str_bytes(
+            &message.unwrap_or_else(|| error.to_string()),
+        )))
+}
+
+fn describe(
+    kind: ResourceType,
+    resource: &DescribeConfigsResource,
+    request: &DescribeConfigsRequest,
+) -> DescribeConfigsResult {
+    let names: Option<Vec<String>> = resource
+        .configuration_keys
+        .as_ref()
+        .map(|keys| keys.iter().map(|k| k.to_string()).collect());
+    let entries = match configs::describe(kind, resource.resource_name.as_str(), names.as_deref()) {
+        Ok(entries) => entries,
+        Err(error) => {
+            return DescribeConfigsResult::default()
+                .with_error_code(error.code)
+                .with_error_message(error.message.as_deref().map(str_bytes))
+        }
+    };
+    let configs = entries
+        .into_iter()
+        .map(|entry| {
+            let synonyms = if request.include_synonyms {
+                entry
+                    .synonyms
+                    .iter()
+                    .map(|synonym| {
+                        DescribeConfigsSynonym::default()
+                            .with_name(str_bytes(&synonym.name))
+                            .with_value(synonym.value.as_deref().map(str_bytes))
+                            .with_source(source_code(synonym.source))
+                    })
+                    .collect()
+            } else {
+                Vec::new()
+            };
+            let documentation = entry
+                .documentation
+                .as_deref()
+                .filter(|_| request.include_documentation)
+                .map(str_bytes);
+            DescribeConfigsResourceResult::default()
+                .with_name(str_bytes(&entry.name))
+                .with_value(
+                    entry
+                        .value
+                        .as_deref()
+                        .filter(|_| !entry.is_sensitive)
+                        .map(str_bytes),
+                )
+                .with_read_only(entry.read_only)
+                .with_config_source(source_code(entry.source))
+                .with_is_sensitive(entry.is_sensitive)
+                .with_synonyms(synonyms)
+                .with_config_type(type_code(entry.config_type))
+                .with_documentation(documentation)
+        })
+        .collect();
+    DescribeConfigsResult::default()
+        .with_error_message(None)
+        .with_configs(configs)
+}
+
+gregor_sdk::export_handler!(DescribeConfigs);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gregor_sdk::kafka_protocol::protocol::Encodable;
+
+    #[test]
+    fn responses_encode_for_every_served_version() {
+        let entry = DescribeConfigsResourceResult::default()
+            .with_name(str_bytes("retention.ms"))
+            .with_value(Some(str_bytes("1000")))
+            .with_config_source(1)
+            .with_synonyms(vec![DescribeConfigsSynonym::default()
+                .with_name(str_bytes("retention.ms"))
+                .with_source(1)])
+            .with_config_type(5)
+            .with_documentation(Some(str_bytes("doc")));
+        for version in 1..=4 {
+            let result = DescribeConfigsResult::default()
+                .with_resource_type(2)
+                .with_resource_name(str_bytes("t"))
+                .with_configs(vec![entry.clone()]);
+            let response = DescribeConfigsResponse::default().with_results(vec![result]);
+            assert!(
+                response.encode(&mut Vec::new(), version).is_ok(),
+                "v{version}"
+            );
+        }
+    }
+
+    #[test]
+    fn denials_name_the_resource_kind() {
+        assert_eq!(
+            authorization_error(ResourceType::Topic),
+            ResponseError::TopicAuthorizationFailed
+        );
+        assert_eq!(
+            authorization_error(ResourceType::ClientMetrics),
+            ResponseError::ClusterAuthorizationFailed
+        );
+    }
+}

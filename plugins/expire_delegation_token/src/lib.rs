@@ -1,0 +1,65 @@
+//! ExpireDelegationToken (ApiKey 40), as Kafka's
+//! `KafkaApis.handleExpireTokenRequest` and the controller's
+//! `expireDelegationToken`.
+//!
+//! - Versions 1-2. The token is named by its HMAC; only its owner, its
+//!   requester and its renewers may expire it (else
+//!   DELEGATION_TOKEN_OWNER_MISMATCH); an unknown HMAC is
+//!   DELEGATION_TOKEN_NOT_FOUND. Connections that may not manage tokens get
+//!   DELEGATION_TOKEN_REQUEST_NOT_ALLOWED.
+//! - A negative period expires the token now (it is removed and can no
+//!   longer authenticate); otherwise its expiry moves to now + period,
+//!   capped at its maximum lifetime (an already expired token is
+//!   DELEGATION_TOKEN_EXPIRED). Errors answer expiry -1.
+
+use gregor_sdk::delegation_tokens;
+use gregor_sdk::kafka_protocol::messages::{
+    ExpireDelegationTokenRequest, ExpireDelegationTokenResponse,
+};
+use gregor_sdk::{
+    api_info, decode, request_throttle_ms, respond, ApiInfo, Handler, Outcome, RequestContext,
+};
+
+struct ExpireDelegationToken;
+
+impl Handler for ExpireDelegationToken {
+    fn describe() -> ApiInfo {
+        api_info::<ExpireDelegationTokenRequest>("ExpireDelegationToken", 1, 2)
+    }
+
+    fn handle(ctx: RequestContext, body: Vec<u8>) -> Outcome {
+        let request: ExpireDelegationTokenRequest = match decode(&ctx, &body) {
+            Ok(request) => request,
+            Err(outcome) => return outcome,
+        };
+        let mut response = ExpireDelegationTokenResponse::default();
+        match delegation_tokens::expire(&request.hmac, request.expiry_time_period_ms) {
+            Ok(expiry) => response.expiry_timestamp_ms = expiry,
+            Err(error) => {
+                response.error_code = error.code;
+                response.expiry_timestamp_ms = -1;
+            }
+        }
+        response.throttle_time_ms = request_throttle_ms();
+        respond(&ctx, &response)
+    }
+}
+
+gregor_sdk::export_handler!(ExpireDelegationToken);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gregor_sdk::kafka_protocol::protocol::Encodable;
+
+    #[test]
+    fn responses_encode_for_every_served_version() {
+        for version in 1..=2 {
+            let response = ExpireDelegationTokenResponse::default().with_error_code(62);
+            assert!(
+                response.encode(&mut Vec::new(), version).is_ok(),
+                "v{version}"
+            );
+        }
+    }
+}

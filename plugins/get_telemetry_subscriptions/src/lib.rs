@@ -1,0 +1,73 @@
+//! GetTelemetrySubscriptions (ApiKey 71): which metrics a client should
+//! push and how often (KIP-714), as Kafka's
+//! `KafkaApis.handleGetTelemetrySubscriptionsRequest` and
+//! `ClientMetricsManager`.
+//!
+//! - Version 0. No authorization (KIP-714 leaves it to subscriptions).
+//! - A client sending the zero UUID gets a new client instance id. The
+//!   host matches the client against the CLIENT_METRICS subscriptions
+//!   (`kafka-client-metrics.sh`, IncrementalAlterConfigs) and answers their
+//!   metric prefixes (none subscribed: an empty list, and the client pushes
+//!   nothing) and shortest interval. Asking again before that interval has
+//!   passed is THROTTLING_QUOTA_EXCEEDED.
+//! - Pushes are accepted uncompressed (the accepted compression list is
+//!   empty, which tells clients so).
+
+use gregor_sdk::ids::{from_kafka_uuid, str_bytes, to_kafka_uuid};
+use gregor_sdk::kafka_protocol::messages::{
+    GetTelemetrySubscriptionsRequest, GetTelemetrySubscriptionsResponse,
+};
+use gregor_sdk::telemetry;
+use gregor_sdk::{
+    api_info, decode, request_throttle_ms, respond, ApiInfo, Handler, Outcome, RequestContext,
+};
+
+struct GetTelemetrySubscriptions;
+
+impl Handler for GetTelemetrySubscriptions {
+    fn describe() -> ApiInfo {
+        api_info::<GetTelemetrySubscriptionsRequest>("GetTelemetrySubscriptions", 0, 0)
+    }
+
+    fn handle(ctx: RequestContext, body: Vec<u8>) -> Outcome {
+        let request: GetTelemetrySubscriptionsRequest = match decode(&ctx, &body) {
+            Ok(request) => request,
+            Err(outcome) => return outcome,
+        };
+        let mut response = GetTelemetrySubscriptionsResponse::default();
+        match telemetry::get_subscription(from_kafka_uuid(request.client_instance_id)) {
+            Ok(subscription) => {
+                response.client_instance_id = to_kafka_uuid(subscription.client_instance_id);
+                response.subscription_id = subscription.subscription_id;
+                response.accepted_compression_types = subscription.accepted_compression_types;
+                response.push_interval_ms = subscription.push_interval_ms;
+                response.telemetry_max_bytes = subscription.telemetry_max_bytes;
+                response.delta_temporality = subscription.delta_temporality;
+                response.requested_metrics = subscription
+                    .requested_metrics
+                    .iter()
+                    .map(|m| str_bytes(m))
+                    .collect();
+            }
+            Err(error) => response.error_code = error.code,
+        }
+        response.throttle_time_ms = request_throttle_ms();
+        respond(&ctx, &response)
+    }
+}
+
+gregor_sdk::export_handler!(GetTelemetrySubscriptions);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gregor_sdk::kafka_protocol::protocol::Encodable;
+
+    #[test]
+    fn responses_encode() {
+        let response = GetTelemetrySubscriptionsResponse::default()
+            .with_requested_metrics(vec![str_bytes("org.apache.kafka.")])
+            .with_push_interval_ms(1000);
+        assert!(response.encode(&mut Vec::new(), 0).is_ok());
+    }
+}

@@ -1,0 +1,172 @@
+//! IncrementalAlterConfigs (ApiKey 44): SET, DELETE, APPEND and SUBTRACT
+//! individual configs, as Kafka's
+//! `KafkaApis.handleIncrementalAlterConfigsRequest`, `ConfigAdminManager`
+//! and the controller's `incrementalAlterConfigs`.
+//!
+//! - Versions 0-1. Only the named configs change; APPEND and SUBTRACT work
+//!   on list configs (`cleanup.policy`, a subscription's `metrics`) and
+//!   start from the current value or the default.
+//! - A resource named twice: INVALID_REQUEST for each; an unknown operation
+//!   or resource type: INVALID_REQUEST. BROKER_LOGGER is refused by the
+//!   host (Gregor has no runtime log levels).
+//! - ALTER_CONFIGS on the Topic for topics, on the Cluster for brokers and
+//!   client-metrics subscriptions; otherwise TOPIC_ / CLUSTER_AUTHORIZATION_FAILED.
+//! - The host validates the result (INVALID_CONFIG for unknown names and
+//!   bad values, INVALID_REQUEST for null values, duplicate names, another
+//!   broker's id or a read-only broker config), then, unless
+//!   `validate_only`, stores it durably and applies it at once: a topic's
+//!   new retention or segment settings reach its partition logs, a broker
+//!   default reaches every topic that does not override it.
+
+use std::collections::HashMap;
+
+use gregor_sdk::authz::Operation;
+use gregor_sdk::configs::{
+    self, authorization_error, authorize_resources, resource_type_of, AlterEntry, AlterOp,
+};
+use gregor_sdk::ids::str_bytes;
+use gregor_sdk::kafka_protocol::messages::incremental_alter_configs_request::AlterConfigsResource;
+use gregor_sdk::kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsResourceResponse;
+use gregor_sdk::kafka_protocol::messages::{
+    IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
+};
+use gregor_sdk::{
+    api_info, decode, request_throttle_ms, respond, ApiInfo, Handler, KafkaError, Outcome,
+    RequestContext, ResponseError,
+};
+
+struct IncrementalAlterConfigs;
+
+impl Handler for IncrementalAlterConfigs {
+    fn describe() -> ApiInfo {
+        api_info::<IncrementalAlterConfigsRequest>("IncrementalAlterConfigs", 0, 1)
+    }
+
+    fn handle(ctx: RequestContext, body: Vec<u8>) -> Outcome {
+        let request: IncrementalAlterConfigsRequest = match decode(&ctx, &body) {
+            Ok(request) => request,
+            Err(outcome) => return outcome,
+        };
+        let mut count: HashMap<(i8, &str), usize> = HashMap::new();
+        for resource in &request.resources {
+            *count
+                .entry((resource.resource_type, resource.resource_name.as_str()))
+                .or_default() += 1;
+        }
+        let keys: Vec<(i8, &str)> = request
+            .resources
+            .iter()
+            .map(|r| (r.resource_type, r.resource_name.as_str()))
+            .collect();
+        let allowed = authorize_resources(Operation::AlterConfigs, &keys);
+        let mut response = IncrementalAlterConfigsResponse::default();
+        for ((resource, key), allowed) in request.resources.iter().zip(&keys).zip(allowed) {
+            let result = if count.get(key).copied().unwrap_or(0) > 1 {
+                Err(error(
+                    ResponseError::InvalidRequest,
+                    "Each resource must appear at most once.",
+                ))
+            } else {
+                alter(resource, allowed, request.validate_only)
+            };
+            let (code, message) = match result {
+                Ok(()) => (0, None),
+                Err(error) => (error.code, error.message),
+            };
+            response.responses.push(
+                AlterConfigsResourceResponse::default()
+                    .with_error_code(code)
+                    .with_error_message(message.as_deref().map(str_bytes))
+                    .with_resource_type(resource.resource_type)
+                    .with_resource_name(resource.resource_name.clone()),
+            );
+        }
+        response.throttle_time_ms = request_throttle_ms();
+        respond(&ctx, &response)
+    }
+}
+
+fn error(code: ResponseError, message: &str) -> KafkaError {
+    KafkaError {
+        code: code.code(),
+        message: Some(message.to_string()),
+    }
+}
+
+/// Kafka's `AlterConfigOp.OpType` ids.
+fn operation(id: i8) -> Option<AlterOp> {
+    match id {
+        0 => Some(AlterOp::Set),
+        1 => Some(AlterOp::Delete),
+        2 => Some(AlterOp::Append),
+        3 => Some(AlterOp::Subtract),
+        _ => None,
+    }
+}
+
+fn alter(
+    resource: &AlterConfigsResource,
+    allowed: bool,
+    validate_only: bool,
+) -> Result<(), KafkaError> {
+    let Some(kind) = resource_type_of(resource.resource_type) else {
+        return Err(error(
+            ResponseError::InvalidRequest,
+            &format!("Unknown resource type {}", resource.resource_type),
+        ));
+    };
+    if !allowed {
+        let denied = authorization_error(kind);
+        return Err(error(denied, &denied.to_string()));
+    }
+    let mut entries = Vec::with_capacity(resource.configs.len());
+    for config in &resource.configs {
+        let Some(op) = operation(config.config_operation) else {
+            return Err(error(
+                ResponseError::InvalidRequest,
+                &format!("Unknown operations type {}", config.config_operation),
+            ));
+        };
+        entries.push(AlterEntry {
+            name: config.name.to_string(),
+            op,
+            value: config.value.as_ref().map(|v| v.to_string()),
+        });
+    }
+    configs::incremental_alter(
+        kind,
+        resource.resource_name.as_str(),
+        &entries,
+        validate_only,
+    )
+}
+
+gregor_sdk::export_handler!(IncrementalAlterConfigs);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gregor_sdk::kafka_protocol::protocol::Encodable;
+
+    #[test]
+    fn operations_have_kafkas_ids() {
+        assert_eq!(operation(0), Some(AlterOp::Set));
+        assert_eq!(operation(3), Some(AlterOp::Subtract));
+        assert_eq!(operation(4), None);
+    }
+
+    #[test]
+    fn responses_encode_for_every_served_version() {
+        for version in 0..=1 {
+            let result = AlterConfigsResourceResponse::default()
+                .with_error_code(0)
+                .with_resource_type(4)
+                .with_resource_name(str_bytes("1"));
+            let response = IncrementalAlterConfigsResponse::default().with_responses(vec![result]);
+            assert!(
+                response.encode(&mut Vec::new(), version).is_ok(),
+                "v{version}"
+            );
+        }
+    }
+}

@@ -1,0 +1,65 @@
+//! RenewDelegationToken (ApiKey 39), as Kafka's
+//! `KafkaApis.handleRenewTokenRequest` and the controller's
+//! `renewDelegationToken`.
+//!
+//! - Versions 1-2. The token is named by its HMAC. Only its owner, its
+//!   requester and its renewers may renew it (else
+//!   DELEGATION_TOKEN_OWNER_MISMATCH); an unknown HMAC is
+//!   DELEGATION_TOKEN_NOT_FOUND, an expired token DELEGATION_TOKEN_EXPIRED.
+//!   Connections that may not manage tokens get
+//!   DELEGATION_TOKEN_REQUEST_NOT_ALLOWED.
+//! - The new expiry is now + the renew period (at most
+//!   `delegation.token.expiry.time.ms`; -1 takes it), capped at the
+//!   token's maximum lifetime. Errors answer expiry -1.
+
+use gregor_sdk::delegation_tokens;
+use gregor_sdk::kafka_protocol::messages::{
+    RenewDelegationTokenRequest, RenewDelegationTokenResponse,
+};
+use gregor_sdk::{
+    api_info, decode, request_throttle_ms, respond, ApiInfo, Handler, Outcome, RequestContext,
+};
+
+struct RenewDelegationToken;
+
+impl Handler for RenewDelegationToken {
+    fn describe() -> ApiInfo {
+        api_info::<RenewDelegationTokenRequest>("RenewDelegationToken", 1, 2)
+    }
+
+    fn handle(ctx: RequestContext, body: Vec<u8>) -> Outcome {
+        let request: RenewDelegationTokenRequest = match decode(&ctx, &body) {
+            Ok(request) => request,
+            Err(outcome) => return outcome,
+        };
+        let mut response = RenewDelegationTokenResponse::default();
+        match delegation_tokens::renew(&request.hmac, request.renew_period_ms) {
+            Ok(expiry) => response.expiry_timestamp_ms = expiry,
+            Err(error) => {
+                response.error_code = error.code;
+                response.expiry_timestamp_ms = -1;
+            }
+        }
+        response.throttle_time_ms = request_throttle_ms();
+        respond(&ctx, &response)
+    }
+}
+
+gregor_sdk::export_handler!(RenewDelegationToken);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gregor_sdk::kafka_protocol::protocol::Encodable;
+
+    #[test]
+    fn responses_encode_for_every_served_version() {
+        for version in 1..=2 {
+            let response = RenewDelegationTokenResponse::default().with_expiry_timestamp_ms(5);
+            assert!(
+                response.encode(&mut Vec::new(), version).is_ok(),
+                "v{version}"
+            );
+        }
+    }
+}
