@@ -64,6 +64,16 @@ else
         || python3 -m pip install --quiet --break-system-packages "kafka-python==$KAFKA_PYTHON"
 fi
 
+# confluent-kafka: librdkafka's AdminClient from Python, for the admin API
+# tests (tests/python/admin_configs.py, driven by tests/tests/admin.rs).
+CONFLUENT_KAFKA=2.16.1
+if python3 -c "import confluent_kafka, sys; sys.exit(confluent_kafka.__version__ != '$CONFLUENT_KAFKA')" 2>/dev/null; then
+    echo "deps.sh: confluent-kafka $CONFLUENT_KAFKA already installed"
+else
+    python3 -m pip --version >/dev/null 2>&1 || apt-get install -y --no-install-recommends python3-pip
+    python3 -m pip install --quiet "confluent-kafka==$CONFLUENT_KAFKA"         || python3 -m pip install --quiet --break-system-packages "confluent-kafka==$CONFLUENT_KAFKA"
+fi
+
 # The example authorizers in other languages (`make authorizers`):
 # componentize-py for Python, and node with the componentize-js package
 # (plugins/examples/authorizer_prefix_js/package-lock.json) for JavaScript.

@@ -25,6 +25,7 @@ use crate::security::credentials::{CredentialStore, ScramMechanism, MIN_ITERATIO
 use crate::security::settings;
 use crate::security::tokens::TokenManager;
 use crate::telemetry::ClientMetricsManager;
+use crate::transactions::TransactionStore;
 
 /// A listener as clients should reach it (the bound port, not port 0).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -61,6 +62,8 @@ pub struct Broker {
     pub telemetry: Arc<ClientMetricsManager>,
     /// Producer ids for InitProducerId, never handed out twice.
     pub producer_ids: ProducerIdManager,
+    /// Transactional ids with their producer id and epoch.
+    pub transactions: TransactionStore,
 }
 
 impl Broker {
@@ -107,6 +110,7 @@ impl Broker {
         )?;
         groups.start()?;
         let (acls, authorization, credentials) = open_security(&config, &log_dir)?;
+        credentials.attach_tokens(Arc::clone(&tokens));
         Ok(Self {
             node_id,
             cluster_id,
@@ -118,6 +122,8 @@ impl Broker {
             )
             .with_producer_id_expiration_ms(producer_id_expiration_ms(&config)?),
             producer_ids: ProducerIdManager::open(&log_dir).context("opening producer ids")?,
+            transactions: TransactionStore::open(&log_dir, transaction_max_timeout_ms(&config)?)
+                .context("opening transactional ids")?,
             metrics,
             logs,
             topics,
@@ -163,6 +169,20 @@ impl Broker {
             .shutdown()
             .map_err(|error| anyhow::anyhow!("{error}"))
             .context("flushing logs")
+    }
+}
+
+/// `transaction.max.timeout.ms` (Kafka's default: 15 minutes): the
+/// longest transaction timeout a producer may ask for.
+fn transaction_max_timeout_ms(config: &BrokerConfig) -> Result<i32> {
+    match config.get("transaction.max.timeout.ms") {
+        None => Ok(crate::transactions::DEFAULT_MAX_TIMEOUT_MS),
+        Some(raw) => raw
+            .trim()
+            .parse::<i32>()
+            .ok()
+            .filter(|ms| *ms > 0)
+            .with_context(|| format!("invalid value {raw:?} for transaction.max.timeout.ms")),
     }
 }
 

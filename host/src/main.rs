@@ -25,6 +25,7 @@ mod quota;
 mod replica;
 mod security;
 mod telemetry;
+mod transactions;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

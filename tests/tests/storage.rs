@@ -49,13 +49,13 @@ async fn create_topic_with(
     kafka::wait_for_topic(broker, topic, partitions);
 }
 
+/// A record to send: key, value (none: a tombstone), timestamp and
+/// partition (none: the producer's choice).
+type Record = (Option<String>, Option<Vec<u8>>, Option<i64>, Option<i32>);
+
 /// Sends records and waits for all deliveries; returns (partition, offset)
 /// per record, panicking on a failed delivery.
-async fn send_all(
-    producer: &FutureProducer,
-    topic: &str,
-    records: &[(Option<String>, Option<Vec<u8>>, Option<i64>, Option<i32>)],
-) -> Vec<(i32, i64)> {
+async fn send_all(producer: &FutureProducer, topic: &str, records: &[Record]) -> Vec<(i32, i64)> {
     let mut pending = Vec::new();
     for (key, value, timestamp, partition) in records {
         let mut record = FutureRecord::<str, [u8]>::to(topic);
@@ -587,6 +587,109 @@ async fn compaction_keeps_the_latest_value_per_key() {
     }
 }
 
+/// Compacted topics written by a compressing producer (gzip, snappy and
+/// lz4 from librdkafka): keys inside compressed batches are checked on append and
+/// compacted by the cleaner; ListOffsets by timestamp is exact inside a
+/// compressed batch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compressed_batches_on_compacted_topics() {
+    let broker = Broker::start_with(&[("log.cleaner.backoff.ms", "200")]);
+    // The rdkafka build here has no libzstd; zstd decoding is covered by
+    // the host's codec unit tests.
+    for codec in ["gzip", "snappy", "lz4"] {
+        let topic = format!("compressed-{codec}");
+        create_topic_with(
+            &broker,
+            &topic,
+            1,
+            &[
+                ("cleanup.policy", "compact"),
+                ("segment.bytes", "1024"),
+                ("min.cleanable.dirty.ratio", "0.01"),
+            ],
+        )
+        .await;
+        let producer = kafka::producer(
+            &broker,
+            &[
+                ("compression.type", codec),
+                ("linger.ms", "5"),
+                ("batch.num.messages", "10"),
+            ],
+        );
+        let base = now_ms() - 100_000;
+        let mut records = Vec::new();
+        for round in 0..10i64 {
+            for k in 0..10i64 {
+                let value = format!("{codec}-k{k}-round{round}").into_bytes();
+                let ts = base + (round * 10 + k) * 10;
+                records.push((Some(format!("k{k}")), Some(value), Some(ts), Some(0)));
+            }
+        }
+        let delivered = send_all(&producer, &topic, &records).await;
+        // The record at offset 57 has timestamp base + 570: exact answers
+        // from inside compressed batches.
+        let consumer = kafka::plain_consumer(&broker);
+        let mut tpl = TopicPartitionList::new();
+        tpl.add_partition_offset(&topic, 0, Offset::Offset(base + 565))
+            .expect("tpl");
+        let answer = consumer
+            .offsets_for_times(tpl, CALL_TIMEOUT)
+            .expect("ListOffsets by timestamp");
+        assert_eq!(answer.elements()[0].offset(), Offset::Offset(57), "{codec}");
+        // Incompressible fillers push every round out of the active segment.
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let fillers: Vec<_> = (0..40)
+            .map(|i| {
+                let noise: Vec<u8> = (0..200)
+                    .map(|_| {
+                        seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+                        (seed >> 56) as u8
+                    })
+                    .collect();
+                (Some(format!("filler{i}")), Some(noise), None, Some(0))
+            })
+            .collect();
+        send_all(&producer, &topic, &fillers).await;
+        let (b, t) = (&broker, topic.as_str());
+        let log = wait_for_async(Duration::from_secs(60), move || async move {
+            let log = read_partition(b, t, 0).await;
+            let ks = log
+                .iter()
+                .filter(|r| r.1.as_deref().is_some_and(|k| !k.starts_with("filler")))
+                .count();
+            (ks == 10).then_some(log)
+        })
+        .await;
+        for k in 0..10 {
+            let key = format!("k{k}");
+            let found = log
+                .iter()
+                .find(|r| r.1.as_deref() == Some(key.as_str()))
+                .unwrap_or_else(|| panic!("{codec}: {key} missing"));
+            let want = format!("{codec}-k{k}-round9").into_bytes();
+            assert_eq!(found.2.as_deref(), Some(&want[..]), "{codec}: {key}");
+            assert_eq!(found.0, delivered[90 + k].1, "{codec}: {key}'s offset");
+        }
+        // A compressed batch with a keyless record: INVALID_RECORD.
+        let record = FutureRecord::<str, [u8]>::to(&topic)
+            .payload(b"no key")
+            .partition(0);
+        let result = producer
+            .send_result(record)
+            .map_err(|(e, _)| e)
+            .expect("enqueue")
+            .await
+            .expect("delivery report");
+        match result {
+            Err((KafkaError::MessageProduction(code), _)) => {
+                assert_eq!(code, RDKafkaErrorCode::InvalidRecord, "{codec}")
+            }
+            other => panic!("{codec}: keyless record: {other:?}"),
+        }
+    }
+}
+
 async fn wait_for_async<T, F, Fut>(timeout: Duration, mut check: F) -> T
 where
     F: FnMut() -> Fut,
@@ -969,4 +1072,60 @@ async fn partitions_spread_over_log_dirs_and_move_while_written() {
     kafka::wait_for_topic(&broker, topic, 4);
     assert!(describe_log_dirs(&broker)[&to].contains_key(&(topic.to_string(), 0)));
     assert_eq!(read_partition(&broker, topic, 0).await.len(), written);
+}
+
+/// Authorization as Kafka's KafkaApis: DescribeLogDirs needs DESCRIBE on the
+/// Cluster (otherwise no directory is listed), AlterReplicaLogDirs ALTER on
+/// the Cluster, DeleteRecords DELETE on the Topic. With the ACL authorizer
+/// and no ACL at all, the anonymous principal has none of them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn storage_admin_requests_are_authorized() {
+    let open = Broker::start();
+    assert_eq!(
+        describe_log_dirs(&open).len(),
+        1,
+        "allowed without an authorizer"
+    );
+    drop(open);
+
+    let broker = Broker::start_with(&[("authorizer", "authorizer_acl")]);
+    assert!(
+        describe_log_dirs(&broker).is_empty(),
+        "denied: no directory listed"
+    );
+    let dir = std::path::absolute(broker.data_dir())
+        .expect("absolute data dir")
+        .display()
+        .to_string();
+    assert_eq!(
+        alter_log_dir(&broker, &dir, "t", 0),
+        31,
+        "CLUSTER_AUTHORIZATION_FAILED"
+    );
+    assert_eq!(
+        delete_records_raw(&broker, "t", 0, 5),
+        (29, -1),
+        "TOPIC_AUTHORIZATION_FAILED"
+    );
+}
+
+/// DeleteRecords v0 for one partition: (error code, low watermark).
+fn delete_records_raw(broker: &Broker, topic: &str, partition: i32, offset: i64) -> (i16, i64) {
+    let mut body = Vec::new();
+    wire::put_i32(&mut body, 1);
+    put_string(&mut body, topic);
+    wire::put_i32(&mut body, 1);
+    wire::put_i32(&mut body, partition);
+    body.extend_from_slice(&offset.to_be_bytes());
+    wire::put_i32(&mut body, 5000);
+    let frame = wire::request_frame(21, 0, 13, false, &body);
+    let response = Conn::connect(broker.addr()).round_trip(&frame, 13);
+    let mut r = Bytes::new(&response[4..]);
+    r.i32(); // throttle
+    assert_eq!(r.i32(), 1, "topics");
+    assert_eq!(r.string(), topic);
+    assert_eq!(r.i32(), 1, "partitions");
+    assert_eq!(r.i32(), partition);
+    let low_watermark = r.i64();
+    (r.i16(), low_watermark)
 }

@@ -738,6 +738,22 @@ pub(crate) mod testing {
         b
     }
 
+    /// The same batch with its records section gzip-compressed (codec 1).
+    pub fn gzip_batch(plain: &[u8]) -> Vec<u8> {
+        use std::io::Write;
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        gz.write_all(&plain[HEADER_SIZE..]).unwrap();
+        let body = gz.finish().unwrap();
+        let mut b = plain[..HEADER_SIZE].to_vec();
+        b.extend_from_slice(&body);
+        let length = (b.len() - LOG_OVERHEAD) as i32;
+        b[LENGTH..LENGTH + 4].copy_from_slice(&length.to_be_bytes());
+        let attributes = i16_at(&b, ATTRIBUTES) | 1;
+        b[ATTRIBUTES..ATTRIBUTES + 2].copy_from_slice(&attributes.to_be_bytes());
+        fix_crc(&mut b);
+        b
+    }
+
     /// Recomputes the CRC of one batch after a test edits it.
     pub fn fix_crc(batch: &mut [u8]) {
         let crc = crc32c::crc32c(&batch[ATTRIBUTES..]);

@@ -291,7 +291,10 @@ fn filter_batch(
         let Some(key) = &record.key else {
             continue; // keyless records are invalid in a compacted log
         };
-        if latest.get(&section[key.clone()]).is_some_and(|&l| offset < l) {
+        if latest
+            .get(&section[key.clone()])
+            .is_some_and(|&l| offset < l)
+        {
             continue; // a later record has the key
         }
         if record.value.is_none() {
@@ -462,9 +465,10 @@ mod tests {
             }
             while !rest.is_empty() {
                 let h = BatchHeader::parse(rest).unwrap();
-                let b = &rest[..h.size()];
-                assert!(batch::crc_matches(b, &h));
-                for r in Records::new(b, &h) {
+                let whole = &rest[..h.size()];
+                assert!(batch::crc_matches(whole, &h));
+                let b = &*batch::record_section(whole, &h).unwrap();
+                for r in Records::in_section(b, &h) {
                     let r = r.unwrap();
                     let key = String::from_utf8(b[r.key.clone().unwrap()].to_vec()).unwrap();
                     let value = r
@@ -624,5 +628,51 @@ mod tests {
         let err = p.append(&simple_batch(2, 5, 0), 0).unwrap_err();
         assert!(matches!(err, StorageError::InvalidRecord(_)), "{err}");
         assert_eq!(p.offsets().unwrap().high_watermark, 0);
+    }
+
+    #[test]
+    fn compressed_batches_are_compacted_and_keyless_ones_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = Partition::open(
+            dir.path().join("t-0"),
+            TopicPartition::new("t", 0),
+            compacted(300),
+            OpenHints::default(),
+        )
+        .unwrap();
+        // Two keys in one compressed batch, then newer values of one of them.
+        let first = gzip_batch(&encode_batch(&[
+            keyed(1000, "a", Some("1")),
+            keyed(1000, "b", Some("1")),
+        ]));
+        p.append(&first, 0).unwrap();
+        p.append(
+            &gzip_batch(&encode_batch(&[keyed(1000, "a", Some("2"))])),
+            0,
+        )
+        .unwrap();
+        p.append(&encode_batch(&[keyed(1000, "c", Some("1"))]), 0)
+            .unwrap();
+        p.append(&encode_batch(&[keyed(1000, "d", Some("1"))]), 0)
+            .unwrap();
+        let keyless = gzip_batch(&simple_batch(2, 5, 0));
+        assert!(matches!(
+            p.append(&keyless, 0),
+            Err(StorageError::InvalidRecord(_))
+        ));
+        clean(&p, 10_000).unwrap().unwrap();
+        let after = contents(&p);
+        assert!(
+            !after.contains(&(0, "a".into(), Some("1".into()))),
+            "{after:?}"
+        );
+        assert!(
+            after.contains(&(1, "b".into(), Some("1".into()))),
+            "{after:?}"
+        );
+        assert!(
+            after.contains(&(2, "a".into(), Some("2".into()))),
+            "{after:?}"
+        );
     }
 }

@@ -30,8 +30,8 @@ pub fn decompress(codec: i16, data: &[u8]) -> Result<Vec<u8>, String> {
             .take(limit)
             .read_to_end(&mut out),
         4 => {
-            let decoder = ruzstd::decoding::StreamingDecoder::new(data)
-                .map_err(|e| format!("zstd: {e}"))?;
+            let decoder =
+                ruzstd::decoding::StreamingDecoder::new(data).map_err(|e| format!("zstd: {e}"))?;
             decoder.take(limit).read_to_end(&mut out)
         }
         other => return Err(format!("unknown compression codec {other}")),
@@ -70,12 +70,12 @@ fn snappy(data: &[u8]) -> Result<Vec<u8>, String> {
     };
     let mut rest = rest.get(8..).ok_or("truncated xerial snappy header")?;
     while !rest.is_empty() {
-        let (len, tail) = rest.split_at_checked(4).ok_or("truncated snappy block length")?;
+        let (len, tail) = rest
+            .split_at_checked(4)
+            .ok_or("truncated snappy block length")?;
         let len = i32::from_be_bytes([len[0], len[1], len[2], len[3]]);
         let len = usize::try_from(len).map_err(|_| "negative snappy block length")?;
-        let (block, tail) = tail
-            .split_at_checked(len)
-            .ok_or("truncated snappy block")?;
+        let (block, tail) = tail.split_at_checked(len).ok_or("truncated snappy block")?;
         snappy_block(block, &mut out)?;
         rest = tail;
     }
@@ -88,7 +88,9 @@ mod tests {
     use std::io::Write;
 
     fn sample() -> Vec<u8> {
-        (0..10_000u32).flat_map(|i| (i % 251).to_be_bytes()).collect()
+        (0..10_000u32)
+            .flat_map(|i| (i % 251).to_be_bytes())
+            .collect()
     }
 
     #[test]
@@ -123,7 +125,10 @@ mod tests {
     #[test]
     fn garbage_is_an_error_not_a_panic() {
         for codec in 1..=5 {
-            assert!(decompress(codec, &[1, 2, 3, 4, 5, 6, 7, 8, 9]).is_err(), "{codec}");
+            assert!(
+                decompress(codec, &[1, 2, 3, 4, 5, 6, 7, 8, 9]).is_err(),
+                "{codec}"
+            );
         }
         let mut xerial = XERIAL_MAGIC.to_vec();
         xerial.extend_from_slice(&[0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 9, 9]);

@@ -54,6 +54,7 @@ mod batch;
 mod bench;
 mod checkpoint;
 mod cleaner;
+mod codec;
 mod index;
 pub mod manager;
 mod partition;

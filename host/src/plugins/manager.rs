@@ -91,7 +91,9 @@ impl PluginManager {
         if let Some(name) = self.broker.authorization.active_name() {
             if self.broker.registry.authorizer(&name).is_none() {
                 bail!(
-                    "authorizer {name:?} is not among the loaded modules of {}",
+                    "authorizer {name:?} (the `authorizer` config, or the choice last made with \
+                     `gregor authorizer use`, kept in the log dir's security/authorizer.json) \
+                     is not among the loaded modules of {}",
                     self.dir.display()
                 );
             }

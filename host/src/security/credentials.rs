@@ -15,7 +15,7 @@
 use std::collections::BTreeMap;
 use std::io;
 use std::path::Path;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine as _;
@@ -165,6 +165,8 @@ pub struct CredentialStore {
     file: JsonFile,
     users: RwLock<Arc<Users>>,
     writer: Mutex<()>,
+    /// Delegation tokens, which authenticate over SCRAM with `tokenauth`.
+    tokens: OnceLock<Arc<crate::security::tokens::TokenManager>>,
 }
 
 impl CredentialStore {
@@ -180,6 +182,7 @@ impl CredentialStore {
             file,
             users: RwLock::new(Arc::new(users)),
             writer: Mutex::new(()),
+            tokens: OnceLock::new(),
         })
     }
 
@@ -188,6 +191,21 @@ impl CredentialStore {
             Ok(guard) => Arc::clone(&guard),
             Err(poisoned) => Arc::clone(&poisoned.into_inner()),
         }
+    }
+
+    /// Lets SCRAM authenticate delegation tokens from `tokens`.
+    pub fn attach_tokens(&self, tokens: Arc<crate::security::tokens::TokenManager>) {
+        let _ = self.tokens.set(tokens);
+    }
+
+    /// The SCRAM credential of a live delegation token and the name of its
+    /// owner, whom a connection authenticated with it acts as.
+    pub fn token_credential(
+        &self,
+        token_id: &str,
+        mechanism: ScramMechanism,
+    ) -> Option<(ScramCredential, String)> {
+        self.tokens.get()?.scram_credential(token_id, mechanism)
     }
 
     pub fn get(&self, user: &str, mechanism: ScramMechanism) -> Option<ScramCredential> {

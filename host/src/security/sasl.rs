@@ -13,6 +13,7 @@
 //! The principal sits in its own cell so that requests read it cheaply
 //! while the (rare) authentication step changes it.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use crate::security::credentials::{CredentialStore, ScramMechanism};
@@ -79,6 +80,8 @@ pub struct ConnectionAuth {
     /// None on a listener without SASL.
     sasl: Option<Mutex<Stage>>,
     mechanisms: Vec<String>,
+    /// Authenticated with a delegation token (KIP-48).
+    token_authenticated: AtomicBool,
 }
 
 impl ConnectionAuth {
@@ -89,6 +92,7 @@ impl ConnectionAuth {
             principal: RwLock::new(Arc::from(principal)),
             sasl: None,
             mechanisms: Vec::new(),
+            token_authenticated: AtomicBool::new(false),
         }
     }
 
@@ -98,7 +102,14 @@ impl ConnectionAuth {
             principal: RwLock::new(Arc::from(ANONYMOUS)),
             sasl: Some(Mutex::new(Stage::Handshake)),
             mechanisms,
+            token_authenticated: AtomicBool::new(false),
         }
+    }
+
+    /// Whether the connection authenticated with a delegation token (such
+    /// connections may not manage tokens, as in Kafka).
+    pub fn token_authenticated(&self) -> bool {
+        self.token_authenticated.load(Ordering::Acquire)
     }
 
     pub fn principal(&self) -> Arc<str> {
@@ -202,7 +213,12 @@ impl ConnectionAuth {
                 Exchange::Plain => plain(token, store).map(|user| (Some(user), Vec::new())),
                 Exchange::Scram(server) => match server.step(token, store) {
                     Ok(ScramStep::Continue(token)) => Ok((None, token)),
-                    Ok(ScramStep::Complete { user, token }) => Ok((Some(user), token)),
+                    Ok(ScramStep::Complete { user, token }) => {
+                        if server.delegation_token() {
+                            self.token_authenticated.store(true, Ordering::Release);
+                        }
+                        Ok((Some(user), token))
+                    }
                     Err(error) => Err(error.0),
                 },
             };

@@ -43,6 +43,8 @@ enum Stage {
 pub struct ScramServer {
     mechanism: ScramMechanism,
     stage: Stage,
+    /// The client authenticated with a delegation token (`tokenauth=true`).
+    delegation_token: bool,
 }
 
 fn fail(message: &str) -> ScramError {
@@ -73,7 +75,13 @@ impl ScramServer {
         Self {
             mechanism,
             stage: Stage::ClientFirst,
+            delegation_token: false,
         }
+    }
+
+    /// Whether the client authenticated with a delegation token.
+    pub fn delegation_token(&self) -> bool {
+        self.delegation_token
     }
 
     pub fn step(&mut self, token: &[u8], store: &CredentialStore) -> Result<ScramStep, ScramError> {
@@ -138,19 +146,25 @@ impl ScramServer {
             .and_then(|a| a.strip_prefix("r="))
             .filter(|nonce| !nonce.is_empty())
             .ok_or_else(invalid)?;
-        if attributes.any(|extension| extension.starts_with("tokenauth=")) {
-            return Err(fail(
-                "Authentication failed: delegation tokens are not supported",
-            ));
-        }
+        // KIP-48: `tokenauth=true` names a delegation token id and its
+        // HMAC is the password; the connection then acts as its owner.
+        let delegation_token = attributes.any(|extension| extension == "tokenauth=true");
         if authzid.as_ref().is_some_and(|id| *id != user) {
             return Err(fail(
                 "Authentication failed: Client requested an authorization id that is different from username",
             ));
         }
-        let credential = store
-            .get(&user, self.mechanism)
-            .ok_or_else(|| fail("Authentication failed: Invalid user credentials"))?;
+        let (credential, user) = if delegation_token {
+            store
+                .token_credential(&user, self.mechanism)
+                .ok_or_else(|| fail("Authentication failed: Invalid user credentials"))?
+        } else {
+            let credential = store
+                .get(&user, self.mechanism)
+                .ok_or_else(|| fail("Authentication failed: Invalid user credentials"))?;
+            (credential, user)
+        };
+        self.delegation_token = delegation_token;
         let mut random = [0u8; SERVER_NONCE_BYTES];
         getrandom::fill(&mut random).map_err(|_| fail("Authentication failed: no randomness"))?;
         let nonce = format!("{client_nonce}{}", BASE64.encode(random));

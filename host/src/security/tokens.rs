@@ -11,7 +11,8 @@
 //!
 //! Authentication with a token is SASL/SCRAM with the token id as user
 //! name, the base64 HMAC as password and the `tokenauth=true` extension;
-//! the connection then acts as the token's owner.
+//! the connection then acts as the token's owner ([`TokenManager::scram_credential`]
+//! gives the SCRAM server the credential of a token id).
 
 use std::collections::BTreeMap;
 use std::io;
@@ -19,13 +20,14 @@ use std::path::Path;
 use std::sync::{Mutex, RwLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use base64::Engine as _;
 use hmac::{Hmac, Mac};
 use serde::{Deserialize, Serialize};
 use sha2::Sha512;
 use tracing::info;
 
+use crate::security::credentials::{ScramCredential, ScramMechanism, MIN_ITERATIONS};
 use crate::security::durable::JsonFile;
 
 const FILE_NAME: &str = "delegation-tokens.json";
@@ -381,6 +383,28 @@ impl TokenManager {
             }
         }
     }
+
+    /// The SCRAM credential a live token authenticates with (password: the
+    /// base64 HMAC, salted afresh), and the name of the token's owner.
+    pub fn scram_credential(
+        &self,
+        token_id: &str,
+        mechanism: ScramMechanism,
+    ) -> Option<(ScramCredential, String)> {
+        let token = self.read().get(token_id).cloned()?;
+        if token.expired(now_ms()) {
+            return None;
+        }
+        let password = STANDARD.encode(&token.hmac);
+        let credential = ScramCredential::from_password(mechanism, &password, MIN_ITERATIONS).ok()?;
+        // The owner acts as a User principal of the owner's name.
+        let owner = token
+            .owner
+            .split_once(':')
+            .map_or(token.owner.as_str(), |(_, name)| name)
+            .to_string();
+        Some((credential, owner))
+    }
 }
 
 fn by_hmac<'a>(
@@ -442,6 +466,10 @@ mod tests {
                 .code,
             codes::DELEGATION_TOKEN_OWNER_MISMATCH
         );
+        let (_, owner) = tokens
+            .scram_credential(&token.token_id, ScramMechanism::Sha256)
+            .unwrap();
+        assert_eq!(owner, "alice");
         let renewed = tokens.renew("User:bob", &token.hmac, 1000).unwrap();
         assert!(renewed < token.expiry_timestamp_ms);
         assert_eq!(
@@ -475,6 +503,9 @@ mod tests {
             tokens.renew("User:a", &token.hmac, 1000).unwrap_err().code,
             codes::DELEGATION_TOKEN_EXPIRED
         );
+        assert!(tokens
+            .scram_credential(&token.token_id, ScramMechanism::Sha512)
+            .is_none());
         assert_eq!(tokens.sweep(), 1);
         assert_eq!(tokens.sweep(), 0);
     }

@@ -119,3 +119,46 @@ impl Handler for CreateAcls {
 }
 
 gregor_sdk::export_handler!(CreateAcls);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gregor_sdk::ids::str_bytes;
+
+    fn creation(
+        resource_type: i8,
+        name: &str,
+        pattern: i8,
+        principal: &str,
+        operation: i8,
+    ) -> AclCreation {
+        AclCreation::default()
+            .with_resource_type(resource_type)
+            .with_resource_name(str_bytes(name))
+            .with_resource_pattern_type(pattern)
+            .with_principal(str_bytes(principal))
+            .with_host(str_bytes("*"))
+            .with_operation(operation)
+            .with_permission_type(3)
+    }
+
+    #[test]
+    fn validates_like_kafka() {
+        let good = binding(&creation(2, "orders", 4, "User:alice", 4)).unwrap();
+        assert_eq!(good.resource_type, ResourceType::Topic);
+        assert_eq!(good.operation, Operation::Write);
+        for (bad, why) in [
+            (creation(1, "orders", 3, "User:a", 4), "resourceType"),
+            (creation(0, "orders", 3, "User:a", 4), "resourceType"),
+            (creation(2, "orders", 2, "User:a", 4), "patternType"),
+            (creation(2, "orders", 3, "User:a", 1), "operation"),
+            (creation(2, "", 3, "User:a", 4), "empty"),
+            (creation(4, "other", 3, "User:a", 7), "CLUSTER"),
+            (creation(2, "orders", 3, "alice", 4), "colon"),
+        ] {
+            let message = binding(&bad).unwrap_err();
+            assert!(message.contains(why), "{message} should mention {why}");
+        }
+        assert!(binding(&creation(4, CLUSTER_NAME, 3, "User:a", 7)).is_ok());
+    }
+}

@@ -47,7 +47,7 @@ impl Handler for CreateDelegationToken {
             ),
             _ => requester.clone(),
         };
-        let mut response = base(&owner, &requester);
+        let mut response = base(&owner, &requester, ctx.api_version);
         match create(&request, &owner, &requester) {
             Ok(token) => {
                 response.issue_timestamp_ms = token.issue_timestamp_ms;
@@ -91,18 +91,21 @@ fn create(
 }
 
 /// Kafka's `CreateDelegationTokenResponse.prepareResponse`: who the token
-/// is for and who asked, with error timestamps until it exists.
-fn base(owner: &str, requester: &str) -> CreateDelegationTokenResponse {
+/// is for and (v3+) who asked, with error timestamps until it exists.
+fn base(owner: &str, requester: &str, version: i16) -> CreateDelegationTokenResponse {
     let (owner_type, owner_name) = split(owner);
-    let (requester_type, requester_name) = split(requester);
-    CreateDelegationTokenResponse::default()
+    let mut response = CreateDelegationTokenResponse::default()
         .with_principal_type(str_bytes(owner_type))
         .with_principal_name(str_bytes(owner_name))
-        .with_token_requester_principal_type(str_bytes(requester_type))
-        .with_token_requester_principal_name(str_bytes(requester_name))
         .with_issue_timestamp_ms(-1)
         .with_expiry_timestamp_ms(-1)
-        .with_max_timestamp_ms(-1)
+        .with_max_timestamp_ms(-1);
+    if version >= 3 {
+        let (requester_type, requester_name) = split(requester);
+        response.token_requester_principal_type = str_bytes(requester_type);
+        response.token_requester_principal_name = str_bytes(requester_name);
+    }
+    response
 }
 
 /// "User:alice" -> ("User", "alice").
@@ -126,7 +129,7 @@ mod tests {
     #[test]
     fn responses_encode_for_every_served_version() {
         for version in 1..=3 {
-            let response = base("User:a", "User:b").with_token_id(str_bytes("id"));
+            let response = base("User:a", "User:b", version).with_token_id(str_bytes("id"));
             assert!(
                 response.encode(&mut Vec::new(), version).is_ok(),
                 "v{version}"

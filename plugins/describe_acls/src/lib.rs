@@ -92,3 +92,38 @@ impl Handler for DescribeAcls {
 }
 
 gregor_sdk::export_handler!(DescribeAcls);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gregor_sdk::authz::ResourceType;
+    use gregor_sdk::bindings::gregor::broker::types::{PatternType, PermissionType};
+
+    fn binding(name: &str, principal: &str) -> AclBinding {
+        AclBinding {
+            resource_type: ResourceType::Topic,
+            resource_name: name.to_string(),
+            pattern_type: PatternType::Literal,
+            principal: principal.to_string(),
+            host: "*".to_string(),
+            operation: Operation::Read,
+            permission: PermissionType::Allow,
+        }
+    }
+
+    #[test]
+    fn groups_bindings_by_resource_pattern() {
+        let grouped = resources(vec![
+            binding("a", "User:x"),
+            binding("b", "User:x"),
+            binding("a", "User:y"),
+        ]);
+        assert_eq!(grouped.len(), 2);
+        assert_eq!(grouped[0].resource_name.as_str(), "a");
+        assert_eq!(grouped[0].acls.len(), 2);
+        assert_eq!(grouped[0].resource_type, 2);
+        assert_eq!(grouped[0].pattern_type, 3);
+        assert_eq!(grouped[0].acls[1].operation, 3);
+        assert_eq!(grouped[0].acls[1].permission_type, 3);
+    }
+}

@@ -54,7 +54,7 @@ impl Handler for DescribeDelegationToken {
                 });
                 response.tokens = visible(&ctx.principal, owners.as_deref(), tokens)
                     .into_iter()
-                    .map(described)
+                    .map(|token| described(token, ctx.api_version))
                     .collect();
             }
         }
@@ -126,9 +126,14 @@ fn split(principal: &str) -> (&str, &str) {
     principal.split_once(':').unwrap_or(("User", principal))
 }
 
-fn described(token: TokenInfo) -> DescribedDelegationToken {
+/// A token as the response carries it; the requester only from v3.
+fn described(token: TokenInfo, version: i16) -> DescribedDelegationToken {
     let (owner_type, owner_name) = split(&token.owner);
-    let (requester_type, requester_name) = split(&token.requester);
+    let (requester_type, requester_name) = if version >= 3 {
+        split(&token.requester)
+    } else {
+        ("", "")
+    };
     DescribedDelegationToken::default()
         .with_principal_type(str_bytes(owner_type))
         .with_principal_name(str_bytes(owner_name))
@@ -189,7 +194,7 @@ mod tests {
     fn responses_encode_for_every_served_version() {
         for version in 1..=3 {
             let response = DescribeDelegationTokenResponse::default()
-                .with_tokens(vec![described(token("User:a", &["User:b"]))]);
+                .with_tokens(vec![described(token("User:a", &["User:b"]), version)]);
             assert!(
                 response.encode(&mut Vec::new(), version).is_ok(),
                 "v{version}"

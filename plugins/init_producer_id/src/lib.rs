@@ -11,11 +11,13 @@
 //!   an id is never reused; the epoch is 0. As in Kafka, the producer id and
 //!   epoch a v3+ idempotent producer sends are ignored: it gets a new id.
 //! - A transactional id: WRITE on that TransactionalId first
-//!   (TRANSACTIONAL_ID_AUTHORIZATION_FAILED), then, since this broker has no
-//!   transaction coordinator yet, COORDINATOR_NOT_AVAILABLE, which a client
-//!   treats as retriable rather than as success it cannot use.
-//! - A transaction timeout is checked only for transactional producers, as
-//!   Kafka does.
+//!   (TRANSACTIONAL_ID_AUTHORIZATION_FAILED), then the host's
+//!   `txn.init-transactional-producer`: a new producer id at epoch 0 the
+//!   first time, an epoch bump (fencing older instances) after that;
+//!   PRODUCER_FENCED for a v3+ call naming a stale epoch, and
+//!   INVALID_TRANSACTION_TIMEOUT for a timeout outside
+//!   (0, transaction.max.timeout.ms]. The transaction APIs that follow
+//!   (AddPartitionsToTxn, EndTxn) are not served yet.
 
 use gregor_sdk::authorize::{allowed_names, cluster_allowed, is_allowed};
 use gregor_sdk::authz::{Operation, ResourceType};
@@ -40,7 +42,7 @@ impl Handler for InitProducerId {
             Err(outcome) => return outcome,
         };
         let response = match &request.transactional_id {
-            Some(id) if !id.is_empty() => transactional(id.as_str()),
+            Some(id) if !id.is_empty() => transactional(&request, id.as_str()),
             _ if !idempotent_write_allowed() => {
                 failed(ResponseError::ClusterAuthorizationFailed.code())
             }
@@ -72,7 +74,10 @@ fn idempotent_write_allowed() -> bool {
         .any(|allowed| *allowed)
 }
 
-fn transactional(transactional_id: &str) -> InitProducerIdResponse {
+fn transactional(
+    request: &InitProducerIdRequest,
+    transactional_id: &str,
+) -> InitProducerIdResponse {
     if !is_allowed(
         Operation::Write,
         ResourceType::TransactionalId,
@@ -80,7 +85,16 @@ fn transactional(transactional_id: &str) -> InitProducerIdResponse {
     ) {
         return failed(ResponseError::TransactionalIdAuthorizationFailed.code());
     }
-    failed(ResponseError::CoordinatorNotAvailable.code())
+    let answer = txn::init_transactional_producer(
+        transactional_id,
+        request.transaction_timeout_ms,
+        request.producer_id.0,
+        request.producer_epoch,
+    );
+    InitProducerIdResponse::default()
+        .with_error_code(answer.error_code)
+        .with_producer_id(ProducerId(answer.producer_id))
+        .with_producer_epoch(answer.producer_epoch)
 }
 
 fn failed(error_code: i16) -> InitProducerIdResponse {

@@ -41,7 +41,8 @@ impl HandlerState {
         let session = self.session.as_ref().ok_or_else(refused)?;
         let principal = session.principal().to_string();
         let protocol = session.security_protocol.as_str();
-        let allowed = protocol != "PLAINTEXT" && !(protocol == "SSL" && principal == ANONYMOUS);
+        let allowed = !session.auth.token_authenticated()
+            && protocol != "PLAINTEXT" && !(protocol == "SSL" && principal == ANONYMOUS);
         if allowed {
             Ok(principal)
         } else {

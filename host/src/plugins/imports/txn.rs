@@ -29,6 +29,26 @@ impl txn::Host for HandlerState {
         }
     }
 
+    fn init_transactional_producer(
+        &mut self,
+        transactional_id: String,
+        transaction_timeout_ms: i32,
+        producer_id: i64,
+        producer_epoch: i16,
+    ) -> ProducerIdAndEpoch {
+        let answer = self.broker.transactions.init_producer_id(
+            &self.broker.producer_ids,
+            &transactional_id,
+            transaction_timeout_ms,
+            (producer_id, producer_epoch),
+        );
+        ProducerIdAndEpoch {
+            error_code: answer.error_code,
+            producer_id: answer.producer_id,
+            producer_epoch: answer.producer_epoch,
+        }
+    }
+
     fn describe_producers(
         &mut self,
         topic: String,

@@ -1,0 +1,739 @@
+#!/usr/bin/env python3
+"""Admin APIs that librdkafka's AdminClient does not offer, driven with
+kafka-python (an independent client implementation): its AdminClient for
+connections, SASL and the APIs it has, and its protocol classes plus a few
+defined here for the rest. Each command checks Kafka's behaviour and prints
+one JSON line; a failed check exits non-zero.
+
+usage: admin_wire.py BOOTSTRAP COMMAND [ARGS...]
+
+  cluster-default TOPIC        broker "" (cluster-wide default) configs
+  partitions PREFIX            DescribeTopicPartitions paging,
+                               OffsetForLeaderEpoch, ElectLeaders,
+                               Alter/ListPartitionReassignments
+  quotas                       AlterClientQuotas and DescribeClientQuotas
+  set-quota TYPE NAME KEY VALUE
+                               one quota (NAME '-' for the default entity)
+  client-metrics NAME METRICS INTERVAL [MATCH]
+                               a CLIENT_METRICS subscription
+  tokens PLAIN_BOOTSTRAP USER PASSWORD
+                               delegation tokens over SASL/SCRAM (BOOTSTRAP
+                               is the SASL_PLAINTEXT listener), token
+                               authentication, renew, expire
+  create-token USER PASSWORD   one token (SASL listener); prints its id
+  list-tokens USER PASSWORD    the ids of the tokens USER may see
+  show-state SUBSCRIPTION      every quota entity and a subscription's configs
+"""
+
+import base64
+import hashlib
+import hmac
+import json
+import os
+import socket
+import struct
+import sys
+import time
+
+from kafka import KafkaAdminClient
+from kafka.admin import NewTopic
+from kafka.protocol.admin import (
+    AlterPartitionReassignmentsRequest,
+    DescribeClientQuotasRequest,
+    DescribeConfigsRequest,
+    ElectLeadersRequest,
+    ListPartitionReassignmentsRequest,
+)
+from kafka.protocol.api import Request, Response
+from kafka.protocol.offset_for_leader_epoch import OffsetForLeaderEpochRequest
+from kafka.protocol.types import (
+    Array,
+    Boolean,
+    Bytes,
+    CompactArray,
+    CompactString,
+    Float64,
+    Int8,
+    Int16,
+    Int32,
+    Int64,
+    Schema,
+    String,
+    TaggedFields,
+)
+
+TIMEOUT_MS = 30000
+
+
+def check(condition, message):
+    if not condition:
+        print(f"FAILED: {message}", file=sys.stderr)
+        sys.exit(1)
+
+
+# ---- request types kafka-python does not define ----
+
+class IncrementalAlterConfigsResponse_v0(Response):
+    API_KEY = 44
+    API_VERSION = 0
+    SCHEMA = Schema(
+        ("throttle_time_ms", Int32),
+        ("responses", Array(
+            ("error_code", Int16),
+            ("error_message", String("utf-8")),
+            ("resource_type", Int8),
+            ("resource_name", String("utf-8")))))
+
+
+class IncrementalAlterConfigsRequest_v0(Request):
+    API_KEY = 44
+    API_VERSION = 0
+    RESPONSE_TYPE = IncrementalAlterConfigsResponse_v0
+    SCHEMA = Schema(
+        ("resources", Array(
+            ("resource_type", Int8),
+            ("resource_name", String("utf-8")),
+            ("configs", Array(
+                ("name", String("utf-8")),
+                ("config_operation", Int8),
+                ("value", String("utf-8")))))),
+        ("validate_only", Boolean))
+
+
+class AlterClientQuotasResponse_v0(Response):
+    API_KEY = 49
+    API_VERSION = 0
+    SCHEMA = Schema(
+        ("throttle_time_ms", Int32),
+        ("entries", Array(
+            ("error_code", Int16),
+            ("error_message", String("utf-8")),
+            ("entity", Array(
+                ("entity_type", String("utf-8")),
+                ("entity_name", String("utf-8")))))))
+
+
+class AlterClientQuotasRequest_v0(Request):
+    API_KEY = 49
+    API_VERSION = 0
+    RESPONSE_TYPE = AlterClientQuotasResponse_v0
+    SCHEMA = Schema(
+        ("entries", Array(
+            ("entity", Array(
+                ("entity_type", String("utf-8")),
+                ("entity_name", String("utf-8")))),
+            ("ops", Array(
+                ("key", String("utf-8")),
+                ("value", Float64),
+                ("remove", Boolean))))),
+        ("validate_only", Boolean))
+
+
+def create_token_classes():
+    class CreateDelegationTokenResponse_v1(Response):
+        API_KEY = 38
+        API_VERSION = 1
+        SCHEMA = Schema(
+            ("error_code", Int16),
+            ("principal_type", String("utf-8")),
+            ("principal_name", String("utf-8")),
+            ("issue_timestamp_ms", Int64),
+            ("expiry_timestamp_ms", Int64),
+            ("max_timestamp_ms", Int64),
+            ("token_id", String("utf-8")),
+            ("hmac", Bytes),
+            ("throttle_time_ms", Int32))
+
+    class CreateDelegationTokenRequest_v1(Request):
+        API_KEY = 38
+        API_VERSION = 1
+        RESPONSE_TYPE = CreateDelegationTokenResponse_v1
+        SCHEMA = Schema(
+            ("renewers", Array(
+                ("principal_type", String("utf-8")),
+                ("principal_name", String("utf-8")))),
+            ("max_lifetime_ms", Int64))
+
+    class RenewDelegationTokenResponse_v1(Response):
+        API_KEY = 39
+        API_VERSION = 1
+        SCHEMA = Schema(
+            ("error_code", Int16),
+            ("expiry_timestamp_ms", Int64),
+            ("throttle_time_ms", Int32))
+
+    class RenewDelegationTokenRequest_v1(Request):
+        API_KEY = 39
+        API_VERSION = 1
+        RESPONSE_TYPE = RenewDelegationTokenResponse_v1
+        SCHEMA = Schema(("hmac", Bytes), ("renew_period_ms", Int64))
+
+    class ExpireDelegationTokenResponse_v1(Response):
+        API_KEY = 40
+        API_VERSION = 1
+        SCHEMA = RenewDelegationTokenResponse_v1.SCHEMA
+
+    class ExpireDelegationTokenRequest_v1(Request):
+        API_KEY = 40
+        API_VERSION = 1
+        RESPONSE_TYPE = ExpireDelegationTokenResponse_v1
+        SCHEMA = Schema(("hmac", Bytes), ("expiry_time_period_ms", Int64))
+
+    class DescribeDelegationTokenResponse_v1(Response):
+        API_KEY = 41
+        API_VERSION = 1
+        SCHEMA = Schema(
+            ("error_code", Int16),
+            ("tokens", Array(
+                ("principal_type", String("utf-8")),
+                ("principal_name", String("utf-8")),
+                ("issue_timestamp", Int64),
+                ("expiry_timestamp", Int64),
+                ("max_timestamp", Int64),
+                ("token_id", String("utf-8")),
+                ("hmac", Bytes),
+                ("renewers", Array(
+                    ("principal_type", String("utf-8")),
+                    ("principal_name", String("utf-8")))))),
+            ("throttle_time_ms", Int32))
+
+    class DescribeDelegationTokenRequest_v1(Request):
+        API_KEY = 41
+        API_VERSION = 1
+        RESPONSE_TYPE = DescribeDelegationTokenResponse_v1
+        SCHEMA = Schema(
+            ("owners", Array(
+                ("principal_type", String("utf-8")),
+                ("principal_name", String("utf-8")))))
+
+    return (CreateDelegationTokenRequest_v1, RenewDelegationTokenRequest_v1,
+            ExpireDelegationTokenRequest_v1, DescribeDelegationTokenRequest_v1)
+
+
+# ---- commands ----
+
+def admin_client(bootstrap, **extra):
+    return KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=TIMEOUT_MS, **extra)
+
+
+def incremental(admin, resource_type, name, configs, validate_only=False):
+    request = IncrementalAlterConfigsRequest_v0(
+        resources=[(resource_type, name, configs)], validate_only=validate_only)
+    response = admin.send_request(request)
+    ((code, message, _, _),) = response.responses
+    return code, message
+
+
+def describe_configs(admin, resource_type, name):
+    request = DescribeConfigsRequest[1](resources=[(resource_type, name, None)], include_synonyms=True)
+    response = admin.send_request(request)
+    ((code, message, _, _, entries),) = response.resources
+    check(code == 0, f"describe {resource_type} {name!r}: {code} {message}")
+    # v1 entry: name, value, read_only, source, is_sensitive, synonyms
+    return {e[0]: {"value": e[1], "source": e[3], "synonyms": [(s[0], s[2]) for s in e[5]]} for e in entries}
+
+
+def cluster_default(bootstrap, topic):
+    admin = admin_client(bootstrap)
+    admin.create_topics([NewTopic(topic, 1, 1)])
+    # Set the cluster-wide default of a dynamic broker config.
+    code, message = incremental(admin, 4, "", [("log.retention.ms", 0, "7200000")])
+    check(code == 0, f"cluster default: {code} {message}")
+    defaults = describe_configs(admin, 4, "")
+    check(list(defaults) == ["log.retention.ms"], f"cluster default lists {list(defaults)}")
+    check(defaults["log.retention.ms"]["source"] == 3, "DYNAMIC_DEFAULT_BROKER_CONFIG")
+    topic_configs = describe_configs(admin, 2, topic)
+    retention = topic_configs["retention.ms"]
+    check(retention["value"] == "7200000", f"topic sees {retention}")
+    check(retention["source"] == 3, f"topic source {retention['source']}")
+    check(("log.retention.hours", 5) in retention["synonyms"], f"synonyms {retention['synonyms']}")
+    # The per-broker value takes precedence over the cluster default.
+    code, _ = incremental(admin, 4, "1", [("log.retention.ms", 0, "3600000")])
+    check(code == 0, "per-broker set")
+    retention = describe_configs(admin, 2, topic)["retention.ms"]
+    check(retention["value"] == "3600000" and retention["source"] == 2, f"per-broker wins: {retention}")
+    sources = [s for _, s in retention["synonyms"]]
+    check(sources[:2] == [2, 3], f"synonym order {retention['synonyms']}")
+    # Another broker's id is refused, as are malformed requests.
+    code, message = incremental(admin, 4, "2", [("log.retention.ms", 0, "1")])
+    check(code == 42, f"other broker: {code} {message}")
+    code, message = incremental(admin, 2, topic, [("retention.ms", 0, "1"), ("retention.ms", 0, "2")])
+    check(code == 42, f"duplicate keys: {code} {message}")
+    code, message = incremental(admin, 2, topic, [("retention.ms", 7, "1")])
+    check(code == 42, f"unknown operation: {code} {message}")
+    # Undo, so other checks see Kafka's defaults.
+    incremental(admin, 4, "1", [("log.retention.ms", 1, None)])
+    incremental(admin, 4, "", [("log.retention.ms", 1, None)])
+    check(describe_configs(admin, 2, topic)["retention.ms"]["value"] == "604800000", "defaults back")
+    print(json.dumps({"cluster_default": "ok"}))
+
+
+def partitions(bootstrap, prefix):
+    admin = admin_client(bootstrap)
+    topics = [f"{prefix}-{i}" for i in range(3)]
+    admin.create_topics([NewTopic(t, 3, 1) for t in topics])
+    time.sleep(0.5)
+
+    # DescribeTopicPartitions: 9 partitions, 4 per page.
+    wire = Wire(bootstrap)
+    pages, seen, cursor = 0, [], None
+    while True:
+        response = describe_topic_partitions(wire, topics, 4, cursor)
+        pages += 1
+        for error, name, partitions_ in response["topics"]:
+            check(error == 0, f"topic error {name} {error}")
+            for index, leader, epoch, replicas, isr in partitions_:
+                seen.append((name, index))
+                check(leader == 1 and epoch == 0, f"leader/epoch {name}-{index}")
+                check(replicas == [1] and isr == [1], f"replicas/isr {name}-{index}")
+        cursor = response["next_cursor"]
+        if cursor is None:
+            break
+        check(pages < 10, "too many pages")
+    expected = [(t, p) for t in sorted(topics) for p in range(3)]
+    check(seen == expected, f"pages gave {seen}")
+    check(pages == 3, f"{pages} pages")
+    # A cursor naming a topic outside the request is INVALID_REQUEST.
+    response = describe_topic_partitions(wire, topics[:1], 4, (topics[2], 0))
+    check([t[0] for t in response["topics"]] == [42], f"bad cursor {response}")
+    # Unknown topics are named with their error.
+    response = describe_topic_partitions(wire, ["no-such-topic"], 4, None)
+    check([t[0] for t in response["topics"]] == [3], f"unknown topic {response}")
+
+    # OffsetForLeaderEpoch (v3): epoch 0 ends at the log end offset.
+    request = OffsetForLeaderEpochRequest[3](
+        replica_id=-1, topics=[(topics[0], [(0, -1, 0), (1, -1, 1), (2, 1, 0)])])
+    response = admin.send_request(request)
+    ((_, parts),) = response.topics
+    by_partition = {p[1]: p for p in parts}
+    check(by_partition[0][0] == 0 and by_partition[0][2] == 0 and by_partition[0][3] == 0,
+          f"epoch 0 {by_partition[0]}")
+    check(by_partition[1][2] == -1 and by_partition[1][3] == -1, f"epoch 1 {by_partition[1]}")
+    check(by_partition[2][0] == 75, f"newer current epoch {by_partition[2]}")
+
+    # ElectLeaders v1 (kafka-python's class _v0 is API version 1).
+    request = ElectLeadersRequest[0](election_type=0, topic_partitions=[(topics[0], [0, 7])], timeout=TIMEOUT_MS)
+    response = admin.send_request(request)
+    results = {p[0]: p[1] for topic in response.replication_election_results for p in topic[1]}
+    check(results == {0: 84, 7: 3}, f"election {results}")
+
+    # AlterPartitionReassignments: the only valid target is the current one.
+    request = AlterPartitionReassignmentsRequest[0](timeout_ms=TIMEOUT_MS, topics=[
+        (topics[0], [(0, [1], {}), (1, [2], {}), (2, None, {})], {})], tags={})
+    response = admin.send_request(request)
+    codes = {p[0]: p[1] for topic in response.responses for p in topic[1]}
+    check(codes == {0: 0, 1: 39, 2: 85}, f"reassignments {codes}")
+    request = ListPartitionReassignmentsRequest[0](timeout_ms=TIMEOUT_MS, topics=None, tags={})
+    response = admin.send_request(request)
+    check(response.error_code == 0 and list(response.topics) == [], f"ongoing {response}")
+
+    print(json.dumps({"pages": pages, "partitions": len(seen)}))
+
+
+def quotas(bootstrap):
+    admin = admin_client(bootstrap)
+
+    def alter(entity, ops, validate_only=False):
+        response = admin.send_request(AlterClientQuotasRequest_v0(
+            entries=[(entity, ops)], validate_only=validate_only))
+        ((code, message, _),) = response.entries
+        return code, message
+
+    def describe(components, strict=False):
+        response = admin.send_request(DescribeClientQuotasRequest[0](components=components, strict=strict))
+        check(response.error_code == 0, f"describe {components}: {response.error_code} {response.error_message}")
+        entries = [(tuple(sorted(e, key=str)), sorted(v)) for e, v in response.entries]
+        return sorted(entries, key=str)
+
+    check(alter([("user", "alice")], [("producer_byte_rate", 1048576.0, False)]) == (0, None), "user quota")
+    check(alter([("user", "alice"), ("client-id", "app")], [("request_percentage", 50.0, False)])[0] == 0,
+          "user+client quota")
+    check(alter([("client-id", None)], [("consumer_byte_rate", 2097152.0, False)])[0] == 0, "default client quota")
+    check(alter([("user", "bob")], [("producer_byte_rate", 5.0, False)], validate_only=True)[0] == 0, "validate")
+
+    everything = describe([])
+    check(len(everything) == 3, f"all entities {everything}")
+    alice = describe([("user", 0, "alice")], strict=True)
+    check(alice == [((("user", "alice"),), [("producer_byte_rate", 1048576.0)])], f"alice {alice}")
+    check(len(describe([("user", 0, "alice")])) == 2, "alice non-strict")
+    default_client = describe([("client-id", 1, None)])
+    check(default_client == [((("client-id", None),), [("consumer_byte_rate", 2097152.0)])],
+          f"default client {default_client}")
+    check(len(describe([("user", 2, None)])) == 2, "any user")
+
+    # Kafka's validation, per entry.
+    for entity, ops, what in [
+        ([("user", "alice")], [("producer_byte_rate", 1.5, False)], "fraction"),
+        ([("user", "alice")], [("producer_byte_rate", 0.0, False)], "zero"),
+        ([("user", "alice")], [("no_such_quota", 1.0, False)], "unknown key"),
+        ([("group", "g")], [("producer_byte_rate", 1.0, False)], "unknown entity type"),
+        ([], [("producer_byte_rate", 1.0, False)], "empty entity"),
+    ]:
+        code, message = alter(entity, ops)
+        check(code == 42, f"{what}: {code} {message}")
+    response = admin.send_request(DescribeClientQuotasRequest[0](components=[("group", 2, None)], strict=False))
+    check(response.error_code == 35, f"unknown filter type: {response.error_code}")
+
+    # Removing the last key removes the entity.
+    check(alter([("user", "alice")], [("producer_byte_rate", 0.0, True)])[0] == 0, "remove")
+    check(describe([("user", 0, "alice")], strict=True) == [], "removed")
+    print(json.dumps({"quotas": "ok", "entities": len(describe([]))}))
+
+
+def set_quota(bootstrap, entity_type, name, key, value):
+    admin = admin_client(bootstrap)
+    name = None if name == "-" else name
+    response = admin.send_request(AlterClientQuotasRequest_v0(
+        entries=[([(entity_type, name)], [(key, float(value), False)])], validate_only=False))
+    ((code, message, _),) = response.entries
+    check(code == 0, f"set quota: {code} {message}")
+    print(json.dumps({"set": key}))
+
+
+def client_metrics(bootstrap, name, metrics, interval, match=None):
+    admin = admin_client(bootstrap)
+    configs = [("metrics", 0, metrics), ("interval.ms", 0, interval)]
+    if match:
+        configs.append(("match", 0, match))
+    code, message = incremental(admin, 16, name, configs)
+    check(code == 0, f"client metrics: {code} {message}")
+    code, message = incremental(admin, 16, name, [("interval.ms", 0, "5")])
+    check(code == 40, f"bad interval: {code} {message}")
+    described = describe_configs(admin, 16, name)
+    check(described["interval.ms"]["value"] == interval and described["interval.ms"]["source"] == 7,
+          f"subscription {described}")
+    print(json.dumps({"subscription": name}))
+
+
+# ---- delegation tokens and SCRAM token authentication ----
+
+class Wire:
+    """A bare Kafka connection."""
+
+    def __init__(self, bootstrap):
+        host, port = bootstrap.rsplit(":", 1)
+        self.sock = socket.create_connection((host, int(port)), timeout=30)
+        self.correlation = 0
+
+    def request(self, api_key, version, body, flexible=False):
+        self.correlation += 1
+        client = b"admin-wire"
+        header = struct.pack(">hhih", api_key, version, self.correlation, len(client)) + client
+        if flexible:
+            header += b"\x00"  # request header v2: no tagged fields
+        frame = header + body
+        self.sock.sendall(struct.pack(">i", len(frame)) + frame)
+        size = struct.unpack(">i", self._read(4))[0]
+        payload = self._read(size)
+        check(struct.unpack(">i", payload[:4])[0] == self.correlation, "correlation id")
+        return payload[4:]
+
+    def _read(self, n):
+        data = b""
+        while len(data) < n:
+            chunk = self.sock.recv(n - len(data))
+            if not chunk:
+                raise ConnectionError("connection closed")
+            data += chunk
+        return data
+
+
+def uvarint(value):
+    out = b""
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        if value:
+            out += bytes([byte | 0x80])
+        else:
+            return out + bytes([byte])
+
+
+def compact_string(value):
+    raw = value.encode()
+    return uvarint(len(raw) + 1) + raw
+
+
+class FlexReader:
+    def __init__(self, buf):
+        self.buf, self.at = buf, 0
+
+    def take(self, fmt):
+        (value,) = struct.unpack_from(fmt, self.buf, self.at)
+        self.at += struct.calcsize(fmt)
+        return value
+
+    def uvarint(self):
+        shift = value = 0
+        while True:
+            byte = self.buf[self.at]
+            self.at += 1
+            value |= (byte & 0x7F) << shift
+            if not byte & 0x80:
+                return value
+            shift += 7
+
+    def string(self):
+        n = self.uvarint() - 1
+        if n < 0:
+            return None
+        value = self.buf[self.at:self.at + n].decode()
+        self.at += n
+        return value
+
+    def array(self, item):
+        n = self.uvarint() - 1
+        return [item() for _ in range(max(n, 0))]
+
+    def tags(self):
+        for _ in range(self.uvarint()):
+            self.uvarint()
+            self.at += self.uvarint()
+
+
+def describe_topic_partitions(wire, topics, limit, cursor):
+    """DescribeTopicPartitions v0 (flexible) by hand: the nullable cursor
+    struct is what kafka-python's schemas cannot express."""
+    body = uvarint(len(topics) + 1)
+    for topic in topics:
+        body += compact_string(topic) + uvarint(0)
+    body += struct.pack(">i", limit)
+    if cursor is None:
+        body += struct.pack(">b", -1)
+    else:
+        body += struct.pack(">b", 1) + compact_string(cursor[0]) + struct.pack(">i", cursor[1]) + uvarint(0)
+    body += uvarint(0)
+    reader = FlexReader(wire.request(75, 0, body, flexible=True))
+    reader.tags()  # response header v1
+    reader.take(">i")  # throttle
+    def partition():
+        reader.take(">h")
+        index, leader, epoch = reader.take(">i"), reader.take(">i"), reader.take(">i")
+        ints = lambda: reader.array(lambda: reader.take(">i"))
+        replicas, isr = ints(), ints()
+        ints(); ints(); ints()  # eligible leader replicas, last known ELR, offline
+        reader.tags()
+        return index, leader, epoch, replicas, isr
+    def topic():
+        error = reader.take(">h")
+        name = reader.string()
+        reader.at += 16 + 1  # topic id, is_internal
+        partitions_ = reader.array(partition)
+        reader.take(">i")  # authorized operations
+        reader.tags()
+        return error, name, partitions_
+    topics_ = reader.array(topic)
+    next_cursor = None
+    if reader.take(">b") >= 0:
+        next_cursor = (reader.string(), reader.take(">i"))
+        reader.tags()
+    reader.tags()
+    return {"topics": topics_, "next_cursor": next_cursor}
+
+
+
+def kstring(value):
+    raw = value.encode()
+    return struct.pack(">h", len(raw)) + raw
+
+
+def kbytes(value):
+    return struct.pack(">i", len(value)) + value
+
+
+def read_string(buf, at):
+    (n,) = struct.unpack_from(">h", buf, at)
+    at += 2
+    if n < 0:
+        return None, at
+    return buf[at:at + n].decode(), at + n
+
+
+def read_bytes(buf, at):
+    (n,) = struct.unpack_from(">i", buf, at)
+    at += 4
+    if n < 0:
+        return None, at
+    return buf[at:at + n], at + n
+
+
+def scram_login(bootstrap, username, password, token_auth):
+    """SASL/SCRAM-SHA-256 on a new connection (SaslHandshake v1,
+    SaslAuthenticate v1); returns (connection, error code, message)."""
+    wire = Wire(bootstrap)
+    body = wire.request(17, 1, kstring("SCRAM-SHA-256"))
+    check(struct.unpack_from(">h", body, 0)[0] == 0, "handshake")
+    nonce = base64.b64encode(os.urandom(18)).decode()
+    extensions = ",tokenauth=true" if token_auth else ""
+    client_first_bare = f"n={username},r={nonce}{extensions}"
+    body = wire.request(36, 1, kbytes(("n,," + client_first_bare).encode()))
+    (code,) = struct.unpack_from(">h", body, 0)
+    message, at = read_string(body, 2)
+    if code != 0:
+        return wire, code, message
+    server_first, at = read_bytes(body, at)
+    server_first = server_first.decode()
+    fields = dict(item.split("=", 1) for item in server_first.split(","))
+    salt, iterations, server_nonce = base64.b64decode(fields["s"]), int(fields["i"]), fields["r"]
+    salted = hashlib.pbkdf2_hmac("sha256", password.encode(), salt, iterations)
+    client_key = hmac.new(salted, b"Client Key", hashlib.sha256).digest()
+    stored_key = hashlib.sha256(client_key).digest()
+    without_proof = f"c=biws,r={server_nonce}"
+    auth_message = f"{client_first_bare},{server_first},{without_proof}".encode()
+    signature = hmac.new(stored_key, auth_message, hashlib.sha256).digest()
+    proof = base64.b64encode(bytes(a ^ b for a, b in zip(client_key, signature))).decode()
+    body = wire.request(36, 1, kbytes(f"{without_proof},p={proof}".encode()))
+    (code,) = struct.unpack_from(">h", body, 0)
+    message, at = read_string(body, 2)
+    if code == 0:
+        server_final, _ = read_bytes(body, at)
+        server_key = hmac.new(salted, b"Server Key", hashlib.sha256).digest()
+        expected = base64.b64encode(hmac.new(server_key, auth_message, hashlib.sha256).digest()).decode()
+        check(server_final.decode() == f"v={expected}", "server signature")
+    return wire, code, message
+
+
+def create_token_on(wire):
+    """CreateDelegationToken v1 on a bare connection: the error code."""
+    body = wire.request(38, 1, struct.pack(">i", 0) + struct.pack(">q", -1))
+    return struct.unpack_from(">h", body, 0)[0]
+
+
+def topics_on(wire):
+    """Metadata v1 for every topic on a bare connection: the topic names."""
+    body = wire.request(3, 1, struct.pack(">i", -1))
+    at = 0
+    (brokers,) = struct.unpack_from(">i", body, at)
+    at += 4
+    for _ in range(brokers):
+        at += 4
+        _, at = read_string(body, at)
+        at += 4
+        _, at = read_string(body, at)
+    at += 4  # controller id
+    (count,) = struct.unpack_from(">i", body, at)
+    at += 4
+    names = []
+    for _ in range(count):
+        at += 2
+        name, at = read_string(body, at)
+        names.append(name)
+        at += 1
+        (partitions,) = struct.unpack_from(">i", body, at)
+        at += 4
+        for _ in range(partitions):
+            at += 2 + 4 + 4
+            for _ in range(2):
+                (n,) = struct.unpack_from(">i", body, at)
+                at += 4 + 4 * n
+    return names
+
+
+def tokens(bootstrap, plain_bootstrap, user, password):
+    create, renew, expire, describe = create_token_classes()
+    admin = sasl_admin(bootstrap, user, password)
+    admin.create_topics([NewTopic("token-visible", 1, 1)])
+
+    # Create, as the authenticated user, renewable by bob.
+    created = admin.send_request(create(renewers=[("User", "bob")], max_lifetime_ms=3600000))
+    check(created.error_code == 0, f"create: {created.error_code}")
+    check((created.principal_type, created.principal_name) == ("User", user), "owner")
+    check(created.max_timestamp_ms - created.issue_timestamp_ms == 3600000, "max lifetime")
+    check(len(created.hmac) == 64, "HMAC-SHA512")
+    token_id, token_hmac = created.token_id, created.hmac
+
+    described = admin.send_request(describe(owners=None))
+    check(described.error_code == 0 and [t[5] for t in described.tokens] == [token_id],
+          f"describe {described}")
+    check(described.tokens[0][7] == [("User", "bob")], "renewers")
+    none = admin.send_request(describe(owners=[]))
+    check(none.tokens == [], "an empty owner list describes nothing")
+
+    renewed = admin.send_request(renew(hmac=token_hmac, renew_period_ms=60000))
+    check(renewed.error_code == 0, f"renew {renewed.error_code}")
+    check(abs(renewed.expiry_timestamp_ms - (time.time() * 1000 + 60000)) < 10000, "renewed expiry")
+    unknown = admin.send_request(renew(hmac=b"nope", renew_period_ms=60000))
+    check(unknown.error_code == 62, f"unknown token {unknown.error_code}")
+
+    # Authenticate with the token: the connection acts as its owner, and
+    # (as in Kafka) may not manage tokens itself.
+    password_of_token = base64.b64encode(token_hmac).decode()
+    wire, code, message = scram_login(bootstrap, token_id, password_of_token, token_auth=True)
+    check(code == 0, f"token authentication: {code} {message}")
+    check("token-visible" in topics_on(wire), "metadata as the token owner")
+    check(create_token_on(wire) == 64, "token-authenticated connections may not create tokens")
+    _, code, _ = scram_login(bootstrap, token_id, "wrong", token_auth=True)
+    check(code == 58, f"wrong token password: {code}")
+    _, code, _ = scram_login(bootstrap, token_id, password_of_token, token_auth=False)
+    check(code == 58, f"a token id is not a user: {code}")
+
+    # Plain text connections may not manage tokens.
+    plain = Wire(plain_bootstrap)
+    check(create_token_on(plain) == 64, "PLAINTEXT may not create tokens")
+
+    # Expire now: the token is gone and no longer authenticates.
+    expired = admin.send_request(expire(hmac=token_hmac, expiry_time_period_ms=-1))
+    check(expired.error_code == 0, f"expire {expired.error_code}")
+    gone = admin.send_request(describe(owners=None))
+    check(gone.tokens == [], "expired token still described")
+    _, code, _ = scram_login(bootstrap, token_id, password_of_token, token_auth=True)
+    check(code == 58, f"expired token authenticated: {code}")
+    print(json.dumps({"token_id": token_id, "tokens": "ok"}))
+
+
+def sasl_admin(bootstrap, user, password):
+    return admin_client(bootstrap, security_protocol="SASL_PLAINTEXT", sasl_mechanism="SCRAM-SHA-256",
+                        sasl_plain_username=user, sasl_plain_password=password)
+
+
+def create_token(bootstrap, user, password):
+    create, _, _, _ = create_token_classes()
+    created = sasl_admin(bootstrap, user, password).send_request(create(renewers=[], max_lifetime_ms=-1))
+    check(created.error_code == 0, f"create: {created.error_code}")
+    print(json.dumps({"token_id": created.token_id}))
+
+
+def list_tokens(bootstrap, user, password):
+    _, _, _, describe = create_token_classes()
+    described = sasl_admin(bootstrap, user, password).send_request(describe(owners=None))
+    check(described.error_code == 0, f"describe: {described.error_code}")
+    print(json.dumps({"token_ids": [t[5] for t in described.tokens]}))
+
+
+def show_state(bootstrap, subscription):
+    admin = admin_client(bootstrap)
+    response = admin.send_request(DescribeClientQuotasRequest[0](components=[], strict=False))
+    check(response.error_code == 0, f"describe quotas: {response.error_code}")
+    quotas_ = [{"entity": {t: n for t, n in e}, "values": {k: v for k, v in vals}}
+               for e, vals in response.entries]
+    configs = describe_configs(admin, 16, subscription)
+    print(json.dumps({"quotas": quotas_, "subscription": {k: v["value"] for k, v in configs.items()}}))
+
+
+def main():
+    bootstrap, command, args = sys.argv[1], sys.argv[2], sys.argv[3:]
+    if command == "cluster-default":
+        cluster_default(bootstrap, *args)
+    elif command == "partitions":
+        partitions(bootstrap, *args)
+    elif command == "quotas":
+        quotas(bootstrap)
+    elif command == "set-quota":
+        set_quota(bootstrap, *args)
+    elif command == "client-metrics":
+        client_metrics(bootstrap, *args)
+    elif command == "tokens":
+        tokens(bootstrap, *args)
+    elif command == "create-token":
+        create_token(bootstrap, *args)
+    elif command == "list-tokens":
+        list_tokens(bootstrap, *args)
+    elif command == "show-state":
+        show_state(bootstrap, *args)
+    else:
+        print(__doc__, file=sys.stderr)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,790 @@
+//! Admin APIs with real clients: configs (topic, broker, cluster default)
+//! and their live effect on the logs, partitions and cluster APIs, client
+//! quotas and their enforcement on a librdkafka producer, delegation tokens
+//! over SASL/SCRAM, client telemetry, the ZooKeeper-era ApiKeys, graceful
+//! shutdown, and everything surviving a restart.
+//!
+//! confluent-kafka's AdminClient (librdkafka) drives configs and partitions
+//! (`tests/python/admin_configs.py`); kafka-python, an independent client,
+//! drives what librdkafka has no API for (`tests/python/admin_wire.py`);
+//! the rdkafka crate produces and consumes.
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::process::Command;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use gregor_tests::kafka::{self, CALL_TIMEOUT};
+use gregor_tests::wire::{self, put_i16, put_i32, request_frame, Conn};
+use gregor_tests::{free_port, wait_for, workspace_root, Broker};
+use rdkafka::admin::{AlterConfig, NewPartitions, ResourceSpecifier};
+use rdkafka::client::ClientContext;
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::Consumer;
+use rdkafka::message::Message;
+use rdkafka::producer::{
+    BaseRecord, DeliveryResult, FutureRecord, Producer, ProducerContext, ThreadedProducer,
+};
+use rdkafka::statistics::Statistics;
+use rdkafka::types::RDKafkaErrorCode;
+use serde_json::Value;
+
+/// Runs a Python admin script and returns the JSON it printed last.
+fn python(script: &str, args: &[&str]) -> Value {
+    let path = workspace_root().join("tests/python").join(script);
+    let output = Command::new("python3")
+        .arg(&path)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("run {script}: {e}"));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "{script} {args:?} failed ({}):\n{stdout}\n{stderr}",
+        output.status
+    );
+    let line = stdout.lines().last().unwrap_or_default();
+    serde_json::from_str(line)
+        .unwrap_or_else(|e| panic!("{script} printed no JSON ({e}): {stdout}\n{stderr}"))
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("clock after 1970")
+        .as_millis() as i64
+}
+
+/// GET /metrics on the admin endpoint.
+fn scrape(admin: &str) -> String {
+    let mut stream = TcpStream::connect(admin).expect("connect to the admin endpoint");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .expect("timeout");
+    stream
+        .write_all(
+            format!("GET /metrics HTTP/1.1\r\nHost: {admin}\r\nConnection: close\r\n\r\n")
+                .as_bytes(),
+        )
+        .expect("send scrape");
+    let mut response = String::new();
+    stream.read_to_string(&mut response).expect("read scrape");
+    let (_, body) = response.split_once("\r\n\r\n").expect("HTTP response");
+    body.to_string()
+}
+
+/// The value of a Prometheus sample line starting with `prefix`.
+fn metric(text: &str, prefix: &str) -> Option<f64> {
+    text.lines()
+        .find(|line| line.starts_with(prefix))
+        .and_then(|line| line.rsplit(' ').next())
+        .and_then(|value| value.parse().ok())
+}
+
+/// Produces `count` records to `topic` (partition 0) with the given
+/// CreateTime, waiting for every delivery.
+async fn produce_at(broker: &Broker, topic: &str, count: usize, timestamp: i64) {
+    let producer = kafka::producer(broker, &[]);
+    for i in 0..count {
+        let payload = format!("record-{i}");
+        producer
+            .send(
+                FutureRecord::to(topic)
+                    .partition(0)
+                    .key("k")
+                    .payload(&payload)
+                    .timestamp(timestamp),
+                CALL_TIMEOUT,
+            )
+            .await
+            .unwrap_or_else(|(e, _)| panic!("produce to {topic}: {e}"));
+    }
+}
+
+/// (low, high) watermarks of partition 0.
+fn watermarks(broker: &Broker, topic: &str) -> (i64, i64) {
+    kafka::plain_consumer(broker)
+        .fetch_watermarks(topic, 0, CALL_TIMEOUT)
+        .unwrap_or_else(|e| panic!("watermarks of {topic}: {e}"))
+}
+
+#[test]
+fn configs_partitions_and_cluster_with_confluent_kafka() {
+    let broker = Broker::start();
+    let seen = python(
+        "admin_configs.py",
+        &[broker.bootstrap().as_str(), "configured"],
+    );
+    eprintln!("confluent-kafka: {seen}");
+    assert_eq!(seen["topic_configs"], 23);
+    assert_eq!(seen["partitions"], 4);
+    assert_eq!(seen["election"], "ELECTION_NOT_NEEDED");
+}
+
+#[test]
+fn cluster_default_broker_configs_with_kafka_python() {
+    let broker = Broker::start();
+    let seen = python(
+        "admin_wire.py",
+        &[broker.bootstrap().as_str(), "cluster-default", "defaulted"],
+    );
+    assert_eq!(seen["cluster_default"], "ok");
+}
+
+#[test]
+fn partition_and_cluster_apis_on_the_wire() {
+    let broker = Broker::start();
+    let seen = python(
+        "admin_wire.py",
+        &[broker.bootstrap().as_str(), "partitions", "paged"],
+    );
+    assert_eq!(seen["pages"], 3);
+    assert_eq!(seen["partitions"], 9);
+}
+
+#[test]
+fn client_quotas_described_and_altered_with_kafka_python() {
+    let broker = Broker::start();
+    let seen = python("admin_wire.py", &[broker.bootstrap().as_str(), "quotas"]);
+    assert_eq!(seen["quotas"], "ok");
+}
+
+/// A lowered retention deletes old data at once: on a topic through its
+/// own config, on another through the broker's dynamic default.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lowered_retention_deletes_data() {
+    let broker = Broker::start_with(&[("log.retention.check.interval.ms", "200")]);
+    kafka::create_topic(&broker, "by-topic", 1).await;
+    kafka::create_topic(&broker, "by-broker", 1).await;
+    let two_hours_ago = now_ms() - 2 * 3600 * 1000;
+    produce_at(&broker, "by-topic", 50, two_hours_ago).await;
+    produce_at(&broker, "by-broker", 50, two_hours_ago).await;
+    // A week of retention keeps them.
+    std::thread::sleep(Duration::from_millis(800));
+    assert_eq!(watermarks(&broker, "by-topic"), (0, 50));
+    assert_eq!(watermarks(&broker, "by-broker"), (0, 50));
+
+    let admin = kafka::admin(&broker);
+    let topic_config =
+        AlterConfig::new(ResourceSpecifier::Topic("by-topic")).set("retention.ms", "3600000");
+    let results = admin
+        .alter_configs(&[topic_config], &kafka::admin_options())
+        .await
+        .expect("alter topic config");
+    assert!(results.iter().all(|r| r.is_ok()), "{results:?}");
+    wait_for(
+        "by-topic's old records to be deleted",
+        Duration::from_secs(30),
+        || (watermarks(&broker, "by-topic") == (50, 50)).then_some(()),
+    );
+    assert_eq!(
+        watermarks(&broker, "by-broker"),
+        (0, 50),
+        "other topics keep theirs"
+    );
+
+    let broker_config =
+        AlterConfig::new(ResourceSpecifier::Broker(1)).set("log.retention.ms", "3600000");
+    let results = admin
+        .alter_configs(&[broker_config], &kafka::admin_options())
+        .await
+        .expect("alter broker config");
+    assert!(results.iter().all(|r| r.is_ok()), "{results:?}");
+    wait_for(
+        "by-broker's old records to be deleted",
+        Duration::from_secs(30),
+        || (watermarks(&broker, "by-broker") == (50, 50)).then_some(()),
+    );
+    // New records are kept and readable.
+    produce_at(&broker, "by-broker", 5, now_ms()).await;
+    assert_eq!(watermarks(&broker, "by-broker"), (50, 55));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn created_partitions_take_records() {
+    let broker = Broker::start();
+    kafka::create_topic(&broker, "growing", 1).await;
+    let admin = kafka::admin(&broker);
+    let results = admin
+        .create_partitions(&[NewPartitions::new("growing", 3)], &kafka::admin_options())
+        .await
+        .expect("create partitions");
+    assert!(results.iter().all(|r| r.is_ok()), "{results:?}");
+    kafka::wait_for_topic(&broker, "growing", 3);
+    // A producer started now sees three partitions and writes to the new ones.
+    let producer = kafka::producer(&broker, &[]);
+    for partition in [1, 2] {
+        for i in 0..10 {
+            let payload = format!("p{partition}-{i}");
+            producer
+                .send(
+                    FutureRecord::to("growing")
+                        .partition(partition)
+                        .key("k")
+                        .payload(&payload),
+                    CALL_TIMEOUT,
+                )
+                .await
+                .unwrap_or_else(|(e, _)| panic!("produce to partition {partition}: {e}"));
+        }
+    }
+    let consumer = kafka::plain_consumer(&broker);
+    for partition in [0, 1, 2] {
+        let (low, high) = consumer
+            .fetch_watermarks("growing", partition, CALL_TIMEOUT)
+            .expect("watermarks");
+        assert_eq!((low, high), (0, if partition == 0 { 0 } else { 10 }));
+    }
+    let consumer: rdkafka::consumer::BaseConsumer = kafka::consumer_config(&broker)
+        .set("enable.partition.eof", "false")
+        .create()
+        .expect("consumer");
+    let mut assignment = rdkafka::TopicPartitionList::new();
+    assignment
+        .add_partition_offset("growing", 2, rdkafka::Offset::Beginning)
+        .expect("assign");
+    consumer.assign(&assignment).expect("assign");
+    let mut payloads = Vec::new();
+    let deadline = Instant::now() + CALL_TIMEOUT;
+    while payloads.len() < 10 && Instant::now() < deadline {
+        if let Some(Ok(message)) = consumer.poll(Duration::from_millis(200)) {
+            payloads
+                .push(String::from_utf8_lossy(message.payload().unwrap_or_default()).to_string());
+        }
+    }
+    assert_eq!(payloads.first().map(String::as_str), Some("p2-0"));
+    assert_eq!(payloads.len(), 10);
+    // Shrinking is refused as Kafka does.
+    let results = admin
+        .create_partitions(&[NewPartitions::new("growing", 2)], &kafka::admin_options())
+        .await
+        .expect("create partitions");
+    let error = results[0].as_ref().expect_err("a decrease must fail");
+    assert_eq!(error.1, RDKafkaErrorCode::InvalidPartitions);
+}
+
+// ---- quotas: enforcement on a real producer ----
+
+/// Counts delivered bytes over time and the throttle times librdkafka
+/// reports in its statistics.
+#[derive(Clone, Default)]
+struct QuotaProbe {
+    delivered: Arc<Mutex<Vec<(Instant, usize)>>>,
+    failed: Arc<AtomicI64>,
+    throttle_max_ms: Arc<AtomicI64>,
+}
+
+impl ClientContext for QuotaProbe {
+    fn stats(&self, statistics: Statistics) {
+        for broker in statistics.brokers.values() {
+            if let Some(throttle) = &broker.throttle {
+                self.throttle_max_ms
+                    .fetch_max(throttle.max, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+impl ProducerContext for QuotaProbe {
+    type DeliveryOpaque = ();
+
+    fn delivery(&self, result: &DeliveryResult<'_>, _: ()) {
+        match result {
+            Ok(message) => {
+                if let Ok(mut delivered) = self.delivered.lock() {
+                    delivered.push((Instant::now(), message.payload_len()));
+                }
+            }
+            Err(_) => {
+                self.failed.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+/// Bytes per second delivered between `from` and `to`.
+fn delivered_rate(probe: &QuotaProbe, from: Instant, to: Instant) -> f64 {
+    let delivered = probe.delivered.lock().expect("lock");
+    let bytes: usize = delivered
+        .iter()
+        .filter(|(at, _)| *at >= from && *at < to)
+        .map(|(_, bytes)| bytes)
+        .sum();
+    bytes as f64 / to.duration_since(from).as_secs_f64()
+}
+
+/// A producer_byte_rate quota holds a librdkafka producer that could go
+/// much faster to the quota, within 10% over 20 seconds; librdkafka sees
+/// the throttle times, and the broker records them (ThrottleTimeMs).
+///
+/// Quota windows: Kafka's default of 11 one-second samples lets a client
+/// that was idle for a window burst up to 10 s of quota at once, so its
+/// 20-second averages swing by tens of percent around the quota; this
+/// broker keeps 3 samples (`quota.window.num`), which makes the same
+/// enforcement converge within a couple of seconds.
+#[test]
+fn produce_quota_throttles_a_librdkafka_producer() {
+    const QUOTA: f64 = 1024.0 * 1024.0;
+    const RECORD: usize = 1024;
+    let admin_address = format!("127.0.0.1:{}", free_port());
+    let broker = Broker::start_with(&[
+        ("admin.listener", admin_address.as_str()),
+        ("quota.window.num", "3"),
+    ]);
+    python(
+        "admin_wire.py",
+        &[
+            broker.bootstrap().as_str(),
+            "set-quota",
+            "client-id",
+            "throttled-producer",
+            "producer_byte_rate",
+            &QUOTA.to_string(),
+        ],
+    );
+    let probe = QuotaProbe::default();
+    let producer: ThreadedProducer<QuotaProbe> = ClientConfig::new()
+        .set("bootstrap.servers", broker.bootstrap())
+        .set("broker.address.family", "v4")
+        .set("client.id", "throttled-producer")
+        .set("linger.ms", "5")
+        .set("statistics.interval.ms", "500")
+        .set("queue.buffering.max.kbytes", "4096")
+        .create_with_context(probe.clone())
+        .expect("producer");
+    let payload = vec![b'x'; RECORD];
+    let started = Instant::now();
+    let warm_up = Duration::from_secs(8);
+    let measured = Duration::from_secs(20);
+    while started.elapsed() < warm_up + measured {
+        match producer.send(BaseRecord::<(), [u8]>::to("quota-topic").payload(&payload)) {
+            Ok(()) => {}
+            Err((error, _)) if error.rdkafka_error_code() == Some(RDKafkaErrorCode::QueueFull) => {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            Err((error, _)) => panic!("produce: {error}"),
+        }
+    }
+    let from = started + warm_up;
+    let rate = delivered_rate(&probe, from, from + measured);
+    let whole = delivered_rate(&probe, started, started + warm_up + measured);
+    let _ = producer.flush(Duration::from_secs(30));
+    let per_second: Vec<String> = (0..(warm_up + measured).as_secs())
+        .map(|second| {
+            let from = started + Duration::from_secs(second);
+            format!(
+                "{:.2}",
+                delivered_rate(&probe, from, from + Duration::from_secs(1)) / QUOTA
+            )
+        })
+        .collect();
+    eprintln!(
+        "delivered per second, as a share of the quota: {}",
+        per_second.join(" ")
+    );
+    let ratio = rate / QUOTA;
+    eprintln!(
+        "produce quota {QUOTA} B/s: delivered {rate:.0} B/s over 20 s ({ratio:.3} of the quota), \
+         {whole:.0} B/s over the whole run; librdkafka saw throttles up to {} ms",
+        probe.throttle_max_ms.load(Ordering::Relaxed)
+    );
+    assert_eq!(probe.failed.load(Ordering::Relaxed), 0, "failed deliveries");
+    assert!(
+        (ratio - 1.0).abs() <= 0.10,
+        "delivered {ratio:.3} of the quota"
+    );
+    assert!(
+        probe.throttle_max_ms.load(Ordering::Relaxed) > 0,
+        "librdkafka never saw a throttle time"
+    );
+    let text = scrape(&admin_address);
+    let throttled = metric(
+        &text,
+        "gregor_request_throttle_time_ms_sum{request=\"Produce\"}",
+    )
+    .expect("ThrottleTimeMs of Produce");
+    assert!(throttled > 0.0, "the broker recorded no throttle time");
+}
+
+/// A consumer_byte_rate quota throttles fetches: the consumer is held near
+/// the quota and sees throttle times, while an unthrottled client id reads
+/// at full speed.
+#[test]
+fn fetch_quota_throttles_a_consumer() {
+    const QUOTA: f64 = 512.0 * 1024.0;
+    let broker = Broker::start_with(&[("quota.window.num", "3")]);
+    // 6 MiB of data to read.
+    let producer: ThreadedProducer<QuotaProbe> = ClientConfig::new()
+        .set("bootstrap.servers", broker.bootstrap())
+        .set("broker.address.family", "v4")
+        .create_with_context(QuotaProbe::default())
+        .expect("producer");
+    let payload = vec![b'y'; 1024];
+    for _ in 0..6 * 1024 {
+        loop {
+            match producer.send(BaseRecord::<(), [u8]>::to("fetched").payload(&payload)) {
+                Ok(()) => break,
+                Err(_) => std::thread::sleep(Duration::from_millis(2)),
+            }
+        }
+    }
+    producer.flush(Duration::from_secs(60)).expect("flush");
+    python(
+        "admin_wire.py",
+        &[
+            broker.bootstrap().as_str(),
+            "set-quota",
+            "client-id",
+            "slow-reader",
+            "consumer_byte_rate",
+            &QUOTA.to_string(),
+        ],
+    );
+    let read_for = |client_id: &str, limit: Duration| -> (usize, Duration) {
+        let consumer: rdkafka::consumer::BaseConsumer = kafka::consumer_config(&broker)
+            .set("client.id", client_id)
+            .create()
+            .expect("consumer");
+        let mut assignment = rdkafka::TopicPartitionList::new();
+        assignment
+            .add_partition_offset("fetched", 0, rdkafka::Offset::Beginning)
+            .expect("assign");
+        consumer.assign(&assignment).expect("assign");
+        let started = Instant::now();
+        let mut bytes = 0;
+        while started.elapsed() < limit && bytes < 6 * 1024 * 1024 {
+            if let Some(Ok(message)) = consumer.poll(Duration::from_millis(100)) {
+                bytes += message.payload_len();
+            }
+        }
+        (bytes, started.elapsed())
+    };
+    let (fast_bytes, fast_time) = read_for("fast-reader", Duration::from_secs(30));
+    assert_eq!(
+        fast_bytes,
+        6 * 1024 * 1024,
+        "the unthrottled reader read everything"
+    );
+    let (slow_bytes, slow_time) = read_for("slow-reader", Duration::from_secs(6));
+    let rate = slow_bytes as f64 / slow_time.as_secs_f64();
+    eprintln!(
+        "fetch quota {QUOTA} B/s: unthrottled read 6 MiB in {fast_time:?}, throttled read {rate:.0} B/s"
+    );
+    // The first fetches may take one window's worth before throttling.
+    assert!(rate < QUOTA * 1.6, "throttled reader went {rate:.0} B/s");
+    assert!(
+        fast_time < Duration::from_secs(6),
+        "unthrottled read took {fast_time:?}"
+    );
+}
+
+// ---- delegation tokens ----
+
+#[test]
+fn delegation_tokens_over_scram() {
+    let broker = Broker::start_with_listeners(
+        &["SASL_PLAINTEXT"],
+        &[
+            ("sasl.bootstrap.users", "alice:alice-secret"),
+            ("delegation.token.secret.key", "test-token-secret"),
+        ],
+    );
+    let sasl = broker.listener_bootstrap("SASL_PLAINTEXT");
+    let seen = python(
+        "admin_wire.py",
+        &[
+            sasl.as_str(),
+            "tokens",
+            broker.bootstrap().as_str(),
+            "alice",
+            "alice-secret",
+        ],
+    );
+    assert_eq!(seen["tokens"], "ok");
+}
+
+// ---- client telemetry ----
+
+/// A librdkafka client with a matching CLIENT_METRICS subscription pushes
+/// its metrics (KIP-714); the broker exposes them on /metrics.
+#[test]
+fn client_telemetry_is_pushed_and_exposed() {
+    let admin_address = format!("127.0.0.1:{}", free_port());
+    let broker = Broker::start_with(&[("admin.listener", admin_address.as_str())]);
+    python(
+        "admin_wire.py",
+        &[
+            broker.bootstrap().as_str(),
+            "client-metrics",
+            "all-producers",
+            "org.apache.kafka.producer.",
+            "1000",
+            "client_id=telemetry-.*",
+        ],
+    );
+    let producer: ThreadedProducer<QuotaProbe> = ClientConfig::new()
+        .set("bootstrap.servers", broker.bootstrap())
+        .set("broker.address.family", "v4")
+        .set("client.id", "telemetry-producer")
+        .set("enable.metrics.push", "true")
+        .create_with_context(QuotaProbe::default())
+        .expect("producer");
+    let pushed = wait_for(
+        "pushed client metrics on /metrics",
+        Duration::from_secs(60),
+        || {
+            let _ = producer.send(BaseRecord::<(), str>::to("telemetry").payload("ping"));
+            let text = scrape(&admin_address);
+            let pushes = metric(&text, "gregor_client_telemetry_pushes_total").unwrap_or(0.0);
+            let exposed = text.lines().any(|l| {
+                l.starts_with("gregor_client_metric{")
+                    && l.contains("client_id=\"telemetry-producer\"")
+            });
+            (pushes >= 2.0 && exposed).then_some(text)
+        },
+    );
+    let sample = pushed
+        .lines()
+        .find(|l| l.starts_with("gregor_client_metric{"))
+        .unwrap_or_default();
+    eprintln!("client telemetry sample: {sample}");
+    assert!(
+        sample.contains("name=\"org.apache.kafka.producer."),
+        "{sample}"
+    );
+}
+
+// ---- ZooKeeper-era ApiKeys ----
+
+/// Kafka 4 (KRaft) no longer serves LeaderAndIsr (4), StopReplica (5),
+/// UpdateMetadata (6) or ControlledShutdown (7): they are not in
+/// ApiVersions, and a request for one is an unknown ApiKey, which closes
+/// the connection. Every admin ApiKey of this issue is advertised.
+#[test]
+fn zookeeper_era_keys_are_not_served() {
+    let broker = Broker::start();
+    let mut conn = Conn::connect(broker.addr());
+    let versions = conn.api_versions(1);
+    for key in [4, 5, 6, 7] {
+        assert!(versions.range(key).is_none(), "ApiKey {key} advertised");
+    }
+    for (key, min, max) in [
+        (23, 2, 4),
+        (32, 1, 4),
+        (33, 0, 2),
+        (37, 0, 3),
+        (38, 1, 3),
+        (39, 1, 2),
+        (40, 1, 2),
+        (41, 1, 3),
+        (43, 0, 2),
+        (44, 0, 1),
+        (45, 0, 1),
+        (46, 0, 0),
+        (48, 0, 1),
+        (49, 0, 1),
+        (60, 0, 2),
+        (71, 0, 0),
+        (72, 0, 0),
+        (75, 0, 0),
+    ] {
+        let range = versions
+            .range(key)
+            .unwrap_or_else(|| panic!("ApiKey {key} not advertised"));
+        assert_eq!(
+            (range.min_version, range.max_version),
+            (min, max),
+            "ApiKey {key}"
+        );
+    }
+    for key in [4i16, 5, 6, 7] {
+        let mut conn = Conn::connect(broker.addr());
+        let mut body = Vec::new();
+        put_i32(&mut body, 1); // controller id
+        put_i32(&mut body, 0); // controller epoch
+        let frame = request_frame(key, 0, 7, false, &body);
+        conn.send(&frame).expect("send");
+        conn.expect_closed(&format!("ApiKey {key}"));
+    }
+    // The broker goes on serving.
+    assert!(Conn::connect(broker.addr())
+        .api_versions(2)
+        .range(0)
+        .is_some());
+}
+
+// ---- graceful shutdown ----
+
+/// SIGTERM drains in-flight requests (a long-poll fetch waiting for data
+/// gets its answer), then flushes and checkpoints the logs: the exit is
+/// clean, the clean-shutdown marker is written, and a restart needs no
+/// recovery and has every record.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_drains_in_flight_requests_and_flushes() {
+    let mut broker = Broker::start();
+    kafka::create_topic(&broker, "drained", 1).await;
+    produce_at(&broker, "drained", 20, now_ms()).await;
+
+    // A Fetch v4 at the end of the log, waiting up to 4 s for data.
+    let mut conn = Conn::connect(broker.addr());
+    let mut body = Vec::new();
+    put_i32(&mut body, -1); // replica id
+    put_i32(&mut body, 4000); // max wait
+    put_i32(&mut body, 1); // min bytes
+    put_i32(&mut body, 1 << 20); // max bytes
+    body.push(0); // isolation level
+    put_i32(&mut body, 1); // topics
+    put_i16(&mut body, "drained".len() as i16);
+    body.extend_from_slice(b"drained");
+    put_i32(&mut body, 1); // partitions
+    put_i32(&mut body, 0);
+    body.extend_from_slice(&20i64.to_be_bytes()); // fetch offset: the end
+    put_i32(&mut body, 1 << 20);
+    let frame = request_frame(1, 4, 99, false, &body);
+    conn.send(&frame).expect("send fetch");
+    std::thread::sleep(Duration::from_millis(500));
+
+    let stopping = Instant::now();
+    let status = std::thread::scope(|scope| {
+        let answer = scope.spawn(move || {
+            let payload = conn.read_frame().expect("the in-flight fetch is answered");
+            (wire::correlation_id_of(&payload), payload.len())
+        });
+        let status = broker.stop();
+        let (correlation_id, _) = answer.join().expect("reader thread");
+        assert_eq!(correlation_id, 99);
+        status
+    });
+    assert!(status.success(), "exit after SIGTERM: {status}");
+    eprintln!("SIGTERM to exit: {:?}", stopping.elapsed());
+    let marker = walk(broker.data_dir())
+        .into_iter()
+        .any(|path| path.ends_with(".kafka_cleanshutdown"));
+    assert!(
+        marker,
+        "no clean-shutdown marker in {}",
+        broker.data_dir().display()
+    );
+
+    broker.restart();
+    assert!(
+        !broker.log_tail(200).contains("recovering"),
+        "a clean restart recovered segments"
+    );
+    assert_eq!(watermarks(&broker, "drained"), (0, 20));
+}
+
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                out.extend(walk(&path));
+            } else {
+                out.push(path);
+            }
+        }
+    }
+    out
+}
+
+// ---- persistence ----
+
+/// Topic and broker configs, client quotas, client-metrics subscriptions
+/// and delegation tokens survive a restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admin_state_survives_a_restart() {
+    let mut broker = Broker::start_with_listeners(
+        &["SASL_PLAINTEXT"],
+        &[
+            ("sasl.bootstrap.users", "alice:alice-secret"),
+            ("delegation.token.secret.key", "test-token-secret"),
+        ],
+    );
+    kafka::create_topic(&broker, "kept", 2).await;
+    let admin = kafka::admin(&broker);
+    let configs = [
+        AlterConfig::new(ResourceSpecifier::Topic("kept")).set("retention.ms", "123456789"),
+        AlterConfig::new(ResourceSpecifier::Broker(1)).set("log.segment.bytes", "268435456"),
+    ];
+    let results = admin
+        .alter_configs(&configs, &kafka::admin_options())
+        .await
+        .expect("alter configs");
+    assert!(results.iter().all(|r| r.is_ok()), "{results:?}");
+    let bootstrap = broker.bootstrap();
+    python(
+        "admin_wire.py",
+        &[
+            bootstrap.as_str(),
+            "set-quota",
+            "user",
+            "alice",
+            "producer_byte_rate",
+            "4096",
+        ],
+    );
+    python(
+        "admin_wire.py",
+        &[
+            bootstrap.as_str(),
+            "client-metrics",
+            "kept-sub",
+            "org.apache.kafka.",
+            "2000",
+        ],
+    );
+    let sasl = broker.listener_bootstrap("SASL_PLAINTEXT");
+    let token = python(
+        "admin_wire.py",
+        &[sasl.as_str(), "create-token", "alice", "alice-secret"],
+    );
+
+    broker.restart();
+
+    let admin = kafka::admin(&broker);
+    let described = admin
+        .describe_configs(
+            &[
+                ResourceSpecifier::Topic("kept"),
+                ResourceSpecifier::Broker(1),
+            ],
+            &kafka::admin_options(),
+        )
+        .await
+        .expect("describe configs");
+    let entries: Vec<BTreeMap<String, Option<String>>> = described
+        .into_iter()
+        .map(|r| {
+            r.expect("resource")
+                .entries
+                .into_iter()
+                .map(|e| (e.name, e.value))
+                .collect()
+        })
+        .collect();
+    assert_eq!(entries[0]["retention.ms"].as_deref(), Some("123456789"));
+    assert_eq!(entries[0]["segment.bytes"].as_deref(), Some("268435456"));
+    assert_eq!(
+        entries[1]["log.segment.bytes"].as_deref(),
+        Some("268435456")
+    );
+    let bootstrap = broker.bootstrap();
+    let seen = python(
+        "admin_wire.py",
+        &[bootstrap.as_str(), "show-state", "kept-sub"],
+    );
+    assert_eq!(seen["quotas"][0]["values"]["producer_byte_rate"], 4096.0);
+    assert_eq!(seen["subscription"]["interval.ms"], "2000");
+    let sasl = broker.listener_bootstrap("SASL_PLAINTEXT");
+    let tokens = python(
+        "admin_wire.py",
+        &[sasl.as_str(), "list-tokens", "alice", "alice-secret"],
+    );
+    assert_eq!(tokens["token_ids"][0], token["token_id"]);
+}
