@@ -112,7 +112,7 @@ impl KafkaApis {
                         )),
                         RequestEnd::Responded,
                     ),
-                    Ok(Outcome::NoResponse) => (Response::NoResponse, RequestEnd::NoResponse),
+                    Ok(Outcome::NoResponse) => (Response::Nothing, RequestEnd::NoResponse),
                     Ok(Outcome::CloseConnection) => (Response::Close, RequestEnd::ClosedByHandler),
                     Err(error) => {
                         // The host has no schema for the body: the module's

@@ -51,7 +51,7 @@ pub enum Response {
     /// Write this whole frame (size prefix included).
     Send(Vec<u8>),
     /// Write nothing (acks=0 Produce).
-    NoResponse,
+    Nothing,
     /// Close the connection.
     Close,
 }

@@ -102,6 +102,9 @@ const PHASES: &[(&str, &str)] = &[
     ),
 ];
 
+/// A per-topic counter family: name, help and how to read it.
+type TopicFamily = (&'static str, &'static str, fn(&TopicStats) -> u64);
+
 #[derive(Debug, Default, Clone)]
 struct TopicStats {
     bytes_in: u64,
@@ -343,7 +346,7 @@ impl Metrics {
                 }
             }
         }
-        let topic_families: [(&str, &str, fn(&TopicStats) -> u64); 5] = [
+        let topic_families: [TopicFamily; 5] = [
             (
                 "gregor_topic_bytes_in_total",
                 "Bytes appended per topic (Kafka BytesInPerSec).",

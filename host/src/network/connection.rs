@@ -131,7 +131,7 @@ where
                 Ok(()) => write_half.flush().await.map_err(Ending::WriteFailed),
                 Err(error) => Err(Ending::WriteFailed(error)),
             },
-            Response::NoResponse => Ok(()),
+            Response::Nothing => Ok(()),
             Response::Close => {
                 debug!(correlation_id, "handler asked to close the connection");
                 Err(Ending::HandlerClosed)
