@@ -396,7 +396,8 @@ impl TokenManager {
             return None;
         }
         let password = STANDARD.encode(&token.hmac);
-        let credential = ScramCredential::from_password(mechanism, &password, MIN_ITERATIONS).ok()?;
+        let credential =
+            ScramCredential::from_password(mechanism, &password, MIN_ITERATIONS).ok()?;
         // The owner acts as a User principal of the owner's name.
         let owner = token
             .owner

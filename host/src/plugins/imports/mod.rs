@@ -8,10 +8,10 @@ mod log;
 mod logging;
 mod metadata;
 mod quotas;
-mod telemetry;
-mod tokens;
 mod security;
 mod stats;
+mod telemetry;
+mod tokens;
 mod txn;
 
 pub use logging::LogBudget;

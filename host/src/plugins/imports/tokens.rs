@@ -42,7 +42,8 @@ impl HandlerState {
         let principal = session.principal().to_string();
         let protocol = session.security_protocol.as_str();
         let allowed = !session.auth.token_authenticated()
-            && protocol != "PLAINTEXT" && !(protocol == "SSL" && principal == ANONYMOUS);
+            && protocol != "PLAINTEXT"
+            && !(protocol == "SSL" && principal == ANONYMOUS);
         if allowed {
             Ok(principal)
         } else {
