@@ -18,12 +18,7 @@
 //!   new retention or segment settings reach its partition logs, a broker
 //!   default reaches every topic that does not override it.
 
-use std::collections::HashMap;
-
-use gregor_sdk::authz::Operation;
-use gregor_sdk::configs::{
-    self, authorization_error, authorize_resources, resource_type_of, AlterEntry, AlterOp,
-};
+use gregor_sdk::configs::{self, authorization_error, resource_type_of, AlterEntry, AlterOp};
 use gregor_sdk::ids::str_bytes;
 use gregor_sdk::kafka_protocol::messages::incremental_alter_configs_request::AlterConfigsResource;
 use gregor_sdk::kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsResourceResponse;
@@ -47,32 +42,16 @@ impl Handler for IncrementalAlterConfigs {
             Ok(request) => request,
             Err(outcome) => return outcome,
         };
-        let mut count: HashMap<(i8, &str), usize> = HashMap::new();
-        for resource in &request.resources {
-            *count
-                .entry((resource.resource_type, resource.resource_name.as_str()))
-                .or_default() += 1;
-        }
         let keys: Vec<(i8, &str)> = request
             .resources
             .iter()
             .map(|r| (r.resource_type, r.resource_name.as_str()))
             .collect();
-        let allowed = authorize_resources(Operation::AlterConfigs, &keys);
+        let results = configs::alter_resources(&keys, |index, allowed| {
+            alter(&request.resources[index], allowed, request.validate_only)
+        });
         let mut response = IncrementalAlterConfigsResponse::default();
-        for ((resource, key), allowed) in request.resources.iter().zip(&keys).zip(allowed) {
-            let result = if count.get(key).copied().unwrap_or(0) > 1 {
-                Err(error(
-                    ResponseError::InvalidRequest,
-                    "Each resource must appear at most once.",
-                ))
-            } else {
-                alter(resource, allowed, request.validate_only)
-            };
-            let (code, message) = match result {
-                Ok(()) => (0, None),
-                Err(error) => (error.code, error.message),
-            };
+        for (resource, (code, message)) in request.resources.iter().zip(results) {
             response.responses.push(
                 AlterConfigsResourceResponse::default()
                     .with_error_code(code)
