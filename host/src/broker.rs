@@ -25,7 +25,7 @@ use crate::security::credentials::{CredentialStore, ScramMechanism, MIN_ITERATIO
 use crate::security::settings;
 use crate::security::tokens::TokenManager;
 use crate::telemetry::ClientMetricsManager;
-use crate::transactions::TransactionStore;
+use crate::transactions::{PendingOffset, TransactionStore, TxnEffects, TxnPartition};
 
 /// A listener as clients should reach it (the bound port, not port 0).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -169,6 +169,82 @@ impl Broker {
             .shutdown()
             .map_err(|error| anyhow::anyhow!("{error}"))
             .context("flushing logs")
+    }
+}
+
+/// The transaction coordinator's hands: markers go through the
+/// ReplicaManager, committed offsets to the GroupCoordinator.
+impl TxnEffects for Broker {
+    fn partition_exists(&self, topic: &str, partition: i32) -> bool {
+        self.topics
+            .get(topic)
+            .is_some_and(|found| (0..found.partitions).contains(&partition))
+    }
+
+    fn write_marker(
+        &self,
+        partition: &TxnPartition,
+        producer_id: i64,
+        epoch: i16,
+        commit: bool,
+    ) -> i16 {
+        self.replica.write_marker(
+            &partition.topic,
+            partition.partition,
+            producer_id,
+            epoch,
+            commit,
+            0,
+        )
+    }
+
+    fn commit_offsets(&self, group_id: &str, offsets: &[PendingOffset]) -> i16 {
+        let offsets: Vec<crate::coordinator::OffsetCommit> = offsets
+            .iter()
+            .map(|offset| crate::coordinator::OffsetCommit {
+                topic: offset.topic.clone(),
+                partition: offset.partition,
+                offset: offset.offset,
+                leader_epoch: offset.leader_epoch,
+                metadata: offset.metadata.clone(),
+            })
+            .collect();
+        self.groups.commit_transactional_offsets(group_id, &offsets)
+    }
+}
+
+impl Broker {
+    /// How often timed-out transactions are looked for
+    /// (`transaction.abort.timed.out.transaction.cleanup.interval.ms`).
+    pub fn transaction_abort_interval(&self) -> Result<std::time::Duration> {
+        positive_ms(
+            &self.config,
+            "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+            crate::transactions::DEFAULT_ABORT_INTERVAL_MS as i64,
+        )
+        .map(|ms| std::time::Duration::from_millis(ms.unsigned_abs()))
+    }
+
+    /// `transactional.id.expiration.ms`: how long an idle transactional id
+    /// is remembered.
+    pub fn transactional_id_expiration_ms(&self) -> Result<i64> {
+        positive_ms(
+            &self.config,
+            "transactional.id.expiration.ms",
+            crate::transactions::DEFAULT_ID_EXPIRATION_MS,
+        )
+    }
+}
+
+fn positive_ms(config: &BrokerConfig, name: &str, default: i64) -> Result<i64> {
+    match config.get(name) {
+        None => Ok(default),
+        Some(raw) => raw
+            .trim()
+            .parse::<i64>()
+            .ok()
+            .filter(|ms| *ms > 0)
+            .with_context(|| format!("invalid value {raw:?} for {name}")),
     }
 }
 

@@ -221,6 +221,12 @@ async fn serve(config: BrokerConfig) -> Result<()> {
     });
     let (stop, stopped) = watch::channel(false);
     tokio::spawn(sweep_expired_tokens(Arc::clone(&broker), stopped.clone()));
+    tokio::spawn(abort_timed_out_transactions(
+        Arc::clone(&broker),
+        broker.transaction_abort_interval()?,
+        broker.transactional_id_expiration_ms()?,
+        stopped.clone(),
+    ));
     tokio::spawn(Arc::clone(&plugins).watch(config.plugin_watch_interval()?, stopped.clone()));
     if let Some(address) = config.admin_listener()? {
         let admin_listener = tokio::net::TcpListener::bind(address)
@@ -284,6 +290,36 @@ async fn sweep_expired_tokens(broker: Arc<Broker>, mut stopped: watch::Receiver<
             _ = ticks.tick() => {
                 let tokens = Arc::clone(&broker.tokens);
                 let _ = tokio::task::spawn_blocking(move || tokens.sweep()).await;
+            }
+            _ = stopped.changed() => return,
+        }
+    }
+}
+
+/// The transaction coordinator's clock: finishes transactions a crash or a
+/// failed marker left prepared, aborts those open past their timeout and
+/// forgets idle transactional ids.
+async fn abort_timed_out_transactions(
+    broker: Arc<Broker>,
+    interval: Duration,
+    id_expiration_ms: i64,
+    mut stopped: watch::Receiver<bool>,
+) {
+    let mut ticks = tokio::time::interval(interval);
+    loop {
+        tokio::select! {
+            _ = ticks.tick() => {
+                let broker = Arc::clone(&broker);
+                let _ = tokio::task::spawn_blocking(move || {
+                    broker.transactions.finish_prepared(broker.as_ref());
+                    let now = std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .map_or(0, |elapsed| i64::try_from(elapsed.as_millis()).unwrap_or(i64::MAX));
+                    broker
+                        .transactions
+                        .abort_timed_out(broker.as_ref(), now, id_expiration_ms);
+                })
+                .await;
             }
             _ = stopped.changed() => return,
         }

@@ -479,9 +479,12 @@ impl QuotaManager {
         self.record(QuotaKind::Request, client, percent_seconds)
     }
 
-    /// Controller mutations: `(error code, throttle ms)`. Strict mode
-    /// refuses a mutation while the bucket is empty; permissive mode
-    /// records and only throttles.
+    /// Controller mutations: `(error code, throttle ms)`, as Kafka's
+    /// Strict- and PermissiveControllerMutationQuota answer them. Strict
+    /// mode refuses a mutation while the bucket is already below zero
+    /// (recording nothing) and never throttles one it accepts, however far
+    /// that takes the bucket below zero; permissive mode records every
+    /// mutation and throttles once the bucket is below zero.
     pub fn record_mutations(&self, client: Client<'_>, mutations: u32, strict: bool) -> (i16, i32) {
         let now = self.now_ms();
         let window = self.window;
@@ -490,9 +493,10 @@ impl QuotaManager {
             return (0, 0);
         }
         let (tags, limit) = inner.resolve(QuotaKind::ControllerMutation, client);
+        inner.maybe_purge();
         let sensor = inner.sensor(QuotaKind::ControllerMutation, tags);
-        sensor.rate.record(f64::from(mutations), now, &window);
         let Some(limit) = limit.filter(|limit| *limit > 0.0) else {
+            sensor.rate.record(f64::from(mutations), now, &window);
             return (0, 0);
         };
         let burst = window.samples as f64 * (window.window_ms as f64 / 1000.0) * limit;
@@ -501,6 +505,7 @@ impl QuotaManager {
             last_update_ms: now,
         });
         bucket.refill(limit, now, &window);
+        // The time that brings the bucket back to zero at the quota rate.
         let throttle_of = |tokens: f64| {
             (-tokens / limit * 1000.0)
                 .round()
@@ -510,10 +515,12 @@ impl QuotaManager {
             return (codes::THROTTLING_QUOTA_EXCEEDED, throttle_of(bucket.tokens));
         }
         bucket.tokens = (bucket.tokens - f64::from(mutations)).min(burst);
-        if bucket.tokens < 0.0 {
-            (0, throttle_of(bucket.tokens))
-        } else {
+        let tokens = bucket.tokens;
+        sensor.rate.record(f64::from(mutations), now, &window);
+        if strict || tokens >= 0.0 {
             (0, 0)
+        } else {
+            (0, throttle_of(tokens))
         }
     }
 
@@ -1003,10 +1010,29 @@ mod tests {
         let (_dir, manager) = manager();
         set(&manager, &[(USER, None)], "controller_mutation_rate", 1.0);
         let client = Client::new("User:alice", None);
-        // A burst of 11 tokens: 20 mutations go through, then throttle.
-        assert_eq!(manager.record_mutations(client, 20, true), (0, 9000));
+        // A burst of 11 tokens: a strict request for 20 goes through
+        // unthrottled (the bucket was not empty), leaving it at -9.
+        assert_eq!(manager.record_mutations(client, 20, true), (0, 0));
+        // The next strict one is refused, with the time to refill to zero,
+        // and records nothing.
         let (code, throttle) = manager.record_mutations(client, 1, true);
         assert_eq!(code, codes::THROTTLING_QUOTA_EXCEEDED);
-        assert!(throttle > 8000);
+        assert!((8000..=9000).contains(&throttle), "{throttle}");
+        let (code, again) = manager.record_mutations(client, 1, true);
+        assert_eq!(code, codes::THROTTLING_QUOTA_EXCEEDED);
+        assert!(again <= throttle, "{again} after {throttle}");
+        // A permissive one is accepted and throttled for the new deficit.
+        let (code, throttle) = manager.record_mutations(client, 3, false);
+        assert_eq!(code, 0);
+        assert!((11000..=12000).contains(&throttle), "{throttle}");
+        // Another client id of the same user shares the user's bucket.
+        let other = Client::new("User:alice", Some("other"));
+        assert_eq!(
+            manager.record_mutations(other, 1, true).0,
+            codes::THROTTLING_QUOTA_EXCEEDED
+        );
+        // Under the default user's quota each user has a bucket of its own.
+        let bob = Client::new("User:bob", None);
+        assert_eq!(manager.record_mutations(bob, 11, false), (0, 0));
     }
 }

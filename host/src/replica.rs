@@ -4,7 +4,10 @@
 //! available, waits for an append or for `max_wait_ms` (Kafka's fetch
 //! purgatory) as an async wait that suspends only the calling guest.
 //! Appends that carry a producer id pass the idempotent-producer checks
-//! first (`log::producer_state`), atomically with the write.
+//! first (`log::producer_state`), atomically with the write. The same state
+//! gives each partition its last stable offset and aborted transactions,
+//! which read_committed fetches are cut to; transaction markers are
+//! appended here for the coordinator.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -13,7 +16,8 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 
-use crate::log::producer_state::{self, ProducerBatch, ProducerStateMap, Verdict};
+use crate::log::control;
+use crate::log::producer_state::{self, AbortedTxn, ProducerBatch, ProducerStateMap, Verdict};
 use crate::log::{LogStore, StorageError, TopicPartition};
 use crate::metrics::Metrics;
 
@@ -21,6 +25,8 @@ use crate::metrics::Metrics;
 pub mod codes {
     pub const NONE: i16 = 0;
     pub const INVALID_REQUIRED_ACKS: i16 = 21;
+    pub const INVALID_PRODUCER_EPOCH: i16 = 47;
+    pub const INVALID_RECORD: i16 = 87;
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -45,6 +51,9 @@ pub struct FetchOptions {
     pub max_wait: Duration,
     pub min_bytes: usize,
     pub max_bytes: usize,
+    /// read_committed: stop at the last stable offset and list the
+    /// aborted transactions.
+    pub read_committed: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -53,8 +62,11 @@ pub struct FetchedPartition {
     pub partition: i32,
     pub error_code: i16,
     pub high_watermark: i64,
+    pub last_stable_offset: i64,
     pub log_start_offset: i64,
     pub records: Vec<u8>,
+    /// read_committed only: aborted transactions overlapping `records`.
+    pub aborted_transactions: Vec<AbortedTxn>,
 }
 
 /// One producer in a DescribeProducers answer.
@@ -64,6 +76,8 @@ pub struct ActiveProducer {
     pub producer_epoch: i16,
     pub last_sequence: i32,
     pub last_timestamp: i64,
+    /// First offset of the producer's open transaction, -1 if none.
+    pub current_txn_start_offset: i64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -128,6 +142,14 @@ impl ReplicaManager {
         let Some(mut batches) = batches else {
             return self.append_to_log(&tp, records);
         };
+        if batches.iter().any(|batch| batch.control) {
+            // Kafka's LogValidator: only the coordinator writes markers.
+            self.metrics.record_produce(topic, 0, 0, true);
+            return AppendOutcome::failed(
+                codes::INVALID_RECORD,
+                Some("clients may not write control batches".into()),
+            );
+        }
         let state = self.producer_state(&tp);
         let mut state = state
             .lock()
@@ -193,10 +215,85 @@ impl ReplicaManager {
                 producer_epoch: entry.epoch,
                 last_sequence: entry.last_sequence(),
                 last_timestamp: entry.last_timestamp,
+                current_txn_start_offset: entry.txn_first_offset.unwrap_or(-1),
             })
             .collect();
         producers.sort_by_key(|producer| producer.producer_id);
         Ok(producers)
+    }
+
+    /// Appends a commit or abort marker for a producer (what the
+    /// coordinator does at EndTxn, and WriteTxnMarkers). A marker from an
+    /// epoch older than the producer's current one is refused
+    /// (INVALID_PRODUCER_EPOCH), as Kafka's `checkProducerEpoch`.
+    pub fn write_marker(
+        &self,
+        topic: &str,
+        partition: i32,
+        producer_id: i64,
+        producer_epoch: i16,
+        commit: bool,
+        coordinator_epoch: i32,
+    ) -> i16 {
+        let tp = TopicPartition::new(topic, partition);
+        let state = self.producer_state(&tp);
+        let mut state = state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Err(error) = self.load_producer_state(&tp, &mut state) {
+            return error.error_code();
+        }
+        if let Some(entry) = state.producers().get(&producer_id) {
+            if producer_epoch < entry.epoch {
+                return codes::INVALID_PRODUCER_EPOCH;
+            }
+        }
+        let marker = control::end_transaction_marker(
+            producer_id,
+            producer_epoch,
+            commit,
+            coordinator_epoch,
+            now_ms(),
+        );
+        let outcome = self.append_to_log(&tp, &marker);
+        if outcome.error_code != codes::NONE {
+            return outcome.error_code;
+        }
+        if let Some(mut batches) = producer_state::producer_batches(&marker) {
+            for batch in &mut batches {
+                batch.base_offset = outcome.base_offset;
+            }
+            state.record(&batches);
+            state.end_offset = outcome.base_offset.saturating_add(1);
+        }
+        codes::NONE
+    }
+
+    /// The partition's last stable offset, with the high watermark it was
+    /// taken against (both under the producer lock, so no transactional
+    /// append slips between them).
+    fn last_stable_offset(&self, tp: &TopicPartition) -> Result<i64, StorageError> {
+        let state = self.producer_state(tp);
+        let mut state = state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        self.load_producer_state(tp, &mut state)?;
+        let offsets = self.logs.offsets(tp)?;
+        state.prune_aborted(offsets.log_start_offset);
+        Ok(state
+            .first_unstable_offset()
+            .map_or(offsets.high_watermark, |first| {
+                first.min(offsets.high_watermark)
+            }))
+    }
+
+    /// The aborted transactions of a partition overlapping `[from, to)`.
+    fn aborted_between(&self, tp: &TopicPartition, from: i64, to: i64) -> Vec<AbortedTxn> {
+        let state = self.producer_state(tp);
+        let state = state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        state.aborted_between(from, to)
     }
 
     /// The producer state of a partition (created empty, not yet loaded).
@@ -281,7 +378,7 @@ impl ReplicaManager {
             let appended = self.appended.notified();
             tokio::pin!(appended);
             appended.as_mut().enable();
-            let results = self.read_all(partitions, options.max_bytes);
+            let results = self.read_all(partitions, options);
             let bytes: usize = results.iter().map(|result| result.records.len()).sum();
             let has_error = results
                 .iter()
@@ -292,7 +389,7 @@ impl ReplicaManager {
             tokio::select! {
                 _ = &mut appended => {}
                 _ = tokio::time::sleep_until(deadline.into()) => {
-                    return self.counted(self.read_all(partitions, options.max_bytes));
+                    return self.counted(self.read_all(partitions, options));
                 }
             }
         }
@@ -313,8 +410,13 @@ impl ReplicaManager {
     /// One pass over the partitions with Kafka's byte limits: the response
     /// stops growing at `max_bytes`, but the first batch of the response is
     /// always whole so that a consumer makes progress (KIP-74).
-    fn read_all(&self, partitions: &[FetchPartition], max_bytes: usize) -> Vec<FetchedPartition> {
-        let mut remaining = max_bytes;
+    /// read_committed stops each partition at its last stable offset.
+    fn read_all(
+        &self,
+        partitions: &[FetchPartition],
+        options: FetchOptions,
+    ) -> Vec<FetchedPartition> {
+        let mut remaining = options.max_bytes;
         let mut first_data = true;
         partitions
             .iter()
@@ -331,14 +433,29 @@ impl ReplicaManager {
                     partition: request.partition,
                     error_code: codes::NONE,
                     high_watermark: -1,
+                    last_stable_offset: -1,
                     log_start_offset: -1,
                     records: Vec::new(),
+                    aborted_transactions: Vec::new(),
                 };
+                // Taken before the read: the records read may only grow
+                // past it, never hide a transaction opened since.
+                let stable = self.last_stable_offset(&tp);
                 match self.logs.read(&tp, request.fetch_offset, limit, first_data) {
                     Ok(read) => {
+                        let lso = stable.unwrap_or(read.high_watermark);
                         fetched.high_watermark = read.high_watermark;
+                        fetched.last_stable_offset = lso.min(read.high_watermark);
                         fetched.log_start_offset = read.log_start_offset;
                         fetched.records = read.records;
+                        if options.read_committed {
+                            let (keep, end) = producer_state::batches_before(&fetched.records, lso);
+                            fetched.records.truncate(keep);
+                            if keep > 0 {
+                                fetched.aborted_transactions =
+                                    self.aborted_between(&tp, request.fetch_offset, end);
+                            }
+                        }
                         if !fetched.records.is_empty() {
                             first_data = false;
                             remaining = remaining.saturating_sub(fetched.records.len());
@@ -348,6 +465,7 @@ impl ReplicaManager {
                         fetched.error_code = error.error_code();
                         if let Ok(offsets) = self.logs.offsets(&tp) {
                             fetched.high_watermark = offsets.high_watermark;
+                            fetched.last_stable_offset = stable.unwrap_or(offsets.high_watermark);
                             fetched.log_start_offset = offsets.log_start_offset;
                         }
                     }
@@ -359,8 +477,14 @@ impl ReplicaManager {
 
     /// ListOffsets for one partition: -1 latest, -2 earliest, -3 max
     /// timestamp, -4 earliest local, -5 latest tiered, otherwise by
-    /// timestamp.
-    pub fn list_offset(&self, topic: &str, partition: i32, timestamp: i64) -> OffsetAnswer {
+    /// timestamp. Latest is the last stable offset for read_committed.
+    pub fn list_offset(
+        &self,
+        topic: &str,
+        partition: i32,
+        timestamp: i64,
+        read_committed: bool,
+    ) -> OffsetAnswer {
         let tp = TopicPartition {
             topic: topic.to_string(),
             partition,
@@ -371,6 +495,7 @@ impl ReplicaManager {
             timestamp,
         };
         let result = match timestamp {
+            -1 if read_committed => self.last_stable_offset(&tp).map(|lso| answer(lso, -1)),
             -1 => self.logs.offsets(&tp).map(|o| answer(o.high_watermark, -1)),
             -2 | -4 => self
                 .logs

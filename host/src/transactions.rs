@@ -1,47 +1,123 @@
-//! Transactional ids and their producer id and epoch: the part of Kafka's
-//! `TransactionCoordinator.handleInitProducerId` that fences zombies.
+//! The transaction coordinator: Kafka's `TransactionCoordinator` and
+//! `TransactionStateManager` for a single node.
 //!
-//! A transactional producer calls InitProducerId with its transactional id
-//! on every start. The first call creates the id's record (a new producer
-//! id, epoch 0); every later call bumps the epoch, so a zombie instance
-//! still holding the old epoch is fenced: the partitions refuse its batches
-//! (INVALID_PRODUCER_EPOCH, see `log::producer_state`) and a KIP-360 call
-//! that names the old epoch gets PRODUCER_FENCED. When the epoch would
-//! reach `i16::MAX` a new producer id starts again at epoch 0, as Kafka.
+//! Each transactional id has one durable record: its producer id and epoch
+//! (bumped by every InitProducerId, which fences older instances), its
+//! timeout, and its transaction's state with the partitions and consumer
+//! groups it has touched:
 //!
-//! Why a whole-file snapshot: there is one small record per transactional
-//! id, changed only by InitProducerId, so the store is `transactions.json`
-//! under the log dir replaced by write-temp, fsync, rename and directory
-//! fsync. A crash leaves the old or the new file, never a torn one, and an
-//! epoch handed out is durable before the answer leaves, so a restart can
-//! never hand out an epoch twice.
+//! ```text
+//! Empty ──AddPartitions/AddOffsets──▶ Ongoing ──EndTxn──▶ PrepareCommit ──markers──▶ CompleteCommit
+//!                                        │                PrepareAbort  ──markers──▶ CompleteAbort
+//!                                        └─ timeout or InitProducerId: epoch bump, then PrepareAbort
+//! ```
 //!
-//! Not here yet: AddPartitionsToTxn, EndTxn, markers and timeouts; every
-//! record stays in the Empty state.
+//! A Prepare state is durable before the first marker is written, so a
+//! crash between markers is finished on the next start by writing the same
+//! markers again (a second marker for a decided transaction changes
+//! nothing). Offsets sent with TxnOffsetCommit wait in the record and reach
+//! the group only when the transaction commits.
+//!
+//! Why a journal: changes are small and frequent (several per
+//! transaction), so each is one JSON line appended to
+//! `transactions.journal` and fsynced, the latest line per id winning on
+//! load; a torn last line from a crash is ignored. When the journal grows
+//! it is rewritten as a snapshot (write temp, fsync, rename, fsync the
+//! directory), so a crash leaves the old or the new file, never a mix.
+//! Completing a transaction is not fsynced: if a crash loses it, the
+//! Prepare record finishes it again.
+//!
+//! What the coordinator does to partitions and groups goes through
+//! [`TxnEffects`], which the broker implements with its ReplicaManager and
+//! GroupCoordinator.
 
-use std::collections::BTreeMap;
-use std::fs;
-use std::io::Write;
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs::{self, File, OpenOptions};
+use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard};
 
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
 use crate::producer_ids::ProducerIdManager;
 
-const FILE_NAME: &str = "transactions.json";
+const JOURNAL: &str = "transactions.journal";
+/// The snapshot of the previous store format (one JSON document).
+const LEGACY_FILE: &str = "transactions.json";
+/// Journal lines after which it is rewritten as a snapshot.
+const COMPACT_AFTER_LINES: usize = 10_000;
 
-/// Kafka error codes of InitProducerId with a transactional id.
+/// Kafka error codes of the transaction APIs.
 pub mod codes {
     pub const NONE: i16 = 0;
-    pub const KAFKA_STORAGE_ERROR: i16 = 56;
+    pub const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
+    pub const COORDINATOR_NOT_AVAILABLE: i16 = 15;
+    pub const INVALID_PRODUCER_EPOCH: i16 = 47;
+    pub const INVALID_TXN_STATE: i16 = 48;
+    pub const INVALID_PRODUCER_ID_MAPPING: i16 = 49;
     pub const INVALID_TRANSACTION_TIMEOUT: i16 = 50;
+    pub const CONCURRENT_TRANSACTIONS: i16 = 51;
+    pub const OPERATION_NOT_ATTEMPTED: i16 = 55;
+    pub const KAFKA_STORAGE_ERROR: i16 = 56;
     pub const PRODUCER_FENCED: i16 = 90;
+    pub const TRANSACTIONAL_ID_NOT_FOUND: i16 = 105;
 }
 
 /// `transaction.max.timeout.ms` default (15 minutes).
 pub const DEFAULT_MAX_TIMEOUT_MS: i32 = 900_000;
+/// `transaction.abort.timed.out.transaction.cleanup.interval.ms` default.
+pub const DEFAULT_ABORT_INTERVAL_MS: u64 = 10_000;
+/// `transactional.id.expiration.ms` default (7 days).
+pub const DEFAULT_ID_EXPIRATION_MS: i64 = 7 * 24 * 3600 * 1000;
+
+/// A transaction's state, with Kafka's names.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum TxnState {
+    #[default]
+    Empty,
+    Ongoing,
+    PrepareCommit,
+    PrepareAbort,
+    CompleteCommit,
+    CompleteAbort,
+    Dead,
+}
+
+impl TxnState {
+    pub fn name(self) -> &'static str {
+        match self {
+            TxnState::Empty => "Empty",
+            TxnState::Ongoing => "Ongoing",
+            TxnState::PrepareCommit => "PrepareCommit",
+            TxnState::PrepareAbort => "PrepareAbort",
+            TxnState::CompleteCommit => "CompleteCommit",
+            TxnState::CompleteAbort => "CompleteAbort",
+            TxnState::Dead => "Dead",
+        }
+    }
+
+    fn is_prepare(self) -> bool {
+        matches!(self, TxnState::PrepareCommit | TxnState::PrepareAbort)
+    }
+}
+
+/// An offset waiting in a transaction for its commit.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PendingOffset {
+    pub topic: String,
+    pub partition: i32,
+    pub offset: i64,
+    pub leader_epoch: i32,
+    pub metadata: Option<String>,
+}
+
+/// A partition of a transaction.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct TxnPartition {
+    pub topic: String,
+    pub partition: i32,
+}
 
 /// One transactional id's durable record.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -53,6 +129,49 @@ pub struct TransactionalProducer {
     pub last_producer_id: i64,
     pub last_producer_epoch: i16,
     pub timeout_ms: i32,
+    #[serde(default)]
+    pub state: TxnState,
+    /// Partitions written in the current transaction.
+    #[serde(default)]
+    pub partitions: BTreeSet<TxnPartition>,
+    /// Groups added with AddOffsetsToTxn, with the offsets sent for them.
+    #[serde(default)]
+    pub groups: BTreeMap<String, Vec<PendingOffset>>,
+    /// When the current transaction started (ms), -1 if none.
+    #[serde(default = "minus_one")]
+    pub start_ms: i64,
+    /// Last change (ms): transactional ids idle for
+    /// `transactional.id.expiration.ms` are forgotten.
+    #[serde(default)]
+    pub updated_ms: i64,
+}
+
+fn minus_one() -> i64 {
+    -1
+}
+
+/// What the coordinator does to the rest of the broker.
+pub trait TxnEffects {
+    fn partition_exists(&self, topic: &str, partition: i32) -> bool;
+    /// Appends a commit or abort marker; a Kafka error code.
+    fn write_marker(
+        &self,
+        partition: &TxnPartition,
+        producer_id: i64,
+        epoch: i16,
+        commit: bool,
+    ) -> i16;
+    /// Commits a transaction's offsets to a group; a Kafka error code.
+    fn commit_offsets(&self, group_id: &str, offsets: &[PendingOffset]) -> i16;
+}
+
+/// The member a TxnOffsetCommit names, checked by the caller against the
+/// group before the offsets are added here.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ProducerRef<'a> {
+    pub transactional_id: &'a str,
+    pub producer_id: i64,
+    pub producer_epoch: i16,
 }
 
 /// The answer to InitProducerId.
@@ -73,34 +192,106 @@ impl InitAnswer {
     }
 }
 
+/// A transaction as DescribeTransactions shows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TxnDescription {
+    pub state: TxnState,
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    pub timeout_ms: i32,
+    pub start_ms: i64,
+    pub partitions: Vec<TxnPartition>,
+}
+
+/// A transaction a Prepare state left to finish: its markers and offsets.
+struct Completion {
+    transactional_id: String,
+    producer_id: i64,
+    producer_epoch: i16,
+    commit: bool,
+    partitions: Vec<TxnPartition>,
+    groups: BTreeMap<String, Vec<PendingOffset>>,
+}
+
+struct Journal {
+    file: File,
+    lines: usize,
+}
+
 pub struct TransactionStore {
-    path: PathBuf,
+    dir: PathBuf,
     max_timeout_ms: i32,
     producers: Mutex<BTreeMap<String, TransactionalProducer>>,
+    journal: Mutex<Option<Journal>>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct JournalLine {
+    id: String,
+    /// None: the id was removed.
+    record: Option<TransactionalProducer>,
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|elapsed| i64::try_from(elapsed.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
 }
 
 impl TransactionStore {
-    /// Loads `transactions.json` under `dir` (none yet: empty).
+    /// Loads the journal under `dir` (none yet: empty; the older
+    /// single-document store is read too).
     pub fn open(dir: &Path, max_timeout_ms: i32) -> Result<Self> {
-        let path = dir.join(FILE_NAME);
-        let producers = match fs::read(&path) {
-            Ok(bytes) => serde_json::from_slice(&bytes)
-                .with_context(|| format!("parsing {}", path.display()))?,
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => BTreeMap::new(),
-            Err(error) => return Err(error).with_context(|| format!("reading {}", path.display())),
-        };
-        Ok(Self {
-            path,
+        let mut producers: BTreeMap<String, TransactionalProducer> =
+            match fs::read(dir.join(LEGACY_FILE)) {
+                Ok(bytes) => serde_json::from_slice(&bytes)
+                    .with_context(|| format!("parsing {}", dir.join(LEGACY_FILE).display()))?,
+                Err(error) if error.kind() == std::io::ErrorKind::NotFound => BTreeMap::new(),
+                Err(error) => return Err(error).context("reading transactional ids"),
+            };
+        let path = dir.join(JOURNAL);
+        match File::open(&path) {
+            Ok(file) => {
+                for line in BufReader::new(file).lines() {
+                    let line = line.with_context(|| format!("reading {}", path.display()))?;
+                    // A torn last line (a crash mid-append) is skipped.
+                    let Ok(entry) = serde_json::from_str::<JournalLine>(&line) else {
+                        tracing::warn!("skipping an unreadable line of {}", path.display());
+                        continue;
+                    };
+                    match entry.record {
+                        Some(record) => producers.insert(entry.id, record),
+                        None => producers.remove(&entry.id),
+                    };
+                }
+            }
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+            Err(error) => return Err(error).with_context(|| format!("opening {}", path.display())),
+        }
+        let store = Self {
+            dir: dir.to_path_buf(),
             max_timeout_ms,
             producers: Mutex::new(producers),
-        })
+            journal: Mutex::new(None),
+        };
+        store.compact()?;
+        Ok(store)
+    }
+
+    fn lock(&self) -> MutexGuard<'_, BTreeMap<String, TransactionalProducer>> {
+        self.producers
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// InitProducerId for `transactional_id`. `expected` is the producer id
-    /// and epoch a v3+ client names (-1: none).
+    /// and epoch a v3+ client names (-1: none). An ongoing transaction is
+    /// aborted first, fenced with the new epoch, as Kafka does.
     pub fn init_producer_id(
         &self,
         ids: &ProducerIdManager,
+        effects: &dyn TxnEffects,
         transactional_id: &str,
         timeout_ms: i32,
         expected: (i64, i16),
@@ -108,10 +299,7 @@ impl TransactionStore {
         if timeout_ms <= 0 || timeout_ms > self.max_timeout_ms {
             return InitAnswer::failed(codes::INVALID_TRANSACTION_TIMEOUT);
         }
-        let mut producers = self
-            .producers
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut producers = self.lock();
         let current = producers.get(transactional_id).cloned();
         let next = match &current {
             None => match ids.allocate() {
@@ -121,6 +309,11 @@ impl TransactionStore {
                     last_producer_id: -1,
                     last_producer_epoch: -1,
                     timeout_ms,
+                    state: TxnState::Empty,
+                    partitions: BTreeSet::new(),
+                    groups: BTreeMap::new(),
+                    start_ms: -1,
+                    updated_ms: now_ms(),
                 },
                 Err(error) => {
                     tracing::error!("allocating a producer id failed: {error:#}");
@@ -128,13 +321,16 @@ impl TransactionStore {
                 }
             },
             Some(record) => {
+                if record.state.is_prepare() {
+                    return InitAnswer::failed(codes::CONCURRENT_TRANSACTIONS);
+                }
                 let (expected_id, expected_epoch) = expected;
                 if expected_id >= 0 {
                     let is_current = (expected_id, expected_epoch)
                         == (record.producer_id, record.producer_epoch);
                     let is_retry = (expected_id, expected_epoch)
                         == (record.last_producer_id, record.last_producer_epoch);
-                    if is_retry {
+                    if is_retry && record.state != TxnState::Ongoing {
                         // The answer to this call was lost: give it again.
                         return InitAnswer {
                             error_code: codes::NONE,
@@ -142,30 +338,60 @@ impl TransactionStore {
                             producer_epoch: record.producer_epoch,
                         };
                     }
-                    if !is_current {
+                    if !is_current && !is_retry {
                         return InitAnswer::failed(codes::PRODUCER_FENCED);
                     }
                 }
-                match bumped(record, ids) {
-                    Ok(mut next) => {
-                        next.timeout_ms = timeout_ms;
-                        next
-                    }
+                let mut next = match bumped(record, ids) {
+                    Ok(next) => next,
                     Err(error) => {
                         tracing::error!("allocating a producer id failed: {error:#}");
                         return InitAnswer::failed(codes::KAFKA_STORAGE_ERROR);
                     }
-                }
+                };
+                next.timeout_ms = timeout_ms;
+                next
             }
         };
-        producers.insert(transactional_id.to_string(), next.clone());
-        if let Err(error) = self.persist(&producers) {
-            tracing::error!("persisting transactional ids failed: {error:#}");
-            match current {
-                Some(record) => producers.insert(transactional_id.to_string(), record),
-                None => producers.remove(transactional_id),
+        let was_ongoing = current
+            .as_ref()
+            .is_some_and(|record| record.state == TxnState::Ongoing);
+        if was_ongoing {
+            // Fence the open transaction: abort it with the new epoch (or,
+            // when the producer id changed, the old id's newest epoch).
+            let Some(old) = current else {
+                return InitAnswer::failed(codes::COORDINATOR_NOT_AVAILABLE);
             };
-            return InitAnswer::failed(codes::KAFKA_STORAGE_ERROR);
+            let fence_epoch = if next.producer_id == old.producer_id {
+                next.producer_epoch
+            } else {
+                old.producer_epoch
+            };
+            let mut aborting = old.clone();
+            aborting.producer_epoch = fence_epoch;
+            aborting.state = TxnState::PrepareAbort;
+            if let Err(code) = self.put(&mut producers, transactional_id, aborting.clone(), true) {
+                return InitAnswer::failed(code);
+            }
+            let completion = completion_of(transactional_id, &aborting);
+            drop(producers);
+            self.complete(effects, completion);
+            producers = self.lock();
+            if producers
+                .get(transactional_id)
+                .is_some_and(|record| record.state.is_prepare())
+            {
+                return InitAnswer::failed(codes::CONCURRENT_TRANSACTIONS);
+            }
+        }
+        let mut next = next;
+        next.state = TxnState::Empty;
+        next.partitions.clear();
+        next.groups.clear();
+        next.start_ms = -1;
+        next.updated_ms = now_ms();
+        if let Err(code) = self.put(&mut producers, transactional_id, next.clone(), true) {
+            return InitAnswer::failed(code);
         }
         InitAnswer {
             error_code: codes::NONE,
@@ -174,19 +400,510 @@ impl TransactionStore {
         }
     }
 
-    fn persist(&self, producers: &BTreeMap<String, TransactionalProducer>) -> Result<()> {
-        let tmp = self.path.with_extension("json.tmp");
-        let bytes = serde_json::to_vec_pretty(producers)?;
-        let mut file =
-            fs::File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
-        file.write_all(&bytes)?;
-        file.sync_all()?;
-        fs::rename(&tmp, &self.path)
-            .with_context(|| format!("replacing {}", self.path.display()))?;
-        if let Some(dir) = self.path.parent() {
-            fs::File::open(dir)?.sync_all()?;
+    /// The record of a producer about to change its transaction: the
+    /// checks every transaction request starts with.
+    fn checked<'a>(
+        producers: &'a BTreeMap<String, TransactionalProducer>,
+        producer: ProducerRef<'_>,
+    ) -> Result<&'a TransactionalProducer, i16> {
+        let record = producers
+            .get(producer.transactional_id)
+            .filter(|record| record.state != TxnState::Dead)
+            .ok_or(codes::INVALID_PRODUCER_ID_MAPPING)?;
+        if record.producer_id != producer.producer_id {
+            return Err(codes::INVALID_PRODUCER_ID_MAPPING);
+        }
+        if record.producer_epoch != producer.producer_epoch {
+            return Err(codes::PRODUCER_FENCED);
+        }
+        if record.state.is_prepare() {
+            return Err(codes::CONCURRENT_TRANSACTIONS);
+        }
+        Ok(record)
+    }
+
+    /// Makes the transaction Ongoing (a new one if none is) and applies
+    /// `change` to it; persisted when it changed anything.
+    fn join_transaction(
+        &self,
+        producer: ProducerRef<'_>,
+        change: impl FnOnce(&mut TransactionalProducer) -> bool,
+    ) -> i16 {
+        let mut producers = self.lock();
+        let record = match Self::checked(&producers, producer) {
+            Ok(record) => record,
+            Err(code) => return code,
+        };
+        let mut next = record.clone();
+        let mut changed = false;
+        if next.state != TxnState::Ongoing {
+            next.state = TxnState::Ongoing;
+            next.partitions.clear();
+            next.groups.clear();
+            next.start_ms = now_ms();
+            changed = true;
+        }
+        changed |= change(&mut next);
+        if !changed {
+            return codes::NONE;
+        }
+        next.updated_ms = now_ms();
+        match self.put(&mut producers, producer.transactional_id, next, true) {
+            Ok(()) => codes::NONE,
+            Err(code) => code,
+        }
+    }
+
+    /// AddPartitionsToTxn. One error per partition, in order.
+    pub fn add_partitions(
+        &self,
+        effects: &dyn TxnEffects,
+        producer: ProducerRef<'_>,
+        partitions: &[TxnPartition],
+        verify_only: bool,
+    ) -> Vec<i16> {
+        let unknown: Vec<bool> = partitions
+            .iter()
+            .map(|p| !effects.partition_exists(&p.topic, p.partition))
+            .collect();
+        if unknown.iter().any(|u| *u) {
+            return unknown
+                .iter()
+                .map(|u| {
+                    if *u {
+                        codes::UNKNOWN_TOPIC_OR_PARTITION
+                    } else {
+                        codes::OPERATION_NOT_ATTEMPTED
+                    }
+                })
+                .collect();
+        }
+        if verify_only {
+            let producers = self.lock();
+            return match Self::checked(&producers, producer) {
+                Err(code) => vec![code; partitions.len()],
+                Ok(record) => partitions
+                    .iter()
+                    .map(|p| {
+                        if record.state == TxnState::Ongoing && record.partitions.contains(p) {
+                            codes::NONE
+                        } else {
+                            codes::INVALID_TXN_STATE
+                        }
+                    })
+                    .collect(),
+            };
+        }
+        let code = self.join_transaction(producer, |record| {
+            let before = record.partitions.len();
+            record.partitions.extend(partitions.iter().cloned());
+            record.partitions.len() != before
+        });
+        vec![code; partitions.len()]
+    }
+
+    /// AddOffsetsToTxn: the group joins the transaction.
+    pub fn add_offsets(&self, producer: ProducerRef<'_>, group_id: &str) -> i16 {
+        self.join_transaction(producer, |record| {
+            if record.groups.contains_key(group_id) {
+                return false;
+            }
+            record.groups.insert(group_id.to_string(), Vec::new());
+            true
+        })
+    }
+
+    /// TxnOffsetCommit: offsets wait in the transaction. The group must
+    /// be part of it (AddOffsetsToTxn first). A stale epoch is
+    /// INVALID_PRODUCER_EPOCH here, as Kafka's group coordinator answers.
+    pub fn txn_offset_commit(
+        &self,
+        producer: ProducerRef<'_>,
+        group_id: &str,
+        offsets: &[PendingOffset],
+    ) -> i16 {
+        let mut producers = self.lock();
+        let record = match Self::checked(&producers, producer) {
+            Ok(record) => record,
+            Err(codes::PRODUCER_FENCED) => return codes::INVALID_PRODUCER_EPOCH,
+            Err(code) => return code,
+        };
+        if record.state != TxnState::Ongoing || !record.groups.contains_key(group_id) {
+            return codes::INVALID_TXN_STATE;
+        }
+        let mut next = record.clone();
+        let pending = next.groups.entry(group_id.to_string()).or_default();
+        for offset in offsets {
+            pending
+                .retain(|p| (p.topic.as_str(), p.partition) != (&offset.topic, offset.partition));
+            pending.push(offset.clone());
+        }
+        next.updated_ms = now_ms();
+        match self.put(&mut producers, producer.transactional_id, next, true) {
+            Ok(()) => codes::NONE,
+            Err(code) => code,
+        }
+    }
+
+    /// Whether a transaction holds offsets for `group_id` on one of
+    /// `partitions` (all of the group's if None) that are not yet
+    /// committed: OffsetFetch with require_stable answers
+    /// UNSTABLE_OFFSET_COMMIT for them.
+    pub fn pending_offsets(&self, group_id: &str) -> BTreeSet<(String, i32)> {
+        self.lock()
+            .values()
+            .filter(|record| record.state == TxnState::Ongoing || record.state.is_prepare())
+            .filter_map(|record| record.groups.get(group_id))
+            .flatten()
+            .map(|offset| (offset.topic.clone(), offset.partition))
+            .collect()
+    }
+
+    /// EndTxn: commit or abort the ongoing transaction.
+    pub fn end_txn(
+        &self,
+        effects: &dyn TxnEffects,
+        producer: ProducerRef<'_>,
+        commit: bool,
+    ) -> i16 {
+        let mut producers = self.lock();
+        let record = match Self::checked(&producers, producer) {
+            Ok(record) => record,
+            Err(code) => return code,
+        };
+        match (record.state, commit) {
+            (TxnState::Ongoing, _) => {}
+            (TxnState::CompleteCommit, true) | (TxnState::CompleteAbort, false) => {
+                return codes::NONE;
+            }
+            _ => return codes::INVALID_TXN_STATE,
+        }
+        let mut prepared = record.clone();
+        prepared.state = if commit {
+            TxnState::PrepareCommit
+        } else {
+            TxnState::PrepareAbort
+        };
+        prepared.updated_ms = now_ms();
+        if let Err(code) = self.put(
+            &mut producers,
+            producer.transactional_id,
+            prepared.clone(),
+            true,
+        ) {
+            return code;
+        }
+        drop(producers);
+        // Decided: from here the markers are retried until written, so the
+        // producer may go on.
+        self.complete(effects, completion_of(producer.transactional_id, &prepared));
+        codes::NONE
+    }
+
+    /// Writes a prepared transaction's markers and offsets, then marks it
+    /// complete. A marker that fails for a reason other than a deleted
+    /// partition leaves the transaction prepared, for
+    /// [`Self::finish_prepared`] to retry.
+    fn complete(&self, effects: &dyn TxnEffects, completion: Completion) {
+        let mut failed = false;
+        for partition in &completion.partitions {
+            let code = effects.write_marker(
+                partition,
+                completion.producer_id,
+                completion.producer_epoch,
+                completion.commit,
+            );
+            match code {
+                codes::NONE | codes::UNKNOWN_TOPIC_OR_PARTITION | codes::INVALID_PRODUCER_EPOCH => {
+                }
+                code => {
+                    tracing::warn!(
+                        transactional_id = %completion.transactional_id,
+                        topic = %partition.topic,
+                        partition = partition.partition,
+                        error_code = code,
+                        "writing a transaction marker failed; will retry"
+                    );
+                    failed = true;
+                }
+            }
+        }
+        if completion.commit {
+            for (group, offsets) in &completion.groups {
+                if offsets.is_empty() {
+                    continue;
+                }
+                let code = effects.commit_offsets(group, offsets);
+                if code != codes::NONE {
+                    tracing::warn!(group = %group, error_code = code, "committing transactional offsets failed; will retry");
+                    failed = true;
+                }
+            }
+        }
+        if failed {
+            return;
+        }
+        let mut producers = self.lock();
+        let Some(record) = producers.get(&completion.transactional_id) else {
+            return;
+        };
+        if !record.state.is_prepare() || record.producer_id != completion.producer_id {
+            return;
+        }
+        let mut done = record.clone();
+        done.state = if completion.commit {
+            TxnState::CompleteCommit
+        } else {
+            TxnState::CompleteAbort
+        };
+        done.partitions.clear();
+        done.groups.clear();
+        done.start_ms = -1;
+        done.updated_ms = now_ms();
+        if let Err(code) = self.put(&mut producers, &completion.transactional_id, done, false) {
+            tracing::warn!(
+                error_code = code,
+                "recording a completed transaction failed"
+            );
+        }
+    }
+
+    /// Finishes every prepared transaction (after a restart, or when
+    /// markers failed).
+    pub fn finish_prepared(&self, effects: &dyn TxnEffects) {
+        let completions: Vec<Completion> = self
+            .lock()
+            .iter()
+            .filter(|(_, record)| record.state.is_prepare())
+            .map(|(id, record)| completion_of(id, record))
+            .collect();
+        for completion in completions {
+            tracing::info!(transactional_id = %completion.transactional_id, commit = completion.commit, "finishing a prepared transaction");
+            self.complete(effects, completion);
+        }
+    }
+
+    /// Aborts transactions open for longer than their timeout, bumping the
+    /// epoch so the producer is fenced (Kafka's
+    /// `abortTimedOutTransactions`), and forgets ids idle for
+    /// `id_expiration_ms`. Returns how many transactions were aborted.
+    pub fn abort_timed_out(
+        &self,
+        effects: &dyn TxnEffects,
+        now: i64,
+        id_expiration_ms: i64,
+    ) -> usize {
+        let mut completions = Vec::new();
+        {
+            let mut producers = self.lock();
+            let expired: Vec<(String, TransactionalProducer)> = producers
+                .iter()
+                .filter(|(_, record)| {
+                    record.state == TxnState::Ongoing
+                        && record.start_ms >= 0
+                        && now.saturating_sub(record.start_ms) > i64::from(record.timeout_ms)
+                })
+                .map(|(id, record)| (id.clone(), record.clone()))
+                .collect();
+            for (id, record) in expired {
+                let mut aborting = record.clone();
+                if record.producer_epoch < i16::MAX - 1 {
+                    aborting.last_producer_id = record.producer_id;
+                    aborting.last_producer_epoch = record.producer_epoch;
+                    aborting.producer_epoch = record.producer_epoch + 1;
+                }
+                aborting.state = TxnState::PrepareAbort;
+                aborting.updated_ms = now;
+                tracing::info!(transactional_id = %id, timeout_ms = record.timeout_ms, "aborting a timed-out transaction");
+                if self
+                    .put(&mut producers, &id, aborting.clone(), true)
+                    .is_ok()
+                {
+                    completions.push(completion_of(&id, &aborting));
+                }
+            }
+            let idle: Vec<String> = producers
+                .iter()
+                .filter(|(_, record)| {
+                    matches!(
+                        record.state,
+                        TxnState::Empty | TxnState::CompleteCommit | TxnState::CompleteAbort
+                    ) && now.saturating_sub(record.updated_ms) > id_expiration_ms
+                })
+                .map(|(id, _)| id.clone())
+                .collect();
+            for id in idle {
+                tracing::info!(transactional_id = %id, "transactional id expired");
+                if let Err(code) = self.remove(&mut producers, &id) {
+                    tracing::warn!(error_code = code, "forgetting a transactional id failed");
+                }
+            }
+        }
+        let aborted = completions.len();
+        for completion in completions {
+            self.complete(effects, completion);
+        }
+        aborted
+    }
+
+    /// DescribeTransactions for one id.
+    pub fn describe(&self, transactional_id: &str) -> Option<TxnDescription> {
+        self.lock()
+            .get(transactional_id)
+            .map(|record| TxnDescription {
+                state: record.state,
+                producer_id: record.producer_id,
+                producer_epoch: record.producer_epoch,
+                timeout_ms: record.timeout_ms,
+                start_ms: record.start_ms,
+                partitions: record.partitions.iter().cloned().collect(),
+            })
+    }
+
+    /// ListTransactions: (id, producer id, state) filtered by state names
+    /// and producer ids (empty: any) and by running time (-1: any).
+    pub fn list(
+        &self,
+        states: &[String],
+        producer_ids: &[i64],
+        min_duration_ms: i64,
+        now: i64,
+    ) -> Vec<(String, i64, TxnState)> {
+        self.lock()
+            .iter()
+            .filter(|(_, r)| states.is_empty() || states.iter().any(|s| s == r.state.name()))
+            .filter(|(_, r)| producer_ids.is_empty() || producer_ids.contains(&r.producer_id))
+            .filter(|(_, r)| {
+                min_duration_ms < 0
+                    || (r.start_ms >= 0 && now.saturating_sub(r.start_ms) >= min_duration_ms)
+            })
+            .map(|(id, r)| (id.clone(), r.producer_id, r.state))
+            .collect()
+    }
+
+    /// Stores a record: journal first, then memory. `durable` fsyncs.
+    fn put(
+        &self,
+        producers: &mut BTreeMap<String, TransactionalProducer>,
+        id: &str,
+        record: TransactionalProducer,
+        durable: bool,
+    ) -> Result<(), i16> {
+        let line = JournalLine {
+            id: id.to_string(),
+            record: Some(record.clone()),
+        };
+        self.append(&line, durable).map_err(|error| {
+            tracing::error!("persisting transaction state failed: {error:#}");
+            codes::KAFKA_STORAGE_ERROR
+        })?;
+        producers.insert(id.to_string(), record);
+        self.maybe_compact(producers);
+        Ok(())
+    }
+
+    fn remove(
+        &self,
+        producers: &mut BTreeMap<String, TransactionalProducer>,
+        id: &str,
+    ) -> Result<(), i16> {
+        let line = JournalLine {
+            id: id.to_string(),
+            record: None,
+        };
+        self.append(&line, true).map_err(|error| {
+            tracing::error!("persisting transaction state failed: {error:#}");
+            codes::KAFKA_STORAGE_ERROR
+        })?;
+        producers.remove(id);
+        Ok(())
+    }
+
+    fn append(&self, line: &JournalLine, durable: bool) -> Result<()> {
+        let mut bytes = serde_json::to_vec(line)?;
+        bytes.push(b'\n');
+        let mut journal = self
+            .journal
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let journal = journal
+            .as_mut()
+            .context("the transaction journal is not open")?;
+        journal.file.write_all(&bytes)?;
+        if durable {
+            journal.file.sync_data()?;
+        }
+        journal.lines += 1;
+        Ok(())
+    }
+
+    fn maybe_compact(&self, producers: &BTreeMap<String, TransactionalProducer>) {
+        let lines = self
+            .journal
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .as_ref()
+            .map_or(0, |journal| journal.lines);
+        if lines >= COMPACT_AFTER_LINES.max(producers.len() * 2) {
+            if let Err(error) = self.write_snapshot(producers) {
+                tracing::warn!("compacting the transaction journal failed: {error:#}");
+            }
+        }
+    }
+
+    /// Rewrites the journal as one line per id (on open, and when long).
+    fn compact(&self) -> Result<()> {
+        let producers = self.lock().clone();
+        self.write_snapshot(&producers)?;
+        let legacy = self.dir.join(LEGACY_FILE);
+        if legacy.exists() {
+            fs::remove_file(&legacy).with_context(|| format!("removing {}", legacy.display()))?;
         }
         Ok(())
+    }
+
+    fn write_snapshot(&self, producers: &BTreeMap<String, TransactionalProducer>) -> Result<()> {
+        let path = self.dir.join(JOURNAL);
+        let tmp = self.dir.join(format!("{JOURNAL}.tmp"));
+        let mut bytes = Vec::new();
+        for (id, record) in producers {
+            serde_json::to_writer(
+                &mut bytes,
+                &JournalLine {
+                    id: id.clone(),
+                    record: Some(record.clone()),
+                },
+            )?;
+            bytes.push(b'\n');
+        }
+        let mut file = File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
+        file.write_all(&bytes)?;
+        file.sync_all()?;
+        fs::rename(&tmp, &path).with_context(|| format!("replacing {}", path.display()))?;
+        File::open(&self.dir)?.sync_all()?;
+        let file = OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .with_context(|| format!("opening {}", path.display()))?;
+        *self
+            .journal
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(Journal {
+            file,
+            lines: producers.len(),
+        });
+        Ok(())
+    }
+}
+
+fn completion_of(transactional_id: &str, record: &TransactionalProducer) -> Completion {
+    Completion {
+        transactional_id: transactional_id.to_string(),
+        producer_id: record.producer_id,
+        producer_epoch: record.producer_epoch,
+        commit: record.state == TxnState::PrepareCommit,
+        partitions: record.partitions.iter().cloned().collect(),
+        groups: record.groups.clone(),
     }
 }
 
@@ -206,75 +923,9 @@ fn bumped(
         producer_epoch,
         last_producer_id: record.producer_id,
         last_producer_epoch: record.producer_epoch,
-        timeout_ms: record.timeout_ms,
+        ..record.clone()
     })
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn answer(code: i16, id: i64, epoch: i16) -> InitAnswer {
-        InitAnswer {
-            error_code: code,
-            producer_id: id,
-            producer_epoch: epoch,
-        }
-    }
-
-    #[test]
-    fn epochs_bump_fence_and_survive_a_restart() {
-        let dir = tempfile::tempdir().unwrap();
-        let ids = ProducerIdManager::open(dir.path()).unwrap();
-        let store = TransactionStore::open(dir.path(), DEFAULT_MAX_TIMEOUT_MS).unwrap();
-        let first = store.init_producer_id(&ids, "t", 60_000, (-1, -1));
-        assert_eq!(first, answer(0, first.producer_id, 0));
-        let pid = first.producer_id;
-        assert_eq!(
-            store.init_producer_id(&ids, "t", 60_000, (-1, -1)),
-            answer(0, pid, 1)
-        );
-        // A zombie naming epoch 0 is fenced; a retry naming the previous
-        // epoch gets the current one again; the current epoch bumps.
-        assert_eq!(
-            store.init_producer_id(&ids, "t", 60_000, (pid, 5)),
-            InitAnswer::failed(codes::PRODUCER_FENCED)
-        );
-        assert_eq!(
-            store.init_producer_id(&ids, "t", 60_000, (pid, 0)),
-            answer(0, pid, 1)
-        );
-        assert_eq!(
-            store.init_producer_id(&ids, "t", 60_000, (pid, 1)),
-            answer(0, pid, 2)
-        );
-        assert_eq!(
-            store.init_producer_id(&ids, "t", 0, (-1, -1)),
-            InitAnswer::failed(codes::INVALID_TRANSACTION_TIMEOUT)
-        );
-        let reopened = TransactionStore::open(dir.path(), DEFAULT_MAX_TIMEOUT_MS).unwrap();
-        let ids = ProducerIdManager::open(dir.path()).unwrap();
-        assert_eq!(
-            reopened.init_producer_id(&ids, "t", 60_000, (-1, -1)),
-            answer(0, pid, 3)
-        );
-        let other = reopened.init_producer_id(&ids, "u", 60_000, (-1, -1));
-        assert!(other.producer_id > pid);
-    }
-
-    #[test]
-    fn an_exhausted_epoch_moves_to_a_new_producer_id() {
-        let dir = tempfile::tempdir().unwrap();
-        let ids = ProducerIdManager::open(dir.path()).unwrap();
-        let record = TransactionalProducer {
-            producer_id: 7,
-            producer_epoch: i16::MAX - 1,
-            last_producer_id: -1,
-            last_producer_epoch: -1,
-            timeout_ms: 1,
-        };
-        let next = bumped(&record, &ids).unwrap();
-        assert_eq!((next.producer_epoch, next.last_producer_id), (0, 7));
-        assert_ne!(next.producer_id, 7);
-    }
-}
+mod tests;

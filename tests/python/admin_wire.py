@@ -14,6 +14,10 @@ usage: admin_wire.py BOOTSTRAP COMMAND [ARGS...]
   quotas                       AlterClientQuotas and DescribeClientQuotas
   set-quota TYPE NAME KEY VALUE
                                one quota (NAME '-' for the default entity)
+  mutations TOPIC              the controller mutation quota on CreatePartitions
+                               (strict v3, by hand) and CreateTopics
+  request-quota                a tiny request_percentage throttles a client's
+                               requests (throttle_time_ms, muted connection)
   client-metrics NAME METRICS INTERVAL [MATCH]
                                a CLIENT_METRICS subscription
   tokens PLAIN_BOOTSTRAP USER PASSWORD
@@ -380,6 +384,69 @@ def quotas(bootstrap):
     print(json.dumps({"quotas": "ok", "entities": len(describe([]))}))
 
 
+def create_partitions_v3(wire, topic, count):
+    """CreatePartitions v3 (flexible, strict mutation quota) by hand:
+    (throttle time, error code, message)."""
+    body = uvarint(2) + compact_string(topic) + struct.pack(">i", count) + uvarint(0) + uvarint(0)
+    body += struct.pack(">i", 30000) + b"\x00" + uvarint(0)
+    reader = FlexReader(wire.request(37, 3, body, flexible=True))
+    reader.tags()
+    throttle = reader.take(">i")
+    results = reader.array(lambda: (reader.string(), reader.take(">h"), reader.string(), reader.tags()))
+    ((_, code, message, _),) = results
+    return throttle, code, message
+
+
+def mutations(bootstrap, topic):
+    admin = admin_client(bootstrap)
+    admin.create_topics([NewTopic(topic, 1, 1)])
+    # One mutation per second, a burst of quota.window.num windows' worth.
+    response = admin.send_request(AlterClientQuotasRequest_v0(
+        entries=[([("client-id", "admin-wire")], [("controller_mutation_rate", 1.0, False)])],
+        validate_only=False))
+    check(response.entries[0][0] == 0, f"quota: {response.entries}")
+    # 20 new partitions: allowed (the bucket was not empty), then throttled.
+    throttle, code, message = create_partitions_v3(Wire(bootstrap), topic, 21)
+    check(code == 0 and throttle > 0, f"first: {throttle} {code} {message}")
+    # Another connection of the same client: the quota is exceeded.
+    throttle2, code, message = create_partitions_v3(Wire(bootstrap), topic, 22)
+    check(code == 89 and throttle2 > 0, f"strict: {throttle2} {code} {message}")
+    print(json.dumps({"first_throttle_ms": throttle, "refused_throttle_ms": throttle2}))
+
+
+def request_quota(bootstrap):
+    admin = admin_client(bootstrap)
+    response = admin.send_request(AlterClientQuotasRequest_v0(
+        entries=[([("client-id", "busy-admin")], [("request_percentage", 0.01, False)])],
+        validate_only=False))
+    check(response.entries[0][0] == 0, f"quota: {response.entries}")
+    # A bare connection, which (unlike real clients) does not hold itself
+    # back: the broker mutes it after a throttled response, so the next
+    # request's answer comes only after the throttle time (KIP-219).
+    wire = Wire(bootstrap, client_id="busy-admin")
+    describe_broker = struct.pack(">i", 1) + struct.pack(">b", 4) + kstring("1") + struct.pack(">i", -1) + b"\x00"
+    throttles, delays, previous = [], [], 0
+    for _ in range(300):
+        started = time.time()
+        body = wire.request(32, 1, describe_broker)
+        elapsed_ms = (time.time() - started) * 1000
+        if previous > 0:
+            delays.append((previous, round(elapsed_ms)))
+        (previous,) = struct.unpack_from(">i", body, 0)
+        if previous > 0:
+            throttles.append(previous)
+        if len(delays) >= 3:
+            break
+    check(len(delays) >= 3, f"no throttling: {throttles}")
+    check(max(throttles) <= 1000, f"a request quota throttle is capped at one window: {throttles}")
+    for throttle, delay in delays:
+        check(delay >= throttle * 0.8, f"the connection was not muted: throttle {throttle} ms, next answer after {delay} ms")
+    # Another client id is not slowed.
+    quick = Wire(bootstrap, client_id="quick-admin").request(32, 1, describe_broker)
+    check(struct.unpack_from(">i", quick, 0)[0] == 0, "another client was throttled")
+    print(json.dumps({"throttle_then_next_answer_ms": delays}))
+
+
 def set_quota(bootstrap, entity_type, name, key, value):
     admin = admin_client(bootstrap)
     name = None if name == "-" else name
@@ -410,14 +477,15 @@ def client_metrics(bootstrap, name, metrics, interval, match=None):
 class Wire:
     """A bare Kafka connection."""
 
-    def __init__(self, bootstrap):
+    def __init__(self, bootstrap, client_id="admin-wire"):
         host, port = bootstrap.rsplit(":", 1)
         self.sock = socket.create_connection((host, int(port)), timeout=30)
         self.correlation = 0
+        self.client_id = client_id.encode()
 
     def request(self, api_key, version, body, flexible=False):
         self.correlation += 1
-        client = b"admin-wire"
+        client = self.client_id
         header = struct.pack(">hhih", api_key, version, self.correlation, len(client)) + client
         if flexible:
             header += b"\x00"  # request header v2: no tagged fields
@@ -718,6 +786,10 @@ def main():
         partitions(bootstrap, *args)
     elif command == "quotas":
         quotas(bootstrap)
+    elif command == "request-quota":
+        request_quota(bootstrap)
+    elif command == "mutations":
+        mutations(bootstrap, *args)
     elif command == "set-quota":
         set_quota(bootstrap, *args)
     elif command == "client-metrics":

@@ -153,6 +153,41 @@ fn client_quotas_described_and_altered_with_kafka_python() {
     assert_eq!(seen["quotas"], "ok");
 }
 
+/// request_percentage: a client id using more handler time than its quota
+/// gets throttle_time_ms in its responses (capped at one quota window), and
+/// the broker mutes its connection: the next request is answered only once
+/// the throttle time has passed (KIP-219). Other clients are not slowed.
+#[test]
+fn request_quota_mutes_a_busy_client() {
+    let broker = Broker::start();
+    let seen = python(
+        "admin_wire.py",
+        &[broker.bootstrap().as_str(), "request-quota"],
+    );
+    eprintln!("request quota: {seen}");
+    let delays = seen["throttle_then_next_answer_ms"]
+        .as_array()
+        .map_or(0, Vec::len);
+    assert!(delays >= 3, "{seen}");
+}
+
+/// controller_mutation_rate (KIP-599): partitions created beyond the
+/// quota are throttled, and a strict request (CreatePartitions v3) while
+/// the quota is exceeded is THROTTLING_QUOTA_EXCEEDED.
+#[test]
+fn controller_mutation_quota_refuses_strict_requests() {
+    let broker = Broker::start();
+    let seen = python(
+        "admin_wire.py",
+        &[broker.bootstrap().as_str(), "mutations", "mutated"],
+    );
+    eprintln!("mutation quota: {seen}");
+    assert!(
+        seen["first_throttle_ms"].as_i64().unwrap_or(0) > 5000,
+        "{seen}"
+    );
+}
+
 /// A lowered retention deletes old data at once: on a topic through its
 /// own config, on another through the broker's dynamic default.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

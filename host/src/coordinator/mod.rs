@@ -357,8 +357,19 @@ impl GroupCoordinator {
         self.lock().commit_offsets(request)
     }
 
-    /// OffsetFetch for one group. Without transactional offset commits
-    /// nothing is ever pending, so `require_stable` is always satisfied.
+    /// TxnOffsetCommit's member check: NONE or the group's error.
+    pub fn validate_txn_offset_commit(&self, request: &CommitRequest) -> i16 {
+        self.lock().validate_txn_offset_commit(request)
+    }
+
+    /// Stores the offsets of a committed transaction.
+    pub fn commit_transactional_offsets(&self, group_id: &str, offsets: &[OffsetCommit]) -> i16 {
+        self.lock().commit_transactional_offsets(group_id, offsets)
+    }
+
+    /// OffsetFetch for one group. Offsets pending in a transaction are the
+    /// transaction coordinator's; the caller checks `require_stable`
+    /// against it (UNSTABLE_OFFSET_COMMIT).
     pub fn fetch_offsets(
         &self,
         group_id: &str,

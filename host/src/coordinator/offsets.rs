@@ -103,6 +103,85 @@ impl Inner {
         errors
     }
 
+    /// TxnOffsetCommit's member check (KIP-447), made when the offsets are
+    /// sent: a client that names no generation and no member (before v3)
+    /// is not checked; otherwise the member must be current, as for
+    /// OffsetCommit. A group that does not exist yet is accepted; it is
+    /// created when the transaction commits.
+    pub(super) fn validate_txn_offset_commit(&self, request: &CommitRequest) -> i16 {
+        let unchecked = request.generation_id < 0
+            && request.member_id.is_empty()
+            && request.group_instance_id.is_none();
+        let Some(group) = self.groups.get(&request.group_id) else {
+            return if unchecked || request.generation_id < 0 {
+                NONE
+            } else {
+                ILLEGAL_GENERATION
+            };
+        };
+        if unchecked {
+            return NONE;
+        }
+        let error = match &group.consumer {
+            Some(consumer) => {
+                consumer.validate_offset_commit(&request.member_id, request.generation_id)
+            }
+            None => validate_offset_commit(group, request),
+        };
+        error.unwrap_or(NONE)
+    }
+
+    /// The offsets of a committed transaction, stored without member checks
+    /// (Kafka writes them when the commit marker reaches the offsets
+    /// topic, whatever the group has done since). Creates the group if
+    /// needed.
+    pub(super) fn commit_transactional_offsets(
+        &mut self,
+        group_id: &str,
+        offsets: &[super::OffsetCommit],
+    ) -> i16 {
+        let now = now_ms();
+        let records: Vec<Record> = offsets
+            .iter()
+            .map(|commit| Record::Offset {
+                group: group_id.to_string(),
+                topic: commit.topic.clone(),
+                partition: commit.partition,
+                value: OffsetRecord {
+                    offset: commit.offset,
+                    leader_epoch: commit.leader_epoch,
+                    metadata: commit.metadata.clone().unwrap_or_default(),
+                    commit_timestamp: now,
+                    expire_timestamp: None,
+                },
+            })
+            .collect();
+        if let Err(error) = self.env.store.append(&records) {
+            warn!(
+                group = group_id,
+                "cannot store transactional offsets: {error}"
+            );
+            return COORDINATOR_NOT_AVAILABLE;
+        }
+        let group = self
+            .groups
+            .entry(group_id.to_string())
+            .or_insert_with(|| Group::new(group_id, now));
+        for record in records {
+            if let Record::Offset {
+                topic,
+                partition,
+                value,
+                ..
+            } = record
+            {
+                group.offsets.insert((topic, partition), value);
+            }
+        }
+        self.maybe_compact();
+        NONE
+    }
+
     /// OffsetFetch for one group: the named partitions, or all of them.
     pub(super) fn fetch_offsets(
         &self,

@@ -55,6 +55,7 @@ mod bench;
 mod checkpoint;
 mod cleaner;
 mod codec;
+pub mod control;
 mod index;
 pub mod manager;
 mod partition;

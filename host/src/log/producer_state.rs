@@ -1,4 +1,5 @@
-//! Idempotent-producer state of a partition: Kafka's `ProducerStateManager`.
+//! Idempotent-producer and transaction state of a partition: Kafka's
+//! `ProducerStateManager`.
 //!
 //! A producer that sets `enable.idempotence` stamps every batch with its
 //! producer id, epoch and a per-partition sequence number. The broker keeps,
@@ -30,9 +31,22 @@
 //! and offsets, and the check and the append are made atomic by the caller
 //! ([`crate::replica::ReplicaManager`]) holding the partition's producer
 //! lock across both. Producers idle for longer than
-//! `producer.id.expiration.ms` are forgotten, as in Kafka.
+//! `producer.id.expiration.ms` are forgotten, as in Kafka (never while a
+//! transaction of theirs is open).
+//!
+//! Transactions: a producer's first transactional batch opens its
+//! transaction in the partition at that offset; the commit or abort marker
+//! (a control batch the coordinator writes) closes it. The smallest open
+//! first offset is the partition's first unstable offset, so the last
+//! stable offset (LSO) is that or the high watermark. An aborted
+//! transaction is remembered as (producer, first offset, marker offset):
+//! Kafka's aborted-transaction index, which Fetch hands to read_committed
+//! consumers so they drop those records. Both come from batch headers, so
+//! the same scan that rebuilds sequences rebuilds them after a restart.
 
 use std::collections::{HashMap, VecDeque};
+
+use super::control::{self, ControlType};
 
 /// Kafka error codes of the sequence checks.
 pub mod codes {
@@ -72,6 +86,8 @@ pub struct ProducerBatch {
     pub max_timestamp: i64,
     pub transactional: bool,
     pub control: bool,
+    /// For a control batch: what it marks.
+    pub marker: Option<ControlType>,
 }
 
 impl ProducerBatch {
@@ -115,6 +131,7 @@ pub fn producer_batches(mut bytes: &[u8]) -> Option<Vec<ProducerBatch>> {
             return None;
         }
         let attributes = i16::from_be_bytes(be(header, ATTRIBUTES)?);
+        let is_control = attributes & CONTROL != 0;
         out.push(ProducerBatch {
             base_offset: i64::from_be_bytes(be(header, 0)?),
             producer_id: i64::from_be_bytes(be(header, PRODUCER_ID)?),
@@ -123,11 +140,43 @@ pub fn producer_batches(mut bytes: &[u8]) -> Option<Vec<ProducerBatch>> {
             last_offset_delta: i32::from_be_bytes(be(header, LAST_OFFSET_DELTA)?).max(0),
             max_timestamp: i64::from_be_bytes(be(header, MAX_TIMESTAMP)?),
             transactional: attributes & TRANSACTIONAL != 0,
-            control: attributes & CONTROL != 0,
+            control: is_control,
+            marker: if is_control {
+                control::control_type(&bytes[..size])
+            } else {
+                None
+            },
         });
         bytes = &bytes[size..];
     }
     Some(out)
+}
+
+/// How many bytes of `records` (whole batches) lie before `end`: the
+/// batches whose base offset is below it, and the offset after the last of
+/// them. A read_committed fetch keeps those (the last stable offset is
+/// always a batch boundary).
+pub fn batches_before(records: &[u8], end: i64) -> (usize, i64) {
+    let mut position = 0;
+    let mut next_offset = -1;
+    while let Some(header) = records.get(position..position + HEADER_SIZE) {
+        let (Some(base), Some(length), Some(delta)) = (
+            be(header, 0).map(i64::from_be_bytes),
+            be(header, LENGTH).map(i32::from_be_bytes),
+            be(header, LAST_OFFSET_DELTA).map(i32::from_be_bytes),
+        ) else {
+            break;
+        };
+        let Ok(length) = usize::try_from(length) else {
+            break;
+        };
+        if base >= end {
+            break;
+        }
+        position += LOG_OVERHEAD + length;
+        next_offset = base.saturating_add(i64::from(delta) + 1);
+    }
+    (position.min(records.len()), next_offset)
 }
 
 fn be<const N: usize>(buf: &[u8], at: usize) -> Option<[u8; N]> {
@@ -152,6 +201,8 @@ pub struct ProducerEntry {
     pub batches: VecDeque<BatchMetadata>,
     /// Newest batch timestamp (for expiry and DescribeProducers).
     pub last_timestamp: i64,
+    /// First offset of the producer's open transaction in this partition.
+    pub txn_first_offset: Option<i64>,
 }
 
 impl ProducerEntry {
@@ -188,10 +239,22 @@ pub enum Verdict {
     Duplicate(BatchMetadata),
 }
 
+/// A transaction aborted in this partition: its records are
+/// `[first_offset, last_offset)` of `producer_id`, `last_offset` being the
+/// abort marker.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AbortedTxn {
+    pub producer_id: i64,
+    pub first_offset: i64,
+    pub last_offset: i64,
+}
+
 /// The producer state of one partition.
 #[derive(Debug, Default)]
 pub struct ProducerStateMap {
     producers: HashMap<i64, ProducerEntry>,
+    /// Aborted transactions, in marker order.
+    aborted: Vec<AbortedTxn>,
     /// Whether the state has been rebuilt from the log since the start.
     pub loaded: bool,
     /// The log end offset after the last append this state saw.
@@ -237,6 +300,7 @@ impl ProducerStateMap {
                     epoch: batch.producer_epoch,
                     batches: VecDeque::new(),
                     last_timestamp: batch.max_timestamp,
+                    txn_first_offset: None,
                 });
             if batch.producer_epoch != entry.epoch {
                 // A new epoch starts a new sequence space.
@@ -245,7 +309,21 @@ impl ProducerStateMap {
             }
             entry.last_timestamp = entry.last_timestamp.max(batch.max_timestamp);
             if batch.control {
+                let ended = matches!(batch.marker, Some(ControlType::Abort | ControlType::Commit));
+                if let (true, Some(first_offset)) = (ended, entry.txn_first_offset) {
+                    entry.txn_first_offset = None;
+                    if batch.marker == Some(ControlType::Abort) {
+                        self.aborted.push(AbortedTxn {
+                            producer_id: batch.producer_id,
+                            first_offset,
+                            last_offset: batch.base_offset,
+                        });
+                    }
+                }
                 continue;
+            }
+            if batch.transactional && entry.txn_first_offset.is_none() {
+                entry.txn_first_offset = Some(batch.base_offset);
             }
             if entry.batches.len() == CACHED_BATCHES {
                 entry.batches.pop_front();
@@ -262,6 +340,32 @@ impl ProducerStateMap {
         }
     }
 
+    /// The first offset of the oldest open transaction, if any: the last
+    /// stable offset when one is open.
+    pub fn first_unstable_offset(&self) -> Option<i64> {
+        self.producers
+            .values()
+            .filter_map(|entry| entry.txn_first_offset)
+            .min()
+    }
+
+    /// The aborted transactions with records in `[from, to)`, oldest first
+    /// (Kafka's `collectAbortedTransactions`).
+    pub fn aborted_between(&self, from: i64, to: i64) -> Vec<AbortedTxn> {
+        self.aborted
+            .iter()
+            .filter(|txn| txn.last_offset >= from && txn.first_offset < to)
+            .copied()
+            .collect()
+    }
+
+    /// Forgets aborted transactions wholly below the log start offset
+    /// (their records are gone).
+    pub fn prune_aborted(&mut self, log_start_offset: i64) {
+        self.aborted
+            .retain(|txn| txn.last_offset >= log_start_offset);
+    }
+
     /// Forgets producers whose newest batch is older than `expiration_ms`
     /// (`producer.id.expiration.ms`); swept at most once a minute.
     pub fn expire(&mut self, now_ms: i64, expiration_ms: i64) {
@@ -271,7 +375,7 @@ impl ProducerStateMap {
         self.last_expiry_ms = now_ms;
         let cutoff = now_ms.saturating_sub(expiration_ms);
         self.producers
-            .retain(|_, entry| entry.last_timestamp >= cutoff);
+            .retain(|_, entry| entry.last_timestamp >= cutoff || entry.txn_first_offset.is_some());
     }
 }
 
@@ -332,7 +436,78 @@ mod tests {
             max_timestamp: 1_000,
             transactional: false,
             control: false,
+            marker: None,
         }
+    }
+
+    fn transactional(pid: i64, seq: i32, records: i32, offset: i64) -> ProducerBatch {
+        ProducerBatch {
+            transactional: true,
+            ..batch(pid, 0, seq, records, offset)
+        }
+    }
+
+    fn marker(pid: i64, commit: bool, offset: i64) -> ProducerBatch {
+        ProducerBatch {
+            base_offset: offset,
+            producer_id: pid,
+            producer_epoch: 0,
+            base_sequence: -1,
+            last_offset_delta: 0,
+            max_timestamp: 1_000,
+            transactional: true,
+            control: true,
+            marker: Some(if commit {
+                ControlType::Commit
+            } else {
+                ControlType::Abort
+            }),
+        }
+    }
+
+    #[test]
+    fn open_transactions_hold_the_lso_and_aborts_are_indexed() {
+        let mut state = ProducerStateMap::default();
+        appended(&mut state, transactional(1, 0, 5, 0));
+        appended(&mut state, transactional(2, 0, 5, 5));
+        appended(&mut state, transactional(1, 5, 5, 10));
+        assert_eq!(state.first_unstable_offset(), Some(0));
+        state.record(&[marker(1, false, 15)]);
+        assert_eq!(state.first_unstable_offset(), Some(5));
+        state.record(&[marker(2, true, 16)]);
+        assert_eq!(state.first_unstable_offset(), None);
+        let aborted = AbortedTxn {
+            producer_id: 1,
+            first_offset: 0,
+            last_offset: 15,
+        };
+        assert_eq!(state.aborted_between(0, 17), vec![aborted]);
+        assert_eq!(state.aborted_between(15, 17), vec![aborted]);
+        assert!(state.aborted_between(16, 17).is_empty());
+        // A second marker with nothing open records nothing.
+        state.record(&[marker(1, false, 17)]);
+        assert_eq!(state.aborted_between(0, 18).len(), 1);
+        state.prune_aborted(16);
+        assert!(state.aborted_between(0, 18).is_empty());
+    }
+
+    #[test]
+    fn marker_bytes_parse_as_markers() {
+        let bytes = control::end_transaction_marker(9, 2, false, 0, 5);
+        let parsed = producer_batches(&bytes).unwrap();
+        assert_eq!(parsed[0].marker, Some(ControlType::Abort));
+        assert!(parsed[0].control && parsed[0].transactional);
+    }
+
+    #[test]
+    fn producers_with_open_transactions_do_not_expire() {
+        let mut state = ProducerStateMap::default();
+        appended(&mut state, transactional(1, 0, 1, 0));
+        state.expire(
+            1_001 + DEFAULT_EXPIRATION_MS + 60_000,
+            DEFAULT_EXPIRATION_MS,
+        );
+        assert_eq!(state.first_unstable_offset(), Some(0));
     }
 
     fn appended(state: &mut ProducerStateMap, b: ProducerBatch) {

@@ -117,7 +117,9 @@ pub const BROKER_CONFIGS: &[BrokerConfigDef] = &[
     def("queued.max.requests", Int, Some("500"), false, Some(1), "Requests the request channel holds before connections wait."),
     def("quota.window.num", Int, Some("11"), false, Some(1), "Samples kept for client quotas."),
     def("quota.window.size.seconds", Int, Some("1"), false, Some(1), "Length of one client quota sample."),
+    def("sasl.bootstrap.users", Password, None, false, None, "Gregor: SCRAM users created at start-up (user:password, comma separated)."),
     def("socket.request.max.bytes", Int, Some("104857600"), false, Some(1), "The largest request accepted."),
+    def("ssl.key.password", Password, None, false, None, "Password of the listener's private key."),
     def("super.users", ConfigType::String, Some(""), false, None, "Principals the ACL authorizer always allows, separated by ';'."),
     def("telemetry.max.bytes", Int, Some("1048576"), false, Some(1), "The largest client telemetry push accepted (KIP-714)."),
     def("unclean.leader.election.enable", Boolean, Some("false"), true, None, "Default for topics' unclean.leader.election.enable."),
@@ -205,9 +207,16 @@ pub fn convert(raw: &str, factor: i64) -> Option<String> {
 /// such as other subsystems' passwords): never disclosed.
 pub fn looks_sensitive(name: &str) -> bool {
     let name = name.to_ascii_lowercase();
-    ["password", "secret", "jaas", "credential", "private.key"]
-        .iter()
-        .any(|word| name.contains(word))
+    [
+        "password",
+        "secret",
+        "jaas",
+        "credential",
+        "private.key",
+        "bootstrap.users",
+    ]
+    .iter()
+    .any(|word| name.contains(word))
 }
 
 /// Checks a value for a dynamic broker config; the error is the
@@ -330,6 +339,13 @@ mod tests {
         assert!(validate(policy, "shred").is_err());
         assert!(validate(definition("message.max.bytes").unwrap(), "99999999999").is_err());
         assert!(looks_sensitive("ssl.keystore.password"));
+        assert!(looks_sensitive(
+            "listener.name.sasl_plaintext.sasl.bootstrap.users"
+        ));
+        assert_eq!(
+            definition("sasl.bootstrap.users").map(|d| d.config_type),
+            Some(Password)
+        );
         assert!(!looks_sensitive("log.retention.ms"));
     }
 }

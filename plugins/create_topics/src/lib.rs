@@ -18,6 +18,11 @@
 //!   (sorted, sensitive values hidden), only for a principal that may
 //!   DESCRIBE_CONFIGS the topic; otherwise topic_config_error_code is
 //!   TOPIC_AUTHORIZATION_FAILED. v7+: the topic id.
+//! - The controller mutation quota (`controller_mutation_rate`, KIP-599)
+//!   counts the new partitions: from v6 a client over its quota gets
+//!   THROTTLING_QUOTA_EXCEEDED for the topic; older versions are only
+//!   throttled. The response carries the larger of that throttle time and
+//!   the request quota's.
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -31,6 +36,7 @@ use gregor_sdk::kafka_protocol::messages::create_topics_response::{
 };
 use gregor_sdk::kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
 use gregor_sdk::metadata::{self, NewTopic, TopicInfo};
+use gregor_sdk::quotas;
 use gregor_sdk::{
     api_info, decode, respond, ApiInfo, Handler, KafkaError, Outcome, RequestContext, ResponseError,
 };
@@ -65,6 +71,7 @@ impl Handler for CreateTopics {
         };
 
         let mut response = CreateTopicsResponse::default();
+        let mut mutation_throttle = 0;
         for topic in &request.topics {
             let name = topic.name.as_str();
             // Each name is answered once, at its first mention.
@@ -88,12 +95,14 @@ impl Handler for CreateTopics {
                     request.validate_only,
                     ctx.api_version,
                     describable.get(name) == Some(&true),
+                    &mut mutation_throttle,
                 ),
                 _ => reject(ResponseError::InvalidRequest, "Duplicate topic name."),
             };
             response.topics.push(result);
         }
         gregor_sdk::count_errors(response.topics.iter().map(|topic| topic.error_code));
+        response.throttle_time_ms = gregor_sdk::request_throttle_ms().max(mutation_throttle);
         respond(&ctx, &response)
     }
 }
@@ -104,10 +113,24 @@ fn create(
     validate_only: bool,
     version: i16,
     may_describe_configs: bool,
+    mutation_throttle: &mut i32,
 ) -> CreatableTopicResult {
-    let info = match new_topic(topic)
-        .and_then(|new_topic| metadata::create_topic(&new_topic, validate_only))
-    {
+    let info = match new_topic(topic).and_then(|new_topic| {
+        let checked = metadata::create_topic(&new_topic, true)?;
+        if validate_only {
+            return Ok(checked);
+        }
+        let partitions = u32::try_from(checked.partitions.len()).unwrap_or(u32::MAX);
+        let answer = quotas::record_mutations(partitions, version >= 6);
+        *mutation_throttle = (*mutation_throttle).max(answer.throttle_time_ms);
+        if answer.error_code != 0 {
+            return Err(KafkaError {
+                code: answer.error_code,
+                message: Some(ResponseError::ThrottlingQuotaExceeded.to_string()),
+            });
+        }
+        metadata::create_topic(&new_topic, false)
+    }) {
         Ok(info) => info,
         Err(error) => return failed(topic, error.code, error.message.as_deref()),
     };

@@ -12,6 +12,10 @@
 //! - With `delete.topic.enable=false` every topic gets TOPIC_DELETION_DISABLED
 //!   (INVALID_REQUEST before v3).
 //! - Results carry the topic's id from v6 and an error message from v5.
+//! - The controller mutation quota (`controller_mutation_rate`, KIP-599)
+//!   counts the deleted partitions: from v5 a client over its quota gets
+//!   THROTTLING_QUOTA_EXCEEDED for the topic; older versions are only
+//!   throttled.
 
 use std::collections::{HashMap, HashSet};
 
@@ -22,6 +26,7 @@ use gregor_sdk::ids::{from_kafka_uuid, str_bytes, to_kafka_uuid};
 use gregor_sdk::kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
 use gregor_sdk::kafka_protocol::messages::{DeleteTopicsRequest, DeleteTopicsResponse, TopicName};
 use gregor_sdk::metadata;
+use gregor_sdk::quotas;
 use gregor_sdk::uuid::Uuid;
 use gregor_sdk::{
     api_info, decode, respond, ApiInfo, Handler, Outcome, RequestContext, ResponseError,
@@ -65,6 +70,8 @@ impl Handler for DeleteTopics {
         };
 
         let mut response = DeleteTopicsResponse::default();
+        let strict = ctx.api_version >= 5;
+        let mut mutation_throttle = 0;
         if !broker_flag("delete.topic.enable", true) {
             let error = if ctx.api_version < 3 {
                 ResponseError::InvalidRequest
@@ -113,7 +120,7 @@ impl Handler for DeleteTopics {
                 Target::Id(id, name) if !allowed(&deletable, &name) => {
                     denied(allowed(&describable, &name).then_some(name.as_str()), id)
                 }
-                Target::Id(id, name) => delete(&name, id),
+                Target::Id(id, name) => delete(&name, id, strict, &mut mutation_throttle),
                 Target::Name(name) if !allowed(&describable, &name) => {
                     denied(Some(&name), Uuid::nil())
                 }
@@ -131,11 +138,12 @@ impl Handler for DeleteTopics {
                         ResponseError::InvalidRequest.code(),
                         Some("The provided topic name maps to an ID that was already supplied."),
                     ),
-                    Some(_) => delete(&name, Uuid::nil()),
+                    Some(_) => delete(&name, Uuid::nil(), strict, &mut mutation_throttle),
                 },
             });
         }
         gregor_sdk::count_errors(response.responses.iter().map(|topic| topic.error_code));
+        response.throttle_time_ms = gregor_sdk::request_throttle_ms().max(mutation_throttle);
         respond(&ctx, &response)
     }
 }
@@ -199,9 +207,22 @@ fn resolve(
     targets
 }
 
-/// Deletes one topic through the host; the result carries the deleted
-/// topic's id (on failure, the id the request gave, if any).
-fn delete(name: &str, requested_id: Uuid) -> DeletableTopicResult {
+/// Deletes one topic through the host, charging its partitions to the
+/// controller mutation quota first; the result carries the deleted topic's
+/// id (on failure, the id the request gave, if any).
+fn delete(
+    name: &str,
+    requested_id: Uuid,
+    strict: bool,
+    mutation_throttle: &mut i32,
+) -> DeletableTopicResult {
+    let partitions = metadata::topic_by_name(name).map_or(0, |topic| topic.partitions.len());
+    let answer = quotas::record_mutations(u32::try_from(partitions).unwrap_or(u32::MAX), strict);
+    *mutation_throttle = (*mutation_throttle).max(answer.throttle_time_ms);
+    if answer.error_code != gregor_sdk::NONE {
+        let message = ResponseError::ThrottlingQuotaExceeded.to_string();
+        return result(Some(name), requested_id, answer.error_code, Some(&message));
+    }
     match metadata::delete_topic(name) {
         Ok(id) => result(Some(name), to_kafka_uuid(id), gregor_sdk::NONE, None),
         Err(error) => result(

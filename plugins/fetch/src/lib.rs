@@ -15,8 +15,11 @@
 //!   long-polls for `min_bytes` / `max_wait_ms` (suspending only this call)
 //!   and applies `max_bytes` and each `partition_max_bytes`. Results return
 //!   to the response in request order.
-//! - read_committed responses carry an (empty) aborted-transactions list,
-//!   read_uncommitted ones none. A single node prefers no read replica (-1).
+//! - Every partition reports its last stable offset. read_committed reads
+//!   stop there (the host cuts the records) and carry the aborted
+//!   transactions overlapping the records returned, so the consumer drops
+//!   their records; read_uncommitted responses carry none (null), as Kafka.
+//!   A single node prefers no read replica (-1).
 //! - Client quotas (KIP-219): `max_bytes` is capped at what the consumer's
 //!   byte-rate quota allows in one window; the response's size counts
 //!   against that quota and the handler time against the request quota.
@@ -27,7 +30,10 @@ use bytes::Bytes;
 use gregor_sdk::authorize::allowed_names;
 use gregor_sdk::authz::{Operation, ResourceType};
 use gregor_sdk::ids::topic_name_by_id;
-use gregor_sdk::kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+use gregor_sdk::kafka_protocol::messages::fetch_response::{
+    AbortedTransaction, FetchableTopicResponse, PartitionData,
+};
+use gregor_sdk::kafka_protocol::messages::ProducerId;
 use gregor_sdk::kafka_protocol::messages::{FetchRequest, FetchResponse};
 use gregor_sdk::kafka_protocol::protocol::Encodable;
 use gregor_sdk::log::{self, FetchOptions, FetchedPartition};
@@ -201,13 +207,24 @@ fn partition_data(
     fetched: FetchedPartition,
 ) -> PartitionData {
     let error_code = storage_error_for_version(version, fetched.error_code);
+    let aborted = (read_committed && error_code == NONE).then(|| {
+        fetched
+            .aborted_transactions
+            .iter()
+            .map(|txn| {
+                AbortedTransaction::default()
+                    .with_producer_id(ProducerId(txn.producer_id))
+                    .with_first_offset(txn.first_offset)
+            })
+            .collect()
+    });
     PartitionData::default()
         .with_partition_index(index)
         .with_error_code(error_code)
         .with_high_watermark(fetched.high_watermark)
         .with_last_stable_offset(fetched.last_stable_offset)
         .with_log_start_offset(fetched.log_start_offset)
-        .with_aborted_transactions((read_committed && error_code == NONE).then(Vec::new))
+        .with_aborted_transactions(aborted)
         .with_preferred_read_replica((-1).into())
         .with_records(Some(Bytes::from(fetched.records)))
 }
@@ -238,6 +255,10 @@ mod tests {
             last_stable_offset: 10,
             log_start_offset: 0,
             records: vec![1, 2, 3],
+            aborted_transactions: vec![gregor_sdk::log::AbortedTransaction {
+                producer_id: 7,
+                first_offset: 2,
+            }],
         }
     }
 
@@ -281,7 +302,9 @@ mod tests {
     #[test]
     fn aborted_transactions_only_for_read_committed_success() {
         let committed = partition_data(0, 12, true, fetched(NONE));
-        assert_eq!(committed.aborted_transactions, Some(Vec::new()));
+        let aborted = committed.aborted_transactions.unwrap_or_default();
+        assert_eq!(aborted.len(), 1);
+        assert_eq!((aborted[0].producer_id.0, aborted[0].first_offset), (7, 2));
         assert_eq!(committed.records.as_deref(), Some(&[1u8, 2, 3][..]));
         assert_eq!(
             partition_data(0, 12, false, fetched(NONE)).aborted_transactions,

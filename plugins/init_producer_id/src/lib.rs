@@ -14,12 +14,13 @@
 //!   (TRANSACTIONAL_ID_AUTHORIZATION_FAILED), then the host's
 //!   `txn.init-transactional-producer`: a new producer id at epoch 0 the
 //!   first time, an epoch bump (fencing older instances) after that;
-//!   PRODUCER_FENCED for a v3+ call naming a stale epoch, and
+//!   PRODUCER_FENCED for a v3+ call naming a stale epoch (v3 clients,
+//!   which predate that code, get INVALID_PRODUCER_EPOCH as in Kafka), and
 //!   INVALID_TRANSACTION_TIMEOUT for a timeout outside
-//!   (0, transaction.max.timeout.ms]. The transaction APIs that follow
-//!   (AddPartitionsToTxn, EndTxn) are not served yet.
+//!   (0, transaction.max.timeout.ms]. The transaction APIs that follow are
+//!   their own modules (`add_partitions_to_txn`, `end_txn`, ...).
 
-use gregor_sdk::authorize::{allowed_names, cluster_allowed, is_allowed};
+use gregor_sdk::authorize::{allowed_names, cluster_allowed, transactional_id_allowed};
 use gregor_sdk::authz::{Operation, ResourceType};
 use gregor_sdk::kafka_protocol::messages::{
     InitProducerIdRequest, InitProducerIdResponse, ProducerId,
@@ -42,7 +43,7 @@ impl Handler for InitProducerId {
             Err(outcome) => return outcome,
         };
         let response = match &request.transactional_id {
-            Some(id) if !id.is_empty() => transactional(&request, id.as_str()),
+            Some(id) if !id.is_empty() => transactional(&request, id.as_str(), ctx.api_version),
             _ if !idempotent_write_allowed() => {
                 failed(ResponseError::ClusterAuthorizationFailed.code())
             }
@@ -77,12 +78,9 @@ fn idempotent_write_allowed() -> bool {
 fn transactional(
     request: &InitProducerIdRequest,
     transactional_id: &str,
+    version: i16,
 ) -> InitProducerIdResponse {
-    if !is_allowed(
-        Operation::Write,
-        ResourceType::TransactionalId,
-        transactional_id,
-    ) {
+    if !transactional_id_allowed(Operation::Write, transactional_id) {
         return failed(ResponseError::TransactionalIdAuthorizationFailed.code());
     }
     let answer = txn::init_transactional_producer(
@@ -92,7 +90,7 @@ fn transactional(
         request.producer_epoch,
     );
     InitProducerIdResponse::default()
-        .with_error_code(answer.error_code)
+        .with_error_code(txn::fenced_for_version(answer.error_code, version, 4))
         .with_producer_id(ProducerId(answer.producer_id))
         .with_producer_epoch(answer.producer_epoch)
 }

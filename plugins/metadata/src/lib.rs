@@ -26,7 +26,7 @@ use gregor_sdk::authorize::{
 };
 use gregor_sdk::authz::{Operation, ResourceType};
 use gregor_sdk::configs::broker_flag;
-use gregor_sdk::ids::{from_kafka_uuid, str_bytes, to_kafka_uuid};
+use gregor_sdk::ids::{from_kafka_uuid, is_internal_topic, str_bytes, to_kafka_uuid};
 use gregor_sdk::kafka_protocol::messages::metadata_response::{
     MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
 };
@@ -38,13 +38,6 @@ use gregor_sdk::uuid::Uuid;
 use gregor_sdk::{
     api_info, decode, respond, ApiInfo, Handler, Outcome, RequestContext, ResponseError,
 };
-
-/// Topics Kafka itself manages (`Topic.isInternal`).
-const INTERNAL_TOPICS: [&str; 3] = [
-    "__consumer_offsets",
-    "__transaction_state",
-    "__share_group_state",
-];
 
 struct Metadata;
 
@@ -293,7 +286,7 @@ fn missing_topic(name: &str, error_code: i16) -> MetadataResponseTopic {
     MetadataResponseTopic::default()
         .with_name(Some(topic_name(name)))
         .with_error_code(error_code)
-        .with_is_internal(INTERNAL_TOPICS.contains(&name))
+        .with_is_internal(is_internal_topic(name))
 }
 
 /// Creates a topic with the broker's defaults, as Kafka's

@@ -42,6 +42,12 @@ pub fn allowed_names<'a>(
         .collect()
 }
 
+/// Is `operation` on the TransactionalId allowed? (WRITE to use it in a
+/// transaction, DESCRIBE to see it.)
+pub fn transactional_id_allowed(operation: Operation, transactional_id: &str) -> bool {
+    is_allowed(operation, ResourceType::TransactionalId, transactional_id)
+}
+
 /// Is a cluster-level operation allowed?
 pub fn cluster_allowed(operation: Operation) -> bool {
     is_allowed(operation, ResourceType::Cluster, CLUSTER_NAME)

@@ -18,8 +18,8 @@ pub fn group_allowed(operation: Operation, group_id: &str) -> bool {
 }
 
 /// The partition counts of the named topics that exist (asked once per
-/// topic), for the UNKNOWN_TOPIC_OR_PARTITION checks of OffsetCommit and
-/// OffsetDelete.
+/// topic), for the UNKNOWN_TOPIC_OR_PARTITION checks of OffsetCommit,
+/// OffsetDelete and the transaction APIs.
 pub fn partition_counts<'a>(topics: impl IntoIterator<Item = &'a str>) -> HashMap<String, i32> {
     let mut counts = HashMap::new();
     for topic in topics {
@@ -33,10 +33,11 @@ pub fn partition_counts<'a>(topics: impl IntoIterator<Item = &'a str>) -> HashMa
     counts
 }
 
-/// Kafka's per-partition check before a group operation on a topic: READ
-/// on the topic (TOPIC_AUTHORIZATION_FAILED), then the topic and partition
-/// must exist (UNKNOWN_TOPIC_OR_PARTITION). None when the partition may go
-/// to the coordinator.
+/// Kafka's per-partition check before a group or transaction operation on
+/// a topic: the operation `authorized` answers (READ for offsets, WRITE for
+/// AddPartitionsToTxn) must be allowed (TOPIC_AUTHORIZATION_FAILED), then
+/// the topic and partition must exist (UNKNOWN_TOPIC_OR_PARTITION). None
+/// when the partition may go to the coordinator.
 pub fn partition_error(
     authorized: &HashMap<String, bool>,
     counts: &HashMap<String, i32>,

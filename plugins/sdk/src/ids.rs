@@ -1,5 +1,6 @@
 //! Conversions between Kafka's topic ids and the contract's `uuid` record,
-//! between Kafka's string type and Rust strings, and a topic's name by id.
+//! between Kafka's string type and Rust strings, a topic's name by id, and
+//! which topic names are Kafka's own.
 
 use kafka_protocol::protocol::StrBytes;
 
@@ -26,4 +27,16 @@ pub fn str_bytes(value: &str) -> StrBytes {
 /// Kafka answers with UNKNOWN_TOPIC_ID.
 pub fn topic_name_by_id(id: uuid::Uuid) -> Option<String> {
     crate::metadata::topic_by_id(from_kafka_uuid(id)).map(|topic| topic.name)
+}
+
+/// Topics Kafka itself manages (`Topic.isInternal`).
+pub const INTERNAL_TOPICS: [&str; 3] = [
+    "__consumer_offsets",
+    "__transaction_state",
+    "__share_group_state",
+];
+
+/// Is this one of Kafka's internal topics?
+pub fn is_internal_topic(name: &str) -> bool {
+    INTERNAL_TOPICS.contains(&name)
 }

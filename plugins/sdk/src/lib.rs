@@ -3,9 +3,10 @@
 //! A handler is one Kafka ApiKey. It implements [`Handler`] (the exported
 //! `gregor:broker/handler` interface), describes itself with [`api_info`],
 //! turns the body into a typed request with [`decode`], asks the host's
-//! services (`log`, `metadata`, `groups`, `authz`) for what it needs, and answers with
-//! [`respond`]. Everything here is shared so that each handler crate reads
-//! like Kafka's `handleXxxRequest` and nothing else.
+//! services (`log`, `metadata`, `groups`, `txn`, `authz`) for what it
+//! needs, and answers with [`respond`]. Everything here is shared so that
+//! each handler crate reads like Kafka's `handleXxxRequest` and nothing
+//! else.
 
 pub mod acl;
 pub mod authorize;
@@ -14,6 +15,7 @@ pub mod configs;
 pub mod groups;
 pub mod handler;
 pub mod ids;
+pub mod txn;
 pub mod wire;
 
 /// Bindings generated from the `kafka-handler` world in `wit/`.
@@ -27,8 +29,6 @@ pub mod bindings {
     });
 }
 
-/// Producer ids for InitProducerId.
-pub use bindings::gregor::broker::txn;
 pub use bindings::gregor::broker::types::{ApiInfo, KafkaError, Outcome, RequestContext, Uuid};
 /// Host security services: SASL for this connection, SCRAM credentials and
 /// ACL administration.

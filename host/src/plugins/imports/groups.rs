@@ -40,6 +40,9 @@ fn partitions(list: Vec<TopicPartition>) -> Vec<(String, i32)> {
     list.into_iter().map(|p| (p.topic, p.partition)).collect()
 }
 
+/// OffsetFetch's answer for a partition a transaction holds an offset for.
+const UNSTABLE_OFFSET_COMMIT: i16 = 88;
+
 impl groups::Host for HandlerState {
     async fn join(&mut self, request: JoinRequest) -> JoinResult {
         let started = Instant::now();
@@ -176,15 +179,28 @@ impl groups::Host for HandlerState {
             self.broker
                 .groups
                 .fetch_offsets(&group_id, wanted.as_deref(), require_stable)?;
+        // Offsets a transaction holds for the group are not stable yet.
+        let pending = if require_stable {
+            self.broker.transactions.pending_offsets(&group_id)
+        } else {
+            Default::default()
+        };
         Ok(offsets
             .into_iter()
-            .map(|o| CommittedOffset {
-                topic: o.topic,
-                partition: o.partition,
-                offset: o.offset,
-                leader_epoch: o.leader_epoch,
-                metadata: o.metadata,
-                error_code: o.error_code,
+            .map(|o| {
+                let unstable = pending.contains(&(o.topic.clone(), o.partition));
+                CommittedOffset {
+                    error_code: if unstable {
+                        UNSTABLE_OFFSET_COMMIT
+                    } else {
+                        o.error_code
+                    },
+                    offset: if unstable { -1 } else { o.offset },
+                    topic: o.topic,
+                    partition: o.partition,
+                    leader_epoch: o.leader_epoch,
+                    metadata: o.metadata,
+                }
             })
             .collect())
     }

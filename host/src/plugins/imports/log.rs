@@ -5,11 +5,14 @@
 use std::time::{Duration, Instant};
 
 use crate::plugins::bindings::handler::gregor::broker::log::{
-    self, AppendResult, DeleteRecordsResult, FetchOptions, FetchPartition, FetchedPartition,
-    LogDir, LogDirPartition, OffsetAnswer,
+    self, AbortedTransaction, AppendResult, DeleteRecordsResult, FetchOptions, FetchPartition,
+    FetchedPartition, LogDir, LogDirPartition, OffsetAnswer,
 };
 use crate::plugins::state::HandlerState;
 use crate::replica;
+
+/// Kafka's isolation level 1.
+const READ_COMMITTED: i8 = 1;
 
 impl log::Host for HandlerState {
     async fn append(
@@ -54,6 +57,7 @@ impl log::Host for HandlerState {
             max_wait: Duration::from_millis(u64::try_from(options.max_wait_ms.max(0)).unwrap_or(0)),
             min_bytes: usize::try_from(options.min_bytes.max(0)).unwrap_or(0),
             max_bytes: usize::try_from(options.max_bytes.max(0)).unwrap_or(0),
+            read_committed: options.isolation_level == READ_COMMITTED,
         };
         let results = self.broker.replica.fetch(&requests, options).await;
         self.clock.add_host_wait(started.elapsed());
@@ -64,9 +68,17 @@ impl log::Host for HandlerState {
                 partition: r.partition,
                 error_code: r.error_code,
                 high_watermark: r.high_watermark,
-                last_stable_offset: r.high_watermark,
+                last_stable_offset: r.last_stable_offset,
                 log_start_offset: r.log_start_offset,
                 records: r.records,
+                aborted_transactions: r
+                    .aborted_transactions
+                    .into_iter()
+                    .map(|txn| AbortedTransaction {
+                        producer_id: txn.producer_id,
+                        first_offset: txn.first_offset,
+                    })
+                    .collect(),
             })
             .collect()
     }
@@ -76,12 +88,14 @@ impl log::Host for HandlerState {
         topic: String,
         partition: i32,
         timestamp: i64,
-        _isolation_level: i8,
+        isolation_level: i8,
     ) -> OffsetAnswer {
-        let answer = self
-            .broker
-            .replica
-            .list_offset(&topic, partition, timestamp);
+        let answer = self.broker.replica.list_offset(
+            &topic,
+            partition,
+            timestamp,
+            isolation_level == READ_COMMITTED,
+        );
         OffsetAnswer {
             error_code: answer.error_code,
             offset: answer.offset,

@@ -1,11 +1,17 @@
 //! `txn`: producer ids for InitProducerId, from the broker's
-//! [`crate::producer_ids::ProducerIdManager`], and the partitions' producer
-//! state for DescribeProducers, from the ReplicaManager.
+//! [`crate::producer_ids::ProducerIdManager`]; the transaction coordinator
+//! ([`crate::transactions`]) for the transaction APIs; and the partitions'
+//! producer state for DescribeProducers and markers, from the
+//! ReplicaManager. Blocking work (fsyncs, marker appends) runs here on the
+//! calling worker, as the other storage imports do.
 
+use crate::coordinator::CommitRequest;
 use crate::plugins::bindings::handler::gregor::broker::txn::{
-    self, ActiveProducer, ProducerIdAndEpoch,
+    self, ActiveProducer, ProducerIdAndEpoch, TransactionDescription, TransactionListing,
+    TxnGroupMember, TxnOffset, TxnPartition, TxnPartitionResult,
 };
 use crate::plugins::state::HandlerState;
+use crate::transactions::{self, PendingOffset, ProducerRef};
 
 /// KAFKA_STORAGE_ERROR: the reservation could not be made durable.
 const KAFKA_STORAGE_ERROR: i16 = 56;
@@ -38,6 +44,7 @@ impl txn::Host for HandlerState {
     ) -> ProducerIdAndEpoch {
         let answer = self.broker.transactions.init_producer_id(
             &self.broker.producer_ids,
+            self.broker.as_ref(),
             &transactional_id,
             transaction_timeout_ms,
             (producer_id, producer_epoch),
@@ -66,9 +73,226 @@ impl txn::Host for HandlerState {
                 producer_epoch: producer.producer_epoch,
                 last_sequence: producer.last_sequence,
                 last_timestamp: producer.last_timestamp,
-                // No transactions yet: no producer has one open.
-                current_txn_start_offset: -1,
+                current_txn_start_offset: producer.current_txn_start_offset,
             })
             .collect())
     }
+
+    fn add_partitions(
+        &mut self,
+        transactional_id: String,
+        producer_id: i64,
+        producer_epoch: i16,
+        partitions: Vec<TxnPartition>,
+        verify_only: bool,
+    ) -> Vec<TxnPartitionResult> {
+        let wanted = coordinator_partitions(&partitions);
+        let codes = self.broker.transactions.add_partitions(
+            self.broker.as_ref(),
+            ProducerRef {
+                transactional_id: &transactional_id,
+                producer_id,
+                producer_epoch,
+            },
+            &wanted,
+            verify_only,
+        );
+        results(partitions, &codes)
+    }
+
+    fn add_offsets(
+        &mut self,
+        transactional_id: String,
+        producer_id: i64,
+        producer_epoch: i16,
+        group_id: String,
+    ) -> i16 {
+        self.broker.transactions.add_offsets(
+            ProducerRef {
+                transactional_id: &transactional_id,
+                producer_id,
+                producer_epoch,
+            },
+            &group_id,
+        )
+    }
+
+    fn txn_offset_commit(
+        &mut self,
+        transactional_id: String,
+        group_id: String,
+        producer_id: i64,
+        producer_epoch: i16,
+        member: TxnGroupMember,
+        offsets: Vec<TxnOffset>,
+    ) -> Vec<TxnPartitionResult> {
+        let answer = |code: i16, offsets: Vec<TxnOffset>| -> Vec<TxnPartitionResult> {
+            offsets
+                .into_iter()
+                .map(|offset| TxnPartitionResult {
+                    topic: offset.topic,
+                    partition: offset.partition,
+                    error_code: code,
+                })
+                .collect()
+        };
+        // The member check is the group's (KIP-447), then the offsets wait
+        // in the transaction.
+        let member_error = self
+            .broker
+            .groups
+            .validate_txn_offset_commit(&CommitRequest {
+                group_id: group_id.clone(),
+                generation_id: member.generation_id,
+                member_id: member.member_id,
+                group_instance_id: member.group_instance_id,
+                retention_time_ms: -1,
+                offsets: Vec::new(),
+            });
+        if member_error != transactions::codes::NONE {
+            return answer(member_error, offsets);
+        }
+        let pending: Vec<PendingOffset> = offsets
+            .iter()
+            .map(|offset| PendingOffset {
+                topic: offset.topic.clone(),
+                partition: offset.partition,
+                offset: offset.offset,
+                leader_epoch: offset.leader_epoch,
+                metadata: offset.metadata.clone(),
+            })
+            .collect();
+        let code = self.broker.transactions.txn_offset_commit(
+            ProducerRef {
+                transactional_id: &transactional_id,
+                producer_id,
+                producer_epoch,
+            },
+            &group_id,
+            &pending,
+        );
+        answer(code, offsets)
+    }
+
+    fn end_txn(
+        &mut self,
+        transactional_id: String,
+        producer_id: i64,
+        producer_epoch: i16,
+        commit: bool,
+    ) -> i16 {
+        self.broker.transactions.end_txn(
+            self.broker.as_ref(),
+            ProducerRef {
+                transactional_id: &transactional_id,
+                producer_id,
+                producer_epoch,
+            },
+            commit,
+        )
+    }
+
+    fn write_markers(
+        &mut self,
+        producer_id: i64,
+        producer_epoch: i16,
+        commit: bool,
+        coordinator_epoch: i32,
+        partitions: Vec<TxnPartition>,
+    ) -> Vec<TxnPartitionResult> {
+        partitions
+            .into_iter()
+            .map(|partition| {
+                let error_code = self.broker.replica.write_marker(
+                    &partition.topic,
+                    partition.partition,
+                    producer_id,
+                    producer_epoch,
+                    commit,
+                    coordinator_epoch,
+                );
+                TxnPartitionResult {
+                    topic: partition.topic,
+                    partition: partition.partition,
+                    error_code,
+                }
+            })
+            .collect()
+    }
+
+    fn describe_transaction(
+        &mut self,
+        transactional_id: String,
+    ) -> Result<TransactionDescription, i16> {
+        let found = self
+            .broker
+            .transactions
+            .describe(&transactional_id)
+            .ok_or(transactions::codes::TRANSACTIONAL_ID_NOT_FOUND)?;
+        Ok(TransactionDescription {
+            state: found.state.name().to_string(),
+            producer_id: found.producer_id,
+            producer_epoch: found.producer_epoch,
+            timeout_ms: found.timeout_ms,
+            start_timestamp_ms: found.start_ms,
+            partitions: found
+                .partitions
+                .into_iter()
+                .map(|p| TxnPartition {
+                    topic: p.topic,
+                    partition: p.partition,
+                })
+                .collect(),
+        })
+    }
+
+    fn list_transactions(
+        &mut self,
+        states: Vec<String>,
+        producer_ids: Vec<i64>,
+        min_duration_ms: i64,
+    ) -> Vec<TransactionListing> {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |elapsed| {
+                i64::try_from(elapsed.as_millis()).unwrap_or(i64::MAX)
+            });
+        self.broker
+            .transactions
+            .list(&states, &producer_ids, min_duration_ms, now)
+            .into_iter()
+            .map(
+                |(transactional_id, producer_id, state)| TransactionListing {
+                    transactional_id,
+                    producer_id,
+                    state: state.name().to_string(),
+                },
+            )
+            .collect()
+    }
+}
+
+fn coordinator_partitions(partitions: &[TxnPartition]) -> Vec<transactions::TxnPartition> {
+    partitions
+        .iter()
+        .map(|p| transactions::TxnPartition {
+            topic: p.topic.clone(),
+            partition: p.partition,
+        })
+        .collect()
+}
+
+/// Pairs each partition with its error code.
+fn results(partitions: Vec<TxnPartition>, codes: &[i16]) -> Vec<TxnPartitionResult> {
+    partitions
+        .into_iter()
+        .zip(codes.iter().copied().chain(std::iter::repeat(
+            transactions::codes::COORDINATOR_NOT_AVAILABLE,
+        )))
+        .map(|(p, error_code)| TxnPartitionResult {
+            topic: p.topic,
+            partition: p.partition,
+            error_code,
+        })
+        .collect()
 }

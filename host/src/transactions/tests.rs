@@ -1,0 +1,347 @@
+//! The coordinator's state machine against recorded effects (the real
+//! markers and offsets are exercised end to end in tests/transactions.rs).
+
+use std::sync::Mutex;
+
+use super::*;
+
+/// Records markers and offsets; `failing` partitions refuse markers.
+#[derive(Default)]
+struct Recorder {
+    markers: Mutex<Vec<(String, i32, i64, i16, bool)>>,
+    offsets: Mutex<Vec<(String, Vec<PendingOffset>)>>,
+    failing: Mutex<Vec<String>>,
+}
+
+impl TxnEffects for Recorder {
+    fn partition_exists(&self, topic: &str, partition: i32) -> bool {
+        topic != "missing" && partition < 4
+    }
+
+    fn write_marker(&self, p: &TxnPartition, producer_id: i64, epoch: i16, commit: bool) -> i16 {
+        if self.failing.lock().unwrap().contains(&p.topic) {
+            return codes::KAFKA_STORAGE_ERROR;
+        }
+        self.markers.lock().unwrap().push((
+            p.topic.clone(),
+            p.partition,
+            producer_id,
+            epoch,
+            commit,
+        ));
+        codes::NONE
+    }
+
+    fn commit_offsets(&self, group_id: &str, offsets: &[PendingOffset]) -> i16 {
+        self.offsets
+            .lock()
+            .unwrap()
+            .push((group_id.to_string(), offsets.to_vec()));
+        codes::NONE
+    }
+}
+
+fn answer(code: i16, id: i64, epoch: i16) -> InitAnswer {
+    InitAnswer {
+        error_code: code,
+        producer_id: id,
+        producer_epoch: epoch,
+    }
+}
+
+fn tp(topic: &str, partition: i32) -> TxnPartition {
+    TxnPartition {
+        topic: topic.into(),
+        partition,
+    }
+}
+
+fn producer(id: &str, pid: i64, epoch: i16) -> ProducerRef<'_> {
+    ProducerRef {
+        transactional_id: id,
+        producer_id: pid,
+        producer_epoch: epoch,
+    }
+}
+
+fn state(store: &TransactionStore, id: &str) -> TxnState {
+    store.describe(id).unwrap().state
+}
+
+#[test]
+fn epochs_bump_fence_and_survive_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let fx = Recorder::default();
+    let ids = ProducerIdManager::open(dir.path()).unwrap();
+    let store = TransactionStore::open(dir.path(), DEFAULT_MAX_TIMEOUT_MS).unwrap();
+    let first = store.init_producer_id(&ids, &fx, "t", 60_000, (-1, -1));
+    assert_eq!(first, answer(0, first.producer_id, 0));
+    let pid = first.producer_id;
+    assert_eq!(
+        store.init_producer_id(&ids, &fx, "t", 60_000, (-1, -1)),
+        answer(0, pid, 1)
+    );
+    // A zombie naming epoch 5 is fenced; a retry naming the previous
+    // epoch gets the current one again; the current epoch bumps.
+    assert_eq!(
+        store.init_producer_id(&ids, &fx, "t", 60_000, (pid, 5)),
+        InitAnswer::failed(codes::PRODUCER_FENCED)
+    );
+    assert_eq!(
+        store.init_producer_id(&ids, &fx, "t", 60_000, (pid, 0)),
+        answer(0, pid, 1)
+    );
+    assert_eq!(
+        store.init_producer_id(&ids, &fx, "t", 60_000, (pid, 1)),
+        answer(0, pid, 2)
+    );
+    assert_eq!(
+        store.init_producer_id(&ids, &fx, "t", 0, (-1, -1)),
+        InitAnswer::failed(codes::INVALID_TRANSACTION_TIMEOUT)
+    );
+    drop(store);
+    let reopened = TransactionStore::open(dir.path(), DEFAULT_MAX_TIMEOUT_MS).unwrap();
+    let ids = ProducerIdManager::open(dir.path()).unwrap();
+    assert_eq!(
+        reopened.init_producer_id(&ids, &fx, "t", 60_000, (-1, -1)),
+        answer(0, pid, 3)
+    );
+    let other = reopened.init_producer_id(&ids, &fx, "u", 60_000, (-1, -1));
+    assert!(other.producer_id > pid);
+}
+
+#[test]
+fn an_exhausted_epoch_moves_to_a_new_producer_id() {
+    let dir = tempfile::tempdir().unwrap();
+    let ids = ProducerIdManager::open(dir.path()).unwrap();
+    let record = TransactionalProducer {
+        producer_id: 7,
+        producer_epoch: i16::MAX - 1,
+        last_producer_id: -1,
+        last_producer_epoch: -1,
+        timeout_ms: 1,
+        state: TxnState::Empty,
+        partitions: BTreeSet::new(),
+        groups: BTreeMap::new(),
+        start_ms: -1,
+        updated_ms: 0,
+    };
+    let next = bumped(&record, &ids).unwrap();
+    assert_eq!((next.producer_epoch, next.last_producer_id), (0, 7));
+    assert_ne!(next.producer_id, 7);
+}
+
+#[test]
+fn commit_writes_markers_and_offsets_and_a_retry_is_answered_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let fx = Recorder::default();
+    let ids = ProducerIdManager::open(dir.path()).unwrap();
+    let store = TransactionStore::open(dir.path(), DEFAULT_MAX_TIMEOUT_MS).unwrap();
+    let pid = store
+        .init_producer_id(&ids, &fx, "t", 60_000, (-1, -1))
+        .producer_id;
+    let me = producer("t", pid, 0);
+    assert_eq!(store.end_txn(&fx, me, true), codes::INVALID_TXN_STATE);
+    assert_eq!(
+        store.add_partitions(&fx, me, &[tp("a", 0), tp("a", 1)], false),
+        vec![0, 0]
+    );
+    assert_eq!(state(&store, "t"), TxnState::Ongoing);
+    assert_eq!(store.add_offsets(me, "g"), 0);
+    let offset = PendingOffset {
+        topic: "in".into(),
+        partition: 0,
+        offset: 42,
+        leader_epoch: -1,
+        metadata: None,
+    };
+    assert_eq!(
+        store.txn_offset_commit(me, "g", std::slice::from_ref(&offset)),
+        0
+    );
+    assert_eq!(
+        store.pending_offsets("g").into_iter().collect::<Vec<_>>(),
+        vec![("in".to_string(), 0)]
+    );
+    assert_eq!(store.end_txn(&fx, me, true), 0);
+    assert_eq!(state(&store, "t"), TxnState::CompleteCommit);
+    assert_eq!(fx.markers.lock().unwrap().len(), 2);
+    assert!(fx.markers.lock().unwrap().iter().all(|m| m.4 && m.2 == pid));
+    assert_eq!(
+        fx.offsets.lock().unwrap()[0],
+        ("g".to_string(), vec![offset])
+    );
+    assert!(store.pending_offsets("g").is_empty());
+    // A retried commit succeeds; an abort of the committed one does not.
+    assert_eq!(store.end_txn(&fx, me, true), 0);
+    assert_eq!(store.end_txn(&fx, me, false), codes::INVALID_TXN_STATE);
+    assert_eq!(fx.markers.lock().unwrap().len(), 2);
+}
+
+#[test]
+fn abort_drops_offsets_and_checks_come_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let fx = Recorder::default();
+    let ids = ProducerIdManager::open(dir.path()).unwrap();
+    let store = TransactionStore::open(dir.path(), DEFAULT_MAX_TIMEOUT_MS).unwrap();
+    let pid = store
+        .init_producer_id(&ids, &fx, "t", 60_000, (-1, -1))
+        .producer_id;
+    let me = producer("t", pid, 0);
+    // Offsets for a group not added are refused.
+    assert_eq!(
+        store.txn_offset_commit(me, "g", &[]),
+        codes::INVALID_TXN_STATE
+    );
+    assert_eq!(
+        store.add_partitions(&fx, producer("t", pid + 100, 0), &[tp("a", 0)], false),
+        vec![codes::INVALID_PRODUCER_ID_MAPPING]
+    );
+    assert_eq!(
+        store.add_partitions(&fx, producer("t", pid, 3), &[tp("a", 0)], false),
+        vec![codes::PRODUCER_FENCED]
+    );
+    assert_eq!(
+        store.add_partitions(&fx, producer("nobody", pid, 0), &[tp("a", 0)], false),
+        vec![codes::INVALID_PRODUCER_ID_MAPPING]
+    );
+    assert_eq!(
+        store.add_partitions(&fx, me, &[tp("a", 0), tp("missing", 0)], false),
+        vec![
+            codes::OPERATION_NOT_ATTEMPTED,
+            codes::UNKNOWN_TOPIC_OR_PARTITION
+        ]
+    );
+    assert_eq!(state(&store, "t"), TxnState::Empty);
+    assert_eq!(store.add_partitions(&fx, me, &[tp("a", 0)], false), vec![0]);
+    assert_eq!(store.add_partitions(&fx, me, &[tp("a", 0)], true), vec![0]);
+    assert_eq!(
+        store.add_partitions(&fx, me, &[tp("a", 1)], true),
+        vec![codes::INVALID_TXN_STATE]
+    );
+    assert_eq!(store.add_offsets(me, "g"), 0);
+    assert_eq!(
+        store.txn_offset_commit(producer("t", pid, 9), "g", &[]),
+        codes::INVALID_PRODUCER_EPOCH
+    );
+    assert_eq!(store.end_txn(&fx, me, false), 0);
+    assert_eq!(state(&store, "t"), TxnState::CompleteAbort);
+    assert!(fx.offsets.lock().unwrap().is_empty());
+    assert_eq!(
+        *fx.markers.lock().unwrap(),
+        vec![("a".into(), 0, pid, 0, false)]
+    );
+    let listed = store.list(&["CompleteAbort".into()], &[], -1, 0);
+    assert_eq!(
+        listed,
+        vec![("t".to_string(), pid, TxnState::CompleteAbort)]
+    );
+    assert!(store.list(&["Ongoing".into()], &[], -1, 0).is_empty());
+}
+
+#[test]
+fn a_new_instance_aborts_the_open_transaction_with_a_fencing_epoch() {
+    let dir = tempfile::tempdir().unwrap();
+    let fx = Recorder::default();
+    let ids = ProducerIdManager::open(dir.path()).unwrap();
+    let store = TransactionStore::open(dir.path(), DEFAULT_MAX_TIMEOUT_MS).unwrap();
+    let pid = store
+        .init_producer_id(&ids, &fx, "t", 60_000, (-1, -1))
+        .producer_id;
+    store.add_partitions(&fx, producer("t", pid, 0), &[tp("a", 0)], false);
+    let second = store.init_producer_id(&ids, &fx, "t", 60_000, (-1, -1));
+    assert_eq!(second, answer(0, pid, 1));
+    assert_eq!(
+        *fx.markers.lock().unwrap(),
+        vec![("a".into(), 0, pid, 1, false)]
+    );
+    assert_eq!(state(&store, "t"), TxnState::Empty);
+    // The zombie is fenced everywhere.
+    assert_eq!(
+        store.end_txn(&fx, producer("t", pid, 0), true),
+        codes::PRODUCER_FENCED
+    );
+}
+
+#[test]
+fn timed_out_transactions_abort_and_prepared_ones_finish_after_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let fx = Recorder::default();
+    let ids = ProducerIdManager::open(dir.path()).unwrap();
+    let store = TransactionStore::open(dir.path(), DEFAULT_MAX_TIMEOUT_MS).unwrap();
+    let pid = store
+        .init_producer_id(&ids, &fx, "t", 1_000, (-1, -1))
+        .producer_id;
+    store.add_partitions(&fx, producer("t", pid, 0), &[tp("a", 0)], false);
+    let started = store.describe("t").unwrap().start_ms;
+    assert_eq!(
+        store.abort_timed_out(&fx, started + 500, DEFAULT_ID_EXPIRATION_MS),
+        0
+    );
+    assert_eq!(
+        store.abort_timed_out(&fx, started + 1_001, DEFAULT_ID_EXPIRATION_MS),
+        1
+    );
+    assert_eq!(state(&store, "t"), TxnState::CompleteAbort);
+    assert_eq!(
+        *fx.markers.lock().unwrap(),
+        vec![("a".into(), 0, pid, 1, false)]
+    );
+    assert_eq!(
+        store.end_txn(&fx, producer("t", pid, 0), true),
+        codes::PRODUCER_FENCED
+    );
+
+    // A commit whose markers fail stays prepared, across a restart, until
+    // the markers can be written.
+    let pid = store
+        .init_producer_id(&ids, &fx, "u", 60_000, (-1, -1))
+        .producer_id;
+    let me = producer("u", pid, 0);
+    store.add_partitions(&fx, me, &[tp("b", 0)], false);
+    fx.failing.lock().unwrap().push("b".into());
+    assert_eq!(store.end_txn(&fx, me, true), 0);
+    assert_eq!(state(&store, "u"), TxnState::PrepareCommit);
+    assert_eq!(
+        store.add_partitions(&fx, me, &[tp("b", 0)], false),
+        vec![codes::CONCURRENT_TRANSACTIONS]
+    );
+    drop(store);
+    let store = TransactionStore::open(dir.path(), DEFAULT_MAX_TIMEOUT_MS).unwrap();
+    assert_eq!(state(&store, "u"), TxnState::PrepareCommit);
+    fx.failing.lock().unwrap().clear();
+    store.finish_prepared(&fx);
+    assert_eq!(state(&store, "u"), TxnState::CompleteCommit);
+    assert!(fx
+        .markers
+        .lock()
+        .unwrap()
+        .contains(&("b".into(), 0, pid, 0, true)));
+    // Idle ids expire.
+    store.abort_timed_out(&fx, now_ms() + 10_000, 1_000);
+    assert!(store.describe("u").is_none() && store.describe("t").is_none());
+    drop(store);
+    let store = TransactionStore::open(dir.path(), DEFAULT_MAX_TIMEOUT_MS).unwrap();
+    assert!(store.describe("u").is_none());
+}
+
+#[test]
+fn a_torn_journal_line_is_skipped() {
+    let dir = tempfile::tempdir().unwrap();
+    let fx = Recorder::default();
+    let ids = ProducerIdManager::open(dir.path()).unwrap();
+    let store = TransactionStore::open(dir.path(), DEFAULT_MAX_TIMEOUT_MS).unwrap();
+    let pid = store
+        .init_producer_id(&ids, &fx, "t", 60_000, (-1, -1))
+        .producer_id;
+    store.add_partitions(&fx, producer("t", pid, 0), &[tp("a", 0)], false);
+    drop(store);
+    let mut journal = OpenOptions::new()
+        .append(true)
+        .open(dir.path().join(JOURNAL))
+        .unwrap();
+    journal.write_all(b"{\"id\":\"t\",\"rec").unwrap();
+    let store = TransactionStore::open(dir.path(), DEFAULT_MAX_TIMEOUT_MS).unwrap();
+    assert_eq!(state(&store, "t"), TxnState::Ongoing);
+    assert_eq!(store.describe("t").unwrap().partitions, vec![tp("a", 0)]);
+}
