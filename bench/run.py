@@ -5,8 +5,13 @@ Measures, in order: broker start-up with a cold and a warm compile cache,
 the plugin call inside the host (`gregor bench-call`), a hot reload of the
 Produce handler (file write to the new version serving), then the client
 suite (`gregor-bench suite`: producer matrix, consumers, end-to-end
-latency, request round trips) against the running broker, and the
-broker's resident memory when idle and after the suite.
+latency, request round trips, transactional throughput against an
+idempotent producer) against the running broker, and the broker's
+resident memory when idle and after the suite.
+
+Environment: BENCH_RECORDS (records per producer run, default 200000),
+BENCH_TRANSACTIONS (transactions of 100 records per transactional run,
+default 1000).
 
 Results go to stdout (Markdown) and bench/results/latest.json.
 """
@@ -27,6 +32,7 @@ BIN = os.environ.get("GREGOR_BIN", os.path.join(ROOT, "target/release/gregor"))
 BENCH = os.path.join(os.path.dirname(BIN), "gregor-bench")
 PLUGINS = os.environ.get("GREGOR_PLUGIN_DIR", os.path.join(ROOT, "build/plugins"))
 RECORDS = os.environ.get("BENCH_RECORDS", "200000")
+TRANSACTIONS = os.environ.get("BENCH_TRANSACTIONS", "1000")
 
 
 def free_port():
@@ -127,7 +133,8 @@ def main():
                                 "all": [round(r) for r in reloads]}
 
     suite = subprocess.run([BENCH, "suite", "--bootstrap", f"127.0.0.1:{port}", "--records", RECORDS,
-                            "--json", os.path.join(work, "suite.json")], capture_output=True, text=True)
+                            "--transactions", TRANSACTIONS, "--json", os.path.join(work, "suite.json")],
+                           capture_output=True, text=True)
     if suite.returncode != 0:
         print(suite.stdout, suite.stderr, file=sys.stderr)
         raise SystemExit("the client suite failed")

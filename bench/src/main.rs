@@ -8,6 +8,7 @@
 //! gregor-bench consume --bootstrap HOST:PORT --topic T --records N
 //! gregor-bench e2e     --bootstrap HOST:PORT [--rate R] [--seconds S] [--size B]
 //! gregor-bench rtt     --bootstrap HOST:PORT [--iterations N]
+//! gregor-bench txn     --bootstrap HOST:PORT [--transactions T] [--records-per-txn R] [--size B] [--partitions P]
 //!
 //! Every command takes `--client-properties "k=v;k=v"`, librdkafka
 //! properties for every client of the run (TLS, SASL).
@@ -20,6 +21,7 @@ mod e2e;
 mod produce;
 mod rtt;
 mod stats;
+mod txn;
 
 use std::collections::BTreeMap;
 use std::process::ExitCode;
@@ -115,8 +117,11 @@ pub fn create_topic(bootstrap: &str, topic: &str, partitions: i32) -> Result<(),
     Ok(())
 }
 
+/// Records per transaction in the suite's transactional runs.
+const RECORDS_PER_TXN: usize = 100;
+
 /// The whole suite: producer matrix, consumers reading the same data back,
-/// end-to-end latency and the plugin path round trips.
+/// end-to-end latency, the plugin path round trips and transactions.
 fn suite(args: &Args) -> Result<(), String> {
     let bootstrap = args.text("bootstrap", "127.0.0.1:9092");
     let records = args.number("records", 200_000)?;
@@ -183,6 +188,31 @@ fn suite(args: &Args) -> Result<(), String> {
         );
         results.push(rtt.json());
     }
+    let transactions = args.number("transactions", 1000)?;
+    println!(
+        "\n## Transactions ({transactions} transactions of {RECORDS_PER_TXN} records, one librdkafka \
+         transactional producer, linger.ms=5), against the same records from an idempotent producer\n"
+    );
+    println!(
+        "| record size | partitions | transactions/s | records/s | MB/s | transaction p50 ms | p99 ms | \
+         commit p50 ms | p99 ms | idempotent records/s |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|---|");
+    for (size, partitions) in [(100usize, 1i32), (1024, 1), (1024, 4)] {
+        let run = txn::run(&bootstrap, transactions, RECORDS_PER_TXN, size, partitions)?;
+        println!(
+            "| {size} B | {partitions} | {:.0} | {:.0} | {:.1} | {:.2} | {:.2} | {:.2} | {:.2} | {:.0} |",
+            run.txn_per_sec,
+            run.records_per_sec,
+            run.mb_per_sec,
+            run.txn_latency.p50,
+            run.txn_latency.p99,
+            run.commit_latency.p50,
+            run.commit_latency.p99,
+            run.idempotent_records_per_sec
+        );
+        results.push(run.json());
+    }
     if let Some(path) = args.values.get("json") {
         let text = results.join("\n") + "\n";
         std::fs::write(path, text).map_err(|e| format!("writing {path}: {e}"))?;
@@ -193,7 +223,7 @@ fn suite(args: &Args) -> Result<(), String> {
 fn run(args: &[String]) -> Result<(), String> {
     let Some(command) = args.first() else {
         return Err(
-            "usage: gregor-bench suite|produce|consume|e2e|rtt --bootstrap HOST:PORT ..."
+            "usage: gregor-bench suite|produce|consume|e2e|rtt|txn --bootstrap HOST:PORT ..."
                 .to_string(),
         );
     };
@@ -241,6 +271,17 @@ fn run(args: &[String]) -> Result<(), String> {
             for rtt in rtt::run(&bootstrap, options.number("iterations", 5000)?)? {
                 println!("{}", rtt.json());
             }
+            Ok(())
+        }
+        "txn" => {
+            let run = txn::run(
+                &bootstrap,
+                options.number("transactions", 1000)?,
+                options.number("records-per-txn", RECORDS_PER_TXN)?,
+                options.number("size", 1024)?,
+                options.number("partitions", 1)? as i32,
+            )?;
+            println!("{}", run.json());
             Ok(())
         }
         other => Err(format!("unknown command {other}")),

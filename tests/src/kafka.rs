@@ -1,6 +1,8 @@
 //! rdkafka helpers: client configs, topic creation, and a consumer loop
 //! that reads partitions from the beginning with `assign` (consumer groups
-//! are not used: no subscribe, no commits).
+//! are not used: no subscribe, no commits); for transactions, a
+//! transactional producer, consumers of either isolation level and the
+//! end offsets each of them sees.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
@@ -12,7 +14,7 @@ use rdkafka::consumer::{BaseConsumer, Consumer, StreamConsumer};
 use rdkafka::error::KafkaError;
 use rdkafka::message::{Message, OwnedMessage};
 use rdkafka::metadata::Metadata;
-use rdkafka::producer::FutureProducer;
+use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::{Offset, TopicPartitionList};
 
 use crate::Broker;
@@ -68,6 +70,150 @@ pub fn stream_consumer(broker: &Broker) -> StreamConsumer {
     consumer_config(broker)
         .create()
         .expect("create a StreamConsumer")
+}
+
+/// A consumer's `isolation.level`. librdkafka's default is read_committed,
+/// so every consumer these helpers build without saying otherwise reads
+/// committed data only.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Isolation {
+    /// Up to the last stable offset, without records of aborted
+    /// transactions.
+    ReadCommitted,
+    /// Up to the high watermark, everything in the log.
+    ReadUncommitted,
+}
+
+impl Isolation {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Isolation::ReadCommitted => "read_committed",
+            Isolation::ReadUncommitted => "read_uncommitted",
+        }
+    }
+}
+
+/// A consumer for `assign` (as [`consumer_config`]) with an explicit
+/// isolation level. Its end-of-partition events come at the last stable
+/// offset when reading committed, at the high watermark otherwise.
+pub fn isolated_consumer(broker: &Broker, isolation: Isolation) -> StreamConsumer {
+    consumer_config(broker)
+        .set("isolation.level", isolation.as_str())
+        .create()
+        .expect("create a StreamConsumer")
+}
+
+/// A transactional producer: `transactional.id` set (which implies
+/// idempotence and acks=all), plus `extra`. `message.timeout.ms` is left to
+/// librdkafka, which makes it `transaction.timeout.ms` (it refuses a larger
+/// one). `init_transactions` is the caller's.
+pub fn transactional_producer(
+    broker: &Broker,
+    transactional_id: &str,
+    extra: &[(&str, &str)],
+) -> FutureProducer {
+    let mut config = config(broker);
+    config
+        .set("transactional.id", transactional_id)
+        .set("linger.ms", "5");
+    for (key, value) in extra {
+        config.set(*key, *value);
+    }
+    config
+        .create()
+        .expect("create a transactional FutureProducer")
+}
+
+/// Sends `values` to `topic`, the i-th to partition `i % partitions`, and
+/// waits for every delivery report (panicking on a failed delivery or after
+/// [`CALL_TIMEOUT`]). Inside a transaction the records are then written but
+/// not yet committed.
+pub async fn send_values(
+    producer: &FutureProducer,
+    topic: &str,
+    partitions: i32,
+    values: &[String],
+) {
+    let mut pending = Vec::with_capacity(values.len());
+    for (i, value) in values.iter().enumerate() {
+        let record = FutureRecord::<str, str>::to(topic)
+            .payload(value)
+            .partition(i as i32 % partitions);
+        let delivery = producer
+            .send_result(record)
+            .unwrap_or_else(|(e, _)| panic!("enqueue {value:?} for {topic}: {e}"));
+        pending.push((value, delivery));
+    }
+    let deadline = tokio::time::Instant::now() + CALL_TIMEOUT;
+    for (value, delivery) in pending {
+        match tokio::time::timeout_at(deadline, delivery).await {
+            Err(_) => panic!("no delivery report for {value:?} to {topic} within {CALL_TIMEOUT:?}"),
+            Ok(Err(_)) => panic!("the producer dropped the delivery of {value:?} to {topic}"),
+            Ok(Ok(Err((e, _)))) => panic!("delivering {value:?} to {topic}: {e}"),
+            Ok(Ok(Ok(_))) => {}
+        }
+    }
+}
+
+/// The latest offset of each partition `0..partitions` by ListOffsets as a
+/// client at `isolation` sees it: the last stable offset when reading
+/// committed, the high watermark otherwise.
+pub fn end_offsets(
+    broker: &Broker,
+    topic: &str,
+    partitions: i32,
+    isolation: Isolation,
+) -> Vec<i64> {
+    let consumer: BaseConsumer = config(broker)
+        .set("isolation.level", isolation.as_str())
+        .create()
+        .expect("create a BaseConsumer");
+    (0..partitions)
+        .map(|p| {
+            consumer
+                .fetch_watermarks(topic, p, CALL_TIMEOUT)
+                .unwrap_or_else(|e| {
+                    panic!("ListOffsets of {topic}/{p} ({}): {e}", isolation.as_str())
+                })
+                .1
+        })
+        .collect()
+}
+
+/// Reads partitions `0..partitions` of `topic` from the beginning with a
+/// fresh consumer at `isolation`, until at least `at_least` records have
+/// arrived and every partition then reported its end (see
+/// [`consume_all`]). Returns the values per partition in offset order;
+/// every partition has an entry, empty if nothing was visible.
+///
+/// With `at_least` 0 this is exactly what the isolation level shows: a
+/// read_committed consumer stops at the last stable offset, so records of
+/// an open transaction and everything after them are not returned.
+pub async fn read_values(
+    broker: &Broker,
+    topic: &str,
+    partitions: i32,
+    isolation: Isolation,
+    at_least: usize,
+    timeout: Duration,
+) -> BTreeMap<i32, Vec<String>> {
+    let consumer = isolated_consumer(broker, isolation);
+    let messages = consume_assigned(&consumer, topic, partitions, at_least, timeout).await;
+    let mut values: BTreeMap<i32, Vec<String>> = (0..partitions).map(|p| (p, Vec::new())).collect();
+    for (partition, messages) in messages {
+        let mut offset = -1;
+        for message in messages {
+            assert!(
+                message.offset() > offset,
+                "{topic}/{partition}: offset {} after {offset}",
+                message.offset()
+            );
+            offset = message.offset();
+            let value = String::from_utf8_lossy(message.payload().unwrap_or_default()).into_owned();
+            values.entry(partition).or_default().push(value);
+        }
+    }
+    values
 }
 
 /// A consumer without group.id, for metadata, watermarks and
@@ -158,6 +304,17 @@ pub async fn consume_all(
     timeout: Duration,
 ) -> BTreeMap<i32, Vec<OwnedMessage>> {
     let consumer = stream_consumer(broker);
+    consume_assigned(&consumer, topic, partitions, expected, timeout).await
+}
+
+/// [`consume_all`] with a consumer of the caller's.
+pub async fn consume_assigned(
+    consumer: &StreamConsumer,
+    topic: &str,
+    partitions: i32,
+    expected: usize,
+    timeout: Duration,
+) -> BTreeMap<i32, Vec<OwnedMessage>> {
     let mut assignment = TopicPartitionList::new();
     for partition in 0..partitions {
         assignment
