@@ -30,6 +30,14 @@
 //!
 //! Records without a key are invalid in a compacted log (appends refuse
 //! them); a pass drops any left from before the topic became compacted.
+//!
+//! Transactional batches, markers included, are copied whole and never
+//! supersede other records: the cleaner does not know which transactions
+//! aborted, and an aborted value must not replace a committed one, nor may
+//! a marker go while its transaction's records stay (the rebuilt
+//! aborted-transaction index would then see an open transaction). Kafka
+//! removes aborted records and, later, their markers; Gregor keeps both,
+//! which keeps more than needed but never loses a committed value.
 //! Compressed batches are decompressed (see `codec`); one that keeps every
 //! record is copied verbatim, one that loses some is rewritten
 //! uncompressed (Kafka recompresses with the original codec; the host has
@@ -131,7 +139,7 @@ pub fn clean(partition: &Partition, now_ms: i64) -> Result<Option<CleanStats>, S
     let mut latest: HashMap<Vec<u8>, i64> = HashMap::new();
     for c in candidates.iter().filter(|c| c.next_offset > first_dirty) {
         c.view.for_each_batch(|_, header, bytes| {
-            if header.last_offset() < first_dirty {
+            if header.last_offset() < first_dirty || is_transactional(header) {
                 return Ok(());
             }
             let section = batch::record_section(bytes, header).map_err(corrupt)?;
@@ -185,6 +193,10 @@ pub fn clean(partition: &Partition, now_ms: i64) -> Result<Option<CleanStats>, S
         let mut out = BufWriter::with_capacity(1 << 20, file);
         for c in group {
             c.view.for_each_batch(|_, header, bytes| {
+                if is_transactional(header) {
+                    out.write_all(bytes)?;
+                    return Ok(());
+                }
                 let filtered = filter_batch(header, bytes, &latest, now_ms, horizon)?;
                 stats.records_removed += filtered.removed;
                 if let Some(expiry) = filtered.tombstone_horizon {
@@ -268,6 +280,12 @@ struct Filtered {
     removed: u64,
     /// The delete horizon of the tombstones this batch keeps.
     tombstone_horizon: Option<i64>,
+}
+
+/// Attribute bit 4: the batch belongs to a transaction (bit 5, control
+/// batches, are always transactional).
+fn is_transactional(header: &BatchHeader) -> bool {
+    header.attributes & 0x10 != 0
 }
 
 /// Decides which records of one batch survive.
@@ -674,5 +692,49 @@ mod tests {
             after.contains(&(2, "a".into(), Some("2".into()))),
             "{after:?}"
         );
+    }
+
+    #[test]
+    fn transactional_batches_are_kept_whole_and_supersede_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = Partition::open(
+            dir.path().join("t-0"),
+            TopicPartition::new("t", 0),
+            compacted(300),
+            OpenHints::default(),
+        )
+        .unwrap();
+        const TRANSACTIONAL: i16 = 0x10;
+        p.append(&encode_batch(&[keyed(1000, "b", Some("plain"))]), 0)
+            .unwrap();
+        p.append(
+            &encode_batch_with(TRANSACTIONAL, &[keyed(1000, "a", Some("txn"))]),
+            0,
+        )
+        .unwrap();
+        p.append(
+            &encode_batch_with(TRANSACTIONAL, &[keyed(1000, "b", Some("txn"))]),
+            0,
+        )
+        .unwrap();
+        p.append(&encode_batch(&[keyed(1000, "a", Some("newer"))]), 0)
+            .unwrap();
+        p.append(&encode_batch(&[keyed(1000, "c", Some("1"))]), 0)
+            .unwrap();
+        p.append(&encode_batch(&[keyed(1000, "d", Some("1"))]), 0)
+            .unwrap();
+        clean(&p, 10_000).unwrap().unwrap();
+        let after = contents(&p);
+        for kept in [
+            (0, "b", "plain"),
+            (1, "a", "txn"),
+            (2, "b", "txn"),
+            (3, "a", "newer"),
+        ] {
+            assert!(
+                after.contains(&(kept.0, kept.1.into(), Some(kept.2.into()))),
+                "{kept:?} in {after:?}"
+            );
+        }
     }
 }
