@@ -14,8 +14,9 @@ usage: admin_wire.py BOOTSTRAP COMMAND [ARGS...]
   quotas                       AlterClientQuotas and DescribeClientQuotas
   set-quota TYPE NAME KEY VALUE
                                one quota (NAME '-' for the default entity)
-  mutations TOPIC              the controller mutation quota on CreatePartitions
-                               (strict v3, by hand) and CreateTopics
+  mutations TOPIC              the controller mutation quota (KIP-599): strict
+                               and permissive CreatePartitions, CreateTopics
+                               and DeleteTopics, by hand
   request-quota                a tiny request_percentage throttles a client's
                                requests (throttle_time_ms, muted connection)
   client-metrics NAME METRICS INTERVAL [MATCH]
@@ -397,21 +398,109 @@ def create_partitions_v3(wire, topic, count):
     return throttle, code, message
 
 
+def create_topic_raw(wire, version, topic, partitions):
+    """CreateTopics v4 (permissive mutation quota) or v6 (strict, flexible)
+    by hand, one topic with the default replication factor: (throttle time,
+    error code, message)."""
+    if version < 5:
+        body = struct.pack(">i", 1) + kstring(topic) + struct.pack(">ihii", partitions, -1, 0, 0)
+        body += struct.pack(">i", TIMEOUT_MS) + b"\x00"
+        body = wire.request(19, version, body)
+        throttle, count = struct.unpack_from(">ii", body, 0)
+        check(count == 1, f"CreateTopics v{version}: {count} results")
+        _, at = read_string(body, 8)
+        (code,) = struct.unpack_from(">h", body, at)
+        message, _ = read_string(body, at + 2)
+        return throttle, code, message
+    body = uvarint(2) + compact_string(topic) + struct.pack(">ih", partitions, -1)
+    body += uvarint(1) + uvarint(1) + uvarint(0)  # no assignments, no configs
+    body += struct.pack(">i", TIMEOUT_MS) + b"\x00" + uvarint(0)
+    reader = FlexReader(wire.request(19, version, body, flexible=True))
+    reader.tags()
+    throttle = reader.take(">i")
+    check(reader.uvarint() == 2, f"CreateTopics v{version}: one result")
+    reader.string()
+    if version >= 7:
+        reader.at += 16  # topic id
+    code, message = reader.take(">h"), reader.string()
+    return throttle, code, message
+
+
+def delete_topic_raw(wire, version, topic):
+    """DeleteTopics v4 (permissive mutation quota) or v5 (strict) by hand:
+    (throttle time, error code, message)."""
+    body = uvarint(2) + compact_string(topic) + struct.pack(">i", TIMEOUT_MS) + uvarint(0)
+    reader = FlexReader(wire.request(20, version, body, flexible=True))
+    reader.tags()
+    throttle = reader.take(">i")
+    check(reader.uvarint() == 2, f"DeleteTopics v{version}: one result")
+    reader.string()
+    code = reader.take(">h")
+    message = reader.string() if version >= 5 else None
+    return throttle, code, message
+
+
+def partition_count(admin, topic):
+    (described,) = admin.describe_topics([topic])
+    if described["error_code"] != 0:
+        return None
+    return len(described["partitions"])
+
+
 def mutations(bootstrap, topic):
+    """KIP-599 as Kafka's Strict- and PermissiveControllerMutationQuota
+    apply it: a strict request (CreatePartitions v3+, CreateTopics v6+,
+    DeleteTopics v5+) is refused with THROTTLING_QUOTA_EXCEEDED while the
+    client's token bucket is below zero and is never throttled when it is
+    accepted; an older request is always accepted and throttled for the
+    time that refills the bucket to zero."""
     admin = admin_client(bootstrap)
     admin.create_topics([NewTopic(topic, 1, 1)])
-    # One mutation per second, a burst of quota.window.num windows' worth.
+    # One mutation per second: a bucket of quota.window.num (11) windows'
+    # worth, refilled at one token per second.
     response = admin.send_request(AlterClientQuotasRequest_v0(
         entries=[([("client-id", "admin-wire")], [("controller_mutation_rate", 1.0, False)])],
         validate_only=False))
     check(response.entries[0][0] == 0, f"quota: {response.entries}")
-    # 20 new partitions: allowed (the bucket was not empty), then throttled.
-    throttle, code, message = create_partitions_v3(Wire(bootstrap), topic, 21)
-    check(code == 0 and throttle > 0, f"first: {throttle} {code} {message}")
-    # Another connection of the same client: the quota is exceeded.
-    throttle2, code, message = create_partitions_v3(Wire(bootstrap), topic, 22)
-    check(code == 89 and throttle2 > 0, f"strict: {throttle2} {code} {message}")
-    print(json.dumps({"first_throttle_ms": throttle, "refused_throttle_ms": throttle2}))
+    # 20 new partitions: accepted, the bucket was not empty, and not
+    # throttled, the request being strict. The bucket is now at about -9.
+    first, code, message = create_partitions_v3(Wire(bootstrap), topic, 21)
+    check(code == 0 and first == 0, f"first: {first} {code} {message}")
+    check(partition_count(admin, topic) == 21, "partitions created")
+    # Each request on a connection of its own: a throttled connection is
+    # muted for the throttle time (KIP-219).
+    refusals = []
+    for name, (throttle, code, message) in [
+        ("CreatePartitions v3", create_partitions_v3(Wire(bootstrap), topic, 22)),
+        ("CreateTopics v6", create_topic_raw(Wire(bootstrap), 6, f"{topic}-strict", 1)),
+    ]:
+        check(code == 89 and message == "The throttling quota has been exceeded."
+              and 5000 < throttle <= 9000,
+              f"{name} over the quota: {throttle} {code} {message}")
+        refusals.append(throttle)
+    # Refused requests changed nothing and took no tokens.
+    check(partition_count(admin, topic) == 21, "refused partitions were added")
+    check(partition_count(admin, f"{topic}-strict") is None, "a refused topic was created")
+    check(refusals[1] <= refusals[0], f"a refusal took tokens: {refusals}")
+    # The permissive versions: accepted, and throttled for the whole
+    # deficit, each 2 partitions deeper (2000 ms less the time between).
+    created, code, message = create_topic_raw(Wire(bootstrap), 4, f"{topic}-lax", 2)
+    check(code == 0 and refusals[1] + 1000 < created <= 11000,
+          f"CreateTopics v4: {created} {code} {message}")
+    check(partition_count(admin, f"{topic}-lax") == 2, "permissive topic created")
+    throttle, code, message = delete_topic_raw(Wire(bootstrap), 5, f"{topic}-lax")
+    check(code == 89 and 0 < throttle <= created, f"DeleteTopics v5: {throttle} {code} {message}")
+    check(partition_count(admin, f"{topic}-lax") == 2, "a refused deletion deleted")
+    deleted, code, message = delete_topic_raw(Wire(bootstrap), 4, f"{topic}-lax")
+    check(code == 0 and throttle + 1000 < deleted <= 13000,
+          f"DeleteTopics v4: {deleted} {code} {message}")
+    check(partition_count(admin, f"{topic}-lax") is None, "permissive deletion")
+    # Another client id has a quota of its own (none).
+    other, code, message = create_partitions_v3(Wire(bootstrap, client_id="other-admin"), topic, 22)
+    check(code == 0 and other == 0, f"another client: {other} {code} {message}")
+    print(json.dumps({"first_throttle_ms": first, "refused_throttle_ms": refusals,
+                      "permissive_create_throttle_ms": created,
+                      "permissive_delete_throttle_ms": deleted}))
 
 
 def request_quota(bootstrap):

@@ -119,7 +119,7 @@ pub const BROKER_CONFIGS: &[BrokerConfigDef] = &[
     def("quota.window.size.seconds", Int, Some("1"), false, Some(1), "Length of one client quota sample."),
     def("sasl.bootstrap.users", Password, None, false, None, "Gregor: SCRAM users created at start-up (user:password, comma separated)."),
     def("socket.request.max.bytes", Int, Some("104857600"), false, Some(1), "The largest request accepted."),
-    def("ssl.key.password", Password, None, false, None, "Password of the listener's private key."),
+    def("ssl.key.password", Password, None, false, None, "Password of the listener's private key (Gregor takes unencrypted PEM keys only and refuses it at start-up)."),
     def("super.users", ConfigType::String, Some(""), false, None, "Principals the ACL authorizer always allows, separated by ';'."),
     def("telemetry.max.bytes", Int, Some("1048576"), false, Some(1), "The largest client telemetry push accepted (KIP-714)."),
     def("unclean.leader.election.enable", Boolean, Some("false"), true, None, "Default for topics' unclean.leader.election.enable."),

@@ -9,11 +9,12 @@
 //!   increase) and manual assignments (one per new partition, naming
 //!   registered brokers; INVALID_REPLICA_ASSIGNMENT), and with
 //!   `validate_only` changes nothing.
-//! - The controller mutation quota (`controller_mutation_rate`) counts the
-//!   new partitions: from v3 a client over its quota gets
-//!   THROTTLING_QUOTA_EXCEEDED for the topic (strict); older versions are
-//!   only throttled. The response's throttle time is the larger of that
-//!   and the request quota's.
+//! - The controller mutation quota (`controller_mutation_rate`, KIP-599)
+//!   counts the new partitions (not with `validate_only`): from v3 a client
+//!   whose quota is already exceeded gets THROTTLING_QUOTA_EXCEEDED for the
+//!   topic, and a topic accepted is not throttled (strict); older versions
+//!   are always accepted and throttled once over the quota. The response's
+//!   throttle time is the larger of that and the request quota's.
 //! - New partitions are writable at once; producers see them at their next
 //!   metadata refresh.
 
@@ -32,6 +33,9 @@ use gregor_sdk::{
 
 /// The first version whose mutation quota is strict (KIP-599).
 const STRICT_SINCE_VERSION: i16 = 3;
+
+/// Kafka's message for THROTTLING_QUOTA_EXCEEDED (`Errors.THROTTLING_QUOTA_EXCEEDED.message()`).
+const THROTTLED_MESSAGE: &str = "The throttling quota has been exceeded.";
 
 struct CreatePartitions;
 
@@ -113,7 +117,7 @@ fn create(
     if answer.error_code != 0 {
         return Err(KafkaError {
             code: answer.error_code,
-            message: Some(ResponseError::ThrottlingQuotaExceeded.to_string()),
+            message: Some(THROTTLED_MESSAGE.into()),
         });
     }
     metadata::create_partitions(name, topic.count, assignments.as_deref(), false).map(|_| ())

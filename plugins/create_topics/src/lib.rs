@@ -19,10 +19,11 @@
 //!   DESCRIBE_CONFIGS the topic; otherwise topic_config_error_code is
 //!   TOPIC_AUTHORIZATION_FAILED. v7+: the topic id.
 //! - The controller mutation quota (`controller_mutation_rate`, KIP-599)
-//!   counts the new partitions: from v6 a client over its quota gets
-//!   THROTTLING_QUOTA_EXCEEDED for the topic; older versions are only
-//!   throttled. The response carries the larger of that throttle time and
-//!   the request quota's.
+//!   counts the new partitions (not with `validate_only`): from v6 a client
+//!   whose quota is already exceeded gets THROTTLING_QUOTA_EXCEEDED for the
+//!   topic, and a topic accepted is not throttled; older versions are
+//!   always accepted and throttled once over the quota. The response
+//!   carries the larger of that throttle time and the request quota's.
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -43,6 +44,12 @@ use gregor_sdk::{
 
 /// The KRaft metadata log's topic, which Kafka never lets a client create.
 const CLUSTER_METADATA_TOPIC: &str = "__cluster_metadata";
+
+/// The first version whose mutation quota is strict (KIP-599).
+const STRICT_SINCE_VERSION: i16 = 6;
+
+/// Kafka's message for THROTTLING_QUOTA_EXCEEDED (`Errors.THROTTLING_QUOTA_EXCEEDED.message()`).
+const THROTTLED_MESSAGE: &str = "The throttling quota has been exceeded.";
 
 struct CreateTopics;
 
@@ -121,12 +128,12 @@ fn create(
             return Ok(checked);
         }
         let partitions = u32::try_from(checked.partitions.len()).unwrap_or(u32::MAX);
-        let answer = quotas::record_mutations(partitions, version >= 6);
+        let answer = quotas::record_mutations(partitions, version >= STRICT_SINCE_VERSION);
         *mutation_throttle = (*mutation_throttle).max(answer.throttle_time_ms);
         if answer.error_code != 0 {
             return Err(KafkaError {
                 code: answer.error_code,
-                message: Some(ResponseError::ThrottlingQuotaExceeded.to_string()),
+                message: Some(THROTTLED_MESSAGE.into()),
             });
         }
         metadata::create_topic(&new_topic, false)

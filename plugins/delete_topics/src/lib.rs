@@ -13,9 +13,11 @@
 //!   (INVALID_REQUEST before v3).
 //! - Results carry the topic's id from v6 and an error message from v5.
 //! - The controller mutation quota (`controller_mutation_rate`, KIP-599)
-//!   counts the deleted partitions: from v5 a client over its quota gets
-//!   THROTTLING_QUOTA_EXCEEDED for the topic; older versions are only
-//!   throttled.
+//!   counts the deleted partitions: from v5 a client whose quota is already
+//!   exceeded gets THROTTLING_QUOTA_EXCEEDED for the topic, and a topic
+//!   deleted is not throttled; older versions are always accepted and
+//!   throttled once over the quota. The response carries the larger of
+//!   that throttle time and the request quota's.
 
 use std::collections::{HashMap, HashSet};
 
@@ -31,6 +33,12 @@ use gregor_sdk::uuid::Uuid;
 use gregor_sdk::{
     api_info, decode, respond, ApiInfo, Handler, Outcome, RequestContext, ResponseError,
 };
+
+/// The first version whose mutation quota is strict (KIP-599).
+const STRICT_SINCE_VERSION: i16 = 5;
+
+/// Kafka's message for THROTTLING_QUOTA_EXCEEDED (`Errors.THROTTLING_QUOTA_EXCEEDED.message()`).
+const THROTTLED_MESSAGE: &str = "The throttling quota has been exceeded.";
 
 struct DeleteTopics;
 
@@ -70,7 +78,7 @@ impl Handler for DeleteTopics {
         };
 
         let mut response = DeleteTopicsResponse::default();
-        let strict = ctx.api_version >= 5;
+        let strict = ctx.api_version >= STRICT_SINCE_VERSION;
         let mut mutation_throttle = 0;
         if !broker_flag("delete.topic.enable", true) {
             let error = if ctx.api_version < 3 {
@@ -220,8 +228,12 @@ fn delete(
     let answer = quotas::record_mutations(u32::try_from(partitions).unwrap_or(u32::MAX), strict);
     *mutation_throttle = (*mutation_throttle).max(answer.throttle_time_ms);
     if answer.error_code != gregor_sdk::NONE {
-        let message = ResponseError::ThrottlingQuotaExceeded.to_string();
-        return result(Some(name), requested_id, answer.error_code, Some(&message));
+        return result(
+            Some(name),
+            requested_id,
+            answer.error_code,
+            Some(THROTTLED_MESSAGE),
+        );
     }
     match metadata::delete_topic(name) {
         Ok(id) => result(Some(name), to_kafka_uuid(id), gregor_sdk::NONE, None),
