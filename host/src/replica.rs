@@ -26,6 +26,7 @@ pub mod codes {
     pub const NONE: i16 = 0;
     pub const INVALID_REQUIRED_ACKS: i16 = 21;
     pub const INVALID_PRODUCER_EPOCH: i16 = 47;
+    pub const INVALID_TXN_STATE: i16 = 48;
     pub const INVALID_RECORD: i16 = 87;
 }
 
@@ -129,7 +130,21 @@ impl ReplicaManager {
 
     /// Appends one partition's batches. On a single node acks=1 and
     /// acks=-1 are both satisfied once the write is in the log.
-    pub fn append(&self, topic: &str, partition: i32, records: &[u8], acks: i16) -> AppendOutcome {
+    ///
+    /// A transactional batch that would open a transaction in this
+    /// partition must belong to an ongoing transaction that has added the
+    /// partition (`in_transaction(producer id, epoch)`), else
+    /// INVALID_TXN_STATE: Kafka's partition verification (KIP-890), which
+    /// keeps a zombie or a buggy producer from leaving a transaction open
+    /// in a partition its coordinator does not know of.
+    pub fn append(
+        &self,
+        topic: &str,
+        partition: i32,
+        records: &[u8],
+        acks: i16,
+        in_transaction: &dyn Fn(i64, i16) -> bool,
+    ) -> AppendOutcome {
         if !matches!(acks, -1..=1) {
             return AppendOutcome::failed(codes::INVALID_REQUIRED_ACKS, None);
         }
@@ -180,6 +195,26 @@ impl ReplicaManager {
                 self.metrics.record_produce(topic, 0, 0, true);
                 return AppendOutcome::failed(error.error_code, Some(error.message));
             }
+        }
+        let unverified = batches.iter().find(|batch| {
+            batch.transactional
+                && !state
+                    .producers()
+                    .get(&batch.producer_id)
+                    .is_some_and(|entry| {
+                        entry.epoch == batch.producer_epoch && entry.txn_first_offset.is_some()
+                    })
+                && !in_transaction(batch.producer_id, batch.producer_epoch)
+        });
+        if let Some(batch) = unverified {
+            self.metrics.record_produce(topic, 0, 0, true);
+            return AppendOutcome::failed(
+                codes::INVALID_TXN_STATE,
+                Some(format!(
+                    "producer {} epoch {} has no ongoing transaction with {topic}-{partition}",
+                    batch.producer_id, batch.producer_epoch
+                )),
+            );
         }
         let outcome = self.append_to_log(&tp, records);
         if outcome.error_code == codes::NONE {

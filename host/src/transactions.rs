@@ -559,6 +559,27 @@ impl TransactionStore {
             .collect()
     }
 
+    /// Whether producer `producer_id` at `producer_epoch` has an ongoing
+    /// transaction that added this partition (produce verification).
+    pub fn includes_partition(
+        &self,
+        producer_id: i64,
+        producer_epoch: i16,
+        topic: &str,
+        partition: i32,
+    ) -> bool {
+        let wanted = TxnPartition {
+            topic: topic.to_string(),
+            partition,
+        };
+        self.lock().values().any(|record| {
+            record.producer_id == producer_id
+                && record.producer_epoch == producer_epoch
+                && record.state == TxnState::Ongoing
+                && record.partitions.contains(&wanted)
+        })
+    }
+
     /// EndTxn: commit or abort the ongoing transaction.
     pub fn end_txn(
         &self,

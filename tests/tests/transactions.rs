@@ -878,3 +878,145 @@ async fn describe_and_list_transactions_show_ongoing_and_completed_transactions(
         (vec!["Bogus".to_string()], BTreeSet::new())
     );
 }
+
+/// CRC-32C (Castagnoli), bit by bit: enough for one test batch.
+fn crc32c(bytes: &[u8]) -> u32 {
+    let mut crc = !0u32;
+    for byte in bytes {
+        crc ^= u32::from(*byte);
+        for _ in 0..8 {
+            crc = if crc & 1 != 0 {
+                (crc >> 1) ^ 0x82f6_3b78
+            } else {
+                crc >> 1
+            };
+        }
+    }
+    !crc
+}
+
+/// A v2 record batch of one record (no key, value `value`) from a
+/// transactional producer at `sequence`.
+fn transactional_batch(producer_id: i64, epoch: i16, sequence: i32, value: &[u8]) -> Vec<u8> {
+    // attributes, timestamp delta 0, offset delta 0, key null (-1), value,
+    // no headers; lengths as zigzag varints (all small).
+    let mut record = vec![0u8, 0, 0, 1];
+    record.push((value.len() as u8) << 1);
+    record.extend_from_slice(value);
+    record.push(0);
+    let mut batch = Vec::new();
+    batch.extend_from_slice(&0i64.to_be_bytes()); // base offset
+    let length = 49 + 1 + record.len();
+    batch.extend_from_slice(&(length as i32).to_be_bytes());
+    batch.extend_from_slice(&(-1i32).to_be_bytes()); // leader epoch
+    batch.push(2); // magic
+    batch.extend_from_slice(&[0; 4]); // crc
+    batch.extend_from_slice(&0x10i16.to_be_bytes()); // transactional
+    batch.extend_from_slice(&0i32.to_be_bytes()); // last offset delta
+    batch.extend_from_slice(&1_000i64.to_be_bytes());
+    batch.extend_from_slice(&1_000i64.to_be_bytes());
+    batch.extend_from_slice(&producer_id.to_be_bytes());
+    batch.extend_from_slice(&epoch.to_be_bytes());
+    batch.extend_from_slice(&sequence.to_be_bytes());
+    batch.extend_from_slice(&1i32.to_be_bytes()); // records
+    batch.push((record.len() as u8) << 1);
+    batch.extend_from_slice(&record);
+    let crc = crc32c(&batch[21..]);
+    batch[17..21].copy_from_slice(&crc.to_be_bytes());
+    batch
+}
+
+fn put_string(body: &mut Vec<u8>, s: &str) {
+    wire::put_i16(body, s.len() as i16);
+    body.extend_from_slice(s.as_bytes());
+}
+
+/// Produce v3 of one batch to partition 0: the partition's error code.
+fn produce_v3(broker: &Broker, transactional_id: &str, topic: &str, batch: &[u8]) -> i16 {
+    let mut body = Vec::new();
+    put_string(&mut body, transactional_id);
+    wire::put_i16(&mut body, -1); // acks
+    wire::put_i32(&mut body, 10_000);
+    wire::put_i32(&mut body, 1);
+    put_string(&mut body, topic);
+    wire::put_i32(&mut body, 1);
+    wire::put_i32(&mut body, 0);
+    wire::put_i32(&mut body, batch.len() as i32);
+    body.extend_from_slice(batch);
+    let frame = wire::request_frame(0, 3, 7, false, &body);
+    let response = Conn::connect(broker.addr()).round_trip(&frame, 7);
+    let mut r = wire::Reader::new(&response[4..]);
+    assert_eq!(r.i32(), 1, "one topic");
+    r.string();
+    assert_eq!(r.i32(), 1, "one partition");
+    assert_eq!(r.i32(), 0, "partition 0");
+    r.i16()
+}
+
+/// AddPartitionsToTxn v1 for partition 0: its error code.
+fn add_partition_v1(
+    broker: &Broker,
+    transactional_id: &str,
+    pid: i64,
+    epoch: i16,
+    topic: &str,
+) -> i16 {
+    let mut body = Vec::new();
+    put_string(&mut body, transactional_id);
+    body.extend_from_slice(&pid.to_be_bytes());
+    wire::put_i16(&mut body, epoch);
+    wire::put_i32(&mut body, 1);
+    put_string(&mut body, topic);
+    wire::put_i32(&mut body, 1);
+    wire::put_i32(&mut body, 0);
+    let frame = wire::request_frame(24, 1, 8, false, &body);
+    let response = Conn::connect(broker.addr()).round_trip(&frame, 8);
+    let mut r = wire::Reader::new(&response[4..]);
+    r.i32(); // throttle
+    assert_eq!(r.i32(), 1, "one topic");
+    r.string();
+    assert_eq!(r.i32(), 1, "one partition");
+    assert_eq!(r.i32(), 0, "partition 0");
+    r.i16()
+}
+
+/// Partition verification (KIP-890): a transactional batch for a
+/// partition its transaction has not added is INVALID_TXN_STATE and is not
+/// written, so no transaction can be left open where the coordinator
+/// would never end it; after AddPartitionsToTxn the same batch goes in,
+/// and a client may not write a control batch itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_transactional_batch_for_a_partition_outside_the_transaction_is_refused() {
+    const INVALID_TXN_STATE: i16 = 48;
+    const INVALID_RECORD: i16 = 87;
+    let broker = Broker::start();
+    let topic = "txn-verified";
+    kafka::create_topic(&broker, topic, 1).await;
+    let (error, pid, epoch) = init_v1(&broker, "verified", 60_000);
+    assert_eq!(error, 0);
+    let batch = transactional_batch(pid, epoch, 0, b"sneaky");
+    assert_eq!(
+        produce_v3(&broker, "verified", topic, &batch),
+        INVALID_TXN_STATE
+    );
+    assert_eq!(
+        stable_and_high(&broker, topic, 1),
+        vec![(0, 0)],
+        "nothing was written"
+    );
+    assert_eq!(add_partition_v1(&broker, "verified", pid, epoch, topic), 0);
+    assert_eq!(produce_v3(&broker, "verified", topic, &batch), 0);
+    assert_eq!(
+        stable_and_high(&broker, topic, 1),
+        vec![(0, 1)],
+        "the open transaction holds the last stable offset"
+    );
+    let mut control = transactional_batch(pid, epoch, 1, b"fake");
+    control[21..23].copy_from_slice(&0x30i16.to_be_bytes());
+    let crc = crc32c(&control[21..]);
+    control[17..21].copy_from_slice(&crc.to_be_bytes());
+    assert_eq!(
+        produce_v3(&broker, "verified", topic, &control),
+        INVALID_RECORD
+    );
+}

@@ -147,6 +147,10 @@ fn commit_writes_markers_and_offsets_and_a_retry_is_answered_again() {
         vec![0, 0]
     );
     assert_eq!(state(&store, "t"), TxnState::Ongoing);
+    // Produce verification: only the added partitions, at this epoch.
+    assert!(store.includes_partition(pid, 0, "a", 1));
+    assert!(!store.includes_partition(pid, 0, "a", 2));
+    assert!(!store.includes_partition(pid, 1, "a", 1));
     assert_eq!(store.add_offsets(me, "g"), 0);
     let offset = PendingOffset {
         topic: "in".into(),
@@ -165,6 +169,7 @@ fn commit_writes_markers_and_offsets_and_a_retry_is_answered_again() {
     );
     assert_eq!(store.end_txn(&fx, me, true), 0);
     assert_eq!(state(&store, "t"), TxnState::CompleteCommit);
+    assert!(!store.includes_partition(pid, 0, "a", 1));
     assert_eq!(fx.markers.lock().unwrap().len(), 2);
     assert!(fx.markers.lock().unwrap().iter().all(|m| m.4 && m.2 == pid));
     assert_eq!(

@@ -5,18 +5,27 @@
 //! removed one disappears. An ApiVersions request newer than this module
 //! serves never reaches it: the host answers those with a v0 response
 //! carrying UNSUPPORTED_VERSION, as Kafka does.
+//!
+//! A failed handler (trap or timeout) is answered as Kafka's
+//! `getErrorResponse`: the error and no APIs (with UNSUPPORTED_VERSION,
+//! ApiVersions' own range, KIP-511).
 
 use gregor_sdk::kafka_protocol::messages::api_versions_response::ApiVersion;
 use gregor_sdk::kafka_protocol::messages::{ApiVersionsRequest, ApiVersionsResponse};
+use gregor_sdk::kafka_protocol::protocol::Request;
 use gregor_sdk::{
-    api_info, decode, metadata, respond, ApiInfo, Handler, Outcome, RequestContext, ResponseError,
+    api_info, decode, encode, metadata, request_throttle_ms, respond, ApiInfo, Handler, Outcome,
+    RequestContext, ResponseError,
 };
+
+const MIN_VERSION: i16 = 0;
+const MAX_VERSION: i16 = 4;
 
 struct ApiVersions;
 
 impl Handler for ApiVersions {
     fn describe() -> ApiInfo {
-        api_info::<ApiVersionsRequest>("ApiVersions", 0, 4)
+        api_info::<ApiVersionsRequest>("ApiVersions", MIN_VERSION, MAX_VERSION)
     }
 
     fn handle(ctx: RequestContext, body: Vec<u8>) -> Outcome {
@@ -24,22 +33,51 @@ impl Handler for ApiVersions {
             Ok(request) => request,
             Err(outcome) => return outcome,
         };
-        let mut response = ApiVersionsResponse::default().with_finalized_features_epoch(-1);
-        if ctx.api_version >= 3 && !valid_client_software(&request) {
-            response.error_code = ResponseError::InvalidRequest.code();
-            return respond(&ctx, &response);
-        }
-        response.api_keys = metadata::supported_apis()
-            .into_iter()
-            .map(|api| {
-                ApiVersion::default()
-                    .with_api_key(api.api_key)
-                    .with_min_version(api.min_version)
-                    .with_max_version(api.max_version)
-            })
-            .collect();
+        let mut response = if ctx.api_version >= 3 && !valid_client_software(&request) {
+            failed(ResponseError::InvalidRequest.code())
+        } else {
+            let api_keys = metadata::supported_apis()
+                .into_iter()
+                .map(|api| api_version(api.api_key, api.min_version, api.max_version))
+                .collect();
+            ApiVersionsResponse::default()
+                .with_finalized_features_epoch(-1)
+                .with_api_keys(api_keys)
+        };
+        gregor_sdk::count_errors([response.error_code]);
+        response.throttle_time_ms = request_throttle_ms();
         respond(&ctx, &response)
     }
+
+    /// Kafka's `getErrorResponse`: the error, no APIs.
+    fn error_response(ctx: RequestContext, body: Vec<u8>, error_code: i16) -> Option<Vec<u8>> {
+        let _: ApiVersionsRequest = decode(&ctx, &body).ok()?;
+        encode(&ctx, &failed(error_code))
+    }
+}
+
+fn api_version(api_key: i16, min_version: i16, max_version: i16) -> ApiVersion {
+    ApiVersion::default()
+        .with_api_key(api_key)
+        .with_min_version(min_version)
+        .with_max_version(max_version)
+}
+
+/// Kafka's `ApiVersionsRequest.getErrorResponse`: the error and no APIs,
+/// except that UNSUPPORTED_VERSION lists ApiVersions' own range so the
+/// client can retry with a version this broker speaks (KIP-511).
+fn failed(error_code: i16) -> ApiVersionsResponse {
+    let mut response = ApiVersionsResponse::default()
+        .with_error_code(error_code)
+        .with_finalized_features_epoch(-1);
+    if error_code == ResponseError::UnsupportedVersion.code() {
+        response.api_keys = vec![api_version(
+            ApiVersionsRequest::KEY,
+            MIN_VERSION,
+            MAX_VERSION,
+        )];
+    }
+    response
 }
 
 /// KIP-511: client software name and version must be non-empty and made of
@@ -63,7 +101,8 @@ gregor_sdk::export_handler!(ApiVersions);
 
 #[cfg(test)]
 mod tests {
-    use super::valid_software_token;
+    use super::*;
+    use gregor_sdk::kafka_protocol::protocol::Encodable;
 
     #[test]
     fn software_tokens_follow_kip_511() {
@@ -72,5 +111,25 @@ mod tests {
         assert!(!valid_software_token(""));
         assert!(!valid_software_token("-bad"));
         assert!(!valid_software_token("bad name"));
+    }
+
+    #[test]
+    fn error_responses_encode_for_every_served_version() {
+        let code = ResponseError::UnknownServerError.code();
+        let response = failed(code);
+        assert_eq!((response.error_code, response.api_keys.len()), (code, 0));
+        let unsupported = failed(ResponseError::UnsupportedVersion.code());
+        let own: Vec<(i16, i16, i16)> = unsupported
+            .api_keys
+            .iter()
+            .map(|k| (k.api_key, k.min_version, k.max_version))
+            .collect();
+        assert_eq!(own, vec![(18, MIN_VERSION, MAX_VERSION)]);
+        for version in MIN_VERSION..=MAX_VERSION {
+            for response in [&response, &unsupported] {
+                let encoded = response.encode(&mut Vec::new(), version);
+                assert!(encoded.is_ok(), "v{version}: {encoded:?}");
+            }
+        }
     }
 }

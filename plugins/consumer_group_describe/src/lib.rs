@@ -9,6 +9,8 @@
 //!   authorized operations when asked for. A group that does not exist or
 //!   is a classic group is GROUP_ID_NOT_FOUND (clients then fall back to
 //!   DescribeGroups).
+//! - A failed handler (trap or timeout) is answered as Kafka's
+//!   `getErrorResponse`: every group named with the error.
 
 use gregor_sdk::authorize::authorized_operations;
 use gregor_sdk::authz::{Operation, ResourceType};
@@ -22,7 +24,8 @@ use gregor_sdk::kafka_protocol::messages::{
 };
 use gregor_sdk::kafka_protocol::protocol::StrBytes;
 use gregor_sdk::{
-    api_info, decode, metadata, respond, ApiInfo, Handler, Outcome, RequestContext, ResponseError,
+    api_info, decode, encode, metadata, request_throttle_ms, respond, ApiInfo, Handler, Outcome,
+    RequestContext, ResponseError,
 };
 
 struct ConsumerGroupDescribe;
@@ -77,8 +80,33 @@ impl Handler for ConsumerGroupDescribe {
                 .flatten();
             response.groups.push(described_group(group, version, ops));
         }
+        gregor_sdk::count_errors(response.groups.iter().map(|group| group.error_code));
+        response.throttle_time_ms = request_throttle_ms();
         respond(&ctx, &response)
     }
+
+    /// Kafka's `getErrorResponse`: every group with the error.
+    fn error_response(ctx: RequestContext, body: Vec<u8>, error_code: i16) -> Option<Vec<u8>> {
+        let request: ConsumerGroupDescribeRequest = decode(&ctx, &body).ok()?;
+        encode(&ctx, &failed(&request, error_code))
+    }
+}
+
+/// The request answered with one error for every group it names.
+fn failed(
+    request: &ConsumerGroupDescribeRequest,
+    error_code: i16,
+) -> ConsumerGroupDescribeResponse {
+    let groups = request
+        .group_ids
+        .iter()
+        .map(|group_id| {
+            DescribedGroup::default()
+                .with_group_id(group_id.clone())
+                .with_error_code(error_code)
+        })
+        .collect();
+    ConsumerGroupDescribeResponse::default().with_groups(groups)
 }
 
 fn assignment(topics: Vec<TopicIdPartitions>) -> Assignment {
@@ -159,6 +187,26 @@ mod tests {
             };
             let response = ConsumerGroupDescribeResponse::default()
                 .with_groups(vec![described_group(group, version, Some(8))]);
+            let encoded = response.encode(&mut Vec::new(), version);
+            assert!(encoded.is_ok(), "v{version}: {encoded:?}");
+        }
+    }
+
+    #[test]
+    fn error_responses_encode_for_every_served_version() {
+        let code = ResponseError::UnknownServerError.code();
+        let request = ConsumerGroupDescribeRequest::default().with_group_ids(vec![
+            GroupId(StrBytes::from_static_str("a")),
+            GroupId(StrBytes::from_static_str("b")),
+        ]);
+        let response = failed(&request, code);
+        let answered: Vec<(&str, i16)> = response
+            .groups
+            .iter()
+            .map(|g| (g.group_id.as_str(), g.error_code))
+            .collect();
+        assert_eq!(answered, vec![("a", code), ("b", code)]);
+        for version in 0..=1 {
             let encoded = response.encode(&mut Vec::new(), version);
             assert!(encoded.is_ok(), "v{version}: {encoded:?}");
         }

@@ -14,6 +14,8 @@
 //!   subscription on the first join, no owned partitions on a (re)join, an
 //!   instance id to leave a static member's place. Regular-expression
 //!   subscriptions are not supported here.
+//! - A failed handler (trap or timeout) is answered as Kafka's
+//!   `getErrorResponse`: the error at the top level alone.
 
 use gregor_sdk::authz::Operation;
 use gregor_sdk::groups::{
@@ -29,7 +31,8 @@ use gregor_sdk::kafka_protocol::messages::{
 };
 use gregor_sdk::kafka_protocol::protocol::StrBytes;
 use gregor_sdk::{
-    api_info, decode, metadata, respond, ApiInfo, Handler, Outcome, RequestContext, ResponseError,
+    api_info, decode, encode, metadata, request_throttle_ms, respond, ApiInfo, Handler, Outcome,
+    RequestContext, ResponseError,
 };
 
 struct ConsumerGroupHeartbeat;
@@ -74,8 +77,22 @@ impl Handler for ConsumerGroupHeartbeat {
                 }),
             })
         };
-        respond(&ctx, &response(result))
+        let mut response = response(result);
+        gregor_sdk::count_errors([response.error_code]);
+        response.throttle_time_ms = request_throttle_ms();
+        respond(&ctx, &response)
     }
+
+    /// Kafka's `getErrorResponse`: the error alone.
+    fn error_response(ctx: RequestContext, body: Vec<u8>, error_code: i16) -> Option<Vec<u8>> {
+        let _: ConsumerGroupHeartbeatRequest = decode(&ctx, &body).ok()?;
+        encode(&ctx, &failed(error_code))
+    }
+}
+
+/// The answer to a request that failed as a whole, as Kafka builds it.
+fn failed(error_code: i16) -> ConsumerGroupHeartbeatResponse {
+    ConsumerGroupHeartbeatResponse::default().with_error_code(error_code)
 }
 
 /// `group.coordinator.rebalance.protocols` (Kafka 4: classic,consumer).
@@ -202,6 +219,17 @@ mod tests {
                 }]),
             };
             let encoded = response(result).encode(&mut Vec::new(), version);
+            assert!(encoded.is_ok(), "v{version}: {encoded:?}");
+        }
+    }
+
+    #[test]
+    fn error_responses_encode_for_every_served_version() {
+        let code = ResponseError::UnknownServerError.code();
+        let response = failed(code);
+        assert_eq!(response.error_code, code);
+        for version in 0..=1 {
+            let encoded = response.encode(&mut Vec::new(), version);
             assert!(encoded.is_ok(), "v{version}: {encoded:?}");
         }
     }

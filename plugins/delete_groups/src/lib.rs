@@ -6,6 +6,8 @@
 //!   GROUP_AUTHORIZATION_FAILED for it.
 //! - The coordinator answers per group: NONE, GROUP_ID_NOT_FOUND, or
 //!   NON_EMPTY_GROUP while it has members.
+//! - A failed handler (trap or timeout) is answered as Kafka's
+//!   `getErrorResponse`: every group named with the error.
 
 use gregor_sdk::authorize::allowed_names;
 use gregor_sdk::authz::{Operation, ResourceType};
@@ -14,7 +16,8 @@ use gregor_sdk::kafka_protocol::messages::delete_groups_response::DeletableGroup
 use gregor_sdk::kafka_protocol::messages::{DeleteGroupsRequest, DeleteGroupsResponse, GroupId};
 use gregor_sdk::kafka_protocol::protocol::StrBytes;
 use gregor_sdk::{
-    api_info, decode, respond, ApiInfo, Handler, Outcome, RequestContext, ResponseError,
+    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Handler, Outcome,
+    RequestContext, ResponseError,
 };
 
 struct DeleteGroups;
@@ -29,12 +32,7 @@ impl Handler for DeleteGroups {
             Ok(request) => request,
             Err(outcome) => return outcome,
         };
-        let mut names: Vec<String> = Vec::new();
-        for name in &request.groups_names {
-            if !names.iter().any(|n| n == name.as_str()) {
-                names.push(name.to_string());
-            }
-        }
+        let names = distinct_groups(&request);
         let allowed = allowed_names(
             Operation::Delete,
             ResourceType::Group,
@@ -45,18 +43,54 @@ impl Handler for DeleteGroups {
             .partition(|name| allowed.get(name) == Some(&true));
         let errors = groups::delete_groups(&authorized);
         let denied_code = ResponseError::GroupAuthorizationFailed.code();
-        let results = authorized
-            .into_iter()
-            .zip(errors)
-            .chain(denied.into_iter().map(|name| (name, denied_code)))
-            .map(|(name, error)| {
-                DeletableGroupResult::default()
-                    .with_group_id(GroupId(StrBytes::from_string(name)))
-                    .with_error_code(error)
-            })
-            .collect();
-        respond(&ctx, &DeleteGroupsResponse::default().with_results(results))
+        let mut response = response(
+            authorized
+                .into_iter()
+                .zip(errors)
+                .chain(denied.into_iter().map(|name| (name, denied_code))),
+        );
+        gregor_sdk::count_errors(response.results.iter().map(|result| result.error_code));
+        response.throttle_time_ms = request_throttle_ms();
+        respond(&ctx, &response)
     }
+
+    /// Kafka's `getErrorResponse`: every group with the error.
+    fn error_response(ctx: RequestContext, body: Vec<u8>, error_code: i16) -> Option<Vec<u8>> {
+        let request: DeleteGroupsRequest = decode(&ctx, &body).ok()?;
+        encode(&ctx, &failed(&request, error_code))
+    }
+}
+
+/// The groups the request names, each once, in request order.
+fn distinct_groups(request: &DeleteGroupsRequest) -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
+    for name in &request.groups_names {
+        if !names.iter().any(|n| n == name.as_str()) {
+            names.push(name.to_string());
+        }
+    }
+    names
+}
+
+fn response(results: impl IntoIterator<Item = (String, i16)>) -> DeleteGroupsResponse {
+    let results = results
+        .into_iter()
+        .map(|(name, error)| {
+            DeletableGroupResult::default()
+                .with_group_id(GroupId(StrBytes::from_string(name)))
+                .with_error_code(error)
+        })
+        .collect();
+    DeleteGroupsResponse::default().with_results(results)
+}
+
+/// The request answered with one error for every group it names.
+fn failed(request: &DeleteGroupsRequest, error_code: i16) -> DeleteGroupsResponse {
+    response(
+        distinct_groups(request)
+            .into_iter()
+            .map(|name| (name, error_code)),
+    )
 }
 
 gregor_sdk::export_handler!(DeleteGroups);
@@ -75,6 +109,27 @@ mod tests {
                 response.encode(&mut Vec::new(), version).is_ok(),
                 "v{version}"
             );
+        }
+    }
+
+    #[test]
+    fn error_responses_encode_for_every_served_version() {
+        let code = ResponseError::UnknownServerError.code();
+        let request = DeleteGroupsRequest::default().with_groups_names(
+            ["a", "b", "a"]
+                .map(|name| GroupId(StrBytes::from_static_str(name)))
+                .to_vec(),
+        );
+        let response = failed(&request, code);
+        let answered: Vec<(&str, i16)> = response
+            .results
+            .iter()
+            .map(|r| (r.group_id.as_str(), r.error_code))
+            .collect();
+        assert_eq!(answered, vec![("a", code), ("b", code)]);
+        for version in 0..=2 {
+            let encoded = response.encode(&mut Vec::new(), version);
+            assert!(encoded.is_ok(), "v{version}: {encoded:?}");
         }
     }
 }

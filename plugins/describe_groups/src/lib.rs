@@ -7,6 +7,9 @@
 //!   without an error (KIP-1043).
 //! - DESCRIBE on each Group, else GROUP_AUTHORIZATION_FAILED for it.
 //! - Members carry their metadata and assignment once the group is Stable.
+//! - A failed handler (trap or timeout) is answered as Kafka's
+//!   `getErrorResponse`: every group named with the error, an empty state,
+//!   protocol and member list.
 
 use gregor_sdk::authorize::authorized_operations;
 use gregor_sdk::authz::{Operation, ResourceType};
@@ -19,7 +22,8 @@ use gregor_sdk::kafka_protocol::messages::{
 };
 use gregor_sdk::kafka_protocol::protocol::StrBytes;
 use gregor_sdk::{
-    api_info, decode, respond, ApiInfo, Handler, Outcome, RequestContext, ResponseError,
+    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Handler, Outcome,
+    RequestContext, ResponseError,
 };
 
 struct DescribeGroups;
@@ -71,8 +75,32 @@ impl Handler for DescribeGroups {
                 .groups
                 .push(described_group(group, version, operations));
         }
+        gregor_sdk::count_errors(response.groups.iter().map(|group| group.error_code));
+        response.throttle_time_ms = request_throttle_ms();
         respond(&ctx, &response)
     }
+
+    /// Kafka's `getErrorResponse`: every group with the error.
+    fn error_response(ctx: RequestContext, body: Vec<u8>, error_code: i16) -> Option<Vec<u8>> {
+        let request: DescribeGroupsRequest = decode(&ctx, &body).ok()?;
+        encode(&ctx, &failed(&request, error_code))
+    }
+}
+
+/// The request answered with one error for every group it names, as
+/// Kafka's `DescribeGroupsResponse.groupError`: no state, protocol or
+/// members, authorized operations omitted.
+fn failed(request: &DescribeGroupsRequest, error_code: i16) -> DescribeGroupsResponse {
+    let groups = request
+        .groups
+        .iter()
+        .map(|group_id| {
+            DescribedGroup::default()
+                .with_group_id(group_id.clone())
+                .with_error_code(error_code)
+        })
+        .collect();
+    DescribeGroupsResponse::default().with_groups(groups)
 }
 
 fn described_group(
@@ -167,6 +195,29 @@ mod tests {
             let operations = (version >= 3).then_some(0b1000);
             let group = described_group(stable(), version, operations);
             let response = DescribeGroupsResponse::default().with_groups(vec![group]);
+            let encoded = response.encode(&mut Vec::new(), version);
+            assert!(encoded.is_ok(), "v{version}: {encoded:?}");
+        }
+    }
+
+    #[test]
+    fn error_responses_encode_for_every_served_version() {
+        let code = ResponseError::UnknownServerError.code();
+        let request = DescribeGroupsRequest::default().with_groups(vec![
+            GroupId(StrBytes::from_static_str("a")),
+            GroupId(StrBytes::from_static_str("b")),
+        ]);
+        let response = failed(&request, code);
+        let answered: Vec<(&str, i16, &str, usize)> = response
+            .groups
+            .iter()
+            .map(|g| {
+                let state = g.group_state.as_str();
+                (g.group_id.as_str(), g.error_code, state, g.members.len())
+            })
+            .collect();
+        assert_eq!(answered, vec![("a", code, "", 0), ("b", code, "", 0)]);
+        for version in 0..=6 {
             let encoded = response.encode(&mut Vec::new(), version);
             assert!(encoded.is_ok(), "v{version}: {encoded:?}");
         }

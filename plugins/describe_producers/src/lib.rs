@@ -11,6 +11,8 @@
 //!   (the host's `txn.describe-producers`). Each producer comes with its
 //!   epoch, last sequence and last timestamp; the coordinator epoch and
 //!   transaction start offset are -1: no producer has a transaction open.
+//! - A failed handler (trap or timeout) is answered as Kafka's
+//!   `getErrorResponse`: every partition with the error.
 
 use gregor_sdk::authorize::allowed_names;
 use gregor_sdk::authz::{Operation, ResourceType};
@@ -21,7 +23,8 @@ use gregor_sdk::kafka_protocol::messages::{
     DescribeProducersRequest, DescribeProducersResponse, ProducerId,
 };
 use gregor_sdk::{
-    api_info, decode, respond, txn, ApiInfo, Handler, Outcome, RequestContext, ResponseError,
+    api_info, decode, encode, request_throttle_ms, respond, txn, ApiInfo, Handler, Outcome,
+    RequestContext, ResponseError,
 };
 
 struct DescribeProducers;
@@ -50,9 +53,7 @@ impl Handler for DescribeProducers {
                         if allowed {
                             partition(topic.name.as_str(), index)
                         } else {
-                            PartitionResponse::default()
-                                .with_partition_index(index)
-                                .with_error_code(ResponseError::TopicAuthorizationFailed.code())
+                            partition_error(index, ResponseError::TopicAuthorizationFailed.code())
                         }
                     })
                     .collect();
@@ -61,11 +62,51 @@ impl Handler for DescribeProducers {
                     .with_partitions(partitions)
             })
             .collect();
-        respond(
-            &ctx,
-            &DescribeProducersResponse::default().with_topics(topics),
-        )
+        let mut response = DescribeProducersResponse::default().with_topics(topics);
+        gregor_sdk::count_errors(error_codes(&response));
+        response.throttle_time_ms = request_throttle_ms();
+        respond(&ctx, &response)
     }
+
+    /// Kafka's `getErrorResponse`: every partition with the error.
+    fn error_response(ctx: RequestContext, body: Vec<u8>, error_code: i16) -> Option<Vec<u8>> {
+        let request: DescribeProducersRequest = decode(&ctx, &body).ok()?;
+        encode(&ctx, &failed(&request, error_code))
+    }
+}
+
+fn partition_error(index: i32, error_code: i16) -> PartitionResponse {
+    PartitionResponse::default()
+        .with_partition_index(index)
+        .with_error_code(error_code)
+}
+
+/// The request answered with one error for every partition it names.
+fn failed(request: &DescribeProducersRequest, error_code: i16) -> DescribeProducersResponse {
+    let topics = request
+        .topics
+        .iter()
+        .map(|topic| {
+            let partitions = topic
+                .partition_indexes
+                .iter()
+                .map(|&index| partition_error(index, error_code))
+                .collect();
+            TopicResponse::default()
+                .with_name(topic.name.clone())
+                .with_partitions(partitions)
+        })
+        .collect();
+    DescribeProducersResponse::default().with_topics(topics)
+}
+
+fn error_codes(response: &DescribeProducersResponse) -> Vec<i16> {
+    response
+        .topics
+        .iter()
+        .flat_map(|topic| &topic.partitions)
+        .map(|partition| partition.error_code)
+        .collect()
 }
 
 fn partition(topic: &str, index: i32) -> PartitionResponse {
@@ -90,3 +131,35 @@ fn partition(topic: &str, index: i32) -> PartitionResponse {
 }
 
 gregor_sdk::export_handler!(DescribeProducers);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gregor_sdk::ids::str_bytes;
+    use gregor_sdk::kafka_protocol::messages::describe_producers_request::TopicRequest;
+    use gregor_sdk::kafka_protocol::messages::TopicName;
+    use gregor_sdk::kafka_protocol::protocol::Encodable;
+
+    #[test]
+    fn error_responses_encode_for_every_served_version() {
+        let code = ResponseError::UnknownServerError.code();
+        let topic = |name: &str, partitions: &[i32]| {
+            TopicRequest::default()
+                .with_name(TopicName(str_bytes(name)))
+                .with_partition_indexes(partitions.to_vec())
+        };
+        let request = DescribeProducersRequest::default()
+            .with_topics(vec![topic("a", &[0, 1]), topic("b", &[2])]);
+        let response = failed(&request, code);
+        assert_eq!(error_codes(&response), vec![code, code, code]);
+        let indexes: Vec<i32> = response
+            .topics
+            .iter()
+            .flat_map(|t| &t.partitions)
+            .map(|p| p.partition_index)
+            .collect();
+        assert_eq!(indexes, vec![0, 1, 2]);
+        let encoded = response.encode(&mut Vec::new(), 0);
+        assert!(encoded.is_ok(), "{encoded:?}");
+    }
+}

@@ -17,6 +17,8 @@
 //! - Partitions as Metadata reports them on a single node: this node
 //!   leads every partition in epoch 0 and is its only replica and ISR; the
 //!   ELR lists are empty. Each topic carries its authorized operations.
+//! - A failed handler (trap or timeout) is answered as Kafka's
+//!   `getErrorResponse`: every named topic with the error.
 
 use std::collections::BTreeSet;
 
@@ -31,8 +33,8 @@ use gregor_sdk::kafka_protocol::messages::{
 };
 use gregor_sdk::metadata::{self, TopicInfo};
 use gregor_sdk::{
-    api_info, decode, request_throttle_ms, respond, ApiInfo, Handler, Outcome, RequestContext,
-    ResponseError,
+    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Handler, Outcome,
+    RequestContext, ResponseError,
 };
 
 /// Kafka's default `max.request.partition.size.limit`.
@@ -53,17 +55,24 @@ impl Handler for DescribeTopicPartitions {
         };
         let mut response = match describe(&request) {
             Ok(response) => response,
-            Err(error) => error_response(&request, error),
+            Err(error) => failed(&request, error.code()),
         };
+        gregor_sdk::count_errors(error_codes(&response));
         response.throttle_time_ms = request_throttle_ms();
         respond(&ctx, &response)
+    }
+
+    /// Kafka's `getErrorResponse`: every named topic with the error.
+    fn error_response(ctx: RequestContext, body: Vec<u8>, error_code: i16) -> Option<Vec<u8>> {
+        let request: DescribeTopicPartitionsRequest = decode(&ctx, &body).ok()?;
+        encode(&ctx, &failed(&request, error_code))
     }
 }
 
 /// Kafka's `getErrorResponse`: every named topic with the error.
-fn error_response(
+fn failed(
     request: &DescribeTopicPartitionsRequest,
-    error: ResponseError,
+    error_code: i16,
 ) -> DescribeTopicPartitionsResponse {
     let topics = request
         .topics
@@ -71,11 +80,22 @@ fn error_response(
         .map(|topic| {
             DescribeTopicPartitionsResponseTopic::default()
                 .with_name(Some(topic.name.clone()))
-                .with_error_code(error.code())
+                .with_error_code(error_code)
                 .with_is_internal(false)
         })
         .collect();
     DescribeTopicPartitionsResponse::default().with_topics(topics)
+}
+
+/// Every topic's and partition's error code.
+fn error_codes(response: &DescribeTopicPartitionsResponse) -> Vec<i16> {
+    response
+        .topics
+        .iter()
+        .flat_map(|topic| {
+            std::iter::once(topic.error_code).chain(topic.partitions.iter().map(|p| p.error_code))
+        })
+        .collect()
 }
 
 fn describe(
@@ -246,6 +266,7 @@ gregor_sdk::export_handler!(DescribeTopicPartitions);
 #[cfg(test)]
 mod tests {
     use super::*;
+    use gregor_sdk::kafka_protocol::messages::describe_topic_partitions_request::TopicRequest;
     use gregor_sdk::kafka_protocol::protocol::Encodable;
 
     #[test]
@@ -267,5 +288,23 @@ mod tests {
                 ])])
             .with_next_cursor(Some(cursor("t", 3)));
         assert!(response.encode(&mut Vec::new(), 0).is_ok());
+    }
+
+    #[test]
+    fn error_responses_encode_for_every_served_version() {
+        let code = ResponseError::UnknownServerError.code();
+        let topic = |name: &str| TopicRequest::default().with_name(TopicName(str_bytes(name)));
+        let request =
+            DescribeTopicPartitionsRequest::default().with_topics(vec![topic("a"), topic("b")]);
+        let response = failed(&request, code);
+        assert_eq!(error_codes(&response), vec![code, code]);
+        let names: Vec<Option<&str>> = response
+            .topics
+            .iter()
+            .map(|t| t.name.as_ref().map(|n| n.as_str()))
+            .collect();
+        assert_eq!(names, vec![Some("a"), Some("b")]);
+        let encoded = response.encode(&mut Vec::new(), 0);
+        assert!(encoded.is_ok(), "{encoded:?}");
     }
 }

@@ -11,6 +11,9 @@
 //!   broker has no share coordinator), as is any other key type.
 //! - On one broker every coordinator is this broker, as the request's
 //!   listener advertises it (`metadata.describe-cluster`).
+//! - A failed handler (trap or timeout) is answered as Kafka's
+//!   `getErrorResponse`: the error (and its message) for every key, with no
+//!   coordinator.
 
 use gregor_sdk::authorize::is_allowed;
 use gregor_sdk::authz::{Operation, ResourceType};
@@ -21,7 +24,8 @@ use gregor_sdk::kafka_protocol::messages::{
 use gregor_sdk::kafka_protocol::protocol::StrBytes;
 use gregor_sdk::metadata::{self, Broker};
 use gregor_sdk::{
-    api_info, decode, respond, ApiInfo, Handler, Outcome, RequestContext, ResponseError, NONE,
+    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Handler, Outcome,
+    RequestContext, ResponseError, NONE,
 };
 
 const GROUP: i8 = 0;
@@ -72,8 +76,57 @@ impl Handler for FindCoordinator {
                 response.error_message = Some(StrBytes::from_static_str(message(error)));
             }
         }
+        gregor_sdk::count_errors(error_codes(&response));
+        response.throttle_time_ms = request_throttle_ms();
         respond(&ctx, &response)
     }
+
+    /// Kafka's `getErrorResponse`: every key with the error.
+    fn error_response(ctx: RequestContext, body: Vec<u8>, error_code: i16) -> Option<Vec<u8>> {
+        let request: FindCoordinatorRequest = decode(&ctx, &body).ok()?;
+        encode(&ctx, &failed(&request, ctx.api_version, error_code))
+    }
+}
+
+/// The request answered with one error and no coordinator, as Kafka's
+/// `prepareOldResponse` (before v4) and `prepareErrorResponse` (v4+).
+fn failed(
+    request: &FindCoordinatorRequest,
+    version: i16,
+    error_code: i16,
+) -> FindCoordinatorResponse {
+    let (node_id, host, port) = node_fields(None);
+    let error_message = Some(StrBytes::from_static_str(message(error_code)));
+    if version >= 4 {
+        let coordinators = request
+            .coordinator_keys
+            .iter()
+            .map(|key| {
+                Coordinator::default()
+                    .with_key(key.clone())
+                    .with_error_code(error_code)
+                    .with_error_message(error_message.clone())
+                    .with_node_id(node_id)
+                    .with_host(host.clone())
+                    .with_port(port)
+            })
+            .collect();
+        FindCoordinatorResponse::default().with_coordinators(coordinators)
+    } else {
+        FindCoordinatorResponse::default()
+            .with_error_code(error_code)
+            .with_error_message(if version >= 1 { error_message } else { None })
+            .with_node_id(node_id)
+            .with_host(host)
+            .with_port(port)
+    }
+}
+
+/// The top-level code and every key's.
+fn error_codes(response: &FindCoordinatorResponse) -> Vec<i16> {
+    std::iter::once(response.error_code)
+        .chain(response.coordinators.iter().map(|c| c.error_code))
+        .collect()
 }
 
 /// Kafka's `getCoordinator`: an error, or the coordinator's node.
@@ -124,6 +177,9 @@ fn message(error: i16) -> &'static str {
         code if code == ResponseError::CoordinatorNotAvailable.code() => {
             "The coordinator is not available."
         }
+        code if code == ResponseError::UnknownServerError.code() => {
+            "The server experienced an unexpected error when processing the request."
+        }
         _ => "This most likely occurs because of a request being malformed by the client library or the message was sent to an incompatible broker.",
     }
 }
@@ -171,6 +227,35 @@ mod tests {
                 response.encode(&mut Vec::new(), version).is_ok(),
                 "v{version}"
             );
+        }
+    }
+
+    #[test]
+    fn error_responses_encode_for_every_served_version() {
+        let code = ResponseError::UnknownServerError.code();
+        let request = FindCoordinatorRequest::default()
+            .with_key(StrBytes::from_static_str("g"))
+            .with_coordinator_keys(vec![
+                StrBytes::from_static_str("a"),
+                StrBytes::from_static_str("b"),
+            ]);
+        for version in 0..=6 {
+            let response = failed(&request, version, code);
+            if version >= 4 {
+                assert_eq!(error_codes(&response), vec![NONE, code, code], "v{version}");
+                let keys: Vec<&str> = response
+                    .coordinators
+                    .iter()
+                    .map(|c| c.key.as_str())
+                    .collect();
+                assert_eq!(keys, vec!["a", "b"]);
+                assert!(response.coordinators.iter().all(|c| c.port == -1));
+            } else {
+                assert_eq!(error_codes(&response), vec![code], "v{version}");
+                assert_eq!((response.node_id, response.port), (BrokerId(-1), -1));
+            }
+            let encoded = response.encode(&mut Vec::new(), version);
+            assert!(encoded.is_ok(), "v{version}: {encoded:?}");
         }
     }
 }

@@ -19,6 +19,8 @@
 //!   INVALID_TRANSACTION_TIMEOUT for a timeout outside
 //!   (0, transaction.max.timeout.ms]. The transaction APIs that follow are
 //!   their own modules (`add_partitions_to_txn`, `end_txn`, ...).
+//! - A failed handler (trap or timeout) is answered as Kafka's
+//!   `getErrorResponse`: the error, producer id -1 and epoch -1.
 
 use gregor_sdk::authorize::{allowed_names, cluster_allowed, transactional_id_allowed};
 use gregor_sdk::authz::{Operation, ResourceType};
@@ -26,8 +28,8 @@ use gregor_sdk::kafka_protocol::messages::{
     InitProducerIdRequest, InitProducerIdResponse, ProducerId,
 };
 use gregor_sdk::{
-    api_info, decode, metadata, respond, txn, ApiInfo, Handler, Outcome, RequestContext,
-    ResponseError,
+    api_info, decode, metadata, request_throttle_ms, respond, txn, ApiInfo, Handler, Outcome,
+    RequestContext, ResponseError,
 };
 
 struct InitProducerId;
@@ -42,7 +44,7 @@ impl Handler for InitProducerId {
             Ok(request) => request,
             Err(outcome) => return outcome,
         };
-        let response = match &request.transactional_id {
+        let mut response = match &request.transactional_id {
             Some(id) if !id.is_empty() => transactional(&request, id.as_str(), ctx.api_version),
             _ if !idempotent_write_allowed() => {
                 failed(ResponseError::ClusterAuthorizationFailed.code())
@@ -55,6 +57,8 @@ impl Handler for InitProducerId {
                     .with_producer_epoch(answer.producer_epoch)
             }
         };
+        gregor_sdk::count_errors([response.error_code]);
+        response.throttle_time_ms = request_throttle_ms();
         respond(&ctx, &response)
     }
 
@@ -103,3 +107,27 @@ fn failed(error_code: i16) -> InitProducerIdResponse {
 }
 
 gregor_sdk::export_handler!(InitProducerId);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gregor_sdk::kafka_protocol::protocol::Encodable;
+
+    #[test]
+    fn error_responses_encode_for_every_served_version() {
+        let code = ResponseError::UnknownServerError.code();
+        let response = failed(code);
+        assert_eq!(
+            (
+                response.error_code,
+                response.producer_id,
+                response.producer_epoch
+            ),
+            (code, ProducerId(-1), -1)
+        );
+        for version in 0..=5 {
+            let encoded = response.encode(&mut Vec::new(), version);
+            assert!(encoded.is_ok(), "v{version}: {encoded:?}");
+        }
+    }
+}

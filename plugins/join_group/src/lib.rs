@@ -10,6 +10,9 @@
 //! - The call to `groups.join` suspends this request (not a worker) until
 //!   the join phase of the rebalance completes. The leader's answer lists
 //!   every member with its metadata for the selected protocol.
+//! - A failed handler (trap or timeout) is answered as Kafka's
+//!   `getErrorResponse`: the error, generation -1, no leader, member id or
+//!   members.
 
 use gregor_sdk::authz::Operation;
 use gregor_sdk::groups::{self, group_allowed, opt_str_bytes, opt_string, JoinResult, Protocol};
@@ -17,7 +20,8 @@ use gregor_sdk::kafka_protocol::messages::join_group_response::JoinGroupResponse
 use gregor_sdk::kafka_protocol::messages::{JoinGroupRequest, JoinGroupResponse};
 use gregor_sdk::kafka_protocol::protocol::StrBytes;
 use gregor_sdk::{
-    api_info, decode, respond, ApiInfo, Handler, Outcome, RequestContext, ResponseError,
+    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Handler, Outcome,
+    RequestContext, ResponseError,
 };
 
 struct JoinGroup;
@@ -34,16 +38,7 @@ impl Handler for JoinGroup {
         };
         let version = ctx.api_version;
         let result = if !group_allowed(Operation::Read, &request.group_id) {
-            JoinResult {
-                error_code: ResponseError::GroupAuthorizationFailed.code(),
-                generation_id: -1,
-                protocol_type: None,
-                protocol_name: None,
-                leader: String::new(),
-                skip_assignment: false,
-                member_id: String::new(),
-                members: Vec::new(),
-            }
+            failed(ResponseError::GroupAuthorizationFailed.code())
         } else {
             let rebalance_timeout_ms = if version == 0 {
                 request.session_timeout_ms
@@ -70,7 +65,31 @@ impl Handler for JoinGroup {
                 reason: opt_string(&request.reason),
             })
         };
-        respond(&ctx, &response(result, version))
+        let mut response = response(result, version);
+        gregor_sdk::count_errors([response.error_code]);
+        response.throttle_time_ms = request_throttle_ms();
+        respond(&ctx, &response)
+    }
+
+    /// Kafka's `getErrorResponse`: the error and nothing else.
+    fn error_response(ctx: RequestContext, body: Vec<u8>, error_code: i16) -> Option<Vec<u8>> {
+        let _: JoinGroupRequest = decode(&ctx, &body).ok()?;
+        encode(&ctx, &response(failed(error_code), ctx.api_version))
+    }
+}
+
+/// A join that failed before reaching the group: generation -1, no
+/// protocol, leader, member id or members (Kafka's `UNKNOWN_*` values).
+fn failed(error_code: i16) -> JoinResult {
+    JoinResult {
+        error_code,
+        generation_id: -1,
+        protocol_type: None,
+        protocol_name: None,
+        leader: String::new(),
+        skip_assignment: false,
+        member_id: String::new(),
+        members: Vec::new(),
     }
 }
 
@@ -149,6 +168,20 @@ mod tests {
                 members: Vec::new(),
             };
             let encoded = response(error, version).encode(&mut Vec::new(), version);
+            assert!(encoded.is_ok(), "v{version}: {encoded:?}");
+        }
+    }
+
+    #[test]
+    fn error_responses_encode_for_every_served_version() {
+        let code = ResponseError::UnknownServerError.code();
+        for version in 0..=9 {
+            let failed = response(failed(code), version);
+            assert_eq!((failed.error_code, failed.generation_id), (code, -1));
+            // Kafka: "" before v7, null from v7.
+            let protocol_name = failed.protocol_name.as_ref().map(|n| n.as_str());
+            assert_eq!(protocol_name, (version < 7).then_some(""), "v{version}");
+            let encoded = failed.encode(&mut Vec::new(), version);
             assert!(encoded.is_ok(), "v{version}: {encoded:?}");
         }
     }

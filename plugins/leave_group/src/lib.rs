@@ -7,13 +7,16 @@
 //!   static member by its group_instance_id alone, as admin tools do) and
 //!   the answer has an error per member; v5 adds a reason per member.
 //! - READ on the Group, else GROUP_AUTHORIZATION_FAILED.
+//! - A failed handler (trap or timeout) is answered as Kafka's
+//!   `getErrorResponse`: the error at the top level, no members.
 
 use gregor_sdk::authz::Operation;
 use gregor_sdk::groups::{self, group_allowed, opt_string, LeavingMember};
 use gregor_sdk::kafka_protocol::messages::leave_group_response::MemberResponse;
 use gregor_sdk::kafka_protocol::messages::{LeaveGroupRequest, LeaveGroupResponse};
 use gregor_sdk::{
-    api_info, decode, respond, ApiInfo, Handler, Outcome, RequestContext, ResponseError, NONE,
+    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Handler, Outcome,
+    RequestContext, ResponseError, NONE,
 };
 
 struct LeaveGroup;
@@ -52,8 +55,24 @@ impl Handler for LeaveGroup {
         } else {
             Err(ResponseError::GroupAuthorizationFailed.code())
         };
-        respond(&ctx, &response(&request, &leaving, outcome, version))
+        let mut response = response(&request, &leaving, outcome, version);
+        gregor_sdk::count_errors(
+            std::iter::once(response.error_code)
+                .chain(response.members.iter().map(|member| member.error_code)),
+        );
+        response.throttle_time_ms = request_throttle_ms();
+        respond(&ctx, &response)
     }
+
+    /// Kafka's `getErrorResponse`: the error alone, for every version.
+    fn error_response(ctx: RequestContext, body: Vec<u8>, error_code: i16) -> Option<Vec<u8>> {
+        let _: LeaveGroupRequest = decode(&ctx, &body).ok()?;
+        encode(&ctx, &failed(error_code))
+    }
+}
+
+fn failed(error_code: i16) -> LeaveGroupResponse {
+    LeaveGroupResponse::default().with_error_code(error_code)
 }
 
 fn response(
@@ -144,6 +163,17 @@ mod tests {
             );
             let denied = response(&request, &leaving, Err(30), version);
             assert_eq!((denied.error_code, denied.members.len()), (30, 0));
+        }
+    }
+
+    #[test]
+    fn error_responses_encode_for_every_served_version() {
+        let code = ResponseError::UnknownServerError.code();
+        let response = failed(code);
+        assert_eq!((response.error_code, response.members.len()), (code, 0));
+        for version in 0..=5 {
+            let encoded = response.encode(&mut Vec::new(), version);
+            assert!(encoded.is_ok(), "v{version}: {encoded:?}");
         }
     }
 }

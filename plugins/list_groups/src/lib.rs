@@ -6,6 +6,8 @@
 //!   "classic"). Filters compare case-insensitively; empty means all.
 //! - DESCRIBE on the Cluster lists every group; without it, only the
 //!   groups the principal may DESCRIBE are listed (asked in one batch).
+//! - A failed handler (trap or timeout) is answered as Kafka's
+//!   `getErrorResponse`: the error and no groups.
 
 use gregor_sdk::authorize::{allowed_names, cluster_allowed};
 use gregor_sdk::authz::{Operation, ResourceType};
@@ -13,7 +15,10 @@ use gregor_sdk::groups::{self, GroupOverview};
 use gregor_sdk::kafka_protocol::messages::list_groups_response::ListedGroup;
 use gregor_sdk::kafka_protocol::messages::{GroupId, ListGroupsRequest, ListGroupsResponse};
 use gregor_sdk::kafka_protocol::protocol::StrBytes;
-use gregor_sdk::{api_info, decode, respond, ApiInfo, Handler, Outcome, RequestContext};
+use gregor_sdk::{
+    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Handler, Outcome,
+    RequestContext,
+};
 
 struct ListGroups;
 
@@ -43,14 +48,26 @@ impl Handler for ListGroups {
             );
             listed.retain(|g| allowed.get(&g.group_id) == Some(&true));
         }
-        let response = ListGroupsResponse::default().with_groups(
+        let mut response = ListGroupsResponse::default().with_groups(
             listed
                 .into_iter()
                 .map(|g| listed_group(g, version))
                 .collect(),
         );
+        gregor_sdk::count_errors([response.error_code]);
+        response.throttle_time_ms = request_throttle_ms();
         respond(&ctx, &response)
     }
+
+    /// Kafka's `getErrorResponse`: the error and no groups.
+    fn error_response(ctx: RequestContext, body: Vec<u8>, error_code: i16) -> Option<Vec<u8>> {
+        let _: ListGroupsRequest = decode(&ctx, &body).ok()?;
+        encode(&ctx, &failed(error_code))
+    }
+}
+
+fn failed(error_code: i16) -> ListGroupsResponse {
+    ListGroupsResponse::default().with_error_code(error_code)
 }
 
 fn listed_group(group: GroupOverview, version: i16) -> ListedGroup {
@@ -84,6 +101,17 @@ mod tests {
             };
             let response =
                 ListGroupsResponse::default().with_groups(vec![listed_group(group, version)]);
+            let encoded = response.encode(&mut Vec::new(), version);
+            assert!(encoded.is_ok(), "v{version}: {encoded:?}");
+        }
+    }
+
+    #[test]
+    fn error_responses_encode_for_every_served_version() {
+        let code = gregor_sdk::ResponseError::UnknownServerError.code();
+        let response = failed(code);
+        assert_eq!((response.error_code, response.groups.len()), (code, 0));
+        for version in 0..=5 {
             let encoded = response.encode(&mut Vec::new(), version);
             assert!(encoded.is_ok(), "v{version}: {encoded:?}");
         }

@@ -13,6 +13,9 @@
 //! - Everything else goes to the host's `log.list-offset` with the request's
 //!   isolation level. A found offset carries the leader epoch (v4+): always 0
 //!   on our single node, whose partitions never change leader.
+//! - A failed handler (trap or timeout) is answered as Kafka's
+//!   `getErrorResponse`: every partition with the error, offset and
+//!   timestamp -1.
 
 use std::collections::HashSet;
 
@@ -25,7 +28,8 @@ use gregor_sdk::kafka_protocol::messages::list_offsets_response::{
 use gregor_sdk::kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
 use gregor_sdk::log::{self, OffsetAnswer};
 use gregor_sdk::{
-    api_info, decode, respond, ApiInfo, Handler, Outcome, RequestContext, ResponseError, NONE,
+    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Handler, Outcome,
+    RequestContext, ResponseError, NONE,
 };
 
 /// The leader epoch of every partition on a single node.
@@ -77,8 +81,34 @@ impl Handler for ListOffsets {
                 .iter()
                 .flat_map(|topic| topic.partitions.iter().map(|p| p.error_code)),
         );
+        response.throttle_time_ms = request_throttle_ms();
         respond(&ctx, &response)
     }
+
+    /// Kafka's `getErrorResponse`: every partition with the error.
+    fn error_response(ctx: RequestContext, body: Vec<u8>, error_code: i16) -> Option<Vec<u8>> {
+        let request: ListOffsetsRequest = decode(&ctx, &body).ok()?;
+        encode(&ctx, &failed(&request, error_code))
+    }
+}
+
+/// The request answered with one error for every partition it names.
+fn failed(request: &ListOffsetsRequest, error_code: i16) -> ListOffsetsResponse {
+    let topics = request
+        .topics
+        .iter()
+        .map(|topic| {
+            let partitions = topic
+                .partitions
+                .iter()
+                .map(|partition| partition_error(partition.partition_index, error_code))
+                .collect();
+            ListOffsetsTopicResponse::default()
+                .with_name(topic.name.clone())
+                .with_partitions(partitions)
+        })
+        .collect();
+    ListOffsetsResponse::default().with_topics(topics)
 }
 
 /// The partitions a request names more than once, as Kafka's
@@ -231,6 +261,36 @@ mod tests {
                 response.encode(&mut Vec::new(), version).is_ok(),
                 "v{version}"
             );
+        }
+    }
+
+    #[test]
+    fn error_responses_encode_for_every_served_version() {
+        let code = ResponseError::UnknownServerError.code();
+        let request =
+            ListOffsetsRequest::default().with_topics(vec![topic("a", &[0, 1]), topic("b", &[2])]);
+        let response = failed(&request, code);
+        let shape: Vec<(&str, Vec<(i32, i16, i64, i64)>)> = response
+            .topics
+            .iter()
+            .map(|t| {
+                let partitions = t
+                    .partitions
+                    .iter()
+                    .map(|p| (p.partition_index, p.error_code, p.offset, p.timestamp));
+                (t.name.as_str(), partitions.collect())
+            })
+            .collect();
+        assert_eq!(
+            shape,
+            vec![
+                ("a", vec![(0, code, -1, -1), (1, code, -1, -1)]),
+                ("b", vec![(2, code, -1, -1)])
+            ]
+        );
+        for version in 1..=10 {
+            let encoded = response.encode(&mut Vec::new(), version);
+            assert!(encoded.is_ok(), "v{version}: {encoded:?}");
         }
     }
 }

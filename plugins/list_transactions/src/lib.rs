@@ -14,6 +14,8 @@
 //!   listed.
 //! - Only ids the principal may DESCRIBE are listed, asked in one batch;
 //!   the others are left out silently.
+//! - A failed handler (trap or timeout) is answered as Kafka's
+//!   `getErrorResponse`: the error and no transactions.
 
 use gregor_sdk::authorize::allowed_names;
 use gregor_sdk::authz::{Operation, ResourceType};
@@ -72,19 +74,21 @@ impl Handler for ListTransactions {
                     .with_transaction_state(StrBytes::from_string(t.state))
             })
             .collect();
-        let response = ListTransactionsResponse::default()
+        let mut response = ListTransactionsResponse::default()
             .with_unknown_state_filters(unknown.iter().map(|s| str_bytes(s)).collect())
-            .with_transaction_states(states)
-            .with_throttle_time_ms(request_throttle_ms());
+            .with_transaction_states(states);
+        gregor_sdk::count_errors([response.error_code]);
+        response.throttle_time_ms = request_throttle_ms();
         respond(&ctx, &response)
     }
 
     fn error_response(ctx: RequestContext, _body: Vec<u8>, error_code: i16) -> Option<Vec<u8>> {
-        encode(
-            &ctx,
-            &ListTransactionsResponse::default().with_error_code(error_code),
-        )
+        encode(&ctx, &failed(error_code))
     }
+}
+
+fn failed(error_code: i16) -> ListTransactionsResponse {
+    ListTransactionsResponse::default().with_error_code(error_code)
 }
 
 /// The state filter split into the names Kafka knows and the others, each
@@ -143,6 +147,20 @@ mod tests {
                 response.encode(&mut Vec::new(), version).is_ok(),
                 "v{version}"
             );
+        }
+    }
+
+    #[test]
+    fn error_responses_encode_for_every_served_version() {
+        let code = gregor_sdk::ResponseError::UnknownServerError.code();
+        let response = failed(code);
+        assert_eq!(
+            (response.error_code, response.transaction_states.len()),
+            (code, 0)
+        );
+        for version in 0..=1 {
+            let encoded = response.encode(&mut Vec::new(), version);
+            assert!(encoded.is_ok(), "v{version}: {encoded:?}");
         }
     }
 }

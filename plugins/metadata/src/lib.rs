@@ -17,6 +17,9 @@
 //!   v0 lists only live replicas and flags missing ones REPLICA_NOT_AVAILABLE.
 //! - v8+: topic (and, up to v10, cluster) authorized operations as Kafka's
 //!   bitfield when asked for, else `i32::MIN`.
+//! - A failed handler (trap or timeout) is answered as Kafka's
+//!   `getErrorResponse`: every named topic with the error, no partitions
+//!   and no brokers.
 
 use std::collections::HashSet;
 use std::hash::Hash;
@@ -36,7 +39,8 @@ use gregor_sdk::kafka_protocol::messages::{
 use gregor_sdk::metadata::{self, NewTopic, PartitionInfo, TopicInfo};
 use gregor_sdk::uuid::Uuid;
 use gregor_sdk::{
-    api_info, decode, respond, ApiInfo, Handler, Outcome, RequestContext, ResponseError,
+    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Handler, Outcome,
+    RequestContext, ResponseError,
 };
 
 struct Metadata;
@@ -52,45 +56,67 @@ impl Handler for Metadata {
             Err(outcome) => return outcome,
         };
         let version = ctx.api_version;
-        if !valid_topic_references(&request, version) {
-            return respond(&ctx, &invalid_request(&request));
-        }
-
-        let cluster = metadata::describe_cluster();
-        let live: HashSet<i32> = cluster.brokers.iter().map(|b| b.node_id).collect();
-        let mut response = MetadataResponse::default()
-            .with_cluster_id(Some(str_bytes(&cluster.cluster_id)))
-            .with_controller_id(BrokerId(cluster.controller_id))
-            .with_topics(topic_metadata(&request, version, &live));
-        if request.include_topic_authorized_operations {
-            add_authorized_operations(&mut response.topics);
-        }
-        response.brokers = cluster
-            .brokers
-            .iter()
-            .map(|b| {
-                MetadataResponseBroker::default()
-                    .with_node_id(BrokerId(b.node_id))
-                    .with_host(str_bytes(&b.host))
-                    .with_port(b.port)
-                    .with_rack(b.rack.as_deref().map(str_bytes))
-            })
-            .collect();
-        if (8..=10).contains(&version) && request.include_cluster_authorized_operations {
-            // Kafka reports the cluster's operations only to a principal that
-            // may DESCRIBE it, and 0 to anyone else.
-            let operations = authorized_operations(ResourceType::Cluster, &[CLUSTER_NAME]);
-            let operations = operations.first().copied().unwrap_or(0);
-            let describe = 1 << operation_code(Operation::Describe);
-            response.cluster_authorized_operations = if operations & describe != 0 {
-                operations
-            } else {
-                0
-            };
-        }
-        gregor_sdk::count_errors(response.topics.iter().map(|topic| topic.error_code));
+        let mut response = if valid_topic_references(&request, version) {
+            cluster_metadata(&request, version)
+        } else {
+            failed(&request, ResponseError::InvalidRequest.code())
+        };
+        gregor_sdk::count_errors(error_codes(&response));
+        response.throttle_time_ms = request_throttle_ms();
         respond(&ctx, &response)
     }
+
+    /// Kafka's `getErrorResponse`: every named topic with the error.
+    fn error_response(ctx: RequestContext, body: Vec<u8>, error_code: i16) -> Option<Vec<u8>> {
+        let request: MetadataRequest = decode(&ctx, &body).ok()?;
+        encode(&ctx, &failed(&request, error_code))
+    }
+}
+
+/// The answer to a request whose topic references are valid.
+fn cluster_metadata(request: &MetadataRequest, version: i16) -> MetadataResponse {
+    let cluster = metadata::describe_cluster();
+    let live: HashSet<i32> = cluster.brokers.iter().map(|b| b.node_id).collect();
+    let mut response = MetadataResponse::default()
+        .with_cluster_id(Some(str_bytes(&cluster.cluster_id)))
+        .with_controller_id(BrokerId(cluster.controller_id))
+        .with_topics(topic_metadata(request, version, &live));
+    if request.include_topic_authorized_operations {
+        add_authorized_operations(&mut response.topics);
+    }
+    response.brokers = cluster
+        .brokers
+        .iter()
+        .map(|b| {
+            MetadataResponseBroker::default()
+                .with_node_id(BrokerId(b.node_id))
+                .with_host(str_bytes(&b.host))
+                .with_port(b.port)
+                .with_rack(b.rack.as_deref().map(str_bytes))
+        })
+        .collect();
+    if (8..=10).contains(&version) && request.include_cluster_authorized_operations {
+        // Kafka reports the cluster's operations only to a principal that
+        // may DESCRIBE it, and 0 to anyone else.
+        let operations = authorized_operations(ResourceType::Cluster, &[CLUSTER_NAME]);
+        let operations = operations.first().copied().unwrap_or(0);
+        let describe = 1 << operation_code(Operation::Describe);
+        response.cluster_authorized_operations = if operations & describe != 0 {
+            operations
+        } else {
+            0
+        };
+    }
+    response
+}
+
+/// Every error code of a response: top level, topics and partitions (as
+/// Kafka's `MetadataResponse.errorCounts`).
+fn error_codes(response: &MetadataResponse) -> Vec<i16> {
+    let topics = response.topics.iter().flat_map(|topic| {
+        std::iter::once(topic.error_code).chain(topic.partitions.iter().map(|p| p.error_code))
+    });
+    std::iter::once(response.error_code).chain(topics).collect()
 }
 
 /// The topics of the response, in the order the request names them.
@@ -341,9 +367,9 @@ fn valid_topic_references(request: &MetadataRequest, version: i16) -> bool {
     })
 }
 
-/// Kafka's `MetadataRequest.getErrorResponse`: every named topic with
-/// INVALID_REQUEST.
-fn invalid_request(request: &MetadataRequest) -> MetadataResponse {
+/// Kafka's `MetadataRequest.getErrorResponse`: every named topic with the
+/// error (an unnamed one as ""), not internal, without partitions.
+fn failed(request: &MetadataRequest, error_code: i16) -> MetadataResponse {
     let topics = request
         .topics
         .iter()
@@ -352,7 +378,8 @@ fn invalid_request(request: &MetadataRequest) -> MetadataResponse {
             MetadataResponseTopic::default()
                 .with_name(Some(t.name.clone().unwrap_or_default()))
                 .with_topic_id(t.topic_id)
-                .with_error_code(ResponseError::InvalidRequest.code())
+                .with_error_code(error_code)
+                .with_is_internal(false)
         })
         .collect();
     MetadataResponse::default().with_topics(topics)
@@ -384,6 +411,7 @@ gregor_sdk::export_handler!(Metadata);
 mod tests {
     use super::*;
     use gregor_sdk::kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+    use gregor_sdk::kafka_protocol::protocol::Encodable;
 
     fn info(leader_id: i32, replicas: &[i32]) -> PartitionInfo {
         PartitionInfo {
@@ -442,5 +470,37 @@ mod tests {
         assert!(!valid_topic_name("with space"));
         assert!(!valid_topic_name(&"a".repeat(250)));
         assert!(valid_topic_name(&"a".repeat(249)));
+    }
+
+    #[test]
+    fn error_responses_encode_for_every_served_version() {
+        let code = ResponseError::UnknownServerError.code();
+        let named = |name: &str| MetadataRequestTopic::default().with_name(Some(topic_name(name)));
+        let request = MetadataRequest::default().with_topics(Some(vec![named("a"), named("b")]));
+        let response = failed(&request, code);
+        assert_eq!(error_codes(&response), vec![0, code, code]);
+        let names: Vec<Option<&str>> = response
+            .topics
+            .iter()
+            .map(|t| t.name.as_ref().map(|n| n.as_str()))
+            .collect();
+        assert_eq!(names, vec![Some("a"), Some("b")]);
+        for version in 0..=13 {
+            let encoded = response.encode(&mut Vec::new(), version);
+            assert!(encoded.is_ok(), "v{version}: {encoded:?}");
+        }
+        // All topics asked for: no topic to answer.
+        let all = failed(&MetadataRequest::default().with_topics(None), code);
+        assert!(all.topics.is_empty());
+        // An id-only topic (v12+) is answered with "" and its id.
+        let by_id = MetadataRequestTopic::default()
+            .with_name(None)
+            .with_topic_id(Uuid::from_u64_pair(1, 2));
+        let response = failed(
+            &MetadataRequest::default().with_topics(Some(vec![by_id])),
+            code,
+        );
+        assert!(response.encode(&mut Vec::new(), 12).is_ok());
+        assert_eq!(response.topics[0].topic_id, Uuid::from_u64_pair(1, 2));
     }
 }

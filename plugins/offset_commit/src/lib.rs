@@ -11,6 +11,8 @@
 //!   without group management commits into an empty group) and stores the
 //!   offsets with their metadata, returned as is by OffsetFetch.
 //! - Answers keep the request's order of topics and partitions.
+//! - A failed handler (trap or timeout) is answered as Kafka's
+//!   `getErrorResponse`: every partition with the error.
 
 use gregor_sdk::authorize::allowed_names;
 use gregor_sdk::authz::{Operation, ResourceType};
@@ -22,7 +24,8 @@ use gregor_sdk::kafka_protocol::messages::offset_commit_response::{
 };
 use gregor_sdk::kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse};
 use gregor_sdk::{
-    api_info, decode, respond, ApiInfo, Handler, Outcome, RequestContext, ResponseError,
+    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Handler, Outcome,
+    RequestContext, ResponseError,
 };
 
 struct OffsetCommit;
@@ -92,29 +95,64 @@ impl Handler for OffsetCommit {
                 );
             }
         }
-        let topics = request
-            .topics
-            .iter()
-            .zip(codes)
-            .map(|(topic, codes)| {
-                OffsetCommitResponseTopic::default()
-                    .with_name(topic.name.clone())
-                    .with_partitions(
-                        topic
-                            .partitions
-                            .iter()
-                            .zip(codes)
-                            .map(|(p, code)| {
-                                OffsetCommitResponsePartition::default()
-                                    .with_partition_index(p.partition_index)
-                                    .with_error_code(code.unwrap_or_default())
-                            })
-                            .collect(),
-                    )
-            })
+        let codes = codes
+            .into_iter()
+            .map(|topic| topic.into_iter().map(Option::unwrap_or_default).collect())
             .collect();
-        respond(&ctx, &OffsetCommitResponse::default().with_topics(topics))
+        let mut response = response(&request, codes);
+        gregor_sdk::count_errors(
+            response
+                .topics
+                .iter()
+                .flat_map(|topic| &topic.partitions)
+                .map(|partition| partition.error_code),
+        );
+        response.throttle_time_ms = request_throttle_ms();
+        respond(&ctx, &response)
     }
+
+    /// Kafka's `getErrorResponse`: every partition with the error.
+    fn error_response(ctx: RequestContext, body: Vec<u8>, error_code: i16) -> Option<Vec<u8>> {
+        let request: OffsetCommitRequest = decode(&ctx, &body).ok()?;
+        let codes = same_code(&request, error_code);
+        encode(&ctx, &response(&request, codes))
+    }
+}
+
+/// One code per partition, per topic, in request order.
+type Codes = Vec<Vec<i16>>;
+
+fn same_code(request: &OffsetCommitRequest, code: i16) -> Codes {
+    request
+        .topics
+        .iter()
+        .map(|topic| vec![code; topic.partitions.len()])
+        .collect()
+}
+
+fn response(request: &OffsetCommitRequest, codes: Codes) -> OffsetCommitResponse {
+    let topics = request
+        .topics
+        .iter()
+        .zip(codes)
+        .map(|(topic, codes)| {
+            OffsetCommitResponseTopic::default()
+                .with_name(topic.name.clone())
+                .with_partitions(
+                    topic
+                        .partitions
+                        .iter()
+                        .zip(codes)
+                        .map(|(p, code)| {
+                            OffsetCommitResponsePartition::default()
+                                .with_partition_index(p.partition_index)
+                                .with_error_code(code)
+                        })
+                        .collect(),
+                )
+        })
+        .collect();
+    OffsetCommitResponse::default().with_topics(topics)
 }
 
 gregor_sdk::export_handler!(OffsetCommit);
@@ -122,7 +160,11 @@ gregor_sdk::export_handler!(OffsetCommit);
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gregor_sdk::kafka_protocol::protocol::Encodable;
+    use gregor_sdk::kafka_protocol::messages::offset_commit_request::{
+        OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+    };
+    use gregor_sdk::kafka_protocol::messages::TopicName;
+    use gregor_sdk::kafka_protocol::protocol::{Encodable, StrBytes};
 
     #[test]
     fn responses_encode_for_every_served_version() {
@@ -134,6 +176,43 @@ mod tests {
                 response.encode(&mut Vec::new(), version).is_ok(),
                 "v{version}"
             );
+        }
+    }
+
+    #[test]
+    fn error_responses_encode_for_every_served_version() {
+        let topic = |name: &'static str, partitions: &[i32]| {
+            OffsetCommitRequestTopic::default()
+                .with_name(TopicName(StrBytes::from_static_str(name)))
+                .with_partitions(
+                    partitions
+                        .iter()
+                        .map(|&p| OffsetCommitRequestPartition::default().with_partition_index(p))
+                        .collect(),
+                )
+        };
+        let request =
+            OffsetCommitRequest::default().with_topics(vec![topic("a", &[0, 1]), topic("b", &[2])]);
+        let code = ResponseError::UnknownServerError.code();
+        let response = response(&request, same_code(&request, code));
+        let shape: Vec<(&str, Vec<(i32, i16)>)> = response
+            .topics
+            .iter()
+            .map(|t| {
+                let partitions = t
+                    .partitions
+                    .iter()
+                    .map(|p| (p.partition_index, p.error_code));
+                (t.name.as_str(), partitions.collect())
+            })
+            .collect();
+        assert_eq!(
+            shape,
+            vec![("a", vec![(0, code), (1, code)]), ("b", vec![(2, code)])]
+        );
+        for version in 2..=9 {
+            let encoded = response.encode(&mut Vec::new(), version);
+            assert!(encoded.is_ok(), "v{version}: {encoded:?}");
         }
     }
 }

@@ -10,6 +10,8 @@
 //!   consumer group (NON_EMPTY_GROUP); a group that does not exist is
 //!   GROUP_ID_NOT_FOUND. A group-level error answers only the partitions
 //!   that failed before reaching the coordinator, as Kafka does.
+//! - A failed handler (trap or timeout) is answered as Kafka's
+//!   `getErrorResponse`: the error at the top level, no partitions.
 
 use gregor_sdk::authorize::allowed_names;
 use gregor_sdk::authz::{Operation, ResourceType};
@@ -19,7 +21,8 @@ use gregor_sdk::kafka_protocol::messages::offset_delete_response::{
 };
 use gregor_sdk::kafka_protocol::messages::{OffsetDeleteRequest, OffsetDeleteResponse, TopicName};
 use gregor_sdk::{
-    api_info, decode, respond, ApiInfo, Handler, Outcome, RequestContext, ResponseError, NONE,
+    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Handler, Outcome,
+    RequestContext, ResponseError, NONE,
 };
 
 struct OffsetDelete;
@@ -34,62 +37,86 @@ impl Handler for OffsetDelete {
             Ok(request) => request,
             Err(outcome) => return outcome,
         };
-        if !group_allowed(Operation::Delete, &request.group_id) {
-            let response = OffsetDeleteResponse::default()
-                .with_error_code(ResponseError::GroupAuthorizationFailed.code());
-            return respond(&ctx, &response);
-        }
-        let names = || request.topics.iter().map(|t| t.name.as_str());
-        let authorized = allowed_names(Operation::Read, ResourceType::Topic, names());
-        let counts = partition_counts(names());
-        // (topic, partition, code); None: ask the coordinator.
-        let mut answers: Vec<(TopicName, i32, Option<i16>)> = Vec::new();
-        let mut doomed = Vec::new();
-        for topic in &request.topics {
-            for partition in &topic.partitions {
-                let index = partition.partition_index;
-                let error = partition_error(&authorized, &counts, &topic.name, index);
-                if error.is_none() {
-                    doomed.push(TopicPartition {
-                        topic: topic.name.to_string(),
-                        partition: index,
-                    });
-                }
-                answers.push((topic.name.clone(), index, error));
-            }
-        }
-        let mut top = NONE;
-        if !doomed.is_empty() {
-            match groups::delete_offsets(&request.group_id, &doomed) {
-                Ok(codes) => {
-                    let mut codes = codes.into_iter();
-                    for (_, _, code) in answers.iter_mut().filter(|a| a.2.is_none()) {
-                        *code = codes.next();
-                    }
-                }
-                Err(error) => top = error,
-            }
-        }
-        let mut topics: Vec<OffsetDeleteResponseTopic> = Vec::new();
-        for (name, index, code) in answers {
-            let Some(code) = code else { continue };
-            let partition = OffsetDeleteResponsePartition::default()
-                .with_partition_index(index)
-                .with_error_code(code);
-            match topics.iter_mut().find(|t| t.name == name) {
-                Some(topic) => topic.partitions.push(partition),
-                None => topics.push(
-                    OffsetDeleteResponseTopic::default()
-                        .with_name(name)
-                        .with_partitions(vec![partition]),
-                ),
-            }
-        }
-        let response = OffsetDeleteResponse::default()
-            .with_error_code(top)
-            .with_topics(topics);
+        let mut response = if group_allowed(Operation::Delete, &request.group_id) {
+            delete(&request)
+        } else {
+            failed(ResponseError::GroupAuthorizationFailed.code())
+        };
+        gregor_sdk::count_errors(
+            std::iter::once(response.error_code).chain(
+                response
+                    .topics
+                    .iter()
+                    .flat_map(|topic| &topic.partitions)
+                    .map(|partition| partition.error_code),
+            ),
+        );
+        response.throttle_time_ms = request_throttle_ms();
         respond(&ctx, &response)
     }
+
+    /// Kafka's `getErrorResponse`: the error alone.
+    fn error_response(ctx: RequestContext, body: Vec<u8>, error_code: i16) -> Option<Vec<u8>> {
+        let _: OffsetDeleteRequest = decode(&ctx, &body).ok()?;
+        encode(&ctx, &failed(error_code))
+    }
+}
+
+fn failed(error_code: i16) -> OffsetDeleteResponse {
+    OffsetDeleteResponse::default().with_error_code(error_code)
+}
+
+/// Checks each partition and deletes the offsets of those that pass.
+fn delete(request: &OffsetDeleteRequest) -> OffsetDeleteResponse {
+    let names = || request.topics.iter().map(|t| t.name.as_str());
+    let authorized = allowed_names(Operation::Read, ResourceType::Topic, names());
+    let counts = partition_counts(names());
+    // (topic, partition, code); None: ask the coordinator.
+    let mut answers: Vec<(TopicName, i32, Option<i16>)> = Vec::new();
+    let mut doomed = Vec::new();
+    for topic in &request.topics {
+        for partition in &topic.partitions {
+            let index = partition.partition_index;
+            let error = partition_error(&authorized, &counts, &topic.name, index);
+            if error.is_none() {
+                doomed.push(TopicPartition {
+                    topic: topic.name.to_string(),
+                    partition: index,
+                });
+            }
+            answers.push((topic.name.clone(), index, error));
+        }
+    }
+    let mut top = NONE;
+    if !doomed.is_empty() {
+        match groups::delete_offsets(&request.group_id, &doomed) {
+            Ok(codes) => {
+                let mut codes = codes.into_iter();
+                for (_, _, code) in answers.iter_mut().filter(|a| a.2.is_none()) {
+                    *code = codes.next();
+                }
+            }
+            Err(error) => top = error,
+        }
+    }
+    let mut topics: Vec<OffsetDeleteResponseTopic> = Vec::new();
+    for (name, index, code) in answers {
+        let Some(code) = code else { continue };
+        let partition = OffsetDeleteResponsePartition::default()
+            .with_partition_index(index)
+            .with_error_code(code);
+        match topics.iter_mut().find(|t| t.name == name) {
+            Some(topic) => topic.partitions.push(partition),
+            None => topics.push(
+                OffsetDeleteResponseTopic::default()
+                    .with_name(name)
+                    .with_partitions(vec![partition]),
+            ),
+        }
+    }
+    OffsetDeleteResponse::default()
+        .with_error_code(top)
+        .with_topics(topics)
 }
 
 gregor_sdk::export_handler!(OffsetDelete);
@@ -105,5 +132,14 @@ mod tests {
         let topic = OffsetDeleteResponseTopic::default().with_partitions(vec![partition]);
         let response = OffsetDeleteResponse::default().with_topics(vec![topic]);
         assert!(response.encode(&mut Vec::new(), 0).is_ok());
+    }
+
+    #[test]
+    fn error_responses_encode_for_every_served_version() {
+        let code = ResponseError::UnknownServerError.code();
+        let response = failed(code);
+        assert_eq!((response.error_code, response.topics.len()), (code, 0));
+        let encoded = response.encode(&mut Vec::new(), 0);
+        assert!(encoded.is_ok(), "{encoded:?}");
     }
 }

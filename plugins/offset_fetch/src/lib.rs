@@ -11,6 +11,9 @@
 //!   topics are left out of an all-partitions answer.
 //! - A partition without a committed offset answers offset -1, empty
 //!   metadata, no error.
+//! - A failed handler (trap or timeout) is answered as Kafka's
+//!   `getErrorResponse`: every named partition with the error (v1), the
+//!   error at the top level (v2-7), or every group with it (v8+).
 
 use std::collections::HashMap;
 
@@ -26,7 +29,8 @@ use gregor_sdk::kafka_protocol::messages::{
 };
 use gregor_sdk::kafka_protocol::protocol::StrBytes;
 use gregor_sdk::{
-    api_info, decode, respond, ApiInfo, Handler, Outcome, RequestContext, ResponseError, NONE,
+    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Handler, Outcome,
+    RequestContext, ResponseError, NONE,
 };
 
 struct OffsetFetch;
@@ -48,72 +52,150 @@ impl Handler for OffsetFetch {
             Err(outcome) => return outcome,
         };
         let version = ctx.api_version;
-        let stable = request.require_stable;
-        if version >= 8 {
-            let groups = request
-                .groups
-                .iter()
-                .map(|group| {
-                    let topics = group.topics.as_ref().map(|topics| {
-                        topics
-                            .iter()
-                            .map(|t| (t.name.to_string(), t.partition_indexes.clone()))
-                            .collect()
-                    });
-                    let answer = fetch_group(&group.group_id, topics, stable);
-                    OffsetFetchResponseGroup::default()
-                        .with_group_id(group.group_id.clone())
-                        .with_error_code(answer.error)
-                        .with_topics(
-                            answer
-                                .topics
-                                .into_iter()
-                                .map(|(name, offsets)| {
-                                    OffsetFetchResponseTopics::default()
-                                        .with_name(TopicName(StrBytes::from_string(name)))
-                                        .with_partitions(
-                                            offsets.into_iter().map(partitions).collect(),
-                                        )
-                                })
-                                .collect(),
-                        )
-                })
-                .collect();
-            return respond(&ctx, &OffsetFetchResponse::default().with_groups(groups));
-        }
-        let topics = request.topics.as_ref().map(|topics| {
-            topics
-                .iter()
-                .map(|t| (t.name.to_string(), t.partition_indexes.clone()))
-                .collect::<Vec<_>>()
-        });
-        let mut answer = fetch_group(&request.group_id, topics.clone(), stable);
-        let mut response = OffsetFetchResponse::default();
-        if version >= 2 {
-            response.error_code = answer.error;
-        } else if answer.error != NONE {
-            // v1 has no top-level error: every named partition carries it.
-            let error = answer.error;
-            answer.topics = topics
-                .unwrap_or_default()
-                .into_iter()
-                .map(|(name, indexes)| {
-                    let offsets = indexes.iter().map(|&p| unknown(&name, p, error)).collect();
-                    (name, offsets)
-                })
-                .collect();
-        }
-        response.topics = answer
-            .topics
-            .into_iter()
-            .map(|(name, offsets)| {
-                OffsetFetchResponseTopic::default()
-                    .with_name(TopicName(StrBytes::from_string(name)))
-                    .with_partitions(offsets.into_iter().map(|o| partition(o, version)).collect())
-            })
-            .collect();
+        let mut response = if version >= 8 {
+            fetch_groups(&request)
+        } else {
+            fetch_single(&request, version)
+        };
+        gregor_sdk::count_errors(error_codes(&response));
+        response.throttle_time_ms = request_throttle_ms();
         respond(&ctx, &response)
     }
+
+    /// Kafka's `getErrorResponse`: every named partition with the error
+    /// (v1), the error alone (v2-7), every group with it (v8+).
+    fn error_response(ctx: RequestContext, body: Vec<u8>, error_code: i16) -> Option<Vec<u8>> {
+        let request: OffsetFetchRequest = decode(&ctx, &body).ok()?;
+        encode(&ctx, &failed(&request, ctx.api_version, error_code))
+    }
+}
+
+/// v8+: one answer per group.
+fn fetch_groups(request: &OffsetFetchRequest) -> OffsetFetchResponse {
+    let stable = request.require_stable;
+    let groups = request
+        .groups
+        .iter()
+        .map(|group| {
+            let topics = group.topics.as_ref().map(|topics| {
+                topics
+                    .iter()
+                    .map(|t| (t.name.to_string(), t.partition_indexes.clone()))
+                    .collect()
+            });
+            let answer = fetch_group(&group.group_id, topics, stable);
+            OffsetFetchResponseGroup::default()
+                .with_group_id(group.group_id.clone())
+                .with_error_code(answer.error)
+                .with_topics(
+                    answer
+                        .topics
+                        .into_iter()
+                        .map(|(name, offsets)| {
+                            OffsetFetchResponseTopics::default()
+                                .with_name(TopicName(StrBytes::from_string(name)))
+                                .with_partitions(offsets.into_iter().map(partitions).collect())
+                        })
+                        .collect(),
+                )
+        })
+        .collect();
+    OffsetFetchResponse::default().with_groups(groups)
+}
+
+/// v1-7: the request's one group.
+fn fetch_single(request: &OffsetFetchRequest, version: i16) -> OffsetFetchResponse {
+    let stable = request.require_stable;
+    let topics = request.topics.as_ref().map(|topics| {
+        topics
+            .iter()
+            .map(|t| (t.name.to_string(), t.partition_indexes.clone()))
+            .collect::<Vec<_>>()
+    });
+    let mut answer = fetch_group(&request.group_id, topics.clone(), stable);
+    let mut response = OffsetFetchResponse::default();
+    if version >= 2 {
+        response.error_code = answer.error;
+    } else if answer.error != NONE {
+        // v1 has no top-level error: every named partition carries it.
+        let error = answer.error;
+        answer.topics = topics
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(name, indexes)| {
+                let offsets = indexes.iter().map(|&p| unknown(&name, p, error)).collect();
+                (name, offsets)
+            })
+            .collect();
+    }
+    response.topics = answer
+        .topics
+        .into_iter()
+        .map(|(name, offsets)| {
+            OffsetFetchResponseTopic::default()
+                .with_name(TopicName(StrBytes::from_string(name)))
+                .with_partitions(offsets.into_iter().map(|o| partition(o, version)).collect())
+        })
+        .collect();
+    response
+}
+
+/// The request answered with one error, in each version's shape.
+fn failed(request: &OffsetFetchRequest, version: i16, error_code: i16) -> OffsetFetchResponse {
+    let mut response = OffsetFetchResponse::default();
+    if version >= 8 {
+        response.groups = request
+            .groups
+            .iter()
+            .map(|group| {
+                OffsetFetchResponseGroup::default()
+                    .with_group_id(group.group_id.clone())
+                    .with_error_code(error_code)
+            })
+            .collect();
+    } else if version >= 2 {
+        response.error_code = error_code;
+    } else {
+        // v1 has no top-level error: every named partition carries it.
+        response.topics = request
+            .topics
+            .iter()
+            .flatten()
+            .map(|topic| {
+                let partitions = topic
+                    .partition_indexes
+                    .iter()
+                    .map(|&p| partition(unknown(&topic.name, p, error_code), version))
+                    .collect();
+                OffsetFetchResponseTopic::default()
+                    .with_name(topic.name.clone())
+                    .with_partitions(partitions)
+            })
+            .collect();
+    }
+    response
+}
+
+/// Every error code of a response: top level, groups and partitions.
+fn error_codes(response: &OffsetFetchResponse) -> Vec<i16> {
+    let partitions = response
+        .topics
+        .iter()
+        .flat_map(|topic| &topic.partitions)
+        .map(|partition| partition.error_code);
+    let groups = response.groups.iter().flat_map(|group| {
+        std::iter::once(group.error_code).chain(
+            group
+                .topics
+                .iter()
+                .flat_map(|topic| &topic.partitions)
+                .map(|partition| partition.error_code),
+        )
+    });
+    std::iter::once(response.error_code)
+        .chain(partitions)
+        .chain(groups)
+        .collect()
 }
 
 /// Kafka's per-group handling: authorize, ask the coordinator, hide
@@ -255,6 +337,9 @@ gregor_sdk::export_handler!(OffsetFetch);
 #[cfg(test)]
 mod tests {
     use super::*;
+    use gregor_sdk::kafka_protocol::messages::offset_fetch_request::{
+        OffsetFetchRequestGroup, OffsetFetchRequestTopic,
+    };
     use gregor_sdk::kafka_protocol::protocol::Encodable;
 
     fn offset() -> CommittedOffset {
@@ -285,6 +370,43 @@ mod tests {
                 OffsetFetchResponseTopics::default().with_partitions(vec![partitions(offset())]);
             let group = OffsetFetchResponseGroup::default().with_topics(vec![topic]);
             let response = OffsetFetchResponse::default().with_groups(vec![group]);
+            let encoded = response.encode(&mut Vec::new(), version);
+            assert!(encoded.is_ok(), "v{version}: {encoded:?}");
+        }
+    }
+
+    #[test]
+    fn error_responses_encode_for_every_served_version() {
+        let code = ResponseError::UnknownServerError.code();
+        let topic = |name: &'static str, partitions: &[i32]| {
+            OffsetFetchRequestTopic::default()
+                .with_name(TopicName(StrBytes::from_static_str(name)))
+                .with_partition_indexes(partitions.to_vec())
+        };
+        let group = |id: &'static str| {
+            OffsetFetchRequestGroup::default().with_group_id(GroupId(StrBytes::from_static_str(id)))
+        };
+        let request = OffsetFetchRequest::default()
+            .with_group_id(GroupId(StrBytes::from_static_str("g")))
+            .with_topics(Some(vec![topic("a", &[0, 1]), topic("b", &[2])]))
+            .with_groups(vec![group("g"), group("h")]);
+        for version in 1..=9 {
+            let response = failed(&request, version, code);
+            let expected = match version {
+                1 => vec![NONE, code, code, code],
+                2..=7 => vec![code],
+                _ => vec![NONE, code, code],
+            };
+            assert_eq!(error_codes(&response), expected, "v{version}");
+            if version == 1 {
+                let offsets: Vec<i64> = response
+                    .topics
+                    .iter()
+                    .flat_map(|t| &t.partitions)
+                    .map(|p| p.committed_offset)
+                    .collect();
+                assert_eq!(offsets, vec![-1, -1, -1]);
+            }
             let encoded = response.encode(&mut Vec::new(), version);
             assert!(encoded.is_ok(), "v{version}: {encoded:?}");
         }

@@ -7,12 +7,15 @@
 //! - READ on the Group, else GROUP_AUTHORIZATION_FAILED.
 //! - A follower's `groups.sync` suspends this request until the leader's
 //!   assignment arrives.
+//! - A failed handler (trap or timeout) is answered as Kafka's
+//!   `getErrorResponse`: the error and an empty assignment.
 
 use gregor_sdk::authz::Operation;
 use gregor_sdk::groups::{self, group_allowed, opt_str_bytes, opt_string, SyncResult};
 use gregor_sdk::kafka_protocol::messages::{SyncGroupRequest, SyncGroupResponse};
 use gregor_sdk::{
-    api_info, decode, respond, ApiInfo, Handler, Outcome, RequestContext, ResponseError,
+    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Handler, Outcome,
+    RequestContext, ResponseError,
 };
 
 struct SyncGroup;
@@ -49,7 +52,16 @@ impl Handler for SyncGroup {
                     .collect(),
             })
         };
-        respond(&ctx, &response(result, version))
+        let mut response = response(result, version);
+        gregor_sdk::count_errors([response.error_code]);
+        response.throttle_time_ms = request_throttle_ms();
+        respond(&ctx, &response)
+    }
+
+    /// Kafka's `getErrorResponse`: the error and an empty assignment.
+    fn error_response(ctx: RequestContext, body: Vec<u8>, error_code: i16) -> Option<Vec<u8>> {
+        let _: SyncGroupRequest = decode(&ctx, &body).ok()?;
+        encode(&ctx, &response(error(error_code), ctx.api_version))
     }
 }
 
@@ -94,6 +106,18 @@ mod tests {
             assert!(response(error(27), version)
                 .encode(&mut Vec::new(), version)
                 .is_ok());
+        }
+    }
+
+    #[test]
+    fn error_responses_encode_for_every_served_version() {
+        let code = ResponseError::UnknownServerError.code();
+        for version in 0..=5 {
+            let failed = response(error(code), version);
+            assert_eq!(failed.error_code, code);
+            assert!(failed.assignment.is_empty());
+            let encoded = failed.encode(&mut Vec::new(), version);
+            assert!(encoded.is_ok(), "v{version}: {encoded:?}");
         }
     }
 }

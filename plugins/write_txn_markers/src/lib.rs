@@ -14,7 +14,11 @@
 //!   `txn.write-markers`, which appends the marker with the producer's epoch
 //!   and the coordinator epoch. Results are grouped by producer id, as
 //!   Kafka's response is (markers for the same producer merge).
-//! - Exempt from request quotas, as in Kafka: the response has no throttle.
+//! - Exempt from request quotas, as in Kafka (a cluster action): the
+//!   request is recorded as exempt, so it is neither counted nor muted, and
+//!   the response has no throttle.
+//! - A failed handler (trap or timeout) is answered as Kafka's
+//!   `getErrorResponse`: every partition of every marker with the error.
 
 use std::collections::HashMap;
 
@@ -31,7 +35,8 @@ use gregor_sdk::kafka_protocol::messages::{
 };
 use gregor_sdk::txn::{self, by_topic, PartitionCodes, TxnPartition};
 use gregor_sdk::{
-    api_info, decode, encode, respond, ApiInfo, Handler, Outcome, RequestContext, ResponseError,
+    api_info, decode, encode, quotas, respond, ApiInfo, Handler, Outcome, RequestContext,
+    ResponseError,
 };
 
 struct WriteTxnMarkers;
@@ -60,6 +65,8 @@ impl Handler for WriteTxnMarkers {
                 .flat_map(|topic| &topic.partitions)
                 .map(|partition| partition.error_code),
         );
+        // Kafka's `sendResponseExemptThrottle`: a cluster action is exempt.
+        quotas::record_request(true);
         respond(&ctx, &response)
     }
 

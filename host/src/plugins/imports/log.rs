@@ -24,10 +24,14 @@ impl log::Host for HandlerState {
         _timeout_ms: i32,
     ) -> AppendResult {
         let started = Instant::now();
-        let outcome = self
-            .broker
-            .replica
-            .append(&topic, partition, &records, required_acks);
+        let transactions = &self.broker.transactions;
+        let in_transaction = |producer_id: i64, producer_epoch: i16| {
+            transactions.includes_partition(producer_id, producer_epoch, &topic, partition)
+        };
+        let outcome =
+            self.broker
+                .replica
+                .append(&topic, partition, &records, required_acks, &in_transaction);
         self.clock.add_host_wait(started.elapsed());
         AppendResult {
             error_code: outcome.error_code,
