@@ -13,6 +13,8 @@
 //!   Gregor does not limit connection creation.
 //! - Unless `validate_only`, changes are durable and take effect at once:
 //!   the next request of a matching client is measured against them.
+//! - Error response (a trap or timeout): every entry with the error, as
+//!   Kafka's `AlterClientQuotasRequest.getErrorResponse`.
 
 use gregor_sdk::authorize::cluster_allowed;
 use gregor_sdk::authz::Operation;
@@ -22,7 +24,7 @@ use gregor_sdk::kafka_protocol::messages::alter_client_quotas_response::{EntityD
 use gregor_sdk::kafka_protocol::messages::{AlterClientQuotasRequest, AlterClientQuotasResponse};
 use gregor_sdk::quotas::{self, EntityPart, QuotaOp};
 use gregor_sdk::{
-    api_info, decode, request_throttle_ms, respond, ApiInfo, Handler, KafkaError, Outcome,
+    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Handler, KafkaError, Outcome,
     RequestContext, ResponseError,
 };
 
@@ -68,22 +70,50 @@ impl Handler for AlterClientQuotas {
                 EntryData::default()
                     .with_error_code(code)
                     .with_error_message(message.as_deref().map(str_bytes))
-                    .with_entity(
-                        entry
-                            .entity
-                            .iter()
-                            .map(|part| {
-                                EntityData::default()
-                                    .with_entity_type(part.entity_type.clone())
-                                    .with_entity_name(part.entity_name.clone())
-                            })
-                            .collect(),
-                    ),
+                    .with_entity(response_entity(entry)),
             );
         }
+        gregor_sdk::count_errors(response.entries.iter().map(|entry| entry.error_code));
         response.throttle_time_ms = request_throttle_ms();
         respond(&ctx, &response)
     }
+
+    /// Kafka's `getErrorResponse`: every entry with the error.
+    fn error_response(ctx: RequestContext, body: Vec<u8>, error_code: i16) -> Option<Vec<u8>> {
+        let request: AlterClientQuotasRequest = decode(&ctx, &body).ok()?;
+        encode(&ctx, &error_response_for(&request, error_code))
+    }
+}
+
+/// Every entry of the request answered with `error_code`.
+fn error_response_for(
+    request: &AlterClientQuotasRequest,
+    error_code: i16,
+) -> AlterClientQuotasResponse {
+    let entries = request
+        .entries
+        .iter()
+        .map(|entry| {
+            EntryData::default()
+                .with_error_code(error_code)
+                .with_error_message(None)
+                .with_entity(response_entity(entry))
+        })
+        .collect();
+    AlterClientQuotasResponse::default().with_entries(entries)
+}
+
+/// The entry's entity, as the response echoes it.
+fn response_entity(entry: &RequestEntry) -> Vec<EntityData> {
+    entry
+        .entity
+        .iter()
+        .map(|part| {
+            EntityData::default()
+                .with_entity_type(part.entity_type.clone())
+                .with_entity_name(part.entity_name.clone())
+        })
+        .collect()
 }
 
 fn entity_of(entry: &RequestEntry) -> Vec<EntityPart> {
@@ -169,6 +199,37 @@ mod tests {
                 EntityData::default().with_entity_type(str_bytes("user")),
             ]);
             let response = AlterClientQuotasResponse::default().with_entries(vec![entry]);
+            assert!(
+                response.encode(&mut Vec::new(), version).is_ok(),
+                "v{version}"
+            );
+        }
+    }
+
+    #[test]
+    fn error_responses_answer_every_entry_for_every_served_version() {
+        use gregor_sdk::kafka_protocol::messages::alter_client_quotas_request::EntityData as RequestEntity;
+        let entry = |name: Option<&str>| {
+            RequestEntry::default().with_entity(vec![RequestEntity::default()
+                .with_entity_type(str_bytes("user"))
+                .with_entity_name(name.map(str_bytes))])
+        };
+        let request = AlterClientQuotasRequest::default()
+            .with_entries(vec![entry(Some("alice")), entry(None)]);
+        let code = ResponseError::UnknownServerError.code();
+        for version in 0..=1 {
+            let response = error_response_for(&request, code);
+            let shape: Vec<(i16, Option<String>)> = response
+                .entries
+                .iter()
+                .map(|e| {
+                    (
+                        e.error_code,
+                        e.entity[0].entity_name.as_ref().map(|n| n.to_string()),
+                    )
+                })
+                .collect();
+            assert_eq!(shape, vec![(code, Some("alice".to_string())), (code, None)]);
             assert!(
                 response.encode(&mut Vec::new(), version).is_ok(),
                 "v{version}"

@@ -13,6 +13,8 @@
 //!   INVALID_REQUEST for null values, duplicate names, another broker's id
 //!   or a read-only broker config), then, unless `validate_only`, stores
 //!   the change durably and applies it at once.
+//! - Error response (a trap or timeout): every resource with the error, as
+//!   Kafka's `AlterConfigsRequest.getErrorResponse`.
 
 use gregor_sdk::configs::{self, authorization_error, resource_type_of, ResourceType};
 use gregor_sdk::ids::str_bytes;
@@ -20,7 +22,7 @@ use gregor_sdk::kafka_protocol::messages::alter_configs_request::AlterConfigsRes
 use gregor_sdk::kafka_protocol::messages::alter_configs_response::AlterConfigsResourceResponse;
 use gregor_sdk::kafka_protocol::messages::{AlterConfigsRequest, AlterConfigsResponse};
 use gregor_sdk::{
-    api_info, decode, request_throttle_ms, respond, ApiInfo, Handler, KafkaError, Outcome,
+    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Handler, KafkaError, Outcome,
     RequestContext, ResponseError,
 };
 
@@ -46,17 +48,42 @@ impl Handler for AlterConfigs {
         });
         let mut response = AlterConfigsResponse::default();
         for (resource, (code, message)) in request.resources.iter().zip(results) {
-            response.responses.push(
-                AlterConfigsResourceResponse::default()
-                    .with_error_code(code)
-                    .with_error_message(message.as_deref().map(str_bytes))
-                    .with_resource_type(resource.resource_type)
-                    .with_resource_name(resource.resource_name.clone()),
-            );
+            response
+                .responses
+                .push(resource_response(resource, code, message.as_deref()));
         }
+        gregor_sdk::count_errors(response.responses.iter().map(|r| r.error_code));
         response.throttle_time_ms = request_throttle_ms();
         respond(&ctx, &response)
     }
+
+    /// Kafka's `getErrorResponse`: every resource with the error.
+    fn error_response(ctx: RequestContext, body: Vec<u8>, error_code: i16) -> Option<Vec<u8>> {
+        let request: AlterConfigsRequest = decode(&ctx, &body).ok()?;
+        encode(&ctx, &error_response_for(&request, error_code))
+    }
+}
+
+/// Every resource of the request answered with `error_code`.
+fn error_response_for(request: &AlterConfigsRequest, error_code: i16) -> AlterConfigsResponse {
+    let responses = request
+        .resources
+        .iter()
+        .map(|resource| resource_response(resource, error_code, None))
+        .collect();
+    AlterConfigsResponse::default().with_responses(responses)
+}
+
+fn resource_response(
+    resource: &AlterConfigsResource,
+    error_code: i16,
+    message: Option<&str>,
+) -> AlterConfigsResourceResponse {
+    AlterConfigsResourceResponse::default()
+        .with_error_code(error_code)
+        .with_error_message(message.map(str_bytes))
+        .with_resource_type(resource.resource_type)
+        .with_resource_name(resource.resource_name.clone())
 }
 
 fn error(code: ResponseError, message: &str) -> KafkaError {
@@ -118,6 +145,34 @@ mod tests {
                 .with_resource_type(2)
                 .with_resource_name(str_bytes("t"));
             let response = AlterConfigsResponse::default().with_responses(vec![result]);
+            assert!(
+                response.encode(&mut Vec::new(), version).is_ok(),
+                "v{version}"
+            );
+        }
+    }
+
+    #[test]
+    fn error_responses_answer_every_resource_for_every_served_version() {
+        let resource = |kind: i8, name: &str| {
+            AlterConfigsResource::default()
+                .with_resource_type(kind)
+                .with_resource_name(str_bytes(name))
+        };
+        let request =
+            AlterConfigsRequest::default().with_resources(vec![resource(2, "t"), resource(4, "1")]);
+        let code = ResponseError::UnknownServerError.code();
+        let response = error_response_for(&request, code);
+        let shape: Vec<(i8, String, i16)> = response
+            .responses
+            .iter()
+            .map(|r| (r.resource_type, r.resource_name.to_string(), r.error_code))
+            .collect();
+        assert_eq!(
+            shape,
+            vec![(2, "t".to_string(), code), (4, "1".to_string(), code)]
+        );
+        for version in 0..=2 {
             assert!(
                 response.encode(&mut Vec::new(), version).is_ok(),
                 "v{version}"

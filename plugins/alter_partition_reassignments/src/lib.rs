@@ -13,6 +13,9 @@
 //!   NO_REASSIGNMENT_IN_PROGRESS. v1's `allow_replication_factor_change` is
 //!   echoed; with it false a different replica count would be
 //!   INVALID_REPLICATION_FACTOR.
+//! - Error response (a trap or timeout): the error at the top level and
+//!   for every partition, as Kafka's
+//!   `AlterPartitionReassignmentsRequest.getErrorResponse`.
 
 use std::collections::BTreeSet;
 
@@ -28,7 +31,7 @@ use gregor_sdk::kafka_protocol::messages::{
 };
 use gregor_sdk::metadata::{self, TopicInfo};
 use gregor_sdk::{
-    api_info, decode, request_throttle_ms, respond, ApiInfo, Handler, KafkaError, Outcome,
+    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Handler, KafkaError, Outcome,
     RequestContext, ResponseError,
 };
 
@@ -94,9 +97,61 @@ impl Handler for AlterPartitionReassignments {
                     .with_partitions(partitions),
             );
         }
+        gregor_sdk::count_errors(error_codes(&response));
         response.throttle_time_ms = request_throttle_ms();
         respond(&ctx, &response)
     }
+
+    /// Kafka's `getErrorResponse`: the error at the top level and for
+    /// every partition.
+    fn error_response(ctx: RequestContext, body: Vec<u8>, error_code: i16) -> Option<Vec<u8>> {
+        let request: AlterPartitionReassignmentsRequest = decode(&ctx, &body).ok()?;
+        encode(&ctx, &error_response_for(&request, error_code))
+    }
+}
+
+/// The request answered with `error_code`, at the top level and for every
+/// partition.
+fn error_response_for(
+    request: &AlterPartitionReassignmentsRequest,
+    error_code: i16,
+) -> AlterPartitionReassignmentsResponse {
+    let responses = request
+        .topics
+        .iter()
+        .map(|topic| {
+            let partitions = topic
+                .partitions
+                .iter()
+                .map(|partition| {
+                    ReassignablePartitionResponse::default()
+                        .with_partition_index(partition.partition_index)
+                        .with_error_code(error_code)
+                        .with_error_message(None)
+                })
+                .collect();
+            ReassignableTopicResponse::default()
+                .with_name(topic.name.clone())
+                .with_partitions(partitions)
+        })
+        .collect();
+    AlterPartitionReassignmentsResponse::default()
+        .with_allow_replication_factor_change(request.allow_replication_factor_change)
+        .with_error_code(error_code)
+        .with_error_message(None)
+        .with_responses(responses)
+}
+
+/// The top-level code and every partition's.
+fn error_codes(response: &AlterPartitionReassignmentsResponse) -> Vec<i16> {
+    let partitions = response
+        .responses
+        .iter()
+        .flat_map(|topic| &topic.partitions)
+        .map(|partition| partition.error_code);
+    std::iter::once(response.error_code)
+        .chain(partitions)
+        .collect()
 }
 
 fn error(code: ResponseError, message: String) -> KafkaError {
@@ -195,6 +250,44 @@ mod tests {
             ]);
             let response =
                 AlterPartitionReassignmentsResponse::default().with_responses(vec![topic]);
+            assert!(
+                response.encode(&mut Vec::new(), version).is_ok(),
+                "v{version}"
+            );
+        }
+    }
+
+    #[test]
+    fn error_responses_answer_every_partition_for_every_served_version() {
+        use gregor_sdk::kafka_protocol::messages::alter_partition_reassignments_request::ReassignableTopic;
+        let topic = |name: &str, partitions: &[i32]| {
+            ReassignableTopic::default()
+                .with_name(str_bytes(name).into())
+                .with_partitions(
+                    partitions
+                        .iter()
+                        .map(|&p| ReassignablePartition::default().with_partition_index(p))
+                        .collect(),
+                )
+        };
+        let request = AlterPartitionReassignmentsRequest::default()
+            .with_topics(vec![topic("a", &[0, 1]), topic("b", &[2])]);
+        let code = ResponseError::UnknownServerError.code();
+        let response = error_response_for(&request, code);
+        assert_eq!(error_codes(&response), vec![code; 4]);
+        let shape: Vec<(String, Vec<i32>)> = response
+            .responses
+            .iter()
+            .map(|t| {
+                let partitions = t.partitions.iter().map(|p| p.partition_index);
+                (t.name.to_string(), partitions.collect())
+            })
+            .collect();
+        assert_eq!(
+            shape,
+            vec![("a".to_string(), vec![0, 1]), ("b".to_string(), vec![2])]
+        );
+        for version in 0..=1 {
             assert!(
                 response.encode(&mut Vec::new(), version).is_ok(),
                 "v{version}"

@@ -14,6 +14,9 @@
 //!   directory when the move is done.
 //! - A partition named in two directories gets the last one, as Kafka's map
 //!   from partition to directory keeps it.
+//! - Error response (a trap or timeout): every partition of every
+//!   directory with the error, as Kafka's
+//!   `AlterReplicaLogDirsRequest.getErrorResponse`.
 
 use std::collections::BTreeMap;
 
@@ -28,7 +31,8 @@ use gregor_sdk::kafka_protocol::messages::{
 };
 use gregor_sdk::log;
 use gregor_sdk::{
-    api_info, decode, respond, ApiInfo, Handler, Outcome, RequestContext, ResponseError,
+    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Handler, Outcome,
+    RequestContext, ResponseError,
 };
 
 struct AlterReplicaLogDirs;
@@ -68,8 +72,53 @@ impl Handler for AlterReplicaLogDirs {
                     .with_partitions(partitions)
             })
             .collect();
+        gregor_sdk::count_errors(error_codes(&response));
+        response.throttle_time_ms = request_throttle_ms();
         respond(&ctx, &response)
     }
+
+    /// Kafka's `getErrorResponse`: every partition with the error.
+    fn error_response(ctx: RequestContext, body: Vec<u8>, error_code: i16) -> Option<Vec<u8>> {
+        let request: AlterReplicaLogDirsRequest = decode(&ctx, &body).ok()?;
+        encode(&ctx, &error_response_for(&request, error_code))
+    }
+}
+
+/// Every partition of the request answered with `error_code`: one result
+/// per directory's topic, in request order, as Kafka builds it.
+fn error_response_for(
+    request: &AlterReplicaLogDirsRequest,
+    error_code: i16,
+) -> AlterReplicaLogDirsResponse {
+    let results = request
+        .dirs
+        .iter()
+        .flat_map(|dir| &dir.topics)
+        .map(|topic| {
+            let partitions = topic
+                .partitions
+                .iter()
+                .map(|&partition| {
+                    AlterReplicaLogDirPartitionResult::default()
+                        .with_partition_index(partition)
+                        .with_error_code(error_code)
+                })
+                .collect();
+            AlterReplicaLogDirTopicResult::default()
+                .with_topic_name(topic.name.clone())
+                .with_partitions(partitions)
+        })
+        .collect();
+    AlterReplicaLogDirsResponse::default().with_results(results)
+}
+
+fn error_codes(response: &AlterReplicaLogDirsResponse) -> Vec<i16> {
+    response
+        .results
+        .iter()
+        .flat_map(|topic| &topic.partitions)
+        .map(|partition| partition.error_code)
+        .collect()
 }
 
 /// The target directory of each partition in the request (the last one
@@ -121,6 +170,33 @@ mod tests {
                 AlterReplicaLogDirPartitionResult::default().with_error_code(57),
             ]);
             let response = AlterReplicaLogDirsResponse::default().with_results(vec![result]);
+            assert!(
+                response.encode(&mut Vec::new(), version).is_ok(),
+                "v{version}"
+            );
+        }
+    }
+
+    #[test]
+    fn error_responses_answer_every_partition_for_every_served_version() {
+        let request = AlterReplicaLogDirsRequest::default()
+            .with_dirs(vec![dir("/a", "t", vec![0, 1]), dir("/b", "u", vec![2])]);
+        let code = ResponseError::UnknownServerError.code();
+        let response = error_response_for(&request, code);
+        assert_eq!(error_codes(&response), vec![code; 3]);
+        let shape: Vec<(String, Vec<i32>)> = response
+            .results
+            .iter()
+            .map(|t| {
+                let partitions = t.partitions.iter().map(|p| p.partition_index);
+                (t.topic_name.to_string(), partitions.collect())
+            })
+            .collect();
+        assert_eq!(
+            shape,
+            vec![("t".to_string(), vec![0, 1]), ("u".to_string(), vec![2])]
+        );
+        for version in 1..=2 {
             assert!(
                 response.encode(&mut Vec::new(), version).is_ok(),
                 "v{version}"

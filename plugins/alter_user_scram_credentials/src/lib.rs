@@ -12,8 +12,11 @@
 //!   mechanism is UNSUPPORTED_SASL_MECHANISM; deleting a credential that
 //!   does not exist is RESOURCE_NOT_FOUND.
 //! - One result per user, in the order users first appear.
+//! - Error response (a trap or timeout): every user named, each once and
+//!   sorted, with the error, as Kafka's
+//!   `AlterUserScramCredentialsRequest.getErrorResponse`.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 
 use gregor_sdk::authorize::cluster_allowed;
 use gregor_sdk::authz::Operation;
@@ -24,7 +27,8 @@ use gregor_sdk::kafka_protocol::messages::{
 };
 use gregor_sdk::scram_credentials::{self, Deletion, Mechanism, Upsertion};
 use gregor_sdk::{
-    api_info, decode, respond, ApiInfo, Handler, Outcome, RequestContext, ResponseError,
+    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Handler, Outcome,
+    RequestContext, ResponseError,
 };
 
 const MIN_ITERATIONS: i32 = 4096;
@@ -169,8 +173,79 @@ impl Handler for AlterUserScramCredentials {
                     .with_error_message(message.as_deref().map(str_bytes)),
             );
         }
+        gregor_sdk::count_errors(response.results.iter().map(|result| result.error_code));
+        response.throttle_time_ms = request_throttle_ms();
         respond(&ctx, &response)
+    }
+
+    /// Kafka's `getErrorResponse`: every user with the error.
+    fn error_response(ctx: RequestContext, body: Vec<u8>, error_code: i16) -> Option<Vec<u8>> {
+        let request: AlterUserScramCredentialsRequest = decode(&ctx, &body).ok()?;
+        encode(&ctx, &error_response_for(&request, error_code))
     }
 }
 
+/// Every user the request names (deletions and upsertions), each once and
+/// sorted as Kafka does, answered with `error_code`.
+fn error_response_for(
+    request: &AlterUserScramCredentialsRequest,
+    error_code: i16,
+) -> AlterUserScramCredentialsResponse {
+    let users: BTreeSet<&str> = request
+        .deletions
+        .iter()
+        .map(|deletion| deletion.name.as_str())
+        .chain(
+            request
+                .upsertions
+                .iter()
+                .map(|upsertion| upsertion.name.as_str()),
+        )
+        .collect();
+    let results = users
+        .into_iter()
+        .map(|user| {
+            AlterUserScramCredentialsResult::default()
+                .with_user(str_bytes(user))
+                .with_error_code(error_code)
+                .with_error_message(None)
+        })
+        .collect();
+    AlterUserScramCredentialsResponse::default().with_results(results)
+}
+
 gregor_sdk::export_handler!(AlterUserScramCredentials);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gregor_sdk::kafka_protocol::messages::alter_user_scram_credentials_request::{
+        ScramCredentialDeletion, ScramCredentialUpsertion,
+    };
+    use gregor_sdk::kafka_protocol::protocol::Encodable;
+
+    #[test]
+    fn error_responses_answer_every_user_once_for_every_served_version() {
+        let deletion = |name: &str| ScramCredentialDeletion::default().with_name(str_bytes(name));
+        let upsertion = |name: &str| ScramCredentialUpsertion::default().with_name(str_bytes(name));
+        let request = AlterUserScramCredentialsRequest::default()
+            .with_deletions(vec![deletion("carol"), deletion("alice")])
+            .with_upsertions(vec![upsertion("bob"), upsertion("alice")]);
+        let code = ResponseError::UnknownServerError.code();
+        let response = error_response_for(&request, code);
+        let shape: Vec<(String, i16)> = response
+            .results
+            .iter()
+            .map(|r| (r.user.to_string(), r.error_code))
+            .collect();
+        assert_eq!(
+            shape,
+            vec![
+                ("alice".to_string(), code),
+                ("bob".to_string(), code),
+                ("carol".to_string(), code)
+            ]
+        );
+        assert!(response.encode(&mut Vec::new(), 0).is_ok());
+    }
+}

@@ -12,6 +12,8 @@
 //! - Unlike Kafka without an authorizer (SECURITY_DISABLED), the store
 //!   accepts ACLs whichever authorizer is active, since the authorizer
 //!   can be switched live to one that reads them.
+//! - Error response (a trap or timeout): every creation with the error, as
+//!   Kafka's `CreateAclsRequest.getErrorResponse`.
 
 use gregor_sdk::acl;
 use gregor_sdk::acl_admin;
@@ -23,7 +25,8 @@ use gregor_sdk::kafka_protocol::messages::create_acls_request::AclCreation;
 use gregor_sdk::kafka_protocol::messages::create_acls_response::AclCreationResult;
 use gregor_sdk::kafka_protocol::messages::{CreateAclsRequest, CreateAclsResponse};
 use gregor_sdk::{
-    api_info, decode, respond, ApiInfo, Handler, Outcome, RequestContext, ResponseError,
+    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Handler, Outcome,
+    RequestContext, ResponseError,
 };
 
 struct CreateAcls;
@@ -82,40 +85,57 @@ impl Handler for CreateAcls {
             Ok(request) => request,
             Err(outcome) => return outcome,
         };
-        let mut response = CreateAclsResponse::default();
-        if !cluster_allowed(Operation::Alter) {
-            let denied = ResponseError::ClusterAuthorizationFailed.code();
-            response.results = request
-                .creations
-                .iter()
-                .map(|_| result(denied, None))
-                .collect();
-            return respond(&ctx, &response);
-        }
-        let checked: Vec<Result<AclBinding, String>> =
-            request.creations.iter().map(binding).collect();
-        let valid: Vec<AclBinding> = checked
-            .iter()
-            .filter_map(|checked| checked.as_ref().ok().cloned())
-            .collect();
-        let mut stored = if valid.is_empty() {
-            Vec::new()
+        let mut response = if cluster_allowed(Operation::Alter) {
+            create(&request)
         } else {
-            acl_admin::create_acls(&valid)
-        }
-        .into_iter();
-        response.results = checked
-            .iter()
-            .map(|checked| match checked {
-                Err(message) => result(ResponseError::InvalidRequest.code(), Some(message)),
-                Ok(_) => match stored.next() {
-                    Some(outcome) => result(outcome.code, outcome.message.as_deref()),
-                    None => result(ResponseError::UnknownServerError.code(), None),
-                },
-            })
-            .collect();
+            error_response_for(&request, ResponseError::ClusterAuthorizationFailed.code())
+        };
+        gregor_sdk::count_errors(response.results.iter().map(|result| result.error_code));
+        response.throttle_time_ms = request_throttle_ms();
         respond(&ctx, &response)
     }
+
+    /// Kafka's `getErrorResponse`: every creation with the error.
+    fn error_response(ctx: RequestContext, body: Vec<u8>, error_code: i16) -> Option<Vec<u8>> {
+        let request: CreateAclsRequest = decode(&ctx, &body).ok()?;
+        encode(&ctx, &error_response_for(&request, error_code))
+    }
+}
+
+/// Every creation answered with `error_code`.
+fn error_response_for(request: &CreateAclsRequest, error_code: i16) -> CreateAclsResponse {
+    let results = request
+        .creations
+        .iter()
+        .map(|_| result(error_code, None))
+        .collect();
+    CreateAclsResponse::default().with_results(results)
+}
+
+/// Validates each creation and stores the valid ones together.
+fn create(request: &CreateAclsRequest) -> CreateAclsResponse {
+    let checked: Vec<Result<AclBinding, String>> = request.creations.iter().map(binding).collect();
+    let valid: Vec<AclBinding> = checked
+        .iter()
+        .filter_map(|checked| checked.as_ref().ok().cloned())
+        .collect();
+    let mut stored = if valid.is_empty() {
+        Vec::new()
+    } else {
+        acl_admin::create_acls(&valid)
+    }
+    .into_iter();
+    let results = checked
+        .iter()
+        .map(|checked| match checked {
+            Err(message) => result(ResponseError::InvalidRequest.code(), Some(message)),
+            Ok(_) => match stored.next() {
+                Some(outcome) => result(outcome.code, outcome.message.as_deref()),
+                None => result(ResponseError::UnknownServerError.code(), None),
+            },
+        })
+        .collect();
+    CreateAclsResponse::default().with_results(results)
 }
 
 gregor_sdk::export_handler!(CreateAcls);
@@ -160,5 +180,24 @@ mod tests {
             assert!(message.contains(why), "{message} should mention {why}");
         }
         assert!(binding(&creation(4, CLUSTER_NAME, 3, "User:a", 7)).is_ok());
+    }
+
+    #[test]
+    fn error_responses_answer_every_creation_for_every_served_version() {
+        use gregor_sdk::kafka_protocol::protocol::Encodable;
+        let request = CreateAclsRequest::default().with_creations(vec![
+            creation(2, "orders", 3, "User:a", 4),
+            creation(2, "", 3, "User:a", 4),
+        ]);
+        let code = ResponseError::UnknownServerError.code();
+        let response = error_response_for(&request, code);
+        let codes: Vec<i16> = response.results.iter().map(|r| r.error_code).collect();
+        assert_eq!(codes, vec![code, code]);
+        for version in 1..=3 {
+            assert!(
+                response.encode(&mut Vec::new(), version).is_ok(),
+                "v{version}"
+            );
+        }
     }
 }

@@ -13,6 +13,9 @@
 //! - The token lives until its expiry time (renewable up to
 //!   `max_lifetime_ms`, at most `delegation.token.max.lifetime.ms`); its
 //!   HMAC is the password to authenticate with over SCRAM.
+//! - Error response (a trap or timeout): the error with no token, owner
+//!   and requester `User:ANONYMOUS`, as Kafka's
+//!   `CreateDelegationTokenRequest.getErrorResponse`.
 
 use gregor_sdk::authorize::is_allowed;
 use gregor_sdk::authz::{Operation, ResourceType};
@@ -22,9 +25,12 @@ use gregor_sdk::kafka_protocol::messages::{
     CreateDelegationTokenRequest, CreateDelegationTokenResponse,
 };
 use gregor_sdk::{
-    api_info, decode, request_throttle_ms, respond, ApiInfo, Handler, KafkaError, Outcome,
+    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Handler, KafkaError, Outcome,
     RequestContext, ResponseError,
 };
+
+/// Kafka's `KafkaPrincipal.ANONYMOUS`, the owner of an error response.
+const ANONYMOUS: &str = "User:ANONYMOUS";
 
 struct CreateDelegationToken;
 
@@ -58,9 +64,23 @@ impl Handler for CreateDelegationToken {
             }
             Err(error) => response.error_code = error.code,
         }
+        gregor_sdk::count_errors([response.error_code]);
         response.throttle_time_ms = request_throttle_ms();
         respond(&ctx, &response)
     }
+
+    /// Kafka's `getErrorResponse`: the error, no token.
+    fn error_response(ctx: RequestContext, body: Vec<u8>, error_code: i16) -> Option<Vec<u8>> {
+        // Nothing of the request is echoed, but a body that does not decode
+        // gets no response.
+        decode::<CreateDelegationTokenRequest>(&ctx, &body).ok()?;
+        encode(&ctx, &error_response_for(ctx.api_version, error_code))
+    }
+}
+
+/// The error with no token, for the anonymous principal as Kafka answers.
+fn error_response_for(version: i16, error_code: i16) -> CreateDelegationTokenResponse {
+    base(ANONYMOUS, ANONYMOUS, version).with_error_code(error_code)
 }
 
 fn create(
@@ -130,6 +150,22 @@ mod tests {
     fn responses_encode_for_every_served_version() {
         for version in 1..=3 {
             let response = base("User:a", "User:b", version).with_token_id(str_bytes("id"));
+            assert!(
+                response.encode(&mut Vec::new(), version).is_ok(),
+                "v{version}"
+            );
+        }
+    }
+
+    #[test]
+    fn error_responses_encode_for_every_served_version() {
+        let code = ResponseError::UnknownServerError.code();
+        for version in 1..=3 {
+            let response = error_response_for(version, code);
+            assert_eq!(response.error_code, code);
+            assert_eq!(response.principal_name.as_str(), "ANONYMOUS");
+            assert_eq!(response.expiry_timestamp_ms, -1);
+            assert!(response.hmac.is_empty());
             assert!(
                 response.encode(&mut Vec::new(), version).is_ok(),
                 "v{version}"

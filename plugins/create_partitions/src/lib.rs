@@ -17,6 +17,8 @@
 //!   throttle time is the larger of that and the request quota's.
 //! - New partitions are writable at once; producers see them at their next
 //!   metadata refresh.
+//! - Error response (a trap or timeout): every topic with the error, as
+//!   Kafka's `CreatePartitionsRequest.getErrorResponse`.
 
 use std::collections::HashMap;
 
@@ -27,8 +29,8 @@ use gregor_sdk::kafka_protocol::messages::create_partitions_request::CreateParti
 use gregor_sdk::kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
 use gregor_sdk::kafka_protocol::messages::{CreatePartitionsRequest, CreatePartitionsResponse};
 use gregor_sdk::{
-    api_info, decode, metadata, quotas, request_throttle_ms, respond, ApiInfo, Handler, KafkaError,
-    Outcome, RequestContext, ResponseError,
+    api_info, decode, encode, metadata, quotas, request_throttle_ms, respond, ApiInfo, Handler,
+    KafkaError, Outcome, RequestContext, ResponseError,
 };
 
 /// The first version whose mutation quota is strict (KIP-599).
@@ -85,9 +87,35 @@ impl Handler for CreatePartitions {
                     .with_error_message(message.as_deref().map(str_bytes)),
             );
         }
+        gregor_sdk::count_errors(response.results.iter().map(|result| result.error_code));
         response.throttle_time_ms = request_throttle_ms().max(mutation_throttle);
         respond(&ctx, &response)
     }
+
+    /// Kafka's `getErrorResponse`: every topic with the error.
+    fn error_response(ctx: RequestContext, body: Vec<u8>, error_code: i16) -> Option<Vec<u8>> {
+        let request: CreatePartitionsRequest = decode(&ctx, &body).ok()?;
+        encode(&ctx, &error_response_for(&request, error_code))
+    }
+}
+
+/// Every topic of the request (as named, duplicates too) answered with
+/// `error_code`.
+fn error_response_for(
+    request: &CreatePartitionsRequest,
+    error_code: i16,
+) -> CreatePartitionsResponse {
+    let results = request
+        .topics
+        .iter()
+        .map(|topic| {
+            CreatePartitionsTopicResult::default()
+                .with_name(topic.name.clone())
+                .with_error_code(error_code)
+                .with_error_message(None)
+        })
+        .collect();
+    CreatePartitionsResponse::default().with_results(results)
 }
 
 /// Validates, charges the mutation quota, then creates.
@@ -140,6 +168,33 @@ mod tests {
             let response = CreatePartitionsResponse::default()
                 .with_results(vec![result])
                 .with_throttle_time_ms(5);
+            assert!(
+                response.encode(&mut Vec::new(), version).is_ok(),
+                "v{version}"
+            );
+        }
+    }
+
+    #[test]
+    fn error_responses_answer_every_topic_for_every_served_version() {
+        let topic = |name: &str| {
+            CreatePartitionsTopic::default()
+                .with_name(str_bytes(name).into())
+                .with_count(3)
+        };
+        let request = CreatePartitionsRequest::default().with_topics(vec![topic("a"), topic("b")]);
+        let code = ResponseError::UnknownServerError.code();
+        let response = error_response_for(&request, code);
+        let shape: Vec<(String, i16)> = response
+            .results
+            .iter()
+            .map(|r| (r.name.to_string(), r.error_code))
+            .collect();
+        assert_eq!(
+            shape,
+            vec![("a".to_string(), code), ("b".to_string(), code)]
+        );
+        for version in 0..=3 {
             assert!(
                 response.encode(&mut Vec::new(), version).is_ok(),
                 "v{version}"

@@ -24,6 +24,8 @@
 //!   topic, and a topic accepted is not throttled; older versions are
 //!   always accepted and throttled once over the quota. The response
 //!   carries the larger of that throttle time and the request quota's.
+//! - Error response (a trap or timeout): every topic with the error, as
+//!   Kafka's `CreateTopicsRequest.getErrorResponse`.
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -39,7 +41,8 @@ use gregor_sdk::kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResp
 use gregor_sdk::metadata::{self, NewTopic, TopicInfo};
 use gregor_sdk::quotas;
 use gregor_sdk::{
-    api_info, decode, respond, ApiInfo, Handler, KafkaError, Outcome, RequestContext, ResponseError,
+    api_info, decode, encode, respond, ApiInfo, Handler, KafkaError, Outcome, RequestContext,
+    ResponseError,
 };
 
 /// The KRaft metadata log's topic, which Kafka never lets a client create.
@@ -112,6 +115,23 @@ impl Handler for CreateTopics {
         response.throttle_time_ms = gregor_sdk::request_throttle_ms().max(mutation_throttle);
         respond(&ctx, &response)
     }
+
+    /// Kafka's `getErrorResponse`: every topic with the error.
+    fn error_response(ctx: RequestContext, body: Vec<u8>, error_code: i16) -> Option<Vec<u8>> {
+        let request: CreateTopicsRequest = decode(&ctx, &body).ok()?;
+        encode(&ctx, &error_response_for(&request, error_code))
+    }
+}
+
+/// Every topic of the request (as named, duplicates too) answered with
+/// `error_code`.
+fn error_response_for(request: &CreateTopicsRequest, error_code: i16) -> CreateTopicsResponse {
+    let topics = request
+        .topics
+        .iter()
+        .map(|topic| failed(topic, error_code, None))
+        .collect();
+    CreateTopicsResponse::default().with_topics(topics)
 }
 
 /// Creates one topic (or validates it) through the host.
@@ -377,5 +397,29 @@ mod tests {
             check(&factor_set),
             Err(ResponseError::InvalidRequest.code())
         );
+    }
+
+    #[test]
+    fn error_responses_answer_every_topic_for_every_served_version() {
+        use gregor_sdk::kafka_protocol::protocol::Encodable;
+        let named = |name: &str| CreatableTopic::default().with_name(str_bytes(name).into());
+        let request = CreateTopicsRequest::default().with_topics(vec![named("a"), named("b")]);
+        let code = ResponseError::UnknownServerError.code();
+        let response = error_response_for(&request, code);
+        let shape: Vec<(String, i16)> = response
+            .topics
+            .iter()
+            .map(|t| (t.name.to_string(), t.error_code))
+            .collect();
+        assert_eq!(
+            shape,
+            vec![("a".to_string(), code), ("b".to_string(), code)]
+        );
+        for version in 2..=7 {
+            assert!(
+                response.encode(&mut Vec::new(), version).is_ok(),
+                "v{version}"
+            );
+        }
     }
 }

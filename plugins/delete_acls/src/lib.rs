@@ -8,6 +8,8 @@
 //!   DescribeAcls); a filter with UNKNOWN elements is INVALID_REQUEST on
 //!   its own. Each filter's result lists the bindings it matched, each
 //!   with error code 0.
+//! - Error response (a trap or timeout): every filter with the error, as
+//!   Kafka's `DeleteAclsRequest.getErrorResponse`.
 
 use gregor_sdk::acl::{self, binding_filter};
 use gregor_sdk::acl_admin;
@@ -20,7 +22,8 @@ use gregor_sdk::kafka_protocol::messages::delete_acls_response::{
 };
 use gregor_sdk::kafka_protocol::messages::{DeleteAclsRequest, DeleteAclsResponse};
 use gregor_sdk::{
-    api_info, decode, respond, ApiInfo, Handler, Outcome, RequestContext, ResponseError,
+    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Handler, Outcome,
+    RequestContext, ResponseError,
 };
 
 struct DeleteAcls;
@@ -36,9 +39,9 @@ fn matching(binding: &AclBinding) -> DeleteAclsMatchingAcl {
         .with_permission_type(acl::permission_code(binding.permission))
 }
 
-fn failed(error: ResponseError, message: Option<&str>) -> DeleteAclsFilterResult {
+fn failed(error_code: i16, message: Option<&str>) -> DeleteAclsFilterResult {
     DeleteAclsFilterResult::default()
-        .with_error_code(error.code())
+        .with_error_code(error_code)
         .with_error_message(message.map(str_bytes))
 }
 
@@ -52,66 +55,121 @@ impl Handler for DeleteAcls {
             Ok(request) => request,
             Err(outcome) => return outcome,
         };
-        let mut response = DeleteAclsResponse::default();
-        if !cluster_allowed(Operation::Alter) {
-            response.filter_results = request
-                .filters
-                .iter()
-                .map(|_| failed(ResponseError::ClusterAuthorizationFailed, None))
-                .collect();
-            return respond(&ctx, &response);
-        }
-        let checked: Vec<Result<_, String>> = request
-            .filters
-            .iter()
-            .map(|f| {
-                binding_filter(
-                    f.resource_type_filter,
-                    f.resource_name_filter.as_ref().map(|n| n.as_str()),
-                    f.pattern_type_filter,
-                    f.principal_filter.as_ref().map(|p| p.as_str()),
-                    f.host_filter.as_ref().map(|h| h.as_str()),
-                    f.operation,
-                    f.permission_type,
-                )
-            })
-            .collect();
-        let valid: Vec<_> = checked
-            .iter()
-            .filter_map(|c| c.as_ref().ok().cloned())
-            .collect();
-        let deleted = if valid.is_empty() {
-            Ok(Vec::new())
+        let mut response = if cluster_allowed(Operation::Alter) {
+            delete(&request)
         } else {
-            acl_admin::delete_acls(&valid)
+            error_response_for(&request, ResponseError::ClusterAuthorizationFailed.code())
         };
-        let mut deleted = match deleted {
-            Ok(deleted) => deleted.into_iter(),
-            Err(error) => {
-                let message = error.message.unwrap_or_default();
-                response.filter_results = checked
-                    .iter()
-                    .map(|_| failed(ResponseError::UnknownServerError, Some(&message)))
-                    .collect();
-                return respond(&ctx, &response);
-            }
-        };
-        response.filter_results = checked
-            .iter()
-            .map(|checked| match checked {
-                Err(message) => failed(ResponseError::InvalidRequest, Some(message)),
-                Ok(_) => DeleteAclsFilterResult::default().with_matching_acls(
-                    deleted
-                        .next()
-                        .unwrap_or_default()
-                        .iter()
-                        .map(matching)
-                        .collect(),
-                ),
-            })
-            .collect();
+        gregor_sdk::count_errors(error_codes(&response));
+        response.throttle_time_ms = request_throttle_ms();
         respond(&ctx, &response)
+    }
+
+    /// Kafka's `getErrorResponse`: every filter with the error.
+    fn error_response(ctx: RequestContext, body: Vec<u8>, error_code: i16) -> Option<Vec<u8>> {
+        let request: DeleteAclsRequest = decode(&ctx, &body).ok()?;
+        encode(&ctx, &error_response_for(&request, error_code))
     }
 }
 
+/// Every filter answered with `error_code` and no bindings.
+fn error_response_for(request: &DeleteAclsRequest, error_code: i16) -> DeleteAclsResponse {
+    let results = request
+        .filters
+        .iter()
+        .map(|_| failed(error_code, None))
+        .collect();
+    DeleteAclsResponse::default().with_filter_results(results)
+}
+
+/// Checks each filter and deletes what the valid ones match, in one step.
+fn delete(request: &DeleteAclsRequest) -> DeleteAclsResponse {
+    let checked: Vec<Result<_, String>> = request
+        .filters
+        .iter()
+        .map(|f| {
+            binding_filter(
+                f.resource_type_filter,
+                f.resource_name_filter.as_ref().map(|n| n.as_str()),
+                f.pattern_type_filter,
+                f.principal_filter.as_ref().map(|p| p.as_str()),
+                f.host_filter.as_ref().map(|h| h.as_str()),
+                f.operation,
+                f.permission_type,
+            )
+        })
+        .collect();
+    let valid: Vec<_> = checked
+        .iter()
+        .filter_map(|c| c.as_ref().ok().cloned())
+        .collect();
+    let deleted = if valid.is_empty() {
+        Ok(Vec::new())
+    } else {
+        acl_admin::delete_acls(&valid)
+    };
+    let mut deleted = match deleted {
+        Ok(deleted) => deleted.into_iter(),
+        Err(error) => {
+            let message = error.message.unwrap_or_default();
+            let results = checked
+                .iter()
+                .map(|_| failed(ResponseError::UnknownServerError.code(), Some(&message)))
+                .collect();
+            return DeleteAclsResponse::default().with_filter_results(results);
+        }
+    };
+    let results = checked
+        .iter()
+        .map(|checked| match checked {
+            Err(message) => failed(ResponseError::InvalidRequest.code(), Some(message)),
+            Ok(_) => DeleteAclsFilterResult::default().with_matching_acls(
+                deleted
+                    .next()
+                    .unwrap_or_default()
+                    .iter()
+                    .map(matching)
+                    .collect(),
+            ),
+        })
+        .collect();
+    DeleteAclsResponse::default().with_filter_results(results)
+}
+
+/// Every filter's code and every matched binding's.
+fn error_codes(response: &DeleteAclsResponse) -> Vec<i16> {
+    response
+        .filter_results
+        .iter()
+        .flat_map(|filter| {
+            std::iter::once(filter.error_code)
+                .chain(filter.matching_acls.iter().map(|acl| acl.error_code))
+        })
+        .collect()
+}
+
 gregor_sdk::export_handler!(DeleteAcls);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gregor_sdk::kafka_protocol::messages::delete_acls_request::DeleteAclsFilter;
+    use gregor_sdk::kafka_protocol::protocol::Encodable;
+
+    #[test]
+    fn error_responses_answer_every_filter_for_every_served_version() {
+        let request = DeleteAclsRequest::default().with_filters(vec![
+            DeleteAclsFilter::default(),
+            DeleteAclsFilter::default(),
+        ]);
+        let code = ResponseError::UnknownServerError.code();
+        let response = error_response_for(&request, code);
+        assert_eq!(error_codes(&response), vec![code, code]);
+        for version in 1..=3 {
+            assert!(
+                response.encode(&mut Vec::new(), version).is_ok(),
+                "v{version}"
+            );
+        }
+    }
+}

@@ -14,6 +14,8 @@
 //! - The answer carries the partition's low watermark (its log start offset
 //!   afterwards), -1 on error. On a single node it is final at once, so
 //!   `timeout_ms` never expires.
+//! - Error response (a trap or timeout): every partition with the error and
+//!   no low watermark, as Kafka's `DeleteRecordsRequest.getErrorResponse`.
 
 use gregor_sdk::authorize::allowed_names;
 use gregor_sdk::authz::{Operation, ResourceType};
@@ -23,7 +25,8 @@ use gregor_sdk::kafka_protocol::messages::delete_records_response::{
 use gregor_sdk::kafka_protocol::messages::{DeleteRecordsRequest, DeleteRecordsResponse};
 use gregor_sdk::log;
 use gregor_sdk::{
-    api_info, decode, respond, ApiInfo, Handler, Outcome, RequestContext, ResponseError,
+    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Handler, Outcome,
+    RequestContext, ResponseError,
 };
 
 /// Kafka's `DeleteRecordsResponse.INVALID_LOW_WATERMARK`.
@@ -66,8 +69,46 @@ impl Handler for DeleteRecords {
                     .with_partitions(partitions),
             );
         }
+        gregor_sdk::count_errors(error_codes(&response));
+        response.throttle_time_ms = request_throttle_ms();
         respond(&ctx, &response)
     }
+
+    /// Kafka's `getErrorResponse`: every partition with the error.
+    fn error_response(ctx: RequestContext, body: Vec<u8>, error_code: i16) -> Option<Vec<u8>> {
+        let request: DeleteRecordsRequest = decode(&ctx, &body).ok()?;
+        encode(&ctx, &error_response_for(&request, error_code))
+    }
+}
+
+/// Every partition of the request answered with `error_code`.
+fn error_response_for(request: &DeleteRecordsRequest, error_code: i16) -> DeleteRecordsResponse {
+    let topics = request
+        .topics
+        .iter()
+        .map(|topic| {
+            let partitions = topic
+                .partitions
+                .iter()
+                .map(|partition| {
+                    result(partition.partition_index, error_code, INVALID_LOW_WATERMARK)
+                })
+                .collect();
+            DeleteRecordsTopicResult::default()
+                .with_name(topic.name.clone())
+                .with_partitions(partitions)
+        })
+        .collect();
+    DeleteRecordsResponse::default().with_topics(topics)
+}
+
+fn error_codes(response: &DeleteRecordsResponse) -> Vec<i16> {
+    response
+        .topics
+        .iter()
+        .flat_map(|topic| &topic.partitions)
+        .map(|partition| partition.error_code)
+        .collect()
 }
 
 fn result(index: i32, error_code: i16, low_watermark: i64) -> DeleteRecordsPartitionResult {
@@ -101,6 +142,57 @@ mod tests {
         for version in 0..=2 {
             let topic = DeleteRecordsTopicResult::default().with_partitions(vec![result(0, 0, 7)]);
             let response = DeleteRecordsResponse::default().with_topics(vec![topic]);
+            assert!(
+                response.encode(&mut Vec::new(), version).is_ok(),
+                "v{version}"
+            );
+        }
+    }
+
+    #[test]
+    fn error_responses_answer_every_partition_for_every_served_version() {
+        use gregor_sdk::ids::str_bytes;
+        use gregor_sdk::kafka_protocol::messages::delete_records_request::{
+            DeleteRecordsPartition, DeleteRecordsTopic,
+        };
+        let topic = |name: &str, partitions: &[i32]| {
+            DeleteRecordsTopic::default()
+                .with_name(str_bytes(name).into())
+                .with_partitions(
+                    partitions
+                        .iter()
+                        .map(|&p| {
+                            DeleteRecordsPartition::default()
+                                .with_partition_index(p)
+                                .with_offset(5)
+                        })
+                        .collect(),
+                )
+        };
+        let request = DeleteRecordsRequest::default()
+            .with_topics(vec![topic("a", &[0, 1]), topic("b", &[2])]);
+        let code = ResponseError::UnknownServerError.code();
+        let response = error_response_for(&request, code);
+        assert_eq!(error_codes(&response), vec![code; 3]);
+        let shape: Vec<(String, Vec<(i32, i64)>)> = response
+            .topics
+            .iter()
+            .map(|t| {
+                let partitions = t
+                    .partitions
+                    .iter()
+                    .map(|p| (p.partition_index, p.low_watermark));
+                (t.name.to_string(), partitions.collect())
+            })
+            .collect();
+        assert_eq!(
+            shape,
+            vec![
+                ("a".to_string(), vec![(0, -1), (1, -1)]),
+                ("b".to_string(), vec![(2, -1)])
+            ]
+        );
+        for version in 0..=2 {
             assert!(
                 response.encode(&mut Vec::new(), version).is_ok(),
                 "v{version}"

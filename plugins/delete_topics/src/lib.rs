@@ -18,6 +18,8 @@
 //!   deleted is not throttled; older versions are always accepted and
 //!   throttled once over the quota. The response carries the larger of
 //!   that throttle time and the request quota's.
+//! - Error response (a trap or timeout): every topic named with the error,
+//!   as Kafka's `DeleteTopicsRequest.getErrorResponse`.
 
 use std::collections::{HashMap, HashSet};
 
@@ -31,7 +33,7 @@ use gregor_sdk::metadata;
 use gregor_sdk::quotas;
 use gregor_sdk::uuid::Uuid;
 use gregor_sdk::{
-    api_info, decode, respond, ApiInfo, Handler, Outcome, RequestContext, ResponseError,
+    api_info, decode, encode, respond, ApiInfo, Handler, Outcome, RequestContext, ResponseError,
 };
 
 /// The first version whose mutation quota is strict (KIP-599).
@@ -62,98 +64,135 @@ impl Handler for DeleteTopics {
             Ok(request) => request,
             Err(outcome) => return outcome,
         };
-        // Before v6 topics are a list of names; from v6 each has a name or an id.
-        let references: Vec<(Option<&str>, Uuid)> = if ctx.api_version >= 6 {
-            request
-                .topics
-                .iter()
-                .map(|t| (t.name.as_deref().map(|n| n.as_str()), t.topic_id))
-                .collect()
-        } else {
-            request
-                .topic_names
-                .iter()
-                .map(|n| (Some(n.as_str()), Uuid::nil()))
-                .collect()
-        };
-
+        let references = references(&request, ctx.api_version);
         let mut response = DeleteTopicsResponse::default();
         let strict = ctx.api_version >= STRICT_SINCE_VERSION;
         let mut mutation_throttle = 0;
-        if !broker_flag("delete.topic.enable", true) {
+        response.responses = if !broker_flag("delete.topic.enable", true) {
             let error = if ctx.api_version < 3 {
                 ResponseError::InvalidRequest
             } else {
                 ResponseError::TopicDeletionDisabled
             };
-            response.responses = references
-                .iter()
-                .map(|(name, id)| result(*name, *id, error.code(), None))
-                .collect();
-            return respond(&ctx, &response);
-        }
-
-        let targets = resolve(&references, |id| {
-            metadata::topic_by_id(from_kafka_uuid(id)).map(|topic| topic.name)
-        });
-        let names: Vec<&str> = targets
-            .iter()
-            .filter_map(|target| match target {
-                Target::Name(name) | Target::Id(_, name) => Some(name.as_str()),
-                Target::Done(_) => None,
-            })
-            .collect();
-        // DELETE on the Cluster covers every topic, as in Kafka's controller.
-        let cluster = cluster_allowed(Operation::Delete);
-        let ask = |operation| {
-            (!cluster).then(|| allowed_names(operation, ResourceType::Topic, names.iter().copied()))
+            same_code(&references, error.code())
+        } else {
+            delete_topics(&references, strict, &mut mutation_throttle)
         };
-        let (describable, deletable) = (ask(Operation::Describe), ask(Operation::Delete));
-        let allowed = |names: &Option<HashMap<String, bool>>, name: &str| {
-            names
-                .as_ref()
-                .is_none_or(|names| names.get(name) == Some(&true))
-        };
-        let ids_named: HashSet<Uuid> = targets
-            .iter()
-            .filter_map(|target| match target {
-                Target::Id(id, name) if allowed(&deletable, name) => Some(*id),
-                _ => None,
-            })
-            .collect();
-
-        for target in targets {
-            response.responses.push(match target {
-                Target::Done(result) => result,
-                Target::Id(id, name) if !allowed(&deletable, &name) => {
-                    denied(allowed(&describable, &name).then_some(name.as_str()), id)
-                }
-                Target::Id(id, name) => delete(&name, id, strict, &mut mutation_throttle),
-                Target::Name(name) if !allowed(&describable, &name) => {
-                    denied(Some(&name), Uuid::nil())
-                }
-                Target::Name(name) => match metadata::topic_by_name(&name) {
-                    None => result(
-                        Some(&name),
-                        Uuid::nil(),
-                        ResponseError::UnknownTopicOrPartition.code(),
-                        Some("This server does not host this topic-partition."),
-                    ),
-                    Some(_) if !allowed(&deletable, &name) => denied(Some(&name), Uuid::nil()),
-                    Some(topic) if ids_named.contains(&to_kafka_uuid(topic.topic_id)) => result(
-                        Some(&name),
-                        to_kafka_uuid(topic.topic_id),
-                        ResponseError::InvalidRequest.code(),
-                        Some("The provided topic name maps to an ID that was already supplied."),
-                    ),
-                    Some(_) => delete(&name, Uuid::nil(), strict, &mut mutation_throttle),
-                },
-            });
-        }
         gregor_sdk::count_errors(response.responses.iter().map(|topic| topic.error_code));
         response.throttle_time_ms = gregor_sdk::request_throttle_ms().max(mutation_throttle);
         respond(&ctx, &response)
     }
+
+    /// Kafka's `getErrorResponse`: every topic with the error.
+    fn error_response(ctx: RequestContext, body: Vec<u8>, error_code: i16) -> Option<Vec<u8>> {
+        let request: DeleteTopicsRequest = decode(&ctx, &body).ok()?;
+        encode(
+            &ctx,
+            &error_response_for(&request, ctx.api_version, error_code),
+        )
+    }
+}
+
+/// The topics the request names, as (name, id): before v6 a list of names;
+/// from v6 each has a name or an id.
+fn references(request: &DeleteTopicsRequest, version: i16) -> Vec<(Option<&str>, Uuid)> {
+    if version >= 6 {
+        request
+            .topics
+            .iter()
+            .map(|t| (t.name.as_deref().map(|n| n.as_str()), t.topic_id))
+            .collect()
+    } else {
+        request
+            .topic_names
+            .iter()
+            .map(|n| (Some(n.as_str()), Uuid::nil()))
+            .collect()
+    }
+}
+
+/// Every reference, as named (duplicates too), answered with `error_code`.
+fn same_code(references: &[(Option<&str>, Uuid)], error_code: i16) -> Vec<DeletableTopicResult> {
+    references
+        .iter()
+        .map(|(name, id)| result(*name, *id, error_code, None))
+        .collect()
+}
+
+/// Every topic of the request answered with `error_code`.
+fn error_response_for(
+    request: &DeleteTopicsRequest,
+    version: i16,
+    error_code: i16,
+) -> DeleteTopicsResponse {
+    DeleteTopicsResponse::default()
+        .with_responses(same_code(&references(request, version), error_code))
+}
+
+/// Authorizes and deletes the topics the references name, answering each
+/// name or id once.
+fn delete_topics(
+    references: &[(Option<&str>, Uuid)],
+    strict: bool,
+    mutation_throttle: &mut i32,
+) -> Vec<DeletableTopicResult> {
+    let targets = resolve(references, |id| {
+        metadata::topic_by_id(from_kafka_uuid(id)).map(|topic| topic.name)
+    });
+    let names: Vec<&str> = targets
+        .iter()
+        .filter_map(|target| match target {
+            Target::Name(name) | Target::Id(_, name) => Some(name.as_str()),
+            Target::Done(_) => None,
+        })
+        .collect();
+    // DELETE on the Cluster covers every topic, as in Kafka's controller.
+    let cluster = cluster_allowed(Operation::Delete);
+    let ask = |operation| {
+        (!cluster).then(|| allowed_names(operation, ResourceType::Topic, names.iter().copied()))
+    };
+    let (describable, deletable) = (ask(Operation::Describe), ask(Operation::Delete));
+    let allowed = |names: &Option<HashMap<String, bool>>, name: &str| {
+        names
+            .as_ref()
+            .is_none_or(|names| names.get(name) == Some(&true))
+    };
+    let ids_named: HashSet<Uuid> = targets
+        .iter()
+        .filter_map(|target| match target {
+            Target::Id(id, name) if allowed(&deletable, name) => Some(*id),
+            _ => None,
+        })
+        .collect();
+
+    let mut results = Vec::with_capacity(targets.len());
+    for target in targets {
+        results.push(match target {
+            Target::Done(result) => result,
+            Target::Id(id, name) if !allowed(&deletable, &name) => {
+                denied(allowed(&describable, &name).then_some(name.as_str()), id)
+            }
+            Target::Id(id, name) => delete(&name, id, strict, mutation_throttle),
+            Target::Name(name) if !allowed(&describable, &name) => denied(Some(&name), Uuid::nil()),
+            Target::Name(name) => match metadata::topic_by_name(&name) {
+                None => result(
+                    Some(&name),
+                    Uuid::nil(),
+                    ResponseError::UnknownTopicOrPartition.code(),
+                    Some("This server does not host this topic-partition."),
+                ),
+                Some(_) if !allowed(&deletable, &name) => denied(Some(&name), Uuid::nil()),
+                Some(topic) if ids_named.contains(&to_kafka_uuid(topic.topic_id)) => result(
+                    Some(&name),
+                    to_kafka_uuid(topic.topic_id),
+                    ResponseError::InvalidRequest.code(),
+                    Some("The provided topic name maps to an ID that was already supplied."),
+                ),
+                Some(_) => delete(&name, Uuid::nil(), strict, mutation_throttle),
+            },
+        });
+    }
+    results
 }
 
 /// Checks each reference as Kafka's controller does, answering the invalid,
@@ -308,5 +347,47 @@ mod tests {
             &invalid, // neither
         ];
         assert_eq!(outcomes, expected);
+    }
+
+    #[test]
+    fn error_responses_answer_every_topic_for_every_served_version() {
+        use gregor_sdk::kafka_protocol::messages::delete_topics_request::DeleteTopicState;
+        use gregor_sdk::kafka_protocol::protocol::Encodable;
+        let id = Uuid::from_u64_pair(0, 7);
+        let request = DeleteTopicsRequest::default()
+            .with_topic_names(vec![TopicName(str_bytes("a")), TopicName(str_bytes("b"))])
+            .with_topics(vec![
+                DeleteTopicState::default().with_name(Some(TopicName(str_bytes("a")))),
+                DeleteTopicState::default().with_topic_id(id),
+            ]);
+        let code = ResponseError::UnknownServerError.code();
+        for version in 1..=6 {
+            let response = error_response_for(&request, version, code);
+            let shape: Vec<(Option<String>, Uuid, i16)> = response
+                .responses
+                .iter()
+                .map(|t| {
+                    (
+                        t.name.as_ref().map(|n| n.to_string()),
+                        t.topic_id,
+                        t.error_code,
+                    )
+                })
+                .collect();
+            let second = if version >= 6 {
+                (None, id, code)
+            } else {
+                (Some("b".to_string()), Uuid::nil(), code)
+            };
+            assert_eq!(
+                shape,
+                vec![(Some("a".to_string()), Uuid::nil(), code), second],
+                "v{version}"
+            );
+            assert!(
+                response.encode(&mut Vec::new(), version).is_ok(),
+                "v{version}"
+            );
+        }
     }
 }

@@ -8,6 +8,8 @@
 //!   every one, and the MATCH pattern type selects every binding that
 //!   applies to the named resource (LITERAL equal or `*`, PREFIXED
 //!   prefixes). A filter with UNKNOWN elements is INVALID_REQUEST.
+//! - Error response (a trap or timeout): the error and no resources, as
+//!   Kafka's `DescribeAclsRequest.getErrorResponse`.
 
 use gregor_sdk::acl::{self, binding_filter};
 use gregor_sdk::acl_admin;
@@ -20,7 +22,8 @@ use gregor_sdk::kafka_protocol::messages::describe_acls_response::{
 };
 use gregor_sdk::kafka_protocol::messages::{DescribeAclsRequest, DescribeAclsResponse};
 use gregor_sdk::{
-    api_info, decode, respond, ApiInfo, Handler, Outcome, RequestContext, ResponseError,
+    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Handler, Outcome,
+    RequestContext, ResponseError,
 };
 
 struct DescribeAcls;
@@ -66,28 +69,49 @@ impl Handler for DescribeAcls {
             Ok(request) => request,
             Err(outcome) => return outcome,
         };
-        let mut response = DescribeAclsResponse::default();
-        if !cluster_allowed(Operation::Describe) {
-            response.error_code = ResponseError::ClusterAuthorizationFailed.code();
-            return respond(&ctx, &response);
-        }
-        let filter = binding_filter(
-            request.resource_type_filter,
-            request.resource_name_filter.as_ref().map(|n| n.as_str()),
-            request.pattern_type_filter,
-            request.principal_filter.as_ref().map(|p| p.as_str()),
-            request.host_filter.as_ref().map(|h| h.as_str()),
-            request.operation,
-            request.permission_type,
-        );
-        match filter {
-            Ok(filter) => response.resources = resources(acl_admin::describe_acls(&filter)),
-            Err(message) => {
-                response.error_code = ResponseError::InvalidRequest.code();
-                response.error_message = Some(str_bytes(&message));
-            }
-        }
+        let mut response = if cluster_allowed(Operation::Describe) {
+            describe_acls(&request)
+        } else {
+            error_response_for(ResponseError::ClusterAuthorizationFailed.code())
+        };
+        gregor_sdk::count_errors([response.error_code]);
+        response.throttle_time_ms = request_throttle_ms();
         respond(&ctx, &response)
+    }
+
+    /// Kafka's `getErrorResponse`: the error, no resources.
+    fn error_response(ctx: RequestContext, body: Vec<u8>, error_code: i16) -> Option<Vec<u8>> {
+        // Nothing of the request is echoed, but a body that does not decode
+        // gets no response.
+        decode::<DescribeAclsRequest>(&ctx, &body).ok()?;
+        encode(&ctx, &error_response_for(error_code))
+    }
+}
+
+/// The request answered with `error_code` and no resources.
+fn error_response_for(error_code: i16) -> DescribeAclsResponse {
+    DescribeAclsResponse::default()
+        .with_error_code(error_code)
+        .with_error_message(None)
+}
+
+/// The bindings matching the request's filter, or INVALID_REQUEST.
+fn describe_acls(request: &DescribeAclsRequest) -> DescribeAclsResponse {
+    let filter = binding_filter(
+        request.resource_type_filter,
+        request.resource_name_filter.as_ref().map(|n| n.as_str()),
+        request.pattern_type_filter,
+        request.principal_filter.as_ref().map(|p| p.as_str()),
+        request.host_filter.as_ref().map(|h| h.as_str()),
+        request.operation,
+        request.permission_type,
+    );
+    match filter {
+        Ok(filter) => DescribeAclsResponse::default()
+            .with_resources(resources(acl_admin::describe_acls(&filter))),
+        Err(message) => DescribeAclsResponse::default()
+            .with_error_code(ResponseError::InvalidRequest.code())
+            .with_error_message(Some(str_bytes(&message))),
     }
 }
 
@@ -125,5 +149,20 @@ mod tests {
         assert_eq!(grouped[0].pattern_type, 3);
         assert_eq!(grouped[0].acls[1].operation, 3);
         assert_eq!(grouped[0].acls[1].permission_type, 3);
+    }
+
+    #[test]
+    fn error_responses_encode_for_every_served_version() {
+        use gregor_sdk::kafka_protocol::protocol::Encodable;
+        let code = ResponseError::UnknownServerError.code();
+        let response = error_response_for(code);
+        assert_eq!(response.error_code, code);
+        assert!(response.resources.is_empty());
+        for version in 1..=3 {
+            assert!(
+                response.encode(&mut Vec::new(), version).is_ok(),
+                "v{version}"
+            );
+        }
     }
 }

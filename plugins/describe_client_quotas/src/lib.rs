@@ -10,6 +10,8 @@
 //!   malformed filter is INVALID_REQUEST with Kafka's message; an unknown
 //!   entity type is UNSUPPORTED_VERSION.
 //! - Each entry is an entity (null name: the default) with its quota values.
+//! - Error response (a trap or timeout): the error and null entries, as
+//!   Kafka's `DescribeClientQuotasRequest.getErrorResponse`.
 
 use gregor_sdk::authorize::cluster_allowed;
 use gregor_sdk::authz::Operation;
@@ -22,7 +24,7 @@ use gregor_sdk::kafka_protocol::messages::{
 };
 use gregor_sdk::quotas::{self, FilterComponent, MatchType};
 use gregor_sdk::{
-    api_info, decode, request_throttle_ms, respond, ApiInfo, Handler, KafkaError, Outcome,
+    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Handler, KafkaError, Outcome,
     RequestContext, ResponseError,
 };
 
@@ -51,14 +53,28 @@ impl Handler for DescribeClientQuotas {
             Ok(entries) => DescribeClientQuotasResponse::default()
                 .with_error_message(None)
                 .with_entries(Some(entries)),
-            Err(error) => DescribeClientQuotasResponse::default()
-                .with_error_code(error.code)
-                .with_error_message(error.message.as_deref().map(str_bytes))
-                .with_entries(None),
+            Err(error) => failed(error.code, error.message.as_deref()),
         };
+        gregor_sdk::count_errors([response.error_code]);
         response.throttle_time_ms = request_throttle_ms();
         respond(&ctx, &response)
     }
+
+    /// Kafka's `getErrorResponse`: the error, null entries.
+    fn error_response(ctx: RequestContext, body: Vec<u8>, error_code: i16) -> Option<Vec<u8>> {
+        // Nothing of the request is echoed, but a body that does not decode
+        // gets no response.
+        decode::<DescribeClientQuotasRequest>(&ctx, &body).ok()?;
+        encode(&ctx, &failed(error_code, None))
+    }
+}
+
+/// The request answered with an error and null entries.
+fn failed(error_code: i16, message: Option<&str>) -> DescribeClientQuotasResponse {
+    DescribeClientQuotasResponse::default()
+        .with_error_code(error_code)
+        .with_error_message(message.map(str_bytes))
+        .with_entries(None)
 }
 
 fn describe(request: &DescribeClientQuotasRequest) -> Result<Vec<EntryData>, KafkaError> {
@@ -130,6 +146,20 @@ mod tests {
                     .with_key(str_bytes("producer_byte_rate"))
                     .with_value(1024.0)]);
             let response = DescribeClientQuotasResponse::default().with_entries(Some(vec![entry]));
+            assert!(
+                response.encode(&mut Vec::new(), version).is_ok(),
+                "v{version}"
+            );
+        }
+    }
+
+    #[test]
+    fn error_responses_encode_for_every_served_version() {
+        let code = ResponseError::UnknownServerError.code();
+        let response = failed(code, None);
+        assert_eq!(response.error_code, code);
+        assert_eq!(response.entries, None);
+        for version in 0..=1 {
             assert!(
                 response.encode(&mut Vec::new(), version).is_ok(),
                 "v{version}"

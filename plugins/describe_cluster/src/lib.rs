@@ -12,6 +12,8 @@
 //!   a KRaft broker reports a live broker as the controller id (clients
 //!   cannot reach the controller quorum), here itself. v2 brokers are
 //!   never fenced while they answer.
+//! - Error response (a trap or timeout): the error and no brokers, as
+//!   Kafka's `DescribeClusterRequest.getErrorResponse`.
 
 use gregor_sdk::authorize::{authorized_operations, CLUSTER_NAME};
 use gregor_sdk::authz::ResourceType;
@@ -21,7 +23,7 @@ use gregor_sdk::kafka_protocol::messages::{
     BrokerId, DescribeClusterRequest, DescribeClusterResponse,
 };
 use gregor_sdk::{
-    api_info, decode, metadata, request_throttle_ms, respond, ApiInfo, Handler, Outcome,
+    api_info, decode, encode, metadata, request_throttle_ms, respond, ApiInfo, Handler, Outcome,
     RequestContext, ResponseError,
 };
 
@@ -42,9 +44,7 @@ impl Handler for DescribeCluster {
             Ok(request) => request,
             Err(outcome) => return outcome,
         };
-        let mut response = DescribeClusterResponse::default()
-            .with_endpoint_type(BROKER_ENDPOINT)
-            .with_cluster_authorized_operations(NOT_REQUESTED);
+        let mut response = empty();
         // v0 requests carry no endpoint type and mean brokers.
         if ctx.api_version >= 1 && request.endpoint_type != BROKER_ENDPOINT {
             let wanted = match request.endpoint_type {
@@ -79,9 +79,30 @@ impl Handler for DescribeCluster {
                         .unwrap_or(0);
             }
         }
+        gregor_sdk::count_errors([response.error_code]);
         response.throttle_time_ms = request_throttle_ms();
         respond(&ctx, &response)
     }
+
+    /// Kafka's `getErrorResponse`: the error, no brokers.
+    fn error_response(ctx: RequestContext, body: Vec<u8>, error_code: i16) -> Option<Vec<u8>> {
+        // Nothing of the request is echoed, but a body that does not decode
+        // gets no response.
+        decode::<DescribeClusterRequest>(&ctx, &body).ok()?;
+        encode(&ctx, &error_response_for(error_code))
+    }
+}
+
+/// The request answered with `error_code` and no brokers.
+fn error_response_for(error_code: i16) -> DescribeClusterResponse {
+    empty().with_error_code(error_code)
+}
+
+/// A broker's answer with no cluster in it yet.
+fn empty() -> DescribeClusterResponse {
+    DescribeClusterResponse::default()
+        .with_endpoint_type(BROKER_ENDPOINT)
+        .with_cluster_authorized_operations(NOT_REQUESTED)
 }
 
 gregor_sdk::export_handler!(DescribeCluster);
@@ -104,6 +125,19 @@ mod tests {
                 response.encode(&mut Vec::new(), version).is_ok(),
                 "v{version}"
             );
+        }
+    }
+
+    #[test]
+    fn error_responses_encode_for_every_served_version() {
+        let code = ResponseError::UnknownServerError.code();
+        let response = error_response_for(code);
+        assert!(response.brokers.is_empty());
+        for version in 0..=2 {
+            let mut encoded = Vec::new();
+            assert!(response.encode(&mut encoded, version).is_ok(), "v{version}");
+            // throttle_time_ms, then error_code.
+            assert_eq!(encoded[4..6], code.to_be_bytes(), "v{version}");
         }
     }
 }

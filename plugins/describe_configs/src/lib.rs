@@ -13,6 +13,8 @@
 //!   `include_documentation` (v3+). Sensitive values are never disclosed.
 //!   Errors are per resource (UNKNOWN_TOPIC_OR_PARTITION, INVALID_REQUEST
 //!   for a broker id other than this node, ...).
+//! - Error response (a trap or timeout): every resource with the error and
+//!   no configs, as Kafka's `DescribeConfigsRequest.getErrorResponse`.
 
 use gregor_sdk::authz::Operation;
 use gregor_sdk::configs::{
@@ -26,8 +28,8 @@ use gregor_sdk::kafka_protocol::messages::describe_configs_response::{
 };
 use gregor_sdk::kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse};
 use gregor_sdk::{
-    api_info, decode, request_throttle_ms, respond, ApiInfo, Handler, Outcome, RequestContext,
-    ResponseError,
+    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Handler, Outcome,
+    RequestContext, ResponseError,
 };
 
 struct DescribeConfigs;
@@ -62,15 +64,49 @@ impl Handler for DescribeConfigs {
                 (Some(kind), false) => failed(authorization_error(kind), None),
                 (Some(kind), true) => describe(kind, resource, &request),
             };
-            response.results.push(
-                result
-                    .with_resource_type(resource.resource_type)
-                    .with_resource_name(resource.resource_name.clone()),
-            );
+            response.results.push(for_resource(result, resource));
         }
+        gregor_sdk::count_errors(response.results.iter().map(|result| result.error_code));
         response.throttle_time_ms = request_throttle_ms();
         respond(&ctx, &response)
     }
+
+    /// Kafka's `getErrorResponse`: every resource with the error.
+    fn error_response(ctx: RequestContext, body: Vec<u8>, error_code: i16) -> Option<Vec<u8>> {
+        let request: DescribeConfigsRequest = decode(&ctx, &body).ok()?;
+        encode(&ctx, &error_response_for(&request, error_code))
+    }
+}
+
+/// Every resource of the request answered with `error_code` and no
+/// configs. The message names the error, as [`failed`] does where Kafka
+/// sends the error's default message.
+fn error_response_for(
+    request: &DescribeConfigsRequest,
+    error_code: i16,
+) -> DescribeConfigsResponse {
+    let message = ResponseError::try_from_code(error_code).map(|error| error.to_string());
+    let results = request
+        .resources
+        .iter()
+        .map(|resource| {
+            let result = DescribeConfigsResult::default()
+                .with_error_code(error_code)
+                .with_error_message(message.as_deref().map(str_bytes));
+            for_resource(result, resource)
+        })
+        .collect();
+    DescribeConfigsResponse::default().with_results(results)
+}
+
+/// A result naming the resource it answers.
+fn for_resource(
+    result: DescribeConfigsResult,
+    resource: &DescribeConfigsResource,
+) -> DescribeConfigsResult {
+    result
+        .with_resource_type(resource.resource_type)
+        .with_resource_name(resource.resource_name.clone())
 }
 
 fn failed(error: ResponseError, message: Option<String>) -> DescribeConfigsResult {
@@ -166,6 +202,37 @@ mod tests {
                 .with_resource_name(str_bytes("t"))
                 .with_configs(vec![entry.clone()]);
             let response = DescribeConfigsResponse::default().with_results(vec![result]);
+            assert!(
+                response.encode(&mut Vec::new(), version).is_ok(),
+                "v{version}"
+            );
+        }
+    }
+
+    #[test]
+    fn error_responses_answer_every_resource_for_every_served_version() {
+        let resource = |kind: i8, name: &str| {
+            DescribeConfigsResource::default()
+                .with_resource_type(kind)
+                .with_resource_name(str_bytes(name))
+        };
+        let request = DescribeConfigsRequest::default()
+            .with_resources(vec![resource(2, "t"), resource(4, "1")]);
+        let code = ResponseError::UnknownServerError.code();
+        let response = error_response_for(&request, code);
+        let shape: Vec<(i8, String, i16, usize)> = response
+            .results
+            .iter()
+            .map(|r| {
+                let name = r.resource_name.to_string();
+                (r.resource_type, name, r.error_code, r.configs.len())
+            })
+            .collect();
+        assert_eq!(
+            shape,
+            vec![(2, "t".to_string(), code, 0), (4, "1".to_string(), code, 0)]
+        );
+        for version in 1..=4 {
             assert!(
                 response.encode(&mut Vec::new(), version).is_ok(),
                 "v{version}"

@@ -10,6 +10,8 @@
 //!   owned or renewable by one of them. Of those, a principal sees the
 //!   tokens it owns, requested or may renew, and others only with DESCRIBE
 //!   on the DelegationToken (its id) or DESCRIBE_TOKENS on the owner User.
+//! - Error response (a trap or timeout): the error and no tokens, as
+//!   Kafka's `DescribeDelegationTokenRequest.getErrorResponse`.
 
 use gregor_sdk::authz::{self, Action, Operation, ResourceType};
 use gregor_sdk::delegation_tokens::{self, TokenInfo};
@@ -21,7 +23,8 @@ use gregor_sdk::kafka_protocol::messages::{
     DescribeDelegationTokenRequest, DescribeDelegationTokenResponse,
 };
 use gregor_sdk::{
-    api_info, decode, request_throttle_ms, respond, ApiInfo, Handler, Outcome, RequestContext,
+    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Handler, Outcome,
+    RequestContext,
 };
 
 struct DescribeDelegationToken;
@@ -58,9 +61,23 @@ impl Handler for DescribeDelegationToken {
                     .collect();
             }
         }
+        gregor_sdk::count_errors([response.error_code]);
         response.throttle_time_ms = request_throttle_ms();
         respond(&ctx, &response)
     }
+
+    /// Kafka's `getErrorResponse`: the error, no tokens.
+    fn error_response(ctx: RequestContext, body: Vec<u8>, error_code: i16) -> Option<Vec<u8>> {
+        // Nothing of the request is echoed, but a body that does not decode
+        // gets no response.
+        decode::<DescribeDelegationTokenRequest>(&ctx, &body).ok()?;
+        encode(&ctx, &error_response_for(error_code))
+    }
+}
+
+/// The request answered with `error_code` and no tokens.
+fn error_response_for(error_code: i16) -> DescribeDelegationTokenResponse {
+    DescribeDelegationTokenResponse::default().with_error_code(error_code)
 }
 
 fn owner_or_renewer(token: &TokenInfo, principal: &str) -> bool {
@@ -199,6 +216,19 @@ mod tests {
                 response.encode(&mut Vec::new(), version).is_ok(),
                 "v{version}"
             );
+        }
+    }
+
+    #[test]
+    fn error_responses_encode_for_every_served_version() {
+        let code = gregor_sdk::ResponseError::UnknownServerError.code();
+        let response = error_response_for(code);
+        assert!(response.tokens.is_empty());
+        for version in 1..=3 {
+            let mut encoded = Vec::new();
+            assert!(response.encode(&mut encoded, version).is_ok(), "v{version}");
+            // error_code first, then no tokens and the throttle time.
+            assert_eq!(encoded[0..2], code.to_be_bytes(), "v{version}");
         }
     }
 }

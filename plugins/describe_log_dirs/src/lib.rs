@@ -12,6 +12,9 @@
 //!   absent). Every directory is listed, even with no matching partition.
 //! - A partition's offset lag is 0 (it is the current replica, never a
 //!   future one: moves swap in one step, see `alter_replica_log_dirs`).
+//! - Error response (a trap or timeout): no directory and, from v3, the
+//!   error, as Kafka's `DescribeLogDirsRequest.getErrorResponse` (before
+//!   v3 the response has no field to carry it).
 
 use std::collections::{BTreeMap, HashSet};
 
@@ -24,8 +27,12 @@ use gregor_sdk::kafka_protocol::messages::describe_log_dirs_response::{
 use gregor_sdk::kafka_protocol::messages::{DescribeLogDirsRequest, DescribeLogDirsResponse};
 use gregor_sdk::log::{self, LogDir};
 use gregor_sdk::{
-    api_info, decode, respond, ApiInfo, Handler, Outcome, RequestContext, ResponseError,
+    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Handler, Outcome,
+    RequestContext, ResponseError,
 };
+
+/// The first version with a top-level error code.
+const ERROR_CODE_VERSION: i16 = 3;
 
 struct DescribeLogDirs;
 
@@ -39,26 +46,47 @@ impl Handler for DescribeLogDirs {
             Ok(request) => request,
             Err(outcome) => return outcome,
         };
-        let mut response = DescribeLogDirsResponse::default();
-        if !cluster_allowed(Operation::Describe) {
-            // Before v3 there is no error field: the list is just empty.
-            if ctx.api_version >= 3 {
-                response.error_code = ResponseError::ClusterAuthorizationFailed.code();
-            }
-            return respond(&ctx, &response);
-        }
-        let wanted: Option<HashSet<(String, i32)>> = request.topics.as_ref().map(|topics| {
-            topics
-                .iter()
-                .flat_map(|t| t.partitions.iter().map(|&p| (t.topic.to_string(), p)))
-                .collect()
-        });
-        response.results = log::describe_log_dirs()
-            .into_iter()
-            .map(|dir| describe_dir(dir, wanted.as_ref()))
-            .collect();
+        let mut response = if cluster_allowed(Operation::Describe) {
+            let wanted: Option<HashSet<(String, i32)>> = request.topics.as_ref().map(|topics| {
+                topics
+                    .iter()
+                    .flat_map(|t| t.partitions.iter().map(|&p| (t.topic.to_string(), p)))
+                    .collect()
+            });
+            let results = log::describe_log_dirs()
+                .into_iter()
+                .map(|dir| describe_dir(dir, wanted.as_ref()))
+                .collect();
+            DescribeLogDirsResponse::default().with_results(results)
+        } else {
+            let denied = ResponseError::ClusterAuthorizationFailed.code();
+            error_response_for(ctx.api_version, denied)
+        };
+        gregor_sdk::count_errors(
+            std::iter::once(response.error_code)
+                .chain(response.results.iter().map(|d| d.error_code)),
+        );
+        response.throttle_time_ms = request_throttle_ms();
         respond(&ctx, &response)
     }
+
+    /// Kafka's `getErrorResponse`: the error, no directory.
+    fn error_response(ctx: RequestContext, body: Vec<u8>, error_code: i16) -> Option<Vec<u8>> {
+        // Nothing of the request is echoed, but a body that does not decode
+        // gets no response.
+        decode::<DescribeLogDirsRequest>(&ctx, &body).ok()?;
+        encode(&ctx, &error_response_for(ctx.api_version, error_code))
+    }
+}
+
+/// No directory and, from v3, `error_code`; before v3 there is no error
+/// field and the list is just empty.
+fn error_response_for(version: i16, error_code: i16) -> DescribeLogDirsResponse {
+    let mut response = DescribeLogDirsResponse::default();
+    if version >= ERROR_CODE_VERSION {
+        response.error_code = error_code;
+    }
+    response
 }
 
 /// One directory's result, keeping the partitions asked for.
@@ -137,6 +165,25 @@ mod tests {
         for version in 1..=4 {
             let response =
                 DescribeLogDirsResponse::default().with_results(vec![describe_dir(dir(), None)]);
+            assert!(
+                response.encode(&mut Vec::new(), version).is_ok(),
+                "v{version}"
+            );
+        }
+    }
+
+    #[test]
+    fn error_responses_encode_for_every_served_version() {
+        let code = ResponseError::UnknownServerError.code();
+        for version in 1..=4 {
+            let response = error_response_for(version, code);
+            let expected = if version >= ERROR_CODE_VERSION {
+                code
+            } else {
+                0
+            };
+            assert_eq!(response.error_code, expected, "v{version}");
+            assert!(response.results.is_empty());
             assert!(
                 response.encode(&mut Vec::new(), version).is_ok(),
                 "v{version}"

@@ -12,6 +12,8 @@
 //!   passed is THROTTLING_QUOTA_EXCEEDED.
 //! - Pushes are accepted uncompressed (the accepted compression list is
 //!   empty, which tells clients so).
+//! - Error response (a trap or timeout): the error alone, as Kafka's
+//!   `GetTelemetrySubscriptionsRequest.getErrorResponse`.
 
 use gregor_sdk::ids::{from_kafka_uuid, str_bytes, to_kafka_uuid};
 use gregor_sdk::kafka_protocol::messages::{
@@ -19,7 +21,8 @@ use gregor_sdk::kafka_protocol::messages::{
 };
 use gregor_sdk::telemetry;
 use gregor_sdk::{
-    api_info, decode, request_throttle_ms, respond, ApiInfo, Handler, Outcome, RequestContext,
+    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Handler, Outcome,
+    RequestContext,
 };
 
 struct GetTelemetrySubscriptions;
@@ -51,9 +54,23 @@ impl Handler for GetTelemetrySubscriptions {
             }
             Err(error) => response.error_code = error.code,
         }
+        gregor_sdk::count_errors([response.error_code]);
         response.throttle_time_ms = request_throttle_ms();
         respond(&ctx, &response)
     }
+
+    /// Kafka's `getErrorResponse`: the error alone.
+    fn error_response(ctx: RequestContext, body: Vec<u8>, error_code: i16) -> Option<Vec<u8>> {
+        // Nothing of the request is echoed, but a body that does not decode
+        // gets no response.
+        decode::<GetTelemetrySubscriptionsRequest>(&ctx, &body).ok()?;
+        encode(&ctx, &error_response_for(error_code))
+    }
+}
+
+/// The request answered with `error_code` and no subscription.
+fn error_response_for(error_code: i16) -> GetTelemetrySubscriptionsResponse {
+    GetTelemetrySubscriptionsResponse::default().with_error_code(error_code)
 }
 
 gregor_sdk::export_handler!(GetTelemetrySubscriptions);
@@ -68,6 +85,15 @@ mod tests {
         let response = GetTelemetrySubscriptionsResponse::default()
             .with_requested_metrics(vec![str_bytes("org.apache.kafka.")])
             .with_push_interval_ms(1000);
+        assert!(response.encode(&mut Vec::new(), 0).is_ok());
+    }
+
+    #[test]
+    fn error_responses_encode() {
+        let code = gregor_sdk::ResponseError::UnknownServerError.code();
+        let response = error_response_for(code);
+        assert_eq!(response.error_code, code);
+        assert!(response.requested_metrics.is_empty());
         assert!(response.encode(&mut Vec::new(), 0).is_ok());
     }
 }

@@ -17,6 +17,8 @@
 //!   `validate_only`, stores it durably and applies it at once: a topic's
 //!   new retention or segment settings reach its partition logs, a broker
 //!   default reaches every topic that does not override it.
+//! - Error response (a trap or timeout): every resource with the error, as
+//!   Kafka's `IncrementalAlterConfigsRequest.getErrorResponse`.
 
 use gregor_sdk::configs::{self, authorization_error, resource_type_of, AlterEntry, AlterOp};
 use gregor_sdk::ids::str_bytes;
@@ -26,7 +28,7 @@ use gregor_sdk::kafka_protocol::messages::{
     IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
 };
 use gregor_sdk::{
-    api_info, decode, request_throttle_ms, respond, ApiInfo, Handler, KafkaError, Outcome,
+    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Handler, KafkaError, Outcome,
     RequestContext, ResponseError,
 };
 
@@ -52,17 +54,45 @@ impl Handler for IncrementalAlterConfigs {
         });
         let mut response = IncrementalAlterConfigsResponse::default();
         for (resource, (code, message)) in request.resources.iter().zip(results) {
-            response.responses.push(
-                AlterConfigsResourceResponse::default()
-                    .with_error_code(code)
-                    .with_error_message(message.as_deref().map(str_bytes))
-                    .with_resource_type(resource.resource_type)
-                    .with_resource_name(resource.resource_name.clone()),
-            );
+            response
+                .responses
+                .push(resource_response(resource, code, message.as_deref()));
         }
+        gregor_sdk::count_errors(response.responses.iter().map(|r| r.error_code));
         response.throttle_time_ms = request_throttle_ms();
         respond(&ctx, &response)
     }
+
+    /// Kafka's `getErrorResponse`: every resource with the error.
+    fn error_response(ctx: RequestContext, body: Vec<u8>, error_code: i16) -> Option<Vec<u8>> {
+        let request: IncrementalAlterConfigsRequest = decode(&ctx, &body).ok()?;
+        encode(&ctx, &error_response_for(&request, error_code))
+    }
+}
+
+/// Every resource of the request answered with `error_code`.
+fn error_response_for(
+    request: &IncrementalAlterConfigsRequest,
+    error_code: i16,
+) -> IncrementalAlterConfigsResponse {
+    let responses = request
+        .resources
+        .iter()
+        .map(|resource| resource_response(resource, error_code, None))
+        .collect();
+    IncrementalAlterConfigsResponse::default().with_responses(responses)
+}
+
+fn resource_response(
+    resource: &AlterConfigsResource,
+    error_code: i16,
+    message: Option<&str>,
+) -> AlterConfigsResourceResponse {
+    AlterConfigsResourceResponse::default()
+        .with_error_code(error_code)
+        .with_error_message(message.map(str_bytes))
+        .with_resource_type(resource.resource_type)
+        .with_resource_name(resource.resource_name.clone())
 }
 
 fn error(code: ResponseError, message: &str) -> KafkaError {
@@ -142,6 +172,34 @@ mod tests {
                 .with_resource_type(4)
                 .with_resource_name(str_bytes("1"));
             let response = IncrementalAlterConfigsResponse::default().with_responses(vec![result]);
+            assert!(
+                response.encode(&mut Vec::new(), version).is_ok(),
+                "v{version}"
+            );
+        }
+    }
+
+    #[test]
+    fn error_responses_answer_every_resource_for_every_served_version() {
+        let resource = |kind: i8, name: &str| {
+            AlterConfigsResource::default()
+                .with_resource_type(kind)
+                .with_resource_name(str_bytes(name))
+        };
+        let request = IncrementalAlterConfigsRequest::default()
+            .with_resources(vec![resource(2, "t"), resource(16, "sub")]);
+        let code = ResponseError::UnknownServerError.code();
+        let response = error_response_for(&request, code);
+        let shape: Vec<(i8, String, i16)> = response
+            .responses
+            .iter()
+            .map(|r| (r.resource_type, r.resource_name.to_string(), r.error_code))
+            .collect();
+        assert_eq!(
+            shape,
+            vec![(2, "t".to_string(), code), (16, "sub".to_string(), code)]
+        );
+        for version in 0..=1 {
             assert!(
                 response.encode(&mut Vec::new(), version).is_ok(),
                 "v{version}"

@@ -9,16 +9,22 @@
 //!   reassignment completes the moment it is accepted (its only valid
 //!   target is the current replica), so none is ever ongoing and the list
 //!   is empty.
+//! - Error response (a trap or timeout): the error, with the requested
+//!   partitions listed and no replicas, as Kafka's
+//!   `ListPartitionReassignmentsRequest.getErrorResponse`.
 
 use gregor_sdk::authorize::cluster_allowed;
 use gregor_sdk::authz::Operation;
 use gregor_sdk::ids::str_bytes;
+use gregor_sdk::kafka_protocol::messages::list_partition_reassignments_response::{
+    OngoingPartitionReassignment, OngoingTopicReassignment,
+};
 use gregor_sdk::kafka_protocol::messages::{
     ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse,
 };
 use gregor_sdk::{
-    api_info, decode, request_throttle_ms, respond, ApiInfo, Handler, Outcome, RequestContext,
-    ResponseError,
+    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Handler, Outcome,
+    RequestContext, ResponseError,
 };
 
 struct ListPartitionReassignments;
@@ -43,9 +49,43 @@ impl Handler for ListPartitionReassignments {
         // ongoing. A single node completes every reassignment the moment it
         // accepts it, so whatever `request.topics` names, none is ongoing.
         let _ = &request.topics;
+        gregor_sdk::count_errors([response.error_code]);
         response.throttle_time_ms = request_throttle_ms();
         respond(&ctx, &response)
     }
+
+    /// Kafka's `getErrorResponse`: the error, and the requested partitions.
+    fn error_response(ctx: RequestContext, body: Vec<u8>, error_code: i16) -> Option<Vec<u8>> {
+        let request: ListPartitionReassignmentsRequest = decode(&ctx, &body).ok()?;
+        encode(&ctx, &error_response_for(&request, error_code))
+    }
+}
+
+/// The request answered with `error_code`, listing each requested
+/// partition with no replicas as Kafka's error response does.
+fn error_response_for(
+    request: &ListPartitionReassignmentsRequest,
+    error_code: i16,
+) -> ListPartitionReassignmentsResponse {
+    let topics = request
+        .topics
+        .iter()
+        .flatten()
+        .map(|topic| {
+            let partitions = topic
+                .partition_indexes
+                .iter()
+                .map(|&index| OngoingPartitionReassignment::default().with_partition_index(index))
+                .collect();
+            OngoingTopicReassignment::default()
+                .with_name(topic.name.clone())
+                .with_partitions(partitions)
+        })
+        .collect();
+    ListPartitionReassignmentsResponse::default()
+        .with_error_code(error_code)
+        .with_error_message(None)
+        .with_topics(topics)
 }
 
 gregor_sdk::export_handler!(ListPartitionReassignments);
@@ -59,5 +99,30 @@ mod tests {
     fn responses_encode() {
         let response = ListPartitionReassignmentsResponse::default();
         assert!(response.encode(&mut Vec::new(), 0).is_ok());
+    }
+
+    #[test]
+    fn error_responses_encode() {
+        use gregor_sdk::kafka_protocol::messages::list_partition_reassignments_request::ListPartitionReassignmentsTopics;
+        let request = ListPartitionReassignmentsRequest::default().with_topics(Some(vec![
+            ListPartitionReassignmentsTopics::default()
+                .with_name(str_bytes("a").into())
+                .with_partition_indexes(vec![0, 1]),
+        ]));
+        let code = ResponseError::UnknownServerError.code();
+        let response = error_response_for(&request, code);
+        assert_eq!(response.error_code, code);
+        let shape: Vec<(String, Vec<i32>)> = response
+            .topics
+            .iter()
+            .map(|t| {
+                let partitions = t.partitions.iter().map(|p| p.partition_index);
+                (t.name.to_string(), partitions.collect())
+            })
+            .collect();
+        assert_eq!(shape, vec![("a".to_string(), vec![0, 1])]);
+        assert!(response.encode(&mut Vec::new(), 0).is_ok());
+        let all = error_response_for(&ListPartitionReassignmentsRequest::default(), code);
+        assert!(all.topics.is_empty());
     }
 }

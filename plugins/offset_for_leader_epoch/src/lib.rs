@@ -14,6 +14,9 @@
 //!   -1 is undefined (-1, -1); an earlier epoch ends where epoch 0 starts.
 //! - A `current_leader_epoch` other than -1 is checked against epoch 0:
 //!   newer is UNKNOWN_LEADER_EPOCH, older is FENCED_LEADER_EPOCH.
+//! - Error response (a trap or timeout): every partition with the error and
+//!   an undefined epoch and offset, as Kafka's
+//!   `OffsetsForLeaderEpochRequest.getErrorResponse`.
 
 use gregor_sdk::authorize::{allowed_names, cluster_allowed};
 use gregor_sdk::authz::{Operation, ResourceType};
@@ -25,8 +28,8 @@ use gregor_sdk::kafka_protocol::messages::{
     OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse,
 };
 use gregor_sdk::{
-    api_info, decode, log, request_throttle_ms, respond, ApiInfo, Handler, Outcome, RequestContext,
-    ResponseError, NONE,
+    api_info, decode, encode, log, request_throttle_ms, respond, ApiInfo, Handler, Outcome,
+    RequestContext, ResponseError, NONE,
 };
 
 /// The only leader epoch a single node's partitions have.
@@ -68,7 +71,8 @@ impl Handler for OffsetForLeaderEpoch {
                     if authorized {
                         end_offset(name, partition)
                     } else {
-                        error(partition.partition, ResponseError::TopicAuthorizationFailed)
+                        let denied = ResponseError::TopicAuthorizationFailed.code();
+                        error(partition.partition, denied)
                     }
                 })
                 .collect();
@@ -78,15 +82,54 @@ impl Handler for OffsetForLeaderEpoch {
                     .with_partitions(partitions),
             );
         }
+        gregor_sdk::count_errors(error_codes(&response));
         response.throttle_time_ms = request_throttle_ms();
         respond(&ctx, &response)
     }
+
+    /// Kafka's `getErrorResponse`: every partition with the error.
+    fn error_response(ctx: RequestContext, body: Vec<u8>, error_code: i16) -> Option<Vec<u8>> {
+        let request: OffsetForLeaderEpochRequest = decode(&ctx, &body).ok()?;
+        encode(&ctx, &error_response_for(&request, error_code))
+    }
 }
 
-fn error(partition: i32, error: ResponseError) -> EpochEndOffset {
+/// Every partition of the request answered with `error_code`.
+fn error_response_for(
+    request: &OffsetForLeaderEpochRequest,
+    error_code: i16,
+) -> OffsetForLeaderEpochResponse {
+    let topics = request
+        .topics
+        .iter()
+        .map(|topic| {
+            let partitions = topic
+                .partitions
+                .iter()
+                .map(|partition| error(partition.partition, error_code))
+                .collect();
+            OffsetForLeaderTopicResult::default()
+                .with_topic(topic.topic.clone())
+                .with_partitions(partitions)
+        })
+        .collect();
+    OffsetForLeaderEpochResponse::default().with_topics(topics)
+}
+
+fn error_codes(response: &OffsetForLeaderEpochResponse) -> Vec<i16> {
+    response
+        .topics
+        .iter()
+        .flat_map(|topic| &topic.partitions)
+        .map(|partition| partition.error_code)
+        .collect()
+}
+
+/// A partition answered with an error and an undefined epoch and offset.
+fn error(partition: i32, error_code: i16) -> EpochEndOffset {
     EpochEndOffset::default()
         .with_partition(partition)
-        .with_error_code(error.code())
+        .with_error_code(error_code)
         .with_leader_epoch(UNDEFINED_EPOCH)
         .with_end_offset(UNDEFINED_OFFSET)
 }
@@ -96,19 +139,15 @@ fn end_offset(topic: &str, partition: &OffsetForLeaderPartition) -> EpochEndOffs
     let current = partition.current_leader_epoch;
     if current != UNDEFINED_EPOCH {
         if current > LEADER_EPOCH {
-            return error(index, ResponseError::UnknownLeaderEpoch);
+            return error(index, ResponseError::UnknownLeaderEpoch.code());
         }
         if current < LEADER_EPOCH {
-            return error(index, ResponseError::FencedLeaderEpoch);
+            return error(index, ResponseError::FencedLeaderEpoch.code());
         }
     }
     let end = log::list_offset(topic, index, LATEST, READ_UNCOMMITTED);
     if end.error_code != NONE {
-        return EpochEndOffset::default()
-            .with_partition(index)
-            .with_error_code(end.error_code)
-            .with_leader_epoch(UNDEFINED_EPOCH)
-            .with_end_offset(UNDEFINED_OFFSET);
+        return error(index, end.error_code);
     }
     let (epoch, offset) = match epoch_end(partition.leader_epoch, end.offset) {
         EpochEnd::Known(epoch, offset) => (epoch, offset),
@@ -169,8 +208,57 @@ mod tests {
     fn responses_encode_for_every_served_version() {
         for version in 2..=4 {
             let topic = OffsetForLeaderTopicResult::default()
-                .with_partitions(vec![error(0, ResponseError::FencedLeaderEpoch)]);
+                .with_partitions(vec![error(0, ResponseError::FencedLeaderEpoch.code())]);
             let response = OffsetForLeaderEpochResponse::default().with_topics(vec![topic]);
+            assert!(
+                response.encode(&mut Vec::new(), version).is_ok(),
+                "v{version}"
+            );
+        }
+    }
+
+    #[test]
+    fn error_responses_answer_every_partition_for_every_served_version() {
+        use gregor_sdk::ids::str_bytes;
+        use gregor_sdk::kafka_protocol::messages::offset_for_leader_epoch_request::OffsetForLeaderTopic;
+        let topic = |name: &str, partitions: &[i32]| {
+            OffsetForLeaderTopic::default()
+                .with_topic(str_bytes(name).into())
+                .with_partitions(
+                    partitions
+                        .iter()
+                        .map(|&p| {
+                            OffsetForLeaderPartition::default()
+                                .with_partition(p)
+                                .with_leader_epoch(0)
+                        })
+                        .collect(),
+                )
+        };
+        let request = OffsetForLeaderEpochRequest::default()
+            .with_topics(vec![topic("a", &[0, 1]), topic("b", &[2])]);
+        let code = ResponseError::UnknownServerError.code();
+        let response = error_response_for(&request, code);
+        assert_eq!(error_codes(&response), vec![code; 3]);
+        let shape: Vec<(String, Vec<i32>)> = response
+            .topics
+            .iter()
+            .map(|t| {
+                let partitions = t.partitions.iter().map(|p| p.partition);
+                (t.topic.to_string(), partitions.collect())
+            })
+            .collect();
+        assert_eq!(
+            shape,
+            vec![("a".to_string(), vec![0, 1]), ("b".to_string(), vec![2])]
+        );
+        let undefined = response
+            .topics
+            .iter()
+            .flat_map(|t| &t.partitions)
+            .all(|p| (p.leader_epoch, p.end_offset) == (UNDEFINED_EPOCH, UNDEFINED_OFFSET));
+        assert!(undefined);
+        for version in 2..=4 {
             assert!(
                 response.encode(&mut Vec::new(), version).is_ok(),
                 "v{version}"

@@ -12,6 +12,8 @@
 //!   as the client's latest value on `/metrics`. Metrics that do not decode
 //!   (or arrive compressed, which the subscription did not offer) are
 //!   INVALID_RECORD, as Kafka answers an export failure.
+//! - Error response (a trap or timeout): the error alone, as Kafka's
+//!   `PushTelemetryRequest.getErrorResponse`.
 
 mod otlp;
 
@@ -19,7 +21,7 @@ use gregor_sdk::ids::from_kafka_uuid;
 use gregor_sdk::kafka_protocol::messages::{PushTelemetryRequest, PushTelemetryResponse};
 use gregor_sdk::telemetry::{self, MetricPoint};
 use gregor_sdk::{
-    api_info, decode, log_warn, request_throttle_ms, respond, ApiInfo, Handler, Outcome,
+    api_info, decode, encode, log_warn, request_throttle_ms, respond, ApiInfo, Handler, Outcome,
     RequestContext, ResponseError,
 };
 
@@ -62,9 +64,23 @@ impl Handler for PushTelemetry {
                 }
             }
         }
+        gregor_sdk::count_errors([response.error_code]);
         response.throttle_time_ms = request_throttle_ms();
         respond(&ctx, &response)
     }
+
+    /// Kafka's `getErrorResponse`: the error alone.
+    fn error_response(ctx: RequestContext, body: Vec<u8>, error_code: i16) -> Option<Vec<u8>> {
+        // Nothing of the request is echoed, but a body that does not decode
+        // gets no response.
+        decode::<PushTelemetryRequest>(&ctx, &body).ok()?;
+        encode(&ctx, &error_response_for(error_code))
+    }
+}
+
+/// The request answered with `error_code`.
+fn error_response_for(error_code: i16) -> PushTelemetryResponse {
+    PushTelemetryResponse::default().with_error_code(error_code)
 }
 
 fn export(request: &PushTelemetryRequest) -> Result<Vec<MetricPoint>, String> {
@@ -88,5 +104,15 @@ mod tests {
     fn responses_encode() {
         let response = PushTelemetryResponse::default().with_error_code(117);
         assert!(response.encode(&mut Vec::new(), 0).is_ok());
+    }
+
+    #[test]
+    fn error_responses_encode() {
+        let code = ResponseError::UnknownServerError.code();
+        let response = error_response_for(code);
+        let mut encoded = Vec::new();
+        assert!(response.encode(&mut encoded, 0).is_ok());
+        // throttle_time_ms, then error_code.
+        assert_eq!(encoded[4..6], code.to_be_bytes());
     }
 }
