@@ -9,8 +9,9 @@
 //!   unauthorized topics get TOPIC_AUTHORIZATION_FAILED.
 //! - A partition this broker does not host is UNKNOWN_TOPIC_OR_PARTITION
 //!   (the host's `txn.describe-producers`). Each producer comes with its
-//!   epoch, last sequence and last timestamp; the coordinator epoch and
-//!   transaction start offset are -1: no producer has a transaction open.
+//!   epoch, last sequence, last timestamp and the first offset of its open
+//!   transaction in the partition (-1 if none); the coordinator epoch is
+//!   -1, as the markers Gregor writes carry none.
 //! - A failed handler (trap or timeout) is answered as Kafka's
 //!   `getErrorResponse`: every partition with the error.
 
