@@ -1,7 +1,8 @@
 //! Admin APIs with real clients: configs (topic, broker, cluster default)
 //! and their live effect on the logs, partitions and cluster APIs, client
 //! quotas and their enforcement on a librdkafka producer, delegation tokens
-//! over SASL/SCRAM, client telemetry, the ZooKeeper-era ApiKeys, graceful
+//! over SASL/SCRAM, client telemetry, config resources and feature flags
+//! on the wire, the ZooKeeper-era and controller ApiKeys, graceful
 //! shutdown, and everything surviving a restart.
 //!
 //! confluent-kafka's AdminClient (librdkafka) drives configs and partitions
@@ -597,6 +598,216 @@ fn client_telemetry_is_pushed_and_exposed() {
         sample.contains("name=\"org.apache.kafka.producer."),
         "{sample}"
     );
+}
+
+// ---- config resources and feature flags ----
+
+/// One ListConfigResources round trip (flexible from v0, header v2):
+/// the error code and the (name, type) of each resource; v0 carries no
+/// type, which a v0 client reads as CLIENT_METRICS (16).
+fn list_config_resources(
+    conn: &mut Conn,
+    version: i16,
+    types: &[i8],
+    correlation_id: i32,
+) -> (i16, Vec<(String, i8)>) {
+    let mut body = Vec::new();
+    if version >= 1 {
+        wire::put_uvarint(&mut body, types.len() as u32 + 1);
+        body.extend(types.iter().map(|t| *t as u8));
+    }
+    wire::put_uvarint(&mut body, 0); // tagged fields
+    let frame = request_frame(74, version, correlation_id, true, &body);
+    let response = conn.round_trip(&frame, correlation_id);
+    let mut r = wire::Reader::new(&response[4..]);
+    r.skip_tags(); // response header v1
+    let _throttle_time_ms = r.i32();
+    let error_code = r.i16();
+    let count = (r.uvarint() as usize).saturating_sub(1);
+    let resources = (0..count)
+        .map(|_| {
+            let name = r.compact_nullable_string().expect("a resource name");
+            let kind = if version >= 1 { r.i8() } else { 16 };
+            r.skip_tags();
+            (name, kind)
+        })
+        .collect();
+    r.skip_tags();
+    assert_eq!(
+        r.remaining(),
+        0,
+        "trailing bytes in ListConfigResources v{version}"
+    );
+    (error_code, resources)
+}
+
+/// One UpdateFeatures round trip (flexible from v0): the top-level error
+/// code and message and, for v0-1, the per-feature results.
+fn update_features(
+    conn: &mut Conn,
+    version: i16,
+    updates: &[(&str, i16, i8)],
+    validate_only: bool,
+    correlation_id: i32,
+) -> (i16, Option<String>, Vec<(String, i16)>) {
+    let mut body = Vec::new();
+    put_i32(&mut body, 60_000); // timeout_ms
+    wire::put_uvarint(&mut body, updates.len() as u32 + 1);
+    for (feature, level, upgrade_type) in updates {
+        wire::put_compact_string(&mut body, feature);
+        put_i16(&mut body, *level);
+        if version == 0 {
+            body.push(u8::from(*upgrade_type != 1)); // allow_downgrade
+        } else {
+            body.push(*upgrade_type as u8);
+        }
+        wire::put_uvarint(&mut body, 0);
+    }
+    if version >= 1 {
+        body.push(u8::from(validate_only));
+    }
+    wire::put_uvarint(&mut body, 0);
+    let frame = request_frame(57, version, correlation_id, true, &body);
+    let response = conn.round_trip(&frame, correlation_id);
+    let mut r = wire::Reader::new(&response[4..]);
+    r.skip_tags(); // response header v1
+    let _throttle_time_ms = r.i32();
+    let error_code = r.i16();
+    let message = r.compact_nullable_string();
+    let mut results = Vec::new();
+    if version <= 1 {
+        let count = (r.uvarint() as usize).saturating_sub(1);
+        for _ in 0..count {
+            let feature = r.compact_nullable_string().expect("a feature name");
+            let code = r.i16();
+            let _message = r.compact_nullable_string();
+            r.skip_tags();
+            results.push((feature, code));
+        }
+    }
+    r.skip_tags();
+    assert_eq!(
+        r.remaining(),
+        0,
+        "trailing bytes in UpdateFeatures v{version}"
+    );
+    (error_code, message, results)
+}
+
+/// ListConfigResources (74) lists the client-metrics subscriptions (v0)
+/// and, from v1, this broker and every topic too, in Kafka's order, by
+/// type, and refuses a type it does not support; UpdateFeatures (57)
+/// refuses every feature update (Gregor supports no feature flags) with
+/// Kafka's INVALID_UPDATE_VERSION answer, and accepts a request updating
+/// nothing. The controller and quorum ApiKeys are not advertised.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn config_resources_and_features_on_the_wire() {
+    let broker = Broker::start();
+    kafka::create_topic(&broker, "listed", 1).await;
+    python(
+        "admin_wire.py",
+        &[
+            broker.bootstrap().as_str(),
+            "client-metrics",
+            "listed-subscription",
+            "org.apache.kafka.producer.",
+            "1000",
+        ],
+    );
+    let mut conn = Conn::connect(broker.addr());
+    let versions = conn.api_versions(1);
+    for (key, min, max) in [(57, 0, 2), (74, 0, 1)] {
+        let range = versions
+            .range(key)
+            .unwrap_or_else(|| panic!("ApiKey {key} not advertised"));
+        assert_eq!(
+            (range.min_version, range.max_version),
+            (min, max),
+            "ApiKey {key}"
+        );
+    }
+    let unserved = [
+        52, 53, 54, 55, 56, 58, 59, 62, 63, 64, 67, 70, 73, 80, 81, 82,
+    ]
+    .into_iter()
+    .chain(76..=79)
+    .chain(83..=87)
+    .chain(90..=92);
+    for key in unserved {
+        assert!(versions.range(key).is_none(), "ApiKey {key} advertised");
+    }
+
+    // v0: the client-metrics subscriptions only.
+    let (code, v0) = list_config_resources(&mut conn, 0, &[], 2);
+    assert_eq!(code, 0);
+    assert_eq!(v0, [("listed-subscription".to_string(), 16)]);
+    // v1, every type: subscriptions, then brokers, then topics.
+    let (code, all) = list_config_resources(&mut conn, 1, &[], 3);
+    assert_eq!(code, 0);
+    eprintln!("ListConfigResources v1: {all:?}");
+    let kinds: Vec<i8> = all.iter().map(|(_, kind)| *kind).collect();
+    let mut sorted = kinds.clone();
+    sorted.sort_by_key(|kind| std::cmp::Reverse(*kind));
+    assert_eq!(kinds, sorted, "Kafka's order: 16, then 4, then 2");
+    assert!(all.contains(&("listed-subscription".to_string(), 16)));
+    assert!(all.contains(&("listed".to_string(), 2)));
+    let brokers: Vec<&(String, i8)> = all.iter().filter(|(_, kind)| *kind == 4).collect();
+    assert_eq!(brokers.len(), 1, "{all:?}");
+    assert!(brokers[0].0.parse::<i32>().is_ok(), "{all:?}");
+    // v1, by type; groups (none with configs) and broker loggers list nothing.
+    let (code, topics) = list_config_resources(&mut conn, 1, &[2], 4);
+    assert_eq!(code, 0);
+    assert!(
+        topics.iter().all(|(_, kind)| *kind == 2)
+            && topics.len() == all.iter().filter(|(_, k)| *k == 2).count()
+    );
+    assert_eq!(
+        list_config_resources(&mut conn, 1, &[8, 32], 5),
+        (0, vec![])
+    );
+    // An unsupported type fails the whole request.
+    assert_eq!(
+        list_config_resources(&mut conn, 1, &[2, 1], 6),
+        (wire::UNSUPPORTED_VERSION, vec![])
+    );
+
+    for version in 0..=2 {
+        let correlation_id = 10 + i32::from(version);
+        let (code, message, results) = update_features(
+            &mut conn,
+            version,
+            &[("transaction.version", 2, 1)],
+            false,
+            correlation_id,
+        );
+        assert_eq!(code, 95, "v{version}: INVALID_UPDATE_VERSION");
+        let message = message.unwrap_or_default();
+        assert!(
+            message.starts_with(
+                "The update failed for all features since the following feature had an error: \
+                 Invalid update version 2 for feature transaction.version."
+            ) && message.ends_with("does not support this feature."),
+            "v{version}: {message}"
+        );
+        assert!(results.is_empty(), "v{version}: {results:?}");
+    }
+    let (code, message, _) = update_features(&mut conn, 1, &[("group.version", 0, 2)], true, 20);
+    assert_eq!(code, 95);
+    assert!(message
+        .unwrap_or_default()
+        .ends_with("Feature group.version not found."));
+    for version in 0..=2 {
+        let answer = update_features(&mut conn, version, &[], version >= 1, 30);
+        assert_eq!(answer, (0, None, vec![]), "v{version}: nothing to update");
+    }
+
+    // A controller or quorum ApiKey is unknown here: the connection closes.
+    for key in [52i16, 55] {
+        let mut conn = Conn::connect(broker.addr());
+        let frame = request_frame(key, 0, 40, true, &[0]);
+        conn.send(&frame).expect("send");
+        conn.expect_closed(&format!("ApiKey {key}"));
+    }
 }
 
 // ---- ZooKeeper-era ApiKeys ----

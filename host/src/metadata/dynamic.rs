@@ -132,6 +132,11 @@ impl DynamicConfigs {
         self.read().client_metrics.clone()
     }
 
+    /// The subscription names, sorted.
+    pub fn client_metrics_names(&self) -> Vec<String> {
+        self.read().client_metrics.keys().cloned().collect()
+    }
+
     pub fn client_metrics_of(&self, name: &str) -> Configs {
         self.read()
             .client_metrics
@@ -188,6 +193,7 @@ mod tests {
         let layers = configs.broker_layers();
         assert_eq!(layers.cluster_default["log.retention.ms"], "1000");
         assert_eq!(configs.client_metrics_of("sub").len(), 1);
+        assert_eq!(configs.client_metrics_names(), ["sub"]);
         configs.set_client_metrics("sub", BTreeMap::new()).unwrap();
         assert!(configs.client_metrics().is_empty());
     }

@@ -1,5 +1,6 @@
 //! `configs`: DescribeConfigs, AlterConfigs and IncrementalAlterConfigs
-//! through the config admin service.
+//! through the config admin service, and the client-metrics subscription
+//! names for ListConfigResources.
 
 use crate::metadata::broker_config::ConfigType as HostType;
 use crate::metadata::config_admin::{self, AlterEntry, AlterOp as HostOp, ConfigError};
@@ -138,5 +139,9 @@ impl configs::Host for HandlerState {
             validate_only,
         )
         .map_err(kafka_error)
+    }
+
+    fn list_client_metrics(&mut self) -> Vec<String> {
+        self.broker.dynamic.client_metrics_names()
     }
 }

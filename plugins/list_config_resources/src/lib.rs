@@ -1,0 +1,295 @@
+//! ListConfigResources (ApiKey 74, ListClientMetricsResources before
+//! KIP-1142): the resources that have configs, as Kafka's
+//! `KafkaApis.handleListConfigResources` and
+//! `ListConfigResourcesRequest.supportedResourceTypes`.
+//!
+//! What Kafka does:
+//!
+//! - DESCRIBE_CONFIGS on the Cluster is required, else
+//!   CLUSTER_AUTHORIZATION_FAILED and no resources.
+//! - v0 (ListClientMetricsResources, KIP-714) lists the client-metrics
+//!   subscriptions. v1 (KIP-1142) takes `resource_types` and answers each
+//!   resource's name and type; an empty list means every type the version
+//!   supports: v0 CLIENT_METRICS (16) only; v1 TOPIC (2), BROKER (4),
+//!   BROKER_LOGGER (8), CLIENT_METRICS (16) and GROUP (32). One unsupported
+//!   type fails the whole request with UNSUPPORTED_VERSION and no
+//!   resources.
+//! - The resources, in Kafka's order: the groups that have dynamic group
+//!   configs (`GroupConfigManager.groupIds`, not every group), the
+//!   client-metrics subscription names, every broker (by node id) once as
+//!   BROKER_LOGGER and once as BROKER, every topic.
+//!
+//! What Gregor does: the same checks and order, with what this node has.
+//! Groups: none, since Gregor has no group configs (GROUP config resources
+//! are refused by DescribeConfigs and IncrementalAlterConfigs), so no group
+//! is a config resource. Subscriptions: the CLIENT_METRICS config resources
+//! (`configs.list-client-metrics`). Broker loggers: none, since Gregor has
+//! no dynamically configurable loggers (DescribeConfigs refuses
+//! BROKER_LOGGER), so the type is accepted and lists nothing. Brokers: this
+//! node, as seen from the request's listener. Topics: every topic, by name.
+//!
+//! Error response (a trap or timeout): the error and no resources, as
+//! Kafka's `ListConfigResourcesRequest.getErrorResponse`.
+
+use gregor_sdk::authorize::cluster_allowed;
+use gregor_sdk::authz::Operation;
+use gregor_sdk::configs;
+use gregor_sdk::ids::str_bytes;
+use gregor_sdk::kafka_protocol::messages::list_config_resources_response::ConfigResource;
+use gregor_sdk::kafka_protocol::messages::{
+    ListConfigResourcesRequest, ListConfigResourcesResponse,
+};
+use gregor_sdk::{
+    api_info, decode, encode, metadata, request_throttle_ms, respond, ApiInfo, Handler, Outcome,
+    RequestContext, ResponseError,
+};
+
+/// Kafka's `ConfigResource.Type` ids.
+const TOPIC: i8 = 2;
+const BROKER: i8 = 4;
+const BROKER_LOGGER: i8 = 8;
+const CLIENT_METRICS: i8 = 16;
+const GROUP: i8 = 32;
+
+const MAX_VERSION: i16 = 1;
+
+struct ListConfigResources;
+
+impl Handler for ListConfigResources {
+    fn describe() -> ApiInfo {
+        api_info::<ListConfigResourcesRequest>("ListConfigResources", 0, MAX_VERSION)
+    }
+
+    fn handle(ctx: RequestContext, body: Vec<u8>) -> Outcome {
+        let request: ListConfigResourcesRequest = match decode(&ctx, &body) {
+            Ok(request) => request,
+            Err(outcome) => return outcome,
+        };
+        let mut response = if !cluster_allowed(Operation::DescribeConfigs) {
+            failed(ResponseError::ClusterAuthorizationFailed.code())
+        } else {
+            match requested_types(ctx.api_version, &request.resource_types) {
+                Err(code) => failed(code),
+                Ok(types) => {
+                    let inventory = Inventory::of(&types);
+                    ListConfigResourcesResponse::default()
+                        .with_config_resources(resources(&types, &inventory))
+                }
+            }
+        };
+        gregor_sdk::count_errors([response.error_code]);
+        response.throttle_time_ms = request_throttle_ms();
+        respond(&ctx, &response)
+    }
+
+    /// Kafka's `getErrorResponse`: the error, no resources.
+    fn error_response(ctx: RequestContext, body: Vec<u8>, error_code: i16) -> Option<Vec<u8>> {
+        // Nothing of the request is echoed, but a body that does not decode
+        // gets no response.
+        decode::<ListConfigResourcesRequest>(&ctx, &body).ok()?;
+        encode(&ctx, &failed(error_code))
+    }
+}
+
+/// The request answered with `error_code` and no resources.
+fn failed(error_code: i16) -> ListConfigResourcesResponse {
+    ListConfigResourcesResponse::default().with_error_code(error_code)
+}
+
+/// Kafka's `ListConfigResourcesRequest.supportedResourceTypes`.
+fn supported_types(version: i16) -> &'static [i8] {
+    if version == 0 {
+        &[CLIENT_METRICS]
+    } else {
+        &[TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP]
+    }
+}
+
+/// The types to list: the requested ones, or every supported type when
+/// none is named (always so in v0, which has no field for them). A type
+/// the version does not support is UNSUPPORTED_VERSION for the whole
+/// request.
+fn requested_types(version: i16, requested: &[i8]) -> Result<Vec<i8>, i16> {
+    let supported = supported_types(version);
+    if requested.is_empty() {
+        return Ok(supported.to_vec());
+    }
+    if requested.iter().any(|kind| !supported.contains(kind)) {
+        return Err(ResponseError::UnsupportedVersion.code());
+    }
+    Ok(requested.to_vec())
+}
+
+/// What this node has to list, fetched only for the types asked for.
+#[derive(Debug, Default)]
+struct Inventory {
+    client_metrics: Vec<String>,
+    brokers: Vec<i32>,
+    topics: Vec<String>,
+}
+
+impl Inventory {
+    fn of(types: &[i8]) -> Inventory {
+        let mut inventory = Inventory::default();
+        if types.contains(&CLIENT_METRICS) {
+            inventory.client_metrics = configs::list_client_metrics();
+        }
+        if types.contains(&BROKER) {
+            inventory.brokers = metadata::describe_cluster()
+                .brokers
+                .iter()
+                .map(|broker| broker.node_id)
+                .collect();
+        }
+        if types.contains(&TOPIC) {
+            inventory.topics = metadata::list_topics()
+                .into_iter()
+                .map(|topic| topic.name)
+                .collect();
+            inventory.topics.sort();
+        }
+        inventory
+    }
+}
+
+/// The resources of the given types, in Kafka's order: groups with
+/// configs (none here), client-metrics subscriptions, broker loggers (none
+/// here), brokers, topics.
+fn resources(types: &[i8], inventory: &Inventory) -> Vec<ConfigResource> {
+    let wants = |kind: i8| types.contains(&kind);
+    let mut listed = Vec::new();
+    if wants(CLIENT_METRICS) {
+        listed.extend(
+            inventory
+                .client_metrics
+                .iter()
+                .map(|name| resource(name, CLIENT_METRICS)),
+        );
+    }
+    if wants(BROKER) {
+        listed.extend(
+            inventory
+                .brokers
+                .iter()
+                .map(|node| resource(&node.to_string(), BROKER)),
+        );
+    }
+    if wants(TOPIC) {
+        listed.extend(inventory.topics.iter().map(|name| resource(name, TOPIC)));
+    }
+    listed
+}
+
+fn resource(name: &str, kind: i8) -> ConfigResource {
+    ConfigResource::default()
+        .with_resource_name(str_bytes(name))
+        .with_resource_type(kind)
+}
+
+gregor_sdk::export_handler!(ListConfigResources);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gregor_sdk::kafka_protocol::protocol::{Decodable, Encodable};
+
+    fn inventory() -> Inventory {
+        Inventory {
+            client_metrics: vec!["all-producers".into()],
+            brokers: vec![1],
+            topics: vec!["a".into(), "b".into()],
+        }
+    }
+
+    fn listed(types: &[i8]) -> Vec<(String, i8)> {
+        resources(types, &inventory())
+            .into_iter()
+            .map(|r| (r.resource_name.to_string(), r.resource_type))
+            .collect()
+    }
+
+    #[test]
+    fn v0_lists_client_metrics_only() {
+        assert_eq!(requested_types(0, &[]), Ok(vec![CLIENT_METRICS]));
+        let types = requested_types(0, &[]).unwrap();
+        assert_eq!(listed(&types), [("all-producers".to_string(), 16)]);
+    }
+
+    #[test]
+    fn v1_without_types_lists_everything_in_kafka_order() {
+        let types = requested_types(1, &[]).unwrap();
+        assert_eq!(types.len(), 5);
+        assert_eq!(
+            listed(&types),
+            [
+                ("all-producers".to_string(), CLIENT_METRICS),
+                ("1".to_string(), BROKER),
+                ("a".to_string(), TOPIC),
+                ("b".to_string(), TOPIC),
+            ]
+        );
+    }
+
+    #[test]
+    fn v1_filters_by_type() {
+        assert_eq!(listed(&[TOPIC]).len(), 2);
+        assert_eq!(listed(&[BROKER, BROKER]), [("1".to_string(), BROKER)]);
+        // Accepted, and nothing to list on this broker.
+        assert!(listed(&[GROUP, BROKER_LOGGER]).is_empty());
+    }
+
+    #[test]
+    fn unsupported_types_fail_the_request() {
+        let unsupported = ResponseError::UnsupportedVersion.code();
+        for kind in [0, 1, 3, 64, -1] {
+            assert_eq!(
+                requested_types(1, &[TOPIC, kind]),
+                Err(unsupported),
+                "{kind}"
+            );
+        }
+        // v0 supports only client metrics (a v0 request cannot name types,
+        // but the rule is the version's).
+        assert_eq!(requested_types(0, &[TOPIC]), Err(unsupported));
+    }
+
+    #[test]
+    fn responses_encode_for_every_served_version() {
+        for version in 0..=MAX_VERSION {
+            let response = ListConfigResourcesResponse::default()
+                .with_config_resources(listed_resources(version));
+            let mut encoded = Vec::new();
+            assert!(response.encode(&mut encoded, version).is_ok(), "v{version}");
+            let decoded =
+                ListConfigResourcesResponse::decode(&mut encoded.as_slice(), version).unwrap();
+            let names: Vec<String> = decoded
+                .config_resources
+                .iter()
+                .map(|r| r.resource_name.to_string())
+                .collect();
+            assert_eq!(names.first().map(String::as_str), Some("all-producers"));
+            // v0 has no type on the wire: a v0 client reads CLIENT_METRICS.
+            assert!(decoded
+                .config_resources
+                .iter()
+                .all(|r| version >= 1 || r.resource_type == CLIENT_METRICS));
+        }
+    }
+
+    fn listed_resources(version: i16) -> Vec<ConfigResource> {
+        resources(&requested_types(version, &[]).unwrap(), &inventory())
+    }
+
+    #[test]
+    fn error_responses_encode_for_every_served_version() {
+        let code = ResponseError::UnknownServerError.code();
+        let response = failed(code);
+        assert!(response.config_resources.is_empty());
+        for version in 0..=MAX_VERSION {
+            let mut encoded = Vec::new();
+            assert!(response.encode(&mut encoded, version).is_ok(), "v{version}");
+            // throttle_time_ms, then error_code.
+            assert_eq!(encoded[4..6], code.to_be_bytes(), "v{version}");
+        }
+    }
+}
