@@ -335,13 +335,20 @@ impl PluginManager {
         }
     }
 
-    /// Watches the plugin directory until shutdown.
+    /// Watches the plugin directory until shutdown: file-system events
+    /// (inotify) trigger a scan at once, so a module renamed into place is
+    /// compiled without waiting for a tick; the periodic scan every
+    /// `interval` stays as the fallback (events can be missed, or be
+    /// unavailable on some file systems).
     pub async fn watch(self: Arc<Self>, interval: Duration, mut shutdown: watch::Receiver<bool>) {
+        let (changed, mut changes) = tokio::sync::mpsc::channel::<()>(1);
+        let _events = watch_events(&self.dir, changed);
         let mut ticker = tokio::time::interval(interval);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
                 _ = ticker.tick() => self.scan().await,
+                Some(()) = changes.recv() => self.scan().await,
                 _ = shutdown.changed() => return,
             }
         }
@@ -408,4 +415,43 @@ impl PluginManager {
             .collect();
         json!({ "handlers": handlers, "authorizers": authorizers, "refused": refused })
     }
+}
+
+/// Starts an inotify watch on `dir` that signals `changed` when a file is
+/// closed after writing, renamed in or out, or removed (not on every write,
+/// so a module being copied in is looked at once it is complete). Signals
+/// coalesce: one pending scan covers any number of events. None (polling
+/// only) if the watch cannot be set up.
+fn watch_events(
+    dir: &Path,
+    changed: tokio::sync::mpsc::Sender<()>,
+) -> Option<notify::RecommendedWatcher> {
+    use notify::event::{AccessKind, AccessMode, ModifyKind};
+    use notify::{EventKind, RecursiveMode, Watcher};
+    let handler = move |event: notify::Result<notify::Event>| {
+        let relevant = event.is_ok_and(|event| {
+            matches!(
+                event.kind,
+                EventKind::Access(AccessKind::Close(AccessMode::Write))
+                    | EventKind::Modify(ModifyKind::Name(_))
+                    | EventKind::Remove(_)
+            )
+        });
+        if relevant {
+            // Full means a scan is already pending.
+            let _ = changed.try_send(());
+        }
+    };
+    let mut watcher = match notify::recommended_watcher(handler) {
+        Ok(watcher) => watcher,
+        Err(error) => {
+            warn!("plugin directory events unavailable, polling only: {error}");
+            return None;
+        }
+    };
+    if let Err(error) = watcher.watch(dir, RecursiveMode::NonRecursive) {
+        warn!(dir = %dir.display(), "cannot watch the plugin directory, polling only: {error}");
+        return None;
+    }
+    Some(watcher)
 }
