@@ -62,24 +62,13 @@ impl Inner {
         let mut errors = Vec::with_capacity(count);
         let mut records = Vec::new();
         for commit in &request.offsets {
-            let metadata = commit.metadata.clone().unwrap_or_default();
-            if metadata.len() > env.config.offset_metadata_max_bytes {
+            let metadata_len = commit.metadata.as_deref().map_or(0, str::len);
+            if metadata_len > env.config.offset_metadata_max_bytes {
                 errors.push(OFFSET_METADATA_TOO_LARGE);
                 continue;
             }
             errors.push(NONE);
-            records.push(Record::Offset {
-                group: group.id.clone(),
-                topic: commit.topic.clone(),
-                partition: commit.partition,
-                value: OffsetRecord {
-                    offset: commit.offset,
-                    leader_epoch: commit.leader_epoch,
-                    metadata,
-                    commit_timestamp: now,
-                    expire_timestamp,
-                },
-            });
+            records.push(offset_record(&group.id, commit, now, expire_timestamp));
         }
         if let Err(error) = env.store.append(&records) {
             warn!(group = %group.id, "cannot store offset commit: {error}");
@@ -88,17 +77,7 @@ impl Inner {
             }
             return errors;
         }
-        for record in records {
-            if let Record::Offset {
-                topic,
-                partition,
-                value,
-                ..
-            } = record
-            {
-                group.offsets.insert((topic, partition), value);
-            }
-        }
+        remember_offsets(group, records);
         self.maybe_compact();
         errors
     }
@@ -143,18 +122,7 @@ impl Inner {
         let now = now_ms();
         let records: Vec<Record> = offsets
             .iter()
-            .map(|commit| Record::Offset {
-                group: group_id.to_string(),
-                topic: commit.topic.clone(),
-                partition: commit.partition,
-                value: OffsetRecord {
-                    offset: commit.offset,
-                    leader_epoch: commit.leader_epoch,
-                    metadata: commit.metadata.clone().unwrap_or_default(),
-                    commit_timestamp: now,
-                    expire_timestamp: None,
-                },
-            })
+            .map(|commit| offset_record(group_id, commit, now, None))
             .collect();
         if let Err(error) = self.env.store.append(&records) {
             warn!(
@@ -167,17 +135,7 @@ impl Inner {
             .groups
             .entry(group_id.to_string())
             .or_insert_with(|| Group::new(group_id, now));
-        for record in records {
-            if let Record::Offset {
-                topic,
-                partition,
-                value,
-                ..
-            } = record
-            {
-                group.offsets.insert((topic, partition), value);
-            }
-        }
+        remember_offsets(group, records);
         self.maybe_compact();
         NONE
     }
@@ -495,6 +453,42 @@ impl Inner {
 }
 
 /// Kafka's `validateOffsetCommit` for classic groups.
+/// The store record of one committed offset.
+fn offset_record(
+    group_id: &str,
+    commit: &super::OffsetCommit,
+    now: i64,
+    expire_timestamp: Option<i64>,
+) -> Record {
+    Record::Offset {
+        group: group_id.to_string(),
+        topic: commit.topic.clone(),
+        partition: commit.partition,
+        value: OffsetRecord {
+            offset: commit.offset,
+            leader_epoch: commit.leader_epoch,
+            metadata: commit.metadata.clone().unwrap_or_default(),
+            commit_timestamp: now,
+            expire_timestamp,
+        },
+    }
+}
+
+/// Applies stored offset records to the group in memory.
+fn remember_offsets(group: &mut Group, records: Vec<Record>) {
+    for record in records {
+        if let Record::Offset {
+            topic,
+            partition,
+            value,
+            ..
+        } = record
+        {
+            group.offsets.insert((topic, partition), value);
+        }
+    }
+}
+
 fn validate_offset_commit(group: &Group, request: &CommitRequest) -> Option<i16> {
     if group.is(GroupState::Dead) {
         return Some(COORDINATOR_NOT_AVAILABLE);
