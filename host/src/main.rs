@@ -23,6 +23,7 @@ mod plugins;
 mod producer_ids;
 mod quota;
 mod replica;
+mod runtime_loggers;
 mod security;
 mod telemetry;
 mod transactions;
@@ -119,7 +120,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    init_tracing();
+    runtime_loggers::init();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -165,18 +166,6 @@ fn parse_args(args: &[String]) -> Result<Option<BrokerConfig>> {
     }
     config.validate()?;
     Ok(Some(config))
-}
-
-fn init_tracing() {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("GREGOR_LOG")
-        .or_else(|_| tracing_subscriber::EnvFilter::try_from_default_env())
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_target(false)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
 }
 
 async fn serve(config: BrokerConfig) -> Result<()> {

@@ -28,6 +28,11 @@ usage: admin_wire.py BOOTSTRAP COMMAND [ARGS...]
   create-token USER PASSWORD   one token (SASL listener); prints its id
   list-tokens USER PASSWORD    the ids of the tokens USER may see
   show-state SUBSCRIPTION      every quota entity and a subscription's configs
+  broker-loggers NODE set LOGGER
+                               BROKER_LOGGER (KIP-412): describe the loggers,
+                               set LOGGER to DEBUG, Kafka's errors
+  broker-loggers NODE reset LOGGER
+                               delete LOGGER's level: back to the root's
 """
 
 import base64
@@ -43,6 +48,7 @@ import time
 from kafka import KafkaAdminClient
 from kafka.admin import NewTopic
 from kafka.protocol.admin import (
+    AlterConfigsRequest,
     AlterPartitionReassignmentsRequest,
     DescribeClientQuotasRequest,
     DescribeConfigsRequest,
@@ -857,6 +863,101 @@ def list_tokens(bootstrap, user, password):
     print(json.dumps({"token_ids": [t[5] for t in described.tokens]}))
 
 
+# ---- broker loggers (KIP-412) ----
+
+BROKER_LOGGER = 8
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+
+
+def describe_loggers(admin, node, names=None):
+    """DescribeConfigs v1 on (BROKER_LOGGER, node): (code, message, {logger: entry})."""
+    request = DescribeConfigsRequest[1](resources=[(BROKER_LOGGER, node, names)], include_synonyms=True)
+    response = admin.send_request(request)
+    ((code, message, kind, name, entries),) = response.resources
+    check((kind, name) == (BROKER_LOGGER, node), f"echoed resource {kind} {name!r}")
+    # v1 entry: name, value, read_only, source, is_sensitive, synonyms
+    loggers = {e[0]: {"value": e[1], "read_only": e[2], "source": e[3], "sensitive": e[4], "synonyms": e[5]}
+               for e in entries}
+    return code, message, loggers
+
+
+def logger_level(admin, node, logger):
+    code, message, loggers = describe_loggers(admin, node, [logger])
+    check(code == 0 and list(loggers) == [logger], f"describe {logger}: {code} {message} {list(loggers)}")
+    return loggers[logger]["value"]
+
+
+def broker_loggers(bootstrap, node, action, logger):
+    admin = admin_client(bootstrap)
+    if action == "reset":
+        code, message = incremental(admin, BROKER_LOGGER, node, [(logger, DELETE, None)])
+        check(code == 0, f"delete {logger}: {code} {message}")
+        root = logger_level(admin, node, "root")
+        level = logger_level(admin, node, logger)
+        check(level == root, f"{logger} back at the root level {root}: {level}")
+        print(json.dumps({"logger": logger, "level": level, "root": root}))
+        return
+    check(action == "set", f"unknown action {action}")
+    code, message, loggers = describe_loggers(admin, node)
+    check(code == 0, f"describe loggers: {code} {message}")
+    check("root" in loggers and logger in loggers and "gregor" in loggers, f"loggers {sorted(loggers)}")
+    for name, entry in loggers.items():
+        check(entry["source"] == 6 and not entry["read_only"] and not entry["sensitive"]
+              and entry["synonyms"] == [], f"{name}: {entry}")
+        check(entry["value"] in ("TRACE", "DEBUG", "INFO", "WARN", "ERROR", "FATAL", "OFF"), f"{name}: {entry}")
+    root = loggers["root"]["value"]
+    before = loggers[logger]["value"]
+    parent = logger.rsplit("::", 1)[0]
+    parent_before = loggers[parent]["value"]
+
+    # Kafka's errors, each for the whole resource, nothing applied.
+    errors = {}
+    for label, configs, expected in [
+        ("lower case level", [(logger, SET, "debug")], 40),
+        ("OFF", [(logger, SET, "OFF")], 40),
+        ("unknown logger", [("no.such.logger", SET, "DEBUG")], 40),
+        ("delete root", [("root", DELETE, None)], 42),
+        ("append", [(logger, APPEND, "DEBUG")], 42),
+        ("subtract", [(logger, SUBTRACT, "DEBUG")], 42),
+        ("null value", [(logger, SET, None)], 42),
+        ("one bad of two", [(parent, SET, "DEBUG"), (logger, SET, "LOUD")], 40),
+    ]:
+        code, message = incremental(admin, BROKER_LOGGER, node, configs)
+        check(code == expected, f"{label}: {code} {message}")
+        errors[label] = message
+    check(errors["lower case level"] == f"Cannot set the log level of {logger} to debug as it is not a supported "
+          "log level. Valid log levels are DEBUG, ERROR, FATAL, INFO, TRACE, WARN", errors["lower case level"])
+    check(errors["unknown logger"] == "Logger no.such.logger does not exist!", errors["unknown logger"])
+    check(errors["delete root"] == "Removing the log level of the root logger is not allowed", errors["delete root"])
+    check(errors["append"] == "APPEND operation is not allowed for the BROKER_LOGGER resource", errors["append"])
+    # Another broker, a name that is not an id.
+    code, message = incremental(admin, BROKER_LOGGER, str(int(node) + 1), [(logger, SET, "DEBUG")])
+    check(code == 42, f"other node: {code} {message}")
+    code, message = incremental(admin, BROKER_LOGGER, "x", [(logger, SET, "DEBUG")])
+    check(code == 42 and message == "Node id must be an integer, but it is: x", f"not an id: {code} {message}")
+    for name in ("", str(int(node) + 1)):
+        code, message, _ = describe_loggers(admin, node=name)
+        check(code == 42, f"describe broker logger {name!r}: {code} {message}")
+    # The legacy AlterConfigs never supported broker loggers.
+    response = admin.send_request(AlterConfigsRequest[0](
+        resources=[(BROKER_LOGGER, node, [(logger, "DEBUG")])], validate_only=False))
+    ((code, message, _, _),) = response.resources
+    check(code == 42 and message == "Unknown resource type 8", f"legacy AlterConfigs: {code} {message}")
+    # validate_only changes nothing.
+    code, message = incremental(admin, BROKER_LOGGER, node, [(logger, SET, "TRACE")], validate_only=True)
+    check(code == 0, f"validate only: {code} {message}")
+    check(logger_level(admin, node, logger) == before, "validate only changed the level")
+    check(logger_level(admin, node, parent) == parent_before, "a refused batch changed the level")
+
+    # SET: the logger (and what it prefixes) is DEBUG, its parent is not.
+    code, message = incremental(admin, BROKER_LOGGER, node, [(logger, SET, "DEBUG")])
+    check(code == 0, f"set {logger}: {code} {message}")
+    check(logger_level(admin, node, logger) == "DEBUG", "described DEBUG")
+    check(logger_level(admin, node, parent) == parent_before, f"{parent} unchanged")
+    check(logger_level(admin, node, "root") == root, "root unchanged")
+    print(json.dumps({"logger": logger, "before": before, "root": root, "level": "DEBUG"}))
+
+
 def show_state(bootstrap, subscription):
     admin = admin_client(bootstrap)
     response = admin.send_request(DescribeClientQuotasRequest[0](components=[], strict=False))
@@ -891,6 +992,8 @@ def main():
         list_tokens(bootstrap, *args)
     elif command == "show-state":
         show_state(bootstrap, *args)
+    elif command == "broker-loggers":
+        broker_loggers(bootstrap, *args)
     else:
         print(__doc__, file=sys.stderr)
         sys.exit(2)

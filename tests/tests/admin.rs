@@ -741,20 +741,26 @@ async fn config_resources_and_features_on_the_wire() {
     let (code, v0) = list_config_resources(&mut conn, 0, &[], 2);
     assert_eq!(code, 0);
     assert_eq!(v0, [("listed-subscription".to_string(), 16)]);
-    // v1, every type: subscriptions, then brokers, then topics.
+    // v1, every type: subscriptions, then broker loggers, then brokers,
+    // then topics.
     let (code, all) = list_config_resources(&mut conn, 1, &[], 3);
     assert_eq!(code, 0);
     eprintln!("ListConfigResources v1: {all:?}");
     let kinds: Vec<i8> = all.iter().map(|(_, kind)| *kind).collect();
     let mut sorted = kinds.clone();
     sorted.sort_by_key(|kind| std::cmp::Reverse(*kind));
-    assert_eq!(kinds, sorted, "Kafka's order: 16, then 4, then 2");
+    assert_eq!(kinds, sorted, "Kafka's order: 16, then 8, then 4, then 2");
     assert!(all.contains(&("listed-subscription".to_string(), 16)));
     assert!(all.contains(&("listed".to_string(), 2)));
     let brokers: Vec<&(String, i8)> = all.iter().filter(|(_, kind)| *kind == 4).collect();
     assert_eq!(brokers.len(), 1, "{all:?}");
     assert!(brokers[0].0.parse::<i32>().is_ok(), "{all:?}");
-    // v1, by type; groups (none with configs) and broker loggers list nothing.
+    let node = brokers[0].0.clone();
+    assert!(
+        all.contains(&(node.clone(), 8)),
+        "this node's loggers: {all:?}"
+    );
+    // v1, by type; groups (none with configs) list nothing.
     let (code, topics) = list_config_resources(&mut conn, 1, &[2], 4);
     assert_eq!(code, 0);
     assert!(
@@ -763,7 +769,7 @@ async fn config_resources_and_features_on_the_wire() {
     );
     assert_eq!(
         list_config_resources(&mut conn, 1, &[8, 32], 5),
-        (0, vec![])
+        (0, vec![(node, 8)])
     );
     // An unsupported type fails the whole request.
     assert_eq!(
@@ -807,6 +813,78 @@ async fn config_resources_and_features_on_the_wire() {
         let frame = request_frame(key, 0, 40, true, &[0]);
         conn.send(&frame).expect("send");
         conn.expect_closed(&format!("ApiKey {key}"));
+    }
+}
+
+// ---- broker loggers ----
+
+/// The lines of the broker's log containing `text`.
+fn log_lines_with(broker: &Broker, text: &str) -> usize {
+    std::fs::read_to_string(broker.log_path())
+        .unwrap_or_default()
+        .lines()
+        .filter(|line| line.contains(text))
+        .count()
+}
+
+/// BROKER_LOGGER (KIP-412) with kafka-python: DescribeConfigs lists the
+/// broker's loggers with their levels (DYNAMIC_BROKER_LOGGER_CONFIG);
+/// IncrementalAlterConfigs SETs `gregor::apis` to DEBUG, which takes effect
+/// at once (the broker logs its debug "request completed" lines) and leaves
+/// its parent alone; DELETE puts it back at the root's level (the lines
+/// stop). Kafka's errors: lower-case, OFF or unknown levels and unknown
+/// loggers INVALID_CONFIG; APPEND, SUBTRACT, a null value, deleting the
+/// root logger, another node and the legacy AlterConfigs INVALID_REQUEST.
+#[test]
+fn broker_logger_levels_change_live() {
+    const LOGGER: &str = "gregor::apis";
+    const DEBUG_LINE: &str = "request completed";
+    let broker = Broker::start();
+    let set = python(
+        "admin_wire.py",
+        &[
+            broker.bootstrap().as_str(),
+            "broker-loggers",
+            "1",
+            "set",
+            LOGGER,
+        ],
+    );
+    eprintln!("broker loggers: {set}");
+    assert_eq!(set["level"], "DEBUG");
+    // The describe after the SET was served at DEBUG: its line is there.
+    wait_for(
+        "a debug line of gregor::apis",
+        Duration::from_secs(10),
+        || (log_lines_with(&broker, DEBUG_LINE) > 0).then_some(()),
+    );
+    if !matches!(set["root"].as_str(), Some("ERROR" | "FATAL" | "OFF")) {
+        assert_eq!(
+            log_lines_with(&broker, "Updated the log level of gregor::apis to DEBUG"),
+            1,
+            "{}",
+            broker.log_tail(20)
+        );
+    }
+    let reset = python(
+        "admin_wire.py",
+        &[
+            broker.bootstrap().as_str(),
+            "broker-loggers",
+            "1",
+            "reset",
+            LOGGER,
+        ],
+    );
+    assert_eq!(reset["level"], set["root"]);
+    if !matches!(set["root"].as_str(), Some("DEBUG" | "TRACE")) {
+        // Back at the root's level: more traffic, no more debug lines.
+        let before = log_lines_with(&broker, DEBUG_LINE);
+        let mut conn = Conn::connect(broker.addr());
+        for correlation_id in 0..5 {
+            conn.api_versions(correlation_id);
+        }
+        assert_eq!(log_lines_with(&broker, DEBUG_LINE), before);
     }
 }
 

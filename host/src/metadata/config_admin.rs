@@ -10,9 +10,16 @@
 //!   (`broker_config`) can change; a change reaches every partition log.
 //! - CLIENT_METRICS: KIP-714 subscriptions (`metrics`, `interval.ms`,
 //!   `match`), which client telemetry reads.
+//! - BROKER_LOGGER: this broker's loggers (`runtime_loggers`), as Kafka's
+//!   ConfigHelper and RuntimeLoggerManager (KIP-412): every logger with its
+//!   effective level (DYNAMIC_BROKER_LOGGER_CONFIG, never read-only); SET
+//!   and DELETE change levels at once and are not persisted. The name must
+//!   be this node's id. Unknown loggers and levels are INVALID_CONFIG;
+//!   deleting the root logger's level, APPEND and SUBTRACT are
+//!   INVALID_REQUEST; the legacy AlterConfigs refuses the type.
 //!
-//! BROKER_LOGGER and GROUP resources are refused with INVALID_REQUEST:
-//! Gregor has no runtime logger levels and no KIP-848 group configs.
+//! GROUP resources are refused with INVALID_REQUEST: Gregor has no KIP-848
+//! group configs.
 //!
 //! Errors: unknown names and invalid values are INVALID_CONFIG with a
 //! message; a malformed request (duplicate or null entries, a broker id
@@ -26,9 +33,11 @@ use crate::broker::Broker;
 use crate::metadata::broker_config::{self, ConfigType};
 use crate::metadata::topic_config::{self, BrokerView, Kind, Source, Synonym};
 use crate::metadata::topics;
+use crate::runtime_loggers::{self, Change, Level, RuntimeLoggers, ROOT_LOGGER, VALID_LEVELS};
 
 /// Kafka error codes of config administration.
 pub mod codes {
+    pub const UNKNOWN_SERVER_ERROR: i16 = -1;
     pub const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
     pub const INVALID_CONFIG: i16 = 40;
     pub const INVALID_REQUEST: i16 = 42;
@@ -162,19 +171,13 @@ pub fn describe(
         ResourceType::Topic => describe_topic(broker, resource_name)?,
         ResourceType::Broker => describe_broker(broker, resource_name)?,
         ResourceType::ClientMetrics => describe_client_metrics(broker, resource_name)?,
-        ResourceType::BrokerLogger => return Err(no_broker_loggers()),
+        ResourceType::BrokerLogger => describe_broker_loggers(broker, resource_name)?,
         ResourceType::Group => return Err(no_group_configs()),
     };
     if let Some(names) = names.filter(|names| !names.is_empty()) {
         all.retain(|entry| names.contains(&entry.name));
     }
     Ok(all)
-}
-
-fn no_broker_loggers() -> ConfigError {
-    ConfigError::invalid_request(
-        "Unsupported resource type BROKER_LOGGER: Gregor has no runtime log levels (set GREGOR_LOG)",
-    )
 }
 
 fn no_group_configs() -> ConfigError {
@@ -376,6 +379,135 @@ fn describe_client_metrics(broker: &Broker, name: &str) -> Result<Vec<Descriptio
         .collect())
 }
 
+// ---------------------------------------------------------- broker loggers
+
+fn loggers() -> Result<&'static RuntimeLoggers, ConfigError> {
+    runtime_loggers::installed().ok_or_else(|| {
+        ConfigError::invalid_request("Runtime log levels are not available in this process")
+    })
+}
+
+/// Kafka's ConfigHelper for BROKER_LOGGER: every logger with its effective
+/// level.
+fn describe_broker_loggers(broker: &Broker, name: &str) -> Result<Vec<Description>, ConfigError> {
+    if name.is_empty() {
+        return Err(ConfigError::invalid_request("Broker id must not be empty"));
+    }
+    let Ok(id) = name.parse::<i32>() else {
+        return Err(ConfigError::invalid_request(format!(
+            "Broker id must be an integer, but it is: {name}"
+        )));
+    };
+    if id != broker.node_id {
+        return Err(ConfigError::invalid_request(format!(
+            "Unexpected broker id, expected {} but received {name}",
+            broker.node_id
+        )));
+    }
+    Ok(loggers()?
+        .loggers()
+        .into_iter()
+        .map(|(name, level)| Description {
+            name,
+            value: Some(level.name().to_string()),
+            source: Source::BrokerLogger,
+            read_only: false,
+            sensitive: false,
+            synonyms: Vec::new(),
+            config_type: ConfigType::Unknown,
+            documentation: None,
+        })
+        .collect())
+}
+
+/// Kafka's RuntimeLoggerManager: the node id, then every operation is
+/// validated (an existing logger, a valid level, no root DELETE, no APPEND
+/// or SUBTRACT) before any is applied.
+fn alter_broker_loggers(
+    broker: &Broker,
+    name: &str,
+    entries: &[AlterEntry],
+    validate_only: bool,
+) -> Result<(), ConfigError> {
+    let Ok(id) = name.parse::<i32>() else {
+        return Err(ConfigError::invalid_request(format!(
+            "Node id must be an integer, but it is: {name}"
+        )));
+    };
+    if id != broker.node_id {
+        return Err(ConfigError::invalid_request(format!(
+            "Unexpected node id. Expected {}, but received {name}",
+            broker.node_id
+        )));
+    }
+    let loggers = loggers()?;
+    let changes = logger_changes(entries, |logger| loggers.exists(logger))?;
+    if validate_only {
+        return Ok(());
+    }
+    loggers
+        .apply(&changes)
+        .map_err(|message| ConfigError::new(codes::UNKNOWN_SERVER_ERROR, message))
+}
+
+/// The changes IncrementalAlterConfigs asks of the loggers, validated as
+/// Kafka's `validateLogLevelConfigs`, in order: SET needs an existing logger
+/// and a valid level, DELETE an existing logger other than the root;
+/// APPEND and SUBTRACT are refused.
+fn logger_changes(
+    entries: &[AlterEntry],
+    exists: impl Fn(&str) -> bool,
+) -> Result<Vec<Change>, ConfigError> {
+    let exists = |logger: &str| {
+        if exists(logger) {
+            Ok(())
+        } else {
+            Err(ConfigError::invalid_config(format!(
+                "Logger {logger} does not exist!"
+            )))
+        }
+    };
+    let mut changes = Vec::with_capacity(entries.len());
+    for entry in entries {
+        let logger = entry.name.as_str();
+        match entry.op {
+            AlterOp::Set => {
+                exists(logger)?;
+                let value = entry.value.as_deref().unwrap_or_default();
+                let Some(level) = Level::parse_kafka(value) else {
+                    return Err(ConfigError::invalid_config(format!(
+                        "Cannot set the log level of {logger} to {value} as it is not a \
+                         supported log level. Valid log levels are {VALID_LEVELS}"
+                    )));
+                };
+                changes.push(Change {
+                    logger: logger.to_string(),
+                    level: Some(level),
+                });
+            }
+            AlterOp::Delete => {
+                exists(logger)?;
+                if logger == ROOT_LOGGER {
+                    return Err(ConfigError::invalid_request(format!(
+                        "Removing the log level of the {ROOT_LOGGER} logger is not allowed"
+                    )));
+                }
+                changes.push(Change {
+                    logger: logger.to_string(),
+                    level: None,
+                });
+            }
+            AlterOp::Append | AlterOp::Subtract => {
+                return Err(ConfigError::invalid_request(format!(
+                    "{} operation is not allowed for the BROKER_LOGGER resource",
+                    entry.op.name()
+                )));
+            }
+        }
+    }
+    Ok(changes)
+}
+
 // ------------------------------------------------------------------- alter
 
 /// IncrementalAlterConfigs for one resource.
@@ -432,7 +564,9 @@ pub fn incremental_alter(
             let next = apply(&current, &client_metrics_is_list, &|_| None)?;
             store_client_metrics(broker, resource_name, next, validate_only)
         }
-        ResourceType::BrokerLogger => Err(no_broker_loggers()),
+        ResourceType::BrokerLogger => {
+            alter_broker_loggers(broker, resource_name, entries, validate_only)
+        }
         ResourceType::Group => Err(no_group_configs()),
     }
 }
@@ -787,6 +921,87 @@ mod tests {
         let error = apply_ops(&next, &bad, &topic_is_list, &|_| None).unwrap_err();
         assert_eq!(error.code, codes::INVALID_CONFIG);
         assert!(error.message.contains("not LIST"), "{}", error.message);
+    }
+
+    #[test]
+    fn broker_logger_changes_are_validated_as_kafka() {
+        let exists = |logger: &str| matches!(logger, "root" | "gregor" | "gregor::apis");
+        let changes = logger_changes(
+            &[
+                entry("gregor::apis", AlterOp::Set, Some("DEBUG")),
+                entry("gregor", AlterOp::Delete, None),
+                entry("root", AlterOp::Set, Some("FATAL")),
+            ],
+            exists,
+        )
+        .unwrap();
+        assert_eq!(
+            changes,
+            [
+                Change {
+                    logger: "gregor::apis".into(),
+                    level: Some(Level::Debug)
+                },
+                Change {
+                    logger: "gregor".into(),
+                    level: None
+                },
+                Change {
+                    logger: "root".into(),
+                    level: Some(Level::Fatal)
+                },
+            ]
+        );
+        let refused = |op, name: &str, value: Option<&str>| {
+            logger_changes(&[entry(name, op, value)], exists).unwrap_err()
+        };
+        let bad_level = refused(AlterOp::Set, "gregor", Some("debug"));
+        assert_eq!(bad_level.code, codes::INVALID_CONFIG);
+        assert_eq!(
+            bad_level.message,
+            "Cannot set the log level of gregor to debug as it is not a supported log level. \
+             Valid log levels are DEBUG, ERROR, FATAL, INFO, TRACE, WARN"
+        );
+        assert_eq!(
+            refused(AlterOp::Set, "gregor", Some("OFF")).code,
+            codes::INVALID_CONFIG
+        );
+        let unknown = refused(AlterOp::Set, "nope", Some("INFO"));
+        assert_eq!(
+            (unknown.code, unknown.message.as_str()),
+            (codes::INVALID_CONFIG, "Logger nope does not exist!")
+        );
+        assert_eq!(
+            refused(AlterOp::Delete, "nope", None).code,
+            codes::INVALID_CONFIG
+        );
+        let root = refused(AlterOp::Delete, "root", None);
+        assert_eq!(root.code, codes::INVALID_REQUEST);
+        assert_eq!(
+            root.message,
+            "Removing the log level of the root logger is not allowed"
+        );
+        let append = refused(AlterOp::Append, "gregor", Some("INFO"));
+        assert_eq!(
+            (append.code, append.message.as_str()),
+            (
+                codes::INVALID_REQUEST,
+                "APPEND operation is not allowed for the BROKER_LOGGER resource"
+            )
+        );
+        assert_eq!(
+            refused(AlterOp::Subtract, "gregor", Some("INFO")).code,
+            codes::INVALID_REQUEST
+        );
+        // Nothing is applied when a later operation is refused.
+        assert!(logger_changes(
+            &[
+                entry("gregor", AlterOp::Set, Some("DEBUG")),
+                entry("gregor::apis", AlterOp::Set, Some("LOUD")),
+            ],
+            exists
+        )
+        .is_err());
     }
 
     #[test]

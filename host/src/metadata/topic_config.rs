@@ -203,6 +203,8 @@ pub enum Source {
     Default,
     /// A CLIENT_METRICS subscription's config.
     ClientMetrics,
+    /// A logger's level (BROKER_LOGGER, DYNAMIC_BROKER_LOGGER_CONFIG).
+    BrokerLogger,
 }
 
 /// One place a value could come from, as DescribeConfigs synonyms list them.

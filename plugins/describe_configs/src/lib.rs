@@ -1,5 +1,7 @@
 //! DescribeConfigs (ApiKey 32): the configs of topics, this broker (or the
-//! cluster-wide default) and client-metrics subscriptions, as Kafka's
+//! cluster-wide default), this broker's loggers (BROKER_LOGGER: every
+//! logger with its level, source DYNAMIC_BROKER_LOGGER_CONFIG) and
+//! client-metrics subscriptions, as Kafka's
 //! `KafkaApis.handleDescribeConfigsRequest` and `ConfigHelper`.
 //!
 //! - Versions 1-4 (Kafka 4 no longer serves v0).
@@ -12,7 +14,7 @@
 //!   `include_synonyms`, config types and documentation only with
 //!   `include_documentation` (v3+). Sensitive values are never disclosed.
 //!   Errors are per resource (UNKNOWN_TOPIC_OR_PARTITION, INVALID_REQUEST
-//!   for a broker id other than this node, ...).
+//!   for a broker or broker-logger id other than this node, ...).
 //! - Error response (a trap or timeout): every resource with the error and
 //!   no configs, as Kafka's `DescribeConfigsRequest.getErrorResponse`.
 

@@ -7,10 +7,16 @@
 //!   on list configs (`cleanup.policy`, a subscription's `metrics`) and
 //!   start from the current value or the default.
 //! - A resource named twice: INVALID_REQUEST for each; an unknown operation
-//!   or resource type: INVALID_REQUEST. BROKER_LOGGER is refused by the
-//!   host (Gregor has no runtime log levels).
-//! - ALTER_CONFIGS on the Topic for topics, on the Cluster for brokers and
-//!   client-metrics subscriptions; otherwise TOPIC_ / CLUSTER_AUTHORIZATION_FAILED.
+//!   or resource type: INVALID_REQUEST.
+//! - BROKER_LOGGER (KIP-412, Kafka's `RuntimeLoggerManager`): the name must
+//!   be this node's id; SET a logger's level (TRACE, DEBUG, INFO, WARN,
+//!   ERROR, FATAL) or DELETE it (it follows its ancestors or the root
+//!   again), at once and not persisted. Unknown loggers or levels:
+//!   INVALID_CONFIG; APPEND, SUBTRACT or deleting the root logger:
+//!   INVALID_REQUEST.
+//! - ALTER_CONFIGS on the Topic for topics, on the Cluster for brokers,
+//!   broker loggers and client-metrics subscriptions; otherwise
+//!   TOPIC_ / CLUSTER_AUTHORIZATION_FAILED.
 //! - The host validates the result (INVALID_CONFIG for unknown names and
 //!   bad values, INVALID_REQUEST for null values, duplicate names, another
 //!   broker's id or a read-only broker config), then, unless

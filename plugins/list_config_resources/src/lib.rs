@@ -23,10 +23,9 @@
 //! Groups: none, since Gregor has no group configs (GROUP config resources
 //! are refused by DescribeConfigs and IncrementalAlterConfigs), so no group
 //! is a config resource. Subscriptions: the CLIENT_METRICS config resources
-//! (`configs.list-client-metrics`). Broker loggers: none, since Gregor has
-//! no dynamically configurable loggers (DescribeConfigs refuses
-//! BROKER_LOGGER), so the type is accepted and lists nothing. Brokers: this
-//! node, as seen from the request's listener. Topics: every topic, by name.
+//! (`configs.list-client-metrics`). Broker loggers and brokers: this node,
+//! as seen from the request's listener, once as BROKER_LOGGER (its runtime
+//! log levels) and once as BROKER. Topics: every topic, by name.
 //!
 //! Error response (a trap or timeout): the error and no resources, as
 //! Kafka's `ListConfigResourcesRequest.getErrorResponse`.
@@ -134,7 +133,7 @@ impl Inventory {
         if types.contains(&CLIENT_METRICS) {
             inventory.client_metrics = configs::list_client_metrics();
         }
-        if types.contains(&BROKER) {
+        if types.contains(&BROKER) || types.contains(&BROKER_LOGGER) {
             inventory.brokers = metadata::describe_cluster()
                 .brokers
                 .iter()
@@ -153,8 +152,8 @@ impl Inventory {
 }
 
 /// The resources of the given types, in Kafka's order: groups with
-/// configs (none here), client-metrics subscriptions, broker loggers (none
-/// here), brokers, topics.
+/// configs (none here), client-metrics subscriptions, broker loggers,
+/// brokers, topics.
 fn resources(types: &[i8], inventory: &Inventory) -> Vec<ConfigResource> {
     let wants = |kind: i8| types.contains(&kind);
     let mut listed = Vec::new();
@@ -164,6 +163,14 @@ fn resources(types: &[i8], inventory: &Inventory) -> Vec<ConfigResource> {
                 .client_metrics
                 .iter()
                 .map(|name| resource(name, CLIENT_METRICS)),
+        );
+    }
+    if wants(BROKER_LOGGER) {
+        listed.extend(
+            inventory
+                .brokers
+                .iter()
+                .map(|node| resource(&node.to_string(), BROKER_LOGGER)),
         );
     }
     if wants(BROKER) {
@@ -223,6 +230,7 @@ mod tests {
             listed(&types),
             [
                 ("all-producers".to_string(), CLIENT_METRICS),
+                ("1".to_string(), BROKER_LOGGER),
                 ("1".to_string(), BROKER),
                 ("a".to_string(), TOPIC),
                 ("b".to_string(), TOPIC),
@@ -234,8 +242,12 @@ mod tests {
     fn v1_filters_by_type() {
         assert_eq!(listed(&[TOPIC]).len(), 2);
         assert_eq!(listed(&[BROKER, BROKER]), [("1".to_string(), BROKER)]);
-        // Accepted, and nothing to list on this broker.
-        assert!(listed(&[GROUP, BROKER_LOGGER]).is_empty());
+        // Groups: accepted, and nothing to list on this broker.
+        assert!(listed(&[GROUP]).is_empty());
+        assert_eq!(
+            listed(&[GROUP, BROKER_LOGGER]),
+            [("1".to_string(), BROKER_LOGGER)]
+        );
     }
 
     #[test]

@@ -22,6 +22,7 @@ pub fn source_of(source: Source) -> ConfigSource {
         Source::StaticBroker => ConfigSource::StaticBrokerConfig,
         Source::Default => ConfigSource::DefaultConfig,
         Source::ClientMetrics => ConfigSource::ClientMetricsConfig,
+        Source::BrokerLogger => ConfigSource::DynamicBrokerLoggerConfig,
     }
 }
 

@@ -1,6 +1,8 @@
 //! `logging`: guest log lines go to the broker's log tagged with the
 //! module, at most `LINES_PER_SECOND` per instance so that a chatty or
-//! hostile module cannot flood the log.
+//! hostile module cannot flood the log. The lines' `tracing` target is
+//! this module's, `gregor::plugins::imports::logging`: the logger whose
+//! level (BROKER_LOGGER, `runtime_loggers`) lets plugin lines through.
 
 use std::time::Instant;
 
