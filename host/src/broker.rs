@@ -108,6 +108,7 @@ impl Broker {
             &log_dir.join("groups"),
             GroupConfig::from_broker(&config).context("group coordinator config")?,
         )?;
+        groups.use_group_configs(Arc::clone(&dynamic));
         groups.start()?;
         let (acls, authorization, credentials) = open_security(&config, &log_dir)?;
         credentials.attach_tokens(Arc::clone(&tokens));

@@ -33,6 +33,10 @@ usage: admin_wire.py BOOTSTRAP COMMAND [ARGS...]
                                set LOGGER to DEBUG, Kafka's errors
   broker-loggers NODE reset LOGGER
                                delete LOGGER's level: back to the root's
+  group-configs GROUP set MS   GROUP configs (KIP-848): the defaults, Kafka's
+                               errors, set consumer.heartbeat.interval.ms
+  group-configs GROUP show     the group's configs and whether it is listed
+  group-configs GROUP reset    delete the override: back to the default
 """
 
 import base64
@@ -958,6 +962,84 @@ def broker_loggers(bootstrap, node, action, logger):
     print(json.dumps({"logger": logger, "before": before, "root": root, "level": "DEBUG"}))
 
 
+GROUP = 32
+HEARTBEAT = "consumer.heartbeat.interval.ms"
+
+
+def group_state(admin, group):
+    configs = describe_configs(admin, GROUP, group)
+    wire = Wire(admin.config["bootstrap_servers"])
+    # ListConfigResources v1 for GROUP: resource_types [32], no tags.
+    payload = wire.request(74, 1, bytes([2, GROUP, 0]), flexible=True)
+    at = 1 + 4  # response header tags, throttle
+    code = struct.unpack(">h", payload[at:at + 2])[0]
+    at += 2
+    count, listed = payload[at] - 1, []
+    at += 1
+    for _ in range(count):
+        size = payload[at] - 1
+        listed.append((payload[at + 1:at + 1 + size].decode(), payload[at + 1 + size]))
+        at += 1 + size + 2
+    check(code == 0, f"ListConfigResources: {code}")
+    return {"configs": configs, "listed": group in [n for n, t in listed if t == GROUP]}
+
+
+def group_configs(bootstrap, group, action, value=None):
+    admin = admin_client(bootstrap)
+    if action == "show":
+        state = group_state(admin, group)
+        print(json.dumps(state))
+        return
+    if action == "reset":
+        code, message = incremental(admin, GROUP, group, [(HEARTBEAT, DELETE, None)])
+        check(code == 0, f"delete {HEARTBEAT}: {code} {message}")
+        print(json.dumps(group_state(admin, group)))
+        return
+    check(action == "set", f"unknown action {action}")
+    state = group_state(admin, group)
+    configs = state["configs"]
+    check(sorted(configs) == ["consumer.heartbeat.interval.ms", "consumer.session.timeout.ms",
+                              "share.auto.offset.reset", "share.heartbeat.interval.ms",
+                              "share.record.lock.duration.ms", "share.session.timeout.ms"], f"{sorted(configs)}")
+    check(configs[HEARTBEAT] == {"value": "5000", "source": 5,
+                                 "synonyms": [("group.consumer.heartbeat.interval.ms", 5)]}, f"{configs[HEARTBEAT]}")
+    check(configs["share.auto.offset.reset"]["value"] == "latest", f"{configs}")
+    check(not state["listed"], "a group without configs is listed")
+    # Kafka's errors (GroupConfig.validate), nothing applied.
+    for label, ops, expected, text in [
+        ("below the minimum", [(HEARTBEAT, SET, "1000")], 40,
+         "consumer.heartbeat.interval.ms must be greater than or equal to group.consumer.min.heartbeat.interval.ms"),
+        ("above the maximum", [("consumer.session.timeout.ms", SET, "90000")], 40,
+         "consumer.session.timeout.ms must be less than or equal to group.consumer.max.session.timeout.ms"),
+        ("unknown", [("session.timeout.ms", SET, "45000")], 40, "Unknown group config name: session.timeout.ms"),
+        ("not a number", [(HEARTBEAT, SET, "soon")], 40, None),
+        ("append", [(HEARTBEAT, APPEND, "6000")], 40, None),
+        ("null value", [(HEARTBEAT, SET, None)], 42, None),
+    ]:
+        code, message = incremental(admin, GROUP, group, ops)
+        check(code == expected and (text is None or message == text), f"{label}: {code} {message}")
+    code, message = incremental(admin, GROUP, "", [(HEARTBEAT, SET, value)])
+    check(code == 42, f"empty group name: {code} {message}")
+    # The legacy AlterConfigs validates the same way.
+    response = admin.send_request(AlterConfigsRequest[0](
+        resources=[(GROUP, group, [("nope", "1")])], validate_only=True))
+    ((code, message, _, _),) = response.resources
+    check(code == 40, f"legacy AlterConfigs: {code} {message}")
+    # validate_only changes nothing.
+    code, message = incremental(admin, GROUP, group, [(HEARTBEAT, SET, value)], validate_only=True)
+    check(code == 0, f"validate only: {code} {message}")
+    check(describe_configs(admin, GROUP, group)[HEARTBEAT]["source"] == 5, "validate only stored the value")
+
+    code, message = incremental(admin, GROUP, group, [(HEARTBEAT, SET, value)])
+    check(code == 0, f"set {HEARTBEAT}: {code} {message}")
+    state = group_state(admin, group)
+    entry = state["configs"][HEARTBEAT]
+    check(entry == {"value": value, "source": 8,
+                    "synonyms": [(HEARTBEAT, 8), ("group.consumer.heartbeat.interval.ms", 5)]}, f"{entry}")
+    check(state["listed"], "the group is listed for GROUP")
+    print(json.dumps(state))
+
+
 def show_state(bootstrap, subscription):
     admin = admin_client(bootstrap)
     response = admin.send_request(DescribeClientQuotasRequest[0](components=[], strict=False))
@@ -994,6 +1076,8 @@ def main():
         show_state(bootstrap, *args)
     elif command == "broker-loggers":
         broker_loggers(bootstrap, *args)
+    elif command == "group-configs":
+        group_configs(bootstrap, *args)
     else:
         print(__doc__, file=sys.stderr)
         sys.exit(2)

@@ -31,6 +31,35 @@ pub struct GroupConfig {
     pub consumer_heartbeat_interval_ms: i32,
     /// `group.consumer.max.size`
     pub consumer_max_size: usize,
+    /// `group.consumer.min.session.timeout.ms` and `...max...`: the bounds
+    /// of a group's `consumer.session.timeout.ms` (GROUP configs).
+    pub consumer_min_session_timeout_ms: i32,
+    pub consumer_max_session_timeout_ms: i32,
+    /// `group.consumer.min.heartbeat.interval.ms` and `...max...`.
+    pub consumer_min_heartbeat_interval_ms: i32,
+    pub consumer_max_heartbeat_interval_ms: i32,
+    /// `group.share.*`: the defaults and bounds of the `share.*` GROUP
+    /// configs (Gregor has no share groups; the configs are only stored).
+    pub share: ShareBounds,
+}
+
+/// `group.share.session.timeout.ms`, `group.share.heartbeat.interval.ms`,
+/// `group.share.record.lock.duration.ms`, each as (value, min, max).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ShareBounds {
+    pub session_timeout_ms: (i32, i32, i32),
+    pub heartbeat_interval_ms: (i32, i32, i32),
+    pub record_lock_duration_ms: (i32, i32, i32),
+}
+
+impl Default for ShareBounds {
+    fn default() -> Self {
+        Self {
+            session_timeout_ms: (45_000, 45_000, 60_000),
+            heartbeat_interval_ms: (5_000, 5_000, 15_000),
+            record_lock_duration_ms: (30_000, 15_000, 60_000),
+        }
+    }
 }
 
 impl Default for GroupConfig {
@@ -46,6 +75,11 @@ impl Default for GroupConfig {
             consumer_session_timeout_ms: 45_000,
             consumer_heartbeat_interval_ms: 5_000,
             consumer_max_size: i32::MAX as usize,
+            consumer_min_session_timeout_ms: 45_000,
+            consumer_max_session_timeout_ms: 60_000,
+            consumer_min_heartbeat_interval_ms: 5_000,
+            consumer_max_heartbeat_interval_ms: 15_000,
+            share: ShareBounds::default(),
         }
     }
 }
@@ -69,6 +103,42 @@ impl GroupConfig {
         let consumer_heartbeat_interval_ms =
             int(config, "group.consumer.heartbeat.interval.ms").unwrap_or(Ok(5_000))?;
         let consumer_max_size = int(config, "group.consumer.max.size").unwrap_or(Ok(i32::MAX))?;
+        let or = |name: &str, default: i32| int(config, name).unwrap_or(Ok(default));
+        let consumer_min_session_timeout_ms = or(
+            "group.consumer.min.session.timeout.ms",
+            defaults.consumer_min_session_timeout_ms,
+        )?;
+        let consumer_max_session_timeout_ms = or(
+            "group.consumer.max.session.timeout.ms",
+            defaults.consumer_max_session_timeout_ms,
+        )?;
+        let consumer_min_heartbeat_interval_ms = or(
+            "group.consumer.min.heartbeat.interval.ms",
+            defaults.consumer_min_heartbeat_interval_ms,
+        )?;
+        let consumer_max_heartbeat_interval_ms = or(
+            "group.consumer.max.heartbeat.interval.ms",
+            defaults.consumer_max_heartbeat_interval_ms,
+        )?;
+        let triple =
+            |prefix: &str, (value, min, max): (i32, i32, i32)| -> Result<(i32, i32, i32)> {
+                Ok((
+                    or(&format!("group.share.{prefix}"), value)?,
+                    or(&format!("group.share.min.{prefix}"), min)?,
+                    or(&format!("group.share.max.{prefix}"), max)?,
+                ))
+            };
+        let share = ShareBounds {
+            session_timeout_ms: triple("session.timeout.ms", defaults.share.session_timeout_ms)?,
+            heartbeat_interval_ms: triple(
+                "heartbeat.interval.ms",
+                defaults.share.heartbeat_interval_ms,
+            )?,
+            record_lock_duration_ms: triple(
+                "record.lock.duration.ms",
+                defaults.share.record_lock_duration_ms,
+            )?,
+        };
         if min_session_timeout_ms > max_session_timeout_ms {
             bail!("group.min.session.timeout.ms is above group.max.session.timeout.ms");
         }
@@ -93,6 +163,11 @@ impl GroupConfig {
             consumer_session_timeout_ms,
             consumer_heartbeat_interval_ms,
             consumer_max_size: usize::try_from(consumer_max_size).unwrap_or(usize::MAX),
+            consumer_min_session_timeout_ms,
+            consumer_max_session_timeout_ms,
+            consumer_min_heartbeat_interval_ms,
+            consumer_max_heartbeat_interval_ms,
+            share,
         })
     }
 }

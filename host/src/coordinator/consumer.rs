@@ -375,7 +375,7 @@ fn millis(ms: i32) -> Duration {
 
 impl Env {
     fn consumer_session(&self, group_id: &str, member: &mut ConsumerMember) {
-        member.deadline = Instant::now() + millis(self.config.consumer_session_timeout_ms);
+        member.deadline = Instant::now() + millis(self.consumer_session_timeout_ms(group_id));
         if member.armed.is_none_or(|armed| armed > member.deadline) {
             member.armed = Some(member.deadline);
             self.timers.schedule(
@@ -434,7 +434,7 @@ impl Inner {
         view: &BTreeMap<String, TopicMeta>,
     ) -> ConsumerHeartbeatResult {
         let Inner { groups, env, .. } = self;
-        let interval = env.config.consumer_heartbeat_interval_ms;
+        let interval = env.consumer_heartbeat_interval_ms(&request.group_id);
         if request.group_id.is_empty() {
             return ConsumerHeartbeatResult::error(INVALID_REQUEST, "GroupId can't be empty.");
         }

@@ -30,6 +30,7 @@ mod config;
 mod consumer;
 pub mod errors;
 mod group;
+pub mod group_configs;
 mod member;
 mod offsets;
 mod protocol;
@@ -185,6 +186,33 @@ struct Env {
     store: GroupStore,
     timers: Arc<Timers>,
     config: GroupConfig,
+    /// The groups' dynamic configs (GROUP resources, KIP-848), once the
+    /// broker attached them.
+    group_configs: Option<Arc<crate::metadata::dynamic::DynamicConfigs>>,
+}
+
+impl Env {
+    /// A group's valid integer override of `name`.
+    fn group_override(&self, group: &str, name: &str) -> Option<i32> {
+        self.group_configs
+            .as_ref()?
+            .group_config(group, name)?
+            .trim()
+            .parse()
+            .ok()
+    }
+
+    /// The group's `consumer.session.timeout.ms`, else the broker's.
+    fn consumer_session_timeout_ms(&self, group: &str) -> i32 {
+        self.group_override(group, group_configs::CONSUMER_SESSION_TIMEOUT_MS)
+            .unwrap_or(self.config.consumer_session_timeout_ms)
+    }
+
+    /// The group's `consumer.heartbeat.interval.ms`, else the broker's.
+    fn consumer_heartbeat_interval_ms(&self, group: &str) -> i32 {
+        self.group_override(group, group_configs::CONSUMER_HEARTBEAT_INTERVAL_MS)
+            .unwrap_or(self.config.consumer_heartbeat_interval_ms)
+    }
 }
 
 struct Inner {
@@ -219,6 +247,7 @@ impl GroupCoordinator {
             store,
             timers: Arc::clone(&timers),
             config,
+            group_configs: None,
         };
         let now = Instant::now();
         let mut groups = HashMap::new();
@@ -385,6 +414,12 @@ impl GroupCoordinator {
         partitions: &[(String, i32)],
     ) -> Result<Vec<i16>, i16> {
         self.lock().delete_offsets(group_id, partitions)
+    }
+
+    /// Makes the coordinator follow the groups' dynamic configs
+    /// (`consumer.session.timeout.ms`, `consumer.heartbeat.interval.ms`).
+    pub fn use_group_configs(&self, configs: Arc<crate::metadata::dynamic::DynamicConfigs>) {
+        self.lock().env.group_configs = Some(configs);
     }
 
     /// ConsumerGroupHeartbeat (KIP-848). `topics` is every topic of the

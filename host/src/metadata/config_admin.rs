@@ -18,8 +18,18 @@
 //!   deleting the root logger's level, APPEND and SUBTRACT are
 //!   INVALID_REQUEST; the legacy AlterConfigs refuses the type.
 //!
-//! GROUP resources are refused with INVALID_REQUEST: Gregor has no KIP-848
-//! group configs.
+//! - GROUP (KIP-848): a group's overrides of the coordinator settings
+//!   (`coordinator::group_configs`, Kafka's GroupConfig and
+//!   GroupConfigManager). Described as Kafka's ConfigHelper
+//!   `createGroupConfigEntry`: every group config, the override at
+//!   DYNAMIC_GROUP_CONFIG above its broker synonym (`group.consumer.*`,
+//!   STATIC_BROKER_CONFIG when the broker was started with a value other
+//!   than Kafka's default, else DEFAULT_CONFIG); the group need not exist.
+//!   Changes are validated as Kafka's `GroupConfig.validate`, stored with
+//!   the dynamic configs and followed by the consumer group coordinator at
+//!   once. They outlive the group (DeleteGroups leaves them, as Kafka,
+//!   where they are controller records the group coordinator never
+//!   deletes). An empty group name is INVALID_REQUEST.
 //!
 //! Errors: unknown names and invalid values are INVALID_CONFIG with a
 //! message; a malformed request (duplicate or null entries, a broker id
@@ -30,6 +40,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use regex_automata::meta::Regex;
 
 use crate::broker::Broker;
+use crate::coordinator::group_configs;
+use crate::coordinator::GroupConfig;
 use crate::metadata::broker_config::{self, ConfigType};
 use crate::metadata::topic_config::{self, BrokerView, Kind, Source, Synonym};
 use crate::metadata::topics;
@@ -172,7 +184,7 @@ pub fn describe(
         ResourceType::Broker => describe_broker(broker, resource_name)?,
         ResourceType::ClientMetrics => describe_client_metrics(broker, resource_name)?,
         ResourceType::BrokerLogger => describe_broker_loggers(broker, resource_name)?,
-        ResourceType::Group => return Err(no_group_configs()),
+        ResourceType::Group => describe_group(broker, resource_name)?,
     };
     if let Some(names) = names.filter(|names| !names.is_empty()) {
         all.retain(|entry| names.contains(&entry.name));
@@ -180,10 +192,96 @@ pub fn describe(
     Ok(all)
 }
 
-fn no_group_configs() -> ConfigError {
-    ConfigError::invalid_request(
-        "Unsupported resource type GROUP: Gregor has no group configs (KIP-848)",
-    )
+// ------------------------------------------------------------------ groups
+
+fn check_group_name(name: &str) -> Result<(), ConfigError> {
+    if name.is_empty() {
+        return Err(ConfigError::invalid_request("Group name must not be empty"));
+    }
+    Ok(())
+}
+
+/// The broker's group coordinator settings (validated at startup).
+fn group_settings(broker: &Broker) -> Result<GroupConfig, ConfigError> {
+    GroupConfig::from_broker(&broker.config)
+        .map_err(|error| ConfigError::new(codes::UNKNOWN_SERVER_ERROR, error.to_string()))
+}
+
+/// Kafka's `createGroupConfigEntry` for every group config.
+fn describe_group(broker: &Broker, name: &str) -> Result<Vec<Description>, ConfigError> {
+    check_group_name(name)?;
+    let settings = group_settings(broker)?;
+    let overrides = broker.dynamic.group_configs_of(name);
+    Ok(group_configs::GROUP_CONFIGS
+        .iter()
+        .map(|def| group_entry(&broker.config, &settings, &overrides, def))
+        .collect())
+}
+
+fn group_entry(
+    config: &crate::config::BrokerConfig,
+    settings: &GroupConfig,
+    overrides: &BTreeMap<String, String>,
+    def: &group_configs::Definition,
+) -> Description {
+    let mut synonyms = Vec::new();
+    if let Some(value) = overrides.get(def.name) {
+        synonyms.push(DescribedSynonym {
+            name: def.name.to_string(),
+            value: Some(value.clone()),
+            source: Source::Group,
+        });
+    }
+    let broker_value = group_configs::broker_value(settings, def);
+    synonyms.push(match def.broker_synonym {
+        Some(synonym) => DescribedSynonym {
+            name: synonym.to_string(),
+            source: if config.explicit(synonym).is_some() && broker_value != def.default {
+                Source::StaticBroker
+            } else {
+                Source::Default
+            },
+            value: Some(broker_value),
+        },
+        None => DescribedSynonym {
+            name: def.name.to_string(),
+            value: Some(broker_value),
+            source: Source::Default,
+        },
+    });
+    let head = synonyms[0].clone();
+    Description {
+        name: def.name.to_string(),
+        value: head.value,
+        source: head.source,
+        read_only: false,
+        sensitive: false,
+        synonyms,
+        config_type: match def.kind {
+            group_configs::Kind::Int { .. } => ConfigType::Int,
+            group_configs::Kind::OneOf(_) => ConfigType::String,
+        },
+        documentation: Some(def.doc.to_string()),
+    }
+}
+
+/// Validates a group's new overrides and, unless validating only, stores
+/// them (an empty set removes the group's configs).
+fn store_group(
+    broker: &Broker,
+    name: &str,
+    configs: BTreeMap<String, String>,
+    validate_only: bool,
+) -> Result<(), ConfigError> {
+    group_configs::validate(&configs, &group_settings(broker)?)
+        .map_err(ConfigError::invalid_config)?;
+    if validate_only {
+        return Ok(());
+    }
+    broker
+        .dynamic
+        .set_group_configs(name, configs)
+        .map_err(|error| ConfigError::new(codes::KAFKA_STORAGE_ERROR, error.to_string()))
 }
 
 fn describe_topic(broker: &Broker, name: &str) -> Result<Vec<Description>, ConfigError> {
@@ -567,7 +665,13 @@ pub fn incremental_alter(
         ResourceType::BrokerLogger => {
             alter_broker_loggers(broker, resource_name, entries, validate_only)
         }
-        ResourceType::Group => Err(no_group_configs()),
+        ResourceType::Group => {
+            check_group_name(resource_name)?;
+            let current = broker.dynamic.group_configs_of(resource_name);
+            // No group config is a LIST: APPEND and SUBTRACT are refused.
+            let next = apply(&current, &|_| Ok(false), &|_| None)?;
+            store_group(broker, resource_name, next, validate_only)
+        }
     }
 }
 
@@ -604,7 +708,10 @@ pub fn replace(
         }
         // Legacy AlterConfigs never supported broker loggers.
         ResourceType::BrokerLogger => Err(ConfigError::invalid_request("Unknown resource type 8")),
-        ResourceType::Group => Err(no_group_configs()),
+        ResourceType::Group => {
+            check_group_name(resource_name)?;
+            store_group(broker, resource_name, next, validate_only)
+        }
     }
 }
 
@@ -891,6 +998,74 @@ fn topic_doc(name: &str) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn group_entries_show_the_override_above_the_broker_value() {
+        let mut config = crate::config::BrokerConfig::default();
+        config
+            .set_pair("group.consumer.session.timeout.ms=50000")
+            .unwrap();
+        let settings = GroupConfig::from_broker(&config).unwrap();
+        let overrides = BTreeMap::from([(
+            group_configs::CONSUMER_HEARTBEAT_INTERVAL_MS.to_string(),
+            "7000".to_string(),
+        )]);
+        let def = |name| group_configs::definition(name).unwrap();
+        let heartbeat = group_entry(
+            &config,
+            &settings,
+            &overrides,
+            def(group_configs::CONSUMER_HEARTBEAT_INTERVAL_MS),
+        );
+        assert_eq!(heartbeat.value.as_deref(), Some("7000"));
+        assert_eq!(heartbeat.source, Source::Group);
+        assert_eq!(heartbeat.config_type, ConfigType::Int);
+        let synonyms: Vec<_> = heartbeat
+            .synonyms
+            .iter()
+            .map(|s| (s.name.as_str(), s.value.as_deref(), s.source))
+            .collect();
+        assert_eq!(
+            synonyms,
+            [
+                (
+                    "consumer.heartbeat.interval.ms",
+                    Some("7000"),
+                    Source::Group
+                ),
+                (
+                    "group.consumer.heartbeat.interval.ms",
+                    Some("5000"),
+                    Source::Default
+                ),
+            ]
+        );
+        // No override: the broker's value, static since set in its config.
+        let session = group_entry(
+            &config,
+            &settings,
+            &overrides,
+            def(group_configs::CONSUMER_SESSION_TIMEOUT_MS),
+        );
+        assert_eq!(session.value.as_deref(), Some("50000"));
+        assert_eq!(session.source, Source::StaticBroker);
+        assert_eq!(
+            session.synonyms[0].name,
+            "group.consumer.session.timeout.ms"
+        );
+        // No broker synonym: Kafka's default under the group key's name.
+        let reset = group_entry(
+            &config,
+            &settings,
+            &overrides,
+            def(group_configs::SHARE_AUTO_OFFSET_RESET),
+        );
+        assert_eq!(
+            (reset.value.as_deref(), reset.source, reset.config_type),
+            (Some("latest"), Source::Default, ConfigType::String)
+        );
+        assert_eq!(reset.synonyms[0].name, "share.auto.offset.reset");
+    }
 
     fn entry(name: &str, op: AlterOp, value: Option<&str>) -> AlterEntry {
         AlterEntry {

@@ -1,7 +1,8 @@
 //! Dynamic configs that are not a topic's own (those live with the topic in
 //! the topic store): the broker configs set with AlterConfigs for this
 //! broker and as the cluster-wide default (KIP-226), and the CLIENT_METRICS
-//! subscriptions of KIP-714. One crash-safe JSON document,
+//! subscriptions of KIP-714 and the GROUP configs of KIP-848 (a group's
+//! `consumer.session.timeout.ms` and the like). One crash-safe JSON document,
 //! `<metadata dir>/configs.json`; a change is durable before it is
 //! visible.
 //!
@@ -36,6 +37,9 @@ struct Document {
     /// CLIENT_METRICS subscriptions by name.
     #[serde(default)]
     client_metrics: BTreeMap<String, Configs>,
+    /// GROUP configs (KIP-848) by group id.
+    #[serde(default)]
+    groups: BTreeMap<String, Configs>,
 }
 
 /// The two dynamic broker layers, highest precedence first.
@@ -155,6 +159,31 @@ impl DynamicConfigs {
             }
         })
     }
+
+    /// The groups with dynamic configs, sorted.
+    pub fn group_config_names(&self) -> Vec<String> {
+        self.read().groups.keys().cloned().collect()
+    }
+
+    pub fn group_configs_of(&self, group: &str) -> Configs {
+        self.read().groups.get(group).cloned().unwrap_or_default()
+    }
+
+    /// One config of a group, if the group overrides it.
+    pub fn group_config(&self, group: &str, name: &str) -> Option<String> {
+        self.read().groups.get(group)?.get(name).cloned()
+    }
+
+    /// Replaces a group's configs; an empty set removes the group.
+    pub fn set_group_configs(&self, group: &str, configs: Configs) -> io::Result<()> {
+        self.update(|document| {
+            if configs.is_empty() {
+                document.groups.remove(group);
+            } else {
+                document.groups.insert(group.to_string(), configs);
+            }
+        })
+    }
 }
 
 #[cfg(test)]
@@ -196,5 +225,23 @@ mod tests {
         assert_eq!(configs.client_metrics_names(), ["sub"]);
         configs.set_client_metrics("sub", BTreeMap::new()).unwrap();
         assert!(configs.client_metrics().is_empty());
+        configs
+            .set_group_configs(
+                "g",
+                BTreeMap::from([("consumer.heartbeat.interval.ms".into(), "7000".into())]),
+            )
+            .unwrap();
+        drop(configs);
+
+        let configs = DynamicConfigs::open(dir.path()).unwrap();
+        assert_eq!(configs.group_config_names(), ["g"]);
+        assert_eq!(
+            configs
+                .group_config("g", "consumer.heartbeat.interval.ms")
+                .as_deref(),
+            Some("7000")
+        );
+        configs.set_group_configs("g", BTreeMap::new()).unwrap();
+        assert!(configs.group_config_names().is_empty());
     }
 }

@@ -205,6 +205,8 @@ pub enum Source {
     ClientMetrics,
     /// A logger's level (BROKER_LOGGER, DYNAMIC_BROKER_LOGGER_CONFIG).
     BrokerLogger,
+    /// A group's override (GROUP, DYNAMIC_GROUP_CONFIG).
+    Group,
 }
 
 /// One place a value could come from, as DescribeConfigs synonyms list them.

@@ -1,7 +1,9 @@
 //! DescribeConfigs (ApiKey 32): the configs of topics, this broker (or the
 //! cluster-wide default), this broker's loggers (BROKER_LOGGER: every
-//! logger with its level, source DYNAMIC_BROKER_LOGGER_CONFIG) and
-//! client-metrics subscriptions, as Kafka's
+//! logger with its level, source DYNAMIC_BROKER_LOGGER_CONFIG),
+//! client-metrics subscriptions and groups (GROUP, KIP-848: every group
+//! config, the group's override at DYNAMIC_GROUP_CONFIG above the broker's
+//! `group.*` value), as Kafka's
 //! `KafkaApis.handleDescribeConfigsRequest` and `ConfigHelper`.
 //!
 //! - Versions 1-4 (Kafka 4 no longer serves v0).

@@ -20,9 +20,8 @@
 //!   BROKER_LOGGER and once as BROKER, every topic.
 //!
 //! What Gregor does: the same checks and order, with what this node has.
-//! Groups: none, since Gregor has no group configs (GROUP config resources
-//! are refused by DescribeConfigs and IncrementalAlterConfigs), so no group
-//! is a config resource. Subscriptions: the CLIENT_METRICS config resources
+//! Groups: the groups with dynamic group configs
+//! (`configs.list-group-configs`), as Kafka. Subscriptions: the CLIENT_METRICS config resources
 //! (`configs.list-client-metrics`). Broker loggers and brokers: this node,
 //! as seen from the request's listener, once as BROKER_LOGGER (its runtime
 //! log levels) and once as BROKER. Topics: every topic, by name.
@@ -122,6 +121,7 @@ fn requested_types(version: i16, requested: &[i8]) -> Result<Vec<i8>, i16> {
 /// What this node has to list, fetched only for the types asked for.
 #[derive(Debug, Default)]
 struct Inventory {
+    groups: Vec<String>,
     client_metrics: Vec<String>,
     brokers: Vec<i32>,
     topics: Vec<String>,
@@ -130,6 +130,9 @@ struct Inventory {
 impl Inventory {
     fn of(types: &[i8]) -> Inventory {
         let mut inventory = Inventory::default();
+        if types.contains(&GROUP) {
+            inventory.groups = configs::list_group_configs();
+        }
         if types.contains(&CLIENT_METRICS) {
             inventory.client_metrics = configs::list_client_metrics();
         }
@@ -152,11 +155,14 @@ impl Inventory {
 }
 
 /// The resources of the given types, in Kafka's order: groups with
-/// configs (none here), client-metrics subscriptions, broker loggers,
+/// configs, client-metrics subscriptions, broker loggers,
 /// brokers, topics.
 fn resources(types: &[i8], inventory: &Inventory) -> Vec<ConfigResource> {
     let wants = |kind: i8| types.contains(&kind);
     let mut listed = Vec::new();
+    if wants(GROUP) {
+        listed.extend(inventory.groups.iter().map(|name| resource(name, GROUP)));
+    }
     if wants(CLIENT_METRICS) {
         listed.extend(
             inventory
@@ -202,6 +208,7 @@ mod tests {
 
     fn inventory() -> Inventory {
         Inventory {
+            groups: vec!["g1".into()],
             client_metrics: vec!["all-producers".into()],
             brokers: vec![1],
             topics: vec!["a".into(), "b".into()],
@@ -229,6 +236,7 @@ mod tests {
         assert_eq!(
             listed(&types),
             [
+                ("g1".to_string(), GROUP),
                 ("all-producers".to_string(), CLIENT_METRICS),
                 ("1".to_string(), BROKER_LOGGER),
                 ("1".to_string(), BROKER),
@@ -242,11 +250,10 @@ mod tests {
     fn v1_filters_by_type() {
         assert_eq!(listed(&[TOPIC]).len(), 2);
         assert_eq!(listed(&[BROKER, BROKER]), [("1".to_string(), BROKER)]);
-        // Groups: accepted, and nothing to list on this broker.
-        assert!(listed(&[GROUP]).is_empty());
+        assert_eq!(listed(&[GROUP]), [("g1".to_string(), GROUP)]);
         assert_eq!(
             listed(&[GROUP, BROKER_LOGGER]),
-            [("1".to_string(), BROKER_LOGGER)]
+            [("g1".to_string(), GROUP), ("1".to_string(), BROKER_LOGGER)]
         );
     }
 
@@ -279,7 +286,8 @@ mod tests {
                 .iter()
                 .map(|r| r.resource_name.to_string())
                 .collect();
-            assert_eq!(names.first().map(String::as_str), Some("all-producers"));
+            let first = if version == 0 { "all-producers" } else { "g1" };
+            assert_eq!(names.first().map(String::as_str), Some(first));
             // v0 has no type on the wire: a v0 client reads CLIENT_METRICS.
             assert!(decoded
                 .config_resources

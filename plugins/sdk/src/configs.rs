@@ -9,7 +9,8 @@ pub use crate::bindings::gregor::broker::configs::*;
 /// Kafka's `DescribeConfigsResponse.ConfigSource` id for a config source:
 /// DYNAMIC_TOPIC_CONFIG 1, DYNAMIC_BROKER_CONFIG 2,
 /// DYNAMIC_DEFAULT_BROKER_CONFIG 3, STATIC_BROKER_CONFIG 4, DEFAULT_CONFIG 5,
-/// DYNAMIC_BROKER_LOGGER_CONFIG 6, CLIENT_METRICS_CONFIG 7.
+/// DYNAMIC_BROKER_LOGGER_CONFIG 6, CLIENT_METRICS_CONFIG 7,
+/// DYNAMIC_GROUP_CONFIG 8.
 pub fn source_code(source: ConfigSource) -> i8 {
     match source {
         ConfigSource::DynamicTopicConfig => 1,
@@ -19,6 +20,7 @@ pub fn source_code(source: ConfigSource) -> i8 {
         ConfigSource::DefaultConfig => 5,
         ConfigSource::DynamicBrokerLoggerConfig => 6,
         ConfigSource::ClientMetricsConfig => 7,
+        ConfigSource::DynamicGroupConfig => 8,
     }
 }
 

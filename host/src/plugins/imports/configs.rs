@@ -1,6 +1,6 @@
 //! `configs`: DescribeConfigs, AlterConfigs and IncrementalAlterConfigs
 //! through the config admin service, and the client-metrics subscription
-//! names for ListConfigResources.
+//! and group names for ListConfigResources.
 
 use crate::metadata::broker_config::ConfigType as HostType;
 use crate::metadata::config_admin::{self, AlterEntry, AlterOp as HostOp, ConfigError};
@@ -23,6 +23,7 @@ pub fn source_of(source: Source) -> ConfigSource {
         Source::Default => ConfigSource::DefaultConfig,
         Source::ClientMetrics => ConfigSource::ClientMetricsConfig,
         Source::BrokerLogger => ConfigSource::DynamicBrokerLoggerConfig,
+        Source::Group => ConfigSource::DynamicGroupConfig,
     }
 }
 
@@ -144,5 +145,9 @@ impl configs::Host for HandlerState {
 
     fn list_client_metrics(&mut self) -> Vec<String> {
         self.broker.dynamic.client_metrics_names()
+    }
+
+    fn list_group_configs(&mut self) -> Vec<String> {
+        self.broker.dynamic.group_config_names()
     }
 }
