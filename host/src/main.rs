@@ -13,6 +13,7 @@ mod bench_call;
 mod broker;
 mod channel;
 mod cli;
+mod clock;
 mod config;
 mod coordinator;
 mod log;
@@ -301,12 +302,11 @@ async fn abort_timed_out_transactions(
                 let broker = Arc::clone(&broker);
                 let _ = tokio::task::spawn_blocking(move || {
                     broker.transactions.finish_prepared(broker.as_ref());
-                    let now = std::time::SystemTime::now()
-                        .duration_since(std::time::UNIX_EPOCH)
-                        .map_or(0, |elapsed| i64::try_from(elapsed.as_millis()).unwrap_or(i64::MAX));
-                    broker
-                        .transactions
-                        .abort_timed_out(broker.as_ref(), now, id_expiration_ms);
+                    broker.transactions.abort_timed_out(
+                        broker.as_ref(),
+                        crate::clock::now_ms(),
+                        id_expiration_ms,
+                    );
                 })
                 .await;
             }

@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 
+use crate::clock::now_ms;
 use crate::log::control;
 use crate::log::producer_state::{self, AbortedTxn, ProducerBatch, ProducerStateMap, Verdict};
 use crate::log::{LogStore, StorageError, TopicPartition};
@@ -99,13 +100,6 @@ pub struct ReplicaManager {
     producers: Mutex<HashMap<TopicPartition, Arc<Mutex<ProducerStateMap>>>>,
     /// `producer.id.expiration.ms`.
     producer_expiration_ms: AtomicI64,
-}
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|elapsed| i64::try_from(elapsed.as_millis()).unwrap_or(i64::MAX))
-        .unwrap_or(0)
 }
 
 impl ReplicaManager {

@@ -40,6 +40,7 @@ use std::sync::{Mutex, MutexGuard};
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
+use crate::clock::now_ms;
 use crate::producer_ids::ProducerIdManager;
 
 const JOURNAL: &str = "transactions.journal";
@@ -230,13 +231,6 @@ struct JournalLine {
     id: String,
     /// None: the id was removed.
     record: Option<TransactionalProducer>,
-}
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|elapsed| i64::try_from(elapsed.as_millis()).unwrap_or(i64::MAX))
-        .unwrap_or(0)
 }
 
 impl TransactionStore {

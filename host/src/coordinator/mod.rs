@@ -41,7 +41,7 @@ mod timers;
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use tracing::info;
@@ -229,12 +229,7 @@ pub struct GroupCoordinator {
 }
 
 /// Wall-clock milliseconds (commit and state timestamps).
-pub(crate) fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|elapsed| i64::try_from(elapsed.as_millis()).unwrap_or(i64::MAX))
-        .unwrap_or(0)
-}
+pub(crate) use crate::clock::now_ms;
 
 impl GroupCoordinator {
     /// Opens the group store in `dir` and restores every group and offset

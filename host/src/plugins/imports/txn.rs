@@ -252,11 +252,7 @@ impl txn::Host for HandlerState {
         producer_ids: Vec<i64>,
         min_duration_ms: i64,
     ) -> Vec<TransactionListing> {
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |elapsed| {
-                i64::try_from(elapsed.as_millis()).unwrap_or(i64::MAX)
-            });
+        let now = crate::clock::now_ms();
         self.broker
             .transactions
             .list(&states, &producer_ids, min_duration_ms, now)
