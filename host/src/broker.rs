@@ -10,7 +10,7 @@ use anyhow::{Context, Result};
 use crate::config::BrokerConfig;
 use crate::coordinator::{GroupConfig, GroupCoordinator};
 use crate::log::manager::{LogManager, ManagerConfig};
-use crate::log::LogStore;
+use crate::log::{LogStore, TopicPartition};
 use crate::metadata::dynamic::DynamicConfigs;
 use crate::metadata::store::MetadataStore;
 use crate::metadata::topics::TopicManager;
@@ -25,7 +25,7 @@ use crate::security::credentials::{CredentialStore, ScramMechanism, MIN_ITERATIO
 use crate::security::settings;
 use crate::security::tokens::TokenManager;
 use crate::telemetry::ClientMetricsManager;
-use crate::transactions::{PendingOffset, TransactionStore, TxnEffects, TxnPartition};
+use crate::transactions::{PendingOffset, TransactionStore, TxnEffects};
 
 /// A listener as clients should reach it (the bound port, not port 0).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -184,7 +184,7 @@ impl TxnEffects for Broker {
 
     fn write_marker(
         &self,
-        partition: &TxnPartition,
+        partition: &TopicPartition,
         producer_id: i64,
         epoch: i16,
         commit: bool,

@@ -41,6 +41,7 @@ use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
 use crate::clock::now_ms;
+use crate::log::TopicPartition;
 use crate::producer_ids::ProducerIdManager;
 
 const JOURNAL: &str = "transactions.journal";
@@ -113,13 +114,6 @@ pub struct PendingOffset {
     pub metadata: Option<String>,
 }
 
-/// A partition of a transaction.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct TxnPartition {
-    pub topic: String,
-    pub partition: i32,
-}
-
 /// One transactional id's durable record.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TransactionalProducer {
@@ -134,7 +128,7 @@ pub struct TransactionalProducer {
     pub state: TxnState,
     /// Partitions written in the current transaction.
     #[serde(default)]
-    pub partitions: BTreeSet<TxnPartition>,
+    pub partitions: BTreeSet<TopicPartition>,
     /// Groups added with AddOffsetsToTxn, with the offsets sent for them.
     #[serde(default)]
     pub groups: BTreeMap<String, Vec<PendingOffset>>,
@@ -157,7 +151,7 @@ pub trait TxnEffects {
     /// Appends a commit or abort marker; a Kafka error code.
     fn write_marker(
         &self,
-        partition: &TxnPartition,
+        partition: &TopicPartition,
         producer_id: i64,
         epoch: i16,
         commit: bool,
@@ -201,7 +195,7 @@ pub struct TxnDescription {
     pub producer_epoch: i16,
     pub timeout_ms: i32,
     pub start_ms: i64,
-    pub partitions: Vec<TxnPartition>,
+    pub partitions: Vec<TopicPartition>,
 }
 
 /// A transaction a Prepare state left to finish: its markers and offsets.
@@ -210,7 +204,7 @@ struct Completion {
     producer_id: i64,
     producer_epoch: i16,
     commit: bool,
-    partitions: Vec<TxnPartition>,
+    partitions: Vec<TopicPartition>,
     groups: BTreeMap<String, Vec<PendingOffset>>,
 }
 
@@ -453,7 +447,7 @@ impl TransactionStore {
         &self,
         effects: &dyn TxnEffects,
         producer: ProducerRef<'_>,
-        partitions: &[TxnPartition],
+        partitions: &[TopicPartition],
         verify_only: bool,
     ) -> Vec<i16> {
         let unknown: Vec<bool> = partitions
@@ -562,10 +556,7 @@ impl TransactionStore {
         topic: &str,
         partition: i32,
     ) -> bool {
-        let wanted = TxnPartition {
-            topic: topic.to_string(),
-            partition,
-        };
+        let wanted = TopicPartition::new(topic, partition);
         self.lock().values().any(|record| {
             record.producer_id == producer_id
                 && record.producer_epoch == producer_epoch

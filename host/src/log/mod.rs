@@ -81,7 +81,9 @@ pub mod error_codes {
 }
 
 /// A topic partition, the unit of a log.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 pub struct TopicPartition {
     pub topic: String,
     pub partition: i32,

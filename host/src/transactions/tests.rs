@@ -18,7 +18,7 @@ impl TxnEffects for Recorder {
         topic != "missing" && partition < 4
     }
 
-    fn write_marker(&self, p: &TxnPartition, producer_id: i64, epoch: i16, commit: bool) -> i16 {
+    fn write_marker(&self, p: &TopicPartition, producer_id: i64, epoch: i16, commit: bool) -> i16 {
         if self.failing.lock().unwrap().contains(&p.topic) {
             return codes::KAFKA_STORAGE_ERROR;
         }
@@ -49,11 +49,8 @@ fn answer(code: i16, id: i64, epoch: i16) -> InitAnswer {
     }
 }
 
-fn tp(topic: &str, partition: i32) -> TxnPartition {
-    TxnPartition {
-        topic: topic.into(),
-        partition,
-    }
+fn tp(topic: &str, partition: i32) -> TopicPartition {
+    TopicPartition::new(topic, partition)
 }
 
 fn producer(id: &str, pid: i64, epoch: i16) -> ProducerRef<'_> {

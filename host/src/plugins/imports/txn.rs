@@ -6,6 +6,7 @@
 //! calling worker, as the other storage imports do.
 
 use crate::coordinator::CommitRequest;
+use crate::log::TopicPartition;
 use crate::plugins::bindings::handler::gregor::broker::txn::{
     self, ActiveProducer, ProducerIdAndEpoch, TransactionDescription, TransactionListing,
     TxnGroupMember, TxnOffset, TxnPartition, TxnPartitionResult,
@@ -268,13 +269,10 @@ impl txn::Host for HandlerState {
     }
 }
 
-fn coordinator_partitions(partitions: &[TxnPartition]) -> Vec<transactions::TxnPartition> {
+fn coordinator_partitions(partitions: &[TxnPartition]) -> Vec<TopicPartition> {
     partitions
         .iter()
-        .map(|p| transactions::TxnPartition {
-            topic: p.topic.clone(),
-            partition: p.partition,
-        })
+        .map(|p| TopicPartition::new(p.topic.clone(), p.partition))
         .collect()
 }
 
