@@ -43,7 +43,15 @@ const ATTRIBUTES: usize = 21;
 const LAST_OFFSET_DELTA: usize = 23;
 const BASE_TIMESTAMP: usize = 27;
 const MAX_TIMESTAMP: usize = 35;
+const PRODUCER_ID: usize = 43;
+const PRODUCER_EPOCH: usize = 51;
+const BASE_SEQUENCE: usize = 53;
 const RECORDS_COUNT: usize = 57;
+
+/// Attribute bit 4: the batch belongs to a transaction.
+pub const TRANSACTIONAL_FLAG: i16 = 0x10;
+/// Attribute bit 5: a control batch (a transaction marker).
+pub const CONTROL_FLAG: i16 = 0x20;
 
 const COMPRESSION_MASK: i16 = 0x07;
 const TIMESTAMP_TYPE_LOG_APPEND: i16 = 0x08;
@@ -81,6 +89,10 @@ pub struct BatchHeader {
     pub last_offset_delta: i32,
     pub base_timestamp: i64,
     pub max_timestamp: i64,
+    /// -1 for a batch without a producer (not idempotent).
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    pub base_sequence: i32,
     pub record_count: i32,
 }
 
@@ -106,6 +118,9 @@ impl BatchHeader {
             last_offset_delta: i32_at(buf, LAST_OFFSET_DELTA),
             base_timestamp: i64_at(buf, BASE_TIMESTAMP),
             max_timestamp: i64_at(buf, MAX_TIMESTAMP),
+            producer_id: i64_at(buf, PRODUCER_ID),
+            producer_epoch: i16_at(buf, PRODUCER_EPOCH),
+            base_sequence: i32_at(buf, BASE_SEQUENCE),
             record_count: i32_at(buf, RECORDS_COUNT),
         };
         if header.magic != MAGIC_V2 {
@@ -148,6 +163,21 @@ impl BatchHeader {
     pub fn is_log_append_time(&self) -> bool {
         self.attributes & TIMESTAMP_TYPE_LOG_APPEND != 0
     }
+
+    pub fn is_transactional(&self) -> bool {
+        self.attributes & TRANSACTIONAL_FLAG != 0
+    }
+
+    pub fn is_control(&self) -> bool {
+        self.attributes & CONTROL_FLAG != 0
+    }
+}
+
+/// Writes the CRC-32C of a whole batch (`batch` is exactly one batch) into
+/// its header, after the host built or edited it.
+pub fn set_crc(batch: &mut [u8]) {
+    let crc = crc32c::crc32c(&batch[ATTRIBUTES..]);
+    batch[CRC..CRC + 4].copy_from_slice(&crc.to_be_bytes());
 }
 
 /// Checks the CRC-32C of a whole batch (`batch` is exactly one batch).
@@ -756,8 +786,7 @@ pub(crate) mod testing {
 
     /// Recomputes the CRC of one batch after a test edits it.
     pub fn fix_crc(batch: &mut [u8]) {
-        let crc = crc32c::crc32c(&batch[ATTRIBUTES..]);
-        batch[CRC..CRC + 4].copy_from_slice(&crc.to_be_bytes());
+        set_crc(batch);
     }
 
     /// `n` records of `value_len` bytes with timestamps `ts, ts+1, ...`.

@@ -139,7 +139,7 @@ pub fn clean(partition: &Partition, now_ms: i64) -> Result<Option<CleanStats>, S
     let mut latest: HashMap<Vec<u8>, i64> = HashMap::new();
     for c in candidates.iter().filter(|c| c.next_offset > first_dirty) {
         c.view.for_each_batch(|_, header, bytes| {
-            if header.last_offset() < first_dirty || is_transactional(header) {
+            if header.last_offset() < first_dirty || header.is_transactional() {
                 return Ok(());
             }
             let section = batch::record_section(bytes, header).map_err(corrupt)?;
@@ -193,7 +193,7 @@ pub fn clean(partition: &Partition, now_ms: i64) -> Result<Option<CleanStats>, S
         let mut out = BufWriter::with_capacity(1 << 20, file);
         for c in group {
             c.view.for_each_batch(|_, header, bytes| {
-                if is_transactional(header) {
+                if header.is_transactional() {
                     out.write_all(bytes)?;
                     return Ok(());
                 }
@@ -280,12 +280,6 @@ struct Filtered {
     removed: u64,
     /// The delete horizon of the tombstones this batch keeps.
     tombstone_horizon: Option<i64>,
-}
-
-/// Attribute bit 4: the batch belongs to a transaction (bit 5, control
-/// batches, are always transactional).
-fn is_transactional(header: &BatchHeader) -> bool {
-    header.attributes & 0x10 != 0
 }
 
 /// Decides which records of one batch survive.
@@ -704,16 +698,15 @@ mod tests {
             OpenHints::default(),
         )
         .unwrap();
-        const TRANSACTIONAL: i16 = 0x10;
         p.append(&encode_batch(&[keyed(1000, "b", Some("plain"))]), 0)
             .unwrap();
         p.append(
-            &encode_batch_with(TRANSACTIONAL, &[keyed(1000, "a", Some("txn"))]),
+            &encode_batch_with(batch::TRANSACTIONAL_FLAG, &[keyed(1000, "a", Some("txn"))]),
             0,
         )
         .unwrap();
         p.append(
-            &encode_batch_with(TRANSACTIONAL, &[keyed(1000, "b", Some("txn"))]),
+            &encode_batch_with(batch::TRANSACTIONAL_FLAG, &[keyed(1000, "b", Some("txn"))]),
             0,
         )
         .unwrap();

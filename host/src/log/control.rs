@@ -12,12 +12,9 @@
 //! Written here from the protocol spec, because the host is the only writer
 //! of control batches: clients may not produce them.
 
-use super::batch::{read_varint, read_varlong, HEADER_SIZE, LOG_OVERHEAD};
-
-const TRANSACTIONAL: i16 = 0x10;
-const CONTROL: i16 = 0x20;
-const ATTRIBUTES: usize = 21;
-const CRC: usize = 17;
+use super::batch::{
+    read_varint, read_varlong, set_crc, CONTROL_FLAG, HEADER_SIZE, LOG_OVERHEAD, TRANSACTIONAL_FLAG,
+};
 
 /// What a control batch marks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -62,7 +59,7 @@ pub fn end_transaction_marker(
     batch.extend_from_slice(&(-1i32).to_be_bytes()); // partition leader epoch
     batch.push(2); // magic
     batch.extend_from_slice(&[0; 4]); // crc, below
-    batch.extend_from_slice(&(TRANSACTIONAL | CONTROL).to_be_bytes());
+    batch.extend_from_slice(&(TRANSACTIONAL_FLAG | CONTROL_FLAG).to_be_bytes());
     batch.extend_from_slice(&0i32.to_be_bytes()); // last offset delta
     batch.extend_from_slice(&timestamp_ms.to_be_bytes());
     batch.extend_from_slice(&timestamp_ms.to_be_bytes());
@@ -72,8 +69,7 @@ pub fn end_transaction_marker(
     batch.extend_from_slice(&1i32.to_be_bytes()); // one record
     put_varint(&mut batch, record.len() as i64);
     batch.extend_from_slice(&record);
-    let crc = crc32c::crc32c(&batch[ATTRIBUTES..]);
-    batch[CRC..CRC + 4].copy_from_slice(&crc.to_be_bytes());
+    set_crc(&mut batch);
     batch
 }
 
@@ -118,7 +114,7 @@ mod tests {
             let header = BatchHeader::parse(&marker).unwrap();
             assert_eq!(header.size(), marker.len());
             assert_eq!(header.record_count, 1);
-            assert_eq!(header.attributes, TRANSACTIONAL | CONTROL);
+            assert!(header.is_transactional() && header.is_control());
             assert_eq!(control_type(&marker), Some(expected));
             // The storage engine's validation accepts it (CRC, records).
             prepare_append(&marker, 1 << 20, None).unwrap();

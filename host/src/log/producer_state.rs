@@ -46,6 +46,7 @@
 
 use std::collections::{HashMap, VecDeque};
 
+use super::batch::BatchHeader;
 use super::control::{self, ControlType};
 
 /// Kafka error codes of the sequence checks.
@@ -59,20 +60,6 @@ pub const CACHED_BATCHES: usize = 5;
 
 /// `producer.id.expiration.ms` default: one day.
 pub const DEFAULT_EXPIRATION_MS: i64 = 24 * 3600 * 1000;
-
-/// Header positions of a v2 batch (see the Kafka protocol's RecordBatch).
-const LENGTH: usize = 8;
-const MAGIC: usize = 16;
-const ATTRIBUTES: usize = 21;
-const LAST_OFFSET_DELTA: usize = 23;
-const MAX_TIMESTAMP: usize = 35;
-const PRODUCER_ID: usize = 43;
-const PRODUCER_EPOCH: usize = 51;
-const BASE_SEQUENCE: usize = 53;
-const HEADER_SIZE: usize = 61;
-const LOG_OVERHEAD: usize = 12;
-const TRANSACTIONAL: i16 = 0x10;
-const CONTROL: i16 = 0x20;
 
 /// What the producer checks need from one batch header.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -121,33 +108,23 @@ fn in_sequence(last: i32, next: i32) -> bool {
 pub fn producer_batches(mut bytes: &[u8]) -> Option<Vec<ProducerBatch>> {
     let mut out = Vec::new();
     while !bytes.is_empty() {
-        let header = bytes.get(..HEADER_SIZE)?;
-        if header[MAGIC] != 2 {
-            return None;
-        }
-        let length = usize::try_from(i32::from_be_bytes(be(header, LENGTH)?)).ok()?;
-        let size = LOG_OVERHEAD.checked_add(length)?;
-        if size < HEADER_SIZE || size > bytes.len() {
-            return None;
-        }
-        let attributes = i16::from_be_bytes(be(header, ATTRIBUTES)?);
-        let is_control = attributes & CONTROL != 0;
+        let header = BatchHeader::parse(bytes).ok()?;
+        let batch = bytes.get(..header.size())?;
         out.push(ProducerBatch {
-            base_offset: i64::from_be_bytes(be(header, 0)?),
-            producer_id: i64::from_be_bytes(be(header, PRODUCER_ID)?),
-            producer_epoch: i16::from_be_bytes(be(header, PRODUCER_EPOCH)?),
-            base_sequence: i32::from_be_bytes(be(header, BASE_SEQUENCE)?),
-            last_offset_delta: i32::from_be_bytes(be(header, LAST_OFFSET_DELTA)?).max(0),
-            max_timestamp: i64::from_be_bytes(be(header, MAX_TIMESTAMP)?),
-            transactional: attributes & TRANSACTIONAL != 0,
-            control: is_control,
-            marker: if is_control {
-                control::control_type(&bytes[..size])
-            } else {
-                None
-            },
+            base_offset: header.base_offset,
+            producer_id: header.producer_id,
+            producer_epoch: header.producer_epoch,
+            base_sequence: header.base_sequence,
+            last_offset_delta: header.last_offset_delta,
+            max_timestamp: header.max_timestamp,
+            transactional: header.is_transactional(),
+            control: header.is_control(),
+            marker: header
+                .is_control()
+                .then(|| control::control_type(batch))
+                .flatten(),
         });
-        bytes = &bytes[size..];
+        bytes = &bytes[batch.len()..];
     }
     Some(out)
 }
@@ -159,28 +136,14 @@ pub fn producer_batches(mut bytes: &[u8]) -> Option<Vec<ProducerBatch>> {
 pub fn batches_before(records: &[u8], end: i64) -> (usize, i64) {
     let mut position = 0;
     let mut next_offset = -1;
-    while let Some(header) = records.get(position..position + HEADER_SIZE) {
-        let (Some(base), Some(length), Some(delta)) = (
-            be(header, 0).map(i64::from_be_bytes),
-            be(header, LENGTH).map(i32::from_be_bytes),
-            be(header, LAST_OFFSET_DELTA).map(i32::from_be_bytes),
-        ) else {
-            break;
-        };
-        let Ok(length) = usize::try_from(length) else {
-            break;
-        };
-        if base >= end {
+    while let Some(Ok(header)) = records.get(position..).map(BatchHeader::parse) {
+        if header.base_offset >= end {
             break;
         }
-        position += LOG_OVERHEAD + length;
-        next_offset = base.saturating_add(i64::from(delta) + 1);
+        position += header.size();
+        next_offset = header.next_offset();
     }
     (position.min(records.len()), next_offset)
-}
-
-fn be<const N: usize>(buf: &[u8], at: usize) -> Option<[u8; N]> {
-    buf.get(at..at + N)?.try_into().ok()
 }
 
 /// One appended batch as remembered for duplicate detection.
@@ -592,6 +555,11 @@ mod tests {
 
     #[test]
     fn headers_parse_from_wire_bytes() {
+        use crate::log::batch::{HEADER_SIZE, LOG_OVERHEAD};
+        const LENGTH: usize = 8;
+        const MAGIC: usize = 16;
+        const PRODUCER_ID: usize = 43;
+        const BASE_SEQUENCE: usize = 53;
         let mut b = vec![0u8; HEADER_SIZE];
         b[LENGTH..LENGTH + 4].copy_from_slice(&((HEADER_SIZE - LOG_OVERHEAD) as i32).to_be_bytes());
         b[MAGIC] = 2;
