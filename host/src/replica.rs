@@ -19,7 +19,7 @@ use tokio::sync::Notify;
 use crate::clock::now_ms;
 use crate::log::control;
 use crate::log::producer_state::{self, AbortedTxn, ProducerBatch, ProducerStateMap, Verdict};
-use crate::log::{LogStore, StorageError, TopicPartition};
+use crate::log::{LogStore, PartitionOffsets, StorageError, TopicPartition};
 use crate::metrics::Metrics;
 
 /// Kafka error codes the replica manager answers with directly.
@@ -306,8 +306,7 @@ impl ReplicaManager {
         let mut state = state
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        self.load_producer_state(tp, &mut state)?;
-        let offsets = self.logs.offsets(tp)?;
+        let offsets = self.load_producer_state(tp, &mut state)?;
         state.prune_aborted(offsets.log_start_offset);
         Ok(state
             .first_unstable_offset()
@@ -336,15 +335,16 @@ impl ReplicaManager {
 
     /// Rebuilds a partition's producer state from its batch headers the
     /// first time it is needed, and again if the log is shorter than the
-    /// state remembers (the topic was deleted and created again).
+    /// state remembers (the topic was deleted and created again). Returns
+    /// the offsets it checked against, read under the producer lock.
     fn load_producer_state(
         &self,
         tp: &TopicPartition,
         state: &mut ProducerStateMap,
-    ) -> Result<(), StorageError> {
+    ) -> Result<PartitionOffsets, StorageError> {
         let offsets = self.logs.offsets(tp)?;
         if state.loaded && offsets.high_watermark >= state.end_offset {
-            return Ok(());
+            return Ok(offsets);
         }
         *state = ProducerStateMap::default();
         let mut next = offsets.log_start_offset;
@@ -367,7 +367,7 @@ impl ReplicaManager {
         }
         state.loaded = true;
         state.end_offset = offsets.high_watermark;
-        Ok(())
+        Ok(offsets)
     }
 
     /// The append itself, counted into the topic metrics.
