@@ -141,6 +141,18 @@ pub struct TransactionalProducer {
     pub updated_ms: i64,
 }
 
+impl TransactionalProducer {
+    /// Moves to `state` with a new (empty) transaction that started at
+    /// `start_ms` (-1: none).
+    fn enter(&mut self, state: TxnState, start_ms: i64) {
+        self.state = state;
+        self.partitions.clear();
+        self.groups.clear();
+        self.start_ms = start_ms;
+        self.updated_ms = now_ms();
+    }
+}
+
 fn minus_one() -> i64 {
     -1
 }
@@ -289,7 +301,7 @@ impl TransactionStore {
         }
         let mut producers = self.lock();
         let current = producers.get(transactional_id).cloned();
-        let next = match &current {
+        let mut next = match &current {
             None => match ids.allocate() {
                 Ok(producer_id) => TransactionalProducer {
                     producer_id,
@@ -341,15 +353,9 @@ impl TransactionStore {
                 next
             }
         };
-        let was_ongoing = current
-            .as_ref()
-            .is_some_and(|record| record.state == TxnState::Ongoing);
-        if was_ongoing {
+        if let Some(old) = current.filter(|record| record.state == TxnState::Ongoing) {
             // Fence the open transaction: abort it with the new epoch (or,
             // when the producer id changed, the old id's newest epoch).
-            let Some(old) = current else {
-                return InitAnswer::failed(codes::COORDINATOR_NOT_AVAILABLE);
-            };
             let fence_epoch = if next.producer_id == old.producer_id {
                 next.producer_epoch
             } else {
@@ -372,12 +378,7 @@ impl TransactionStore {
                 return InitAnswer::failed(codes::CONCURRENT_TRANSACTIONS);
             }
         }
-        let mut next = next;
-        next.state = TxnState::Empty;
-        next.partitions.clear();
-        next.groups.clear();
-        next.start_ms = -1;
-        next.updated_ms = now_ms();
+        next.enter(TxnState::Empty, -1);
         if let Err(code) = self.put(&mut producers, transactional_id, next.clone(), true) {
             return InitAnswer::failed(code);
         }
@@ -425,10 +426,7 @@ impl TransactionStore {
         let mut next = record.clone();
         let mut changed = false;
         if next.state != TxnState::Ongoing {
-            next.state = TxnState::Ongoing;
-            next.partitions.clear();
-            next.groups.clear();
-            next.start_ms = now_ms();
+            next.enter(TxnState::Ongoing, now_ms());
             changed = true;
         }
         changed |= change(&mut next);
@@ -657,15 +655,14 @@ impl TransactionStore {
             return;
         }
         let mut done = record.clone();
-        done.state = if completion.commit {
-            TxnState::CompleteCommit
-        } else {
-            TxnState::CompleteAbort
-        };
-        done.partitions.clear();
-        done.groups.clear();
-        done.start_ms = -1;
-        done.updated_ms = now_ms();
+        done.enter(
+            if completion.commit {
+                TxnState::CompleteCommit
+            } else {
+                TxnState::CompleteAbort
+            },
+            -1,
+        );
         if let Err(code) = self.put(&mut producers, &completion.transactional_id, done, false) {
             tracing::warn!(
                 error_code = code,
