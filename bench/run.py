@@ -11,7 +11,8 @@ resident memory when idle and after the suite.
 
 Environment: BENCH_RECORDS (records per producer run, default 200000),
 BENCH_TRANSACTIONS (transactions of 100 records per transactional run,
-default 1000).
+default 1000), BENCH_PARKED_FETCHES (long polls parked at once in the
+parked-fetch run, default 10000).
 
 Results go to stdout (Markdown) and bench/results/latest.json.
 """
@@ -33,6 +34,7 @@ BENCH = os.path.join(os.path.dirname(BIN), "gregor-bench")
 PLUGINS = os.environ.get("GREGOR_PLUGIN_DIR", os.path.join(ROOT, "build/plugins"))
 RECORDS = os.environ.get("BENCH_RECORDS", "200000")
 TRANSACTIONS = os.environ.get("BENCH_TRANSACTIONS", "1000")
+PARKED_FETCHES = os.environ.get("BENCH_PARKED_FETCHES", "10000")
 
 
 def free_port():
@@ -140,6 +142,19 @@ def main():
         raise SystemExit("the client suite failed")
     results["after_suite_rss_mb"] = round(rss_mb(proc.pid), 1)
     stop(proc)
+
+    # Parked long polls on a fresh broker: PARKED_FETCHES fetches wait at
+    # once while round trips and end-to-end latency are measured again.
+    proc, _ = start(work, plugin_dir, cache, port, admin)
+    parked = subprocess.run([BENCH, "parked", "--bootstrap", f"127.0.0.1:{port}",
+                             "--admin", f"127.0.0.1:{admin}", "--broker-pid", str(proc.pid),
+                             "--fetches", PARKED_FETCHES],
+                            capture_output=True, text=True)
+    stop(proc)
+    if parked.returncode != 0:
+        print(parked.stdout, parked.stderr, file=sys.stderr)
+        raise SystemExit("the parked-fetch run failed")
+    results["parked_fetches"] = json.loads(parked.stdout.splitlines()[-1])
     results["suite"] = [json.loads(line) for line in open(os.path.join(work, "suite.json")) if line.strip()]
 
     s = results["startup"]
@@ -159,6 +174,18 @@ def main():
     print("|---|---|---|")
     print(f"| {h['first_cold_compile']} ms | {h['median']} ms | {h['all']} |\n")
     print(suite.stdout)
+    p = results["parked_fetches"]
+    print(f"\n## {p['fetches']} parked long-poll fetches (max_wait_ms 600000, one connection each)\n")
+    print("| | ApiVersions p50/p99 µs | Metadata p50/p99 µs | end-to-end p50/p99 ms |")
+    print("|---|---|---|---|")
+    for label, rtt, e2e in (("without", "rtt_baseline", "e2e_baseline"), ("with them parked", "rtt_parked", "e2e_parked")):
+        a, m = list(p[rtt].values())[:2]
+        print(f"| {label} | {a.get('p50_us')}/{a.get('p99_us')} | {m.get('p50_us')}/{m.get('p99_us')} | "
+              f"{p[e2e + '_p50_ms']:.2f}/{p[e2e + '_p99_ms']:.2f} |")
+    print(f"\nParked at once: {p['parked_seen']} (opened in {p['open_seconds']:.1f} s); broker RSS "
+          f"{p['rss_before_kb'] / 1024:.1f} -> {p['rss_parked_kb'] / 1024:.1f} MB, "
+          f"{p['bytes_per_parked_fetch'] / 1024:.1f} KiB per parked fetch (connection included); "
+          f"{p['parked_after_close']} still parked {p['drain_seconds']:.1f} s after the clients closed.\n")
     os.makedirs(os.path.join(ROOT, "bench/results"), exist_ok=True)
     with open(os.path.join(ROOT, "bench/results/latest.json"), "w") as out:
         json.dump(results, out, indent=1)

@@ -34,7 +34,11 @@ fn now_us() -> u64 {
 }
 
 pub fn run(bootstrap: &str, rate: usize, seconds: usize, size: usize) -> Result<E2eRun, String> {
-    let topic = format!("bench-e2e-{}", std::process::id());
+    // A topic of its own per run: a second run in the same process must not
+    // read the first one's records.
+    static RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let run = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let topic = format!("bench-e2e-{}-{run}", std::process::id());
     crate::create_topic(bootstrap, &topic, 1)?;
     let consumer: BaseConsumer = crate::client_config(bootstrap)
         .set("group.id", "gregor-bench-e2e")

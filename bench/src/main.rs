@@ -9,6 +9,7 @@
 //! gregor-bench e2e     --bootstrap HOST:PORT [--rate R] [--seconds S] [--size B]
 //! gregor-bench rtt     --bootstrap HOST:PORT [--iterations N]
 //! gregor-bench txn     --bootstrap HOST:PORT [--transactions T] [--records-per-txn R] [--size B] [--partitions P]
+//! gregor-bench parked  --bootstrap HOST:PORT --admin HOST:PORT --broker-pid PID [--fetches N] [--seconds S]
 //!
 //! Every command takes `--client-properties "k=v;k=v"`, librdkafka
 //! properties for every client of the run (TLS, SASL).
@@ -18,6 +19,7 @@
 
 mod consume;
 mod e2e;
+mod parked;
 mod produce;
 mod rtt;
 mod stats;
@@ -280,6 +282,19 @@ fn run(args: &[String]) -> Result<(), String> {
                 options.number("records-per-txn", RECORDS_PER_TXN)?,
                 options.number("size", 1024)?,
                 options.number("partitions", 1)? as i32,
+            )?;
+            println!("{}", run.json());
+            Ok(())
+        }
+        "parked" => {
+            let admin = options.values.get("admin").ok_or("--admin is required")?;
+            let pid = options.number("broker-pid", 0)?;
+            let run = parked::run(
+                &bootstrap,
+                admin,
+                u32::try_from(pid).map_err(|_| "--broker-pid: too large")?,
+                options.number("fetches", 10_000)?,
+                options.number("seconds", 5)?,
             )?;
             println!("{}", run.json());
             Ok(())

@@ -26,7 +26,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
-use crate::apis::WorkerIdle;
+use crate::apis::{ParkedGauge, WorkerIdle};
 use crate::broker::Broker;
 use crate::channel::RequestChannel;
 use crate::metrics::{PluginCounters, ScrapeGauges};
@@ -38,6 +38,7 @@ pub struct AdminState {
     pub broker: Arc<Broker>,
     pub channel: RequestChannel,
     pub worker_idle: Arc<WorkerIdle>,
+    pub parked: Arc<ParkedGauge>,
 }
 
 impl AdminState {
@@ -58,6 +59,7 @@ impl AdminState {
             .collect();
         let gauges = ScrapeGauges {
             queue_size: self.channel.queue_size(),
+            parked_requests: self.parked.get(),
             idle_ratio: self.worker_idle.ratio(),
             plugins,
         };

@@ -2,9 +2,13 @@
 //! request channel and route each to the module serving its ApiKey.
 //!
 //! Each worker keeps up to `REQUESTS_PER_WORKER` requests in progress, so
-//! a request whose guest is suspended in a host call (a long-poll fetch
-//! waiting for data) never holds a worker: the worker goes on with other
-//! requests while it waits, as Kafka parks such requests in purgatory.
+//! a guest waiting briefly in a host call (an authorizer call) never holds
+//! up the worker. Requests that wait for long (a long-poll fetch, a
+//! JoinGroup waiting for its rebalance) are parked instead, as Kafka parks
+//! them in purgatory: their handler returns, its instance is free, the
+//! wait runs as a task of its own holding neither instance nor worker, and
+//! the request comes back through the request channel once the wait
+//! completes (`plugins::deferred`).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -20,6 +24,8 @@ use crate::config::FailurePolicy;
 use crate::metrics::RequestEnd;
 use crate::network::header::encode_response;
 use crate::plugins::bindings::{Outcome, RequestContext};
+use crate::plugins::deferred::{Deferral, Wait};
+use crate::plugins::handler::CallOutcome;
 use crate::quota::Client;
 
 /// Requests one worker keeps in progress at once.
@@ -32,11 +38,51 @@ const UNKNOWN_SERVER_ERROR: i16 = -1;
 
 pub struct KafkaApis {
     broker: Arc<Broker>,
+    /// Where a parked request goes back once its wait completes.
+    channel: RequestChannel,
+    parked: Arc<ParkedGauge>,
+}
+
+/// Requests parked right now, waiting outside any instance (Kafka's
+/// purgatory size).
+#[derive(Debug, Default)]
+pub struct ParkedGauge(AtomicU64);
+
+impl ParkedGauge {
+    pub fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// Decrements the gauge when a parked request leaves the purgatory,
+/// however it leaves.
+struct ParkedGuard(Arc<ParkedGauge>);
+
+impl ParkedGuard {
+    fn enter(gauge: &Arc<ParkedGauge>) -> Self {
+        gauge.0.fetch_add(1, Ordering::Relaxed);
+        Self(Arc::clone(gauge))
+    }
+}
+
+impl Drop for ParkedGuard {
+    fn drop(&mut self) {
+        self.0 .0.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 impl KafkaApis {
-    pub fn new(broker: Arc<Broker>) -> Self {
-        Self { broker }
+    pub fn new(broker: Arc<Broker>, channel: RequestChannel) -> Self {
+        Self {
+            broker,
+            channel,
+            parked: Arc::default(),
+        }
+    }
+
+    /// Requests parked right now.
+    pub fn parked(&self) -> Arc<ParkedGauge> {
+        Arc::clone(&self.parked)
     }
 
     /// Handles one request inside its own span (connection, correlation
@@ -56,7 +102,9 @@ impl KafkaApis {
     }
 
     async fn handle_in_span(&self, mut request: Request) {
-        request.timings.dequeued = Some(Instant::now());
+        // A parked request handled again keeps its first dequeue time: its
+        // wait counts as remote time, as Kafka's purgatory time does.
+        request.timings.dequeued.get_or_insert_with(Instant::now);
         let mut throttle = Duration::ZERO;
         let (response, end) = match &request.route {
             Route::UnsupportedApiVersions => (
@@ -68,6 +116,7 @@ impl KafkaApis {
                 RequestEnd::UnsupportedVersion,
             ),
             Route::Handler(handler) => {
+                let handler = Arc::clone(handler);
                 let ctx = RequestContext {
                     api_key: request.header.api_key,
                     api_version: request.header.api_version,
@@ -78,6 +127,7 @@ impl KafkaApis {
                     listener: request.session.listener.clone(),
                     security_protocol: request.session.security_protocol.clone(),
                 };
+                let deferral = Deferral::replay(std::mem::take(&mut request.memos));
                 let (outcome, report) = handler
                     .call(
                         &self.broker,
@@ -85,9 +135,25 @@ impl KafkaApis {
                         ctx.clone(),
                         &request.body,
                         request.size,
+                        deferral,
                     )
                     .await;
-                request.timings.remote = report.host_wait;
+                self.broker.metrics.record_plugin_call(
+                    &handler.source().name,
+                    report.call_time,
+                    report.instantiate_time,
+                    report.peak_memory,
+                );
+                let outcome = match outcome {
+                    Ok(CallOutcome::Parked(wait)) => {
+                        request.timings.remote += report.host_wait;
+                        self.park(request, wait);
+                        return;
+                    }
+                    Ok(CallOutcome::Done(outcome)) => Ok(outcome),
+                    Err(error) => Err(error),
+                };
+                request.timings.remote += report.host_wait;
                 // Client quotas: the handler's byte-rate throttles, and the
                 // request quota, recorded here when the handler did not.
                 let mut throttle_ms = report.quota.throttle_ms;
@@ -97,12 +163,6 @@ impl KafkaApis {
                     throttle_ms = throttle_ms.max(request_ms);
                 }
                 throttle = Duration::from_millis(u64::try_from(throttle_ms).unwrap_or(0));
-                self.broker.metrics.record_plugin_call(
-                    &handler.source().name,
-                    report.call_time,
-                    report.instantiate_time,
-                    report.peak_memory,
-                );
                 match outcome {
                     Ok(Outcome::Respond(body)) => (
                         Response::Send(encode_response(
@@ -178,6 +238,26 @@ impl KafkaApis {
             timings: request.timings,
             end,
             throttle,
+        });
+    }
+
+    /// Waits for a parked request's answer outside any instance and
+    /// worker, then queues the request to be handled again with it. A
+    /// request whose client went away meanwhile is dropped.
+    fn park(&self, mut request: Request, wait: Wait) {
+        let channel = self.channel.clone();
+        let guard = ParkedGuard::enter(&self.parked);
+        let parked_at = Instant::now();
+        tokio::spawn(async move {
+            let _guard = guard;
+            let memo = tokio::select! {
+                memo = wait => memo,
+                () = request.reply.closed() => return,
+            };
+            request.memos.push(memo);
+            request.timings.remote += parked_at.elapsed();
+            // Fails only at shutdown, when nobody waits for the answer.
+            let _ = channel.send(request).await;
         });
     }
 

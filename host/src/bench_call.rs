@@ -14,7 +14,8 @@ use crate::channel::Session;
 use crate::config::BrokerConfig;
 use crate::plugins::bindings::{Outcome, RequestContext};
 use crate::plugins::engine::{build_engine, start_epoch_ticker};
-use crate::plugins::handler::{InstanceLimits, LoadedHandler};
+use crate::plugins::deferred::Deferral;
+use crate::plugins::handler::{CallOutcome, InstanceLimits, LoadedHandler};
 use crate::plugins::loader::{Loaded, Loader};
 use crate::security::sasl::{ConnectionAuth, ANONYMOUS};
 
@@ -69,9 +70,11 @@ async fn time_calls(
     };
     let started = Instant::now();
     for _ in 0..iterations {
-        let (outcome, _) = handler.call(broker, &session, ctx.clone(), &[], 0).await;
+        let (outcome, _) = handler
+            .call(broker, &session, ctx.clone(), &[], 0, Deferral::default())
+            .await;
         match outcome {
-            Ok(Outcome::Respond(_)) => {}
+            Ok(CallOutcome::Done(Outcome::Respond(_))) => {}
             Ok(_) => bail!("the module did not respond"),
             Err(error) => bail!("call failed: {error}"),
         }

@@ -13,6 +13,7 @@ use tokio::sync::oneshot;
 
 use crate::metrics::RequestEnd;
 use crate::network::header::RequestHeader;
+use crate::plugins::deferred::Memo;
 use crate::plugins::handler::LoadedHandler;
 use crate::security::sasl::ConnectionAuth;
 
@@ -87,6 +88,9 @@ pub struct Request {
     pub flexible_response: bool,
     pub timings: Timings,
     pub reply: oneshot::Sender<Reply>,
+    /// Answers of the waits this request parked for, when it is handled
+    /// again (`plugins::deferred`); empty on its first handling.
+    pub memos: Vec<Memo>,
 }
 
 /// A bounded multi-consumer queue of requests.

@@ -22,6 +22,7 @@ mod metrics;
 mod network;
 mod plugins;
 mod producer_ids;
+mod purgatory;
 mod quota;
 mod replica;
 mod runtime_loggers;
@@ -201,7 +202,8 @@ async fn serve(config: BrokerConfig) -> Result<()> {
     broker.set_advertised(advertised.clone());
 
     let channel = RequestChannel::new(config.queued_max_requests()?);
-    let apis = Arc::new(KafkaApis::new(Arc::clone(&broker)));
+    let apis = Arc::new(KafkaApis::new(Arc::clone(&broker), channel.clone()));
+    let parked = apis.parked();
     let (workers, worker_idle) = apis::spawn_workers(config.io_threads()?, &channel, apis);
     let ctx = Arc::new(ConnectionContext {
         registry: Arc::clone(&broker.registry),
@@ -227,6 +229,7 @@ async fn serve(config: BrokerConfig) -> Result<()> {
             broker: Arc::clone(&broker),
             channel: channel.clone(),
             worker_idle: Arc::clone(&worker_idle),
+            parked: Arc::clone(&parked),
         };
         tokio::spawn(admin::serve(
             admin_listener,

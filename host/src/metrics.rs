@@ -399,6 +399,13 @@ impl Metrics {
             "Requests waiting for a handler worker (Kafka RequestQueueSize).",
         );
         let _ = writeln!(out, "gregor_request_queue_size {}", extra.queue_size);
+        family(
+            &mut out,
+            "gregor_parked_requests",
+            "gauge",
+            "Requests waiting outside any handler instance for data or a rebalance (Kafka PurgatorySize).",
+        );
+        let _ = writeln!(out, "gregor_parked_requests {}", extra.parked_requests);
         family(&mut out, "gregor_handler_idle_ratio", "gauge", "Fraction of time handler workers had nothing to do (Kafka RequestHandlerAvgIdlePercent).");
         let _ = writeln!(out, "gregor_handler_idle_ratio {:.4}", extra.idle_ratio);
         family(
@@ -512,6 +519,7 @@ fn family(out: &mut String, name: &str, kind: &str, help: &str) {
 #[derive(Debug, Default)]
 pub struct ScrapeGauges {
     pub queue_size: usize,
+    pub parked_requests: u64,
     pub idle_ratio: f64,
     pub plugins: Vec<PluginCounters>,
 }

@@ -14,13 +14,12 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use tokio::sync::Notify;
-
 use crate::clock::now_ms;
 use crate::log::control;
 use crate::log::producer_state::{self, AbortedTxn, ProducerBatch, ProducerStateMap, Verdict};
 use crate::log::{LogStore, PartitionOffsets, StorageError, TopicPartition};
 use crate::metrics::Metrics;
+use crate::purgatory::FetchPurgatory;
 
 /// Kafka error codes the replica manager answers with directly.
 pub mod codes {
@@ -40,7 +39,7 @@ pub struct AppendOutcome {
     pub log_start_offset: i64,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FetchPartition {
     pub topic: String,
     pub partition: i32,
@@ -93,7 +92,8 @@ pub struct ReplicaManager {
     logs: Arc<dyn LogStore>,
     /// Broker-side cap on a fetch response (`fetch.max.bytes`).
     fetch_max_bytes: usize,
-    appended: Notify,
+    /// Fetches waiting for appends, by partition.
+    purgatory: FetchPurgatory,
     metrics: Arc<Metrics>,
     /// Idempotent-producer state per partition; a partition's lock is held
     /// across the sequence check and the append.
@@ -107,7 +107,7 @@ impl ReplicaManager {
         Self {
             logs,
             fetch_max_bytes,
-            appended: Notify::new(),
+            purgatory: FetchPurgatory::default(),
             metrics,
             producers: Mutex::new(HashMap::new()),
             producer_expiration_ms: AtomicI64::new(producer_state::DEFAULT_EXPIRATION_MS),
@@ -375,7 +375,7 @@ impl ReplicaManager {
         let topic = tp.topic.as_str();
         match self.logs.append(tp, records, now_ms()) {
             Ok(info) => {
-                self.appended.notify_waiters();
+                self.purgatory.appended(tp);
                 self.metrics
                     .record_produce(topic, info.bytes, info.record_count, false);
                 AppendOutcome {
@@ -401,27 +401,51 @@ impl ReplicaManager {
     ) -> Vec<FetchedPartition> {
         options.max_bytes = options.max_bytes.min(self.fetch_max_bytes);
         let deadline = Instant::now() + options.max_wait;
-        loop {
-            // Register interest before reading so an append between the
-            // read and the wait is not missed.
-            let appended = self.appended.notified();
-            tokio::pin!(appended);
-            appended.as_mut().enable();
-            let results = self.read_all(partitions, options);
-            let bytes: usize = results.iter().map(|result| result.records.len()).sum();
-            let has_error = results
+        // Registered before the first read so an append between a read and
+        // the wait is not missed.
+        let watch = self.purgatory.watch(
+            partitions
                 .iter()
-                .any(|result| result.error_code != codes::NONE);
-            if bytes >= options.min_bytes || has_error || Instant::now() >= deadline {
+                .map(|p| TopicPartition {
+                    topic: p.topic.clone(),
+                    partition: p.partition,
+                })
+                .collect(),
+        );
+        loop {
+            let results = self.read_all(partitions, options);
+            if Self::satisfied(&results, options) || Instant::now() >= deadline {
                 return self.counted(results);
             }
             tokio::select! {
-                _ = &mut appended => {}
+                _ = watch.appended() => {}
                 _ = tokio::time::sleep_until(deadline.into()) => {
                     return self.counted(self.read_all(partitions, options));
                 }
             }
         }
+    }
+
+    /// The fetch's answer if it needs no wait: `min_bytes` are there, a
+    /// partition failed, or the fetch may not wait. None when it must
+    /// wait (nothing is counted then).
+    pub fn fetch_now(
+        &self,
+        partitions: &[FetchPartition],
+        mut options: FetchOptions,
+    ) -> Option<Vec<FetchedPartition>> {
+        options.max_bytes = options.max_bytes.min(self.fetch_max_bytes);
+        let results = self.read_all(partitions, options);
+        (Self::satisfied(&results, options) || options.max_wait.is_zero())
+            .then(|| self.counted(results))
+    }
+
+    fn satisfied(results: &[FetchedPartition], options: FetchOptions) -> bool {
+        let bytes: usize = results.iter().map(|result| result.records.len()).sum();
+        bytes >= options.min_bytes
+            || results
+                .iter()
+                .any(|result| result.error_code != codes::NONE)
     }
 
     /// Counts what a fetch returns into the topic metrics.

@@ -60,6 +60,13 @@ use timers::{Timer, Timers};
 /// coordinator is gone).
 const IDLE_WAKE: Duration = Duration::from_secs(1);
 
+/// An answer now, or a future of it that borrows nothing (so a request
+/// can wait for it outside its handler instance).
+pub enum Pending<T> {
+    Ready(T),
+    Later(std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send>>),
+}
+
 /// A JoinGroup as the coordinator sees it. The client id and host come
 /// from the request's connection.
 #[derive(Debug, Clone)]
@@ -337,28 +344,55 @@ impl GroupCoordinator {
     }
 
     /// JoinGroup: waits (suspending only the caller) until the rebalance
-    /// completes, unless it can answer at once.
+    /// completes, unless it can answer at once. (Handlers park instead,
+    /// through [`GroupCoordinator::begin_join`].)
+    #[cfg(test)]
     pub async fn join(&self, request: JoinRequest) -> JoinResult {
-        let answer = self.lock().join(&request);
-        match answer {
-            Answer::Now(result) => result,
-            // The member was replaced by a newer JoinGroup of its own:
-            // this older call asks it to rejoin.
-            Answer::Wait(receiver) => receiver.await.unwrap_or_else(|_| {
-                JoinResult::error(&request.member_id, errors::REBALANCE_IN_PROGRESS)
-            }),
+        match self.begin_join(&request) {
+            Pending::Ready(result) => result,
+            Pending::Later(wait) => wait.await,
+        }
+    }
+
+    /// JoinGroup without waiting: the answer, or what completes when the
+    /// rebalance does (it holds nothing of the caller's).
+    pub fn begin_join(&self, request: &JoinRequest) -> Pending<JoinResult> {
+        match self.lock().join(request) {
+            Answer::Now(result) => Pending::Ready(result),
+            Answer::Wait(receiver) => {
+                let member_id = request.member_id.clone();
+                // The member was replaced by a newer JoinGroup of its own:
+                // this older call asks it to rejoin.
+                Pending::Later(Box::pin(async move {
+                    receiver.await.unwrap_or_else(|_| {
+                        JoinResult::error(&member_id, errors::REBALANCE_IN_PROGRESS)
+                    })
+                }))
+            }
         }
     }
 
     /// SyncGroup: a follower waits (suspending only the caller) for the
-    /// leader's assignment.
+    /// leader's assignment. (Handlers park instead, through
+    /// [`GroupCoordinator::begin_sync`].)
+    #[cfg(test)]
     pub async fn sync(&self, request: SyncRequest) -> SyncResult {
-        let answer = self.lock().sync(&request);
-        match answer {
-            Answer::Now(result) => result,
-            Answer::Wait(receiver) => receiver
-                .await
-                .unwrap_or_else(|_| SyncResult::error(errors::REBALANCE_IN_PROGRESS)),
+        match self.begin_sync(&request) {
+            Pending::Ready(result) => result,
+            Pending::Later(wait) => wait.await,
+        }
+    }
+
+    /// SyncGroup without waiting: the answer, or what completes with the
+    /// leader's assignment.
+    pub fn begin_sync(&self, request: &SyncRequest) -> Pending<SyncResult> {
+        match self.lock().sync(request) {
+            Answer::Now(result) => Pending::Ready(result),
+            Answer::Wait(receiver) => Pending::Later(Box::pin(async move {
+                receiver
+                    .await
+                    .unwrap_or_else(|_| SyncResult::error(errors::REBALANCE_IN_PROGRESS))
+            })),
         }
     }
 

@@ -116,6 +116,7 @@ where
                 remote: Duration::ZERO,
             },
             reply,
+            memos: Vec::new(),
         };
         if ctx.channel.send(request).await.is_err() {
             return Ending::Shutdown;

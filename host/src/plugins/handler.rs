@@ -4,7 +4,8 @@
 //! Handlers keep no state of their own (state lives in host services), so
 //! reuse is safe. An instance is thrown away after a trap or a timeout
 //! (its Store is unusable then), when its memory grew past the recycle
-//! bound, and after `plugin.instance.max.calls` calls.
+//! bound, and after `plugin.instance.max.calls` calls. A call that parks
+//! its request (`plugins::deferred`) gives its instance back at once.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -18,6 +19,7 @@ use crate::channel::Session;
 use crate::metrics::request_label;
 use crate::plugins::bindings::handler::{KafkaHandler, KafkaHandlerPre};
 use crate::plugins::bindings::{ApiInfo, Outcome, RequestContext};
+use crate::plugins::deferred::{Deferral, Wait};
 use crate::plugins::state::{CallClock, CallQuota, HandlerState};
 use crate::plugins::WasmContext;
 
@@ -67,6 +69,15 @@ pub struct CallReport {
     /// What client quotas asked: mute the connection this long, and
     /// whether the handler recorded the request quota itself.
     pub quota: CallQuota,
+}
+
+/// What a call ended with.
+pub enum CallOutcome {
+    /// The handler's outcome.
+    Done(Outcome),
+    /// The handler parked its request: once this completes, handle it
+    /// again with the memo it yields (see `plugins::deferred`).
+    Parked(Wait),
 }
 
 /// Why a call produced no outcome.
@@ -161,7 +172,8 @@ impl LoadedHandler {
         ctx: RequestContext,
         body: &[u8],
         request_size: usize,
-    ) -> (Result<Outcome, CallError>, CallReport) {
+        deferral: Deferral,
+    ) -> (Result<CallOutcome, CallError>, CallReport) {
         let started = Instant::now();
         let mut report = CallReport::default();
         self.stats.calls.fetch_add(1, Ordering::Relaxed);
@@ -195,6 +207,7 @@ impl LoadedHandler {
             state.clock = CallClock::new(self.limits.call_timeout);
             state.api_label = Arc::clone(&self.label);
             state.quota = CallQuota::for_request(request_size);
+            state.deferral = deferral;
         }
         instance.store.set_epoch_deadline(1);
         let result = instance
@@ -207,13 +220,22 @@ impl LoadedHandler {
         report.guest_time = instance.store.data().clock.guest_time();
         report.quota = instance.store.data().quota;
         report.peak_memory = instance.store.data().limits.peak_memory();
-        let outcome = match result {
-            Ok(outcome) => {
+        let parked = instance.store.data_mut().deferral.take_parked();
+        let outcome = match (result, parked) {
+            // Parked: the guest's outcome (or the trap that unwound it
+            // from an older waiting import) stands for nothing.
+            (Ok(_), Some(wait)) => {
                 instance.calls += 1;
                 self.recycle(instance);
-                Ok(outcome)
+                Ok(CallOutcome::Parked(wait))
             }
-            Err(error) => {
+            (Err(_), Some(wait)) => Ok(CallOutcome::Parked(wait)),
+            (Ok(outcome), None) => {
+                instance.calls += 1;
+                self.recycle(instance);
+                Ok(CallOutcome::Done(outcome))
+            }
+            (Err(error), None) => {
                 if instance.store.data().clock.exhausted() {
                     self.stats.timeouts.fetch_add(1, Ordering::Relaxed);
                     Err(CallError::Timeout)
@@ -269,6 +291,7 @@ impl LoadedHandler {
         let state = instance.store.data_mut();
         state.session = None;
         state.client_id = None;
+        state.deferral = Deferral::default();
         let worn_out = instance.calls >= self.limits.max_calls
             || state.limits.peak_memory() > self.limits.recycle_memory;
         if worn_out {

@@ -6,6 +6,7 @@
 pub mod authorizer;
 pub mod bindings;
 pub mod cache;
+pub mod deferred;
 pub mod engine;
 pub mod handler;
 pub mod imports;

@@ -14,6 +14,7 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use crate::broker::Broker;
 use crate::channel::Session;
+use crate::plugins::deferred::Deferral;
 use crate::plugins::imports::LogBudget;
 use crate::plugins::limits::GuestLimits;
 
@@ -33,6 +34,9 @@ pub struct HandlerState {
     pub quota: CallQuota,
     /// The request label of the API this module serves, for metrics.
     pub api_label: Arc<str>,
+    /// Whether the current call parked its request, and the answers of
+    /// the waits of a replayed one.
+    pub deferral: Deferral,
 }
 
 /// Client quota bookkeeping of one call (KIP-219): the longest throttle
@@ -111,6 +115,7 @@ impl HandlerState {
             log_budget: LogBudget::default(),
             quota: CallQuota::default(),
             api_label: Arc::from(""),
+            deferral: Deferral::default(),
         }
     }
 }

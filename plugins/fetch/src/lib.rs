@@ -11,10 +11,12 @@
 //!   the response echoes the id.
 //! - READ on each Topic, asked once for the whole request; unauthorized
 //!   partitions get TOPIC_AUTHORIZATION_FAILED.
-//! - All authorized partitions go to the host in one `log.fetch` call, which
-//!   long-polls for `min_bytes` / `max_wait_ms` (suspending only this call)
-//!   and applies `max_bytes` and each `partition_max_bytes`. Results return
-//!   to the response in request order.
+//! - All authorized partitions go to the host in one `log.fetch-or-park`
+//!   call, which applies `max_bytes` and each `partition_max_bytes`. When
+//!   fewer than `min_bytes` are there it parks the request for up to
+//!   `max_wait_ms` (Kafka's fetch purgatory: no instance or worker is held)
+//!   and the host handles it again once data arrives or the wait is over.
+//!   Results return to the response in request order.
 //! - Every partition reports its last stable offset. read_committed reads
 //!   stop there (the host cuts the records) and carry the aborted
 //!   transactions overlapping the records returned, so the consumer drops
@@ -127,7 +129,11 @@ impl Handler for Fetch {
                 isolation_level: request.isolation_level,
             };
             let read_committed = request.isolation_level == READ_COMMITTED;
-            let fetched = log::fetch(&wanted, options);
+            // Parked until data arrives or the wait is over; the host
+            // then handles the request again and this call answers.
+            let Some(fetched) = log::fetch_or_park(&wanted, options) else {
+                return Outcome::NoResponse;
+            };
             for ((topic_slot, partition_slot), fetched) in slots.into_iter().zip(fetched) {
                 let slot = response
                     .responses

@@ -7,9 +7,10 @@
 //!   (group_instance_id, KIP-345); v7 the protocol type in the answer; v8
 //!   the reason; v9 lets a rejoining static leader skip the assignment.
 //! - READ on the Group, else GROUP_AUTHORIZATION_FAILED.
-//! - The call to `groups.join` suspends this request (not a worker) until
-//!   the join phase of the rebalance completes. The leader's answer lists
-//!   every member with its metadata for the selected protocol.
+//! - Until the join phase of the rebalance completes, `groups.join-or-park`
+//!   parks this request (it holds no instance or worker meanwhile) and the
+//!   host handles it again then. The leader's answer lists every member
+//!   with its metadata for the selected protocol.
 //! - A failed handler (trap or timeout) is answered as Kafka's
 //!   `getErrorResponse`: the error, generation -1, no leader, member id or
 //!   members.
@@ -45,7 +46,7 @@ impl Handler for JoinGroup {
             } else {
                 request.rebalance_timeout_ms
             };
-            groups::join(&groups::JoinRequest {
+            let joined = groups::join_or_park(&groups::JoinRequest {
                 group_id: request.group_id.to_string(),
                 member_id: request.member_id.to_string(),
                 group_instance_id: opt_string(&request.group_instance_id),
@@ -63,7 +64,12 @@ impl Handler for JoinGroup {
                 require_known_member_id: version >= 4,
                 supports_skip_assignment: version >= 9,
                 reason: opt_string(&request.reason),
-            })
+            });
+            // Parked until the rebalance completes; the host calls again.
+            let Some(joined) = joined else {
+                return Outcome::NoResponse;
+            };
+            joined
         };
         let mut response = response(result, version);
         gregor_sdk::count_errors([response.error_code]);

@@ -5,8 +5,9 @@
 //!   and name are mandatory, else INCONSISTENT_GROUP_PROTOCOL, and the
 //!   answer carries them).
 //! - READ on the Group, else GROUP_AUTHORIZATION_FAILED.
-//! - A follower's `groups.sync` suspends this request until the leader's
-//!   assignment arrives.
+//! - A follower's request is parked by `groups.sync-or-park` until the
+//!   leader's assignment arrives (holding no instance or worker), then
+//!   handled again.
 //! - A failed handler (trap or timeout) is answered as Kafka's
 //!   `getErrorResponse`: the error and an empty assignment.
 
@@ -38,7 +39,7 @@ impl Handler for SyncGroup {
         } else if !group_allowed(Operation::Read, &request.group_id) {
             error(ResponseError::GroupAuthorizationFailed.code())
         } else {
-            groups::sync(&groups::SyncRequest {
+            let synced = groups::sync_or_park(&groups::SyncRequest {
                 group_id: request.group_id.to_string(),
                 generation_id: request.generation_id,
                 member_id: request.member_id.to_string(),
@@ -50,7 +51,12 @@ impl Handler for SyncGroup {
                     .iter()
                     .map(|a| (a.member_id.to_string(), a.assignment.to_vec()))
                     .collect(),
-            })
+            });
+            // Parked until the leader's assignment arrives; the host calls again.
+            let Some(synced) = synced else {
+                return Outcome::NoResponse;
+            };
+            synced
         };
         let mut response = response(result, version);
         gregor_sdk::count_errors([response.error_code]);

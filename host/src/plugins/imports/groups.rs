@@ -1,12 +1,12 @@
 //! `groups`: consumer groups and committed offsets, via the group
-//! coordinator. JoinGroup and SyncGroup wait here for the rebalance; that
-//! wait is credited to the call's clock like a long-poll fetch, so it does
-//! not count against the guest's deadline. The client id and host of a
-//! joining member come from the request's connection.
+//! coordinator. JoinGroup and SyncGroup waiting for the rebalance park
+//! their request (`plugins::deferred`) instead of holding the guest's
+//! instance. The client id and host of a joining member come from the
+//! request's connection.
 
 use std::time::Instant;
 
-use crate::coordinator as coord;
+use crate::coordinator::{self as coord, Pending};
 use crate::plugins::bindings::handler::gregor::broker::groups::{
     self, CommittedOffset, ConsumerGroup, ConsumerHeartbeatRequest, ConsumerHeartbeatResult,
     ConsumerMember, GroupDescription, GroupOverview, JoinMember, JoinRequest, JoinResult,
@@ -14,6 +14,7 @@ use crate::plugins::bindings::handler::gregor::broker::groups::{
     TopicPartition,
 };
 use crate::plugins::bindings::handler::gregor::broker::types::Uuid;
+use crate::plugins::deferred::{Memo, ParkUnwind};
 use crate::plugins::state::HandlerState;
 
 fn uuid_to_u128(id: Uuid) -> u128 {
@@ -44,72 +45,24 @@ fn partitions(list: Vec<TopicPartition>) -> Vec<(String, i32)> {
 const UNSTABLE_OFFSET_COMMIT: i16 = 88;
 
 impl groups::Host for HandlerState {
-    async fn join(&mut self, request: JoinRequest) -> JoinResult {
-        let started = Instant::now();
-        let client_host = self
-            .session
-            .as_ref()
-            .map(|session| format!("/{}", session.client_host))
-            .unwrap_or_default();
-        let request = coord::JoinRequest {
-            group_id: request.group_id,
-            member_id: request.member_id,
-            group_instance_id: request.group_instance_id,
-            protocol_type: request.protocol_type,
-            protocols: request
-                .protocols
-                .into_iter()
-                .map(|p| (p.name, p.metadata))
-                .collect(),
-            session_timeout_ms: request.session_timeout_ms,
-            rebalance_timeout_ms: request.rebalance_timeout_ms,
-            require_known_member_id: request.require_known_member_id,
-            supports_skip_assignment: request.supports_skip_assignment,
-            reason: request.reason,
-            client_id: self.client_id.clone().unwrap_or_default(),
-            client_host,
-        };
-        let result = self.broker.groups.join(request).await;
-        self.clock.add_host_wait(started.elapsed());
-        JoinResult {
-            error_code: result.error_code,
-            generation_id: result.generation_id,
-            protocol_type: result.protocol_type,
-            protocol_name: result.protocol_name,
-            leader: result.leader,
-            skip_assignment: result.skip_assignment,
-            member_id: result.member_id,
-            members: result
-                .members
-                .into_iter()
-                .map(|m| JoinMember {
-                    member_id: m.member_id,
-                    group_instance_id: m.group_instance_id,
-                    metadata: m.metadata,
-                })
-                .collect(),
-        }
+    async fn join(&mut self, request: JoinRequest) -> wasmtime::Result<JoinResult> {
+        self.join_deferred(request)
+            .await
+            .ok_or_else(|| wasmtime::Error::new(ParkUnwind))
     }
 
-    async fn sync(&mut self, request: SyncRequest) -> SyncResult {
-        let started = Instant::now();
-        let request = coord::SyncRequest {
-            group_id: request.group_id,
-            generation_id: request.generation_id,
-            member_id: request.member_id,
-            group_instance_id: request.group_instance_id,
-            protocol_type: request.protocol_type,
-            protocol_name: request.protocol_name,
-            assignments: request.assignments,
-        };
-        let result = self.broker.groups.sync(request).await;
-        self.clock.add_host_wait(started.elapsed());
-        SyncResult {
-            error_code: result.error_code,
-            protocol_type: result.protocol_type,
-            protocol_name: result.protocol_name,
-            assignment: result.assignment,
-        }
+    async fn join_or_park(&mut self, request: JoinRequest) -> Option<JoinResult> {
+        self.join_deferred(request).await
+    }
+
+    async fn sync(&mut self, request: SyncRequest) -> wasmtime::Result<SyncResult> {
+        self.sync_deferred(request)
+            .await
+            .ok_or_else(|| wasmtime::Error::new(ParkUnwind))
+    }
+
+    async fn sync_or_park(&mut self, request: SyncRequest) -> Option<SyncResult> {
+        self.sync_deferred(request).await
     }
 
     fn heartbeat(
@@ -337,5 +290,119 @@ impl groups::Host for HandlerState {
                     .collect(),
             })
             .collect()
+    }
+}
+
+impl HandlerState {
+    /// JoinGroup, parking the request while the rebalance runs: the
+    /// answer, or none once parked (see `plugins::deferred`).
+    async fn join_deferred(&mut self, request: JoinRequest) -> Option<JoinResult> {
+        let client_host = self
+            .session
+            .as_ref()
+            .map(|session| format!("/{}", session.client_host))
+            .unwrap_or_default();
+        let request = coord::JoinRequest {
+            group_id: request.group_id,
+            member_id: request.member_id,
+            group_instance_id: request.group_instance_id,
+            protocol_type: request.protocol_type,
+            protocols: request
+                .protocols
+                .into_iter()
+                .map(|p| (p.name, p.metadata))
+                .collect(),
+            session_timeout_ms: request.session_timeout_ms,
+            rebalance_timeout_ms: request.rebalance_timeout_ms,
+            require_known_member_id: request.require_known_member_id,
+            supports_skip_assignment: request.supports_skip_assignment,
+            reason: request.reason,
+            client_id: self.client_id.clone().unwrap_or_default(),
+            client_host,
+        };
+        let result = match self.deferral.join_answer(&request) {
+            Some(result) => result,
+            None => match self.broker.groups.begin_join(&request) {
+                Pending::Ready(result) => result,
+                Pending::Later(wait) if self.deferral.may_park() => {
+                    self.deferral.park(Box::pin(async move {
+                        Memo::Join {
+                            group_id: request.group_id,
+                            member_id: request.member_id,
+                            result: wait.await,
+                        }
+                    }));
+                    return None;
+                }
+                // A replay that found no answer of its own waits here.
+                Pending::Later(wait) => {
+                    let started = Instant::now();
+                    let result = wait.await;
+                    self.clock.add_host_wait(started.elapsed());
+                    result
+                }
+            },
+        };
+        Some(JoinResult {
+            error_code: result.error_code,
+            generation_id: result.generation_id,
+            protocol_type: result.protocol_type,
+            protocol_name: result.protocol_name,
+            leader: result.leader,
+            skip_assignment: result.skip_assignment,
+            member_id: result.member_id,
+            members: result
+                .members
+                .into_iter()
+                .map(|m| JoinMember {
+                    member_id: m.member_id,
+                    group_instance_id: m.group_instance_id,
+                    metadata: m.metadata,
+                })
+                .collect(),
+        })
+    }
+
+    /// SyncGroup, parking a follower's request until the leader's
+    /// assignment arrives: the answer, or none once parked.
+    async fn sync_deferred(&mut self, request: SyncRequest) -> Option<SyncResult> {
+        let request = coord::SyncRequest {
+            group_id: request.group_id,
+            generation_id: request.generation_id,
+            member_id: request.member_id,
+            group_instance_id: request.group_instance_id,
+            protocol_type: request.protocol_type,
+            protocol_name: request.protocol_name,
+            assignments: request.assignments,
+        };
+        let result = match self.deferral.sync_answer(&request) {
+            Some(result) => result,
+            None => match self.broker.groups.begin_sync(&request) {
+                Pending::Ready(result) => result,
+                Pending::Later(wait) if self.deferral.may_park() => {
+                    self.deferral.park(Box::pin(async move {
+                        Memo::Sync {
+                            group_id: request.group_id,
+                            member_id: request.member_id,
+                            generation_id: request.generation_id,
+                            result: wait.await,
+                        }
+                    }));
+                    return None;
+                }
+                Pending::Later(wait) => {
+                    let started = Instant::now();
+                    let result = wait.await;
+                    self.clock.add_host_wait(started.elapsed());
+                    result
+                }
+            },
+        };
+        Some(SyncResult {
+            error_code: result.error_code,
+            protocol_type: result.protocol_type,
+            protocol_name: result.protocol_name,
+            assignment: result.assignment,
+        })
     }
 }

@@ -1,13 +1,15 @@
 //! `log`: appends, fetches and offset lookups, via the ReplicaManager.
-//! Time spent waiting here is credited to the call's clock, so a long
-//! poll does not count against the guest's deadline.
+//! A fetch that must wait for data parks its request (`plugins::deferred`)
+//! instead of holding the guest's instance for the long poll.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::plugins::bindings::handler::gregor::broker::log::{
     self, AbortedTransaction, AppendResult, DeleteRecordsResult, FetchOptions, FetchPartition,
     FetchedPartition, LogDir, LogDirPartition, OffsetAnswer,
 };
+use crate::plugins::deferred::{Memo, ParkUnwind};
 use crate::plugins::state::HandlerState;
 use crate::replica;
 
@@ -46,45 +48,19 @@ impl log::Host for HandlerState {
         &mut self,
         partitions: Vec<FetchPartition>,
         options: FetchOptions,
-    ) -> Vec<FetchedPartition> {
-        let started = Instant::now();
-        let requests: Vec<replica::FetchPartition> = partitions
-            .into_iter()
-            .map(|p| replica::FetchPartition {
-                topic: p.topic,
-                partition: p.partition,
-                fetch_offset: p.fetch_offset,
-                partition_max_bytes: p.partition_max_bytes,
-            })
-            .collect();
-        let options = replica::FetchOptions {
-            max_wait: Duration::from_millis(u64::try_from(options.max_wait_ms.max(0)).unwrap_or(0)),
-            min_bytes: usize::try_from(options.min_bytes.max(0)).unwrap_or(0),
-            max_bytes: usize::try_from(options.max_bytes.max(0)).unwrap_or(0),
-            read_committed: options.isolation_level == READ_COMMITTED,
-        };
-        let results = self.broker.replica.fetch(&requests, options).await;
-        self.clock.add_host_wait(started.elapsed());
-        results
-            .into_iter()
-            .map(|r| FetchedPartition {
-                topic: r.topic,
-                partition: r.partition,
-                error_code: r.error_code,
-                high_watermark: r.high_watermark,
-                last_stable_offset: r.last_stable_offset,
-                log_start_offset: r.log_start_offset,
-                records: r.records,
-                aborted_transactions: r
-                    .aborted_transactions
-                    .into_iter()
-                    .map(|txn| AbortedTransaction {
-                        producer_id: txn.producer_id,
-                        first_offset: txn.first_offset,
-                    })
-                    .collect(),
-            })
-            .collect()
+    ) -> wasmtime::Result<Vec<FetchedPartition>> {
+        match self.fetch_deferred(partitions, options).await {
+            Some(results) => Ok(results),
+            None => Err(wasmtime::Error::new(ParkUnwind)),
+        }
+    }
+
+    async fn fetch_or_park(
+        &mut self,
+        partitions: Vec<FetchPartition>,
+        options: FetchOptions,
+    ) -> Option<Vec<FetchedPartition>> {
+        self.fetch_deferred(partitions, options).await
     }
 
     fn list_offset(
@@ -151,5 +127,72 @@ impl log::Host for HandlerState {
         self.broker
             .replica
             .alter_log_dir(&topic, partition, &log_dir)
+    }
+}
+
+impl HandlerState {
+    /// A fetch that parks its request rather than wait in the call: the
+    /// answer, or none once parked (see `plugins::deferred`).
+    async fn fetch_deferred(
+        &mut self,
+        partitions: Vec<FetchPartition>,
+        options: FetchOptions,
+    ) -> Option<Vec<FetchedPartition>> {
+        let requests: Vec<replica::FetchPartition> = partitions
+            .into_iter()
+            .map(|p| replica::FetchPartition {
+                topic: p.topic,
+                partition: p.partition,
+                fetch_offset: p.fetch_offset,
+                partition_max_bytes: p.partition_max_bytes,
+            })
+            .collect();
+        let mut options = replica::FetchOptions {
+            max_wait: Duration::from_millis(u64::try_from(options.max_wait_ms.max(0)).unwrap_or(0)),
+            min_bytes: usize::try_from(options.min_bytes.max(0)).unwrap_or(0),
+            max_bytes: usize::try_from(options.max_bytes.max(0)).unwrap_or(0),
+            read_committed: options.isolation_level == READ_COMMITTED,
+        };
+        if let Some(results) = self.deferral.fetch_answer(&requests) {
+            return Some(results.into_iter().map(to_wit).collect());
+        }
+        if !self.deferral.may_park() {
+            // A replay asking for something else than it waited for: what
+            // is there now.
+            options.max_wait = Duration::ZERO;
+        }
+        let replica = &self.broker.replica;
+        if let Some(results) = replica.fetch_now(&requests, options) {
+            return Some(results.into_iter().map(to_wit).collect());
+        }
+        let broker = Arc::clone(&self.broker);
+        self.deferral.park(Box::pin(async move {
+            let results = broker.replica.fetch(&requests, options).await;
+            Memo::Fetch {
+                partitions: requests,
+                results,
+            }
+        }));
+        None
+    }
+}
+
+fn to_wit(r: replica::FetchedPartition) -> FetchedPartition {
+    FetchedPartition {
+        topic: r.topic,
+        partition: r.partition,
+        error_code: r.error_code,
+        high_watermark: r.high_watermark,
+        last_stable_offset: r.last_stable_offset,
+        log_start_offset: r.log_start_offset,
+        records: r.records,
+        aborted_transactions: r
+            .aborted_transactions
+            .into_iter()
+            .map(|txn| AbortedTransaction {
+                producer_id: txn.producer_id,
+                first_offset: txn.first_offset,
+            })
+            .collect(),
     }
 }

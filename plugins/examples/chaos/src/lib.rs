@@ -2,13 +2,16 @@
 //! can prove the sandbox contains it. Never load it into a real broker.
 //!
 //! The first body byte picks the behaviour: 1 traps (a panic), 2 loops
-//! forever, 3 allocates without bound, 4 writes a thousand log lines;
-//! anything else echoes the body back. When the second byte is 1, the
+//! forever, 3 allocates without bound, 4 writes a thousand log lines,
+//! 5 long-polls partition 0 of the topic named by the rest of the body
+//! (from the third byte) with the older waiting `log.fetch` and answers
+//! the bytes it read as a big-endian u32 (the host parks such a call by
+//! trapping the guest out of it); anything else echoes the body back. When the second byte is 1, the
 //! module offers an error response for a failed call (the error code, as
 //! two bytes); otherwise it has none and the host closes the connection.
 
 use gregor_sdk::wire::custom_api_info;
-use gregor_sdk::{logging, ApiInfo, Handler, Outcome, RequestContext};
+use gregor_sdk::{log, logging, ApiInfo, Handler, Outcome, RequestContext};
 
 pub const API_KEY: i16 = 1099;
 
@@ -39,6 +42,27 @@ impl Handler for Chaos {
                     logging::log(logging::Level::Info, &format!("chaos log line {line}"));
                 }
                 Outcome::Respond(body)
+            }
+            Some(5) => {
+                let topic = String::from_utf8_lossy(body.get(2..).unwrap_or_default());
+                let wanted = [log::FetchPartition {
+                    topic: topic.into_owned(),
+                    partition: 0,
+                    fetch_offset: 0,
+                    partition_max_bytes: 1 << 20,
+                }];
+                let options = log::FetchOptions {
+                    max_wait_ms: 60_000,
+                    min_bytes: 1,
+                    max_bytes: 1 << 20,
+                    isolation_level: 0,
+                };
+                let fetched: usize = log::fetch(&wanted, options)
+                    .iter()
+                    .map(|partition| partition.records.len())
+                    .sum();
+                let fetched = u32::try_from(fetched).unwrap_or(u32::MAX);
+                Outcome::Respond(fetched.to_be_bytes().to_vec())
             }
             _ => Outcome::Respond(body),
         }

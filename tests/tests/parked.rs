@@ -1,0 +1,204 @@
+//! Waiting requests hold no Wasm instance (Kafka's purgatory): more
+//! long-poll fetches than the instance pool has room for (512) wait at
+//! once, while new clients are served as usual, and every one of them is
+//! answered with the record that ends its wait.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+use gregor_tests::wire::{correlation_id_of, put_i16, put_i32, request_frame, Conn};
+use gregor_tests::{free_port, kafka, wait_for, workspace_root, Broker};
+use rdkafka::producer::FutureRecord;
+
+/// More than the broker's 512 component instances.
+const WAITING: usize = 600;
+
+/// Fetch v4 of partition 0 of `topic` from `offset`, waiting up to
+/// `max_wait_ms` for one byte.
+fn fetch_request(topic: &str, offset: i64, max_wait_ms: i32, correlation_id: i32) -> Vec<u8> {
+    let mut body = Vec::new();
+    put_i32(&mut body, -1); // replica id
+    put_i32(&mut body, max_wait_ms);
+    put_i32(&mut body, 1); // min bytes
+    put_i32(&mut body, 1 << 20); // max bytes
+    body.push(0); // read_uncommitted
+    put_i32(&mut body, 1);
+    put_i16(&mut body, topic.len() as i16);
+    body.extend_from_slice(topic.as_bytes());
+    put_i32(&mut body, 1);
+    put_i32(&mut body, 0);
+    body.extend_from_slice(&offset.to_be_bytes());
+    put_i32(&mut body, 1 << 20);
+    request_frame(1, 4, correlation_id, false, &body)
+}
+
+/// A broker with its admin endpoint (for `/metrics`) on a port of its own.
+fn start(settings: &[(&str, &str)]) -> (Broker, String) {
+    let admin = format!("127.0.0.1:{}", free_port());
+    let mut all = vec![("admin.listener", admin.as_str())];
+    all.extend_from_slice(settings);
+    (Broker::start_with(&all), admin)
+}
+
+fn scrape(admin: &str) -> String {
+    let mut stream = TcpStream::connect(admin).expect("connect to the admin endpoint");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .expect("timeout");
+    stream
+        .write_all(
+            format!("GET /metrics HTTP/1.1\r\nHost: {admin}\r\nConnection: close\r\n\r\n")
+                .as_bytes(),
+        )
+        .expect("send scrape");
+    let mut response = String::new();
+    stream.read_to_string(&mut response).expect("read scrape");
+    response
+}
+
+fn parked(admin: &str) -> usize {
+    scrape(admin)
+        .lines()
+        .find_map(|line| line.strip_prefix("gregor_parked_requests "))
+        .and_then(|value| value.trim().parse().ok())
+        .expect("gregor_parked_requests in /metrics")
+}
+
+fn traps(admin: &str) -> f64 {
+    scrape(admin)
+        .lines()
+        .filter(|line| line.starts_with("gregor_plugin_traps_total{"))
+        .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn more_waiting_fetches_than_instances_leave_the_broker_serving() {
+    let (broker, admin) = start(&[]);
+    kafka::create_topic(&broker, "quiet", 1).await;
+    kafka::create_topic(&broker, "busy", 1).await;
+
+    let mut waiting: Vec<Conn> = (0..WAITING)
+        .map(|i| {
+            let mut conn = Conn::connect(broker.addr());
+            conn.send(&fetch_request("quiet", 0, 120_000, i as i32))
+                .expect("send a long-poll fetch");
+            conn
+        })
+        .collect();
+    let count = wait_for("every fetch parked", Duration::from_secs(60), || {
+        let count = parked(&admin);
+        (count >= WAITING).then_some(count)
+    });
+    assert_eq!(count, WAITING);
+
+    // A new client produces and consumes while they all wait.
+    let producer = kafka::producer(&broker, &[]);
+    for i in 0..20 {
+        producer
+            .send(
+                FutureRecord::<str, str>::to("busy").payload(&format!("busy-{i}")),
+                kafka::CALL_TIMEOUT,
+            )
+            .await
+            .expect("produce while fetches wait");
+    }
+    let read = kafka::consume_all(&broker, "busy", 1, 20, Duration::from_secs(60)).await;
+    assert_eq!(read.get(&0).map(Vec::len), Some(20));
+
+    // One record ends every wait: each connection gets its own answer,
+    // carrying the record.
+    producer
+        .send(
+            FutureRecord::<str, str>::to("quiet").payload("wake-up"),
+            kafka::CALL_TIMEOUT,
+        )
+        .await
+        .expect("produce the record the fetches wait for");
+    for (i, conn) in waiting.iter_mut().enumerate() {
+        let payload = conn.read_frame().expect("the parked fetch is answered");
+        assert_eq!(correlation_id_of(&payload), i as i32);
+        assert!(
+            payload.windows(b"wake-up".len()).any(|w| w == b"wake-up"),
+            "fetch {i} answered without the record"
+        );
+    }
+    wait_for("no fetch parked", Duration::from_secs(30), || {
+        (parked(&admin) == 0).then_some(())
+    });
+    assert_eq!(traps(&admin), 0.0, "no handler trapped");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_parked_fetch_answers_empty_when_its_wait_is_over() {
+    let (broker, admin) = start(&[]);
+    kafka::create_topic(&broker, "empty", 1).await;
+    let mut conn = Conn::connect(broker.addr());
+    conn.send(&fetch_request("empty", 0, 1_500, 7))
+        .expect("send a fetch");
+    let payload = conn.read_frame().expect("answered after max_wait_ms");
+    assert_eq!(correlation_id_of(&payload), 7);
+    assert_eq!(parked(&admin), 0);
+    // The connection stays usable.
+    conn.api_versions(8);
+}
+
+/// The chaos example (ApiKey 1099) long-polls with the older waiting
+/// `log.fetch`: the host parks it by trapping the guest out of the call,
+/// which is not counted as a trap, and answers once a record arrives.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_older_waiting_import_is_parked_too() {
+    let plugins = tempfile::tempdir().expect("plugin dir");
+    for entry in std::fs::read_dir(gregor_tests::plugin_dir()).expect("plugins") {
+        let path = entry.expect("entry").path();
+        if path.extension().is_some_and(|ext| ext == "wasm") {
+            std::fs::copy(&path, plugins.path().join(path.file_name().expect("name")))
+                .expect("copy");
+        }
+    }
+    let examples = std::env::var_os("GREGOR_EXAMPLE_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| workspace_root().join("build/examples"));
+    std::fs::copy(
+        examples.join("chaos.wasm"),
+        plugins.path().join("chaos.wasm"),
+    )
+    .expect("copy chaos");
+    let plugin_path = plugins.path().display().to_string();
+    let (broker, admin) = start(&[("plugin.dir", plugin_path.as_str())]);
+    kafka::create_topic(&broker, "legacy", 1).await;
+
+    let mut body = vec![5, 0];
+    body.extend_from_slice(b"legacy");
+    let mut waiting: Vec<Conn> = (0..WAITING)
+        .map(|i| {
+            let mut conn = Conn::connect(broker.addr());
+            conn.send(&request_frame(1099, 0, i as i32, false, &body))
+                .expect("send a waiting chaos request");
+            conn
+        })
+        .collect();
+    wait_for("every call parked", Duration::from_secs(60), || {
+        (parked(&admin) >= WAITING).then_some(())
+    });
+    let producer = kafka::producer(&broker, &[]);
+    producer
+        .send(
+            FutureRecord::<str, str>::to("legacy").payload("wake-up"),
+            kafka::CALL_TIMEOUT,
+        )
+        .await
+        .expect("produce the record the calls wait for");
+    for (i, conn) in waiting.iter_mut().enumerate() {
+        let payload = conn.read_frame().expect("the parked call is answered");
+        assert_eq!(correlation_id_of(&payload), i as i32);
+        let read = payload
+            .get(4..8)
+            .and_then(|raw| raw.try_into().ok())
+            .map(u32::from_be_bytes)
+            .expect("a u32 answer");
+        assert!(read > 0, "call {i} answered without the record");
+    }
+    assert_eq!(traps(&admin), 0.0, "parking is not a trap");
+}
