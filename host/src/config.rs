@@ -55,6 +55,14 @@ const DEFAULTS: &[(&str, &str)] = &[
     ("log.segment.ms", "604800000"),
     ("min.insync.replicas", "1"),
     ("queued.max.requests", "500"),
+    // A finite budget for the requests in flight (Kafka's default, -1, is
+    // unbounded): 1.5 x the default socket.request.max.bytes, so one
+    // largest request fits and a client holding one still leaves 50 MiB
+    // for everyone else.
+    ("queued.max.request.bytes", "157286400"),
+    ("max.connections", "2147483647"),
+    ("max.connections.per.ip", "2147483647"),
+    ("max.connections.per.ip.overrides", ""),
     ("num.io.threads", "8"),
     ("plugin.call.timeout.ms", "5000"),
     ("plugin.memory.max.bytes", "268435456"),
@@ -159,6 +167,12 @@ impl BrokerConfig {
         self.message_max_bytes()?;
         self.segment_bytes()?;
         self.queued_max_requests()?;
+        self.queued_max_request_bytes()?;
+        self.max_connections()?;
+        for listener in self.listeners()? {
+            self.listener_max_connections(&listener.name)?;
+        }
+        self.max_connections_per_ip()?;
         self.io_threads()?;
         self.plugin_call_timeout_ms()?;
         self.plugin_memory_max_bytes()?;
@@ -280,6 +294,91 @@ impl BrokerConfig {
         Ok(value.max(1))
     }
 
+    /// The budget for the bytes of requests in flight
+    /// (`queued.max.request.bytes`); `None` (unbounded) when it is 0 or
+    /// less, as in Kafka. At least `socket.request.max.bytes`, so that the
+    /// largest request fits into an empty budget.
+    pub fn queued_max_request_bytes(&self) -> Result<Option<usize>> {
+        let value: i64 = self.parsed("queued.max.request.bytes")?;
+        let Ok(bytes) = usize::try_from(value) else {
+            return Ok(None);
+        };
+        if bytes == 0 {
+            return Ok(None);
+        }
+        let max_request = self.socket_request_max_bytes()?;
+        if bytes < max_request {
+            bail!(
+                "queued.max.request.bytes ({bytes}) must be larger or equal to \
+                 socket.request.max.bytes ({max_request})"
+            );
+        }
+        Ok(Some(bytes))
+    }
+
+    /// Connections the broker holds at once; at the limit listeners stop
+    /// accepting until one closes.
+    pub fn max_connections(&self) -> Result<i32> {
+        self.non_negative("max.connections")
+    }
+
+    /// `listener.name.<listener>.max.connections`, if set (the listener
+    /// name lower-cased, as in Kafka's listener prefix).
+    pub fn listener_max_connections(&self, listener: &str) -> Result<Option<i32>> {
+        let name = format!("listener.name.{}.max.connections", listener.to_lowercase());
+        if self.get(&name).is_none() {
+            return Ok(None);
+        }
+        self.non_negative(&name).map(Some)
+    }
+
+    /// Connections one address may hold; 0 only with overrides (Kafka's rule).
+    pub fn max_connections_per_ip(&self) -> Result<i32> {
+        let value = self.non_negative("max.connections.per.ip")?;
+        if value == 0 && self.max_connections_per_ip_overrides()?.is_empty() {
+            bail!(
+                "max.connections.per.ip can be set to zero only if \
+                 max.connections.per.ip.overrides property is set"
+            );
+        }
+        Ok(value)
+    }
+
+    /// `max.connections.per.ip.overrides`: `host:count` pairs, comma
+    /// separated, the count after the last `:` (so IPv6 hosts work).
+    pub fn max_connections_per_ip_overrides(&self) -> Result<Vec<(String, i32)>> {
+        let name = "max.connections.per.ip.overrides";
+        let raw = self.get(name).unwrap_or_default().trim();
+        let mut overrides = Vec::new();
+        for entry in raw.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+            let Some((host, count)) = entry.rsplit_once(':') else {
+                bail!("{name}: {entry:?} is not host:count");
+            };
+            let host = host.trim();
+            let valid_host = !host.is_empty()
+                && host
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-%._:".contains(c));
+            if !valid_host {
+                bail!("{name} contains invalid addresses : {host}");
+            }
+            let count: i32 = count
+                .trim()
+                .parse()
+                .with_context(|| format!("{name}: invalid count in {entry:?}"))?;
+            overrides.push((host.to_string(), count));
+        }
+        Ok(overrides)
+    }
+
+    fn non_negative(&self, name: &str) -> Result<i32> {
+        let value: i32 = self.parsed(name)?;
+        if value < 0 {
+            bail!("{name} must be at least 0, not {value}");
+        }
+        Ok(value)
+    }
+
     pub fn io_threads(&self) -> Result<usize> {
         let value: usize = self.parsed("num.io.threads")?;
         Ok(value.max(1))
@@ -392,6 +491,53 @@ mod tests {
         assert!(config.set_pair("novalue").is_err());
         config.set_pair("auto.create.topics.enable=maybe").unwrap();
         assert!(config.validate().is_err());
+    }
+
+    #[test]
+    fn admission_limits() {
+        let mut config = BrokerConfig::default();
+        assert_eq!(
+            config.queued_max_request_bytes().unwrap(),
+            Some(157_286_400)
+        );
+        assert_eq!(config.max_connections().unwrap(), i32::MAX);
+        assert_eq!(config.listener_max_connections("PLAINTEXT").unwrap(), None);
+        config.set_pair("queued.max.request.bytes=-1").unwrap();
+        assert_eq!(config.queued_max_request_bytes().unwrap(), None);
+        config.set_pair("queued.max.request.bytes=1000").unwrap();
+        assert!(config.validate().is_err(), "below socket.request.max.bytes");
+        config.set_pair("socket.request.max.bytes=1000").unwrap();
+        config
+            .set_pair("listener.name.plaintext.max.connections=7")
+            .unwrap();
+        config.validate().unwrap();
+        assert_eq!(
+            config.listener_max_connections("PLAINTEXT").unwrap(),
+            Some(7)
+        );
+        config.set_pair("max.connections=-1").unwrap();
+        assert!(config.validate().is_err());
+        config.set_pair("max.connections=0").unwrap();
+        config.set_pair("max.connections.per.ip=0").unwrap();
+        assert!(config.validate().is_err(), "zero per IP needs overrides");
+        config
+            .set_pair("max.connections.per.ip.overrides=host-1:5, ::1:3,127.0.0.1:0")
+            .unwrap();
+        config.validate().unwrap();
+        assert_eq!(
+            config.max_connections_per_ip_overrides().unwrap(),
+            vec![
+                ("host-1".to_string(), 5),
+                ("::1".to_string(), 3),
+                ("127.0.0.1".to_string(), 0)
+            ]
+        );
+        for bad in ["nocount", "a b:1", "host:x", ":3"] {
+            config
+                .set_pair(&format!("max.connections.per.ip.overrides={bad}"))
+                .unwrap();
+            assert!(config.validate().is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -44,7 +44,9 @@ use crate::broker::{AdvertisedListener, Broker};
 use crate::channel::RequestChannel;
 use crate::config::BrokerConfig;
 use crate::network::connection::ConnectionContext;
+use crate::network::connection_quotas::{ConnectionQuotas, QuotaLimits};
 use crate::network::listener;
+use crate::network::memory_pool::MemoryPool;
 use crate::plugins::engine::{build_engine, start_epoch_ticker};
 use crate::plugins::handler::InstanceLimits;
 use crate::plugins::loader::Loader;
@@ -210,6 +212,14 @@ async fn serve(config: BrokerConfig) -> Result<()> {
         metrics: Arc::clone(&broker.metrics),
         channel: channel.clone(),
         max_request_bytes: config.socket_request_max_bytes()?,
+        memory_pool: MemoryPool::new(
+            config.queued_max_request_bytes()?,
+            Arc::clone(&broker.metrics),
+        ),
+        connection_quotas: ConnectionQuotas::new(
+            QuotaLimits::from_config(&config)?,
+            Arc::clone(&broker.metrics),
+        ),
     });
     let (stop, stopped) = watch::channel(false);
     tokio::spawn(sweep_expired_tokens(Arc::clone(&broker), stopped.clone()));

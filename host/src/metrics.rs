@@ -9,6 +9,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -138,6 +139,30 @@ struct Inner {
 #[derive(Default)]
 pub struct Metrics {
     inner: Mutex<Inner>,
+    /// Kept by `network::memory_pool` without this mutex.
+    pub memory_pool: MemoryPoolGauges,
+    /// Kept by `network::connection_quotas`.
+    pub connection_quotas: ConnectionQuotaCounters,
+}
+
+/// The request memory pool (`queued.max.request.bytes`).
+#[derive(Debug, Default)]
+pub struct MemoryPoolGauges {
+    /// The budget in bytes; -1 when unbounded.
+    pub capacity: AtomicI64,
+    pub used: AtomicI64,
+    /// Connections waiting for room to read their next request.
+    pub waiting: AtomicI64,
+}
+
+/// Connections the connection quotas turned away or held back.
+#[derive(Debug, Default)]
+pub struct ConnectionQuotaCounters {
+    /// Closed at once: their address had `max.connections.per.ip`.
+    pub rejected_per_ip: AtomicU64,
+    /// Accepted while `max.connections` (or a listener's) was reached,
+    /// so they waited for a slot.
+    pub blocked: AtomicU64,
 }
 
 /// Kafka's request label: Fetch is split into consumer and follower
@@ -406,6 +431,48 @@ impl Metrics {
             "Requests waiting outside any handler instance for data or a rebalance (Kafka PurgatorySize).",
         );
         let _ = writeln!(out, "gregor_parked_requests {}", extra.parked_requests);
+        let pool = &self.memory_pool;
+        family(&mut out, "gregor_memory_pool_used_bytes", "gauge", "Bytes of requests in flight reserved from queued.max.request.bytes (Kafka MemoryPoolUsed).");
+        let _ = writeln!(
+            out,
+            "gregor_memory_pool_used_bytes {}",
+            pool.used.load(Ordering::Relaxed)
+        );
+        family(
+            &mut out,
+            "gregor_memory_pool_capacity_bytes",
+            "gauge",
+            "queued.max.request.bytes; -1 when unbounded.",
+        );
+        let _ = writeln!(
+            out,
+            "gregor_memory_pool_capacity_bytes {}",
+            pool.capacity.load(Ordering::Relaxed)
+        );
+        family(&mut out, "gregor_memory_pool_waiting_connections", "gauge", "Connections waiting for request memory before reading (Kafka's muted channels, memory-pool-depleted).");
+        let _ = writeln!(
+            out,
+            "gregor_memory_pool_waiting_connections {}",
+            pool.waiting.load(Ordering::Relaxed)
+        );
+        let quotas = &self.connection_quotas;
+        family(
+            &mut out,
+            "gregor_connections_rejected_total",
+            "counter",
+            "Connections closed at once because their address had max.connections.per.ip.",
+        );
+        let _ = writeln!(
+            out,
+            "gregor_connections_rejected_total{{reason=\"max.connections.per.ip\"}} {}",
+            quotas.rejected_per_ip.load(Ordering::Relaxed)
+        );
+        family(&mut out, "gregor_connections_blocked_total", "counter", "Accepted connections that waited for max.connections to free a slot (Kafka AcceptorBlockedPercent).");
+        let _ = writeln!(
+            out,
+            "gregor_connections_blocked_total {}",
+            quotas.blocked.load(Ordering::Relaxed)
+        );
         family(&mut out, "gregor_handler_idle_ratio", "gauge", "Fraction of time handler workers had nothing to do (Kafka RequestHandlerAvgIdlePercent).");
         let _ = writeln!(out, "gregor_handler_idle_ratio {:.4}", extra.idle_ratio);
         family(

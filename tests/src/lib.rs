@@ -261,6 +261,11 @@ impl Broker {
         all[start..].join("\n")
     }
 
+    /// The process id of the running broker (for /proc), if it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
     /// Whether the process is still alive.
     pub fn is_running(&mut self) -> bool {
         match self.child.as_mut() {

@@ -5,6 +5,12 @@
 //! pipelining client's further requests wait in the socket buffer, as
 //! Kafka's muted channels make them wait.
 //!
+//! While a request is in flight the connection still watches its socket:
+//! bytes the client pipelines are buffered unparsed, and when the client
+//! goes away (EOF or a reset) the connection ends at once, dropping the
+//! request's reply receiver so that a parked request (a long-poll Fetch)
+//! can see `reply.closed()` and give up its work.
+//!
 //! Any protocol violation (bad frame, malformed header, unknown ApiKey,
 //! unsupported version) closes this connection only, with a log line.
 
@@ -12,14 +18,16 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::oneshot;
 use tracing::{debug, info, info_span, warn, Instrument};
 
 use crate::channel::{Request, RequestChannel, Response, Route, Session, Timings};
 use crate::metrics::{request_label, Metrics, RequestTimes};
-use crate::network::frame::read_frame;
+use crate::network::connection_quotas::ConnectionQuotas;
+use crate::network::frame::{Frame, FrameReader};
 use crate::network::header::{self, API_VERSIONS_KEY};
+use crate::network::memory_pool::MemoryPool;
 use crate::plugins::registry::Registry;
 use crate::security::sasl::Admission;
 
@@ -29,11 +37,20 @@ pub struct ConnectionContext {
     pub metrics: Arc<Metrics>,
     pub channel: RequestChannel,
     pub max_request_bytes: usize,
+    /// `queued.max.request.bytes`.
+    pub memory_pool: Arc<MemoryPool>,
+    /// `max.connections`, `max.connections.per.ip`.
+    pub connection_quotas: Arc<ConnectionQuotas>,
 }
 
 /// Why a connection ended, for the log.
 enum Ending {
     ClientClosed,
+    /// The client went away while its request was in flight.
+    ClientGone {
+        correlation_id: i32,
+        api_key: i16,
+    },
     Violation(String),
     HandlerClosed,
     Shutdown,
@@ -58,6 +75,13 @@ where
         ctx.metrics.connection_closed(&session.listener);
         match ending {
             Ending::ClientClosed => debug!("connection closed by client"),
+            Ending::ClientGone {
+                correlation_id,
+                api_key,
+            } => debug!(
+                correlation_id,
+                api_key, "client closed the connection while its request was in flight"
+            ),
             Ending::HandlerClosed => debug!("connection closed by handler"),
             Ending::Shutdown => debug!("connection closed for shutdown"),
             Ending::Violation(reason) => warn!("closing connection: {reason}"),
@@ -76,10 +100,16 @@ where
     S: AsyncRead + AsyncWrite + Unpin,
 {
     let (read_half, mut write_half) = tokio::io::split(stream);
-    let mut reader = BufReader::with_capacity(64 * 1024, read_half);
+    let mut reader = FrameReader::new(read_half);
     loop {
-        let frame = match read_frame(&mut reader, ctx.max_request_bytes).await {
-            Ok(Some(frame)) => frame.freeze(),
+        let Frame {
+            bytes: frame,
+            reservation,
+        } = match reader
+            .read_frame(ctx.max_request_bytes, &ctx.memory_pool)
+            .await
+        {
+            Ok(Some(frame)) => frame,
             Ok(None) => return Ending::ClientClosed,
             Err(error) => return Ending::Violation(error.to_string()),
         };
@@ -95,6 +125,7 @@ where
             return Ending::Violation(reason);
         }
         let correlation_id = header.correlation_id;
+        let api_key = header.api_key;
         let api_version = header.api_version;
         let request_bytes = body.len();
         let request_label = match &route {
@@ -121,8 +152,19 @@ where
         if ctx.channel.send(request).await.is_err() {
             return Ending::Shutdown;
         }
-        let Ok(reply) = response.await else {
-            return Ending::Shutdown;
+        // Returning drops `response`: the worker's `reply.closed()` fires.
+        let reply = tokio::select! {
+            biased;
+            reply = response => match reply {
+                Ok(reply) => reply,
+                Err(_) => return Ending::Shutdown,
+            },
+            () = reader.peer_gone() => {
+                return Ending::ClientGone {
+                    correlation_id,
+                    api_key,
+                }
+            }
         };
         let picked_up = Instant::now();
         let throttle = reply.throttle;
@@ -139,6 +181,7 @@ where
             }
         };
         let sent = Instant::now();
+        drop(reservation);
         let timings = reply.timings;
         let dequeued = timings.dequeued.unwrap_or(received);
         let handled = timings.handled.unwrap_or(dequeued);
@@ -172,7 +215,10 @@ where
         // its throttle time, and now the connection stays muted for that
         // long (KIP-219), as Kafka's throttled channels do.
         if !throttle.is_zero() {
-            tokio::time::sleep(throttle).await;
+            tokio::select! {
+                () = tokio::time::sleep(throttle) => {}
+                () = reader.peer_gone() => return Ending::ClientClosed,
+            }
         }
     }
 }

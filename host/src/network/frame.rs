@@ -3,14 +3,38 @@
 //! A frame larger than `socket.request.max.bytes`, a negative size or a
 //! frame too short to hold a request header is a protocol violation: the
 //! caller closes that connection and nothing else.
+//!
+//! Memory: before reading a body the reader reserves its declared size
+//! from the broker's request memory pool (`queued.max.request.bytes`) and
+//! reads nothing while the pool is short. The body buffer then grows as
+//! bytes arrive, so a peer that declares 100 MiB and sends one byte costs
+//! one chunk, not 100 MiB.
+//!
+//! The reader keeps its own buffer (rather than a `BufReader`) so that a
+//! connection waiting for a response can keep watching the socket:
+//! [`FrameReader::peer_gone`] reads pipelined bytes into that buffer,
+//! unparsed, and resolves when the peer closes.
 
 use std::fmt;
+use std::sync::Arc;
 
-use bytes::BytesMut;
+use bytes::{Buf, Bytes, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt};
+
+use crate::network::memory_pool::{MemoryPool, Reservation};
 
 /// The smallest request: api key, version and correlation id.
 const MIN_REQUEST_BYTES: usize = 8;
+
+/// What one read from the socket asks for, and the first allocation of
+/// a frame body.
+const CHUNK: usize = 64 * 1024;
+
+/// How many pipelined bytes a connection buffers while a request is in
+/// flight. Beyond this it stops reading (the peer's further bytes wait in
+/// the kernel's buffers) and so stops noticing a close until the response
+/// is written.
+const PIPELINE_LIMIT: usize = 64 * 1024;
 
 #[derive(Debug)]
 pub enum FrameError {
@@ -40,56 +64,138 @@ impl fmt::Display for FrameError {
     }
 }
 
-/// Reads one frame. `Ok(None)` is a clean end of stream between frames.
-pub async fn read_frame<R: AsyncRead + Unpin>(
-    reader: &mut R,
-    max_bytes: usize,
-) -> Result<Option<BytesMut>, FrameError> {
-    let mut size_prefix = [0u8; 4];
-    match reader.read_exact(&mut size_prefix[..1]).await {
-        Ok(_) => {}
-        Err(error) if error.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
-        Err(error) => return Err(FrameError::Io(error)),
-    }
-    read_exact(reader, &mut size_prefix[1..]).await?;
-    let size = i32::from_be_bytes(size_prefix);
-    let Ok(length) = usize::try_from(size) else {
-        return Err(FrameError::InvalidSize(size));
-    };
-    if length < MIN_REQUEST_BYTES {
-        return Err(FrameError::InvalidSize(size));
-    }
-    if length > max_bytes {
-        return Err(FrameError::TooLarge {
-            size: length,
-            max: max_bytes,
-        });
-    }
-    let mut frame = BytesMut::zeroed(length);
-    read_exact(reader, &mut frame).await?;
-    Ok(Some(frame))
+/// A request frame (without its size prefix) and the pool memory it holds
+/// until the request is done.
+pub struct Frame {
+    pub bytes: Bytes,
+    pub reservation: Reservation,
 }
 
-async fn read_exact<R: AsyncRead + Unpin>(
-    reader: &mut R,
-    buf: &mut [u8],
-) -> Result<(), FrameError> {
-    match reader.read_exact(buf).await {
-        Ok(_) => Ok(()),
-        Err(error) if error.kind() == std::io::ErrorKind::UnexpectedEof => {
-            Err(FrameError::Truncated)
+/// Reads frames from one connection.
+pub struct FrameReader<R> {
+    inner: R,
+    /// Bytes read but not yet part of a frame: the start of the next ones.
+    buffer: BytesMut,
+    /// The peer has closed its side.
+    eof: bool,
+}
+
+impl<R: AsyncRead + Unpin> FrameReader<R> {
+    pub fn new(inner: R) -> Self {
+        Self {
+            inner,
+            buffer: BytesMut::new(),
+            eof: false,
         }
-        Err(error) => Err(FrameError::Io(error)),
+    }
+
+    /// Reads one frame. `Ok(None)` is a clean end of stream between frames.
+    pub async fn read_frame(
+        &mut self,
+        max_bytes: usize,
+        pool: &Arc<MemoryPool>,
+    ) -> Result<Option<Frame>, FrameError> {
+        while self.buffer.len() < 4 {
+            if self.fill().await? == 0 {
+                return if self.buffer.is_empty() {
+                    Ok(None)
+                } else {
+                    Err(FrameError::Truncated)
+                };
+            }
+        }
+        let size = self.buffer.get_i32();
+        let Ok(length) = usize::try_from(size) else {
+            return Err(FrameError::InvalidSize(size));
+        };
+        if length < MIN_REQUEST_BYTES {
+            return Err(FrameError::InvalidSize(size));
+        }
+        if length > max_bytes {
+            return Err(FrameError::TooLarge {
+                size: length,
+                max: max_bytes,
+            });
+        }
+        let reservation = pool.reserve(length).await;
+        let buffered = self.buffer.len().min(length);
+        let mut body = Vec::with_capacity(length.min(CHUNK.max(buffered)));
+        body.extend_from_slice(&self.buffer[..buffered]);
+        self.buffer.advance(buffered);
+        while body.len() < length {
+            if body.len() == body.capacity() {
+                // Double, but never past the frame: the allocator then
+                // grows a large block in place (mremap) rather than copying.
+                let target = body.capacity().saturating_mul(2).min(length);
+                body.reserve_exact(target - body.len());
+            }
+            let remaining = (length - body.len()) as u64;
+            let read = (&mut self.inner)
+                .take(remaining)
+                .read_buf(&mut body)
+                .await
+                .map_err(FrameError::Io)?;
+            if read == 0 {
+                self.eof = true;
+                return Err(FrameError::Truncated);
+            }
+        }
+        Ok(Some(Frame {
+            bytes: Bytes::from(body),
+            reservation,
+        }))
+    }
+
+    /// Resolves once the peer has closed the connection or it failed.
+    /// Meanwhile it reads what the peer pipelines into the buffer, where
+    /// the next [`FrameReader::read_frame`] finds it; once
+    /// [`PIPELINE_LIMIT`] bytes wait there it stops reading and never
+    /// resolves. Cancel-safe: no byte read is lost when dropped.
+    pub async fn peer_gone(&mut self) {
+        loop {
+            if self.eof {
+                return;
+            }
+            if self.buffer.len() >= PIPELINE_LIMIT {
+                return std::future::pending().await;
+            }
+            if self.fill().await.is_err() {
+                return;
+            }
+        }
+    }
+
+    /// One read from the socket into the buffer; 0 at end of stream.
+    async fn fill(&mut self) -> Result<usize, FrameError> {
+        if self.eof {
+            return Ok(0);
+        }
+        self.buffer.reserve(CHUNK);
+        let read = (&mut self.inner)
+            .take(CHUNK as u64)
+            .read_buf(&mut self.buffer)
+            .await
+            .map_err(FrameError::Io)?;
+        if read == 0 {
+            self.eof = true;
+        }
+        Ok(read)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::metrics::Metrics;
 
-    async fn read(bytes: &[u8], max: usize) -> Result<Option<BytesMut>, FrameError> {
-        let mut reader = bytes;
-        read_frame(&mut reader, max).await
+    fn pool() -> Arc<MemoryPool> {
+        MemoryPool::new(Some(1000), Arc::new(Metrics::default()))
+    }
+
+    async fn read(bytes: &[u8], max: usize) -> Result<Option<Bytes>, FrameError> {
+        let mut reader = FrameReader::new(bytes);
+        let frame = reader.read_frame(max, &pool()).await?;
+        Ok(frame.map(|frame| frame.bytes))
     }
 
     #[tokio::test]
@@ -114,5 +220,49 @@ mod tests {
             read(&[0, 0], 100).await,
             Err(FrameError::Truncated)
         ));
+    }
+
+    #[tokio::test]
+    async fn consecutive_frames_and_the_pool() {
+        let pool = pool();
+        let mut bytes = Vec::new();
+        for (i, len) in [8usize, 300, 9].into_iter().enumerate() {
+            bytes.extend_from_slice(&(len as i32).to_be_bytes());
+            bytes.extend(std::iter::repeat_n(i as u8, len));
+        }
+        let mut reader = FrameReader::new(&bytes[..]);
+        let first = reader.read_frame(1000, &pool).await.unwrap().unwrap();
+        assert_eq!(&first.bytes[..], &[0; 8]);
+        let second = reader.read_frame(1000, &pool).await.unwrap().unwrap();
+        assert_eq!(second.bytes.len(), 300);
+        assert!(second.bytes.iter().all(|b| *b == 1));
+        assert_eq!(pool_used(&pool), 308, "both frames hold their reservations");
+        drop((first, second));
+        assert_eq!(pool_used(&pool), 0);
+        let third = reader.read_frame(1000, &pool).await.unwrap().unwrap();
+        assert_eq!(&third.bytes[..], &[2; 9]);
+        drop(third);
+        assert!(reader.read_frame(1000, &pool).await.unwrap().is_none());
+    }
+
+    #[tokio::test]
+    async fn peer_gone_keeps_pipelined_bytes() {
+        let (mut client, server) = tokio::io::duplex(1 << 20);
+        let mut reader = FrameReader::new(server);
+        let mut frame = 8i32.to_be_bytes().to_vec();
+        frame.extend_from_slice(&[7; 8]);
+        tokio::io::AsyncWriteExt::write_all(&mut client, &frame)
+            .await
+            .unwrap();
+        drop(client);
+        reader.peer_gone().await;
+        let pool = pool();
+        let kept = reader.read_frame(100, &pool).await.unwrap().unwrap();
+        assert_eq!(&kept.bytes[..], &[7; 8]);
+        assert!(reader.read_frame(100, &pool).await.unwrap().is_none());
+    }
+
+    fn pool_used(pool: &MemoryPool) -> usize {
+        pool.in_use()
     }
 }

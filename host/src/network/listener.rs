@@ -3,6 +3,9 @@
 //! listeners the task first runs the TLS handshake (a failed handshake
 //! ends that connection only); on SASL listeners the connection starts
 //! unauthenticated. A failed accept is logged and the listener goes on.
+//! Each accepted connection is first admitted by the connection quotas:
+//! at `max.connections` the listener waits for a slot before it accepts
+//! more; over `max.connections.per.ip` the connection is closed at once.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -105,11 +108,26 @@ pub async fn accept_loop(
         tokio::select! {
             accepted = bound.listener.accept() => match accepted {
                 Ok((stream, peer)) => {
+                    let admitted = tokio::select! {
+                        admitted = ctx.connection_quotas.admit(&bound.spec.name, peer.ip()) => admitted,
+                        _ = shutdown.changed() => {
+                            info!(listener = %bound.spec.name, "listener stopped");
+                            return;
+                        }
+                    };
+                    let slot = match admitted {
+                        Ok(slot) => slot,
+                        Err(refused) => {
+                            info!(listener = %bound.spec.name, "{refused}");
+                            continue;
+                        }
+                    };
                     let _ = stream.set_nodelay(true);
                     let security = bound.security.clone();
                     let listener = bound.spec.name.clone();
                     let ctx = Arc::clone(&ctx);
                     tokio::spawn(async move {
+                        let _slot = slot;
                         let session = |principal: Option<String>| {
                             Arc::new(Session {
                                 connection_id: NEXT_CONNECTION_ID.fetch_add(1, Ordering::Relaxed),

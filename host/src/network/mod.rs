@@ -4,10 +4,14 @@
 //! request channel and writes the response back, one request at a time.
 //! SSL and SASL_SSL listeners wrap the socket in TLS first (`tls`); SASL
 //! listeners admit only the authentication requests until the connection
-//! has authenticated (`security::sasl`).
+//! has authenticated (`security::sasl`). Admission bounds what clients
+//! can take: `connection_quotas` the connections (per broker, listener
+//! and address), `memory_pool` the bytes of requests in flight.
 
 pub mod connection;
+pub mod connection_quotas;
 pub mod frame;
 pub mod header;
 pub mod listener;
+pub mod memory_pool;
 pub mod tls;
