@@ -1,7 +1,8 @@
 //! Waiting requests hold no Wasm instance (Kafka's purgatory): more
 //! long-poll fetches than the instance pool has room for (512) wait at
 //! once, while new clients are served as usual, and every one of them is
-//! answered with the record that ends its wait.
+//! answered with the record that ends its wait. A waiting request whose
+//! client goes away is dropped at once.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -140,6 +141,27 @@ async fn a_parked_fetch_answers_empty_when_its_wait_is_over() {
     let payload = conn.read_frame().expect("answered after max_wait_ms");
     assert_eq!(correlation_id_of(&payload), 7);
     assert_eq!(parked(&admin), 0);
+
+    // A client that goes away while its fetch waits frees it at once, not
+    // when its max_wait_ms runs out.
+    let gone: Vec<Conn> = (0..50)
+        .map(|i| {
+            let mut conn = Conn::connect(broker.addr());
+            conn.send(&fetch_request("empty", 0, 600_000, 100 + i))
+                .expect("send a fetch");
+            conn
+        })
+        .collect();
+    wait_for("the fetches parked", Duration::from_secs(30), || {
+        (parked(&admin) == 50).then_some(())
+    });
+    drop(gone);
+    wait_for(
+        "the fetches of closed connections dropped",
+        Duration::from_secs(10),
+        || (parked(&admin) == 0).then_some(()),
+    );
+    conn.api_versions(9);
     // The connection stays usable.
     conn.api_versions(8);
 }
