@@ -14,6 +14,7 @@ use tracing::info;
 
 use crate::config::BrokerConfig;
 use crate::log::{LogConfig, LogStore, TopicPartition};
+use crate::metadata::bounds;
 use crate::metadata::dynamic::DynamicConfigs;
 use crate::metadata::store::{MetadataStore, TopicRecord};
 use crate::metadata::topic_config::{self, BrokerView};
@@ -151,14 +152,33 @@ impl TopicManager {
     }
 
     /// Creates a topic, or with `validate_only` checks that it could be.
+    ///
+    /// The partition count is bounded before anything else (Kafka's
+    /// `validateTotalNumberOfPartitions`), and the records the topic would
+    /// write before it is created or described, `validate_only` or not.
     pub fn create(&self, request: &NewTopic, validate_only: bool) -> Result<Topic, TopicError> {
+        let default_partitions = self.config.num_partitions().unwrap_or(1);
+        if bounds::requested_partitions(request.num_partitions, default_partitions)
+            > bounds::MAX_PARTITIONS_PER_BATCH
+        {
+            return Err(TopicError::new(
+                bounds::POLICY_VIOLATION,
+                bounds::TOO_MANY_PARTITIONS,
+            ));
+        }
         validate_name(&request.name)?;
+        if request.replication_factor < -1 || request.replication_factor == 0 {
+            return Err(TopicError::new(
+                codes::INVALID_REPLICATION_FACTOR,
+                "Replication factor must be larger than 0, or -1 to use the default value.",
+            ));
+        }
         let partitions = match request.num_partitions {
-            -1 => self.config.num_partitions().unwrap_or(1),
+            -1 => default_partitions,
             n if n <= 0 => {
                 return Err(TopicError::new(
                     codes::INVALID_PARTITIONS,
-                    "Number of partitions must be larger than 0.",
+                    "Number of partitions was set to an invalid non-positive value.",
                 ))
             }
             n => n,
@@ -174,7 +194,7 @@ impl TopicManager {
         if replication <= 0 {
             return Err(TopicError::new(
                 codes::INVALID_REPLICATION_FACTOR,
-                "Replication factor must be larger than 0.",
+                "Replication factor must be larger than 0, or -1 to use the default value.",
             ));
         }
         if replication > 1 {
@@ -202,6 +222,16 @@ impl TopicManager {
         let mut store = self.lock_store();
         if let Some(existing) = self.collision(&request.name) {
             return Err(existing);
+        }
+        // A topic record, one per partition, one per config.
+        let records = usize::try_from(partitions)
+            .unwrap_or(usize::MAX)
+            .saturating_add(1 + configs.len());
+        if !bounds::records_fit(records) {
+            return Err(TopicError::new(
+                bounds::POLICY_VIOLATION,
+                bounds::TOO_MANY_RECORDS,
+            ));
         }
         let topic = Topic {
             name: request.name.clone(),
@@ -357,7 +387,8 @@ impl TopicManager {
     /// CreatePartitions: grows a topic to `total` partitions, as Kafka's
     /// controller does (only increases; manual assignments, if given, one
     /// per new partition naming registered brokers with the topic's
-    /// replication factor). With `validate_only` nothing changes.
+    /// replication factor; at most `MAX_RECORDS_PER_USER_OP` new ones).
+    /// With `validate_only` nothing changes.
     pub fn create_partitions(
         &self,
         name: &str,
@@ -399,6 +430,14 @@ impl TopicManager {
             for replicas in assignments {
                 validate_assignment(replicas, node_id)?;
             }
+        }
+        // One partition record per new partition, bounded before any is
+        // placed or described.
+        if !bounds::records_fit(usize::try_from(additional).unwrap_or(usize::MAX)) {
+            return Err(TopicError::new(
+                bounds::POLICY_VIOLATION,
+                bounds::TOO_MANY_RECORDS,
+            ));
         }
         topic.partitions = total;
         if validate_only {
