@@ -1048,4 +1048,25 @@ mod tests {
         let bob = Client::new("User:bob", None);
         assert_eq!(manager.record_mutations(bob, 11, false), (0, 0));
     }
+
+    #[test]
+    fn more_ops_than_one_operation_may_write_are_refused() {
+        let (_dir, manager) = manager();
+        let entity = vec![(USER.to_string(), Some("alice".to_string()))];
+        let ops: Vec<QuotaOp> = (0..=bounds::MAX_RECORDS_PER_USER_OP)
+            .map(|i| QuotaOp {
+                key: format!("key{i}"),
+                value: 0.0,
+                remove: true,
+            })
+            .collect();
+        for validate_only in [true, false] {
+            let error = manager.alter(&entity, &ops, validate_only).unwrap_err();
+            assert_eq!(error.code, bounds::POLICY_VIOLATION);
+            assert_eq!(error.message, POLICY_VIOLATION_MESSAGE);
+        }
+        // Under the cap, the same removals are a duplicate-free no-op.
+        let fits = &ops[..bounds::MAX_RECORDS_PER_USER_OP];
+        assert!(manager.alter(&entity, fits, true).is_ok());
+    }
 }

@@ -236,7 +236,7 @@ impl AclStore {
             let mut added: Vec<&AclBinding> = Vec::new();
             for binding in &bindings {
                 let same = known.entry(key_of(binding)).or_default();
-                if !same.iter().any(|existing| *existing == binding) {
+                if !same.contains(&binding) {
                     same.push(binding);
                     added.push(binding);
                 }
@@ -502,5 +502,33 @@ mod tests {
         assert!(store.generation() > 0 || generation > 0);
         drop(store);
         assert_eq!(*AclStore::open(dir.path()).unwrap().snapshot(), vec![a]);
+    }
+
+    #[test]
+    fn changes_over_the_record_cap_change_nothing() {
+        let max = bounds::MAX_RECORDS_PER_USER_OP;
+        let store = AclStore::default();
+        let many: Vec<AclBinding> = (0..=max)
+            .map(|i| acl(&format!("t{i}"), PatternType::Literal, "User:a"))
+            .collect();
+        let refused = store.create(many.clone());
+        assert!(
+            matches!(refused, Err(AclChangeError::TooLarge(_))),
+            "{refused:?}"
+        );
+        assert!(store.snapshot().is_empty());
+        // Only new bindings count: max of them, then all again (one new).
+        store.create(many[..max].to_vec()).unwrap();
+        store.create(many.clone()).unwrap();
+        assert_eq!(store.snapshot().len(), max + 1);
+        let all = filter(None, PatternFilter::Any);
+        let refused = store.delete(std::slice::from_ref(&all));
+        match refused {
+            Err(AclChangeError::TooLarge(message)) => {
+                assert_eq!(message, bounds::too_many_acl_deletions())
+            }
+            other => panic!("deleting {} bindings: {other:?}", max + 1),
+        }
+        assert_eq!(store.snapshot().len(), max + 1);
     }
 }
