@@ -15,7 +15,8 @@ use std::time::Instant;
 
 use gregor_tests::kafka::{self, Isolation, CALL_TIMEOUT};
 use gregor_tests::wire::{
-    metadata_request, put_i16, put_i32, request_frame, Conn, Reader, METADATA,
+    metadata_request, put_compact_string, put_i16, put_i32, put_uvarint, request_frame, Conn,
+    Reader, METADATA,
 };
 use gregor_tests::Broker;
 use rdkafka::admin::{NewPartitions, NewTopic, TopicReplication};
@@ -27,10 +28,12 @@ const CREATE_ACLS: i16 = 30;
 const DELETE_ACLS: i16 = 31;
 const CREATE_PARTITIONS: i16 = 37;
 const ALTER_CLIENT_QUOTAS: i16 = 49;
+const ALTER_USER_SCRAM_CREDENTIALS: i16 = 51;
 
 const INVALID_REPLICA_ASSIGNMENT: i16 = 39;
 const INVALID_PARTITIONS: i16 = 37;
 const POLICY_VIOLATION: i16 = 44;
+const UNACCEPTABLE_CREDENTIAL: i16 = 93;
 
 const TOO_MANY_PARTITIONS: &str = "Excessively large number of partitions per request.";
 const TOO_MANY_RECORDS: &str = "Unable to perform excessively large batch operation.";
@@ -260,6 +263,32 @@ fn alter_client_quotas(
             result
         })
         .collect()
+}
+
+/// AlterUserScramCredentials v0 (flexible): one SCRAM-SHA-256 upsertion
+/// for `user` with `iterations`; (error code, error message).
+fn alter_scram(conn: &mut Conn, user: &str, iterations: i32) -> (i16, Option<String>) {
+    let mut body = Vec::new();
+    put_uvarint(&mut body, 1); // no deletions
+    put_uvarint(&mut body, 2); // one upsertion
+    put_compact_string(&mut body, user);
+    body.push(1); // SCRAM-SHA-256
+    put_i32(&mut body, iterations);
+    put_uvarint(&mut body, 16 + 1);
+    body.extend_from_slice(&[7; 16]);
+    put_uvarint(&mut body, 32 + 1);
+    body.extend_from_slice(&[9; 32]);
+    put_uvarint(&mut body, 0); // upsertion tags
+    put_uvarint(&mut body, 0); // request tags
+    let correlation_id = 7_051;
+    let frame = request_frame(ALTER_USER_SCRAM_CREDENTIALS, 0, correlation_id, true, &body);
+    let payload = conn.round_trip(&frame, correlation_id);
+    let mut r = Reader::new(&payload[4..]);
+    r.skip_tags(); // response header v1
+    r.i32();
+    assert_eq!(r.uvarint(), 2, "one result");
+    r.compact_nullable_string(); // user
+    (r.i16(), r.compact_nullable_string())
 }
 
 /// Asserts every result is POLICY_VIOLATION with `message`.
@@ -643,4 +672,24 @@ async fn quota_alterations_over_the_cap_are_refused() {
     let results = alter_client_quotas(&mut conn, &users[..2_500], true);
     assert!(results.iter().all(|r| *r == (0, None)), "2500 entities");
     assert_serving(&mut broker, "alive-after-quotas").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scram_iterations_are_bounded_as_kafka_bounds_them() {
+    let mut broker = Broker::start();
+    let mut conn = Conn::connect(broker.addr());
+    for (iterations, message) in [
+        (i32::MAX, "Too many iterations"),
+        (16_385, "Too many iterations"),
+        (4_095, "Too few iterations"),
+        (i32::MIN, "Too few iterations"),
+    ] {
+        assert_eq!(
+            alter_scram(&mut conn, "alice", iterations),
+            (UNACCEPTABLE_CREDENTIAL, Some(message.to_string())),
+            "iterations {iterations}"
+        );
+    }
+    assert_eq!(alter_scram(&mut conn, "alice", 16_384).0, 0, "the maximum");
+    assert_serving(&mut broker, "alive-after-scram").await;
 }
