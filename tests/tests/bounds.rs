@@ -30,6 +30,7 @@ const CREATE_PARTITIONS: i16 = 37;
 const ALTER_CLIENT_QUOTAS: i16 = 49;
 const ALTER_USER_SCRAM_CREDENTIALS: i16 = 51;
 
+const LEADER_NOT_AVAILABLE: i16 = 5;
 const INVALID_REPLICA_ASSIGNMENT: i16 = 39;
 const INVALID_PARTITIONS: i16 = 37;
 const POLICY_VIOLATION: i16 = 44;
@@ -289,6 +290,37 @@ fn alter_scram(conn: &mut Conn, user: &str, iterations: i32) -> (i16, Option<Str
     assert_eq!(r.uvarint(), 2, "one result");
     r.compact_nullable_string(); // user
     (r.i16(), r.compact_nullable_string())
+}
+
+/// Metadata v4 naming `topics`, auto-creation allowed; per topic (name,
+/// error code).
+fn metadata_auto_create(conn: &mut Conn, topics: &[String]) -> Vec<(String, i16)> {
+    let mut body = Vec::new();
+    put_i32(&mut body, topics.len() as i32);
+    for topic in topics {
+        put_string(&mut body, topic);
+    }
+    put_bool(&mut body, true);
+    let response = call(conn, METADATA, 4, &body);
+    let mut r = Reader::new(&response);
+    r.i32(); // throttle_time_ms
+    for _ in 0..r.i32() {
+        r.i32();
+        r.string();
+        r.i32();
+        r.nullable_string();
+    }
+    r.nullable_string(); // cluster_id
+    r.i32(); // controller_id
+    (0..r.i32())
+        .map(|_| {
+            let code = r.i16();
+            let name = r.string();
+            r.i8(); // is_internal
+            assert_eq!(r.i32(), 0, "{name}: no partitions for a missing topic");
+            (name, code)
+        })
+        .collect()
 }
 
 /// Asserts every result is POLICY_VIOLATION with `message`.
@@ -692,4 +724,40 @@ async fn scram_iterations_are_bounded_as_kafka_bounds_them() {
     }
     assert_eq!(alter_scram(&mut conn, "alice", 16_384).0, 0, "the maximum");
     assert_serving(&mut broker, "alive-after-scram").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metadata_auto_creation_is_bounded_per_request() {
+    let mut broker = Broker::start();
+    let mut conn = Conn::connect(broker.addr());
+
+    // 5001 one-partition topics are 10002 records: none is created.
+    let many = names(5_001, "auto");
+    let results = metadata_auto_create(&mut conn, &many);
+    assert_eq!(results.len(), many.len());
+    assert!(
+        results
+            .iter()
+            .all(|(_, code)| *code == LEADER_NOT_AVAILABLE),
+        "{:?}",
+        results
+            .iter()
+            .find(|(_, code)| *code != LEADER_NOT_AVAILABLE)
+    );
+    let existing = topic_names(&broker);
+    assert!(
+        many.iter().all(|name| !existing.contains(name)),
+        "auto-created past the cap"
+    );
+
+    // A few are created, as before.
+    let few = names(3, "few");
+    let results = metadata_auto_create(&mut conn, &few);
+    assert!(results
+        .iter()
+        .all(|(_, code)| *code == LEADER_NOT_AVAILABLE));
+    for name in &few {
+        kafka::wait_for_topic(&broker, name, 1);
+    }
+    assert_serving(&mut broker, "alive-after-auto-create").await;
 }
