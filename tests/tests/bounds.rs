@@ -134,11 +134,15 @@ fn create_topics(
         .collect()
 }
 
+/// Replica lists of new partitions, one per partition (None: placed by the
+/// broker).
+type Assignments = Option<Vec<Vec<i32>>>;
+
 /// CreatePartitions v1 for (topic, new count, assignments); per topic
 /// (name, error code, error message).
 fn create_partitions(
     conn: &mut Conn,
-    topics: &[(&str, i32, Option<Vec<Vec<i32>>>)],
+    topics: &[(&str, i32, Assignments)],
     validate_only: bool,
 ) -> Vec<(String, i16, Option<String>)> {
     let mut body = Vec::new();
@@ -541,7 +545,7 @@ async fn create_partitions_over_the_cap_are_refused() {
 
     // Manual assignments: one per new partition, registered brokers, each
     // once; a count that is not an increase is INVALID_PARTITIONS.
-    let cases: [(i32, Option<Vec<Vec<i32>>>, i16); 4] = [
+    let cases: [(i32, Assignments, i16); 4] = [
         (3, Some(vec![vec![node]]), INVALID_REPLICA_ASSIGNMENT),
         (2, Some(vec![vec![node + 1000]]), INVALID_REPLICA_ASSIGNMENT),
         (2, Some(vec![vec![node, node]]), INVALID_REPLICA_ASSIGNMENT),
