@@ -627,6 +627,56 @@ mod tests {
     }
 
     #[test]
+    fn counts_over_kafkas_caps_are_refused_before_anything_is_created() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = BrokerConfig::default();
+        config
+            .set_pair(&format!("log.dirs={}", dir.path().display()))
+            .unwrap();
+        // The broker's group coordinator starts tasks on open.
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let _runtime = runtime.enter();
+        let broker = crate::broker::Broker::open(Arc::new(config)).unwrap();
+        let topics = &broker.topics;
+        let new = |name: &str, num_partitions: i32| NewTopic {
+            name: name.to_string(),
+            num_partitions,
+            replication_factor: 1,
+            configs: Vec::new(),
+        };
+        let refused = |result: Result<Topic, TopicError>| {
+            let error = result.unwrap_err();
+            (error.code, error.message)
+        };
+        let policy = |message: &str| (bounds::POLICY_VIOLATION, message.to_string());
+        for validate_only in [true, false] {
+            let huge = topics.create(&new("huge", i32::MAX), validate_only);
+            assert_eq!(refused(huge), policy(bounds::TOO_MANY_PARTITIONS));
+            // 10000 partitions and the topic record are 10001 records.
+            let edge = topics.create(&new("edge", 10_000), validate_only);
+            assert_eq!(refused(edge), policy(bounds::TOO_MANY_RECORDS));
+        }
+        assert!(topics.list().is_empty());
+
+        topics.create(&new("small", 1), false).unwrap();
+        for validate_only in [true, false] {
+            let grown =
+                topics.create_partitions("small", i32::MAX, None, broker.node_id, validate_only);
+            assert_eq!(refused(grown), policy(bounds::TOO_MANY_RECORDS));
+        }
+        assert_eq!(topics.get("small").map(|t| t.partitions), Some(1));
+        let grown = topics.create_partitions("small", 10_001, None, broker.node_id, true);
+        assert_eq!(
+            grown.map(|t| t.partitions),
+            Ok(10_001),
+            "10000 new ones fit"
+        );
+    }
+
+    #[test]
     fn topic_ids_are_v4_uuids() {
         let id = new_topic_id();
         let bytes = id.to_be_bytes();
