@@ -47,7 +47,7 @@ pub async fn run(args: &[String]) -> Result<()> {
     config.set_pair("super.users=User:admin")?;
     let config = Arc::new(config);
     let broker = Arc::new(Broker::open(Arc::clone(&config))?);
-    let acls = (0..acl_count)
+    let acls: Vec<AclBinding> = (0..acl_count)
         .map(|i| AclBinding {
             resource_type: ResourceType::Topic,
             resource_name: format!("tenant{i}-"),
@@ -58,7 +58,10 @@ pub async fn run(args: &[String]) -> Result<()> {
             permission: Permission::Allow,
         })
         .collect();
-    broker.acls.create(acls)?;
+    // One creation may add at most MAX_RECORDS_PER_USER_OP bindings.
+    for chunk in acls.chunks(crate::metadata::bounds::MAX_RECORDS_PER_USER_OP) {
+        broker.acls.create(chunk.to_vec())?;
+    }
 
     let limits = InstanceLimits {
         memory_max: config.plugin_memory_max_bytes()?,

@@ -19,7 +19,7 @@
 //! - **Durable admin state.** Quota entities live in a crash-safe JSON
 //!   document beside the topic store; a change is durable, then visible.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io;
 use std::path::Path;
 use std::sync::Mutex;
@@ -28,6 +28,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use tracing::info;
 
+use crate::metadata::bounds;
 use crate::security::durable::JsonFile;
 
 const FILE_NAME: &str = "quotas.json";
@@ -36,6 +37,11 @@ const FORMAT_VERSION: u32 = 1;
 /// Sensors nobody recorded into for this long are dropped (Kafka's
 /// InactiveSensorExpirationTimeSeconds).
 const SENSOR_EXPIRY: Duration = Duration::from_secs(3600);
+
+/// Kafka's `Errors.POLICY_VIOLATION.message()`, which AlterClientQuotas
+/// answers every entry with when the request is over the record cap.
+pub const POLICY_VIOLATION_MESSAGE: &str =
+    "Request parameters do not satisfy the configured policy.";
 
 /// Kafka error codes of quota administration.
 pub mod codes {
@@ -595,6 +601,14 @@ impl QuotaManager {
         if entity.is_empty() {
             return Err(QuotaError::invalid("Invalid empty client quota entity"));
         }
+        // Each op is a record in Kafka's controller, which refuses more
+        // than MAX_RECORDS_PER_USER_OP in one operation.
+        if !bounds::records_fit(ops.len()) {
+            return Err(QuotaError {
+                code: bounds::POLICY_VIOLATION,
+                message: POLICY_VIOLATION_MESSAGE.to_string(),
+            });
+        }
         let mut validated: Entity = BTreeMap::new();
         for (entity_type, name) in entity {
             if validated.contains_key(entity_type) {
@@ -626,15 +640,14 @@ impl QuotaManager {
                 "IP quotas (connection_creation_rate) are not supported by Gregor",
             ));
         }
-        let mut seen = Vec::new();
+        let mut seen = HashSet::new();
         for op in ops {
-            if seen.contains(&op.key.as_str()) {
+            if !seen.insert(op.key.as_str()) {
                 return Err(QuotaError::invalid(format!(
                     "Duplicate quota key {} not updating quota for this entity",
                     op.key
                 )));
             }
-            seen.push(op.key.as_str());
             if op.remove {
                 continue;
             }
@@ -1034,5 +1047,26 @@ mod tests {
         // Under the default user's quota each user has a bucket of its own.
         let bob = Client::new("User:bob", None);
         assert_eq!(manager.record_mutations(bob, 11, false), (0, 0));
+    }
+
+    #[test]
+    fn more_ops_than_one_operation_may_write_are_refused() {
+        let (_dir, manager) = manager();
+        let entity = vec![(USER.to_string(), Some("alice".to_string()))];
+        let ops: Vec<QuotaOp> = (0..=bounds::MAX_RECORDS_PER_USER_OP)
+            .map(|i| QuotaOp {
+                key: format!("key{i}"),
+                value: 0.0,
+                remove: true,
+            })
+            .collect();
+        for validate_only in [true, false] {
+            let error = manager.alter(&entity, &ops, validate_only).unwrap_err();
+            assert_eq!(error.code, bounds::POLICY_VIOLATION);
+            assert_eq!(error.message, POLICY_VIOLATION_MESSAGE);
+        }
+        // Under the cap, the same removals are a duplicate-free no-op.
+        let fits = &ops[..bounds::MAX_RECORDS_PER_USER_OP];
+        assert!(manager.alter(&entity, fits, true).is_ok());
     }
 }

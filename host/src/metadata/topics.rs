@@ -14,6 +14,7 @@ use tracing::info;
 
 use crate::config::BrokerConfig;
 use crate::log::{LogConfig, LogStore, TopicPartition};
+use crate::metadata::bounds;
 use crate::metadata::dynamic::DynamicConfigs;
 use crate::metadata::store::{MetadataStore, TopicRecord};
 use crate::metadata::topic_config::{self, BrokerView};
@@ -151,14 +152,33 @@ impl TopicManager {
     }
 
     /// Creates a topic, or with `validate_only` checks that it could be.
+    ///
+    /// The partition count is bounded before anything else (Kafka's
+    /// `validateTotalNumberOfPartitions`), and the records the topic would
+    /// write before it is created or described, `validate_only` or not.
     pub fn create(&self, request: &NewTopic, validate_only: bool) -> Result<Topic, TopicError> {
+        let default_partitions = self.config.num_partitions().unwrap_or(1);
+        if bounds::requested_partitions(request.num_partitions, default_partitions)
+            > bounds::MAX_PARTITIONS_PER_BATCH
+        {
+            return Err(TopicError::new(
+                bounds::POLICY_VIOLATION,
+                bounds::TOO_MANY_PARTITIONS,
+            ));
+        }
         validate_name(&request.name)?;
+        if request.replication_factor < -1 || request.replication_factor == 0 {
+            return Err(TopicError::new(
+                codes::INVALID_REPLICATION_FACTOR,
+                "Replication factor must be larger than 0, or -1 to use the default value.",
+            ));
+        }
         let partitions = match request.num_partitions {
-            -1 => self.config.num_partitions().unwrap_or(1),
+            -1 => default_partitions,
             n if n <= 0 => {
                 return Err(TopicError::new(
                     codes::INVALID_PARTITIONS,
-                    "Number of partitions must be larger than 0.",
+                    "Number of partitions was set to an invalid non-positive value.",
                 ))
             }
             n => n,
@@ -174,7 +194,7 @@ impl TopicManager {
         if replication <= 0 {
             return Err(TopicError::new(
                 codes::INVALID_REPLICATION_FACTOR,
-                "Replication factor must be larger than 0.",
+                "Replication factor must be larger than 0, or -1 to use the default value.",
             ));
         }
         if replication > 1 {
@@ -202,6 +222,16 @@ impl TopicManager {
         let mut store = self.lock_store();
         if let Some(existing) = self.collision(&request.name) {
             return Err(existing);
+        }
+        // A topic record, one per partition, one per config.
+        let records = usize::try_from(partitions)
+            .unwrap_or(usize::MAX)
+            .saturating_add(1 + configs.len());
+        if !bounds::records_fit(records) {
+            return Err(TopicError::new(
+                bounds::POLICY_VIOLATION,
+                bounds::TOO_MANY_RECORDS,
+            ));
         }
         let topic = Topic {
             name: request.name.clone(),
@@ -357,7 +387,8 @@ impl TopicManager {
     /// CreatePartitions: grows a topic to `total` partitions, as Kafka's
     /// controller does (only increases; manual assignments, if given, one
     /// per new partition naming registered brokers with the topic's
-    /// replication factor). With `validate_only` nothing changes.
+    /// replication factor; at most `MAX_RECORDS_PER_USER_OP` new ones).
+    /// With `validate_only` nothing changes.
     pub fn create_partitions(
         &self,
         name: &str,
@@ -399,6 +430,14 @@ impl TopicManager {
             for replicas in assignments {
                 validate_assignment(replicas, node_id)?;
             }
+        }
+        // One partition record per new partition, bounded before any is
+        // placed or described.
+        if !bounds::records_fit(usize::try_from(additional).unwrap_or(usize::MAX)) {
+            return Err(TopicError::new(
+                bounds::POLICY_VIOLATION,
+                bounds::TOO_MANY_RECORDS,
+            ));
         }
         topic.partitions = total;
         if validate_only {
@@ -585,6 +624,56 @@ mod tests {
             },
         );
         assert_eq!(defaults, LogConfig::default());
+    }
+
+    #[test]
+    fn counts_over_kafkas_caps_are_refused_before_anything_is_created() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = BrokerConfig::default();
+        config
+            .set_pair(&format!("log.dirs={}", dir.path().display()))
+            .unwrap();
+        // The broker's group coordinator starts tasks on open.
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let _runtime = runtime.enter();
+        let broker = crate::broker::Broker::open(Arc::new(config)).unwrap();
+        let topics = &broker.topics;
+        let new = |name: &str, num_partitions: i32| NewTopic {
+            name: name.to_string(),
+            num_partitions,
+            replication_factor: 1,
+            configs: Vec::new(),
+        };
+        let refused = |result: Result<Topic, TopicError>| {
+            let error = result.unwrap_err();
+            (error.code, error.message)
+        };
+        let policy = |message: &str| (bounds::POLICY_VIOLATION, message.to_string());
+        for validate_only in [true, false] {
+            let huge = topics.create(&new("huge", i32::MAX), validate_only);
+            assert_eq!(refused(huge), policy(bounds::TOO_MANY_PARTITIONS));
+            // 10000 partitions and the topic record are 10001 records.
+            let edge = topics.create(&new("edge", 10_000), validate_only);
+            assert_eq!(refused(edge), policy(bounds::TOO_MANY_RECORDS));
+        }
+        assert!(topics.list().is_empty());
+
+        topics.create(&new("small", 1), false).unwrap();
+        for validate_only in [true, false] {
+            let grown =
+                topics.create_partitions("small", i32::MAX, None, broker.node_id, validate_only);
+            assert_eq!(refused(grown), policy(bounds::TOO_MANY_RECORDS));
+        }
+        assert_eq!(topics.get("small").map(|t| t.partitions), Some(1));
+        let grown = topics.create_partitions("small", 10_001, None, broker.node_id, true);
+        assert_eq!(
+            grown.map(|t| t.partitions),
+            Ok(10_001),
+            "10000 new ones fit"
+        );
     }
 
     #[test]

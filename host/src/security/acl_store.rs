@@ -13,6 +13,8 @@
 //! filter selects the bindings that would apply to the named resource
 //! (LITERAL equal, LITERAL `*`, PREFIXED prefixes).
 
+use std::collections::HashMap;
+use std::fmt;
 use std::io;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -20,6 +22,7 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use serde::{Deserialize, Serialize};
 
+use crate::metadata::bounds;
 use crate::plugins::bindings::{Operation, ResourceType};
 use crate::security::durable::JsonFile;
 
@@ -136,6 +139,42 @@ impl AclFilter {
     }
 }
 
+/// Why an ACL change was not made.
+#[derive(Debug)]
+pub enum AclChangeError {
+    /// Over Kafka's cap on one operation (POLICY_VIOLATION), with Kafka's
+    /// message.
+    TooLarge(String),
+    /// Storing the change failed.
+    Io(io::Error),
+}
+
+impl fmt::Display for AclChangeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::TooLarge(message) => f.write_str(message),
+            Self::Io(error) => write!(f, "storing ACLs failed: {error}"),
+        }
+    }
+}
+
+impl std::error::Error for AclChangeError {}
+
+impl From<io::Error> for AclChangeError {
+    fn from(error: io::Error) -> Self {
+        Self::Io(error)
+    }
+}
+
+/// Bindings that differ here are different; equal keys are compared whole.
+fn key_of(binding: &AclBinding) -> (&str, &str, &str) {
+    (
+        binding.resource_name.as_str(),
+        binding.principal.as_str(),
+        binding.host.as_str(),
+    )
+}
+
 #[derive(Default)]
 pub struct AclStore {
     bindings: RwLock<Arc<Vec<AclBinding>>>,
@@ -185,24 +224,48 @@ impl AclStore {
             .collect()
     }
 
-    /// Adds the bindings not present yet; durable on return.
-    pub fn create(&self, bindings: Vec<AclBinding>) -> io::Result<()> {
+    /// Adds the bindings not present yet; durable on return. Kafka's
+    /// controller writes a record per new binding and refuses more than
+    /// `MAX_RECORDS_PER_USER_OP` in one operation: then nothing changes.
+    pub fn create(&self, bindings: Vec<AclBinding>) -> Result<(), AclChangeError> {
         self.change(|current| {
-            let mut next = current.to_vec();
-            for binding in bindings {
-                if !next.contains(&binding) {
-                    next.push(binding);
+            let mut known: HashMap<(&str, &str, &str), Vec<&AclBinding>> = HashMap::new();
+            for binding in current {
+                known.entry(key_of(binding)).or_default().push(binding);
+            }
+            let mut added: Vec<&AclBinding> = Vec::new();
+            for binding in &bindings {
+                let same = known.entry(key_of(binding)).or_default();
+                if !same.contains(&binding) {
+                    same.push(binding);
+                    added.push(binding);
                 }
             }
-            (next, ())
-        })
+            if !bounds::records_fit(added.len()) {
+                let error = AclChangeError::TooLarge(bounds::TOO_MANY_RECORDS.to_string());
+                return (current.to_vec(), Err(error));
+            }
+            let mut next = current.to_vec();
+            next.extend(added.into_iter().cloned());
+            (next, Ok(()))
+        })?
     }
 
     /// Removes every binding matching any filter; durable on return. Per
     /// filter, the bindings it matched (a binding matched by two filters
-    /// is reported for both, as Kafka does).
-    pub fn delete(&self, filters: &[AclFilter]) -> io::Result<Vec<Vec<AclBinding>>> {
+    /// is reported for both, as Kafka does). Removing more than
+    /// `MAX_RECORDS_PER_USER_OP` bindings at once is refused (Kafka's
+    /// AclControlManager) and changes nothing.
+    pub fn delete(&self, filters: &[AclFilter]) -> Result<Vec<Vec<AclBinding>>, AclChangeError> {
         self.change(|current| {
+            let removed = current
+                .iter()
+                .filter(|acl| filters.iter().any(|filter| filter.matches(acl)))
+                .count();
+            if !bounds::records_fit(removed) {
+                let error = AclChangeError::TooLarge(bounds::too_many_acl_deletions());
+                return (current.to_vec(), Err(error));
+            }
             let matched: Vec<Vec<AclBinding>> = filters
                 .iter()
                 .map(|filter| {
@@ -218,8 +281,8 @@ impl AclStore {
                 .filter(|acl| !filters.iter().any(|filter| filter.matches(acl)))
                 .cloned()
                 .collect();
-            (next, matched)
-        })
+            (next, Ok(matched))
+        })?
     }
 
     fn change<T>(&self, f: impl FnOnce(&[AclBinding]) -> (Vec<AclBinding>, T)) -> io::Result<T> {
@@ -439,5 +502,33 @@ mod tests {
         assert!(store.generation() > 0 || generation > 0);
         drop(store);
         assert_eq!(*AclStore::open(dir.path()).unwrap().snapshot(), vec![a]);
+    }
+
+    #[test]
+    fn changes_over_the_record_cap_change_nothing() {
+        let max = bounds::MAX_RECORDS_PER_USER_OP;
+        let store = AclStore::default();
+        let many: Vec<AclBinding> = (0..=max)
+            .map(|i| acl(&format!("t{i}"), PatternType::Literal, "User:a"))
+            .collect();
+        let refused = store.create(many.clone());
+        assert!(
+            matches!(refused, Err(AclChangeError::TooLarge(_))),
+            "{refused:?}"
+        );
+        assert!(store.snapshot().is_empty());
+        // Only new bindings count: max of them, then all again (one new).
+        store.create(many[..max].to_vec()).unwrap();
+        store.create(many.clone()).unwrap();
+        assert_eq!(store.snapshot().len(), max + 1);
+        let all = filter(None, PatternFilter::Any);
+        let refused = store.delete(std::slice::from_ref(&all));
+        match refused {
+            Err(AclChangeError::TooLarge(message)) => {
+                assert_eq!(message, bounds::too_many_acl_deletions())
+            }
+            other => panic!("deleting {} bindings: {other:?}", max + 1),
+        }
+        assert_eq!(store.snapshot().len(), max + 1);
     }
 }

@@ -11,13 +11,21 @@
 //!   per entry. An entity named twice is refused ("Ignoring duplicate
 //!   entity"). IP entities (`connection_creation_rate`) are refused:
 //!   Gregor does not limit connection creation.
+//! - Kafka's controller writes a record per op of the valid entries and at
+//!   most 10000 for one request: over that, every entry gets
+//!   POLICY_VIOLATION ("Request parameters do not satisfy the configured
+//!   policy.", as Kafka's `getErrorResponse` words it), `validate_only`
+//!   too. Entries are validated first and only then applied.
 //! - Unless `validate_only`, changes are durable and take effect at once:
 //!   the next request of a matching client is measured against them.
 //! - Error response (a trap or timeout): every entry with the error, as
 //!   Kafka's `AlterClientQuotasRequest.getErrorResponse`.
 
+use std::collections::HashMap;
+
 use gregor_sdk::authorize::cluster_allowed;
 use gregor_sdk::authz::Operation;
+use gregor_sdk::bounds;
 use gregor_sdk::ids::str_bytes;
 use gregor_sdk::kafka_protocol::messages::alter_client_quotas_request::EntryData as RequestEntry;
 use gregor_sdk::kafka_protocol::messages::alter_client_quotas_response::{EntityData, EntryData};
@@ -42,26 +50,51 @@ impl Handler for AlterClientQuotas {
         };
         let allowed = cluster_allowed(Operation::AlterConfigs);
         let entities: Vec<Vec<EntityPart>> = request.entries.iter().map(entity_of).collect();
-        let mut response = AlterClientQuotasResponse::default();
-        for (index, (entry, entity)) in request.entries.iter().zip(&entities).enumerate() {
-            let duplicate = entities
-                .iter()
-                .enumerate()
-                .any(|(other, e)| other != index && same_entity(e, entity));
+        let keys: Vec<EntityKey> = entities.iter().map(|e| entity_key(e)).collect();
+        let mut mentions: HashMap<&EntityKey, usize> = HashMap::new();
+        for key in &keys {
+            *mentions.entry(key).or_default() += 1;
+        }
+        // Validate every entry first: Kafka's controller writes a record
+        // per op of the valid entries, at most MAX_RECORDS_PER_USER_OP for
+        // the request, and refuses the whole request over that.
+        let mut records = 0usize;
+        let mut results: Vec<Result<(), KafkaError>> = Vec::new();
+        for ((entry, entity), key) in request.entries.iter().zip(&entities).zip(&keys) {
             let result = if !allowed {
                 let error = ResponseError::ClusterAuthorizationFailed;
                 Err(KafkaError {
                     code: error.code(),
                     message: Some(error.to_string()),
                 })
-            } else if duplicate {
+            } else if mentions.get(key).copied().unwrap_or(0) > 1 {
                 Err(KafkaError {
                     code: ResponseError::InvalidRequest.code(),
                     message: Some(format!("Ignoring duplicate entity {}", describe(entity))),
                 })
             } else {
-                alter(entry, entity, request.validate_only)
+                alter(entry, entity, true)
             };
+            if result.is_ok() {
+                records = records.saturating_add(entry.ops.len());
+            }
+            results.push(result);
+        }
+        if records > bounds::MAX_RECORDS_PER_USER_OP {
+            let message = bounds::POLICY_VIOLATION_MESSAGE;
+            for result in &mut results {
+                *result = Err(bounds::policy_violation(message));
+            }
+        } else if !request.validate_only {
+            for ((result, entry), entity) in results.iter_mut().zip(&request.entries).zip(&entities)
+            {
+                if result.is_ok() {
+                    *result = alter(entry, entity, false);
+                }
+            }
+        }
+        let mut response = AlterClientQuotasResponse::default();
+        for (entry, result) in request.entries.iter().zip(results) {
             let (code, message) = match result {
                 Ok(()) => (0, None),
                 Err(error) => (error.code, error.message),
@@ -127,17 +160,16 @@ fn entity_of(entry: &RequestEntry) -> Vec<EntityPart> {
         .collect()
 }
 
-/// Entities are maps of type to name: the order of parts does not matter.
-fn same_entity(a: &[EntityPart], b: &[EntityPart]) -> bool {
-    let key = |parts: &[EntityPart]| {
-        let mut key: Vec<(String, Option<String>)> = parts
-            .iter()
-            .map(|p| (p.entity_type.clone(), p.name.clone()))
-            .collect();
-        key.sort();
-        key
-    };
-    key(a) == key(b)
+/// An entity as a map of type to name: the order of parts does not matter.
+type EntityKey = Vec<(String, Option<String>)>;
+
+fn entity_key(parts: &[EntityPart]) -> EntityKey {
+    let mut key: EntityKey = parts
+        .iter()
+        .map(|p| (p.entity_type.clone(), p.name.clone()))
+        .collect();
+    key.sort();
+    key
 }
 
 /// Kafka's ClientQuotaEntity text: `ClientQuotaEntity(entries={user=alice})`.
@@ -184,8 +216,8 @@ mod tests {
     fn entities_compare_as_maps() {
         let a = [part("user", Some("u")), part("client-id", None)];
         let b = [part("client-id", None), part("user", Some("u"))];
-        assert!(same_entity(&a, &b));
-        assert!(!same_entity(&a, &[part("user", Some("u"))]));
+        assert_eq!(entity_key(&a), entity_key(&b));
+        assert_ne!(entity_key(&a), entity_key(&[part("user", Some("u"))]));
         assert_eq!(
             describe(&[part("user", None)]),
             "ClientQuotaEntity(entries={user=null})"

@@ -9,6 +9,10 @@
 //!   name non-empty (and `kafka-cluster` for the Cluster), the principal
 //!   `Type:name`. The valid ones are stored together, durably; adding a
 //!   binding that exists changes nothing.
+//! - Kafka's controller writes a record per new binding and at most 10000
+//!   for one request: over that, every creation gets POLICY_VIOLATION
+//!   ("Unable to perform excessively large batch operation.") and nothing
+//!   is stored (the host checks this).
 //! - Unlike Kafka without an authorizer (SECURITY_DISABLED), the store
 //!   accepts ACLs whichever authorizer is active, since the authorizer
 //!   can be switched live to one that reads them.
@@ -20,6 +24,7 @@ use gregor_sdk::acl_admin;
 use gregor_sdk::authorize::{cluster_allowed, CLUSTER_NAME};
 use gregor_sdk::authz::{Operation, ResourceType};
 use gregor_sdk::bindings::gregor::broker::types::AclBinding;
+use gregor_sdk::bounds;
 use gregor_sdk::ids::str_bytes;
 use gregor_sdk::kafka_protocol::messages::create_acls_request::AclCreation;
 use gregor_sdk::kafka_protocol::messages::create_acls_response::AclCreationResult;
@@ -119,12 +124,25 @@ fn create(request: &CreateAclsRequest) -> CreateAclsResponse {
         .iter()
         .filter_map(|checked| checked.as_ref().ok().cloned())
         .collect();
-    let mut stored = if valid.is_empty() {
+    let stored = if valid.is_empty() {
         Vec::new()
     } else {
         acl_admin::create_acls(&valid)
+    };
+    // Over Kafka's cap the whole request fails: every creation, valid or
+    // not, gets the host's POLICY_VIOLATION.
+    if let Some(refused) = stored
+        .iter()
+        .find(|outcome| outcome.code == bounds::POLICY_VIOLATION)
+    {
+        let results = request
+            .creations
+            .iter()
+            .map(|_| result(refused.code, refused.message.as_deref()))
+            .collect();
+        return CreateAclsResponse::default().with_results(results);
     }
-    .into_iter();
+    let mut stored = stored.into_iter();
     let results = checked
         .iter()
         .map(|checked| match checked {

@@ -9,6 +9,13 @@
 //!   increase) and manual assignments (one per new partition, naming
 //!   registered brokers; INVALID_REPLICA_ASSIGNMENT), and with
 //!   `validate_only` changes nothing.
+//! - Kafka's controller writes at most 10000 records for one request (a
+//!   record per new partition): a topic whose new partitions would not fit
+//!   in what the request has left gets POLICY_VIOLATION ("Unable to
+//!   perform excessively large batch operation."), `validate_only` too;
+//!   the host refuses such a count before placing or describing anything.
+//!   (Kafka's controller answers that topic UNKNOWN_SERVER_ERROR, from the
+//!   overflow of its bounded record list, after placing every partition.)
 //! - The controller mutation quota (`controller_mutation_rate`, KIP-599)
 //!   counts the new partitions (not with `validate_only`): from v3 a client
 //!   whose quota is already exceeded gets THROTTLING_QUOTA_EXCEEDED for the
@@ -24,6 +31,7 @@ use std::collections::HashMap;
 
 use gregor_sdk::authorize::allowed_names;
 use gregor_sdk::authz::{Operation, ResourceType};
+use gregor_sdk::bounds;
 use gregor_sdk::ids::str_bytes;
 use gregor_sdk::kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
 use gregor_sdk::kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
@@ -59,6 +67,7 @@ impl Handler for CreatePartitions {
         let allowed = allowed_names(Operation::Alter, ResourceType::Topic, names);
         let strict = ctx.api_version >= STRICT_SINCE_VERSION;
         let mut mutation_throttle = 0;
+        let mut budget = bounds::MAX_RECORDS_PER_USER_OP;
         let mut response = CreatePartitionsResponse::default();
         for topic in &request.topics {
             let name = topic.name.as_str();
@@ -69,7 +78,13 @@ impl Handler for CreatePartitions {
                     code: ResponseError::TopicAuthorizationFailed.code(),
                     message: Some("The topic authorization is failed.".into()),
                 }),
-                1 => create(topic, request.validate_only, strict, &mut mutation_throttle),
+                1 => create(
+                    topic,
+                    request.validate_only,
+                    strict,
+                    &mut mutation_throttle,
+                    &mut budget,
+                ),
                 _ => Err(KafkaError {
                     code: ResponseError::InvalidRequest.code(),
                     message: Some("Duplicate topic in request.".into()),
@@ -118,12 +133,15 @@ fn error_response_for(
     CreatePartitionsResponse::default().with_results(results)
 }
 
-/// Validates, charges the mutation quota, then creates.
+/// Validates, bounds the request's new partitions, charges the mutation
+/// quota, then creates. `budget` is how many more partitions the request
+/// may still add.
 fn create(
     topic: &CreatePartitionsTopic,
     validate_only: bool,
     strict: bool,
     mutation_throttle: &mut i32,
+    budget: &mut usize,
 ) -> Result<(), KafkaError> {
     let name = topic.name.as_str();
     let assignments: Option<Vec<Vec<i32>>> = topic.assignments.as_ref().map(|assignments| {
@@ -132,14 +150,19 @@ fn create(
             .map(|a| a.broker_ids.iter().map(|id| id.0).collect())
             .collect()
     });
-    metadata::create_partitions(name, topic.count, assignments.as_deref(), true)?;
-    if validate_only {
-        return Ok(());
-    }
     let before = metadata::topic_by_name(name).map_or(0, |t| t.partitions.len());
+    metadata::create_partitions(name, topic.count, assignments.as_deref(), true)?;
     let added = usize::try_from(topic.count)
         .unwrap_or(0)
         .saturating_sub(before);
+    // One record per new partition, for the request as a whole.
+    if added > *budget {
+        return Err(bounds::policy_violation(bounds::TOO_MANY_RECORDS));
+    }
+    if validate_only {
+        *budget -= added;
+        return Ok(());
+    }
     let answer = quotas::record_mutations(u32::try_from(added).unwrap_or(u32::MAX), strict);
     *mutation_throttle = (*mutation_throttle).max(answer.throttle_time_ms);
     if answer.error_code != 0 {
@@ -148,6 +171,7 @@ fn create(
             message: Some(THROTTLED_MESSAGE.into()),
         });
     }
+    *budget -= added;
     metadata::create_partitions(name, topic.count, assignments.as_deref(), false).map(|_| ())
 }
 

@@ -14,6 +14,13 @@
 //!   same number per partition, for partitions 0..n, with num_partitions and
 //!   replication_factor left at -1; anything else is INVALID_REPLICA_ASSIGNMENT
 //!   or INVALID_REQUEST as in Kafka.
+//! - Kafka's controller caps, checked before anything is created, with
+//!   `validate_only` too: if the topics it would consider (duplicates and
+//!   unauthorized ones left out) ask for more than 10000 partitions, or the
+//!   valid ones would write more than 10000 records (a topic, each
+//!   partition, each config), every topic gets POLICY_VIOLATION with
+//!   Kafka's message ("Excessively large number of partitions per
+//!   request." / "Unable to perform excessively large batch operation.").
 //! - v5+: the new topic's partition count, replication factor and configs
 //!   (sorted, sensitive values hidden), only for a principal that may
 //!   DESCRIBE_CONFIGS the topic; otherwise topic_config_error_code is
@@ -31,6 +38,7 @@ use std::collections::{BTreeSet, HashMap};
 
 use gregor_sdk::authorize::{allowed_names, cluster_allowed};
 use gregor_sdk::authz::{Operation, ResourceType};
+use gregor_sdk::bounds;
 use gregor_sdk::configs::source_code;
 use gregor_sdk::ids::{str_bytes, to_kafka_uuid};
 use gregor_sdk::kafka_protocol::messages::create_topics_request::CreatableTopic;
@@ -80,17 +88,42 @@ impl Handler for CreateTopics {
                 .is_none_or(|c| c.get(name) == Some(&true))
         };
 
-        let mut response = CreateTopicsResponse::default();
-        let mut mutation_throttle = 0;
+        // Kafka's controller sees the request without duplicates and
+        // topics the principal may not create, and bounds its partitions
+        // before anything else: over the cap, every topic is refused.
+        let default_partitions = default_partitions();
+        let requested: usize = request
+            .topics
+            .iter()
+            .filter(|t| count.get(t.name.as_str()) == Some(&1) && may_create(t.name.as_str()))
+            .map(|t| {
+                bounds::requested_partitions(
+                    t.num_partitions,
+                    t.assignments.len(),
+                    default_partitions,
+                )
+            })
+            .fold(0, usize::saturating_add);
+        if requested > bounds::MAX_PARTITIONS_PER_BATCH {
+            return refuse_all(&ctx, &request, bounds::TOO_MANY_PARTITIONS);
+        }
+
+        // Validate every topic first: the records the valid ones would
+        // write (a topic, its partitions, its configs) are bounded for the
+        // request as a whole, validate_only or not, as Kafka's controller
+        // does before it writes any.
+        let mut checked = Vec::new();
+        let mut records = 0usize;
         for topic in &request.topics {
             let name = topic.name.as_str();
             // Each name is answered once, at its first mention.
             let Some(mentions) = count.insert(name, 0) else {
                 continue;
             };
-            let reject =
-                |error: ResponseError, message: &str| failed(topic, error.code(), Some(message));
-            let result = match mentions {
+            let reject = |error: ResponseError, message: &str| {
+                Checked::Done(failed(topic, error.code(), Some(message)))
+            };
+            let outcome = match mentions {
                 0 => continue,
                 1 if name == CLUSTER_METADATA_TOPIC => reject(
                     ResponseError::InvalidRequest,
@@ -100,14 +133,42 @@ impl Handler for CreateTopics {
                     ResponseError::TopicAuthorizationFailed,
                     "Authorization failed.",
                 ),
-                1 => create(
+                1 => match validate(topic) {
+                    Ok((new_topic, info)) => {
+                        records = records
+                            .saturating_add(1 + info.partitions.len() + new_topic.configs.len());
+                        Checked::Valid(topic, new_topic, info)
+                    }
+                    Err(error) if error.code == bounds::POLICY_VIOLATION => {
+                        let message = error.message.as_deref().unwrap_or(bounds::TOO_MANY_RECORDS);
+                        return refuse_all(&ctx, &request, message);
+                    }
+                    Err(error) => {
+                        Checked::Done(failed(topic, error.code, error.message.as_deref()))
+                    }
+                },
+                _ => reject(ResponseError::InvalidRequest, "Duplicate topic name."),
+            };
+            checked.push(outcome);
+        }
+        if records > bounds::MAX_RECORDS_PER_USER_OP {
+            return refuse_all(&ctx, &request, bounds::TOO_MANY_RECORDS);
+        }
+
+        let mut response = CreateTopicsResponse::default();
+        let mut mutation_throttle = 0;
+        for outcome in checked {
+            let result = match outcome {
+                Checked::Done(result) => result,
+                Checked::Valid(topic, new_topic, info) => create(
                     topic,
+                    new_topic,
+                    info,
                     request.validate_only,
                     ctx.api_version,
-                    describable.get(name) == Some(&true),
+                    describable.get(topic.name.as_str()) == Some(&true),
                     &mut mutation_throttle,
                 ),
-                _ => reject(ResponseError::InvalidRequest, "Duplicate topic name."),
             };
             response.topics.push(result);
         }
@@ -119,45 +180,81 @@ impl Handler for CreateTopics {
     /// Kafka's `getErrorResponse`: every topic with the error.
     fn error_response(ctx: RequestContext, body: Vec<u8>, error_code: i16) -> Option<Vec<u8>> {
         let request: CreateTopicsRequest = decode(&ctx, &body).ok()?;
-        encode(&ctx, &error_response_for(&request, error_code))
+        encode(&ctx, &error_response_for(&request, error_code, None))
     }
+}
+
+/// A topic of the request once validated: answered, or ready to create.
+enum Checked<'a> {
+    Done(CreatableTopicResult),
+    Valid(&'a CreatableTopic, NewTopic, TopicInfo),
 }
 
 /// Every topic of the request (as named, duplicates too) answered with
 /// `error_code`.
-fn error_response_for(request: &CreateTopicsRequest, error_code: i16) -> CreateTopicsResponse {
+fn error_response_for(
+    request: &CreateTopicsRequest,
+    error_code: i16,
+    message: Option<&str>,
+) -> CreateTopicsResponse {
     let topics = request
         .topics
         .iter()
-        .map(|topic| failed(topic, error_code, None))
+        .map(|topic| failed(topic, error_code, message))
         .collect();
     CreateTopicsResponse::default().with_topics(topics)
 }
 
-/// Creates one topic (or validates it) through the host.
+/// The whole request refused with POLICY_VIOLATION, as Kafka answers a
+/// request over its caps (`CreateTopicsRequest.getErrorResponse`).
+fn refuse_all(ctx: &RequestContext, request: &CreateTopicsRequest, message: &str) -> Outcome {
+    let mut response = error_response_for(request, bounds::POLICY_VIOLATION, Some(message));
+    gregor_sdk::count_errors(response.topics.iter().map(|topic| topic.error_code));
+    response.throttle_time_ms = gregor_sdk::request_throttle_ms();
+    respond(ctx, &response)
+}
+
+/// The broker's `num.partitions`, which a topic asking for -1 gets.
+fn default_partitions() -> i32 {
+    metadata::broker_config("num.partitions")
+        .and_then(|value| value.trim().parse().ok())
+        .unwrap_or(1)
+}
+
+/// Checks one topic through the host without creating it.
+fn validate(topic: &CreatableTopic) -> Result<(NewTopic, TopicInfo), KafkaError> {
+    let new_topic = new_topic(topic)?;
+    let checked = metadata::create_topic(&new_topic, true)?;
+    Ok((new_topic, checked))
+}
+
+/// Creates one validated topic through the host (with `validate_only`,
+/// answers with what validation found).
 fn create(
     topic: &CreatableTopic,
+    new_topic: NewTopic,
+    checked: TopicInfo,
     validate_only: bool,
     version: i16,
     may_describe_configs: bool,
     mutation_throttle: &mut i32,
 ) -> CreatableTopicResult {
-    let info = match new_topic(topic).and_then(|new_topic| {
-        let checked = metadata::create_topic(&new_topic, true)?;
-        if validate_only {
-            return Ok(checked);
-        }
+    let created = if validate_only {
+        Ok(checked)
+    } else {
         let partitions = u32::try_from(checked.partitions.len()).unwrap_or(u32::MAX);
         let answer = quotas::record_mutations(partitions, version >= STRICT_SINCE_VERSION);
         *mutation_throttle = (*mutation_throttle).max(answer.throttle_time_ms);
         if answer.error_code != 0 {
-            return Err(KafkaError {
+            Err(KafkaError {
                 code: answer.error_code,
                 message: Some(THROTTLED_MESSAGE.into()),
-            });
+            })
+        } else {
+            metadata::create_topic(&new_topic, false)
         }
-        metadata::create_topic(&new_topic, false)
-    }) {
+    };
+    let info = match created {
         Ok(info) => info,
         Err(error) => return failed(topic, error.code, error.message.as_deref()),
     };
@@ -405,7 +502,7 @@ mod tests {
         let named = |name: &str| CreatableTopic::default().with_name(str_bytes(name).into());
         let request = CreateTopicsRequest::default().with_topics(vec![named("a"), named("b")]);
         let code = ResponseError::UnknownServerError.code();
-        let response = error_response_for(&request, code);
+        let response = error_response_for(&request, code, None);
         let shape: Vec<(String, i16)> = response
             .topics
             .iter()

@@ -8,6 +8,11 @@
 //!   DescribeAcls); a filter with UNKNOWN elements is INVALID_REQUEST on
 //!   its own. Each filter's result lists the bindings it matched, each
 //!   with error code 0.
+//! - Removing more than 10000 bindings at once is refused as Kafka's
+//!   AclControlManager refuses it: every filter gets POLICY_VIOLATION
+//!   ("Cannot remove more than 10000 acls in a single delete operation.")
+//!   and nothing is removed. (Kafka answers the filters from the one that
+//!   overflows on UNKNOWN_SERVER_ERROR; one answer for all is clearer.)
 //! - Error response (a trap or timeout): every filter with the error, as
 //!   Kafka's `DeleteAclsRequest.getErrorResponse`.
 
@@ -111,10 +116,12 @@ fn delete(request: &DeleteAclsRequest) -> DeleteAclsResponse {
     let mut deleted = match deleted {
         Ok(deleted) => deleted.into_iter(),
         Err(error) => {
+            // The host refuses a deletion over Kafka's cap as a whole
+            // (POLICY_VIOLATION); a failed write is UNKNOWN_SERVER_ERROR.
             let message = error.message.unwrap_or_default();
             let results = checked
                 .iter()
-                .map(|_| failed(ResponseError::UnknownServerError.code(), Some(&message)))
+                .map(|_| failed(error.code, Some(&message)))
                 .collect();
             return DeleteAclsResponse::default().with_filter_results(results);
         }

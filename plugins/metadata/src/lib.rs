@@ -13,6 +13,10 @@
 //!   answered LEADER_NOT_AVAILABLE and shows up in the next Metadata. Without
 //!   CREATE it is TOPIC_AUTHORIZATION_FAILED; with auto-creation off it is
 //!   UNKNOWN_TOPIC_OR_PARTITION, or INVALID_TOPIC_EXCEPTION for a bad name.
+//!   Topics one request would auto-create are bounded as Kafka's controller
+//!   bounds the CreateTopics its auto-creation sends (10000 records: one
+//!   per topic and per partition): over that none is created and each is
+//!   answered LEADER_NOT_AVAILABLE.
 //! - Partitions whose leader is not a live broker get LEADER_NOT_AVAILABLE;
 //!   v0 lists only live replicas and flags missing ones REPLICA_NOT_AVAILABLE.
 //! - v8+: topic (and, up to v10, cluster) authorized operations as Kafka's
@@ -28,6 +32,7 @@ use gregor_sdk::authorize::{
     allowed_names, authorized_operations, cluster_allowed, operation_code, CLUSTER_NAME,
 };
 use gregor_sdk::authz::{Operation, ResourceType};
+use gregor_sdk::bounds;
 use gregor_sdk::configs::broker_flag;
 use gregor_sdk::ids::{from_kafka_uuid, is_internal_topic, str_bytes, to_kafka_uuid};
 use gregor_sdk::kafka_protocol::messages::metadata_response::{
@@ -198,6 +203,16 @@ fn topic_metadata(
             .as_ref()
             .is_none_or(|c| c.get(name) == Some(&true))
     };
+    // Kafka auto-creates with one CreateTopics to its controller, which
+    // refuses the whole batch over its record cap (a record per topic and
+    // per partition): then every such topic stays LEADER_NOT_AVAILABLE
+    // and none is created.
+    let to_create = missing
+        .iter()
+        .filter(|name| auto_create && may_create(name) && valid_topic_name(name))
+        .count();
+    let per_topic = bounds::requested_partitions(-1, 0, default_partitions()).saturating_add(1);
+    let within_cap = to_create.saturating_mul(per_topic) <= bounds::MAX_RECORDS_PER_USER_OP;
     let mut responses = Vec::with_capacity(names.len());
     for (name, info) in &topics {
         responses.push(match info {
@@ -211,6 +226,7 @@ fn topic_metadata(
             None if !auto_create => {
                 missing_topic(name, ResponseError::UnknownTopicOrPartition.code())
             }
+            None if !within_cap => missing_topic(name, ResponseError::LeaderNotAvailable.code()),
             None => missing_topic(name, auto_create_topic(name)),
         });
     }
@@ -313,6 +329,13 @@ fn missing_topic(name: &str, error_code: i16) -> MetadataResponseTopic {
         .with_name(Some(topic_name(name)))
         .with_error_code(error_code)
         .with_is_internal(is_internal_topic(name))
+}
+
+/// The broker's `num.partitions`, which an auto-created topic gets.
+fn default_partitions() -> i32 {
+    metadata::broker_config("num.partitions")
+        .and_then(|value| value.trim().parse().ok())
+        .unwrap_or(1)
 }
 
 /// Creates a topic with the broker's defaults, as Kafka's

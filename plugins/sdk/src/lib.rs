@@ -10,6 +10,7 @@
 
 pub mod acl;
 pub mod authorize;
+pub mod bounds;
 pub mod codec;
 pub mod configs;
 pub mod groups;

@@ -1,4 +1,12 @@
 //! `metadata`: cluster, topics, configs and the served APIs.
+//!
+//! The topic service bounds what one call may create (see
+//! `metadata::bounds`) before it creates or describes anything, and the
+//! time it spends creating or deleting partition logs is credited to the
+//! host, so a legal request for thousands of partitions is not cut off by
+//! the guest's call deadline.
+
+use std::time::Instant;
 
 use crate::metadata::topic_config::BrokerView;
 use crate::metadata::topics::{NewTopic as CreateRequest, Topic};
@@ -99,9 +107,11 @@ impl metadata::Host for HandlerState {
             configs: topic.configs,
         };
         let node = self.broker.node_id;
-        self.broker
-            .topics
-            .create(&request, validate_only)
+        let started = Instant::now();
+        let created = self.broker.topics.create(&request, validate_only);
+        // Creating partition logs is the broker's time, not the guest's.
+        self.clock.add_host_wait(started.elapsed());
+        created
             .map(|created| topic_info(&created, node))
             .map_err(|error| KafkaError {
                 code: error.code,
@@ -110,9 +120,10 @@ impl metadata::Host for HandlerState {
     }
 
     fn delete_topic(&mut self, name: String) -> Result<Uuid, KafkaError> {
-        self.broker
-            .topics
-            .delete(&name)
+        let started = Instant::now();
+        let deleted = self.broker.topics.delete(&name);
+        self.clock.add_host_wait(started.elapsed());
+        deleted
             // Kafka drops the committed offsets of deleted partitions.
             .inspect(|_| self.broker.groups.on_topic_deleted(&name))
             .map(uuid_of)
@@ -145,9 +156,16 @@ impl metadata::Host for HandlerState {
         validate_only: bool,
     ) -> Result<TopicInfo, KafkaError> {
         let node = self.broker.node_id;
-        self.broker
-            .topics
-            .create_partitions(&name, total, assignments.as_deref(), node, validate_only)
+        let started = Instant::now();
+        let created = self.broker.topics.create_partitions(
+            &name,
+            total,
+            assignments.as_deref(),
+            node,
+            validate_only,
+        );
+        self.clock.add_host_wait(started.elapsed());
+        created
             .map(|topic| topic_info(&topic, node))
             .map_err(|error| KafkaError {
                 code: error.code,

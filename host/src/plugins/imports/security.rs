@@ -3,6 +3,7 @@
 //! Create/Describe/DeleteAcls handlers. Authentication acts on the
 //! connection of the request being handled, never one the guest names.
 
+use crate::metadata::bounds;
 use crate::plugins::authorizer::{from_wit_binding, to_wit_binding};
 use crate::plugins::bindings::handler::gregor::broker::acl_admin::{
     self, AclBindingFilter, PatternTypeFilter, PermissionTypeFilter,
@@ -15,7 +16,7 @@ use crate::plugins::bindings::handler::gregor::broker::scram_credentials::{
 };
 use crate::plugins::bindings::handler::gregor::broker::types::{AclBinding, KafkaError};
 use crate::plugins::state::HandlerState;
-use crate::security::acl_store::{AclFilter, PatternFilter, PermissionFilter};
+use crate::security::acl_store::{AclChangeError, AclFilter, PatternFilter, PermissionFilter};
 use crate::security::credentials::{
     CredentialChange, CredentialError, ScramCredential, ScramMechanism, MAX_ITERATIONS,
     MIN_ITERATIONS,
@@ -181,15 +182,23 @@ fn filter_of(filter: AclBindingFilter) -> AclFilter {
     }
 }
 
+/// An ACL change refused as too large is Kafka's POLICY_VIOLATION; a
+/// failed write is UNKNOWN_SERVER_ERROR.
+fn acl_change_error(failure: &AclChangeError) -> KafkaError {
+    let code = match failure {
+        AclChangeError::TooLarge(_) => bounds::POLICY_VIOLATION,
+        AclChangeError::Io(_) => UNKNOWN_SERVER_ERROR,
+    };
+    error(code, failure.to_string())
+}
+
 impl acl_admin::Host for HandlerState {
     fn create_acls(&mut self, bindings: Vec<AclBinding>) -> Vec<KafkaError> {
         let count = bindings.len();
         let bindings = bindings.into_iter().map(from_wit_binding).collect();
         match self.broker.acls.create(bindings) {
             Ok(()) => vec![ok(); count],
-            Err(io) => {
-                vec![error(UNKNOWN_SERVER_ERROR, format!("storing ACLs failed: {io}")); count]
-            }
+            Err(failure) => vec![acl_change_error(&failure); count],
         }
     }
 
@@ -212,10 +221,7 @@ impl acl_admin::Host for HandlerState {
                 .iter()
                 .map(|bindings| bindings.iter().map(to_wit_binding).collect())
                 .collect()),
-            Err(io) => Err(error(
-                UNKNOWN_SERVER_ERROR,
-                format!("storing ACLs failed: {io}"),
-            )),
+            Err(failure) => Err(acl_change_error(&failure)),
         }
     }
 }
