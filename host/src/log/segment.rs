@@ -710,7 +710,7 @@ mod tests {
     fn fill(segment: &mut Segment, n: i64, value_len: usize) {
         for i in 0..n {
             let mut p =
-                prepare_append(&simple_batch(1, value_len, 1000 + i), 1 << 20, None).unwrap();
+                prepare_append(&simple_batch(1, value_len, 1000 + i), 1 << 20, None, false).unwrap();
             let next = segment.next_offset();
             p.assign_offsets(next);
             segment.file.write_all_at(&p.buf, segment.size()).unwrap();
