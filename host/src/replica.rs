@@ -17,8 +17,8 @@ use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 
 use crate::clock::now_ms;
-use crate::log::{control, validate};
 use crate::log::producer_state::{self, AbortedTxn, ProducerBatch, ProducerStateMap, Verdict};
+use crate::log::{control, validate};
 use crate::log::{LogStore, PartitionOffsets, StorageError, TopicPartition};
 use crate::metrics::Metrics;
 

@@ -484,7 +484,12 @@ pub fn records_section(values: &[&[u8]], keys: Option<&[&[u8]]>) -> Vec<u8> {
 /// declares `record_count` records (last offset delta `record_count - 1`)
 /// around the records section `section` as given (compressed or not, as
 /// `attributes` say), with a correct CRC-32C.
-pub fn record_batch(attributes: i16, record_count: i32, timestamp_ms: i64, section: &[u8]) -> Vec<u8> {
+pub fn record_batch(
+    attributes: i16,
+    record_count: i32,
+    timestamp_ms: i64,
+    section: &[u8],
+) -> Vec<u8> {
     let mut b = Vec::with_capacity(BATCH_HEADER_SIZE + section.len());
     b.extend_from_slice(&0i64.to_be_bytes()); // base offset
     b.extend_from_slice(&((BATCH_HEADER_SIZE - 12 + section.len()) as i32).to_be_bytes());

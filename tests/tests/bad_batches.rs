@@ -50,7 +50,9 @@ fn compress(codec: i16, data: &[u8]) -> Vec<u8> {
             lz4.write_all(data).expect("lz4");
             lz4.finish().expect("lz4")
         }
-        ZSTD => ruzstd::encoding::compress_to_vec(data, ruzstd::encoding::CompressionLevel::Fastest),
+        ZSTD => {
+            ruzstd::encoding::compress_to_vec(data, ruzstd::encoding::CompressionLevel::Fastest)
+        }
         other => panic!("codec {other}"),
     }
 }
@@ -96,10 +98,26 @@ fn bad_batches() -> Vec<(String, Vec<u8>, i16)> {
     for codec in [GZIP, SNAPPY, LZ4, ZSTD] {
         let good = compress(codec, &plain);
         let with = |section: &[u8]| wire::record_batch(codec, 3, ts, section);
-        case(format!("codec {codec} on plain records"), with(&plain), UNKNOWN_SERVER_ERROR);
-        case(format!("codec {codec}, empty payload"), with(&[]), UNKNOWN_SERVER_ERROR);
-        case(format!("codec {codec}, 1-byte payload"), with(&[0x5a]), UNKNOWN_SERVER_ERROR);
-        case(format!("codec {codec}, garbage"), with(&noise(200, codec as u64)), UNKNOWN_SERVER_ERROR);
+        case(
+            format!("codec {codec} on plain records"),
+            with(&plain),
+            UNKNOWN_SERVER_ERROR,
+        );
+        case(
+            format!("codec {codec}, empty payload"),
+            with(&[]),
+            UNKNOWN_SERVER_ERROR,
+        );
+        case(
+            format!("codec {codec}, 1-byte payload"),
+            with(&[0x5a]),
+            UNKNOWN_SERVER_ERROR,
+        );
+        case(
+            format!("codec {codec}, garbage"),
+            with(&noise(200, codec as u64)),
+            UNKNOWN_SERVER_ERROR,
+        );
         case(
             format!("codec {codec}, truncated to half"),
             with(&good[..good.len() / 2]),
@@ -113,17 +131,36 @@ fn bad_batches() -> Vec<(String, Vec<u8>, i16)> {
         // Header and records disagree: 3 declared (with a matching last
         // offset delta), 2 or 4 inside.
         let two = compress(codec, &wire::records_section(&values[..2], None));
-        case(format!("codec {codec}, 3 declared, 2 inside"), with(&two), INVALID_RECORD);
-        let four = compress(codec, &wire::records_section(&[b"a", b"b", b"c", b"d"], None));
-        case(format!("codec {codec}, 3 declared, 4 inside"), with(&four), INVALID_RECORD);
+        case(
+            format!("codec {codec}, 3 declared, 2 inside"),
+            with(&two),
+            INVALID_RECORD,
+        );
+        let four = compress(
+            codec,
+            &wire::records_section(&[b"a", b"b", b"c", b"d"], None),
+        );
+        case(
+            format!("codec {codec}, 3 declared, 4 inside"),
+            with(&four),
+            INVALID_RECORD,
+        );
     }
     let two = wire::records_section(&values[..2], None);
-    case("plain, 3 declared, 2 inside".into(), wire::record_batch(NONE, 3, ts, &two), INVALID_RECORD);
+    case(
+        "plain, 3 declared, 2 inside".into(),
+        wire::record_batch(NONE, 3, ts, &two),
+        INVALID_RECORD,
+    );
     // recordCount disagreeing with lastOffsetDelta + 1.
     let mut count = batch_of(NONE, &values);
     count[57..61].copy_from_slice(&4i32.to_be_bytes());
     wire::set_batch_crc(&mut count);
-    case("record count 4, last offset delta 2".into(), count, INVALID_RECORD);
+    case(
+        "record count 4, last offset delta 2".into(),
+        count,
+        INVALID_RECORD,
+    );
 
     // Declared sizes: a raw snappy block claiming 4 GiB in 8 bytes, an
     // xerial block longer than the payload, a zstd frame claiming 1 TiB.
@@ -133,7 +170,9 @@ fn bad_batches() -> Vec<(String, Vec<u8>, i16)> {
         wire::record_batch(SNAPPY, 3, ts, &snappy_huge),
         UNKNOWN_SERVER_ERROR,
     );
-    let mut xerial = vec![0x82, b'S', b'N', b'A', b'P', b'P', b'Y', 0, 0, 0, 0, 1, 0, 0, 0, 1];
+    let mut xerial = vec![
+        0x82, b'S', b'N', b'A', b'P', b'P', b'Y', 0, 0, 0, 0, 1, 0, 0, 0, 1,
+    ];
     xerial.extend_from_slice(&0x7fff_ffffi32.to_be_bytes());
     xerial.extend_from_slice(&compress(SNAPPY, &plain));
     case(
@@ -157,16 +196,28 @@ fn bad_batches() -> Vec<(String, Vec<u8>, i16)> {
     let bomb = wire::records_section(&[&zeros], None);
     for codec in [GZIP, LZ4, ZSTD] {
         let section = compress(codec, &bomb);
-        assert!(section.len() < MAX_MESSAGE_BYTES / 2, "codec {codec}: {}", section.len());
+        assert!(
+            section.len() < MAX_MESSAGE_BYTES / 2,
+            "codec {codec}: {}",
+            section.len()
+        );
         case(
-            format!("codec {codec}, {} KiB expanding to {} MiB", section.len() >> 10, bomb.len() >> 20),
+            format!(
+                "codec {codec}, {} KiB expanding to {} MiB",
+                section.len() >> 10,
+                bomb.len() >> 20
+            ),
             wire::record_batch(codec, 1, ts, &section),
             MESSAGE_TOO_LARGE,
         );
     }
 
     // Control batches are the coordinator's.
-    case("control batch from a client".into(), batch_of(CONTROL, &values), INVALID_RECORD);
+    case(
+        "control batch from a client".into(),
+        batch_of(CONTROL, &values),
+        INVALID_RECORD,
+    );
     case(
         "compressed control batch from a client".into(),
         batch_of(CONTROL | GZIP, &values),
@@ -177,10 +228,18 @@ fn bad_batches() -> Vec<(String, Vec<u8>, i16)> {
     let mut swapped = plain.clone();
     let second = 1 + usize::from(plain[0] >> 1);
     let third = second + 1 + usize::from(plain[second] >> 1);
-    assert_eq!((swapped[second + 3], swapped[third + 3]), (2, 4), "zigzag deltas 1, 2");
+    assert_eq!(
+        (swapped[second + 3], swapped[third + 3]),
+        (2, 4),
+        "zigzag deltas 1, 2"
+    );
     swapped[second + 3] = 4;
     swapped[third + 3] = 2;
-    case("plain, offset deltas 0 2 1".into(), wire::record_batch(NONE, 3, ts, &swapped), INVALID_RECORD);
+    case(
+        "plain, offset deltas 0 2 1".into(),
+        wire::record_batch(NONE, 3, ts, &swapped),
+        INVALID_RECORD,
+    );
     case(
         "gzip, offset deltas 0 2 1".into(),
         wire::record_batch(GZIP, 3, ts, &compress(GZIP, &swapped)),
@@ -209,7 +268,13 @@ async fn create_topic_with(broker: &Broker, topic: &str, configs: &[(&str, &str)
 }
 
 /// Sends one raw Produce; returns (error code, base offset, message).
-fn produce(conn: &mut Conn, version: i16, topic: &str, batch: &[u8], id: i32) -> (i16, i64, Option<String>) {
+fn produce(
+    conn: &mut Conn,
+    version: i16,
+    topic: &str,
+    batch: &[u8],
+    id: i32,
+) -> (i16, i64, Option<String>) {
     let frame = wire::produce_request(version, id, topic, 0, batch);
     let response = conn.round_trip(&frame, id);
     wire::parse_produce_response(&response, version)
@@ -239,7 +304,11 @@ async fn refused_batches_append_nothing_and_consumers_read_past_them() {
         id += 1;
         let (error, base, message) = produce(&mut conn, 8, topic, &batch_of(codec, &refs), id);
         assert_eq!((error, message), (NONE, None), "valid codec {codec} batch");
-        assert_eq!(base, expected.len() as i64, "base offset of the codec {codec} batch");
+        assert_eq!(
+            base,
+            expected.len() as i64,
+            "base offset of the codec {codec} batch"
+        );
         expected.extend(values);
     }
 
@@ -264,12 +333,22 @@ async fn refused_batches_append_nothing_and_consumers_read_past_them() {
     kafka::send_values(&producer, topic, 1, &after).await;
     expected.extend(after);
 
-    let messages = kafka::consume_all(&broker, topic, 1, expected.len(), Duration::from_secs(30)).await;
+    let messages =
+        kafka::consume_all(&broker, topic, 1, expected.len(), Duration::from_secs(30)).await;
     let got: Vec<(i64, String)> = messages[&0]
         .iter()
-        .map(|m| (m.offset(), String::from_utf8_lossy(m.payload().unwrap_or_default()).into_owned()))
+        .map(|m| {
+            (
+                m.offset(),
+                String::from_utf8_lossy(m.payload().unwrap_or_default()).into_owned(),
+            )
+        })
         .collect();
-    let want: Vec<(i64, String)> = expected.into_iter().enumerate().map(|(i, v)| (i as i64, v)).collect();
+    let want: Vec<(i64, String)> = expected
+        .into_iter()
+        .enumerate()
+        .map(|(i, v)| (i as i64, v))
+        .collect();
     assert_eq!(got, want);
     assert!(broker.is_running(), "the broker is still up");
 }
@@ -284,7 +363,11 @@ async fn valid_zstd_and_keys_inside_compressed_batches() {
     create_topic_with(&broker, "compact-raw", &[("cleanup.policy", "compact")]).await;
     let mut conn = Conn::connect(broker.addr());
     let zstd = batch_of(ZSTD, &[b"z-0", b"z-1"]);
-    assert_eq!(produce(&mut conn, 7, "zstd-raw", &zstd, 1).0, NONE, "valid zstd");
+    assert_eq!(
+        produce(&mut conn, 7, "zstd-raw", &zstd, 1).0,
+        NONE,
+        "valid zstd"
+    );
     assert_eq!(high_watermark(&broker, "zstd-raw"), 2);
 
     let values: [&[u8]; 2] = [b"v-0", b"v-1"];

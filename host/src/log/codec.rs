@@ -210,10 +210,7 @@ struct Snappy<'a> {
 impl<'a> Snappy<'a> {
     fn new(data: &'a [u8], limit: usize) -> Result<Snappy<'a>, String> {
         let (rest, xerial) = match data.strip_prefix(XERIAL_MAGIC) {
-            Some(rest) => (
-                rest.get(8..).ok_or("truncated xerial snappy header")?,
-                true,
-            ),
+            Some(rest) => (rest.get(8..).ok_or("truncated xerial snappy header")?, true),
             None => (data, false),
         };
         Ok(Snappy {
@@ -289,7 +286,9 @@ struct Zstd<'a> {
     data: &'a [u8],
     /// Where the next frame starts once `frame` is done.
     pos: usize,
-    frame: Option<ruzstd::decoding::StreamingDecoder<Cursor<&'a [u8]>, ruzstd::decoding::FrameDecoder>>,
+    frame: Option<
+        ruzstd::decoding::StreamingDecoder<Cursor<&'a [u8]>, ruzstd::decoding::FrameDecoder>,
+    >,
     limit: usize,
 }
 
@@ -398,7 +397,11 @@ fn lz4_frames_complete(data: &[u8]) -> Result<(), String> {
         let block_checksums = flags & 0x10 != 0;
         let content_checksum = flags & 0x04 != 0;
         // FLG, BD, optional content size and dictionary id, header checksum.
-        pos += 4 + 2 + if flags & 0x08 != 0 { 8 } else { 0 } + if flags & 0x01 != 0 { 4 } else { 0 } + 1;
+        pos += 4
+            + 2
+            + if flags & 0x08 != 0 { 8 } else { 0 }
+            + if flags & 0x01 != 0 { 4 } else { 0 }
+            + 1;
         loop {
             let block = u32_at(pos)?;
             pos += 4;
@@ -459,8 +462,7 @@ pub(crate) mod testing {
     pub fn compress(codec: i16, data: &[u8]) -> Vec<u8> {
         match codec {
             1 => {
-                let mut gz =
-                    flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+                let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
                 gz.write_all(data).unwrap();
                 gz.finish().unwrap()
             }
@@ -470,10 +472,9 @@ pub(crate) mod testing {
                 lz4.write_all(data).unwrap();
                 lz4.finish().unwrap()
             }
-            4 => ruzstd::encoding::compress_to_vec(
-                data,
-                ruzstd::encoding::CompressionLevel::Fastest,
-            ),
+            4 => {
+                ruzstd::encoding::compress_to_vec(data, ruzstd::encoding::CompressionLevel::Fastest)
+            }
             other => panic!("codec {other}"),
         }
     }

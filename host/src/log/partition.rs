@@ -953,7 +953,8 @@ mod tests {
         let mut out = Vec::new();
         let mut next = base;
         for &n in counts {
-            let mut p = batch::prepare_append(&simple_batch(n, 10, 0), 1 << 20, None, false).unwrap();
+            let mut p =
+                batch::prepare_append(&simple_batch(n, 10, 0), 1 << 20, None, false).unwrap();
             next = p.assign_offsets(next) + 1;
             out.extend(p.buf);
         }

@@ -229,10 +229,16 @@ mod tests {
         let batch = encode_batch(&[Rec::new(1, b"abc"), Rec::new(2, b"def")]);
         // Truncated in the second record, and one byte too many.
         let cut = &batch[..batch.len() - 2];
-        assert!(matches!(walk(cut).last(), Some(Err(StreamError::Invalid(_)))));
+        assert!(matches!(
+            walk(cut).last(),
+            Some(Err(StreamError::Invalid(_)))
+        ));
         let mut long = batch.clone();
         long.push(0);
-        assert!(matches!(walk(&long).last(), Some(Err(StreamError::Invalid(_)))));
+        assert!(matches!(
+            walk(&long).last(),
+            Some(Err(StreamError::Invalid(_)))
+        ));
         // A value length running past the record's length.
         let mut overrun = batch.clone();
         overrun[HEADER_SIZE + 5] = 0x7e; // value length 63

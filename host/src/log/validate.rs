@@ -96,7 +96,12 @@ impl Check {
         }
     }
 
-    fn record(&mut self, offset_delta: i32, timestamp: i64, has_key: bool) -> Result<(), StorageError> {
+    fn record(
+        &mut self,
+        offset_delta: i32,
+        timestamp: i64,
+        has_key: bool,
+    ) -> Result<(), StorageError> {
         if i64::from(offset_delta) != self.seen {
             return Err(StorageError::InvalidRecord(format!(
                 "record {} has offset delta {offset_delta}",
@@ -183,7 +188,11 @@ mod tests {
         let plain = encode_batch(&[Rec::new(10, b"a"), Rec::new(30, b"b"), Rec::new(20, b"c")]);
         assert_eq!(check(&plain, RULES).unwrap(), 30);
         for codec in 1..=4 {
-            assert_eq!(check(&compressed_batch(&plain, codec), RULES).unwrap(), 30, "{codec}");
+            assert_eq!(
+                check(&compressed_batch(&plain, codec), RULES).unwrap(),
+                30,
+                "{codec}"
+            );
         }
     }
 
@@ -209,7 +218,10 @@ mod tests {
         // Plain records under a compression attribute.
         for codec in [1, 3, 4] {
             let result = check(&with_body(&plain, codec, &plain[HEADER_SIZE..]), RULES);
-            assert!(matches!(result, Err(StorageError::Decompression(_))), "{codec}");
+            assert!(
+                matches!(result, Err(StorageError::Decompression(_))),
+                "{codec}"
+            );
         }
     }
 
@@ -254,9 +266,14 @@ mod tests {
         assert_eq!(bad[second + 3], 2, "offset delta 1, zigzag");
         bad[second + 3] = 10;
         fix_crc(&mut bad);
-        assert!(matches!(check(&bad, RULES), Err(StorageError::InvalidRecord(m)) if m.contains("offset delta")));
+        assert!(
+            matches!(check(&bad, RULES), Err(StorageError::InvalidRecord(m)) if m.contains("offset delta"))
+        );
         let compressed = with_body(&plain, 4, &compress(4, &bad[HEADER_SIZE..]));
-        assert!(matches!(check(&compressed, RULES), Err(StorageError::InvalidRecord(_))));
+        assert!(matches!(
+            check(&compressed, RULES),
+            Err(StorageError::InvalidRecord(_))
+        ));
     }
 
     #[test]
@@ -270,7 +287,10 @@ mod tests {
         let ok = compressed_batch(&encode_batch(&[keyed.clone(), keyed.clone()]), 1);
         assert!(check(&ok, compact).is_ok());
         let keyless = compressed_batch(&encode_batch(&[keyed, Rec::new(2, b"w")]), 1);
-        assert!(matches!(check(&keyless, compact), Err(StorageError::InvalidRecord(_))));
+        assert!(matches!(
+            check(&keyless, compact),
+            Err(StorageError::InvalidRecord(_))
+        ));
         assert!(check(&keyless, RULES).is_ok());
     }
 
@@ -280,7 +300,10 @@ mod tests {
         for codec in 1..=4 {
             let batch = compressed_batch(&plain, codec);
             assert!(batch.len() < 256 << 10, "{codec}");
-            assert!(matches!(check(&batch, RULES), Err(StorageError::MessageTooLarge(_))), "{codec}");
+            assert!(
+                matches!(check(&batch, RULES), Err(StorageError::MessageTooLarge(_))),
+                "{codec}"
+            );
             let roomy = Rules {
                 decompressed_limit: 4 << 20,
                 ..RULES
@@ -298,11 +321,17 @@ mod tests {
         fix_crc(&mut control);
         let mut two = good.clone();
         two.extend_from_slice(&control);
-        assert!(matches!(client_batches(&two), Err(StorageError::InvalidRecord(_))));
+        assert!(matches!(
+            client_batches(&two),
+            Err(StorageError::InvalidRecord(_))
+        ));
         let mut producer = good.clone();
         producer[43..51].copy_from_slice(&7i64.to_be_bytes());
         fix_crc(&mut producer);
-        assert!(matches!(client_batches(&producer), Err(StorageError::InvalidRecord(_))));
+        assert!(matches!(
+            client_batches(&producer),
+            Err(StorageError::InvalidRecord(_))
+        ));
         producer[53..57].copy_from_slice(&0i32.to_be_bytes());
         fix_crc(&mut producer);
         assert!(client_batches(&producer).is_ok());
