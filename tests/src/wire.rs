@@ -384,54 +384,6 @@ pub fn correlation_id_of(payload: &[u8]) -> i32 {
     i32::from_be_bytes(payload[..4].try_into().unwrap())
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn uvarint_round_trip() {
-        for v in [0u32, 1, 127, 128, 300, 16_383, 16_384, u32::MAX] {
-            let mut buf = Vec::new();
-            put_uvarint(&mut buf, v);
-            assert_eq!(Reader::new(&buf).uvarint(), v, "value {v}");
-        }
-    }
-
-    #[test]
-    fn api_versions_v0_frame_layout() {
-        let frame = api_versions_request(0, 7);
-        // size, key, version, correlation id, client id length, client id
-        assert_eq!(&frame[..4], &(frame.len() as i32 - 4).to_be_bytes());
-        assert_eq!(&frame[4..6], &18i16.to_be_bytes());
-        assert_eq!(&frame[6..8], &0i16.to_be_bytes());
-        assert_eq!(&frame[8..12], &7i32.to_be_bytes());
-        assert_eq!(&frame[12..14], &12i16.to_be_bytes());
-        assert_eq!(&frame[14..], b"gregor-tests");
-    }
-
-    #[test]
-    fn parses_an_api_versions_v0_response() {
-        let mut payload = Vec::new();
-        put_i32(&mut payload, 42);
-        put_i16(&mut payload, 35);
-        put_i32(&mut payload, 1);
-        for v in [18i16, 0, 4] {
-            put_i16(&mut payload, v);
-        }
-        let response = parse_api_versions(&payload, 0);
-        assert_eq!(response.correlation_id, 42);
-        assert_eq!(response.error_code, 35);
-        assert_eq!(
-            response.apis,
-            vec![ApiRange {
-                api_key: 18,
-                min_version: 0,
-                max_version: 4
-            }]
-        );
-    }
-}
-
 // Record batches and Produce, for tests that send batches no client would
 // (`tests/tests/bad_batches.rs`).
 
@@ -612,4 +564,52 @@ pub fn parse_produce_response(payload: &[u8], version: i16) -> (i16, i64, Option
         }
     }
     (error, base_offset, message)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uvarint_round_trip() {
+        for v in [0u32, 1, 127, 128, 300, 16_383, 16_384, u32::MAX] {
+            let mut buf = Vec::new();
+            put_uvarint(&mut buf, v);
+            assert_eq!(Reader::new(&buf).uvarint(), v, "value {v}");
+        }
+    }
+
+    #[test]
+    fn api_versions_v0_frame_layout() {
+        let frame = api_versions_request(0, 7);
+        // size, key, version, correlation id, client id length, client id
+        assert_eq!(&frame[..4], &(frame.len() as i32 - 4).to_be_bytes());
+        assert_eq!(&frame[4..6], &18i16.to_be_bytes());
+        assert_eq!(&frame[6..8], &0i16.to_be_bytes());
+        assert_eq!(&frame[8..12], &7i32.to_be_bytes());
+        assert_eq!(&frame[12..14], &12i16.to_be_bytes());
+        assert_eq!(&frame[14..], b"gregor-tests");
+    }
+
+    #[test]
+    fn parses_an_api_versions_v0_response() {
+        let mut payload = Vec::new();
+        put_i32(&mut payload, 42);
+        put_i16(&mut payload, 35);
+        put_i32(&mut payload, 1);
+        for v in [18i16, 0, 4] {
+            put_i16(&mut payload, v);
+        }
+        let response = parse_api_versions(&payload, 0);
+        assert_eq!(response.correlation_id, 42);
+        assert_eq!(response.error_code, 35);
+        assert_eq!(
+            response.apis,
+            vec![ApiRange {
+                api_key: 18,
+                min_version: 0,
+                max_version: 4
+            }]
+        );
+    }
 }
