@@ -10,7 +10,8 @@
 //!
 //! Memory is bounded whatever a batch claims. [`reader`] streams: callers
 //! that only walk records (validation, timestamp lookups) hold a 64 KiB
-//! buffer plus the decoder's own window, never the decompressed section.
+//! buffer plus the decoder's own window, not the decompressed section
+//! (except snappy, which decodes whole blocks: raw snappy is one block).
 //! Every reader stops with [`CodecError::TooLarge`] once more than its limit
 //! has come out, so a small batch cannot cost unbounded CPU either. Sizes
 //! declared in headers are checked before anything is allocated for them:
@@ -18,6 +19,10 @@
 //! to (or than the limit), a zstd frame may not declare a window or content
 //! size above the limit; gzip and lz4 decoders allocate fixed-size buffers
 //! (lz4 blocks are at most 4 MiB).
+//!
+//! Empty input is corrupt for every codec, and an lz4 stream must end with
+//! its end mark (the decoder would take a stream cut at a block boundary
+//! for a finished one).
 
 use std::fmt;
 use std::io::{self, BufRead, BufReader, Cursor, Read};
