@@ -15,8 +15,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::clock::now_ms;
-use crate::log::control;
 use crate::log::producer_state::{self, AbortedTxn, ProducerBatch, ProducerStateMap, Verdict};
+use crate::log::{control, validate};
 use crate::log::{LogStore, PartitionOffsets, StorageError, TopicPartition};
 use crate::metrics::Metrics;
 use crate::purgatory::FetchPurgatory;
@@ -27,7 +27,6 @@ pub mod codes {
     pub const INVALID_REQUIRED_ACKS: i16 = 21;
     pub const INVALID_PRODUCER_EPOCH: i16 = 47;
     pub const INVALID_TXN_STATE: i16 = 48;
-    pub const INVALID_RECORD: i16 = 87;
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -142,6 +141,12 @@ impl ReplicaManager {
         if !matches!(acks, -1..=1) {
             return AppendOutcome::failed(codes::INVALID_REQUIRED_ACKS, None);
         }
+        // Kafka's LogValidator for AppendOrigin.CLIENT: no control batches
+        // (only the coordinator writes markers), producer ids with sequences.
+        if let Err(error) = validate::client_batches(records) {
+            self.metrics.record_produce(topic, 0, 0, true);
+            return AppendOutcome::failed(error.error_code(), message_of(&error));
+        }
         let tp = TopicPartition {
             topic: topic.to_string(),
             partition,
@@ -151,14 +156,6 @@ impl ReplicaManager {
         let Some(mut batches) = batches else {
             return self.append_to_log(&tp, records);
         };
-        if batches.iter().any(|batch| batch.control) {
-            // Kafka's LogValidator: only the coordinator writes markers.
-            self.metrics.record_produce(topic, 0, 0, true);
-            return AppendOutcome::failed(
-                codes::INVALID_RECORD,
-                Some("clients may not write control batches".into()),
-            );
-        }
         let state = self.producer_state(&tp);
         let mut state = state
             .lock()

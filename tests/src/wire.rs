@@ -384,6 +384,188 @@ pub fn correlation_id_of(payload: &[u8]) -> i32 {
     i32::from_be_bytes(payload[..4].try_into().unwrap())
 }
 
+// Record batches and Produce, for tests that send batches no client would
+// (`tests/tests/bad_batches.rs`).
+
+pub const PRODUCE: i16 = 0;
+
+impl Reader<'_> {
+    pub fn i64(&mut self) -> i64 {
+        i64::from_be_bytes(self.take(8).try_into().unwrap())
+    }
+}
+
+/// Bytes of a v2 batch header: base offset to record count.
+pub const BATCH_HEADER_SIZE: usize = 61;
+
+/// Kafka's zigzag varint (and varlong) encoding.
+pub fn put_varint(buf: &mut Vec<u8>, v: i64) {
+    let mut z = ((v << 1) ^ (v >> 63)) as u64;
+    while z >= 0x80 {
+        buf.push((z as u8 & 0x7f) | 0x80);
+        z >>= 7;
+    }
+    buf.push(z as u8);
+}
+
+/// The records section of a v2 batch: one record per value, keyed by
+/// `keys` when given, with offset deltas `0..n` and timestamp delta 0.
+pub fn records_section(values: &[&[u8]], keys: Option<&[&[u8]]>) -> Vec<u8> {
+    let mut out = Vec::new();
+    for (i, value) in values.iter().enumerate() {
+        let mut record = vec![0u8]; // attributes
+        put_varint(&mut record, 0); // timestamp delta
+        put_varint(&mut record, i as i64); // offset delta
+        match keys.map(|k| k[i]) {
+            Some(key) => {
+                put_varint(&mut record, key.len() as i64);
+                record.extend_from_slice(key);
+            }
+            None => put_varint(&mut record, -1),
+        }
+        put_varint(&mut record, value.len() as i64);
+        record.extend_from_slice(value);
+        put_varint(&mut record, 0); // headers
+        put_varint(&mut out, record.len() as i64);
+        out.extend_from_slice(&record);
+    }
+    out
+}
+
+/// A v2 record batch (no producer, CreateTime `timestamp_ms`) whose header
+/// declares `record_count` records (last offset delta `record_count - 1`)
+/// around the records section `section` as given (compressed or not, as
+/// `attributes` say), with a correct CRC-32C.
+pub fn record_batch(
+    attributes: i16,
+    record_count: i32,
+    timestamp_ms: i64,
+    section: &[u8],
+) -> Vec<u8> {
+    let mut b = Vec::with_capacity(BATCH_HEADER_SIZE + section.len());
+    b.extend_from_slice(&0i64.to_be_bytes()); // base offset
+    b.extend_from_slice(&((BATCH_HEADER_SIZE - 12 + section.len()) as i32).to_be_bytes());
+    b.extend_from_slice(&(-1i32).to_be_bytes()); // partition leader epoch
+    b.push(2); // magic
+    b.extend_from_slice(&[0; 4]); // crc, below
+    b.extend_from_slice(&attributes.to_be_bytes());
+    b.extend_from_slice(&(record_count - 1).to_be_bytes());
+    b.extend_from_slice(&timestamp_ms.to_be_bytes());
+    b.extend_from_slice(&timestamp_ms.to_be_bytes());
+    b.extend_from_slice(&(-1i64).to_be_bytes()); // producer id
+    b.extend_from_slice(&(-1i16).to_be_bytes()); // producer epoch
+    b.extend_from_slice(&(-1i32).to_be_bytes()); // base sequence
+    b.extend_from_slice(&record_count.to_be_bytes());
+    b.extend_from_slice(section);
+    set_batch_crc(&mut b);
+    b
+}
+
+/// Recomputes the CRC-32C of one whole batch after an edit.
+pub fn set_batch_crc(batch: &mut [u8]) {
+    let crc = crc32c(&batch[21..]);
+    batch[17..21].copy_from_slice(&crc.to_be_bytes());
+}
+
+/// CRC-32C (Castagnoli), bitwise: test data is small.
+pub fn crc32c(data: &[u8]) -> u32 {
+    let mut crc = !0u32;
+    for byte in data {
+        crc ^= u32::from(*byte);
+        for _ in 0..8 {
+            crc = if crc & 1 != 0 {
+                (crc >> 1) ^ 0x82F6_3B78
+            } else {
+                crc >> 1
+            };
+        }
+    }
+    !crc
+}
+
+/// A Produce request (acks=all) of `records` for one partition, versions 3
+/// to 12 (v9+ flexible; v13 names topics by id).
+pub fn produce_request(
+    version: i16,
+    correlation_id: i32,
+    topic: &str,
+    partition: i32,
+    records: &[u8],
+) -> Vec<u8> {
+    assert!((3..=12).contains(&version), "produce_request: v{version}");
+    let flexible = version >= 9;
+    let mut body = Vec::new();
+    if flexible {
+        put_uvarint(&mut body, 0); // transactional id: null
+    } else {
+        put_i16(&mut body, -1);
+    }
+    put_i16(&mut body, -1); // acks
+    put_i32(&mut body, 10_000); // timeout
+    if flexible {
+        put_uvarint(&mut body, 2); // one topic
+        put_compact_string(&mut body, topic);
+        put_uvarint(&mut body, 2); // one partition
+        put_i32(&mut body, partition);
+        put_uvarint(&mut body, records.len() as u32 + 1);
+        body.extend_from_slice(records);
+        put_uvarint(&mut body, 0); // partition tags
+        put_uvarint(&mut body, 0); // topic tags
+        put_uvarint(&mut body, 0); // request tags
+    } else {
+        put_i32(&mut body, 1);
+        put_i16(&mut body, topic.len() as i16);
+        body.extend_from_slice(topic.as_bytes());
+        put_i32(&mut body, 1);
+        put_i32(&mut body, partition);
+        put_i32(&mut body, records.len() as i32);
+        body.extend_from_slice(records);
+    }
+    request_frame(PRODUCE, version, correlation_id, flexible, &body)
+}
+
+/// The first partition of a Produce response (from [`produce_request`] of
+/// `version`): error code, base offset, and from v8 the error message.
+pub fn parse_produce_response(payload: &[u8], version: i16) -> (i16, i64, Option<String>) {
+    let flexible = version >= 9;
+    let mut r = Reader::new(&payload[4..]);
+    if flexible {
+        r.skip_tags();
+        assert_eq!(r.uvarint(), 2, "one topic");
+        r.compact_nullable_string();
+        assert_eq!(r.uvarint(), 2, "one partition");
+    } else {
+        assert_eq!(r.i32(), 1, "one topic");
+        r.string();
+        assert_eq!(r.i32(), 1, "one partition");
+    }
+    r.i32(); // index
+    let error = r.i16();
+    let base_offset = r.i64();
+    r.i64(); // log append time
+    if version >= 5 {
+        r.i64(); // log start offset
+    }
+    let mut message = None;
+    if version >= 8 {
+        if flexible {
+            for _ in 0..r.uvarint().saturating_sub(1) {
+                r.i32();
+                r.compact_nullable_string();
+                r.skip_tags();
+            }
+            message = r.compact_nullable_string();
+        } else {
+            for _ in 0..r.i32().max(0) {
+                r.i32();
+                r.nullable_string();
+            }
+            message = r.nullable_string();
+        }
+    }
+    (error, base_offset, message)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -15,15 +15,18 @@
 //! `partitionLeaderEpoch` without touching the CRC; stamping LogAppendTime
 //! changes `attributes` and `maxTimestamp` and therefore recomputes it.
 //!
-//! Validation follows Kafka's LogValidator where it can without decompressing:
-//! framing, magic, CRC, size limits, `recordCount == lastOffsetDelta + 1`.
-//! Uncompressed batches are also walked record by record (varint framing,
-//! consecutive offset deltas, the real count and largest timestamp), because
-//! that is cheap next to the CRC and lets timestamp lookups trust the records.
-//! Compressed batches are opaque to appends and fetches; `codec` opens them
-//! only where the records themselves matter (keys on compacted topics,
-//! exact timestamp lookups).
+//! Validation follows Kafka's `analyzeAndValidateRecords` and LogValidator:
+//! framing, magic, CRC, size limits, `recordCount == lastOffsetDelta + 1`
+//! here, then every record of every batch, compressed ones decompressed as
+//! a bounded stream, in `validate` (varint framing, consecutive offset
+//! deltas, the real count and largest timestamp, keys on compacted topics).
+//! Fetches move compressed batches opaquely; `codec` opens stored ones only
+//! where the records themselves matter (the cleaner, exact timestamp
+//! lookups).
 
+use super::codec;
+use super::record_stream::RecordStream;
+use super::validate;
 use super::StorageError;
 
 /// `baseOffset` + `batchLength`: the bytes before the part `batchLength`
@@ -223,12 +226,18 @@ impl PreparedAppend {
 /// Validates every batch in `input` and prepares the bytes to store; nothing
 /// is written by this function, so an error here means nothing is appended.
 ///
-/// `log_append_time` is `Some(now_ms)` when the topic uses LogAppendTime.
+/// `log_append_time` is `Some(now_ms)` when the topic uses LogAppendTime;
+/// `compact` when it is compacted (every record needs a key).
 pub fn prepare_append(
     input: &[u8],
     max_message_bytes: usize,
     log_append_time: Option<i64>,
+    compact: bool,
 ) -> Result<PreparedAppend, StorageError> {
+    let rules = validate::Rules {
+        compact,
+        decompressed_limit: codec::limit_for(max_message_bytes),
+    };
     if input.is_empty() {
         return Err(StorageError::InvalidRecord(
             "the append holds no record batches".into(),
@@ -326,11 +335,7 @@ pub fn prepare_append(
                 "unknown compression codec {codec}"
             )));
         }
-        let max_timestamp = if codec == 0 {
-            validate_records(bytes, &header)?
-        } else {
-            header.max_timestamp
-        };
+        let max_timestamp = validate::records(bytes, &header, rules)?;
         record_count += header.record_count as u64;
         offset_count += i64::from(header.last_offset_delta) + 1;
         batches.push(PreparedBatch {
@@ -367,32 +372,6 @@ pub fn prepare_append(
         record_count,
         offset_count,
     })
-}
-
-/// Walks the records of an uncompressed batch, checking that they frame
-/// exactly, that there are `recordCount` of them with offset deltas 0, 1, ...,
-/// and returns the largest record timestamp.
-fn validate_records(batch: &[u8], header: &BatchHeader) -> Result<i64, StorageError> {
-    let mut max_timestamp = i64::MIN;
-    let mut n = 0i64;
-    for record in Records::new(batch, header) {
-        let record = record.map_err(StorageError::InvalidRecord)?;
-        if i64::from(record.offset_delta) != n {
-            return Err(StorageError::InvalidRecord(format!(
-                "record {n} has offset delta {}",
-                record.offset_delta
-            )));
-        }
-        max_timestamp = max_timestamp.max(record.timestamp);
-        n += 1;
-    }
-    if n != i64::from(header.record_count) {
-        return Err(StorageError::InvalidRecord(format!(
-            "the batch declares {} records but holds {n}",
-            header.record_count
-        )));
-    }
-    Ok(max_timestamp)
 }
 
 /// What the host reads of a record: where it sits in the batch's offsets,
@@ -522,6 +501,39 @@ impl Iterator for Records<'_> {
     }
 }
 
+/// Calls `visit` with the offset and timestamp of each record of a stored
+/// batch, in order, until it returns true. A compressed batch is walked as
+/// a stream (bounded by [`codec::MAX_DECOMPRESSED`]); `Err` if the records
+/// cannot be read.
+fn scan_records(
+    batch: &[u8],
+    header: &BatchHeader,
+    mut visit: impl FnMut(i64, i64) -> bool,
+) -> Result<(), ()> {
+    let offset = |delta: i32| header.base_offset.saturating_add(i64::from(delta));
+    match header.compression() {
+        0 => {
+            for record in Records::new(batch, header) {
+                let record = record.map_err(drop)?;
+                if visit(offset(record.offset_delta), record.timestamp) {
+                    break;
+                }
+            }
+        }
+        codec => {
+            let body = batch.get(HEADER_SIZE..).unwrap_or_default();
+            let stream = codec::reader(codec, body, codec::MAX_DECOMPRESSED).map_err(drop)?;
+            for record in RecordStream::new(stream, header) {
+                let record = record.map_err(drop)?;
+                if visit(offset(record.offset_delta), record.timestamp) {
+                    break;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
 /// The `(offset, timestamp)` of the first record of a stored batch whose
 /// timestamp is at or after `target` and whose offset is at least
 /// `min_offset` (the log start offset); the caller picked the batch because
@@ -529,8 +541,8 @@ impl Iterator for Records<'_> {
 ///
 /// With LogAppendTime every record carries the batch's max timestamp, so the
 /// first record (at or after `min_offset`) answers. A compressed batch is
-/// decompressed; one that cannot be answers with its first offset, with its
-/// first timestamp if that qualifies, else its max.
+/// walked as it decompresses; one that cannot be answers with its first
+/// offset, with its first timestamp if that qualifies, else its max.
 pub fn first_record_at_or_after(
     batch: &[u8],
     header: &BatchHeader,
@@ -545,19 +557,15 @@ pub fn first_record_at_or_after(
     if header.is_log_append_time() {
         return Some((first, header.max_timestamp));
     }
-    if let Ok(section) = record_section(batch, header) {
-        for record in Records::in_section(&section, header) {
-            match record {
-                Ok(r) => {
-                    let offset = base.saturating_add(i64::from(r.offset_delta));
-                    if r.timestamp >= target && offset >= min_offset {
-                        return Some((offset, r.timestamp));
-                    }
-                }
-                Err(_) => break,
-            }
+    let mut found = None;
+    let scanned = scan_records(batch, header, |offset, timestamp| {
+        if timestamp >= target && offset >= min_offset {
+            found = Some((offset, timestamp));
         }
-        return None;
+        found.is_some()
+    });
+    if scanned.is_ok() || found.is_some() {
+        return found;
     }
     if header.base_timestamp >= target {
         Some((first, header.base_timestamp))
@@ -567,60 +575,43 @@ pub fn first_record_at_or_after(
 }
 
 /// The records section of a whole batch: the bytes after the header, or
-/// what they decompress to.
+/// what they decompress to, at most `limit` bytes (the cleaner, which
+/// rewrites records, holds them in memory).
 pub fn record_section<'a>(
     batch: &'a [u8],
     header: &BatchHeader,
+    limit: usize,
 ) -> Result<std::borrow::Cow<'a, [u8]>, String> {
     let body = batch.get(HEADER_SIZE..).unwrap_or_default();
     match header.compression() {
         0 => Ok(std::borrow::Cow::Borrowed(body)),
-        codec => super::codec::decompress(codec, body).map(std::borrow::Cow::Owned),
+        codec => codec::decompress(codec, body, limit)
+            .map(std::borrow::Cow::Owned)
+            .map_err(|e| e.to_string()),
     }
-}
-
-/// Checks that every record of an append to a compacted topic has a key,
-/// as Kafka's LogValidator does (decompressing compressed batches).
-pub fn require_keys(input: &[u8], prepared: &PreparedAppend) -> Result<(), StorageError> {
-    for b in &prepared.batches {
-        let bytes = &input[b.position..b.position + b.size];
-        let header = BatchHeader::parse(bytes).map_err(StorageError::CorruptMessage)?;
-        let section = record_section(bytes, &header).map_err(StorageError::CorruptMessage)?;
-        for record in Records::in_section(&section, &header) {
-            let record = record.map_err(StorageError::InvalidRecord)?;
-            if record.key.is_none() {
-                return Err(StorageError::InvalidRecord(
-                    "Compacted topic cannot accept message without key".into(),
-                ));
-            }
-        }
-    }
-    Ok(())
 }
 
 /// The `(offset, timestamp)` of the first record carrying a stored batch's
 /// max timestamp. With LogAppendTime that is the first record; a compressed
-/// batch is decompressed (one that cannot be answers with its last offset).
+/// batch is walked as it decompresses (one that cannot be answers with its
+/// last offset).
 pub fn record_with_max_timestamp(batch: &[u8], header: &BatchHeader) -> (i64, i64) {
     let max = header.max_timestamp;
     if header.is_log_append_time() {
         return (header.base_offset, max);
     }
-    if let Ok(section) = record_section(batch, header) {
-        for record in Records::in_section(&section, header) {
-            match record {
-                Ok(r) if r.timestamp == max => {
-                    return (
-                        header.base_offset.saturating_add(i64::from(r.offset_delta)),
-                        max,
-                    )
-                }
-                Ok(_) => {}
-                Err(_) => break,
-            }
+    let mut found = None;
+    let scanned = scan_records(batch, header, |offset, timestamp| {
+        if timestamp == max {
+            found = Some(offset);
         }
+        found.is_some()
+    });
+    match (scanned, found) {
+        (_, Some(offset)) => (offset, max),
+        // Not there, or unreadable records: the batch's last offset.
+        (Ok(()) | Err(()), None) => (header.last_offset(), max),
     }
-    (header.last_offset(), max)
 }
 
 /// Skips a varint-length-prefixed byte field; -1 means null where allowed.
@@ -728,9 +719,8 @@ pub(crate) mod testing {
         encode_batch_with(0, records)
     }
 
-    /// Encodes a batch with the given attributes. With a compression codec
-    /// set the records are still written plainly: the host never decodes
-    /// compressed batches, so tests can use them as opaque payloads.
+    /// Encodes a batch with the given attributes, records written plainly
+    /// (see [`compressed_batch`] for a real compressed one).
     pub fn encode_batch_with(attributes: i16, records: &[Rec]) -> Vec<u8> {
         let base_ts = records.first().map_or(0, |r| r.timestamp);
         let max_ts = records.iter().map(|r| r.timestamp).max().unwrap_or(-1);
@@ -770,15 +760,17 @@ pub(crate) mod testing {
 
     /// The same batch with its records section gzip-compressed (codec 1).
     pub fn gzip_batch(plain: &[u8]) -> Vec<u8> {
-        use std::io::Write;
-        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
-        gz.write_all(&plain[HEADER_SIZE..]).unwrap();
-        let body = gz.finish().unwrap();
+        compressed_batch(plain, 1)
+    }
+
+    /// The same batch with its records section compressed with `codec`.
+    pub fn compressed_batch(plain: &[u8], codec: i16) -> Vec<u8> {
+        let body = crate::log::codec::testing::compress(codec, &plain[HEADER_SIZE..]);
         let mut b = plain[..HEADER_SIZE].to_vec();
         b.extend_from_slice(&body);
         let length = (b.len() - LOG_OVERHEAD) as i32;
         b[LENGTH..LENGTH + 4].copy_from_slice(&length.to_be_bytes());
-        let attributes = i16_at(&b, ATTRIBUTES) | 1;
+        let attributes = i16_at(&b, ATTRIBUTES) & !COMPRESSION_MASK | codec;
         b[ATTRIBUTES..ATTRIBUTES + 2].copy_from_slice(&attributes.to_be_bytes());
         fix_crc(&mut b);
         b
@@ -855,7 +847,7 @@ mod tests {
         rec.key = Some(b"k".to_vec());
         rec.headers.push((b"h".to_vec(), None));
         let batch = encode_batch(&[rec, Rec::new(1005, b"w"), Rec::new(1002, b"x")]);
-        let mut p = prepare_append(&batch, MAX, None).unwrap();
+        let mut p = prepare_append(&batch, MAX, None, false).unwrap();
         assert_eq!(p.record_count, 3);
         assert_eq!(p.offset_count, 3);
         assert_eq!(p.batches[0].max_timestamp, 1005);
@@ -873,7 +865,7 @@ mod tests {
     #[test]
     fn log_append_time_rewrites_timestamp_and_crc() {
         let batch = simple_batch(2, 10, 5);
-        let p = prepare_append(&batch, MAX, Some(99_999)).unwrap();
+        let p = prepare_append(&batch, MAX, Some(99_999), false).unwrap();
         let h = headers(&p.buf);
         assert!(h[0].is_log_append_time());
         assert_eq!(h[0].max_timestamp, 99_999);
@@ -885,14 +877,14 @@ mod tests {
         let mut batch = simple_batch(3, 1, 100);
         batch[MAX_TIMESTAMP..MAX_TIMESTAMP + 8].copy_from_slice(&7i64.to_be_bytes());
         fix_crc(&mut batch);
-        let p = prepare_append(&batch, MAX, None).unwrap();
+        let p = prepare_append(&batch, MAX, None, false).unwrap();
         assert_eq!(headers(&p.buf)[0].max_timestamp, 102);
     }
 
     #[test]
     fn rejections() {
         let good = simple_batch(2, 10, 0);
-        let err = |input: &[u8]| prepare_append(input, MAX, None).unwrap_err();
+        let err = |input: &[u8]| prepare_append(input, MAX, None, false).unwrap_err();
 
         assert!(matches!(err(&[]), StorageError::InvalidRecord(_)));
         assert!(matches!(
@@ -945,24 +937,43 @@ mod tests {
         assert!(matches!(err(&codec), StorageError::InvalidRecord(_)));
 
         assert!(matches!(
-            prepare_append(&good, good.len() - 1, None).unwrap_err(),
+            prepare_append(&good, good.len() - 1, None, false).unwrap_err(),
             StorageError::MessageTooLarge(_)
         ));
         let mut pair = good.clone();
         pair.extend_from_slice(&good);
         assert!(matches!(
-            prepare_append(&pair, good.len() + 1, None).unwrap_err(),
+            prepare_append(&pair, good.len() + 1, None, false).unwrap_err(),
             StorageError::MessageTooLarge(_)
         ));
     }
 
     #[test]
-    fn compressed_batches_are_opaque() {
-        // gzip attribute set, body not actually compressed: accepted as is.
-        let batch = encode_batch_with(1, &[Rec::new(10, b"x"), Rec::new(20, b"y")]);
-        let p = prepare_append(&batch, MAX, None).unwrap();
-        assert_eq!(p.buf, batch_with_epoch0(&batch));
-        assert_eq!(p.batches[0].max_timestamp, 20);
+    fn compressed_batches_are_validated_and_stored_as_sent() {
+        let plain = encode_batch(&[Rec::new(10, b"x"), Rec::new(20, b"y")]);
+        for codec in 1..=4 {
+            let batch = compressed_batch(&plain, codec);
+            let p = prepare_append(&batch, MAX, None, false).unwrap();
+            assert_eq!(p.buf, batch_with_epoch0(&batch), "{codec}");
+            assert_eq!(p.batches[0].max_timestamp, 20);
+        }
+        // The max timestamp comes from the records, as for plain batches.
+        let mut wrong = compressed_batch(&plain, 3);
+        wrong[MAX_TIMESTAMP..MAX_TIMESTAMP + 8].copy_from_slice(&99i64.to_be_bytes());
+        fix_crc(&mut wrong);
+        let p = prepare_append(&wrong, MAX, None, false).unwrap();
+        assert_eq!(headers(&p.buf)[0].max_timestamp, 20);
+        // The compression bit on plain records is refused.
+        let fake = encode_batch_with(1, &[Rec::new(10, b"x"), Rec::new(20, b"y")]);
+        assert!(matches!(
+            prepare_append(&fake, MAX, None, false).unwrap_err(),
+            StorageError::Decompression(_)
+        ));
+        // Keys inside a compressed batch on a compacted topic.
+        assert!(matches!(
+            prepare_append(&compressed_batch(&plain, 2), MAX, None, true).unwrap_err(),
+            StorageError::InvalidRecord(_)
+        ));
     }
 
     fn batch_with_epoch0(batch: &[u8]) -> Vec<u8> {

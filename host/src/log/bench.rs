@@ -168,3 +168,99 @@ fn recovery_time() {
         (n * batch.len() as u64) as f64 / crash_elapsed.as_secs_f64() / 1e6
     );
 }
+
+/// `data` compressed with Kafka codec `codec` (snappy raw, as librdkafka).
+fn compress(codec: i16, data: &[u8]) -> Vec<u8> {
+    use std::io::Write;
+    match codec {
+        1 => {
+            let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+            gz.write_all(data).expect("gzip");
+            gz.finish().expect("gzip")
+        }
+        2 => snap::raw::Encoder::new()
+            .compress_vec(data)
+            .expect("snappy"),
+        3 => {
+            let mut lz4 = lz4_flex::frame::FrameEncoder::new(Vec::new());
+            lz4.write_all(data).expect("lz4");
+            lz4.finish().expect("lz4")
+        }
+        _ => ruzstd::encoding::compress_to_vec(data, ruzstd::encoding::CompressionLevel::Fastest),
+    }
+}
+
+/// Appends of compressed batches, each 16 JSON-like records of ~1 KiB
+/// (about 4x compressible), 256 MiB of records per codec: what validating
+/// a compressed batch (decompressing it) costs per append, next to the
+/// uncompressed batch of the same records.
+#[test]
+#[ignore = "benchmark: run by hand with --ignored --nocapture"]
+fn compressed_append_throughput() {
+    use super::batch::testing::{encode_batch, Rec};
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    let records: Vec<Rec> = (0..16)
+        .map(|i| {
+            let mut value = format!(
+                "{{\"id\":{i},\"user\":\"user-{}\",\"event\":\"page_view\",\"path\":\"/a/b/c\",\"trace\":\"",
+                i * 7919
+            );
+            while value.len() < 1000 {
+                seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+                value.push_str(&format!("{:x}", (seed >> 60) as u8 & 0x7));
+                value.push_str(if seed & 1 == 0 { "ab" } else { "cd" });
+            }
+            value.push_str("\"}");
+            Rec::new(1_700_000_000_000 + i, value.as_bytes())
+        })
+        .collect();
+    let plain = encode_batch(&records);
+    const HEADER: usize = 61;
+    let total = 256u64 << 20;
+    for codec in 0..=4i16 {
+        let batch = if codec == 0 {
+            plain.clone()
+        } else {
+            let mut b = plain[..HEADER].to_vec();
+            b.extend_from_slice(&compress(codec, &plain[HEADER..]));
+            let length = (b.len() - 12) as i32;
+            b[8..12].copy_from_slice(&length.to_be_bytes());
+            b[22] |= codec as u8;
+            let crc = crc32c::crc32c(&b[21..]);
+            b[17..21].copy_from_slice(&crc.to_be_bytes());
+            b
+        };
+        if codec > 0 {
+            let started = Instant::now();
+            for _ in 0..2000 {
+                let out =
+                    super::codec::decompress(codec, &batch[HEADER..], 1 << 20).expect("decompress");
+                assert_eq!(out.len(), plain.len() - HEADER);
+            }
+            println!(
+                "codec {codec}: decompressing alone {:.1} us per batch",
+                started.elapsed().as_secs_f64() * 1e6 / 2000.0
+            );
+        }
+        let dir = bench_dir();
+        let m = LogManager::open(dir.path()).expect("open");
+        let tp = TopicPartition::new("bench", 0);
+        m.create_partition(&tp, LogConfig::default())
+            .expect("create");
+        let n = total / plain.len() as u64;
+        let started = Instant::now();
+        for _ in 0..n {
+            m.append(&tp, &batch, 0).expect("append");
+        }
+        let elapsed = started.elapsed();
+        println!(
+            "codec {codec}: batch {} bytes ({} uncompressed): {:.0} appends/s, \
+             {:.0} MB/s of records, {:.0} MB/s as sent",
+            batch.len(),
+            plain.len(),
+            n as f64 / elapsed.as_secs_f64(),
+            (n * plain.len() as u64) as f64 / elapsed.as_secs_f64() / 1e6,
+            (n * batch.len() as u64) as f64 / elapsed.as_secs_f64() / 1e6,
+        );
+    }
+}

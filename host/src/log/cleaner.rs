@@ -38,7 +38,8 @@
 //! aborted-transaction index would then see an open transaction). Kafka
 //! removes aborted records and, later, their markers; Gregor keeps both,
 //! which keeps more than needed but never loses a committed value.
-//! Compressed batches are decompressed (see `codec`); one that keeps every
+//! Compressed batches are decompressed (see `codec`), at most
+//! `codec::limit_for(max.message.bytes)` each; one that keeps every
 //! record is copied verbatim, one that loses some is rewritten
 //! uncompressed (Kafka recompresses with the original codec; the host has
 //! decoders only).
@@ -52,7 +53,7 @@ use std::path::Path;
 use super::batch::{self, BatchHeader, RecordInfo, Records, HEADER_SIZE};
 use super::partition::{lock, read, remove_segment_files, write, Partition};
 use super::segment::{self, Segment, SegmentView, MAX_RELATIVE_OFFSET, MAX_SEGMENT_BYTES};
-use super::{sync_dir, StorageError};
+use super::{codec, sync_dir, StorageError};
 
 /// Attribute bit 6: the base timestamp is the batch's delete horizon.
 const DELETE_HORIZON_FLAG: i16 = 0x40;
@@ -135,6 +136,9 @@ pub fn clean(partition: &Partition, now_ms: i64) -> Result<Option<CleanStats>, S
         (config, candidates, first_dirty, end_offset)
     };
 
+    // Stored batches passed this limit when appended (unless the topic's
+    // max.message.bytes shrank since); it bounds what one batch holds here.
+    let limit = codec::limit_for(config.max_message_bytes);
     // The latest offset of every key in the dirty part.
     let mut latest: HashMap<Vec<u8>, i64> = HashMap::new();
     for c in candidates.iter().filter(|c| c.next_offset > first_dirty) {
@@ -142,7 +146,7 @@ pub fn clean(partition: &Partition, now_ms: i64) -> Result<Option<CleanStats>, S
             if header.last_offset() < first_dirty || header.is_transactional() {
                 return Ok(());
             }
-            let section = batch::record_section(bytes, header).map_err(corrupt)?;
+            let section = batch::record_section(bytes, header, limit).map_err(corrupt)?;
             for record in Records::in_section(&section, header) {
                 let record = record.map_err(StorageError::InvalidRecord)?;
                 let offset = header.base_offset + i64::from(record.offset_delta);
@@ -197,7 +201,7 @@ pub fn clean(partition: &Partition, now_ms: i64) -> Result<Option<CleanStats>, S
                     out.write_all(bytes)?;
                     return Ok(());
                 }
-                let filtered = filter_batch(header, bytes, &latest, now_ms, horizon)?;
+                let filtered = filter_batch(header, bytes, &latest, now_ms, horizon, limit)?;
                 stats.records_removed += filtered.removed;
                 if let Some(expiry) = filtered.tombstone_horizon {
                     next_expiry = Some(next_expiry.map_or(expiry, |e| e.min(expiry)));
@@ -289,8 +293,9 @@ fn filter_batch(
     latest: &HashMap<Vec<u8>, i64>,
     now_ms: i64,
     new_horizon: i64,
+    limit: usize,
 ) -> Result<Filtered, StorageError> {
-    let section = batch::record_section(bytes, header).map_err(corrupt)?;
+    let section = batch::record_section(bytes, header, limit).map_err(corrupt)?;
     let existing_horizon =
         (header.attributes & DELETE_HORIZON_FLAG != 0).then_some(header.base_timestamp);
     let mut kept: Vec<RecordInfo> = Vec::new();
@@ -479,7 +484,7 @@ mod tests {
                 let h = BatchHeader::parse(rest).unwrap();
                 let whole = &rest[..h.size()];
                 assert!(batch::crc_matches(whole, &h));
-                let b = &*batch::record_section(whole, &h).unwrap();
+                let b = &*batch::record_section(whole, &h, codec::MAX_DECOMPRESSED).unwrap();
                 for r in Records::in_section(b, &h) {
                     let r = r.unwrap();
                     let key = String::from_utf8(b[r.key.clone().unwrap()].to_vec()).unwrap();

@@ -117,7 +117,7 @@ mod tests {
             assert!(header.is_transactional() && header.is_control());
             assert_eq!(control_type(&marker), Some(expected));
             // The storage engine's validation accepts it (CRC, records).
-            prepare_append(&marker, 1 << 20, None).unwrap();
+            prepare_append(&marker, 1 << 20, None, false).unwrap();
         }
     }
 

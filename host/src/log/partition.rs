@@ -386,10 +386,8 @@ impl Partition {
                 config.compact,
             )
         };
-        let mut prepared = batch::prepare_append(batches, max_message_bytes, log_append_time)?;
-        if compact {
-            batch::require_keys(batches, &prepared)?;
-        }
+        let mut prepared =
+            batch::prepare_append(batches, max_message_bytes, log_append_time, compact)?;
         let bytes = prepared.buf.len() as u64;
 
         let append = lock(&self.append_lock);
@@ -955,7 +953,8 @@ mod tests {
         let mut out = Vec::new();
         let mut next = base;
         for &n in counts {
-            let mut p = batch::prepare_append(&simple_batch(n, 10, 0), 1 << 20, None).unwrap();
+            let mut p =
+                batch::prepare_append(&simple_batch(n, 10, 0), 1 << 20, None, false).unwrap();
             next = p.assign_offsets(next) + 1;
             out.extend(p.buf);
         }

@@ -709,8 +709,8 @@ mod tests {
     /// from 0 and timestamps 1000 + offset, through the segment's bookkeeping.
     fn fill(segment: &mut Segment, n: i64, value_len: usize) {
         for i in 0..n {
-            let mut p =
-                prepare_append(&simple_batch(1, value_len, 1000 + i), 1 << 20, None).unwrap();
+            let mut p = prepare_append(&simple_batch(1, value_len, 1000 + i), 1 << 20, None, false)
+                .unwrap();
             let next = segment.next_offset();
             p.assign_offsets(next);
             segment.file.write_all_at(&p.buf, segment.size()).unwrap();
