@@ -20,6 +20,13 @@
 //! - A failed handler (trap or timeout) is answered as Kafka's
 //!   `getErrorResponse`: every named topic with the error, no partitions
 //!   and no brokers.
+//! - A request naming more topics than the module can hold (decoded past
+//!   the SDK's decode budget, e.g. 1.4 M names in 36 MB) is refused before
+//!   it runs the module out of memory: v13+ answers with a top-level
+//!   INVALID_REQUEST; older versions, which have no top-level error and
+//!   could only list every topic with an error in an answer as large as
+//!   the request, close the connection, as Kafka does for a request it
+//!   cannot handle.
 
 use std::collections::HashSet;
 use std::hash::Hash;
@@ -39,8 +46,8 @@ use gregor_sdk::kafka_protocol::messages::{
 use gregor_sdk::metadata::{self, NewTopic, PartitionInfo, TopicInfo};
 use gregor_sdk::uuid::Uuid;
 use gregor_sdk::{
-    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Handler, Outcome,
-    RequestContext, ResponseError,
+    api_info, decode, decode_request, encode, log_warn, request_throttle_ms, respond, ApiInfo,
+    DecodeError, Handler, Outcome, RequestContext, ResponseError,
 };
 
 struct Metadata;
@@ -51,9 +58,10 @@ impl Handler for Metadata {
     }
 
     fn handle(ctx: RequestContext, body: Vec<u8>) -> Outcome {
-        let request: MetadataRequest = match decode(&ctx, &body) {
+        let request: MetadataRequest = match decode_request(&ctx, &body) {
             Ok(request) => request,
-            Err(outcome) => return outcome,
+            Err(DecodeError::TooLarge) => return too_large(&ctx),
+            Err(DecodeError::Malformed(_)) => return Outcome::CloseConnection,
         };
         let version = ctx.api_version;
         let mut response = if valid_topic_references(&request, version) {
@@ -71,6 +79,21 @@ impl Handler for Metadata {
         let request: MetadataRequest = decode(&ctx, &body).ok()?;
         encode(&ctx, &failed(&request, error_code))
     }
+}
+
+/// The answer to a request too large to decode: a top-level
+/// INVALID_REQUEST from v13, a closed connection before.
+fn too_large(ctx: &RequestContext) -> Outcome {
+    if ctx.api_version < 13 {
+        log_warn("Metadata request too large to answer: closing the connection");
+        return Outcome::CloseConnection;
+    }
+    let error = ResponseError::InvalidRequest.code();
+    gregor_sdk::count_errors([error]);
+    let response = MetadataResponse::default()
+        .with_error_code(error)
+        .with_throttle_time_ms(request_throttle_ms());
+    respond(ctx, &response)
 }
 
 /// The answer to a request whose topic references are valid.
