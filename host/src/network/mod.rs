@@ -8,6 +8,8 @@
 
 pub mod connection;
 pub mod frame;
+#[cfg(test)]
+mod fuzz;
 pub mod header;
 pub mod listener;
 pub mod tls;
