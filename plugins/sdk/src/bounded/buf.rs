@@ -35,8 +35,10 @@ use kafka_protocol::protocol::buf::{ByteBuf, NotEnoughBytesError};
 use super::watch::Watch;
 
 /// Counts and lengths below this are handed to the decoder as they are:
-/// an array this long allocates at most a few megabytes.
-pub(crate) const LARGE: u32 = 1 << 14;
+/// an array this long reserves a few megabytes at most (and fails at its
+/// first missing element); above it, timeouts and byte limits the decoder
+/// reads as INT32 would each cost a second pass.
+pub(crate) const LARGE: u32 = 1 << 16;
 
 /// The stand-in for a large INT32: one element, or one byte.
 const STAND_IN_I32: i32 = 1;

@@ -76,7 +76,7 @@ fn large_plain_fields_and_lengths_decode_as_they_are() {
 
 #[test]
 fn large_arrays_that_fit_decode() {
-    let topics: Vec<MetadataRequestTopic> = (0..20_000)
+    let topics: Vec<MetadataRequestTopic> = (0..70_000)
         .map(|i| MetadataRequestTopic::default().with_name(Some(topic(&format!("topic-{i}")))))
         .collect();
     let request = MetadataRequest::default().with_topics(Some(topics));
