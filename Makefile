@@ -27,6 +27,7 @@ export GREGOR_PLUGIN_DIR := $(abspath $(PLUGIN_DIR))
 export GREGOR_EXAMPLE_DIR := $(abspath $(EXAMPLE_DIR))
 
 .PHONY: all build host plugins authorizers wasm-target test-deps run test unit-test integration-test lint fmt bench
+.PHONY: fuzz
 
 all: build
 
@@ -92,3 +93,17 @@ fmt:
 bench: build
 	$(CARGO) build --release -p gregor-bench
 	python3 bench/run.py
+
+# Longer fuzzing on demand; never part of `make test` (which runs the short,
+# seeded versions as unit tests). The SDK's bounded decode of every request
+# type with cargo-fuzz (libFuzzer, coverage-guided; nightly flags through
+# RUSTC_BOOTSTRAP on the stable toolchain), FUZZ_SECONDS long; then the
+# host's parsers (framing, header, record batches, decompression) as
+# seeded runs of FUZZ_ITERATIONS inputs each (the host is a binary crate,
+# so a libFuzzer target would have nothing to link).
+FUZZ_SECONDS    ?= 120
+FUZZ_ITERATIONS ?= 1000000
+fuzz:
+	@command -v cargo-fuzz >/dev/null || $(CARGO) install cargo-fuzz --locked
+	cd plugins/sdk/fuzz && RUSTC_BOOTSTRAP=1 $(CARGO) fuzz run decode -- -max_total_time=$(FUZZ_SECONDS)
+	GREGOR_FUZZ_ITERATIONS=$(FUZZ_ITERATIONS) $(CARGO) test --release -p gregor fuzz_ -- --nocapture

@@ -16,6 +16,8 @@ mod cli;
 mod clock;
 mod config;
 mod coordinator;
+#[cfg(test)]
+mod fuzz_input;
 mod log;
 mod metadata;
 mod metrics;

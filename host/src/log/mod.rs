@@ -58,6 +58,8 @@ mod checkpoint;
 mod cleaner;
 mod codec;
 pub mod control;
+#[cfg(test)]
+mod fuzz;
 mod index;
 pub mod manager;
 mod partition;

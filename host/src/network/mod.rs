@@ -11,6 +11,8 @@
 pub mod connection;
 pub mod connection_quotas;
 pub mod frame;
+#[cfg(test)]
+mod fuzz;
 pub mod header;
 pub mod listener;
 pub mod memory_pool;

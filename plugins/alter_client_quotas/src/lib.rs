@@ -25,7 +25,7 @@ use std::collections::HashMap;
 
 use gregor_sdk::authorize::cluster_allowed;
 use gregor_sdk::authz::Operation;
-use gregor_sdk::bounds;
+use gregor_sdk::request_caps;
 use gregor_sdk::ids::str_bytes;
 use gregor_sdk::kafka_protocol::messages::alter_client_quotas_request::EntryData as RequestEntry;
 use gregor_sdk::kafka_protocol::messages::alter_client_quotas_response::{EntityData, EntryData};
@@ -80,10 +80,10 @@ impl Handler for AlterClientQuotas {
             }
             results.push(result);
         }
-        if records > bounds::MAX_RECORDS_PER_USER_OP {
-            let message = bounds::POLICY_VIOLATION_MESSAGE;
+        if records > request_caps::MAX_RECORDS_PER_USER_OP {
+            let message = request_caps::POLICY_VIOLATION_MESSAGE;
             for result in &mut results {
-                *result = Err(bounds::policy_violation(message));
+                *result = Err(request_caps::policy_violation(message));
             }
         } else if !request.validate_only {
             for ((result, entry), entity) in results.iter_mut().zip(&request.entries).zip(&entities)

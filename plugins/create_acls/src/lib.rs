@@ -24,7 +24,7 @@ use gregor_sdk::acl_admin;
 use gregor_sdk::authorize::{cluster_allowed, CLUSTER_NAME};
 use gregor_sdk::authz::{Operation, ResourceType};
 use gregor_sdk::bindings::gregor::broker::types::AclBinding;
-use gregor_sdk::bounds;
+use gregor_sdk::request_caps;
 use gregor_sdk::ids::str_bytes;
 use gregor_sdk::kafka_protocol::messages::create_acls_request::AclCreation;
 use gregor_sdk::kafka_protocol::messages::create_acls_response::AclCreationResult;
@@ -133,7 +133,7 @@ fn create(request: &CreateAclsRequest) -> CreateAclsResponse {
     // not, gets the host's POLICY_VIOLATION.
     if let Some(refused) = stored
         .iter()
-        .find(|outcome| outcome.code == bounds::POLICY_VIOLATION)
+        .find(|outcome| outcome.code == request_caps::POLICY_VIOLATION)
     {
         let results = request
             .creations

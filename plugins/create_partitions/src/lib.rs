@@ -31,7 +31,7 @@ use std::collections::HashMap;
 
 use gregor_sdk::authorize::allowed_names;
 use gregor_sdk::authz::{Operation, ResourceType};
-use gregor_sdk::bounds;
+use gregor_sdk::request_caps;
 use gregor_sdk::ids::str_bytes;
 use gregor_sdk::kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
 use gregor_sdk::kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
@@ -67,7 +67,7 @@ impl Handler for CreatePartitions {
         let allowed = allowed_names(Operation::Alter, ResourceType::Topic, names);
         let strict = ctx.api_version >= STRICT_SINCE_VERSION;
         let mut mutation_throttle = 0;
-        let mut budget = bounds::MAX_RECORDS_PER_USER_OP;
+        let mut budget = request_caps::MAX_RECORDS_PER_USER_OP;
         let mut response = CreatePartitionsResponse::default();
         for topic in &request.topics {
             let name = topic.name.as_str();
@@ -157,7 +157,7 @@ fn create(
         .saturating_sub(before);
     // One record per new partition, for the request as a whole.
     if added > *budget {
-        return Err(bounds::policy_violation(bounds::TOO_MANY_RECORDS));
+        return Err(request_caps::policy_violation(request_caps::TOO_MANY_RECORDS));
     }
     if validate_only {
         *budget -= added;

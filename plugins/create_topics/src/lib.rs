@@ -38,7 +38,7 @@ use std::collections::{BTreeSet, HashMap};
 
 use gregor_sdk::authorize::{allowed_names, cluster_allowed};
 use gregor_sdk::authz::{Operation, ResourceType};
-use gregor_sdk::bounds;
+use gregor_sdk::request_caps;
 use gregor_sdk::configs::source_code;
 use gregor_sdk::ids::{str_bytes, to_kafka_uuid};
 use gregor_sdk::kafka_protocol::messages::create_topics_request::CreatableTopic;
@@ -97,15 +97,15 @@ impl Handler for CreateTopics {
             .iter()
             .filter(|t| count.get(t.name.as_str()) == Some(&1) && may_create(t.name.as_str()))
             .map(|t| {
-                bounds::requested_partitions(
+                request_caps::requested_partitions(
                     t.num_partitions,
                     t.assignments.len(),
                     default_partitions,
                 )
             })
             .fold(0, usize::saturating_add);
-        if requested > bounds::MAX_PARTITIONS_PER_BATCH {
-            return refuse_all(&ctx, &request, bounds::TOO_MANY_PARTITIONS);
+        if requested > request_caps::MAX_PARTITIONS_PER_BATCH {
+            return refuse_all(&ctx, &request, request_caps::TOO_MANY_PARTITIONS);
         }
 
         // Validate every topic first: the records the valid ones would
@@ -139,8 +139,8 @@ impl Handler for CreateTopics {
                             .saturating_add(1 + info.partitions.len() + new_topic.configs.len());
                         Checked::Valid(topic, new_topic, info)
                     }
-                    Err(error) if error.code == bounds::POLICY_VIOLATION => {
-                        let message = error.message.as_deref().unwrap_or(bounds::TOO_MANY_RECORDS);
+                    Err(error) if error.code == request_caps::POLICY_VIOLATION => {
+                        let message = error.message.as_deref().unwrap_or(request_caps::TOO_MANY_RECORDS);
                         return refuse_all(&ctx, &request, message);
                     }
                     Err(error) => {
@@ -151,8 +151,8 @@ impl Handler for CreateTopics {
             };
             checked.push(outcome);
         }
-        if records > bounds::MAX_RECORDS_PER_USER_OP {
-            return refuse_all(&ctx, &request, bounds::TOO_MANY_RECORDS);
+        if records > request_caps::MAX_RECORDS_PER_USER_OP {
+            return refuse_all(&ctx, &request, request_caps::TOO_MANY_RECORDS);
         }
 
         let mut response = CreateTopicsResponse::default();
@@ -208,7 +208,7 @@ fn error_response_for(
 /// The whole request refused with POLICY_VIOLATION, as Kafka answers a
 /// request over its caps (`CreateTopicsRequest.getErrorResponse`).
 fn refuse_all(ctx: &RequestContext, request: &CreateTopicsRequest, message: &str) -> Outcome {
-    let mut response = error_response_for(request, bounds::POLICY_VIOLATION, Some(message));
+    let mut response = error_response_for(request, request_caps::POLICY_VIOLATION, Some(message));
     gregor_sdk::count_errors(response.topics.iter().map(|topic| topic.error_code));
     response.throttle_time_ms = gregor_sdk::request_throttle_ms();
     respond(ctx, &response)

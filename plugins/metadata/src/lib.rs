@@ -24,6 +24,13 @@
 //! - A failed handler (trap or timeout) is answered as Kafka's
 //!   `getErrorResponse`: every named topic with the error, no partitions
 //!   and no brokers.
+//! - A request naming more topics than the module can hold (decoded past
+//!   the SDK's decode budget, e.g. 1.4 M names in 36 MB) is refused before
+//!   it runs the module out of memory: v13+ answers with a top-level
+//!   INVALID_REQUEST; older versions, which have no top-level error and
+//!   could only list every topic with an error in an answer as large as
+//!   the request, close the connection, as Kafka does for a request it
+//!   cannot handle.
 
 use std::collections::HashSet;
 use std::hash::Hash;
@@ -32,7 +39,7 @@ use gregor_sdk::authorize::{
     allowed_names, authorized_operations, cluster_allowed, operation_code, CLUSTER_NAME,
 };
 use gregor_sdk::authz::{Operation, ResourceType};
-use gregor_sdk::bounds;
+use gregor_sdk::request_caps;
 use gregor_sdk::configs::broker_flag;
 use gregor_sdk::ids::{from_kafka_uuid, is_internal_topic, str_bytes, to_kafka_uuid};
 use gregor_sdk::kafka_protocol::messages::metadata_response::{
@@ -44,8 +51,8 @@ use gregor_sdk::kafka_protocol::messages::{
 use gregor_sdk::metadata::{self, NewTopic, PartitionInfo, TopicInfo};
 use gregor_sdk::uuid::Uuid;
 use gregor_sdk::{
-    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Handler, Outcome,
-    RequestContext, ResponseError,
+    api_info, decode, decode_request, encode, log_warn, request_throttle_ms, respond, ApiInfo,
+    DecodeError, Handler, Outcome, RequestContext, ResponseError,
 };
 
 struct Metadata;
@@ -56,9 +63,10 @@ impl Handler for Metadata {
     }
 
     fn handle(ctx: RequestContext, body: Vec<u8>) -> Outcome {
-        let request: MetadataRequest = match decode(&ctx, &body) {
+        let request: MetadataRequest = match decode_request(&ctx, &body) {
             Ok(request) => request,
-            Err(outcome) => return outcome,
+            Err(DecodeError::TooLarge) => return too_large(&ctx),
+            Err(DecodeError::Malformed(_)) => return Outcome::CloseConnection,
         };
         let version = ctx.api_version;
         let mut response = if valid_topic_references(&request, version) {
@@ -76,6 +84,21 @@ impl Handler for Metadata {
         let request: MetadataRequest = decode(&ctx, &body).ok()?;
         encode(&ctx, &failed(&request, error_code))
     }
+}
+
+/// The answer to a request too large to decode: a top-level
+/// INVALID_REQUEST from v13, a closed connection before.
+fn too_large(ctx: &RequestContext) -> Outcome {
+    if ctx.api_version < 13 {
+        log_warn("Metadata request too large to answer: closing the connection");
+        return Outcome::CloseConnection;
+    }
+    let error = ResponseError::InvalidRequest.code();
+    gregor_sdk::count_errors([error]);
+    let response = MetadataResponse::default()
+        .with_error_code(error)
+        .with_throttle_time_ms(request_throttle_ms());
+    respond(ctx, &response)
 }
 
 /// The answer to a request whose topic references are valid.
@@ -211,8 +234,8 @@ fn topic_metadata(
         .iter()
         .filter(|name| auto_create && may_create(name) && valid_topic_name(name))
         .count();
-    let per_topic = bounds::requested_partitions(-1, 0, default_partitions()).saturating_add(1);
-    let within_cap = to_create.saturating_mul(per_topic) <= bounds::MAX_RECORDS_PER_USER_OP;
+    let per_topic = request_caps::requested_partitions(-1, 0, default_partitions()).saturating_add(1);
+    let within_cap = to_create.saturating_mul(per_topic) <= request_caps::MAX_RECORDS_PER_USER_OP;
     let mut responses = Vec::with_capacity(names.len());
     for (name, info) in &topics {
         responses.push(match info {

@@ -3,9 +3,10 @@
 //! The host has already parsed the request header; a handler sees the body
 //! and the version from its [`RequestContext`].
 
-use bytes::{Bytes, BytesMut};
+use bytes::BytesMut;
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion};
 
+use crate::bounded::{decode_bounded, DecodeError, DECODE_BUDGET};
 use crate::{logging, ApiInfo, Outcome, RequestContext};
 
 /// Describes a handler for ApiKey `R::KEY` serving `min..=max`, with the
@@ -22,22 +23,36 @@ pub fn api_info<R: kafka_protocol::protocol::Request>(name: &str, min: i16, max:
 
 /// Decodes the request body for the context's version. A body that does
 /// not parse is a malformed request: Kafka closes the connection for it, so
-/// the error carries that outcome.
-pub fn decode<R: Decodable>(ctx: &RequestContext, body: &[u8]) -> Result<R, Outcome> {
-    let mut buf = Bytes::copy_from_slice(body);
-    match R::decode(&mut buf, ctx.api_version) {
-        Ok(request) => Ok(request),
-        Err(error) => {
-            logging::log(
-                logging::Level::Warn,
-                &format!(
-                    "malformed request (api key {}, version {}, correlation id {}): {error}",
-                    ctx.api_key, ctx.api_version, ctx.correlation_id
-                ),
-            );
-            Err(Outcome::CloseConnection)
-        }
-    }
+/// the error carries that outcome. So does a request too large to decode
+/// within the module's memory (see [`decode_request`] to answer it).
+pub fn decode<R: Decodable + HeaderVersion>(
+    ctx: &RequestContext,
+    body: &[u8],
+) -> Result<R, Outcome> {
+    decode_request(ctx, body).map_err(|_| Outcome::CloseConnection)
+}
+
+/// Decodes the request body for the context's version without a trap on
+/// any input (see [`crate::bounded`]); the error, logged, tells a malformed
+/// body from one too large to decode.
+pub fn decode_request<R: Decodable + HeaderVersion>(
+    ctx: &RequestContext,
+    body: &[u8],
+) -> Result<R, DecodeError> {
+    let flexible = R::header_version(ctx.api_version) >= 2;
+    decode_bounded(body, ctx.api_version, flexible, DECODE_BUDGET).map_err(|error| {
+        logging::log(
+            logging::Level::Warn,
+            &format!(
+                "request not decoded (api key {}, version {}, correlation id {}, {} bytes): {error}",
+                ctx.api_key,
+                ctx.api_version,
+                ctx.correlation_id,
+                body.len()
+            ),
+        );
+        error
+    })
 }
 
 /// Encodes a response body for the context's version. A response that

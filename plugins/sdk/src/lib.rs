@@ -10,12 +10,13 @@
 
 pub mod acl;
 pub mod authorize;
-pub mod bounds;
+pub mod bounded;
 pub mod codec;
 pub mod configs;
 pub mod groups;
 pub mod handler;
 pub mod ids;
+pub mod request_caps;
 pub mod txn;
 pub mod wire;
 
@@ -44,7 +45,8 @@ pub mod authz {
     pub use crate::bindings::gregor::broker::authz::*;
     pub use crate::bindings::gregor::broker::types::{Action, Operation, ResourceType};
 }
-pub use codec::{api_info, decode, encode, respond};
+pub use bounded::DecodeError;
+pub use codec::{api_info, decode, decode_request, encode, respond};
 pub use kafka_protocol;
 pub use kafka_protocol::error::ResponseError;
 pub use uuid;
