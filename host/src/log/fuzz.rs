@@ -18,16 +18,16 @@ fn batch_seeds() -> Vec<Vec<u8>> {
 /// Everything the host does with a batch a client sent; also with the CRC
 /// made to match, so mutations reach the checks behind it.
 fn check_batch(input: &[u8]) -> bool {
-    let mut appended = batch::prepare_append(input, 1 << 20, None).is_ok();
+    let mut appended = batch::prepare_append(input, 1 << 20, None, false).is_ok();
     if input.len() >= batch::HEADER_SIZE {
         let mut fixed = input.to_vec();
         fix_crc(&mut fixed);
-        appended |= batch::prepare_append(&fixed, 1 << 20, None).is_ok();
+        appended |= batch::prepare_append(&fixed, 1 << 20, None, false).is_ok();
     }
-    let _ = batch::prepare_append(input, 1 << 20, Some(7));
+    let _ = batch::prepare_append(input, 1 << 20, Some(7), true);
     if let Ok(header) = BatchHeader::parse(input) {
         let _ = batch::crc_matches(input, &header);
-        if let Ok(section) = batch::record_section(input, &header) {
+        if let Ok(section) = batch::record_section(input, &header, codec::limit_for(1 << 20)) {
             for record in Records::in_section(&section, &header).take(10_000) {
                 if record.is_err() {
                     break;
@@ -76,8 +76,9 @@ fn fuzz_decompression() {
         let Some((&codec, data)) = input.split_first() else {
             return false;
         };
-        match codec::decompress(i16::from(codec % 5), data) {
-            Ok(out) => out.len() <= codec::MAX_DECOMPRESSED,
+        let limit = codec::limit_for(1 << 20);
+        match codec::decompress(i16::from(codec % 5), data, limit) {
+            Ok(out) => out.len() <= limit,
             Err(_) => false,
         }
     });

@@ -1,9 +1,19 @@
 //! Fuzzing request framing and the request header (see `fuzz_input`).
 
-use bytes::{Bytes, BytesMut};
+use std::sync::Arc;
 
-use super::{frame, header};
+use bytes::Bytes;
+
+use super::frame::FrameReader;
+use super::header;
+use super::memory_pool::MemoryPool;
 use crate::fuzz_input::run;
+use crate::metrics::Metrics;
+
+/// A pool that never makes a frame wait (the fuzzed frames are small).
+fn pool() -> Arc<MemoryPool> {
+    MemoryPool::new(None, Arc::new(Metrics::default()))
+}
 
 fn frame_seed() -> Vec<u8> {
     let mut frame = 12i32.to_be_bytes().to_vec();
@@ -16,12 +26,13 @@ fn fuzz_request_frames() {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .build()
         .expect("runtime");
+    let pool = pool();
     run("frame", vec![frame_seed()], 5_000, |input| {
-        let mut reader = input;
+        let mut reader = FrameReader::new(input);
         runtime.block_on(async {
             let mut whole = true;
             loop {
-                match frame::read_frame(&mut reader, 1 << 20).await {
+                match reader.read_frame(1 << 20, &pool).await {
                     Ok(Some(_)) => {}
                     Ok(None) => break,
                     Err(_) => {
@@ -56,10 +67,10 @@ fn frame_reader_keeps_partial_frames_apart() {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .build()
         .expect("runtime");
-    let mut reader = &input[..];
-    let first = runtime.block_on(frame::read_frame(&mut reader, 1 << 20));
-    assert!(matches!(first, Ok(Some(ref f)) if f[..] == frame_seed()[4..]));
-    let second: Result<Option<BytesMut>, _> =
-        runtime.block_on(frame::read_frame(&mut reader, 1 << 20));
+    let pool = pool();
+    let mut reader = FrameReader::new(&input[..]);
+    let first = runtime.block_on(reader.read_frame(1 << 20, &pool));
+    assert!(matches!(first, Ok(Some(ref f)) if f.bytes[..] == frame_seed()[4..]));
+    let second = runtime.block_on(reader.read_frame(1 << 20, &pool));
     assert!(second.is_err());
 }

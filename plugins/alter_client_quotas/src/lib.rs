@@ -25,12 +25,12 @@ use std::collections::HashMap;
 
 use gregor_sdk::authorize::cluster_allowed;
 use gregor_sdk::authz::Operation;
-use gregor_sdk::request_caps;
 use gregor_sdk::ids::str_bytes;
 use gregor_sdk::kafka_protocol::messages::alter_client_quotas_request::EntryData as RequestEntry;
 use gregor_sdk::kafka_protocol::messages::alter_client_quotas_response::{EntityData, EntryData};
 use gregor_sdk::kafka_protocol::messages::{AlterClientQuotasRequest, AlterClientQuotasResponse};
 use gregor_sdk::quotas::{self, EntityPart, QuotaOp};
+use gregor_sdk::request_caps;
 use gregor_sdk::{
     api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Handler, KafkaError, Outcome,
     RequestContext, ResponseError,

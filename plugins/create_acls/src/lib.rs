@@ -24,11 +24,11 @@ use gregor_sdk::acl_admin;
 use gregor_sdk::authorize::{cluster_allowed, CLUSTER_NAME};
 use gregor_sdk::authz::{Operation, ResourceType};
 use gregor_sdk::bindings::gregor::broker::types::AclBinding;
-use gregor_sdk::request_caps;
 use gregor_sdk::ids::str_bytes;
 use gregor_sdk::kafka_protocol::messages::create_acls_request::AclCreation;
 use gregor_sdk::kafka_protocol::messages::create_acls_response::AclCreationResult;
 use gregor_sdk::kafka_protocol::messages::{CreateAclsRequest, CreateAclsResponse};
+use gregor_sdk::request_caps;
 use gregor_sdk::{
     api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Handler, Outcome,
     RequestContext, ResponseError,

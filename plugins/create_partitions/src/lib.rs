@@ -31,11 +31,11 @@ use std::collections::HashMap;
 
 use gregor_sdk::authorize::allowed_names;
 use gregor_sdk::authz::{Operation, ResourceType};
-use gregor_sdk::request_caps;
 use gregor_sdk::ids::str_bytes;
 use gregor_sdk::kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
 use gregor_sdk::kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
 use gregor_sdk::kafka_protocol::messages::{CreatePartitionsRequest, CreatePartitionsResponse};
+use gregor_sdk::request_caps;
 use gregor_sdk::{
     api_info, decode, encode, metadata, quotas, request_throttle_ms, respond, ApiInfo, Handler,
     KafkaError, Outcome, RequestContext, ResponseError,
@@ -157,7 +157,9 @@ fn create(
         .saturating_sub(before);
     // One record per new partition, for the request as a whole.
     if added > *budget {
-        return Err(request_caps::policy_violation(request_caps::TOO_MANY_RECORDS));
+        return Err(request_caps::policy_violation(
+            request_caps::TOO_MANY_RECORDS,
+        ));
     }
     if validate_only {
         *budget -= added;

@@ -38,7 +38,6 @@ use std::collections::{BTreeSet, HashMap};
 
 use gregor_sdk::authorize::{allowed_names, cluster_allowed};
 use gregor_sdk::authz::{Operation, ResourceType};
-use gregor_sdk::request_caps;
 use gregor_sdk::configs::source_code;
 use gregor_sdk::ids::{str_bytes, to_kafka_uuid};
 use gregor_sdk::kafka_protocol::messages::create_topics_request::CreatableTopic;
@@ -48,6 +47,7 @@ use gregor_sdk::kafka_protocol::messages::create_topics_response::{
 use gregor_sdk::kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
 use gregor_sdk::metadata::{self, NewTopic, TopicInfo};
 use gregor_sdk::quotas;
+use gregor_sdk::request_caps;
 use gregor_sdk::{
     api_info, decode, encode, respond, ApiInfo, Handler, KafkaError, Outcome, RequestContext,
     ResponseError,
@@ -140,7 +140,10 @@ impl Handler for CreateTopics {
                         Checked::Valid(topic, new_topic, info)
                     }
                     Err(error) if error.code == request_caps::POLICY_VIOLATION => {
-                        let message = error.message.as_deref().unwrap_or(request_caps::TOO_MANY_RECORDS);
+                        let message = error
+                            .message
+                            .as_deref()
+                            .unwrap_or(request_caps::TOO_MANY_RECORDS);
                         return refuse_all(&ctx, &request, message);
                     }
                     Err(error) => {

@@ -39,7 +39,6 @@ use gregor_sdk::authorize::{
     allowed_names, authorized_operations, cluster_allowed, operation_code, CLUSTER_NAME,
 };
 use gregor_sdk::authz::{Operation, ResourceType};
-use gregor_sdk::request_caps;
 use gregor_sdk::configs::broker_flag;
 use gregor_sdk::ids::{from_kafka_uuid, is_internal_topic, str_bytes, to_kafka_uuid};
 use gregor_sdk::kafka_protocol::messages::metadata_response::{
@@ -49,6 +48,7 @@ use gregor_sdk::kafka_protocol::messages::{
     BrokerId, MetadataRequest, MetadataResponse, TopicName,
 };
 use gregor_sdk::metadata::{self, NewTopic, PartitionInfo, TopicInfo};
+use gregor_sdk::request_caps;
 use gregor_sdk::uuid::Uuid;
 use gregor_sdk::{
     api_info, decode, decode_request, encode, log_warn, request_throttle_ms, respond, ApiInfo,
@@ -234,7 +234,8 @@ fn topic_metadata(
         .iter()
         .filter(|name| auto_create && may_create(name) && valid_topic_name(name))
         .count();
-    let per_topic = request_caps::requested_partitions(-1, 0, default_partitions()).saturating_add(1);
+    let per_topic =
+        request_caps::requested_partitions(-1, 0, default_partitions()).saturating_add(1);
     let within_cap = to_create.saturating_mul(per_topic) <= request_caps::MAX_RECORDS_PER_USER_OP;
     let mut responses = Vec::with_capacity(names.len());
     for (name, info) in &topics {
