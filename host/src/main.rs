@@ -275,9 +275,15 @@ async fn serve(config: BrokerConfig) -> Result<()> {
     for listener in listeners {
         let _ = listener.await;
     }
+    // Parked requests (long polls, rebalances) come back through the
+    // channel once their wait is over: keep it open for them first.
+    let drain_deadline = tokio::time::Instant::now() + DRAIN_TIMEOUT;
+    while parked.get() > 0 && tokio::time::Instant::now() < drain_deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     channel.close();
     let drained =
-        tokio::time::timeout(DRAIN_TIMEOUT, futures_util::future::join_all(workers)).await;
+        tokio::time::timeout_at(drain_deadline, futures_util::future::join_all(workers)).await;
     if drained.is_err() {
         warn!("in-flight requests did not finish within {DRAIN_TIMEOUT:?}");
     }
