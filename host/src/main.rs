@@ -16,6 +16,7 @@ mod cli;
 mod clock;
 mod config;
 mod coordinator;
+mod fd_limit;
 #[cfg(test)]
 mod fuzz_input;
 mod log;
@@ -176,6 +177,7 @@ fn parse_args(args: &[String]) -> Result<Option<BrokerConfig>> {
 
 async fn serve(config: BrokerConfig) -> Result<()> {
     let started = Instant::now();
+    fd_limit::raise_to_hard_limit();
     let config = Arc::new(config);
     let broker = Arc::new(Broker::open(Arc::clone(&config))?);
 

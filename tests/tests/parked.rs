@@ -15,6 +15,23 @@ use rdkafka::producer::FutureRecord;
 /// More than the broker's 512 component instances.
 const WAITING: usize = 600;
 
+/// The tests of this file hold over a thousand sockets at once: raise the
+/// soft open-file limit to the hard one, as the broker does for itself.
+fn raise_fd_limit() {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: plain syscalls on a struct we own.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 && limit.rlim_cur < limit.rlim_max
+        {
+            limit.rlim_cur = limit.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+        }
+    }
+}
+
 /// Fetch v4 of partition 0 of `topic` from `offset`, waiting up to
 /// `max_wait_ms` for one byte.
 fn fetch_request(topic: &str, offset: i64, max_wait_ms: i32, correlation_id: i32) -> Vec<u8> {
@@ -36,6 +53,7 @@ fn fetch_request(topic: &str, offset: i64, max_wait_ms: i32, correlation_id: i32
 
 /// A broker with its admin endpoint (for `/metrics`) on a port of its own.
 fn start(settings: &[(&str, &str)]) -> (Broker, String) {
+    raise_fd_limit();
     let admin = format!("127.0.0.1:{}", free_port());
     let mut all = vec![("admin.listener", admin.as_str())];
     all.extend_from_slice(settings);
