@@ -501,3 +501,55 @@ pub fn wait_for<T>(what: &str, timeout: Duration, mut check: impl FnMut() -> Opt
         std::thread::sleep(Duration::from_millis(100));
     }
 }
+
+/// A broker with its admin endpoint (`/metrics`, plugins) on a port of its
+/// own, and that endpoint's `host:port`.
+pub fn start_with_admin(settings: &[(&str, &str)]) -> (Broker, String) {
+    let admin = format!("127.0.0.1:{}", free_port());
+    let mut all = vec![("admin.listener", admin.as_str())];
+    all.extend_from_slice(settings);
+    (Broker::start_with(&all), admin)
+}
+
+/// `GET /metrics` on an admin endpoint: the Prometheus text (asserting a
+/// 200 answer).
+pub fn scrape_metrics(admin: &str) -> String {
+    use std::io::Read;
+    let mut stream = TcpStream::connect(admin).expect("connect to the admin endpoint");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .expect("timeout");
+    stream
+        .write_all(
+            format!("GET /metrics HTTP/1.1\r\nHost: {admin}\r\nConnection: close\r\n\r\n")
+                .as_bytes(),
+        )
+        .expect("send scrape");
+    let mut response = String::new();
+    stream.read_to_string(&mut response).expect("read scrape");
+    let (head, body) = response.split_once("\r\n\r\n").expect("HTTP response");
+    assert!(head.starts_with("HTTP/1.1 200"), "scrape failed: {head}");
+    body.to_string()
+}
+
+/// A temporary plugin directory with every standard module and the named
+/// example modules (`chaos`, ...) from `$GREGOR_EXAMPLE_DIR` (default
+/// `build/examples`).
+pub fn plugin_dir_with_examples(examples: &[&str]) -> tempfile::TempDir {
+    let plugins = tempfile::tempdir().expect("plugin dir");
+    for entry in fs::read_dir(plugin_dir()).expect("plugins") {
+        let path = entry.expect("entry").path();
+        if path.extension().is_some_and(|ext| ext == "wasm") {
+            fs::copy(&path, plugins.path().join(path.file_name().expect("name")))
+                .expect("copy a module");
+        }
+    }
+    let dir = std::env::var_os("GREGOR_EXAMPLE_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace_root().join("build/examples"));
+    for name in examples {
+        let file = format!("{name}.wasm");
+        fs::copy(dir.join(&file), plugins.path().join(&file)).expect("copy an example module");
+    }
+    plugins
+}

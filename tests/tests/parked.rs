@@ -4,12 +4,12 @@
 //! answered with the record that ends its wait. A waiting request whose
 //! client goes away is dropped at once.
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::time::Duration;
 
 use gregor_tests::wire::{correlation_id_of, put_i16, put_i32, request_frame, Conn};
-use gregor_tests::{free_port, kafka, wait_for, workspace_root, Broker};
+use gregor_tests::{
+    kafka, plugin_dir_with_examples, scrape_metrics, start_with_admin, wait_for, Broker,
+};
 use rdkafka::producer::FutureRecord;
 
 /// More than the broker's 512 component instances.
@@ -51,33 +51,14 @@ fn fetch_request(topic: &str, offset: i64, max_wait_ms: i32, correlation_id: i32
     request_frame(1, 4, correlation_id, false, &body)
 }
 
-/// A broker with its admin endpoint (for `/metrics`) on a port of its own.
+/// A broker with its admin endpoint, for `/metrics`.
 fn start(settings: &[(&str, &str)]) -> (Broker, String) {
     raise_fd_limit();
-    let admin = format!("127.0.0.1:{}", free_port());
-    let mut all = vec![("admin.listener", admin.as_str())];
-    all.extend_from_slice(settings);
-    (Broker::start_with(&all), admin)
-}
-
-fn scrape(admin: &str) -> String {
-    let mut stream = TcpStream::connect(admin).expect("connect to the admin endpoint");
-    stream
-        .set_read_timeout(Some(Duration::from_secs(30)))
-        .expect("timeout");
-    stream
-        .write_all(
-            format!("GET /metrics HTTP/1.1\r\nHost: {admin}\r\nConnection: close\r\n\r\n")
-                .as_bytes(),
-        )
-        .expect("send scrape");
-    let mut response = String::new();
-    stream.read_to_string(&mut response).expect("read scrape");
-    response
+    start_with_admin(settings)
 }
 
 fn parked(admin: &str) -> usize {
-    scrape(admin)
+    scrape_metrics(admin)
         .lines()
         .find_map(|line| line.strip_prefix("gregor_parked_requests "))
         .and_then(|value| value.trim().parse().ok())
@@ -85,7 +66,7 @@ fn parked(admin: &str) -> usize {
 }
 
 fn traps(admin: &str) -> f64 {
-    scrape(admin)
+    scrape_metrics(admin)
         .lines()
         .filter(|line| line.starts_with("gregor_plugin_traps_total{"))
         .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
@@ -189,22 +170,7 @@ async fn a_parked_fetch_answers_empty_when_its_wait_is_over() {
 /// which is not counted as a trap, and answers once a record arrives.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_older_waiting_import_is_parked_too() {
-    let plugins = tempfile::tempdir().expect("plugin dir");
-    for entry in std::fs::read_dir(gregor_tests::plugin_dir()).expect("plugins") {
-        let path = entry.expect("entry").path();
-        if path.extension().is_some_and(|ext| ext == "wasm") {
-            std::fs::copy(&path, plugins.path().join(path.file_name().expect("name")))
-                .expect("copy");
-        }
-    }
-    let examples = std::env::var_os("GREGOR_EXAMPLE_DIR")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| workspace_root().join("build/examples"));
-    std::fs::copy(
-        examples.join("chaos.wasm"),
-        plugins.path().join("chaos.wasm"),
-    )
-    .expect("copy chaos");
+    let plugins = plugin_dir_with_examples(&["chaos"]);
     let plugin_path = plugins.path().display().to_string();
     let (broker, admin) = start(&[("plugin.dir", plugin_path.as_str())]);
     kafka::create_topic(&broker, "legacy", 1).await;

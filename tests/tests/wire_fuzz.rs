@@ -16,13 +16,12 @@
 //! large (v13 answers INVALID_REQUEST, older versions close the
 //! connection) without a trap, and the broker keeps serving.
 
-use std::io::{ErrorKind, Read, Write};
-use std::net::TcpStream;
+use std::io::ErrorKind;
 use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
 use gregor_tests::wire::{metadata_request, put_i16, put_i32, request_frame, Conn};
-use gregor_tests::{free_port, Broker};
+use gregor_tests::{scrape_metrics, start_with_admin, Broker};
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::find_coordinator_request::FindCoordinatorRequest;
@@ -284,32 +283,6 @@ fn assert_serving(broker: &Broker, after: &str) {
     assert!(response.len() > 4, "Metadata after {after}: no body");
 }
 
-/// A broker with its admin endpoint on, and that endpoint.
-fn start(settings: &[(&str, &str)]) -> (Broker, String) {
-    let admin = format!("127.0.0.1:{}", free_port());
-    let mut all = vec![("admin.listener", admin.as_str())];
-    all.extend_from_slice(settings);
-    (Broker::start_with(&all), admin)
-}
-
-fn scrape(admin: &str) -> String {
-    let mut stream = TcpStream::connect(admin).expect("connect to the admin endpoint");
-    stream
-        .set_read_timeout(Some(Duration::from_secs(30)))
-        .expect("timeout");
-    stream
-        .write_all(
-            format!("GET /metrics HTTP/1.1\r\nHost: {admin}\r\nConnection: close\r\n\r\n")
-                .as_bytes(),
-        )
-        .expect("send scrape");
-    let mut response = String::new();
-    stream.read_to_string(&mut response).expect("read scrape");
-    let (head, body) = response.split_once("\r\n\r\n").expect("HTTP response");
-    assert!(head.starts_with("HTTP/1.1 200"), "scrape failed: {head}");
-    body.to_string()
-}
-
 /// Sum of a counter over all its label sets.
 fn total(metrics: &str, family: &str) -> u64 {
     metrics
@@ -351,7 +324,7 @@ fn fuzz(broker: &Broker, rng: &mut SmallRng, keep: impl Fn(i16) -> bool) -> Tall
 
 fn report(what: &str, broker: &mut Broker, admin: &str, tally: &Tally) -> u64 {
     assert!(broker.is_running(), "the broker exited ({what})");
-    let metrics = scrape(admin);
+    let metrics = scrape_metrics(admin);
     let traps = total(&metrics, "gregor_plugin_traps_total");
     let timeouts = total(&metrics, "gregor_plugin_timeouts_total");
     eprintln!(
@@ -371,12 +344,12 @@ fn report(what: &str, broker: &mut Broker, admin: &str, tally: &Tally) -> u64 {
 fn mutated_requests_for_every_api_never_trap() {
     let mut rng = SmallRng::seed_from_u64(SEED);
 
-    let (mut open, admin) = start(&[]);
+    let (mut open, admin) = start_with_admin(&[]);
     let tally = fuzz(&open, &mut rng, |key| !CREATING.contains(&key));
     let open_traps = report("open broker", &mut open, &admin, &tally);
     assert!(tally.inputs > 1000, "too few inputs: {tally:?}");
 
-    let (mut denied, admin) = start(&[("authorizer", "authorizer_acl")]);
+    let (mut denied, admin) = start_with_admin(&[("authorizer", "authorizer_acl")]);
     let tally = fuzz(&denied, &mut rng, |key| CREATING.contains(&key));
     let denied_traps = report(
         "deny-all broker, creating APIs",
@@ -434,7 +407,7 @@ fn huge_metadata_body(version: i16, count: usize) -> Vec<u8> {
 
 #[test]
 fn metadata_naming_too_many_topics_is_refused_without_a_trap() {
-    let (broker, admin) = start(&[]);
+    let (broker, admin) = start_with_admin(&[]);
     let count = 1_400_000;
 
     // v1: 36 MiB, no top-level error code: the connection is closed.
@@ -456,6 +429,6 @@ fn metadata_naming_too_many_topics_is_refused_without_a_trap() {
     assert_eq!(error, INVALID_REQUEST, "v13 top-level error: {payload:?}");
     assert_serving(&broker, "Metadata v13 naming 1.4 M topics");
 
-    let traps = total(&scrape(&admin), "gregor_plugin_traps_total");
+    let traps = total(&scrape_metrics(&admin), "gregor_plugin_traps_total");
     assert_eq!(traps, 0, "the Metadata module trapped");
 }

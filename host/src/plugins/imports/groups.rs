@@ -322,26 +322,16 @@ impl HandlerState {
         };
         let result = match self.deferral.join_answer(&request) {
             Some(result) => result,
-            None => match self.broker.groups.begin_join(&request) {
-                Pending::Ready(result) => result,
-                Pending::Later(wait) if self.deferral.may_park() => {
-                    self.deferral.park(Box::pin(async move {
-                        Memo::Join {
-                            group_id: request.group_id,
-                            member_id: request.member_id,
-                            result: wait.await,
-                        }
-                    }));
-                    return None;
-                }
-                // A replay that found no answer of its own waits here.
-                Pending::Later(wait) => {
-                    let started = Instant::now();
-                    let result = wait.await;
-                    self.clock.add_host_wait(started.elapsed());
-                    result
-                }
-            },
+            None => {
+                let pending = self.broker.groups.begin_join(&request);
+                let (group_id, member_id) = (request.group_id, request.member_id);
+                let memo = move |result| Memo::Join {
+                    group_id,
+                    member_id,
+                    result,
+                };
+                self.settle(pending, memo).await?
+            }
         };
         Some(JoinResult {
             error_code: result.error_code,
@@ -377,26 +367,18 @@ impl HandlerState {
         };
         let result = match self.deferral.sync_answer(&request) {
             Some(result) => result,
-            None => match self.broker.groups.begin_sync(&request) {
-                Pending::Ready(result) => result,
-                Pending::Later(wait) if self.deferral.may_park() => {
-                    self.deferral.park(Box::pin(async move {
-                        Memo::Sync {
-                            group_id: request.group_id,
-                            member_id: request.member_id,
-                            generation_id: request.generation_id,
-                            result: wait.await,
-                        }
-                    }));
-                    return None;
-                }
-                Pending::Later(wait) => {
-                    let started = Instant::now();
-                    let result = wait.await;
-                    self.clock.add_host_wait(started.elapsed());
-                    result
-                }
-            },
+            None => {
+                let pending = self.broker.groups.begin_sync(&request);
+                let (group_id, member_id, generation_id) =
+                    (request.group_id, request.member_id, request.generation_id);
+                let memo = move |result| Memo::Sync {
+                    group_id,
+                    member_id,
+                    generation_id,
+                    result,
+                };
+                self.settle(pending, memo).await?
+            }
         };
         Some(SyncResult {
             error_code: result.error_code,
@@ -404,5 +386,29 @@ impl HandlerState {
             protocol_name: result.protocol_name,
             assignment: result.assignment,
         })
+    }
+
+    /// The answer of a group call that may have to wait: now, parked
+    /// (none; `memo` keeps the wait's answer for the replay) or, in a
+    /// replay that found no answer of its own, awaited here.
+    async fn settle<T: Send + 'static>(
+        &mut self,
+        pending: Pending<T>,
+        memo: impl FnOnce(T) -> Memo + Send + 'static,
+    ) -> Option<T> {
+        match pending {
+            Pending::Ready(result) => Some(result),
+            Pending::Later(wait) if self.deferral.may_park() => {
+                self.deferral
+                    .park(Box::pin(async move { memo(wait.await) }));
+                None
+            }
+            Pending::Later(wait) => {
+                let started = Instant::now();
+                let result = wait.await;
+                self.clock.add_host_wait(started.elapsed());
+                Some(result)
+            }
+        }
     }
 }
