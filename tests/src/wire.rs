@@ -566,6 +566,26 @@ pub fn parse_produce_response(payload: &[u8], version: i16) -> (i16, i64, Option
     (error, base_offset, message)
 }
 
+/// A Fetch v4 request (header v1) for partition 0 of `topic` from
+/// `offset`, waiting up to `max_wait_ms` for one byte (1 MiB limits,
+/// read_uncommitted): a consumer's long poll.
+pub fn fetch_request(topic: &str, offset: i64, max_wait_ms: i32, correlation_id: i32) -> Vec<u8> {
+    let mut body = Vec::new();
+    put_i32(&mut body, -1); // replica id
+    put_i32(&mut body, max_wait_ms);
+    put_i32(&mut body, 1); // min bytes
+    put_i32(&mut body, 1 << 20); // max bytes
+    body.push(0); // read_uncommitted
+    put_i32(&mut body, 1);
+    put_i16(&mut body, topic.len() as i16);
+    body.extend_from_slice(topic.as_bytes());
+    put_i32(&mut body, 1);
+    put_i32(&mut body, 0); // partition
+    body.extend_from_slice(&offset.to_be_bytes());
+    put_i32(&mut body, 1 << 20); // partition max bytes
+    request_frame(1, 4, correlation_id, false, &body)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -20,8 +20,8 @@ use std::time::Duration;
 
 use gregor_tests::kafka::{self, Isolation};
 use gregor_tests::wire::{
-    self, is_closed_error, metadata_request, parse_api_versions, put_i16, put_i32, request_frame,
-    Conn,
+    self, fetch_request, is_closed_error, metadata_request, parse_api_versions, put_i16, put_i32,
+    request_frame, Conn,
 };
 use gregor_tests::{free_port, wait_for, Broker};
 
@@ -39,7 +39,6 @@ const BUDGET: usize = 64 * MIB;
 const OVERHEAD: u64 = (2 * FRAME + 32 * MIB) as u64;
 
 const PRODUCE: i16 = 0;
-const FETCH: i16 = 1;
 
 /// `GET /metrics` on the admin endpoint.
 fn scrape(admin: SocketAddr) -> String {
@@ -419,24 +418,6 @@ fn max_connections_holds_new_connections_until_a_slot_frees() {
     second.api_versions(6);
 }
 
-/// A Fetch v4 request for partition 0 of `topic` from offset 0.
-fn fetch_request(topic: &str, max_wait_ms: i32, correlation_id: i32) -> Vec<u8> {
-    let mut body = Vec::new();
-    put_i32(&mut body, -1); // replica_id
-    put_i32(&mut body, max_wait_ms);
-    put_i32(&mut body, 1); // min_bytes
-    put_i32(&mut body, MIB as i32); // max_bytes
-    body.push(0); // isolation_level
-    put_i32(&mut body, 1);
-    put_i16(&mut body, topic.len() as i16);
-    body.extend_from_slice(topic.as_bytes());
-    put_i32(&mut body, 1);
-    put_i32(&mut body, 0); // partition
-    body.extend_from_slice(&0i64.to_be_bytes()); // fetch_offset
-    put_i32(&mut body, MIB as i32); // partition_max_bytes
-    request_frame(FETCH, 4, correlation_id, false, &body)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_leaving_during_a_long_poll_is_noticed_at_once() {
     let admin = format!("127.0.0.1:{}", free_port());
@@ -450,7 +431,7 @@ async fn a_client_leaving_during_a_long_poll_is_noticed_at_once() {
     // A pipelined request behind a short long poll is answered after it,
     // in order.
     let mut conn = Conn::connect(broker.addr());
-    let mut pipelined = fetch_request("empty", 500, 1);
+    let mut pipelined = fetch_request("empty", 0, 500, 1);
     pipelined.extend(wire::api_versions_request(0, 2));
     conn.send(&pipelined).expect("send");
     assert_eq!(
@@ -461,7 +442,8 @@ async fn a_client_leaving_during_a_long_poll_is_noticed_at_once() {
     assert_eq!(parse_api_versions(&payload, 0).correlation_id, 2);
 
     // A client that leaves during a 30 s long poll is gone at once.
-    conn.send(&fetch_request("empty", 30_000, 3)).expect("send");
+    conn.send(&fetch_request("empty", 0, 30_000, 3))
+        .expect("send");
     wait_for("the fetch to be in flight", Duration::from_secs(10), || {
         (open_connections(admin) == 1.0).then_some(())
     });

@@ -157,7 +157,7 @@ fn batch(producer_id: i64, epoch: i16, base_sequence: i32, values: &[&str]) -> V
     b.extend_from_slice(&base_sequence.to_be_bytes());
     b.extend_from_slice(&(values.len() as i32).to_be_bytes());
     b.extend_from_slice(&records);
-    let crc = crc32c(&b[21..]);
+    let crc = wire::crc32c(&b[21..]);
     b[17..21].copy_from_slice(&crc.to_be_bytes());
     b
 }
@@ -169,22 +169,6 @@ fn put_varint(out: &mut Vec<u8>, v: i64) {
         z >>= 7;
     }
     out.push(z as u8);
-}
-
-/// CRC-32C (Castagnoli), bitwise: test data is small.
-fn crc32c(data: &[u8]) -> u32 {
-    let mut crc = !0u32;
-    for byte in data {
-        crc ^= u32::from(*byte);
-        for _ in 0..8 {
-            crc = if crc & 1 != 0 {
-                (crc >> 1) ^ 0x82F6_3B78
-            } else {
-                crc >> 1
-            };
-        }
-    }
-    !crc
 }
 
 /// InitProducerId v1 without a transactional id: (error, id, epoch).

@@ -2,8 +2,6 @@
 //! per API, bytes in match what reached the log, a trapping plugin is
 //! counted, and the request-phase histograms fill.
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::path::Path;
 use std::time::Duration;
 
@@ -13,21 +11,7 @@ use rdkafka::consumer::Consumer;
 use rdkafka::producer::FutureRecord;
 
 fn scrape(admin: &str) -> String {
-    let mut stream = TcpStream::connect(admin).expect("connect to the admin endpoint");
-    stream
-        .set_read_timeout(Some(Duration::from_secs(30)))
-        .expect("timeout");
-    stream
-        .write_all(
-            format!("GET /metrics HTTP/1.1\r\nHost: {admin}\r\nConnection: close\r\n\r\n")
-                .as_bytes(),
-        )
-        .expect("send scrape");
-    let mut response = String::new();
-    stream.read_to_string(&mut response).expect("read scrape");
-    let (head, body) = response.split_once("\r\n\r\n").expect("HTTP response");
-    assert!(head.starts_with("HTTP/1.1 200"), "scrape failed: {head}");
-    body.to_string()
+    gregor_tests::scrape_metrics(admin)
 }
 
 /// The value of one sample, by its exact name and labels.

@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use gregor_tests::wire::{correlation_id_of, put_i16, put_i32, request_frame, Conn};
+use gregor_tests::wire::{correlation_id_of, fetch_request, request_frame, Conn};
 use gregor_tests::{
     kafka, plugin_dir_with_examples, scrape_metrics, start_with_admin, wait_for, Broker,
 };
@@ -30,25 +30,6 @@ fn raise_fd_limit() {
             libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
         }
     }
-}
-
-/// Fetch v4 of partition 0 of `topic` from `offset`, waiting up to
-/// `max_wait_ms` for one byte.
-fn fetch_request(topic: &str, offset: i64, max_wait_ms: i32, correlation_id: i32) -> Vec<u8> {
-    let mut body = Vec::new();
-    put_i32(&mut body, -1); // replica id
-    put_i32(&mut body, max_wait_ms);
-    put_i32(&mut body, 1); // min bytes
-    put_i32(&mut body, 1 << 20); // max bytes
-    body.push(0); // read_uncommitted
-    put_i32(&mut body, 1);
-    put_i16(&mut body, topic.len() as i16);
-    body.extend_from_slice(topic.as_bytes());
-    put_i32(&mut body, 1);
-    put_i32(&mut body, 0);
-    body.extend_from_slice(&offset.to_be_bytes());
-    put_i32(&mut body, 1 << 20);
-    request_frame(1, 4, correlation_id, false, &body)
 }
 
 /// A broker with its admin endpoint, for `/metrics`.
