@@ -6,14 +6,10 @@ PLUGIN_DIR ?= build/plugins
 DATA_DIR   ?= data
 GREGOR_BIN := $(abspath $(TARGET_DIR)/release/gregor)
 
-# Every handler module plus the default authorizer, one crate each.
-PLUGINS := api_versions metadata produce fetch list_offsets create_topics delete_topics authorizer_acl delete_records describe_log_dirs alter_replica_log_dirs find_coordinator join_group heartbeat leave_group sync_group describe_groups list_groups offset_commit offset_fetch delete_groups offset_delete consumer_group_heartbeat consumer_group_describe
-# Security: SASL, SCRAM credentials and ACL administration.
-PLUGINS += sasl_handshake sasl_authenticate describe_user_scram_credentials alter_user_scram_credentials create_acls describe_acls delete_acls
-# Exactly-once: idempotent producers and transactions.
-PLUGINS += init_producer_id describe_producers add_partitions_to_txn add_offsets_to_txn end_txn write_txn_markers txn_offset_commit describe_transactions list_transactions
-# Admin APIs: configs and config resources, partitions and cluster, features, quotas, delegation tokens, client telemetry.
-PLUGINS += describe_configs alter_configs incremental_alter_configs create_partitions describe_topic_partitions offset_for_leader_epoch elect_leaders alter_partition_reassignments list_partition_reassignments describe_cluster describe_client_quotas alter_client_quotas create_delegation_token renew_delegation_token expire_delegation_token describe_delegation_token get_telemetry_subscriptions push_telemetry list_config_resources update_features
+# Every handler module plus the default authorizer: each crate directory
+# under plugins/ except the SDK (examples live one level down and are not
+# loaded by default), so adding a plugin is adding its crate.
+PLUGINS := $(filter-out sdk,$(patsubst plugins/%/Cargo.toml,%,$(wildcard plugins/*/Cargo.toml)))
 PLUGIN_WASM := $(addprefix $(TARGET_DIR)/wasm32-wasip2/plugin/,$(addsuffix .wasm,$(PLUGINS)))
 # Example modules: not loaded by default (drop one into the plugin dir to try it).
 EXAMPLES := topic_summary chaos
