@@ -18,7 +18,7 @@ use gregor_sdk::groups::group_allowed;
 use gregor_sdk::kafka_protocol::messages::{AddOffsetsToTxnRequest, AddOffsetsToTxnResponse};
 use gregor_sdk::txn::{self, fenced_for_version};
 use gregor_sdk::{
-    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Handler, Outcome,
+    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Outcome, RawHandler,
     RequestContext, ResponseError,
 };
 
@@ -27,7 +27,7 @@ const FENCED_VERSION: i16 = 2;
 
 struct AddOffsetsToTxn;
 
-impl Handler for AddOffsetsToTxn {
+impl RawHandler for AddOffsetsToTxn {
     fn describe() -> ApiInfo {
         api_info::<AddOffsetsToTxnRequest>("AddOffsetsToTxn", 0, 4)
     }
@@ -66,7 +66,7 @@ impl Handler for AddOffsetsToTxn {
     }
 }
 
-gregor_sdk::export_handler!(AddOffsetsToTxn);
+gregor_sdk::export_raw_handler!(AddOffsetsToTxn);
 
 #[cfg(test)]
 mod tests {

@@ -21,9 +21,9 @@
 //!   clients get INVALID_PRODUCER_EPOCH where newer ones get PRODUCER_FENCED.
 //! - A partition named twice is answered once, as Kafka keeps a set.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 
-use gregor_sdk::authorize::{allowed_names, cluster_allowed, transactional_id_allowed};
+use gregor_sdk::authorize::{allowed_names, cluster_allowed, transactional_id_allowed, Allowed};
 use gregor_sdk::authz::{Operation, ResourceType};
 use gregor_sdk::groups::{partition_counts, partition_error};
 use gregor_sdk::ids::{is_internal_topic, str_bytes};
@@ -36,7 +36,7 @@ use gregor_sdk::kafka_protocol::messages::{
 };
 use gregor_sdk::txn::{self, by_topic, fenced_for_version, PartitionCodes, TxnPartition};
 use gregor_sdk::{
-    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Handler, Outcome,
+    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Outcome, RawHandler,
     RequestContext, ResponseError,
 };
 
@@ -47,7 +47,7 @@ const BATCHED_VERSION: i16 = 4;
 
 struct AddPartitionsToTxn;
 
-impl Handler for AddPartitionsToTxn {
+impl RawHandler for AddPartitionsToTxn {
     fn describe() -> ApiInfo {
         api_info::<AddPartitionsToTxnRequest>("AddPartitionsToTxn", 0, 5)
     }
@@ -126,14 +126,14 @@ fn add(transaction: &Transaction, version: i16) -> Vec<AddPartitionsToTxnTopicRe
         return topic_results(partitions.into_iter().map(|p| (p, denied)));
     }
     let names = || partitions.iter().map(|(topic, _)| topic.as_str());
-    let authorized: HashMap<String, bool> = if from_client {
+    let authorized: Allowed = if from_client {
         allowed_names(
             Operation::Write,
             ResourceType::Topic,
             names().filter(|name| !is_internal_topic(name)),
         )
     } else {
-        names().map(|name| (name.to_string(), true)).collect()
+        names().map(str::to_string).collect()
     };
     let counts = partition_counts(names());
     let checks = partitions
@@ -252,7 +252,7 @@ fn error_codes(response: &AddPartitionsToTxnResponse) -> Vec<i16> {
         .collect()
 }
 
-gregor_sdk::export_handler!(AddPartitionsToTxn);
+gregor_sdk::export_raw_handler!(AddPartitionsToTxn);
 
 #[cfg(test)]
 mod tests {

@@ -32,13 +32,13 @@ use gregor_sdk::kafka_protocol::messages::{AlterClientQuotasRequest, AlterClient
 use gregor_sdk::quotas::{self, EntityPart, QuotaOp};
 use gregor_sdk::request_caps;
 use gregor_sdk::{
-    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Handler, KafkaError, Outcome,
-    RequestContext, ResponseError,
+    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, KafkaError, Outcome,
+    RawHandler, RequestContext, ResponseError,
 };
 
 struct AlterClientQuotas;
 
-impl Handler for AlterClientQuotas {
+impl RawHandler for AlterClientQuotas {
     fn describe() -> ApiInfo {
         api_info::<AlterClientQuotasRequest>("AlterClientQuotas", 0, 1)
     }
@@ -198,7 +198,7 @@ fn alter(
     quotas::alter(entity, &ops, validate_only)
 }
 
-gregor_sdk::export_handler!(AlterClientQuotas);
+gregor_sdk::export_raw_handler!(AlterClientQuotas);
 
 #[cfg(test)]
 mod tests {

@@ -22,13 +22,13 @@ use gregor_sdk::kafka_protocol::messages::alter_configs_request::AlterConfigsRes
 use gregor_sdk::kafka_protocol::messages::alter_configs_response::AlterConfigsResourceResponse;
 use gregor_sdk::kafka_protocol::messages::{AlterConfigsRequest, AlterConfigsResponse};
 use gregor_sdk::{
-    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Handler, KafkaError, Outcome,
-    RequestContext, ResponseError,
+    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, KafkaError, Outcome,
+    RawHandler, RequestContext, ResponseError,
 };
 
 struct AlterConfigs;
 
-impl Handler for AlterConfigs {
+impl RawHandler for AlterConfigs {
     fn describe() -> ApiInfo {
         api_info::<AlterConfigsRequest>("AlterConfigs", 0, 2)
     }
@@ -129,7 +129,7 @@ fn alter(
     )
 }
 
-gregor_sdk::export_handler!(AlterConfigs);
+gregor_sdk::export_raw_handler!(AlterConfigs);
 
 #[cfg(test)]
 mod tests {

@@ -31,13 +31,13 @@ use gregor_sdk::kafka_protocol::messages::{
 };
 use gregor_sdk::metadata::{self, TopicInfo};
 use gregor_sdk::{
-    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Handler, KafkaError, Outcome,
-    RequestContext, ResponseError,
+    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, KafkaError, Outcome,
+    RawHandler, RequestContext, ResponseError,
 };
 
 struct AlterPartitionReassignments;
 
-impl Handler for AlterPartitionReassignments {
+impl RawHandler for AlterPartitionReassignments {
     fn describe() -> ApiInfo {
         api_info::<AlterPartitionReassignmentsRequest>("AlterPartitionReassignments", 0, 1)
     }
@@ -224,7 +224,7 @@ fn validate_target(target: &[i32], registered: &BTreeSet<i32>) -> Result<(), Kaf
     Ok(())
 }
 
-gregor_sdk::export_handler!(AlterPartitionReassignments);
+gregor_sdk::export_raw_handler!(AlterPartitionReassignments);
 
 #[cfg(test)]
 mod tests {

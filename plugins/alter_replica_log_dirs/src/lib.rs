@@ -31,13 +31,13 @@ use gregor_sdk::kafka_protocol::messages::{
 };
 use gregor_sdk::log;
 use gregor_sdk::{
-    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Handler, Outcome,
+    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Outcome, RawHandler,
     RequestContext, ResponseError,
 };
 
 struct AlterReplicaLogDirs;
 
-impl Handler for AlterReplicaLogDirs {
+impl RawHandler for AlterReplicaLogDirs {
     fn describe() -> ApiInfo {
         api_info::<AlterReplicaLogDirsRequest>("AlterReplicaLogDirs", 1, 2)
     }
@@ -135,7 +135,7 @@ fn partition_dirs(request: &AlterReplicaLogDirsRequest) -> BTreeMap<(String, i32
     moves
 }
 
-gregor_sdk::export_handler!(AlterReplicaLogDirs);
+gregor_sdk::export_raw_handler!(AlterReplicaLogDirs);
 
 #[cfg(test)]
 mod tests {

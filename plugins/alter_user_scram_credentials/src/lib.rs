@@ -27,7 +27,7 @@ use gregor_sdk::kafka_protocol::messages::{
 };
 use gregor_sdk::scram_credentials::{self, Deletion, Mechanism, Upsertion};
 use gregor_sdk::{
-    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Handler, Outcome,
+    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Outcome, RawHandler,
     RequestContext, ResponseError,
 };
 
@@ -52,7 +52,7 @@ enum Change {
 
 type Verdict = Result<Change, (ResponseError, String)>;
 
-impl Handler for AlterUserScramCredentials {
+impl RawHandler for AlterUserScramCredentials {
     fn describe() -> ApiInfo {
         api_info::<AlterUserScramCredentialsRequest>("AlterUserScramCredentials", 0, 0)
     }
@@ -214,7 +214,7 @@ fn error_response_for(
     AlterUserScramCredentialsResponse::default().with_results(results)
 }
 
-gregor_sdk::export_handler!(AlterUserScramCredentials);
+gregor_sdk::export_raw_handler!(AlterUserScramCredentials);
 
 #[cfg(test)]
 mod tests {

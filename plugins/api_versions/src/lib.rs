@@ -14,7 +14,7 @@ use gregor_sdk::kafka_protocol::messages::api_versions_response::ApiVersion;
 use gregor_sdk::kafka_protocol::messages::{ApiVersionsRequest, ApiVersionsResponse};
 use gregor_sdk::kafka_protocol::protocol::Request;
 use gregor_sdk::{
-    api_info, decode, encode, metadata, request_throttle_ms, respond, ApiInfo, Handler, Outcome,
+    api_info, decode, encode, metadata, request_throttle_ms, respond, ApiInfo, Outcome, RawHandler,
     RequestContext, ResponseError,
 };
 
@@ -23,7 +23,7 @@ const MAX_VERSION: i16 = 4;
 
 struct ApiVersions;
 
-impl Handler for ApiVersions {
+impl RawHandler for ApiVersions {
     fn describe() -> ApiInfo {
         api_info::<ApiVersionsRequest>("ApiVersions", MIN_VERSION, MAX_VERSION)
     }
@@ -97,7 +97,7 @@ fn valid_software_token(value: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || *b == b'-' || *b == b'.')
 }
 
-gregor_sdk::export_handler!(ApiVersions);
+gregor_sdk::export_raw_handler!(ApiVersions);
 
 #[cfg(test)]
 mod tests {

@@ -24,13 +24,13 @@ use gregor_sdk::kafka_protocol::messages::{
 };
 use gregor_sdk::kafka_protocol::protocol::StrBytes;
 use gregor_sdk::{
-    api_info, decode, encode, metadata, request_throttle_ms, respond, ApiInfo, Handler, Outcome,
+    api_info, decode, encode, metadata, request_throttle_ms, respond, ApiInfo, Outcome, RawHandler,
     RequestContext, ResponseError,
 };
 
 struct ConsumerGroupDescribe;
 
-impl Handler for ConsumerGroupDescribe {
+impl RawHandler for ConsumerGroupDescribe {
     fn describe() -> ApiInfo {
         api_info::<ConsumerGroupDescribeRequest>("ConsumerGroupDescribe", 0, 1)
     }
@@ -165,7 +165,7 @@ fn described_group(group: ConsumerGroup, version: i16, operations: Option<i32>) 
     described
 }
 
-gregor_sdk::export_handler!(ConsumerGroupDescribe);
+gregor_sdk::export_raw_handler!(ConsumerGroupDescribe);
 
 #[cfg(test)]
 mod tests {

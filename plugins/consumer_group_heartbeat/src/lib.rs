@@ -31,13 +31,13 @@ use gregor_sdk::kafka_protocol::messages::{
 };
 use gregor_sdk::kafka_protocol::protocol::StrBytes;
 use gregor_sdk::{
-    api_info, decode, encode, metadata, request_throttle_ms, respond, ApiInfo, Handler, Outcome,
+    api_info, decode, encode, metadata, request_throttle_ms, respond, ApiInfo, Outcome, RawHandler,
     RequestContext, ResponseError,
 };
 
 struct ConsumerGroupHeartbeat;
 
-impl Handler for ConsumerGroupHeartbeat {
+impl RawHandler for ConsumerGroupHeartbeat {
     fn describe() -> ApiInfo {
         api_info::<ConsumerGroupHeartbeatRequest>("ConsumerGroupHeartbeat", 0, 1)
     }
@@ -171,7 +171,7 @@ fn response(result: ConsumerHeartbeatResult) -> ConsumerGroupHeartbeatResponse {
         }))
 }
 
-gregor_sdk::export_handler!(ConsumerGroupHeartbeat);
+gregor_sdk::export_raw_handler!(ConsumerGroupHeartbeat);
 
 #[cfg(test)]
 mod tests {

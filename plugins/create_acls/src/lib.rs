@@ -30,7 +30,7 @@ use gregor_sdk::kafka_protocol::messages::create_acls_response::AclCreationResul
 use gregor_sdk::kafka_protocol::messages::{CreateAclsRequest, CreateAclsResponse};
 use gregor_sdk::request_caps;
 use gregor_sdk::{
-    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Handler, Outcome,
+    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Outcome, RawHandler,
     RequestContext, ResponseError,
 };
 
@@ -80,7 +80,7 @@ fn result(code: i16, message: Option<&str>) -> AclCreationResult {
         .with_error_message(message.map(str_bytes))
 }
 
-impl Handler for CreateAcls {
+impl RawHandler for CreateAcls {
     fn describe() -> ApiInfo {
         api_info::<CreateAclsRequest>("CreateAcls", 1, 3)
     }
@@ -156,7 +156,7 @@ fn create(request: &CreateAclsRequest) -> CreateAclsResponse {
     CreateAclsResponse::default().with_results(results)
 }
 
-gregor_sdk::export_handler!(CreateAcls);
+gregor_sdk::export_raw_handler!(CreateAcls);
 
 #[cfg(test)]
 mod tests {

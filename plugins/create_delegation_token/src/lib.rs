@@ -25,8 +25,8 @@ use gregor_sdk::kafka_protocol::messages::{
     CreateDelegationTokenRequest, CreateDelegationTokenResponse,
 };
 use gregor_sdk::{
-    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Handler, KafkaError, Outcome,
-    RequestContext, ResponseError,
+    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, KafkaError, Outcome,
+    RawHandler, RequestContext, ResponseError,
 };
 
 /// Kafka's `KafkaPrincipal.ANONYMOUS`, the owner of an error response.
@@ -34,7 +34,7 @@ const ANONYMOUS: &str = "User:ANONYMOUS";
 
 struct CreateDelegationToken;
 
-impl Handler for CreateDelegationToken {
+impl RawHandler for CreateDelegationToken {
     fn describe() -> ApiInfo {
         api_info::<CreateDelegationTokenRequest>("CreateDelegationToken", 1, 3)
     }
@@ -133,7 +133,7 @@ fn split(principal: &str) -> (&str, &str) {
     principal.split_once(':').unwrap_or(("User", principal))
 }
 
-gregor_sdk::export_handler!(CreateDelegationToken);
+gregor_sdk::export_raw_handler!(CreateDelegationToken);
 
 #[cfg(test)]
 mod tests {

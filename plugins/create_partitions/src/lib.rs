@@ -37,8 +37,8 @@ use gregor_sdk::kafka_protocol::messages::create_partitions_response::CreatePart
 use gregor_sdk::kafka_protocol::messages::{CreatePartitionsRequest, CreatePartitionsResponse};
 use gregor_sdk::request_caps;
 use gregor_sdk::{
-    api_info, decode, encode, metadata, quotas, request_throttle_ms, respond, ApiInfo, Handler,
-    KafkaError, Outcome, RequestContext, ResponseError,
+    api_info, decode, encode, metadata, quotas, request_throttle_ms, respond, ApiInfo, KafkaError,
+    Outcome, RawHandler, RequestContext, ResponseError,
 };
 
 /// The first version whose mutation quota is strict (KIP-599).
@@ -49,7 +49,7 @@ const THROTTLED_MESSAGE: &str = "The throttling quota has been exceeded.";
 
 struct CreatePartitions;
 
-impl Handler for CreatePartitions {
+impl RawHandler for CreatePartitions {
     fn describe() -> ApiInfo {
         api_info::<CreatePartitionsRequest>("CreatePartitions", 0, 3)
     }
@@ -74,7 +74,7 @@ impl Handler for CreatePartitions {
             // Each duplicated name is answered once.
             let result = match count.get(name).copied().unwrap_or(0) {
                 0 => continue,
-                1 if allowed.get(name) != Some(&true) => Err(KafkaError {
+                1 if !allowed.contains(name) => Err(KafkaError {
                     code: ResponseError::TopicAuthorizationFailed.code(),
                     message: Some("The topic authorization is failed.".into()),
                 }),
@@ -177,7 +177,7 @@ fn create(
     metadata::create_partitions(name, topic.count, assignments.as_deref(), false).map(|_| ())
 }
 
-gregor_sdk::export_handler!(CreatePartitions);
+gregor_sdk::export_raw_handler!(CreatePartitions);
 
 #[cfg(test)]
 mod tests {

@@ -49,7 +49,7 @@ use gregor_sdk::metadata::{self, NewTopic, TopicInfo};
 use gregor_sdk::quotas;
 use gregor_sdk::request_caps;
 use gregor_sdk::{
-    api_info, decode, encode, respond, ApiInfo, Handler, KafkaError, Outcome, RequestContext,
+    api_info, decode, encode, respond, ApiInfo, KafkaError, Outcome, RawHandler, RequestContext,
     ResponseError,
 };
 
@@ -64,7 +64,7 @@ const THROTTLED_MESSAGE: &str = "The throttling quota has been exceeded.";
 
 struct CreateTopics;
 
-impl Handler for CreateTopics {
+impl RawHandler for CreateTopics {
     fn describe() -> ApiInfo {
         api_info::<CreateTopicsRequest>("CreateTopics", 2, 7)
     }
@@ -82,11 +82,7 @@ impl Handler for CreateTopics {
         let creatable = (!cluster_allowed(Operation::Create))
             .then(|| allowed_names(Operation::Create, ResourceType::Topic, names()));
         let describable = allowed_names(Operation::DescribeConfigs, ResourceType::Topic, names());
-        let may_create = |name: &str| {
-            creatable
-                .as_ref()
-                .is_none_or(|c| c.get(name) == Some(&true))
-        };
+        let may_create = |name: &str| creatable.as_ref().is_none_or(|c| c.contains(name));
 
         // Kafka's controller sees the request without duplicates and
         // topics the principal may not create, and bounds its partitions
@@ -169,7 +165,7 @@ impl Handler for CreateTopics {
                     info,
                     request.validate_only,
                     ctx.api_version,
-                    describable.get(topic.name.as_str()) == Some(&true),
+                    describable.contains(topic.name.as_str()),
                     &mut mutation_throttle,
                 ),
             };
@@ -436,7 +432,7 @@ fn error(code: ResponseError, message: String) -> KafkaError {
     }
 }
 
-gregor_sdk::export_handler!(CreateTopics);
+gregor_sdk::export_raw_handler!(CreateTopics);
 
 #[cfg(test)]
 mod tests {

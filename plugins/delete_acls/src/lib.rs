@@ -27,7 +27,7 @@ use gregor_sdk::kafka_protocol::messages::delete_acls_response::{
 };
 use gregor_sdk::kafka_protocol::messages::{DeleteAclsRequest, DeleteAclsResponse};
 use gregor_sdk::{
-    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Handler, Outcome,
+    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Outcome, RawHandler,
     RequestContext, ResponseError,
 };
 
@@ -50,7 +50,7 @@ fn failed(error_code: i16, message: Option<&str>) -> DeleteAclsFilterResult {
         .with_error_message(message.map(str_bytes))
 }
 
-impl Handler for DeleteAcls {
+impl RawHandler for DeleteAcls {
     fn describe() -> ApiInfo {
         api_info::<DeleteAclsRequest>("DeleteAcls", 1, 3)
     }
@@ -155,7 +155,7 @@ fn error_codes(response: &DeleteAclsResponse) -> Vec<i16> {
         .collect()
 }
 
-gregor_sdk::export_handler!(DeleteAcls);
+gregor_sdk::export_raw_handler!(DeleteAcls);
 
 #[cfg(test)]
 mod tests {

@@ -16,13 +16,13 @@ use gregor_sdk::kafka_protocol::messages::delete_groups_response::DeletableGroup
 use gregor_sdk::kafka_protocol::messages::{DeleteGroupsRequest, DeleteGroupsResponse, GroupId};
 use gregor_sdk::kafka_protocol::protocol::StrBytes;
 use gregor_sdk::{
-    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Handler, Outcome,
+    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Outcome, RawHandler,
     RequestContext, ResponseError,
 };
 
 struct DeleteGroups;
 
-impl Handler for DeleteGroups {
+impl RawHandler for DeleteGroups {
     fn describe() -> ApiInfo {
         api_info::<DeleteGroupsRequest>("DeleteGroups", 0, 2)
     }
@@ -38,9 +38,8 @@ impl Handler for DeleteGroups {
             ResourceType::Group,
             names.iter().map(String::as_str),
         );
-        let (authorized, denied): (Vec<String>, Vec<String>) = names
-            .into_iter()
-            .partition(|name| allowed.get(name) == Some(&true));
+        let (authorized, denied): (Vec<String>, Vec<String>) =
+            names.into_iter().partition(|name| allowed.contains(name));
         let errors = groups::delete_groups(&authorized);
         let denied_code = ResponseError::GroupAuthorizationFailed.code();
         let mut response = response(
@@ -93,7 +92,7 @@ fn failed(request: &DeleteGroupsRequest, error_code: i16) -> DeleteGroupsRespons
     )
 }
 
-gregor_sdk::export_handler!(DeleteGroups);
+gregor_sdk::export_raw_handler!(DeleteGroups);
 
 #[cfg(test)]
 mod tests {

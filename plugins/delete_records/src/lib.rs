@@ -25,7 +25,7 @@ use gregor_sdk::kafka_protocol::messages::delete_records_response::{
 use gregor_sdk::kafka_protocol::messages::{DeleteRecordsRequest, DeleteRecordsResponse};
 use gregor_sdk::log;
 use gregor_sdk::{
-    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Handler, Outcome,
+    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Outcome, RawHandler,
     RequestContext, ResponseError,
 };
 
@@ -34,7 +34,7 @@ const INVALID_LOW_WATERMARK: i64 = -1;
 
 struct DeleteRecords;
 
-impl Handler for DeleteRecords {
+impl RawHandler for DeleteRecords {
     fn describe() -> ApiInfo {
         api_info::<DeleteRecordsRequest>("DeleteRecords", 0, 2)
     }
@@ -50,7 +50,7 @@ impl Handler for DeleteRecords {
         let mut response = DeleteRecordsResponse::default();
         for topic in &request.topics {
             let name = topic.name.as_str();
-            let allowed = authorized.get(name) == Some(&true);
+            let allowed = authorized.contains(name);
             let partitions = topic
                 .partitions
                 .iter()
@@ -122,7 +122,7 @@ fn result(index: i32, error_code: i16, low_watermark: i64) -> DeleteRecordsParti
         })
 }
 
-gregor_sdk::export_handler!(DeleteRecords);
+gregor_sdk::export_raw_handler!(DeleteRecords);
 
 #[cfg(test)]
 mod tests {

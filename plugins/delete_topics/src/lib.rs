@@ -23,7 +23,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use gregor_sdk::authorize::{allowed_names, cluster_allowed};
+use gregor_sdk::authorize::{allowed_names, cluster_allowed, Allowed};
 use gregor_sdk::authz::{Operation, ResourceType};
 use gregor_sdk::configs::broker_flag;
 use gregor_sdk::ids::{from_kafka_uuid, str_bytes, to_kafka_uuid};
@@ -33,7 +33,7 @@ use gregor_sdk::metadata;
 use gregor_sdk::quotas;
 use gregor_sdk::uuid::Uuid;
 use gregor_sdk::{
-    api_info, decode, encode, respond, ApiInfo, Handler, Outcome, RequestContext, ResponseError,
+    api_info, decode, encode, respond, ApiInfo, Outcome, RawHandler, RequestContext, ResponseError,
 };
 
 /// The first version whose mutation quota is strict (KIP-599).
@@ -54,7 +54,7 @@ enum Target {
     Done(DeletableTopicResult),
 }
 
-impl Handler for DeleteTopics {
+impl RawHandler for DeleteTopics {
     fn describe() -> ApiInfo {
         api_info::<DeleteTopicsRequest>("DeleteTopics", 1, 6)
     }
@@ -152,10 +152,8 @@ fn delete_topics(
         (!cluster).then(|| allowed_names(operation, ResourceType::Topic, names.iter().copied()))
     };
     let (describable, deletable) = (ask(Operation::Describe), ask(Operation::Delete));
-    let allowed = |names: &Option<HashMap<String, bool>>, name: &str| {
-        names
-            .as_ref()
-            .is_none_or(|names| names.get(name) == Some(&true))
+    let allowed = |names: &Option<Allowed>, name: &str| {
+        names.as_ref().is_none_or(|names| names.contains(name))
     };
     let ids_named: HashSet<Uuid> = targets
         .iter()
@@ -304,7 +302,7 @@ fn result(
         .with_error_message(message.map(str_bytes))
 }
 
-gregor_sdk::export_handler!(DeleteTopics);
+gregor_sdk::export_raw_handler!(DeleteTopics);
 
 #[cfg(test)]
 mod tests {

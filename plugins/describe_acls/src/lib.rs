@@ -22,7 +22,7 @@ use gregor_sdk::kafka_protocol::messages::describe_acls_response::{
 };
 use gregor_sdk::kafka_protocol::messages::{DescribeAclsRequest, DescribeAclsResponse};
 use gregor_sdk::{
-    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Handler, Outcome,
+    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Outcome, RawHandler,
     RequestContext, ResponseError,
 };
 
@@ -59,7 +59,7 @@ fn resources(bindings: Vec<AclBinding>) -> Vec<DescribeAclsResource> {
     resources
 }
 
-impl Handler for DescribeAcls {
+impl RawHandler for DescribeAcls {
     fn describe() -> ApiInfo {
         api_info::<DescribeAclsRequest>("DescribeAcls", 1, 3)
     }
@@ -115,7 +115,7 @@ fn describe_acls(request: &DescribeAclsRequest) -> DescribeAclsResponse {
     }
 }
 
-gregor_sdk::export_handler!(DescribeAcls);
+gregor_sdk::export_raw_handler!(DescribeAcls);
 
 #[cfg(test)]
 mod tests {

@@ -24,13 +24,13 @@ use gregor_sdk::kafka_protocol::messages::{
 };
 use gregor_sdk::quotas::{self, FilterComponent, MatchType};
 use gregor_sdk::{
-    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Handler, KafkaError, Outcome,
-    RequestContext, ResponseError,
+    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, KafkaError, Outcome,
+    RawHandler, RequestContext, ResponseError,
 };
 
 struct DescribeClientQuotas;
 
-impl Handler for DescribeClientQuotas {
+impl RawHandler for DescribeClientQuotas {
     fn describe() -> ApiInfo {
         api_info::<DescribeClientQuotasRequest>("DescribeClientQuotas", 0, 1)
     }
@@ -128,7 +128,7 @@ fn describe(request: &DescribeClientQuotasRequest) -> Result<Vec<EntryData>, Kaf
         .collect())
 }
 
-gregor_sdk::export_handler!(DescribeClientQuotas);
+gregor_sdk::export_raw_handler!(DescribeClientQuotas);
 
 #[cfg(test)]
 mod tests {

@@ -23,7 +23,7 @@ use gregor_sdk::kafka_protocol::messages::{
     BrokerId, DescribeClusterRequest, DescribeClusterResponse,
 };
 use gregor_sdk::{
-    api_info, decode, encode, metadata, request_throttle_ms, respond, ApiInfo, Handler, Outcome,
+    api_info, decode, encode, metadata, request_throttle_ms, respond, ApiInfo, Outcome, RawHandler,
     RequestContext, ResponseError,
 };
 
@@ -34,7 +34,7 @@ const NOT_REQUESTED: i32 = i32::MIN;
 
 struct DescribeCluster;
 
-impl Handler for DescribeCluster {
+impl RawHandler for DescribeCluster {
     fn describe() -> ApiInfo {
         api_info::<DescribeClusterRequest>("DescribeCluster", 0, 2)
     }
@@ -105,7 +105,7 @@ fn empty() -> DescribeClusterResponse {
         .with_cluster_authorized_operations(NOT_REQUESTED)
 }
 
-gregor_sdk::export_handler!(DescribeCluster);
+gregor_sdk::export_raw_handler!(DescribeCluster);
 
 #[cfg(test)]
 mod tests {

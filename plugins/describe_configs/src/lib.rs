@@ -32,13 +32,13 @@ use gregor_sdk::kafka_protocol::messages::describe_configs_response::{
 };
 use gregor_sdk::kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse};
 use gregor_sdk::{
-    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Handler, Outcome,
+    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Outcome, RawHandler,
     RequestContext, ResponseError,
 };
 
 struct DescribeConfigs;
 
-impl Handler for DescribeConfigs {
+impl RawHandler for DescribeConfigs {
     fn describe() -> ApiInfo {
         api_info::<DescribeConfigsRequest>("DescribeConfigs", 1, 4)
     }
@@ -182,7 +182,7 @@ fn describe(
         .with_configs(configs)
 }
 
-gregor_sdk::export_handler!(DescribeConfigs);
+gregor_sdk::export_raw_handler!(DescribeConfigs);
 
 #[cfg(test)]
 mod tests {

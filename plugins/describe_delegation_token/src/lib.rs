@@ -23,13 +23,13 @@ use gregor_sdk::kafka_protocol::messages::{
     DescribeDelegationTokenRequest, DescribeDelegationTokenResponse,
 };
 use gregor_sdk::{
-    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Handler, Outcome,
+    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Outcome, RawHandler,
     RequestContext,
 };
 
 struct DescribeDelegationToken;
 
-impl Handler for DescribeDelegationToken {
+impl RawHandler for DescribeDelegationToken {
     fn describe() -> ApiInfo {
         api_info::<DescribeDelegationTokenRequest>("DescribeDelegationToken", 1, 3)
     }
@@ -175,7 +175,7 @@ fn described(token: TokenInfo, version: i16) -> DescribedDelegationToken {
         )
 }
 
-gregor_sdk::export_handler!(DescribeDelegationToken);
+gregor_sdk::export_raw_handler!(DescribeDelegationToken);
 
 #[cfg(test)]
 mod tests {

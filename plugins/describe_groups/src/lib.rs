@@ -22,13 +22,13 @@ use gregor_sdk::kafka_protocol::messages::{
 };
 use gregor_sdk::kafka_protocol::protocol::StrBytes;
 use gregor_sdk::{
-    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Handler, Outcome,
+    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Outcome, RawHandler,
     RequestContext, ResponseError,
 };
 
 struct DescribeGroups;
 
-impl Handler for DescribeGroups {
+impl RawHandler for DescribeGroups {
     fn describe() -> ApiInfo {
         api_info::<DescribeGroupsRequest>("DescribeGroups", 0, 6)
     }
@@ -146,7 +146,7 @@ fn described_group(
     described
 }
 
-gregor_sdk::export_handler!(DescribeGroups);
+gregor_sdk::export_raw_handler!(DescribeGroups);
 
 #[cfg(test)]
 mod tests {

@@ -27,7 +27,7 @@ use gregor_sdk::kafka_protocol::messages::describe_log_dirs_response::{
 use gregor_sdk::kafka_protocol::messages::{DescribeLogDirsRequest, DescribeLogDirsResponse};
 use gregor_sdk::log::{self, LogDir};
 use gregor_sdk::{
-    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Handler, Outcome,
+    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Outcome, RawHandler,
     RequestContext, ResponseError,
 };
 
@@ -36,7 +36,7 @@ const ERROR_CODE_VERSION: i16 = 3;
 
 struct DescribeLogDirs;
 
-impl Handler for DescribeLogDirs {
+impl RawHandler for DescribeLogDirs {
     fn describe() -> ApiInfo {
         api_info::<DescribeLogDirsRequest>("DescribeLogDirs", 1, 4)
     }
@@ -121,7 +121,7 @@ fn describe_dir(dir: LogDir, wanted: Option<&HashSet<(String, i32)>>) -> Describ
         .with_usable_bytes(dir.usable_bytes)
 }
 
-gregor_sdk::export_handler!(DescribeLogDirs);
+gregor_sdk::export_raw_handler!(DescribeLogDirs);
 
 #[cfg(test)]
 mod tests {

@@ -24,13 +24,13 @@ use gregor_sdk::kafka_protocol::messages::{
     DescribeProducersRequest, DescribeProducersResponse, ProducerId,
 };
 use gregor_sdk::{
-    api_info, decode, encode, request_throttle_ms, respond, txn, ApiInfo, Handler, Outcome,
+    api_info, decode, encode, request_throttle_ms, respond, txn, ApiInfo, Outcome, RawHandler,
     RequestContext, ResponseError,
 };
 
 struct DescribeProducers;
 
-impl Handler for DescribeProducers {
+impl RawHandler for DescribeProducers {
     fn describe() -> ApiInfo {
         api_info::<DescribeProducersRequest>("DescribeProducers", 0, 0)
     }
@@ -46,7 +46,7 @@ impl Handler for DescribeProducers {
             .topics
             .iter()
             .map(|topic| {
-                let allowed = authorized.get(topic.name.as_str()) == Some(&true);
+                let allowed = authorized.contains(topic.name.as_str());
                 let partitions = topic
                     .partition_indexes
                     .iter()
@@ -131,7 +131,7 @@ fn partition(topic: &str, index: i32) -> PartitionResponse {
     }
 }
 
-gregor_sdk::export_handler!(DescribeProducers);
+gregor_sdk::export_raw_handler!(DescribeProducers);
 
 #[cfg(test)]
 mod tests {

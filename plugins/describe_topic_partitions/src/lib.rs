@@ -33,7 +33,7 @@ use gregor_sdk::kafka_protocol::messages::{
 };
 use gregor_sdk::metadata::{self, TopicInfo};
 use gregor_sdk::{
-    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Handler, Outcome,
+    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Outcome, RawHandler,
     RequestContext, ResponseError,
 };
 
@@ -43,7 +43,7 @@ const MAX_NAME_LENGTH: usize = 249;
 
 struct DescribeTopicPartitions;
 
-impl Handler for DescribeTopicPartitions {
+impl RawHandler for DescribeTopicPartitions {
     fn describe() -> ApiInfo {
         api_info::<DescribeTopicPartitionsRequest>("DescribeTopicPartitions", 0, 0)
     }
@@ -135,7 +135,7 @@ fn describe(
     );
     let (authorized, unauthorized): (Vec<&String>, Vec<&String>) = topics
         .iter()
-        .partition(|name| allowed.get(name.as_str()) == Some(&true));
+        .partition(|name| allowed.contains(name.as_str()));
 
     let configured = metadata::broker_config("max.request.partition.size.limit")
         .and_then(|v| v.trim().parse::<i32>().ok())
@@ -261,7 +261,7 @@ fn valid_name(name: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
 }
 
-gregor_sdk::export_handler!(DescribeTopicPartitions);
+gregor_sdk::export_raw_handler!(DescribeTopicPartitions);
 
 #[cfg(test)]
 mod tests {

@@ -24,13 +24,13 @@ use gregor_sdk::kafka_protocol::messages::{
 };
 use gregor_sdk::txn::{self, by_topic, TransactionDescription};
 use gregor_sdk::{
-    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Handler, Outcome,
+    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Outcome, RawHandler,
     RequestContext, ResponseError,
 };
 
 struct DescribeTransactions;
 
-impl Handler for DescribeTransactions {
+impl RawHandler for DescribeTransactions {
     fn describe() -> ApiInfo {
         api_info::<DescribeTransactionsRequest>("DescribeTransactions", 0, 0)
     }
@@ -46,7 +46,7 @@ impl Handler for DescribeTransactions {
             .transactional_ids
             .iter()
             .map(|id| {
-                let answer = if allowed.get(id.as_str()) != Some(&true) {
+                let answer = if !allowed.contains(id.as_str()) {
                     Err(ResponseError::TransactionalIdAuthorizationFailed.code())
                 } else {
                     describe(id)
@@ -65,7 +65,7 @@ impl Handler for DescribeTransactions {
             .map(|(id, answer)| match answer {
                 Err(error_code) => failed(id, error_code),
                 Ok(description) => {
-                    transaction_state(id, description, |topic| visible.get(topic) == Some(&true))
+                    transaction_state(id, description, |topic| visible.contains(topic))
                 }
             })
             .collect();
@@ -138,7 +138,7 @@ fn transaction_state(
         .with_topics(topics)
 }
 
-gregor_sdk::export_handler!(DescribeTransactions);
+gregor_sdk::export_raw_handler!(DescribeTransactions);
 
 #[cfg(test)]
 mod tests {

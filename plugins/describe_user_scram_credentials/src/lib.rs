@@ -24,7 +24,7 @@ use gregor_sdk::kafka_protocol::messages::{
 };
 use gregor_sdk::scram_credentials::{self, Mechanism, UserCredentials};
 use gregor_sdk::{
-    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Handler, Outcome,
+    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Outcome, RawHandler,
     RequestContext, ResponseError,
 };
 
@@ -60,7 +60,7 @@ fn failed(user: &str, error: ResponseError, message: String) -> DescribeUserScra
         .with_error_message(Some(str_bytes(&message)))
 }
 
-impl Handler for DescribeUserScramCredentials {
+impl RawHandler for DescribeUserScramCredentials {
     fn describe() -> ApiInfo {
         api_info::<DescribeUserScramCredentialsRequest>("DescribeUserScramCredentials", 0, 0)
     }
@@ -165,7 +165,7 @@ fn describe_users(
     response
 }
 
-gregor_sdk::export_handler!(DescribeUserScramCredentials);
+gregor_sdk::export_raw_handler!(DescribeUserScramCredentials);
 
 #[cfg(test)]
 mod tests {

@@ -24,7 +24,7 @@ use gregor_sdk::kafka_protocol::messages::elect_leaders_response::{
 };
 use gregor_sdk::kafka_protocol::messages::{ElectLeadersRequest, ElectLeadersResponse, TopicName};
 use gregor_sdk::{
-    api_info, decode, encode, metadata, request_throttle_ms, respond, ApiInfo, Handler, Outcome,
+    api_info, decode, encode, metadata, request_throttle_ms, respond, ApiInfo, Outcome, RawHandler,
     RequestContext, ResponseError,
 };
 
@@ -33,7 +33,7 @@ const ERROR_CODE_VERSION: i16 = 1;
 
 struct ElectLeaders;
 
-impl Handler for ElectLeaders {
+impl RawHandler for ElectLeaders {
     fn describe() -> ApiInfo {
         api_info::<ElectLeadersRequest>("ElectLeaders", 0, 2)
     }
@@ -163,7 +163,7 @@ fn elect_named(topic: &TopicPartitions) -> ReplicaElectionResult {
         .with_partition_result(partitions)
 }
 
-gregor_sdk::export_handler!(ElectLeaders);
+gregor_sdk::export_raw_handler!(ElectLeaders);
 
 #[cfg(test)]
 mod tests {

@@ -17,7 +17,7 @@ use gregor_sdk::authz::Operation;
 use gregor_sdk::kafka_protocol::messages::{EndTxnRequest, EndTxnResponse};
 use gregor_sdk::txn::{self, fenced_for_version};
 use gregor_sdk::{
-    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Handler, Outcome,
+    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Outcome, RawHandler,
     RequestContext, ResponseError,
 };
 
@@ -26,7 +26,7 @@ const FENCED_VERSION: i16 = 2;
 
 struct EndTxn;
 
-impl Handler for EndTxn {
+impl RawHandler for EndTxn {
     fn describe() -> ApiInfo {
         api_info::<EndTxnRequest>("EndTxn", 0, 4)
     }
@@ -60,7 +60,7 @@ impl Handler for EndTxn {
     }
 }
 
-gregor_sdk::export_handler!(EndTxn);
+gregor_sdk::export_raw_handler!(EndTxn);
 
 #[cfg(test)]
 mod tests {

@@ -19,13 +19,13 @@ use gregor_sdk::kafka_protocol::messages::{
     ExpireDelegationTokenRequest, ExpireDelegationTokenResponse,
 };
 use gregor_sdk::{
-    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Handler, Outcome,
+    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Outcome, RawHandler,
     RequestContext,
 };
 
 struct ExpireDelegationToken;
 
-impl Handler for ExpireDelegationToken {
+impl RawHandler for ExpireDelegationToken {
     fn describe() -> ApiInfo {
         api_info::<ExpireDelegationTokenRequest>("ExpireDelegationToken", 1, 2)
     }
@@ -63,7 +63,7 @@ fn error_response_for(error_code: i16) -> ExpireDelegationTokenResponse {
         .with_expiry_timestamp_ms(-1)
 }
 
-gregor_sdk::export_handler!(ExpireDelegationToken);
+gregor_sdk::export_raw_handler!(ExpireDelegationToken);
 
 #[cfg(test)]
 mod tests {

@@ -41,7 +41,7 @@ use gregor_sdk::kafka_protocol::protocol::Encodable;
 use gregor_sdk::log::{self, FetchOptions, FetchedPartition};
 use gregor_sdk::quotas;
 use gregor_sdk::{
-    api_info, decode, encode, respond, ApiInfo, Handler, Outcome, RequestContext, ResponseError,
+    api_info, decode, encode, respond, ApiInfo, Outcome, RawHandler, RequestContext, ResponseError,
     NONE,
 };
 
@@ -51,7 +51,7 @@ const READ_COMMITTED: i8 = 1;
 
 struct Fetch;
 
-impl Handler for Fetch {
+impl RawHandler for Fetch {
     fn describe() -> ApiInfo {
         api_info::<FetchRequest>("Fetch", 4, 17)
     }
@@ -88,7 +88,7 @@ impl Handler for Fetch {
             for (partition_slot, partition) in topic.partitions.iter().enumerate() {
                 let error = match name {
                     None => ResponseError::UnknownTopicId,
-                    Some(name) if authorized.get(name) != Some(&true) => {
+                    Some(name) if !authorized.contains(name) => {
                         ResponseError::TopicAuthorizationFailed
                     }
                     Some(name) => {
@@ -245,7 +245,7 @@ fn storage_error_for_version(version: i16, error_code: i16) -> i16 {
     }
 }
 
-gregor_sdk::export_handler!(Fetch);
+gregor_sdk::export_raw_handler!(Fetch);
 
 #[cfg(test)]
 mod tests {

@@ -24,7 +24,7 @@ use gregor_sdk::kafka_protocol::messages::{
 use gregor_sdk::kafka_protocol::protocol::StrBytes;
 use gregor_sdk::metadata::{self, Broker};
 use gregor_sdk::{
-    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Handler, Outcome,
+    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Outcome, RawHandler,
     RequestContext, ResponseError, NONE,
 };
 
@@ -34,7 +34,7 @@ const SHARE: i8 = 2;
 
 struct FindCoordinator;
 
-impl Handler for FindCoordinator {
+impl RawHandler for FindCoordinator {
     fn describe() -> ApiInfo {
         api_info::<FindCoordinatorRequest>("FindCoordinator", 0, 6)
     }
@@ -184,7 +184,7 @@ fn message(error: i16) -> &'static str {
     }
 }
 
-gregor_sdk::export_handler!(FindCoordinator);
+gregor_sdk::export_raw_handler!(FindCoordinator);
 
 #[cfg(test)]
 mod tests {

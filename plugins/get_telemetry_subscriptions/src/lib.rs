@@ -21,13 +21,13 @@ use gregor_sdk::kafka_protocol::messages::{
 };
 use gregor_sdk::telemetry;
 use gregor_sdk::{
-    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Handler, Outcome,
+    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Outcome, RawHandler,
     RequestContext,
 };
 
 struct GetTelemetrySubscriptions;
 
-impl Handler for GetTelemetrySubscriptions {
+impl RawHandler for GetTelemetrySubscriptions {
     fn describe() -> ApiInfo {
         api_info::<GetTelemetrySubscriptionsRequest>("GetTelemetrySubscriptions", 0, 0)
     }
@@ -73,7 +73,7 @@ fn error_response_for(error_code: i16) -> GetTelemetrySubscriptionsResponse {
     GetTelemetrySubscriptionsResponse::default().with_error_code(error_code)
 }
 
-gregor_sdk::export_handler!(GetTelemetrySubscriptions);
+gregor_sdk::export_raw_handler!(GetTelemetrySubscriptions);
 
 #[cfg(test)]
 mod tests {

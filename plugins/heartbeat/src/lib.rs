@@ -11,23 +11,18 @@
 use gregor_sdk::authz::Operation;
 use gregor_sdk::groups::{self, group_allowed, opt_string};
 use gregor_sdk::kafka_protocol::messages::{HeartbeatRequest, HeartbeatResponse};
-use gregor_sdk::{
-    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Handler, Outcome,
-    RequestContext, ResponseError,
-};
+use gregor_sdk::{Handler, Reply, RequestContext, ResponseError};
 
 struct Heartbeat;
 
 impl Handler for Heartbeat {
-    fn describe() -> ApiInfo {
-        api_info::<HeartbeatRequest>("Heartbeat", 0, 4)
-    }
+    type Request = HeartbeatRequest;
+    type Response = HeartbeatResponse;
+    const NAME: &'static str = "Heartbeat";
+    const MIN_VERSION: i16 = 0;
+    const MAX_VERSION: i16 = 4;
 
-    fn handle(ctx: RequestContext, body: Vec<u8>) -> Outcome {
-        let request: HeartbeatRequest = match decode(&ctx, &body) {
-            Ok(request) => request,
-            Err(outcome) => return outcome,
-        };
+    fn handle(_ctx: &RequestContext, request: &HeartbeatRequest) -> Reply<HeartbeatResponse> {
         let error = if !group_allowed(Operation::Read, &request.group_id) {
             ResponseError::GroupAuthorizationFailed.code()
         } else {
@@ -38,21 +33,13 @@ impl Handler for Heartbeat {
                 opt_string(&request.group_instance_id).as_deref(),
             )
         };
-        gregor_sdk::count_errors([error]);
-        let response = response(error).with_throttle_time_ms(request_throttle_ms());
-        respond(&ctx, &response)
+        HeartbeatResponse::default().with_error_code(error).into()
     }
 
     /// Kafka's `getErrorResponse`: the error.
-    fn error_response(ctx: RequestContext, body: Vec<u8>, error_code: i16) -> Option<Vec<u8>> {
-        let _: HeartbeatRequest = decode(&ctx, &body).ok()?;
-        encode(&ctx, &response(error_code))
+    fn failed(_: &RequestContext, _: &HeartbeatRequest, error_code: i16) -> HeartbeatResponse {
+        HeartbeatResponse::default().with_error_code(error_code)
     }
-}
-
-/// The answer: a heartbeat carries nothing but its error code.
-fn response(error_code: i16) -> HeartbeatResponse {
-    HeartbeatResponse::default().with_error_code(error_code)
 }
 
 gregor_sdk::export_handler!(Heartbeat);
@@ -60,27 +47,56 @@ gregor_sdk::export_handler!(Heartbeat);
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gregor_sdk::kafka_protocol::protocol::Encodable;
+    use gregor_sdk::authz::Action;
+    use gregor_sdk::fake::{self, FakeHost};
+    use gregor_sdk::kafka_protocol::messages::GroupId;
+    use gregor_sdk::kafka_protocol::protocol::StrBytes;
+    use gregor_sdk::testing::assert_encodes_for_served_versions;
+
+    fn request(group: &'static str) -> HeartbeatRequest {
+        HeartbeatRequest::default()
+            .with_group_id(GroupId(StrBytes::from_static_str(group)))
+            .with_generation_id(3)
+            .with_member_id(StrBytes::from_static_str("m-1"))
+    }
 
     #[test]
-    fn responses_encode_for_every_served_version() {
-        for version in 0..=4 {
-            let response = HeartbeatResponse::default().with_error_code(27);
-            assert!(
-                response.encode(&mut Vec::new(), version).is_ok(),
-                "v{version}"
-            );
+    fn encodes_for_every_served_version() {
+        let rebalancing = ResponseError::RebalanceInProgress.code();
+        assert_encodes_for_served_versions::<Heartbeat>(
+            &[request("g")],
+            &[HeartbeatResponse::default().with_error_code(rebalancing)],
+        );
+    }
+
+    /// A coordinator that knows group "g" at generation 3 only.
+    struct Coordinator;
+
+    impl FakeHost for Coordinator {
+        fn authorize(&self, action: &Action) -> bool {
+            action.resource_name != "secret"
+        }
+        fn heartbeat(&self, group: &str, generation: i32, member: &str, _: Option<&str>) -> i16 {
+            match (group, generation, member) {
+                ("secret", ..) => panic!("an unauthorized heartbeat reached the coordinator"),
+                ("g", 3, "m-1") => 0,
+                _ => ResponseError::IllegalGeneration.code(),
+            }
         }
     }
 
     #[test]
-    fn error_responses_encode_for_every_served_version() {
-        let code = ResponseError::UnknownServerError.code();
-        let response = response(code);
-        assert_eq!(response.error_code, code);
-        for version in 0..=4 {
-            let encoded = response.encode(&mut Vec::new(), version);
-            assert!(encoded.is_ok(), "v{version}: {encoded:?}");
-        }
+    fn the_coordinator_answers_an_authorized_member() {
+        let handled = fake::handle::<Heartbeat>(Coordinator, 4, &request("g"));
+        assert_eq!(handled.response.map(|r| r.error_code), Some(0));
+        assert!(handled.counted_errors.iter().all(|code| *code == 0));
+    }
+
+    #[test]
+    fn an_unauthorized_group_is_refused_without_asking_the_coordinator() {
+        let denied = ResponseError::GroupAuthorizationFailed.code();
+        let handled = fake::handle::<Heartbeat>(Coordinator, 0, &request("secret"));
+        assert_eq!(handled.response.map(|r| r.error_code), Some(denied));
+        assert_eq!(handled.counted_errors, vec![denied]);
     }
 }

@@ -34,13 +34,13 @@ use gregor_sdk::kafka_protocol::messages::{
     IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
 };
 use gregor_sdk::{
-    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Handler, KafkaError, Outcome,
-    RequestContext, ResponseError,
+    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, KafkaError, Outcome,
+    RawHandler, RequestContext, ResponseError,
 };
 
 struct IncrementalAlterConfigs;
 
-impl Handler for IncrementalAlterConfigs {
+impl RawHandler for IncrementalAlterConfigs {
     fn describe() -> ApiInfo {
         api_info::<IncrementalAlterConfigsRequest>("IncrementalAlterConfigs", 0, 1)
     }
@@ -156,7 +156,7 @@ fn alter(
     )
 }
 
-gregor_sdk::export_handler!(IncrementalAlterConfigs);
+gregor_sdk::export_raw_handler!(IncrementalAlterConfigs);
 
 #[cfg(test)]
 mod tests {

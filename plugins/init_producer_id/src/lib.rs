@@ -28,13 +28,13 @@ use gregor_sdk::kafka_protocol::messages::{
     InitProducerIdRequest, InitProducerIdResponse, ProducerId,
 };
 use gregor_sdk::{
-    api_info, decode, metadata, request_throttle_ms, respond, txn, ApiInfo, Handler, Outcome,
+    api_info, decode, metadata, request_throttle_ms, respond, txn, ApiInfo, Outcome, RawHandler,
     RequestContext, ResponseError,
 };
 
 struct InitProducerId;
 
-impl Handler for InitProducerId {
+impl RawHandler for InitProducerId {
     fn describe() -> ApiInfo {
         api_info::<InitProducerIdRequest>("InitProducerId", 0, 5)
     }
@@ -74,9 +74,7 @@ fn idempotent_write_allowed() -> bool {
     }
     let topics = metadata::list_topics();
     let names = topics.iter().map(|topic| topic.name.as_str());
-    allowed_names(Operation::Write, ResourceType::Topic, names)
-        .values()
-        .any(|allowed| *allowed)
+    !allowed_names(Operation::Write, ResourceType::Topic, names).is_empty()
 }
 
 fn transactional(
@@ -106,7 +104,7 @@ fn failed(error_code: i16) -> InitProducerIdResponse {
         .with_producer_epoch(-1)
 }
 
-gregor_sdk::export_handler!(InitProducerId);
+gregor_sdk::export_raw_handler!(InitProducerId);
 
 #[cfg(test)]
 mod tests {

@@ -21,13 +21,13 @@ use gregor_sdk::kafka_protocol::messages::join_group_response::JoinGroupResponse
 use gregor_sdk::kafka_protocol::messages::{JoinGroupRequest, JoinGroupResponse};
 use gregor_sdk::kafka_protocol::protocol::StrBytes;
 use gregor_sdk::{
-    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Handler, Outcome,
+    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Outcome, RawHandler,
     RequestContext, ResponseError,
 };
 
 struct JoinGroup;
 
-impl Handler for JoinGroup {
+impl RawHandler for JoinGroup {
     fn describe() -> ApiInfo {
         api_info::<JoinGroupRequest>("JoinGroup", 0, 9)
     }
@@ -136,7 +136,7 @@ fn response(result: JoinResult, version: i16) -> JoinGroupResponse {
         )
 }
 
-gregor_sdk::export_handler!(JoinGroup);
+gregor_sdk::export_raw_handler!(JoinGroup);
 
 #[cfg(test)]
 mod tests {

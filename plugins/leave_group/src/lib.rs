@@ -15,13 +15,13 @@ use gregor_sdk::groups::{self, group_allowed, opt_string, LeavingMember};
 use gregor_sdk::kafka_protocol::messages::leave_group_response::MemberResponse;
 use gregor_sdk::kafka_protocol::messages::{LeaveGroupRequest, LeaveGroupResponse};
 use gregor_sdk::{
-    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Handler, Outcome,
+    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Outcome, RawHandler,
     RequestContext, ResponseError, NONE,
 };
 
 struct LeaveGroup;
 
-impl Handler for LeaveGroup {
+impl RawHandler for LeaveGroup {
     fn describe() -> ApiInfo {
         api_info::<LeaveGroupRequest>("LeaveGroup", 0, 5)
     }
@@ -115,7 +115,7 @@ fn response(
         .with_members(members)
 }
 
-gregor_sdk::export_handler!(LeaveGroup);
+gregor_sdk::export_raw_handler!(LeaveGroup);
 
 #[cfg(test)]
 mod tests {

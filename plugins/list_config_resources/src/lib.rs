@@ -38,7 +38,7 @@ use gregor_sdk::kafka_protocol::messages::{
     ListConfigResourcesRequest, ListConfigResourcesResponse,
 };
 use gregor_sdk::{
-    api_info, decode, encode, metadata, request_throttle_ms, respond, ApiInfo, Handler, Outcome,
+    api_info, decode, encode, metadata, request_throttle_ms, respond, ApiInfo, Outcome, RawHandler,
     RequestContext, ResponseError,
 };
 
@@ -53,7 +53,7 @@ const MAX_VERSION: i16 = 1;
 
 struct ListConfigResources;
 
-impl Handler for ListConfigResources {
+impl RawHandler for ListConfigResources {
     fn describe() -> ApiInfo {
         api_info::<ListConfigResourcesRequest>("ListConfigResources", 0, MAX_VERSION)
     }
@@ -199,7 +199,7 @@ fn resource(name: &str, kind: i8) -> ConfigResource {
         .with_resource_type(kind)
 }
 
-gregor_sdk::export_handler!(ListConfigResources);
+gregor_sdk::export_raw_handler!(ListConfigResources);
 
 #[cfg(test)]
 mod tests {

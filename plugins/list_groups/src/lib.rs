@@ -16,13 +16,13 @@ use gregor_sdk::kafka_protocol::messages::list_groups_response::ListedGroup;
 use gregor_sdk::kafka_protocol::messages::{GroupId, ListGroupsRequest, ListGroupsResponse};
 use gregor_sdk::kafka_protocol::protocol::StrBytes;
 use gregor_sdk::{
-    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Handler, Outcome,
+    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Outcome, RawHandler,
     RequestContext,
 };
 
 struct ListGroups;
 
-impl Handler for ListGroups {
+impl RawHandler for ListGroups {
     fn describe() -> ApiInfo {
         api_info::<ListGroupsRequest>("ListGroups", 0, 5)
     }
@@ -46,7 +46,7 @@ impl Handler for ListGroups {
                 ResourceType::Group,
                 listed.iter().map(|g| g.group_id.as_str()),
             );
-            listed.retain(|g| allowed.get(&g.group_id) == Some(&true));
+            listed.retain(|g| allowed.contains(&g.group_id));
         }
         let mut response = ListGroupsResponse::default().with_groups(
             listed
@@ -83,7 +83,7 @@ fn listed_group(group: GroupOverview, version: i16) -> ListedGroup {
     listed
 }
 
-gregor_sdk::export_handler!(ListGroups);
+gregor_sdk::export_raw_handler!(ListGroups);
 
 #[cfg(test)]
 mod tests {

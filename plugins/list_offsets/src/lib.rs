@@ -28,7 +28,7 @@ use gregor_sdk::kafka_protocol::messages::list_offsets_response::{
 use gregor_sdk::kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
 use gregor_sdk::log::{self, OffsetAnswer};
 use gregor_sdk::{
-    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Handler, Outcome,
+    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Outcome, RawHandler,
     RequestContext, ResponseError, NONE,
 };
 
@@ -37,7 +37,7 @@ const LEADER_EPOCH: i32 = 0;
 
 struct ListOffsets;
 
-impl Handler for ListOffsets {
+impl RawHandler for ListOffsets {
     fn describe() -> ApiInfo {
         api_info::<ListOffsetsRequest>("ListOffsets", 1, 10)
     }
@@ -55,7 +55,7 @@ impl Handler for ListOffsets {
         let mut response = ListOffsetsResponse::default();
         for topic in &request.topics {
             let name = topic.name.as_str();
-            let topic_authorized = authorized.get(name) == Some(&true);
+            let topic_authorized = authorized.contains(name);
             let partitions = topic.partitions.iter().map(|partition| {
                 let (index, timestamp) = (partition.partition_index, partition.timestamp);
                 if !topic_authorized {
@@ -179,7 +179,7 @@ fn partition_error(index: i32, error_code: i16) -> PartitionResponse {
         .with_offset(-1)
 }
 
-gregor_sdk::export_handler!(ListOffsets);
+gregor_sdk::export_raw_handler!(ListOffsets);
 
 #[cfg(test)]
 mod tests {

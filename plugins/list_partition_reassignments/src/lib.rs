@@ -23,13 +23,13 @@ use gregor_sdk::kafka_protocol::messages::{
     ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse,
 };
 use gregor_sdk::{
-    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Handler, Outcome,
+    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Outcome, RawHandler,
     RequestContext, ResponseError,
 };
 
 struct ListPartitionReassignments;
 
-impl Handler for ListPartitionReassignments {
+impl RawHandler for ListPartitionReassignments {
     fn describe() -> ApiInfo {
         api_info::<ListPartitionReassignmentsRequest>("ListPartitionReassignments", 0, 0)
     }
@@ -88,7 +88,7 @@ fn error_response_for(
         .with_topics(topics)
 }
 
-gregor_sdk::export_handler!(ListPartitionReassignments);
+gregor_sdk::export_raw_handler!(ListPartitionReassignments);
 
 #[cfg(test)]
 mod tests {

@@ -27,13 +27,13 @@ use gregor_sdk::kafka_protocol::messages::{
 use gregor_sdk::kafka_protocol::protocol::StrBytes;
 use gregor_sdk::txn::{self, STATES};
 use gregor_sdk::{
-    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Handler, Outcome,
+    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Outcome, RawHandler,
     RequestContext,
 };
 
 struct ListTransactions;
 
-impl Handler for ListTransactions {
+impl RawHandler for ListTransactions {
     fn describe() -> ApiInfo {
         api_info::<ListTransactionsRequest>("ListTransactions", 0, 1)
     }
@@ -62,7 +62,7 @@ impl Handler for ListTransactions {
             ResourceType::TransactionalId,
             listed.iter().map(|t| t.transactional_id.as_str()),
         );
-        listed.retain(|t| allowed.get(&t.transactional_id) == Some(&true));
+        listed.retain(|t| allowed.contains(&t.transactional_id));
         let states = listed
             .into_iter()
             .map(|t| {
@@ -109,7 +109,7 @@ fn split_states(filters: &[StrBytes]) -> (Vec<String>, Vec<String>) {
     (known, unknown)
 }
 
-gregor_sdk::export_handler!(ListTransactions);
+gregor_sdk::export_raw_handler!(ListTransactions);
 
 #[cfg(test)]
 mod tests {

@@ -52,12 +52,12 @@ use gregor_sdk::request_caps;
 use gregor_sdk::uuid::Uuid;
 use gregor_sdk::{
     api_info, decode, decode_request, encode, log_warn, request_throttle_ms, respond, ApiInfo,
-    DecodeError, Handler, Outcome, RequestContext, ResponseError,
+    DecodeError, Outcome, RawHandler, RequestContext, ResponseError,
 };
 
 struct Metadata;
 
-impl Handler for Metadata {
+impl RawHandler for Metadata {
     fn describe() -> ApiInfo {
         api_info::<MetadataRequest>("Metadata", 0, 13)
     }
@@ -165,7 +165,7 @@ fn topic_metadata(
             );
             return topics
                 .iter()
-                .filter(|t| allowed.get(&t.name) == Some(&true))
+                .filter(|t| allowed.contains(&t.name))
                 .map(|t| existing_topic(t, version, live))
                 .collect();
         }
@@ -199,7 +199,7 @@ fn topic_metadata(
     );
     let topics: Vec<(&str, Option<TopicInfo>)> = names
         .iter()
-        .filter(|name| describable.get(**name) == Some(&true))
+        .filter(|name| describable.contains(**name))
         .map(|name| (*name, metadata::topic_by_name(name)))
         .collect();
 
@@ -221,11 +221,7 @@ fn topic_metadata(
         ))
     };
 
-    let may_create = |name: &str| {
-        creatable
-            .as_ref()
-            .is_none_or(|c| c.get(name) == Some(&true))
-    };
+    let may_create = |name: &str| creatable.as_ref().is_none_or(|c| c.contains(name));
     // Kafka auto-creates with one CreateTopics to its controller, which
     // refuses the whole batch over its record cap (a record per topic and
     // per partition): then every such topic stays LEADER_NOT_AVAILABLE
@@ -257,7 +253,7 @@ fn topic_metadata(
     responses.extend(
         names
             .iter()
-            .filter(|name| describable.get(**name) != Some(&true))
+            .filter(|name| !describable.contains(**name))
             .map(|name| {
                 missing_topic(name, ResponseError::TopicAuthorizationFailed.code())
                     .with_is_internal(false)
@@ -292,7 +288,7 @@ fn topics_by_id(ids: &[Uuid], version: i16, live: &HashSet<i32>) -> Vec<Metadata
             };
             match info {
                 None => unnamed(ResponseError::UnknownTopicId),
-                Some(info) if describable.get(&info.name) == Some(&true) => {
+                Some(info) if describable.contains(&info.name) => {
                     existing_topic(&info, version, live)
                 }
                 Some(_) => unnamed(ResponseError::TopicAuthorizationFailed),
@@ -452,7 +448,7 @@ fn dedup_in_order<T: Eq + Hash + Copy>(items: &mut Vec<T>) {
     items.retain(|item| seen.insert(*item));
 }
 
-gregor_sdk::export_handler!(Metadata);
+gregor_sdk::export_raw_handler!(Metadata);
 
 #[cfg(test)]
 mod tests {

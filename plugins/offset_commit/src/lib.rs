@@ -24,13 +24,13 @@ use gregor_sdk::kafka_protocol::messages::offset_commit_response::{
 };
 use gregor_sdk::kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse};
 use gregor_sdk::{
-    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Handler, Outcome,
+    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Outcome, RawHandler,
     RequestContext, ResponseError,
 };
 
 struct OffsetCommit;
 
-impl Handler for OffsetCommit {
+impl RawHandler for OffsetCommit {
     fn describe() -> ApiInfo {
         api_info::<OffsetCommitRequest>("OffsetCommit", 2, 9)
     }
@@ -155,7 +155,7 @@ fn response(request: &OffsetCommitRequest, codes: Codes) -> OffsetCommitResponse
     OffsetCommitResponse::default().with_topics(topics)
 }
 
-gregor_sdk::export_handler!(OffsetCommit);
+gregor_sdk::export_raw_handler!(OffsetCommit);
 
 #[cfg(test)]
 mod tests {

@@ -21,13 +21,13 @@ use gregor_sdk::kafka_protocol::messages::offset_delete_response::{
 };
 use gregor_sdk::kafka_protocol::messages::{OffsetDeleteRequest, OffsetDeleteResponse, TopicName};
 use gregor_sdk::{
-    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Handler, Outcome,
+    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Outcome, RawHandler,
     RequestContext, ResponseError, NONE,
 };
 
 struct OffsetDelete;
 
-impl Handler for OffsetDelete {
+impl RawHandler for OffsetDelete {
     fn describe() -> ApiInfo {
         api_info::<OffsetDeleteRequest>("OffsetDelete", 0, 0)
     }
@@ -119,7 +119,7 @@ fn delete(request: &OffsetDeleteRequest) -> OffsetDeleteResponse {
         .with_topics(topics)
 }
 
-gregor_sdk::export_handler!(OffsetDelete);
+gregor_sdk::export_raw_handler!(OffsetDelete);
 
 #[cfg(test)]
 mod tests {

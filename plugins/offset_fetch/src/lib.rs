@@ -29,7 +29,7 @@ use gregor_sdk::kafka_protocol::messages::{
 };
 use gregor_sdk::kafka_protocol::protocol::StrBytes;
 use gregor_sdk::{
-    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Handler, Outcome,
+    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Outcome, RawHandler,
     RequestContext, ResponseError, NONE,
 };
 
@@ -41,7 +41,7 @@ struct GroupAnswer {
     topics: Vec<(String, Vec<CommittedOffset>)>,
 }
 
-impl Handler for OffsetFetch {
+impl RawHandler for OffsetFetch {
     fn describe() -> ApiInfo {
         api_info::<OffsetFetchRequest>("OffsetFetch", 1, 9)
     }
@@ -225,7 +225,7 @@ fn fetch_group(
                 );
                 let mut topics: Vec<(String, Vec<CommittedOffset>)> = Vec::new();
                 for offset in offsets {
-                    if allowed.get(&offset.topic) != Some(&true) {
+                    if !allowed.contains(&offset.topic) {
                         continue;
                     }
                     match topics.iter_mut().find(|(name, _)| *name == offset.topic) {
@@ -247,7 +247,7 @@ fn fetch_group(
             );
             let wanted: Vec<TopicPartition> = topics
                 .iter()
-                .filter(|(name, _)| allowed.get(name) == Some(&true))
+                .filter(|(name, _)| allowed.contains(name))
                 .flat_map(|(name, indexes)| {
                     indexes.iter().map(|&partition| TopicPartition {
                         topic: name.clone(),
@@ -280,7 +280,7 @@ fn fetch_group(
                     let offsets = indexes
                         .iter()
                         .map(|&p| {
-                            if allowed.get(&name) != Some(&true) {
+                            if !allowed.contains(&name) {
                                 return unknown(&name, p, denied);
                             }
                             found
@@ -332,7 +332,7 @@ fn partitions(offset: CommittedOffset) -> OffsetFetchResponsePartitions {
         .with_error_code(offset.error_code)
 }
 
-gregor_sdk::export_handler!(OffsetFetch);
+gregor_sdk::export_raw_handler!(OffsetFetch);
 
 #[cfg(test)]
 mod tests {

@@ -28,7 +28,7 @@ use gregor_sdk::kafka_protocol::messages::{
     OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse,
 };
 use gregor_sdk::{
-    api_info, decode, encode, log, request_throttle_ms, respond, ApiInfo, Handler, Outcome,
+    api_info, decode, encode, log, request_throttle_ms, respond, ApiInfo, Outcome, RawHandler,
     RequestContext, ResponseError, NONE,
 };
 
@@ -43,7 +43,7 @@ const READ_UNCOMMITTED: i8 = 0;
 
 struct OffsetForLeaderEpoch;
 
-impl Handler for OffsetForLeaderEpoch {
+impl RawHandler for OffsetForLeaderEpoch {
     fn describe() -> ApiInfo {
         api_info::<OffsetForLeaderEpochRequest>("OffsetForLeaderEpoch", 2, 4)
     }
@@ -63,7 +63,7 @@ impl Handler for OffsetForLeaderEpoch {
             let name = topic.topic.as_str();
             let authorized = allowed
                 .as_ref()
-                .is_none_or(|allowed| allowed.get(name) == Some(&true));
+                .is_none_or(|allowed| allowed.contains(name));
             let partitions = topic
                 .partitions
                 .iter()
@@ -189,7 +189,7 @@ fn epoch_end(requested: i32, log_end_offset: i64) -> EpochEnd {
     }
 }
 
-gregor_sdk::export_handler!(OffsetForLeaderEpoch);
+gregor_sdk::export_raw_handler!(OffsetForLeaderEpoch);
 
 #[cfg(test)]
 mod tests {

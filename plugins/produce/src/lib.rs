@@ -35,13 +35,13 @@ use gregor_sdk::kafka_protocol::protocol::StrBytes;
 use gregor_sdk::log::{self, AppendResult};
 use gregor_sdk::quotas;
 use gregor_sdk::{
-    api_info, decode, encode, log_info, log_warn, respond, ApiInfo, Handler, Outcome,
+    api_info, decode, encode, log_info, log_warn, respond, ApiInfo, Outcome, RawHandler,
     RequestContext, ResponseError, NONE,
 };
 
 struct Produce;
 
-impl Handler for Produce {
+impl RawHandler for Produce {
     fn describe() -> ApiInfo {
         api_info::<ProduceRequest>("Produce", 0, 13)
     }
@@ -84,7 +84,7 @@ impl Handler for Produce {
                 let result = match (&authorized_topics, name) {
                     (None, _) => rejected(ResponseError::TransactionalIdAuthorizationFailed, None),
                     (_, None) => rejected(ResponseError::UnknownTopicId, None),
-                    (Some(allowed), Some(name)) if allowed.get(name) != Some(&true) => {
+                    (Some(allowed), Some(name)) if !allowed.contains(name) => {
                         rejected(ResponseError::TopicAuthorizationFailed, None)
                     }
                     (_, Some(name)) => append(version, &request, name, partition),
@@ -230,7 +230,7 @@ fn partition_response(index: i32, result: AppendResult) -> PartitionProduceRespo
         .with_log_start_offset(result.log_start_offset)
 }
 
-gregor_sdk::export_handler!(Produce);
+gregor_sdk::export_raw_handler!(Produce);
 
 #[cfg(test)]
 mod tests {

@@ -21,7 +21,7 @@ use gregor_sdk::ids::from_kafka_uuid;
 use gregor_sdk::kafka_protocol::messages::{PushTelemetryRequest, PushTelemetryResponse};
 use gregor_sdk::telemetry::{self, MetricPoint};
 use gregor_sdk::{
-    api_info, decode, encode, log_warn, request_throttle_ms, respond, ApiInfo, Handler, Outcome,
+    api_info, decode, encode, log_warn, request_throttle_ms, respond, ApiInfo, Outcome, RawHandler,
     RequestContext, ResponseError,
 };
 
@@ -30,7 +30,7 @@ const NO_COMPRESSION: i8 = 0;
 
 struct PushTelemetry;
 
-impl Handler for PushTelemetry {
+impl RawHandler for PushTelemetry {
     fn describe() -> ApiInfo {
         api_info::<PushTelemetryRequest>("PushTelemetry", 0, 0)
     }
@@ -93,7 +93,7 @@ fn export(request: &PushTelemetryRequest) -> Result<Vec<MetricPoint>, String> {
     otlp::decode_metrics(&request.metrics)
 }
 
-gregor_sdk::export_handler!(PushTelemetry);
+gregor_sdk::export_raw_handler!(PushTelemetry);
 
 #[cfg(test)]
 mod tests {

@@ -19,13 +19,13 @@ use gregor_sdk::kafka_protocol::messages::{
     RenewDelegationTokenRequest, RenewDelegationTokenResponse,
 };
 use gregor_sdk::{
-    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Handler, Outcome,
+    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Outcome, RawHandler,
     RequestContext,
 };
 
 struct RenewDelegationToken;
 
-impl Handler for RenewDelegationToken {
+impl RawHandler for RenewDelegationToken {
     fn describe() -> ApiInfo {
         api_info::<RenewDelegationTokenRequest>("RenewDelegationToken", 1, 2)
     }
@@ -60,7 +60,7 @@ fn error_response_for(error_code: i16) -> RenewDelegationTokenResponse {
         .with_expiry_timestamp_ms(-1)
 }
 
-gregor_sdk::export_handler!(RenewDelegationToken);
+gregor_sdk::export_raw_handler!(RenewDelegationToken);
 
 #[cfg(test)]
 mod tests {

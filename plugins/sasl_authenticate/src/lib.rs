@@ -18,13 +18,13 @@ use gregor_sdk::ids::str_bytes;
 use gregor_sdk::kafka_protocol::messages::{SaslAuthenticateRequest, SaslAuthenticateResponse};
 use gregor_sdk::kafka_protocol::protocol::StrBytes;
 use gregor_sdk::{
-    api_info, decode, encode, respond, sasl, ApiInfo, Handler, Outcome, RequestContext,
+    api_info, decode, encode, respond, sasl, ApiInfo, Outcome, RawHandler, RequestContext,
     ResponseError,
 };
 
 struct SaslAuthenticate;
 
-impl Handler for SaslAuthenticate {
+impl RawHandler for SaslAuthenticate {
     fn describe() -> ApiInfo {
         api_info::<SaslAuthenticateRequest>("SaslAuthenticate", 0, 2)
     }
@@ -63,7 +63,7 @@ fn failed(error_code: i16) -> SaslAuthenticateResponse {
         .with_error_message(message)
 }
 
-gregor_sdk::export_handler!(SaslAuthenticate);
+gregor_sdk::export_raw_handler!(SaslAuthenticate);
 
 #[cfg(test)]
 mod tests {

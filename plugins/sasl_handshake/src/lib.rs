@@ -16,12 +16,12 @@
 use gregor_sdk::ids::str_bytes;
 use gregor_sdk::kafka_protocol::messages::{SaslHandshakeRequest, SaslHandshakeResponse};
 use gregor_sdk::{
-    api_info, decode, encode, respond, sasl, ApiInfo, Handler, Outcome, RequestContext,
+    api_info, decode, encode, respond, sasl, ApiInfo, Outcome, RawHandler, RequestContext,
 };
 
 struct SaslHandshake;
 
-impl Handler for SaslHandshake {
+impl RawHandler for SaslHandshake {
     fn describe() -> ApiInfo {
         api_info::<SaslHandshakeRequest>("SaslHandshake", 0, 1)
     }
@@ -50,7 +50,7 @@ fn failed(error_code: i16) -> SaslHandshakeResponse {
     SaslHandshakeResponse::default().with_error_code(error_code)
 }
 
-gregor_sdk::export_handler!(SaslHandshake);
+gregor_sdk::export_raw_handler!(SaslHandshake);
 
 #[cfg(test)]
 mod tests {

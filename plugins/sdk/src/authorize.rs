@@ -16,13 +16,41 @@ pub fn is_allowed(operation: Operation, resource_type: ResourceType, name: &str)
     answers.first().copied().unwrap_or(false)
 }
 
-/// Asks once for every name and returns, per name, whether it is allowed.
-/// Kafka's `filterByAuthorized`: duplicates are asked once.
+/// The names a batch of questions found allowed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Allowed(std::collections::HashSet<String>);
+
+impl Allowed {
+    /// Is `name` allowed?
+    pub fn contains(&self, name: &str) -> bool {
+        self.0.contains(name)
+    }
+
+    /// Is nothing allowed?
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The allowed names, in no order.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.0.iter().map(String::as_str)
+    }
+}
+
+impl FromIterator<String> for Allowed {
+    /// Names allowed without asking (a caller already authorized for all).
+    fn from_iter<I: IntoIterator<Item = String>>(names: I) -> Self {
+        Allowed(names.into_iter().collect())
+    }
+}
+
+/// Asks once for every name and returns the allowed ones. Kafka's
+/// `filterByAuthorized`: duplicates are asked once.
 pub fn allowed_names<'a>(
     operation: Operation,
     resource_type: ResourceType,
     names: impl IntoIterator<Item = &'a str>,
-) -> std::collections::HashMap<String, bool> {
+) -> Allowed {
     let mut unique: Vec<String> = names.into_iter().map(str::to_string).collect();
     unique.sort();
     unique.dedup();
@@ -35,11 +63,14 @@ pub fn allowed_names<'a>(
         })
         .collect();
     let answers = authz::authorize(&actions);
-    unique
-        .into_iter()
-        .enumerate()
-        .map(|(i, name)| (name, answers.get(i).copied().unwrap_or(false)))
-        .collect()
+    Allowed(
+        unique
+            .into_iter()
+            .enumerate()
+            .filter(|(i, _)| answers.get(*i).copied().unwrap_or(false))
+            .map(|(_, name)| name)
+            .collect(),
+    )
 }
 
 /// Is `operation` on the TransactionalId allowed? (WRITE to use it in a

@@ -96,8 +96,8 @@ pub fn authorize_resources(
     resources
         .iter()
         .map(|(id, name)| match resource_type_of(*id) {
-            Some(ResourceType::Topic) => topics.get(*name) == Some(&true),
-            Some(ResourceType::Group) => groups.get(*name) == Some(&true),
+            Some(ResourceType::Topic) => topics.contains(*name),
+            Some(ResourceType::Group) => groups.contains(*name),
             Some(_) => cluster,
             None => true,
         })

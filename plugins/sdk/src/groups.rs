@@ -7,9 +7,11 @@ use std::collections::HashMap;
 
 use kafka_protocol::protocol::StrBytes;
 
-use crate::authorize::is_allowed;
+use crate::authorize::{is_allowed, Allowed};
 use crate::authz::{Operation, ResourceType};
 pub use crate::bindings::gregor::broker::groups::*;
+#[cfg(not(target_arch = "wasm32"))]
+pub use crate::fake::imports::{delete_groups, heartbeat, list_groups};
 use crate::ResponseError;
 
 /// Is `operation` on the group allowed for this request's principal?
@@ -39,12 +41,12 @@ pub fn partition_counts<'a>(topics: impl IntoIterator<Item = &'a str>) -> HashMa
 /// the topic and partition must exist (UNKNOWN_TOPIC_OR_PARTITION). None
 /// when the partition may go to the coordinator.
 pub fn partition_error(
-    authorized: &HashMap<String, bool>,
+    authorized: &Allowed,
     counts: &HashMap<String, i32>,
     topic: &str,
     partition: i32,
 ) -> Option<i16> {
-    if authorized.get(topic) != Some(&true) {
+    if !authorized.contains(topic) {
         return Some(ResponseError::TopicAuthorizationFailed.code());
     }
     match counts.get(topic) {

@@ -1,14 +1,183 @@
-//! The handler trait a module implements and the glue that exports it as
-//! the `gregor:broker/handler` interface. Only `describe` and `handle` are
-//! required; `error_response` (Kafka's `getErrorResponse`) is optional.
+//! The handler traits a module implements and the glue that exports them as
+//! the `gregor:broker/handler` interface.
+//!
+//! [`Handler`] is the typed layer every Kafka API is written against: a
+//! module names its request and response types, its versions, and writes
+//! `handle` (Kafka's `handleXxxRequest`) and `failed` (Kafka's
+//! `getErrorResponse`). Everything around them is done here, once:
+//! decoding within the module's memory budget, counting the response's
+//! error codes, the request-quota throttle time, and encoding for the
+//! request's version. [`RawHandler`] is the escape hatch for a module that
+//! speaks bytes (an RPC `kafka-protocol` does not know).
 
 use std::marker::PhantomData;
 
+use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request};
+
 use crate::bindings::exports::gregor::broker::handler::Guest;
+use crate::bounded::DecodeError;
+use crate::codec::{decode_request, encode};
+use crate::response::KafkaResponse;
 use crate::{ApiInfo, Outcome, RequestContext};
 
-/// One Kafka ApiKey, like one `KafkaApis.handleXxxRequest`.
+/// What a handler does with a request it has handled.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reply<R> {
+    /// Send this response.
+    Respond(R),
+    /// Count and throttle this response but send nothing (acks=0 Produce).
+    Withhold(R),
+    /// Count and throttle this response, send nothing and close the
+    /// connection (acks=0 Produce with a failed partition).
+    WithholdAndClose(R),
+    /// Close the connection without an answer, as Kafka does for some
+    /// malformed requests.
+    Close,
+    /// The request is parked (Kafka's purgatory); the host handles it again
+    /// when what it waits for happens, and that call answers.
+    Parked,
+}
+
+impl<R> From<R> for Reply<R> {
+    fn from(response: R) -> Self {
+        Reply::Respond(response)
+    }
+}
+
+impl<R> Reply<R> {
+    /// The response this reply carries, if any.
+    pub fn response(&self) -> Option<&R> {
+        match self {
+            Reply::Respond(r) | Reply::Withhold(r) | Reply::WithholdAndClose(r) => Some(r),
+            Reply::Close | Reply::Parked => None,
+        }
+    }
+
+    fn response_mut(&mut self) -> Option<&mut R> {
+        match self {
+            Reply::Respond(r) | Reply::Withhold(r) | Reply::WithholdAndClose(r) => Some(r),
+            Reply::Close | Reply::Parked => None,
+        }
+    }
+}
+
+/// One Kafka ApiKey, like one `KafkaApis.handleXxxRequest`, on typed
+/// messages. Export it with [`crate::export_handler!`].
 pub trait Handler {
+    /// The request message; its ApiKey is the one served.
+    type Request: Request + Decodable + HeaderVersion;
+    /// The response message.
+    type Response: Encodable + KafkaResponse;
+
+    /// The API's name, as Kafka's `ApiKeys` spells it.
+    const NAME: &'static str;
+    /// The oldest version served.
+    const MIN_VERSION: i16;
+    /// The newest version served.
+    const MAX_VERSION: i16;
+
+    /// Handles one decoded request.
+    fn handle(ctx: &RequestContext, request: &Self::Request) -> Reply<Self::Response>;
+
+    /// Kafka's `getErrorResponse`: the request answered with `error_code`
+    /// everywhere it can carry one. Sent when `handle` failed (it trapped
+    /// or ran out of time). Some APIs answer differently per version,
+    /// hence the context.
+    fn failed(ctx: &RequestContext, request: &Self::Request, error_code: i16) -> Self::Response;
+
+    /// Whether a failed request is answered with [`Handler::failed`] at all;
+    /// when not, the host closes the connection (acks=0 Produce).
+    fn answers_failure(_ctx: &RequestContext, _request: &Self::Request) -> bool {
+        true
+    }
+
+    /// Sets the response's throttle time (Kafka's
+    /// `sendResponseMaybeThrottle`): by default the larger of what the
+    /// handler set (a mutation or bandwidth quota) and the request quota's.
+    /// A response without a throttle time leaves the request quota to the
+    /// host, which records it when the handler returns.
+    fn throttle(_ctx: &RequestContext, _request: &Self::Request, response: &mut Self::Response) {
+        with_request_quota(response);
+    }
+
+    /// The answer to a request too large to decode within the module's
+    /// memory: by default the connection is closed, as for a malformed one.
+    fn too_large(_ctx: &RequestContext) -> Reply<Self::Response> {
+        Reply::Close
+    }
+}
+
+/// Describes the handler for ApiVersions: its key, name and versions, with
+/// the first flexible version taken from the message schema.
+pub fn describe<H: Handler>() -> ApiInfo {
+    crate::codec::api_info::<H::Request>(H::NAME, H::MIN_VERSION, H::MAX_VERSION)
+}
+
+/// Decodes, handles and finishes one request: what the exported `handle`
+/// does for every typed handler.
+pub fn run<H: Handler>(ctx: &RequestContext, body: &[u8]) -> Outcome {
+    let reply = match decode_request::<H::Request>(ctx, body) {
+        Ok(request) => {
+            let mut reply = H::handle(ctx, &request);
+            if let Some(response) = reply.response_mut() {
+                // Counted before the throttle: a throttled Fetch drops its
+                // partitions, not their errors.
+                crate::count_errors(response.error_codes());
+                H::throttle(ctx, &request, response);
+            }
+            reply
+        }
+        Err(DecodeError::TooLarge) => {
+            let mut reply = H::too_large(ctx);
+            if let Some(response) = reply.response_mut() {
+                crate::count_errors(response.error_codes());
+                with_request_quota(response);
+            }
+            reply
+        }
+        Err(DecodeError::Malformed(_)) => Reply::Close,
+    };
+    finish(ctx, reply)
+}
+
+/// Raises the response's throttle time to the request quota's, when the
+/// response carries one.
+pub fn with_request_quota<R: KafkaResponse>(response: &mut R) {
+    if let Some(current) = response.throttle_time_ms() {
+        response.set_throttle_time_ms(current.max(crate::request_throttle_ms()));
+    }
+}
+
+/// The outcome the host sees for a finished reply.
+fn finish<R: Encodable>(ctx: &RequestContext, reply: Reply<R>) -> Outcome {
+    match reply {
+        Reply::Respond(response) => match encode(ctx, &response) {
+            Some(body) => Outcome::Respond(body),
+            None => Outcome::CloseConnection,
+        },
+        Reply::Withhold(_) | Reply::Parked => Outcome::NoResponse,
+        Reply::WithholdAndClose(_) | Reply::Close => Outcome::CloseConnection,
+    }
+}
+
+/// The encoded error response for a request whose handling failed, or None
+/// (the host then closes the connection).
+pub fn error_response<H: Handler>(
+    ctx: &RequestContext,
+    body: &[u8],
+    error_code: i16,
+) -> Option<Vec<u8>> {
+    let request = decode_request::<H::Request>(ctx, body).ok()?;
+    if !H::answers_failure(ctx, &request) {
+        return None;
+    }
+    encode(ctx, &H::failed(ctx, &request, error_code))
+}
+
+/// A module that works on the raw request body: for an RPC the
+/// `kafka-protocol` crate does not know. Export it with
+/// [`crate::export_raw_handler!`].
+pub trait RawHandler {
     /// The ApiKey, name and version range this module serves.
     fn describe() -> ApiInfo;
 
@@ -26,9 +195,27 @@ pub trait Handler {
 
 /// Exports a [`Handler`] through the generated bindings.
 #[doc(hidden)]
-pub struct Adapter<T>(PhantomData<T>);
+pub struct Typed<T>(PhantomData<T>);
 
-impl<T: Handler> Guest for Adapter<T> {
+impl<T: Handler> Guest for Typed<T> {
+    fn describe() -> ApiInfo {
+        describe::<T>()
+    }
+
+    fn handle(ctx: RequestContext, body: Vec<u8>) -> Outcome {
+        run::<T>(&ctx, &body)
+    }
+
+    fn error_response(ctx: RequestContext, body: Vec<u8>, error_code: i16) -> Option<Vec<u8>> {
+        error_response::<T>(&ctx, &body, error_code)
+    }
+}
+
+/// Exports a [`RawHandler`] through the generated bindings.
+#[doc(hidden)]
+pub struct Raw<T>(PhantomData<T>);
+
+impl<T: RawHandler> Guest for Raw<T> {
     fn describe() -> ApiInfo {
         T::describe()
     }
@@ -46,7 +233,16 @@ impl<T: Handler> Guest for Adapter<T> {
 #[macro_export]
 macro_rules! export_handler {
     ($ty:ident) => {
-        type __GregorHandlerExport = $crate::handler::Adapter<$ty>;
+        type __GregorHandlerExport = $crate::handler::Typed<$ty>;
+        $crate::bindings::export_handler!(__GregorHandlerExport with_types_in $crate::bindings);
+    };
+}
+
+/// Exports a type implementing [`RawHandler`] as this module's handler.
+#[macro_export]
+macro_rules! export_raw_handler {
+    ($ty:ident) => {
+        type __GregorHandlerExport = $crate::handler::Raw<$ty>;
         $crate::bindings::export_handler!(__GregorHandlerExport with_types_in $crate::bindings);
     };
 }

@@ -1,22 +1,30 @@
 //! The guest SDK every Gregor handler plugin builds on.
 //!
-//! A handler is one Kafka ApiKey. It implements [`Handler`] (the exported
-//! `gregor:broker/handler` interface), describes itself with [`api_info`],
-//! turns the body into a typed request with [`decode`], asks the host's
-//! services (`log`, `metadata`, `groups`, `txn`, `authz`) for what it
-//! needs, and answers with [`respond`]. Everything here is shared so that
-//! each handler crate reads like Kafka's `handleXxxRequest` and nothing
-//! else.
+//! A handler is one Kafka ApiKey. It implements [`Handler`]: it names its
+//! request and response messages and versions, and writes `handle` (Kafka's
+//! `handleXxxRequest`, asking the host's services `log`, `metadata`,
+//! `groups`, `txn`, `authz`, ... for what it needs) and `failed` (Kafka's
+//! `getErrorResponse`). The SDK decodes, counts errors, sets the throttle
+//! time and encodes, once for every handler ([`handler`]); [`testing`]
+//! checks a handler's responses encode for every served version and
+//! [`fake`] runs a handler natively against a fake host. Everything here is
+//! shared so that each handler crate reads like Kafka's `handleXxxRequest`
+//! and nothing else.
 
 pub mod acl;
 pub mod authorize;
 pub mod bounded;
 pub mod codec;
 pub mod configs;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod fake;
 pub mod groups;
 pub mod handler;
 pub mod ids;
 pub mod request_caps;
+pub mod response;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod testing;
 pub mod txn;
 pub mod wire;
 
@@ -31,19 +39,55 @@ pub mod bindings {
     });
 }
 
+pub use bindings::gregor::broker::log;
 pub use bindings::gregor::broker::types::{ApiInfo, KafkaError, Outcome, RequestContext, Uuid};
 /// Host security services: SASL for this connection, SCRAM credentials and
 /// ACL administration.
 pub use bindings::gregor::broker::{acl_admin, sasl, scram_credentials};
-/// Client quotas, delegation tokens and client telemetry.
-pub use bindings::gregor::broker::{delegation_tokens, quotas, telemetry};
-pub use bindings::gregor::broker::{log, logging, metadata};
-pub use handler::Handler;
+/// Delegation tokens and client telemetry.
+pub use bindings::gregor::broker::{delegation_tokens, telemetry};
+pub use handler::{Handler, RawHandler, Reply};
+pub use response::KafkaResponse;
+
+// Import modules some of whose functions the native fake host answers
+// (see [`fake`]): on wasm they are exactly the generated ones.
 
 /// Authorization: the `authz` import and the vocabulary it speaks.
 pub mod authz {
+    #[cfg(target_arch = "wasm32")]
     pub use crate::bindings::gregor::broker::authz::*;
     pub use crate::bindings::gregor::broker::types::{Action, Operation, ResourceType};
+    #[cfg(not(target_arch = "wasm32"))]
+    pub use crate::fake::imports::authorize;
+}
+
+/// Topics, the cluster and broker configuration.
+pub mod metadata {
+    pub use crate::bindings::gregor::broker::metadata::*;
+    #[cfg(not(target_arch = "wasm32"))]
+    pub use crate::fake::imports::{describe_cluster, list_topics, topic_by_id, topic_by_name};
+}
+
+/// Client quotas.
+pub mod quotas {
+    pub use crate::bindings::gregor::broker::quotas::*;
+    #[cfg(not(target_arch = "wasm32"))]
+    pub use crate::fake::imports::record_request;
+}
+
+/// The broker's log.
+pub mod logging {
+    pub use crate::bindings::gregor::broker::logging::*;
+    #[cfg(not(target_arch = "wasm32"))]
+    pub use crate::fake::imports::log;
+}
+
+/// The broker's metrics.
+mod stats {
+    #[cfg(target_arch = "wasm32")]
+    pub use crate::bindings::gregor::broker::stats::*;
+    #[cfg(not(target_arch = "wasm32"))]
+    pub use crate::fake::imports::count_errors;
 }
 pub use bounded::DecodeError;
 pub use codec::{api_info, decode, decode_request, encode, respond};
@@ -67,7 +111,7 @@ pub fn request_throttle_ms() -> i32 {
 pub fn count_errors(codes: impl IntoIterator<Item = i16>) {
     let codes: Vec<i16> = codes.into_iter().filter(|code| *code != NONE).collect();
     if !codes.is_empty() {
-        bindings::gregor::broker::stats::count_errors(&codes);
+        stats::count_errors(&codes);
     }
 }
 

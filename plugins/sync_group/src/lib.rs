@@ -15,13 +15,13 @@ use gregor_sdk::authz::Operation;
 use gregor_sdk::groups::{self, group_allowed, opt_str_bytes, opt_string, SyncResult};
 use gregor_sdk::kafka_protocol::messages::{SyncGroupRequest, SyncGroupResponse};
 use gregor_sdk::{
-    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Handler, Outcome,
+    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Outcome, RawHandler,
     RequestContext, ResponseError,
 };
 
 struct SyncGroup;
 
-impl Handler for SyncGroup {
+impl RawHandler for SyncGroup {
     fn describe() -> ApiInfo {
         api_info::<SyncGroupRequest>("SyncGroup", 0, 5)
     }
@@ -91,7 +91,7 @@ fn response(result: SyncResult, version: i16) -> SyncGroupResponse {
     response
 }
 
-gregor_sdk::export_handler!(SyncGroup);
+gregor_sdk::export_raw_handler!(SyncGroup);
 
 #[cfg(test)]
 mod tests {

@@ -27,13 +27,13 @@ use gregor_sdk::kafka_protocol::messages::txn_offset_commit_response::{
 use gregor_sdk::kafka_protocol::messages::{TxnOffsetCommitRequest, TxnOffsetCommitResponse};
 use gregor_sdk::txn::{self, PartitionCodes, TxnGroupMember, TxnOffset};
 use gregor_sdk::{
-    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Handler, Outcome,
+    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Outcome, RawHandler,
     RequestContext, ResponseError,
 };
 
 struct TxnOffsetCommit;
 
-impl Handler for TxnOffsetCommit {
+impl RawHandler for TxnOffsetCommit {
     fn describe() -> ApiInfo {
         api_info::<TxnOffsetCommitRequest>("TxnOffsetCommit", 0, 4)
     }
@@ -197,7 +197,7 @@ fn response(request: &TxnOffsetCommitRequest, codes: Codes) -> TxnOffsetCommitRe
     TxnOffsetCommitResponse::default().with_topics(topics)
 }
 
-gregor_sdk::export_handler!(TxnOffsetCommit);
+gregor_sdk::export_raw_handler!(TxnOffsetCommit);
 
 #[cfg(test)]
 mod tests {

@@ -45,7 +45,7 @@ use gregor_sdk::ids::str_bytes;
 use gregor_sdk::kafka_protocol::messages::update_features_request::FeatureUpdateKey;
 use gregor_sdk::kafka_protocol::messages::{UpdateFeaturesRequest, UpdateFeaturesResponse};
 use gregor_sdk::{
-    api_info, decode, encode, metadata, request_throttle_ms, respond, ApiInfo, Handler, Outcome,
+    api_info, decode, encode, metadata, request_throttle_ms, respond, ApiInfo, Outcome, RawHandler,
     RequestContext, ResponseError,
 };
 
@@ -70,7 +70,7 @@ struct Update {
 
 struct UpdateFeatures;
 
-impl Handler for UpdateFeatures {
+impl RawHandler for UpdateFeatures {
     fn describe() -> ApiInfo {
         api_info::<UpdateFeaturesRequest>("UpdateFeatures", 0, MAX_VERSION)
     }
@@ -184,7 +184,7 @@ fn check(update: &Update, node_id: i32) -> Result<(), String> {
     ))
 }
 
-gregor_sdk::export_handler!(UpdateFeatures);
+gregor_sdk::export_raw_handler!(UpdateFeatures);
 
 #[cfg(test)]
 mod tests {

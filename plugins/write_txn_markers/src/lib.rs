@@ -35,13 +35,13 @@ use gregor_sdk::kafka_protocol::messages::{
 };
 use gregor_sdk::txn::{self, by_topic, PartitionCodes, TxnPartition};
 use gregor_sdk::{
-    api_info, decode, encode, quotas, respond, ApiInfo, Handler, Outcome, RequestContext,
+    api_info, decode, encode, quotas, respond, ApiInfo, Outcome, RawHandler, RequestContext,
     ResponseError,
 };
 
 struct WriteTxnMarkers;
 
-impl Handler for WriteTxnMarkers {
+impl RawHandler for WriteTxnMarkers {
     fn describe() -> ApiInfo {
         api_info::<WriteTxnMarkersRequest>("WriteTxnMarkers", 1, 1)
     }
@@ -210,7 +210,7 @@ fn response(written: impl IntoIterator<Item = Written>) -> WriteTxnMarkersRespon
     WriteTxnMarkersResponse::default().with_markers(markers)
 }
 
-gregor_sdk::export_handler!(WriteTxnMarkers);
+gregor_sdk::export_raw_handler!(WriteTxnMarkers);
 
 #[cfg(test)]
 mod tests {

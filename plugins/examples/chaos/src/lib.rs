@@ -11,13 +11,13 @@
 //! two bytes); otherwise it has none and the host closes the connection.
 
 use gregor_sdk::wire::custom_api_info;
-use gregor_sdk::{log, logging, ApiInfo, Handler, Outcome, RequestContext};
+use gregor_sdk::{log, logging, ApiInfo, Outcome, RawHandler, RequestContext};
 
 pub const API_KEY: i16 = 1099;
 
 struct Chaos;
 
-impl Handler for Chaos {
+impl RawHandler for Chaos {
     fn describe() -> ApiInfo {
         custom_api_info(API_KEY, "Chaos", 0, 0)
     }
@@ -73,4 +73,4 @@ impl Handler for Chaos {
     }
 }
 
-gregor_sdk::export_handler!(Chaos);
+gregor_sdk::export_raw_handler!(Chaos);

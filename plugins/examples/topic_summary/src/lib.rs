@@ -24,13 +24,13 @@ use gregor_sdk::authorize::allowed_names;
 use gregor_sdk::authz::{Operation, ResourceType};
 use gregor_sdk::metadata::{self, TopicInfo};
 use gregor_sdk::wire::{custom_api_info, Reader, Writer};
-use gregor_sdk::{log, ApiInfo, Handler, Outcome, RequestContext, ResponseError};
+use gregor_sdk::{log, ApiInfo, Outcome, RawHandler, RequestContext, ResponseError};
 
 pub const API_KEY: i16 = 1000;
 
 struct TopicSummary;
 
-impl Handler for TopicSummary {
+impl RawHandler for TopicSummary {
     fn describe() -> ApiInfo {
         custom_api_info(API_KEY, "DescribeTopicSummary", 0, 0)
     }
@@ -52,7 +52,7 @@ impl Handler for TopicSummary {
                 );
                 let visible: Vec<&TopicInfo> = topics
                     .iter()
-                    .filter(|t| allowed.get(&t.name).copied().unwrap_or(false))
+                    .filter(|t| allowed.contains(&t.name))
                     .collect();
                 out.array_len(visible.len());
                 for topic in visible {
@@ -67,7 +67,7 @@ impl Handler for TopicSummary {
                 );
                 out.array_len(names.len());
                 for name in &names {
-                    if !allowed.get(name).copied().unwrap_or(false) {
+                    if !allowed.contains(name) {
                         write_error(
                             &mut out,
                             name,
@@ -127,7 +127,7 @@ fn write_topic(out: &mut Writer, topic: &TopicInfo) {
     }
 }
 
-gregor_sdk::export_handler!(TopicSummary);
+gregor_sdk::export_raw_handler!(TopicSummary);
 
 #[cfg(test)]
 mod tests {

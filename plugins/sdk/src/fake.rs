@@ -1,0 +1,204 @@
+//! A fake host, so a handler's logic can be unit-tested natively without a
+//! broker: the test implements [`FakeHost`] for what the handler asks
+//! (authorization, topics, the group coordinator, ...), and
+//! [`handle`] runs the handler exactly as the exported `handle` does
+//! (decode, handle, count errors, throttle, encode), returning the decoded
+//! response and what the handler reported to the host.
+//!
+//! On a native build, the SDK's import modules call the fake for the
+//! functions below instead of the (unreachable) component imports; a
+//! handler that calls an import the fake does not cover panics with its
+//! name. Add a method here when a test needs one more.
+
+use std::cell::RefCell;
+
+use bytes::BytesMut;
+use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion};
+
+use crate::bindings::gregor::broker::groups::GroupOverview;
+use crate::bindings::gregor::broker::logging::Level;
+use crate::bindings::gregor::broker::metadata::{Cluster, TopicInfo};
+use crate::bindings::gregor::broker::types::Action;
+use crate::handler::{run, Handler};
+use crate::{Outcome, RequestContext, Uuid};
+
+/// The host services a test provides. Every method has a default: allow
+/// everything, know no topics, no throttling; the group coordinator calls
+/// panic unless the test answers them.
+pub trait FakeHost {
+    /// Is the action allowed for the request's principal?
+    fn authorize(&self, _action: &Action) -> bool {
+        true
+    }
+    fn list_topics(&self) -> Vec<TopicInfo> {
+        Vec::new()
+    }
+    fn topic_by_name(&self, name: &str) -> Option<TopicInfo> {
+        self.list_topics().into_iter().find(|t| t.name == name)
+    }
+    fn topic_by_id(&self, id: Uuid) -> Option<TopicInfo> {
+        self.list_topics()
+            .into_iter()
+            .find(|t| (t.topic_id.high, t.topic_id.low) == (id.high, id.low))
+    }
+    fn describe_cluster(&self) -> Cluster {
+        unfaked("metadata.describe-cluster")
+    }
+    fn heartbeat(
+        &self,
+        _group_id: &str,
+        _generation_id: i32,
+        _member_id: &str,
+        _group_instance_id: Option<&str>,
+    ) -> i16 {
+        unfaked("groups.heartbeat")
+    }
+    fn delete_groups(&self, _group_ids: &[String]) -> Vec<i16> {
+        unfaked("groups.delete-groups")
+    }
+    fn list_groups(&self, _states: &[String], _types: &[String]) -> Vec<GroupOverview> {
+        unfaked("groups.list-groups")
+    }
+    /// The request quota's throttle time.
+    fn request_throttle_ms(&self) -> i32 {
+        0
+    }
+}
+
+fn unfaked(import: &str) -> ! {
+    panic!("the fake host does not answer {import}: add it to gregor_sdk::fake::FakeHost")
+}
+
+/// What one handled request produced.
+#[derive(Debug)]
+pub struct Handled<R> {
+    /// What the host would have been told.
+    pub outcome: Outcome,
+    /// The response sent, decoded again for the request's version.
+    pub response: Option<R>,
+    /// The error codes reported for the broker's metrics.
+    pub counted_errors: Vec<i16>,
+    /// The lines logged.
+    pub logs: Vec<String>,
+}
+
+#[derive(Default)]
+struct Recorded {
+    counted_errors: Vec<i16>,
+    logs: Vec<String>,
+}
+
+thread_local! {
+    static HOST: RefCell<Option<Box<dyn FakeHost>>> = RefCell::new(None);
+    static RECORDED: RefCell<Recorded> = RefCell::new(Recorded::default());
+}
+
+/// A request context for `version` of the handler's API, from an
+/// anonymous PLAINTEXT client.
+pub fn context<H: Handler>(version: i16) -> RequestContext {
+    RequestContext {
+        api_key: crate::handler::describe::<H>().api_key,
+        api_version: version,
+        correlation_id: 1,
+        client_id: Some("fake-client".to_string()),
+        principal: "User:ANONYMOUS".to_string(),
+        client_host: "127.0.0.1".to_string(),
+        listener: "PLAINTEXT".to_string(),
+        security_protocol: "PLAINTEXT".to_string(),
+    }
+}
+
+/// Encodes `request` for `version`, handles it with `host` as the broker,
+/// and returns what came out.
+pub fn handle<H>(
+    host: impl FakeHost + 'static,
+    version: i16,
+    request: &H::Request,
+) -> Handled<H::Response>
+where
+    H: Handler,
+    H::Request: Encodable,
+    H::Response: Decodable + HeaderVersion,
+{
+    let mut body = BytesMut::new();
+    if let Err(error) = request.encode(&mut body, version) {
+        panic!("the test's request does not encode for v{version}: {error}");
+    }
+    HOST.with(|slot| *slot.borrow_mut() = Some(Box::new(host)));
+    RECORDED.with(|recorded| *recorded.borrow_mut() = Recorded::default());
+    let outcome = run::<H>(&context::<H>(version), &body);
+    HOST.with(|slot| *slot.borrow_mut() = None);
+    let recorded = RECORDED.with(|recorded| std::mem::take(&mut *recorded.borrow_mut()));
+    let response = match &outcome {
+        Outcome::Respond(bytes) => {
+            let mut bytes = bytes::Bytes::from(bytes.clone());
+            match H::Response::decode(&mut bytes, version) {
+                Ok(response) => Some(response),
+                Err(error) => panic!("the response does not decode for v{version}: {error}"),
+            }
+        }
+        _ => None,
+    };
+    Handled {
+        outcome,
+        response,
+        counted_errors: recorded.counted_errors,
+        logs: recorded.logs,
+    }
+}
+
+fn with_host<T>(call: impl FnOnce(&dyn FakeHost) -> T) -> T {
+    HOST.with(|slot| match slot.borrow().as_deref() {
+        Some(host) => call(host),
+        None => panic!("no fake host: run the handler through gregor_sdk::fake::handle"),
+    })
+}
+
+/// The native stand-ins for the imports [`FakeHost`] answers; the SDK's
+/// import modules re-export them over the generated (wasm-only) ones.
+pub mod imports {
+    use super::*;
+
+    pub fn authorize(actions: &[Action]) -> Vec<bool> {
+        with_host(|host| actions.iter().map(|a| host.authorize(a)).collect())
+    }
+    pub fn list_topics() -> Vec<TopicInfo> {
+        with_host(|host| host.list_topics())
+    }
+    pub fn topic_by_name(name: &str) -> Option<TopicInfo> {
+        with_host(|host| host.topic_by_name(name))
+    }
+    pub fn topic_by_id(id: Uuid) -> Option<TopicInfo> {
+        with_host(|host| host.topic_by_id(id))
+    }
+    pub fn describe_cluster() -> Cluster {
+        with_host(|host| host.describe_cluster())
+    }
+    pub fn heartbeat(
+        group_id: &str,
+        generation_id: i32,
+        member_id: &str,
+        group_instance_id: Option<&str>,
+    ) -> i16 {
+        with_host(|host| host.heartbeat(group_id, generation_id, member_id, group_instance_id))
+    }
+    pub fn delete_groups(group_ids: &[String]) -> Vec<i16> {
+        with_host(|host| host.delete_groups(group_ids))
+    }
+    pub fn list_groups(states: &[String], types: &[String]) -> Vec<GroupOverview> {
+        with_host(|host| host.list_groups(states, types))
+    }
+    pub fn record_request(exempt: bool) -> i32 {
+        if exempt {
+            0
+        } else {
+            with_host(|host| host.request_throttle_ms())
+        }
+    }
+    pub fn count_errors(codes: &[i16]) {
+        RECORDED.with(|recorded| recorded.borrow_mut().counted_errors.extend(codes));
+    }
+    pub fn log(_level: Level, message: &str) {
+        RECORDED.with(|recorded| recorded.borrow_mut().logs.push(message.to_string()));
+    }
+}

@@ -1,0 +1,45 @@
+//! Checks every handler's tests share: its responses, and the error
+//! response `failed` builds, encode for every version it serves.
+
+use kafka_protocol::protocol::Encodable;
+
+use crate::fake::context;
+use crate::handler::Handler;
+use crate::response::KafkaResponse;
+
+/// Kafka's UNKNOWN_SERVER_ERROR, what the host answers a trapped handler with.
+const UNKNOWN_SERVER_ERROR: i16 = -1;
+
+/// Asserts, for every version `H` serves, that each of `responses` encodes
+/// and that `H::failed` for the empty request and for each of `requests`
+/// encodes; for the given requests the failure must also carry the error.
+pub fn assert_encodes_for_served_versions<H>(requests: &[H::Request], responses: &[H::Response])
+where
+    H: Handler,
+    H::Request: Default,
+{
+    for version in H::MIN_VERSION..=H::MAX_VERSION {
+        for (i, response) in responses.iter().enumerate() {
+            if let Err(error) = response.encode(&mut Vec::new(), version) {
+                panic!("response {i} does not encode for v{version}: {error}");
+            }
+        }
+        let ctx = context::<H>(version);
+        let empty = H::failed(&ctx, &H::Request::default(), UNKNOWN_SERVER_ERROR);
+        if let Err(error) = empty.encode(&mut Vec::new(), version) {
+            panic!(
+                "the error response to an empty request does not encode for v{version}: {error}"
+            );
+        }
+        for (i, request) in requests.iter().enumerate() {
+            let failed = H::failed(&ctx, request, UNKNOWN_SERVER_ERROR);
+            if let Err(error) = failed.encode(&mut Vec::new(), version) {
+                panic!("the error response to request {i} does not encode for v{version}: {error}");
+            }
+            assert!(
+                failed.error_codes().contains(&UNKNOWN_SERVER_ERROR),
+                "the error response to request {i} does not carry the error (v{version})"
+            );
+        }
+    }
+}
