@@ -549,7 +549,30 @@ fn rebalance_times(n: usize, create: impl Fn() -> BaseConsumer) -> (Duration, Du
         &format!("{} members to share 12 partitions", n - 1),
         |a| shared_by_all(a, 12),
     );
-    (formed, left.elapsed())
+    let after_leave = left.elapsed();
+    leave_together(members);
+    (formed, after_leave)
+}
+
+/// Takes every member out of the group at once, serving the revocations
+/// by polling, and only then closes them. Dropping subscribed members one
+/// by one is not safe: the first one's LeaveGroup starts a rebalance, the
+/// others (not polled) queue its revocation, and librdkafka's close can
+/// then hang forever (confluentinc/librdkafka#4884), with the broker
+/// waiting the rebalance timeout for members that never come back.
+fn leave_together(members: Vec<BaseConsumer>) {
+    for member in &members {
+        member.unsubscribe();
+    }
+    let refs: Vec<&BaseConsumer> = members.iter().collect();
+    poll_until(&refs, "every member to give up its partitions", |a| {
+        a.iter().all(BTreeSet::is_empty)
+    });
+    // A heartbeat answered after the unsubscribe may still queue an
+    // event: serve it too (a heartbeat interval is 500 ms).
+    let grace = Instant::now() + Duration::from_millis(600);
+    poll_until(&refs, "the last group events", |_| Instant::now() > grace);
+    drop(members);
 }
 
 #[tokio::test(flavor = "multi_thread")]

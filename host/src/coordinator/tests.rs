@@ -206,6 +206,57 @@ async fn an_expired_session_moves_the_group_on() {
     assert_eq!(c.heartbeat("g", 3, &b, None), UNKNOWN_MEMBER_ID);
 }
 
+/// Kafka's `removeMemberAndUpdateGroup`: a member leaving during the join
+/// phase ends it as soon as everybody still there has rejoined, instead of
+/// at the rebalance timeout.
+#[tokio::test]
+async fn a_leave_completes_the_join_phase_of_those_waiting() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = open(dir.path());
+    let (a, b) = two_member_group(&c, "g").await;
+    // The leader rejoins and waits for b, which leaves instead.
+    let a_join = spawn_join(&c, join_request("g", &a));
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    assert!(!a_join.is_finished());
+    assert_eq!(state_of(&c, "g"), "PreparingRebalance");
+    let leaving = LeavingMember {
+        member_id: b.clone(),
+        group_instance_id: None,
+        reason: None,
+    };
+    assert_eq!(c.leave("g", &[leaving]), Ok(vec![NONE]));
+    // Answered at once: no deadline fired.
+    let a_result = tokio::time::timeout(Duration::from_secs(5), a_join)
+        .await
+        .expect("the join completes with the leave")
+        .unwrap();
+    assert_eq!((a_result.error_code, a_result.generation_id), (NONE, 3));
+    assert_eq!(a_result.members.len(), 1);
+}
+
+/// A waiting JoinGroup whose caller went away (a parked request whose
+/// connection closed drops its receiver) still counts as joined, as in
+/// Kafka's purgatory: the others' join phase does not wait for it.
+#[tokio::test]
+async fn an_abandoned_join_still_counts_as_joined() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = open(dir.path());
+    let (a, b) = two_member_group(&c, "g").await;
+    let a_join = spawn_join(&c, join_request("g", &a));
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    a_join.abort();
+    assert!(a_join.await.unwrap_err().is_cancelled());
+    let b_result = tokio::time::timeout(
+        Duration::from_secs(5),
+        spawn_join(&c, join_request("g", &b)),
+    )
+    .await
+    .expect("b's join completes without a deadline")
+    .unwrap();
+    assert_eq!((b_result.error_code, b_result.generation_id), (NONE, 3));
+    assert_eq!(b_result.leader, a, "a is still a member, and leads");
+}
+
 #[tokio::test]
 async fn a_pending_member_id_expires() {
     let dir = tempfile::tempdir().unwrap();
