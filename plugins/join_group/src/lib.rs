@@ -17,6 +17,7 @@
 
 use gregor_sdk::authz::Operation;
 use gregor_sdk::groups::{self, group_allowed, opt_str_bytes, opt_string, JoinResult, Protocol};
+use gregor_sdk::kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
 use gregor_sdk::kafka_protocol::messages::join_group_response::JoinGroupResponseMember;
 use gregor_sdk::kafka_protocol::messages::{JoinGroupRequest, JoinGroupResponse};
 use gregor_sdk::kafka_protocol::protocol::StrBytes;
@@ -36,35 +37,11 @@ impl Handler for JoinGroup {
         let result = if !group_allowed(Operation::Read, &request.group_id) {
             failed(ResponseError::GroupAuthorizationFailed.code())
         } else {
-            let rebalance_timeout_ms = if version == 0 {
-                request.session_timeout_ms
-            } else {
-                request.rebalance_timeout_ms
-            };
-            let joined = groups::join_or_park(&groups::JoinRequest {
-                group_id: request.group_id.to_string(),
-                member_id: request.member_id.to_string(),
-                group_instance_id: opt_string(&request.group_instance_id),
-                protocol_type: request.protocol_type.to_string(),
-                protocols: request
-                    .protocols
-                    .iter()
-                    .map(|p| Protocol {
-                        name: p.name.to_string(),
-                        metadata: p.metadata.to_vec(),
-                    })
-                    .collect(),
-                session_timeout_ms: request.session_timeout_ms,
-                rebalance_timeout_ms,
-                require_known_member_id: version >= 4,
-                supports_skip_assignment: version >= 9,
-                reason: opt_string(&request.reason),
-            });
             // Parked until the rebalance completes; the host calls again.
-            let Some(joined) = joined else {
-                return Reply::Parked;
-            };
-            joined
+            match groups::join_or_park(&join_request(request, version)) {
+                Some(joined) => joined,
+                None => return Reply::Parked,
+            }
         };
         response(result, version).into()
     }
@@ -72,6 +49,33 @@ impl Handler for JoinGroup {
     /// Kafka's `getErrorResponse`: the error and nothing else.
     fn failed(ctx: &RequestContext, _: &JoinGroupRequest, error_code: i16) -> JoinGroupResponse {
         response(failed(error_code), ctx.api_version)
+    }
+}
+
+/// The request as the coordinator takes it: v0 has no rebalance timeout
+/// (the session timeout serves), v4 requires a known member id, v9 may skip
+/// the assignment.
+fn join_request(request: &JoinGroupRequest, version: i16) -> groups::JoinRequest {
+    let rebalance_timeout_ms = if version == 0 {
+        request.session_timeout_ms
+    } else {
+        request.rebalance_timeout_ms
+    };
+    let protocol = |p: &JoinGroupRequestProtocol| Protocol {
+        name: p.name.to_string(),
+        metadata: p.metadata.to_vec(),
+    };
+    groups::JoinRequest {
+        group_id: request.group_id.to_string(),
+        member_id: request.member_id.to_string(),
+        group_instance_id: opt_string(&request.group_instance_id),
+        protocol_type: request.protocol_type.to_string(),
+        protocols: request.protocols.iter().map(protocol).collect(),
+        session_timeout_ms: request.session_timeout_ms,
+        rebalance_timeout_ms,
+        require_known_member_id: version >= 4,
+        supports_skip_assignment: version >= 9,
+        reason: opt_string(&request.reason),
     }
 }
 

@@ -17,12 +17,8 @@
 
 use gregor_sdk::authz::Operation;
 use gregor_sdk::groups::{self, group_allowed, opt_string, OffsetCommit as Offset};
-use gregor_sdk::kafka_protocol::messages::offset_commit_request::OffsetCommitRequestTopic;
-use gregor_sdk::kafka_protocol::messages::offset_commit_response::{
-    OffsetCommitResponsePartition, OffsetCommitResponseTopic,
-};
 use gregor_sdk::kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse};
-use gregor_sdk::offset_commit::{self, same_code, Codes, TopicOffsets};
+use gregor_sdk::offset_commit::{self, CommitRequest};
 use gregor_sdk::{Handler, Reply, RequestContext, ResponseError};
 
 struct OffsetCommit;
@@ -37,9 +33,9 @@ impl Handler for OffsetCommit {
     fn handle(_ctx: &RequestContext, request: &OffsetCommitRequest) -> Reply<OffsetCommitResponse> {
         let codes = if !group_allowed(Operation::Read, &request.group_id) {
             let denied = ResponseError::GroupAuthorizationFailed.code();
-            same_code(sizes(request), denied)
+            request.same_code(denied)
         } else {
-            offset_commit::commit(topics(request), |offsets| {
+            offset_commit::commit(request.topics(), |offsets| {
                 groups::commit_offsets(
                     &request.group_id,
                     request.generation_id_or_member_epoch,
@@ -50,7 +46,7 @@ impl Handler for OffsetCommit {
                 )
             })
         };
-        response(request, codes).into()
+        request.answer(codes).into()
     }
 
     /// Kafka's `getErrorResponse`: every partition with the error.
@@ -59,44 +55,8 @@ impl Handler for OffsetCommit {
         request: &OffsetCommitRequest,
         code: i16,
     ) -> OffsetCommitResponse {
-        response(request, same_code(sizes(request), code))
+        request.answer(request.same_code(code))
     }
-}
-
-fn sizes(request: &OffsetCommitRequest) -> impl Iterator<Item = usize> + '_ {
-    request.topics.iter().map(|topic| topic.partitions.len())
-}
-
-fn topics(request: &OffsetCommitRequest) -> Vec<TopicOffsets> {
-    let topic = |t: &OffsetCommitRequestTopic| TopicOffsets {
-        name: t.name.to_string(),
-        offsets: t
-            .partitions
-            .iter()
-            .map(|p| Offset {
-                topic: t.name.to_string(),
-                partition: p.partition_index,
-                offset: p.committed_offset,
-                leader_epoch: p.committed_leader_epoch,
-                metadata: opt_string(&p.committed_metadata),
-            })
-            .collect(),
-    };
-    request.topics.iter().map(topic).collect()
-}
-
-fn response(request: &OffsetCommitRequest, codes: Codes) -> OffsetCommitResponse {
-    let topics = request.topics.iter().zip(codes).map(|(topic, codes)| {
-        let partitions = topic.partitions.iter().zip(codes).map(|(p, code)| {
-            OffsetCommitResponsePartition::default()
-                .with_partition_index(p.partition_index)
-                .with_error_code(code)
-        });
-        OffsetCommitResponseTopic::default()
-            .with_name(topic.name.clone())
-            .with_partitions(partitions.collect())
-    });
-    OffsetCommitResponse::default().with_topics(topics.collect())
 }
 
 gregor_sdk::export_handler!(OffsetCommit);
@@ -106,7 +66,12 @@ mod tests {
     use super::*;
     use gregor_sdk::authz::Action;
     use gregor_sdk::fake::{self, FakeHost};
-    use gregor_sdk::kafka_protocol::messages::offset_commit_request::OffsetCommitRequestPartition;
+    use gregor_sdk::kafka_protocol::messages::offset_commit_request::{
+        OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+    };
+    use gregor_sdk::kafka_protocol::messages::offset_commit_response::{
+        OffsetCommitResponsePartition, OffsetCommitResponseTopic,
+    };
     use gregor_sdk::kafka_protocol::messages::{GroupId, TopicName};
     use gregor_sdk::kafka_protocol::protocol::StrBytes;
     use gregor_sdk::metadata::TopicInfo;

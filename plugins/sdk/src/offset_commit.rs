@@ -4,11 +4,18 @@
 //! request in its order, whether it failed a check or went to the store.
 //! Only who stores the offsets (the group coordinator, or the transaction
 //! holding them pending) and the group-level checks before differ, and
-//! those stay in the handlers.
+//! those stay in the handlers. The two messages' shapes (topics of
+//! partitions with an offset, answered with a code each) are alike too:
+//! [`CommitRequest`] reads and answers both.
+
+use kafka_protocol::messages::{offset_commit_response, txn_offset_commit_response};
+use kafka_protocol::messages::{
+    OffsetCommitRequest, OffsetCommitResponse, TxnOffsetCommitRequest, TxnOffsetCommitResponse,
+};
 
 use crate::authorize::allowed_names;
 use crate::authz::{Operation, ResourceType};
-use crate::groups::{partition_counts, partition_error, OffsetCommit};
+use crate::groups::{opt_string, partition_counts, partition_error, OffsetCommit};
 
 /// One code per partition, per topic, in request order.
 pub type Codes = Vec<Vec<i16>>;
@@ -20,9 +27,63 @@ pub struct TopicOffsets {
     pub offsets: Vec<OffsetCommit>,
 }
 
-/// `code` for every partition of topics of these sizes.
-pub fn same_code(sizes: impl IntoIterator<Item = usize>, code: i16) -> Codes {
-    sizes.into_iter().map(|size| vec![code; size]).collect()
+/// An OffsetCommit or TxnOffsetCommit request.
+pub trait CommitRequest {
+    /// The response message.
+    type Response;
+
+    /// The request's topics and offsets, in request order.
+    fn topics(&self) -> Vec<TopicOffsets>;
+
+    /// The answer: each partition of the request with its code.
+    fn answer(&self, codes: Codes) -> Self::Response;
+
+    /// `code` for every partition of the request.
+    fn same_code(&self, code: i16) -> Codes {
+        let sizes = self.topics().into_iter().map(|topic| topic.offsets.len());
+        sizes.map(|size| vec![code; size]).collect()
+    }
+}
+
+/// Implements [`CommitRequest`] for a request and its response types.
+macro_rules! commit_request {
+    ($request:ty => $response:ty, $topic:ty, $partition:ty) => {
+        impl CommitRequest for $request {
+            type Response = $response;
+
+            fn topics(&self) -> Vec<TopicOffsets> {
+                let topics = self.topics.iter().map(|topic| TopicOffsets {
+                    name: topic.name.to_string(),
+                    offsets: topic
+                        .partitions
+                        .iter()
+                        .map(|p| OffsetCommit {
+                            topic: topic.name.to_string(),
+                            partition: p.partition_index,
+                            offset: p.committed_offset,
+                            leader_epoch: p.committed_leader_epoch,
+                            metadata: opt_string(&p.committed_metadata),
+                        })
+                        .collect(),
+                });
+                topics.collect()
+            }
+
+            fn answer(&self, codes: Codes) -> $response {
+                let topics = self.topics.iter().zip(codes).map(|(topic, codes)| {
+                    let partitions = topic.partitions.iter().zip(codes).map(|(p, code)| {
+                        <$partition>::default()
+                            .with_partition_index(p.partition_index)
+                            .with_error_code(code)
+                    });
+                    <$topic>::default()
+                        .with_name(topic.name.clone())
+                        .with_partitions(partitions.collect())
+                });
+                <$response>::default().with_topics(topics.collect())
+            }
+        }
+    };
 }
 
 /// Checks every partition, hands the ones that pass to `store` (not
@@ -64,3 +125,10 @@ pub fn commit(topics: Vec<TopicOffsets>, store: impl FnOnce(&[OffsetCommit]) -> 
         })
         .collect()
 }
+
+commit_request!(OffsetCommitRequest => OffsetCommitResponse,
+    offset_commit_response::OffsetCommitResponseTopic,
+    offset_commit_response::OffsetCommitResponsePartition);
+commit_request!(TxnOffsetCommitRequest => TxnOffsetCommitResponse,
+    txn_offset_commit_response::TxnOffsetCommitResponseTopic,
+    txn_offset_commit_response::TxnOffsetCommitResponsePartition);

@@ -24,12 +24,8 @@
 use gregor_sdk::authorize::transactional_id_allowed;
 use gregor_sdk::authz::Operation;
 use gregor_sdk::groups::{group_allowed, opt_string, OffsetCommit};
-use gregor_sdk::kafka_protocol::messages::txn_offset_commit_request::TxnOffsetCommitRequestTopic;
-use gregor_sdk::kafka_protocol::messages::txn_offset_commit_response::{
-    TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
-};
 use gregor_sdk::kafka_protocol::messages::{TxnOffsetCommitRequest, TxnOffsetCommitResponse};
-use gregor_sdk::offset_commit::{self, same_code, Codes, TopicOffsets};
+use gregor_sdk::offset_commit::{self, CommitRequest};
 use gregor_sdk::txn::{self, PartitionCodes, TxnGroupMember, TxnOffset};
 use gregor_sdk::{Handler, Reply, RequestContext, ResponseError};
 
@@ -48,14 +44,11 @@ impl Handler for TxnOffsetCommit {
     ) -> Reply<TxnOffsetCommitResponse> {
         let codes = if !transactional_id_allowed(Operation::Write, &request.transactional_id) {
             let denied = ResponseError::TransactionalIdAuthorizationFailed.code();
-            same_code(sizes(request), denied)
+            request.same_code(denied)
         } else if !group_allowed(Operation::Read, &request.group_id) {
-            same_code(
-                sizes(request),
-                ResponseError::GroupAuthorizationFailed.code(),
-            )
+            request.same_code(ResponseError::GroupAuthorizationFailed.code())
         } else {
-            offset_commit::commit(topics(request), |offsets| commit(request, offsets))
+            offset_commit::commit(request.topics(), |offsets| commit(request, offsets))
         };
         let codes = codes
             .into_iter()
@@ -66,7 +59,7 @@ impl Handler for TxnOffsetCommit {
                     .collect()
             })
             .collect();
-        response(request, codes).into()
+        request.answer(codes).into()
     }
 
     /// Kafka's `getErrorResponse`: every partition with the error.
@@ -75,30 +68,8 @@ impl Handler for TxnOffsetCommit {
         request: &TxnOffsetCommitRequest,
         code: i16,
     ) -> TxnOffsetCommitResponse {
-        response(request, same_code(sizes(request), code))
+        request.answer(request.same_code(code))
     }
-}
-
-fn sizes(request: &TxnOffsetCommitRequest) -> impl Iterator<Item = usize> + '_ {
-    request.topics.iter().map(|topic| topic.partitions.len())
-}
-
-fn topics(request: &TxnOffsetCommitRequest) -> Vec<TopicOffsets> {
-    let topic = |t: &TxnOffsetCommitRequestTopic| TopicOffsets {
-        name: t.name.to_string(),
-        offsets: t
-            .partitions
-            .iter()
-            .map(|p| OffsetCommit {
-                topic: t.name.to_string(),
-                partition: p.partition_index,
-                offset: p.committed_offset,
-                leader_epoch: p.committed_leader_epoch,
-                metadata: opt_string(&p.committed_metadata),
-            })
-            .collect(),
-    };
-    request.topics.iter().map(topic).collect()
 }
 
 /// Holds the checked offsets pending in the transaction; a code each.
@@ -142,20 +113,6 @@ fn for_version(code: i16, version: i16) -> i16 {
     }
 }
 
-fn response(request: &TxnOffsetCommitRequest, codes: Codes) -> TxnOffsetCommitResponse {
-    let topics = request.topics.iter().zip(codes).map(|(topic, codes)| {
-        let partitions = topic.partitions.iter().zip(codes).map(|(p, code)| {
-            TxnOffsetCommitResponsePartition::default()
-                .with_partition_index(p.partition_index)
-                .with_error_code(code)
-        });
-        TxnOffsetCommitResponseTopic::default()
-            .with_name(topic.name.clone())
-            .with_partitions(partitions.collect())
-    });
-    TxnOffsetCommitResponse::default().with_topics(topics.collect())
-}
-
 gregor_sdk::export_handler!(TxnOffsetCommit);
 
 #[cfg(test)]
@@ -164,7 +121,10 @@ mod tests {
     use gregor_sdk::authz::Action;
     use gregor_sdk::fake::{self, FakeHost};
     use gregor_sdk::ids::str_bytes;
-    use gregor_sdk::kafka_protocol::messages::txn_offset_commit_request::TxnOffsetCommitRequestPartition;
+    use gregor_sdk::kafka_protocol::messages::txn_offset_commit_request::{
+        TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic,
+    };
+    use gregor_sdk::kafka_protocol::messages::txn_offset_commit_response::TxnOffsetCommitResponseTopic;
     use gregor_sdk::kafka_protocol::messages::{GroupId, TopicName, TransactionalId};
     use gregor_sdk::metadata::TopicInfo;
     use gregor_sdk::testing::assert_encodes_for_served_versions;
