@@ -11,32 +11,32 @@
 //!   checks as AddPartitionsToTxn (Kafka adds the group's
 //!   `__consumer_offsets` partition to the transaction); v0-1 clients get
 //!   INVALID_PRODUCER_EPOCH where newer ones get PRODUCER_FENCED.
+//! - A failed handler (trap or timeout) is answered as Kafka's
+//!   `getErrorResponse`: the error.
 
 use gregor_sdk::authorize::transactional_id_allowed;
 use gregor_sdk::authz::Operation;
 use gregor_sdk::groups::group_allowed;
 use gregor_sdk::kafka_protocol::messages::{AddOffsetsToTxnRequest, AddOffsetsToTxnResponse};
 use gregor_sdk::txn::{self, fenced_for_version};
-use gregor_sdk::{
-    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Outcome, RawHandler,
-    RequestContext, ResponseError,
-};
+use gregor_sdk::{Handler, Reply, RequestContext, ResponseError};
 
 /// The first version that may carry PRODUCER_FENCED (KIP-588).
 const FENCED_VERSION: i16 = 2;
 
 struct AddOffsetsToTxn;
 
-impl RawHandler for AddOffsetsToTxn {
-    fn describe() -> ApiInfo {
-        api_info::<AddOffsetsToTxnRequest>("AddOffsetsToTxn", 0, 4)
-    }
+impl Handler for AddOffsetsToTxn {
+    type Request = AddOffsetsToTxnRequest;
+    type Response = AddOffsetsToTxnResponse;
+    const NAME: &'static str = "AddOffsetsToTxn";
+    const MIN_VERSION: i16 = 0;
+    const MAX_VERSION: i16 = 4;
 
-    fn handle(ctx: RequestContext, body: Vec<u8>) -> Outcome {
-        let request: AddOffsetsToTxnRequest = match decode(&ctx, &body) {
-            Ok(request) => request,
-            Err(outcome) => return outcome,
-        };
+    fn handle(
+        ctx: &RequestContext,
+        request: &AddOffsetsToTxnRequest,
+    ) -> Reply<AddOffsetsToTxnResponse> {
         let transactional_id = request.transactional_id.as_str();
         let error_code = if !transactional_id_allowed(Operation::Write, transactional_id) {
             ResponseError::TransactionalIdAuthorizationFailed.code()
@@ -51,36 +51,33 @@ impl RawHandler for AddOffsetsToTxn {
             );
             fenced_for_version(code, ctx.api_version, FENCED_VERSION)
         };
-        gregor_sdk::count_errors([error_code]);
-        let response = AddOffsetsToTxnResponse::default()
+        AddOffsetsToTxnResponse::default()
             .with_error_code(error_code)
-            .with_throttle_time_ms(request_throttle_ms());
-        respond(&ctx, &response)
+            .into()
     }
 
-    fn error_response(ctx: RequestContext, _body: Vec<u8>, error_code: i16) -> Option<Vec<u8>> {
-        encode(
-            &ctx,
-            &AddOffsetsToTxnResponse::default().with_error_code(error_code),
-        )
+    /// Kafka's `getErrorResponse`: the error.
+    fn failed(
+        _: &RequestContext,
+        _: &AddOffsetsToTxnRequest,
+        error_code: i16,
+    ) -> AddOffsetsToTxnResponse {
+        AddOffsetsToTxnResponse::default().with_error_code(error_code)
     }
 }
 
-gregor_sdk::export_raw_handler!(AddOffsetsToTxn);
+gregor_sdk::export_handler!(AddOffsetsToTxn);
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gregor_sdk::kafka_protocol::protocol::Encodable;
+    use gregor_sdk::testing::assert_encodes_for_served_versions;
 
     #[test]
-    fn responses_encode_for_every_served_version() {
-        let response = AddOffsetsToTxnResponse::default().with_error_code(47);
-        for version in 0..=4 {
-            assert!(
-                response.encode(&mut Vec::new(), version).is_ok(),
-                "v{version}"
-            );
-        }
+    fn encodes_for_every_served_version() {
+        assert_encodes_for_served_versions::<AddOffsetsToTxn>(
+            &[AddOffsetsToTxnRequest::default()],
+            &[AddOffsetsToTxnResponse::default().with_error_code(47)],
+        );
     }
 }

@@ -20,6 +20,9 @@
 //!   (or, with `verify_only`, only checks the partitions are in it). v0-1
 //!   clients get INVALID_PRODUCER_EPOCH where newer ones get PRODUCER_FENCED.
 //! - A partition named twice is answered once, as Kafka keeps a set.
+//! - A failed handler (trap or timeout) is answered as Kafka's
+//!   `getErrorResponse`: v0-3 every partition with the error, v4+ the
+//!   top-level error alone.
 
 use std::collections::HashSet;
 
@@ -35,10 +38,7 @@ use gregor_sdk::kafka_protocol::messages::{
     AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, TopicName,
 };
 use gregor_sdk::txn::{self, by_topic, fenced_for_version, PartitionCodes, TxnPartition};
-use gregor_sdk::{
-    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Outcome, RawHandler,
-    RequestContext, ResponseError,
-};
+use gregor_sdk::{Handler, Reply, RequestContext, ResponseError};
 
 /// The first version that may carry PRODUCER_FENCED (KIP-588).
 const FENCED_VERSION: i16 = 2;
@@ -47,18 +47,19 @@ const BATCHED_VERSION: i16 = 4;
 
 struct AddPartitionsToTxn;
 
-impl RawHandler for AddPartitionsToTxn {
-    fn describe() -> ApiInfo {
-        api_info::<AddPartitionsToTxnRequest>("AddPartitionsToTxn", 0, 5)
-    }
+impl Handler for AddPartitionsToTxn {
+    type Request = AddPartitionsToTxnRequest;
+    type Response = AddPartitionsToTxnResponse;
+    const NAME: &'static str = "AddPartitionsToTxn";
+    const MIN_VERSION: i16 = 0;
+    const MAX_VERSION: i16 = 5;
 
-    fn handle(ctx: RequestContext, body: Vec<u8>) -> Outcome {
-        let request: AddPartitionsToTxnRequest = match decode(&ctx, &body) {
-            Ok(request) => request,
-            Err(outcome) => return outcome,
-        };
+    fn handle(
+        ctx: &RequestContext,
+        request: &AddPartitionsToTxnRequest,
+    ) -> Reply<AddPartitionsToTxnResponse> {
         let version = ctx.api_version;
-        let mut response = if version < BATCHED_VERSION {
+        if version < BATCHED_VERSION {
             let transaction = Transaction {
                 id: request.v3_and_below_transactional_id.as_str(),
                 producer_id: request.v3_and_below_producer_id.0,
@@ -70,39 +71,36 @@ impl RawHandler for AddPartitionsToTxn {
                 .with_results_by_topic_v3_and_below(add(&transaction, version))
         } else if !cluster_allowed(Operation::ClusterAction) {
             failed(
-                &request,
+                request,
                 version,
                 ResponseError::ClusterAuthorizationFailed.code(),
             )
         } else {
-            let results = request
-                .transactions
-                .iter()
-                .map(|t| {
-                    let transaction = Transaction {
-                        id: t.transactional_id.as_str(),
-                        producer_id: t.producer_id.0,
-                        producer_epoch: t.producer_epoch,
-                        verify_only: t.verify_only,
-                        topics: &t.topics,
-                    };
-                    AddPartitionsToTxnResult::default()
-                        .with_transactional_id(t.transactional_id.clone())
-                        .with_topic_results(add(&transaction, version))
-                })
-                .collect();
-            AddPartitionsToTxnResponse::default().with_results_by_transaction(results)
-        };
-        gregor_sdk::count_errors(error_codes(&response));
-        response.throttle_time_ms = request_throttle_ms();
-        respond(&ctx, &response)
+            let results = request.transactions.iter().map(|t| {
+                let transaction = Transaction {
+                    id: t.transactional_id.as_str(),
+                    producer_id: t.producer_id.0,
+                    producer_epoch: t.producer_epoch,
+                    verify_only: t.verify_only,
+                    topics: &t.topics,
+                };
+                AddPartitionsToTxnResult::default()
+                    .with_transactional_id(t.transactional_id.clone())
+                    .with_topic_results(add(&transaction, version))
+            });
+            AddPartitionsToTxnResponse::default().with_results_by_transaction(results.collect())
+        }
+        .into()
     }
 
     /// Kafka's `getErrorResponse`: v0-3 every partition with the error,
     /// v4+ the top-level error alone.
-    fn error_response(ctx: RequestContext, body: Vec<u8>, error_code: i16) -> Option<Vec<u8>> {
-        let request: AddPartitionsToTxnRequest = decode(&ctx, &body).ok()?;
-        encode(&ctx, &failed(&request, ctx.api_version, error_code))
+    fn failed(
+        ctx: &RequestContext,
+        request: &AddPartitionsToTxnRequest,
+        error_code: i16,
+    ) -> AddPartitionsToTxnResponse {
+        failed(request, ctx.api_version, error_code)
     }
 }
 
@@ -236,23 +234,7 @@ fn failed(
     }
 }
 
-fn error_codes(response: &AddPartitionsToTxnResponse) -> Vec<i16> {
-    let topics = response.results_by_topic_v3_and_below.iter().chain(
-        response
-            .results_by_transaction
-            .iter()
-            .flat_map(|t| &t.topic_results),
-    );
-    std::iter::once(response.error_code)
-        .chain(
-            topics
-                .flat_map(|topic| &topic.results_by_partition)
-                .map(|p| p.partition_error_code),
-        )
-        .collect()
-}
-
-gregor_sdk::export_raw_handler!(AddPartitionsToTxn);
+gregor_sdk::export_handler!(AddPartitionsToTxn);
 
 #[cfg(test)]
 mod tests {
@@ -260,6 +242,8 @@ mod tests {
     use gregor_sdk::kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTransaction;
     use gregor_sdk::kafka_protocol::messages::TransactionalId;
     use gregor_sdk::kafka_protocol::protocol::Encodable;
+    use gregor_sdk::testing::assert_encodes_for_served_versions;
+    use gregor_sdk::KafkaResponse;
 
     fn topic(name: &str, partitions: &[i32]) -> AddPartitionsToTxnTopic {
         AddPartitionsToTxnTopic::default()
@@ -310,7 +294,7 @@ mod tests {
     }
 
     #[test]
-    fn error_responses_have_each_version_shape() {
+    fn encodes_for_every_served_version() {
         let code = ResponseError::UnknownServerError.code();
         let request = AddPartitionsToTxnRequest::default()
             .with_v3_and_below_topics(vec![topic("a", &[0, 1])])
@@ -320,13 +304,12 @@ mod tests {
         for version in 0..=5 {
             let response = failed(&request, version, code);
             if version < BATCHED_VERSION {
-                assert_eq!(error_codes(&response), vec![0, code, code], "v{version}");
+                assert_eq!(response.error_codes(), vec![0, code, code], "v{version}");
             } else {
-                assert_eq!(error_codes(&response), vec![code], "v{version}");
+                assert_eq!(response.error_codes(), vec![code], "v{version}");
             }
-            let encoded = response.encode(&mut Vec::new(), version);
-            assert!(encoded.is_ok(), "v{version}: {encoded:?}");
         }
+        assert_encodes_for_served_versions::<AddPartitionsToTxn>(&[request], &[]);
     }
 
     #[test]

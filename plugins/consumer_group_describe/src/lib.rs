@@ -23,24 +23,21 @@ use gregor_sdk::kafka_protocol::messages::{
     ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse, GroupId, TopicName,
 };
 use gregor_sdk::kafka_protocol::protocol::StrBytes;
-use gregor_sdk::{
-    api_info, decode, encode, metadata, request_throttle_ms, respond, ApiInfo, Outcome, RawHandler,
-    RequestContext, ResponseError,
-};
+use gregor_sdk::{metadata, Handler, Reply, RequestContext, ResponseError};
 
 struct ConsumerGroupDescribe;
 
-impl RawHandler for ConsumerGroupDescribe {
-    fn describe() -> ApiInfo {
-        api_info::<ConsumerGroupDescribeRequest>("ConsumerGroupDescribe", 0, 1)
-    }
+impl Handler for ConsumerGroupDescribe {
+    type Request = ConsumerGroupDescribeRequest;
+    type Response = ConsumerGroupDescribeResponse;
+    const NAME: &'static str = "ConsumerGroupDescribe";
+    const MIN_VERSION: i16 = 0;
+    const MAX_VERSION: i16 = 1;
 
-    fn handle(ctx: RequestContext, body: Vec<u8>) -> Outcome {
-        let request: ConsumerGroupDescribeRequest = match decode(&ctx, &body) {
-            Ok(request) => request,
-            Err(outcome) => return outcome,
-        };
-        let version = ctx.api_version;
+    fn handle(
+        ctx: &RequestContext,
+        request: &ConsumerGroupDescribeRequest,
+    ) -> Reply<ConsumerGroupDescribeResponse> {
         let mut response = ConsumerGroupDescribeResponse::default();
         let enabled = metadata::broker_config("group.coordinator.rebalance.protocols")
             .unwrap_or_else(|| "classic,consumer".to_string())
@@ -56,11 +53,7 @@ impl RawHandler for ConsumerGroupDescribe {
                 authorized.push(group_id.to_string());
                 continue;
             };
-            response.groups.push(
-                DescribedGroup::default()
-                    .with_group_id(group_id.clone())
-                    .with_error_code(error),
-            );
+            response.groups.push(group_error(group_id, error));
         }
         let described = groups::consumer_group_describe(&authorized);
         let found: Vec<&str> = described
@@ -78,35 +71,30 @@ impl RawHandler for ConsumerGroupDescribe {
             let ops = (request.include_authorized_operations && group.error_code == 0)
                 .then(|| operations.next())
                 .flatten();
-            response.groups.push(described_group(group, version, ops));
+            let described = described_group(group, ctx.api_version, ops);
+            response.groups.push(described);
         }
-        gregor_sdk::count_errors(response.groups.iter().map(|group| group.error_code));
-        response.throttle_time_ms = request_throttle_ms();
-        respond(&ctx, &response)
+        response.into()
     }
 
-    /// Kafka's `getErrorResponse`: every group with the error.
-    fn error_response(ctx: RequestContext, body: Vec<u8>, error_code: i16) -> Option<Vec<u8>> {
-        let request: ConsumerGroupDescribeRequest = decode(&ctx, &body).ok()?;
-        encode(&ctx, &failed(&request, error_code))
+    /// Kafka's `getErrorResponse`: every group named with the error.
+    fn failed(
+        _: &RequestContext,
+        request: &ConsumerGroupDescribeRequest,
+        error_code: i16,
+    ) -> ConsumerGroupDescribeResponse {
+        let groups = request
+            .group_ids
+            .iter()
+            .map(|id| group_error(id, error_code));
+        ConsumerGroupDescribeResponse::default().with_groups(groups.collect())
     }
 }
 
-/// The request answered with one error for every group it names.
-fn failed(
-    request: &ConsumerGroupDescribeRequest,
-    error_code: i16,
-) -> ConsumerGroupDescribeResponse {
-    let groups = request
-        .group_ids
-        .iter()
-        .map(|group_id| {
-            DescribedGroup::default()
-                .with_group_id(group_id.clone())
-                .with_error_code(error_code)
-        })
-        .collect();
-    ConsumerGroupDescribeResponse::default().with_groups(groups)
+fn group_error(group_id: &GroupId, error_code: i16) -> DescribedGroup {
+    DescribedGroup::default()
+        .with_group_id(group_id.clone())
+        .with_error_code(error_code)
 }
 
 fn assignment(topics: Vec<TopicIdPartitions>) -> Assignment {
@@ -165,50 +153,40 @@ fn described_group(group: ConsumerGroup, version: i16, operations: Option<i32>) 
     described
 }
 
-gregor_sdk::export_raw_handler!(ConsumerGroupDescribe);
+gregor_sdk::export_handler!(ConsumerGroupDescribe);
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gregor_sdk::kafka_protocol::protocol::Encodable;
+    use gregor_sdk::testing::assert_encodes_for_served_versions;
 
     #[test]
-    fn responses_encode_for_every_served_version() {
-        for version in 0..=1 {
-            let group = ConsumerGroup {
-                error_code: 0,
-                error_message: None,
-                group_id: "g".into(),
-                state: "Stable".into(),
-                group_epoch: 3,
-                assignment_epoch: 3,
-                assignor_name: "uniform".into(),
-                members: Vec::new(),
-            };
-            let response = ConsumerGroupDescribeResponse::default()
-                .with_groups(vec![described_group(group, version, Some(8))]);
-            let encoded = response.encode(&mut Vec::new(), version);
-            assert!(encoded.is_ok(), "v{version}: {encoded:?}");
-        }
-    }
-
-    #[test]
-    fn error_responses_encode_for_every_served_version() {
+    fn encodes_for_every_served_version() {
         let code = ResponseError::UnknownServerError.code();
         let request = ConsumerGroupDescribeRequest::default().with_group_ids(vec![
             GroupId(StrBytes::from_static_str("a")),
             GroupId(StrBytes::from_static_str("b")),
         ]);
-        let response = failed(&request, code);
-        let answered: Vec<(&str, i16)> = response
+        let ctx = gregor_sdk::fake::context::<ConsumerGroupDescribe>(0);
+        let failed = ConsumerGroupDescribe::failed(&ctx, &request, code);
+        let answered: Vec<(&str, i16)> = failed
             .groups
             .iter()
             .map(|g| (g.group_id.as_str(), g.error_code))
             .collect();
         assert_eq!(answered, vec![("a", code), ("b", code)]);
-        for version in 0..=1 {
-            let encoded = response.encode(&mut Vec::new(), version);
-            assert!(encoded.is_ok(), "v{version}: {encoded:?}");
-        }
+        let group = ConsumerGroup {
+            error_code: 0,
+            error_message: None,
+            group_id: "g".into(),
+            state: "Stable".into(),
+            group_epoch: 3,
+            assignment_epoch: 3,
+            assignor_name: "uniform".into(),
+            members: Vec::new(),
+        };
+        let described = ConsumerGroupDescribeResponse::default()
+            .with_groups(vec![described_group(group, 0, Some(8))]);
+        assert_encodes_for_served_versions::<ConsumerGroupDescribe>(&[request], &[described]);
     }
 }

@@ -30,28 +30,26 @@ use gregor_sdk::kafka_protocol::messages::{
     ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse,
 };
 use gregor_sdk::kafka_protocol::protocol::StrBytes;
-use gregor_sdk::{
-    api_info, decode, encode, metadata, request_throttle_ms, respond, ApiInfo, Outcome, RawHandler,
-    RequestContext, ResponseError,
-};
+use gregor_sdk::{metadata, Handler, Reply, RequestContext, ResponseError};
 
 struct ConsumerGroupHeartbeat;
 
-impl RawHandler for ConsumerGroupHeartbeat {
-    fn describe() -> ApiInfo {
-        api_info::<ConsumerGroupHeartbeatRequest>("ConsumerGroupHeartbeat", 0, 1)
-    }
+impl Handler for ConsumerGroupHeartbeat {
+    type Request = ConsumerGroupHeartbeatRequest;
+    type Response = ConsumerGroupHeartbeatResponse;
+    const NAME: &'static str = "ConsumerGroupHeartbeat";
+    const MIN_VERSION: i16 = 0;
+    const MAX_VERSION: i16 = 1;
 
-    fn handle(ctx: RequestContext, body: Vec<u8>) -> Outcome {
-        let request: ConsumerGroupHeartbeatRequest = match decode(&ctx, &body) {
-            Ok(request) => request,
-            Err(outcome) => return outcome,
-        };
+    fn handle(
+        ctx: &RequestContext,
+        request: &ConsumerGroupHeartbeatRequest,
+    ) -> Reply<ConsumerGroupHeartbeatResponse> {
         let result = if !protocol_enabled() {
             error(ResponseError::UnsupportedVersion.code(), None)
         } else if !group_allowed(Operation::Read, &request.group_id) {
             error(ResponseError::GroupAuthorizationFailed.code(), None)
-        } else if let Some(problem) = invalid(&request, ctx.api_version) {
+        } else if let Some(problem) = invalid(request, ctx.api_version) {
             error(ResponseError::InvalidRequest.code(), Some(problem))
         } else {
             groups::consumer_heartbeat(&ConsumerHeartbeatRequest {
@@ -77,22 +75,17 @@ impl RawHandler for ConsumerGroupHeartbeat {
                 }),
             })
         };
-        let mut response = response(result);
-        gregor_sdk::count_errors([response.error_code]);
-        response.throttle_time_ms = request_throttle_ms();
-        respond(&ctx, &response)
+        response(result).into()
     }
 
     /// Kafka's `getErrorResponse`: the error alone.
-    fn error_response(ctx: RequestContext, body: Vec<u8>, error_code: i16) -> Option<Vec<u8>> {
-        let _: ConsumerGroupHeartbeatRequest = decode(&ctx, &body).ok()?;
-        encode(&ctx, &failed(error_code))
+    fn failed(
+        _: &RequestContext,
+        _: &ConsumerGroupHeartbeatRequest,
+        error_code: i16,
+    ) -> ConsumerGroupHeartbeatResponse {
+        ConsumerGroupHeartbeatResponse::default().with_error_code(error_code)
     }
-}
-
-/// The answer to a request that failed as a whole, as Kafka builds it.
-fn failed(error_code: i16) -> ConsumerGroupHeartbeatResponse {
-    ConsumerGroupHeartbeatResponse::default().with_error_code(error_code)
 }
 
 /// `group.coordinator.rebalance.protocols` (Kafka 4: classic,consumer).
@@ -171,13 +164,13 @@ fn response(result: ConsumerHeartbeatResult) -> ConsumerGroupHeartbeatResponse {
         }))
 }
 
-gregor_sdk::export_raw_handler!(ConsumerGroupHeartbeat);
+gregor_sdk::export_handler!(ConsumerGroupHeartbeat);
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use gregor_sdk::kafka_protocol::messages::GroupId;
-    use gregor_sdk::kafka_protocol::protocol::Encodable;
+    use gregor_sdk::testing::assert_encodes_for_served_versions;
     use gregor_sdk::Uuid;
 
     fn join() -> ConsumerGroupHeartbeatRequest {
@@ -205,32 +198,21 @@ mod tests {
     }
 
     #[test]
-    fn responses_encode_for_every_served_version() {
-        for version in 0..=1 {
-            let result = ConsumerHeartbeatResult {
-                error_code: 0,
-                error_message: None,
-                member_id: Some("m".into()),
-                member_epoch: 3,
-                heartbeat_interval_ms: 5000,
-                assignment: Some(vec![TopicIdPartitions {
-                    topic_id: Uuid { high: 1, low: 2 },
-                    partitions: vec![0, 1],
-                }]),
-            };
-            let encoded = response(result).encode(&mut Vec::new(), version);
-            assert!(encoded.is_ok(), "v{version}: {encoded:?}");
-        }
-    }
-
-    #[test]
-    fn error_responses_encode_for_every_served_version() {
-        let code = ResponseError::UnknownServerError.code();
-        let response = failed(code);
-        assert_eq!(response.error_code, code);
-        for version in 0..=1 {
-            let encoded = response.encode(&mut Vec::new(), version);
-            assert!(encoded.is_ok(), "v{version}: {encoded:?}");
-        }
+    fn encodes_for_every_served_version() {
+        let result = ConsumerHeartbeatResult {
+            error_code: 0,
+            error_message: None,
+            member_id: Some("m".into()),
+            member_epoch: 3,
+            heartbeat_interval_ms: 5000,
+            assignment: Some(vec![TopicIdPartitions {
+                topic_id: Uuid { high: 1, low: 2 },
+                partitions: vec![0, 1],
+            }]),
+        };
+        assert_encodes_for_served_versions::<ConsumerGroupHeartbeat>(
+            &[join()],
+            &[response(result)],
+        );
     }
 }

@@ -15,24 +15,19 @@ use gregor_sdk::groups;
 use gregor_sdk::kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
 use gregor_sdk::kafka_protocol::messages::{DeleteGroupsRequest, DeleteGroupsResponse, GroupId};
 use gregor_sdk::kafka_protocol::protocol::StrBytes;
-use gregor_sdk::{
-    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Outcome, RawHandler,
-    RequestContext, ResponseError,
-};
+use gregor_sdk::{Handler, Reply, RequestContext, ResponseError};
 
 struct DeleteGroups;
 
-impl RawHandler for DeleteGroups {
-    fn describe() -> ApiInfo {
-        api_info::<DeleteGroupsRequest>("DeleteGroups", 0, 2)
-    }
+impl Handler for DeleteGroups {
+    type Request = DeleteGroupsRequest;
+    type Response = DeleteGroupsResponse;
+    const NAME: &'static str = "DeleteGroups";
+    const MIN_VERSION: i16 = 0;
+    const MAX_VERSION: i16 = 2;
 
-    fn handle(ctx: RequestContext, body: Vec<u8>) -> Outcome {
-        let request: DeleteGroupsRequest = match decode(&ctx, &body) {
-            Ok(request) => request,
-            Err(outcome) => return outcome,
-        };
-        let names = distinct_groups(&request);
+    fn handle(_ctx: &RequestContext, request: &DeleteGroupsRequest) -> Reply<DeleteGroupsResponse> {
+        let names = distinct_groups(request);
         let allowed = allowed_names(
             Operation::Delete,
             ResourceType::Group,
@@ -42,21 +37,18 @@ impl RawHandler for DeleteGroups {
             names.into_iter().partition(|name| allowed.contains(name));
         let errors = groups::delete_groups(&authorized);
         let denied_code = ResponseError::GroupAuthorizationFailed.code();
-        let mut response = response(
-            authorized
-                .into_iter()
-                .zip(errors)
-                .chain(denied.into_iter().map(|name| (name, denied_code))),
-        );
-        gregor_sdk::count_errors(response.results.iter().map(|result| result.error_code));
-        response.throttle_time_ms = request_throttle_ms();
-        respond(&ctx, &response)
+        let denied = denied.into_iter().map(|name| (name, denied_code));
+        response(authorized.into_iter().zip(errors).chain(denied)).into()
     }
 
-    /// Kafka's `getErrorResponse`: every group with the error.
-    fn error_response(ctx: RequestContext, body: Vec<u8>, error_code: i16) -> Option<Vec<u8>> {
-        let request: DeleteGroupsRequest = decode(&ctx, &body).ok()?;
-        encode(&ctx, &failed(&request, error_code))
+    /// Kafka's `getErrorResponse`: every group named with the error.
+    fn failed(
+        _: &RequestContext,
+        request: &DeleteGroupsRequest,
+        error_code: i16,
+    ) -> DeleteGroupsResponse {
+        let names = distinct_groups(request).into_iter();
+        response(names.map(|name| (name, error_code)))
     }
 }
 
@@ -83,52 +75,70 @@ fn response(results: impl IntoIterator<Item = (String, i16)>) -> DeleteGroupsRes
     DeleteGroupsResponse::default().with_results(results)
 }
 
-/// The request answered with one error for every group it names.
-fn failed(request: &DeleteGroupsRequest, error_code: i16) -> DeleteGroupsResponse {
-    response(
-        distinct_groups(request)
-            .into_iter()
-            .map(|name| (name, error_code)),
-    )
-}
-
-gregor_sdk::export_raw_handler!(DeleteGroups);
+gregor_sdk::export_handler!(DeleteGroups);
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gregor_sdk::kafka_protocol::protocol::Encodable;
+    use gregor_sdk::authz::Action;
+    use gregor_sdk::fake::{self, FakeHost};
+    use gregor_sdk::testing::assert_encodes_for_served_versions;
+
+    fn request(names: &[&'static str]) -> DeleteGroupsRequest {
+        let names = names
+            .iter()
+            .map(|name| GroupId(StrBytes::from_static_str(name)));
+        DeleteGroupsRequest::default().with_groups_names(names.collect())
+    }
+
+    fn answered(response: &DeleteGroupsResponse) -> Vec<(&str, i16)> {
+        response
+            .results
+            .iter()
+            .map(|r| (r.group_id.as_str(), r.error_code))
+            .collect()
+    }
 
     #[test]
-    fn responses_encode_for_every_served_version() {
-        for version in 0..=2 {
-            let result = DeletableGroupResult::default().with_error_code(69);
-            let response = DeleteGroupsResponse::default().with_results(vec![result]);
-            assert!(
-                response.encode(&mut Vec::new(), version).is_ok(),
-                "v{version}"
-            );
+    fn encodes_for_every_served_version() {
+        let code = ResponseError::UnknownServerError.code();
+        let ctx = fake::context::<DeleteGroups>(0);
+        let failed = DeleteGroups::failed(&ctx, &request(&["a", "b", "a"]), code);
+        assert_eq!(answered(&failed), vec![("a", code), ("b", code)]);
+        let result = DeletableGroupResult::default().with_error_code(69);
+        assert_encodes_for_served_versions::<DeleteGroups>(
+            &[request(&["a", "b", "a"])],
+            &[DeleteGroupsResponse::default().with_results(vec![result])],
+        );
+    }
+
+    /// The principal may not DELETE "kept"; "busy" still has members.
+    struct Coordinator;
+
+    impl FakeHost for Coordinator {
+        fn authorize(&self, action: &Action) -> bool {
+            action.resource_name != "kept"
+        }
+        fn delete_groups(&self, group_ids: &[String]) -> Vec<i16> {
+            let code = |id: &String| match id.as_str() {
+                "kept" => panic!("an unauthorized group reached the coordinator"),
+                "busy" => ResponseError::NonEmptyGroup.code(),
+                _ => 0,
+            };
+            group_ids.iter().map(code).collect()
         }
     }
 
     #[test]
-    fn error_responses_encode_for_every_served_version() {
-        let code = ResponseError::UnknownServerError.code();
-        let request = DeleteGroupsRequest::default().with_groups_names(
-            ["a", "b", "a"]
-                .map(|name| GroupId(StrBytes::from_static_str(name)))
-                .to_vec(),
+    fn authorized_groups_are_deleted_once_and_the_others_refused() {
+        let request = request(&["kept", "gone", "busy", "gone"]);
+        let handled = fake::handle::<DeleteGroups>(Coordinator, 2, &request);
+        let (denied, busy) = (30, ResponseError::NonEmptyGroup.code());
+        let response = handled.response.expect("an answer");
+        assert_eq!(
+            answered(&response),
+            vec![("gone", 0), ("busy", busy), ("kept", denied)]
         );
-        let response = failed(&request, code);
-        let answered: Vec<(&str, i16)> = response
-            .results
-            .iter()
-            .map(|r| (r.group_id.as_str(), r.error_code))
-            .collect();
-        assert_eq!(answered, vec![("a", code), ("b", code)]);
-        for version in 0..=2 {
-            let encoded = response.encode(&mut Vec::new(), version);
-            assert!(encoded.is_ok(), "v{version}: {encoded:?}");
-        }
+        assert_eq!(handled.counted_errors, vec![busy, denied]);
     }
 }

@@ -21,23 +21,21 @@ use gregor_sdk::kafka_protocol::messages::{
     DescribeGroupsRequest, DescribeGroupsResponse, GroupId,
 };
 use gregor_sdk::kafka_protocol::protocol::StrBytes;
-use gregor_sdk::{
-    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Outcome, RawHandler,
-    RequestContext, ResponseError,
-};
+use gregor_sdk::{Handler, Reply, RequestContext, ResponseError};
 
 struct DescribeGroups;
 
-impl RawHandler for DescribeGroups {
-    fn describe() -> ApiInfo {
-        api_info::<DescribeGroupsRequest>("DescribeGroups", 0, 6)
-    }
+impl Handler for DescribeGroups {
+    type Request = DescribeGroupsRequest;
+    type Response = DescribeGroupsResponse;
+    const NAME: &'static str = "DescribeGroups";
+    const MIN_VERSION: i16 = 0;
+    const MAX_VERSION: i16 = 6;
 
-    fn handle(ctx: RequestContext, body: Vec<u8>) -> Outcome {
-        let request: DescribeGroupsRequest = match decode(&ctx, &body) {
-            Ok(request) => request,
-            Err(outcome) => return outcome,
-        };
+    fn handle(
+        ctx: &RequestContext,
+        request: &DescribeGroupsRequest,
+    ) -> Reply<DescribeGroupsResponse> {
         let version = ctx.api_version;
         let mut response = DescribeGroupsResponse::default();
         let mut authorized = Vec::new();
@@ -45,11 +43,8 @@ impl RawHandler for DescribeGroups {
             if group_allowed(Operation::Describe, group_id) {
                 authorized.push(group_id.to_string());
             } else {
-                response.groups.push(
-                    DescribedGroup::default()
-                        .with_group_id(group_id.clone())
-                        .with_error_code(ResponseError::GroupAuthorizationFailed.code()),
-                );
+                let denied = ResponseError::GroupAuthorizationFailed.code();
+                response.groups.push(group_error(group_id, denied));
             }
         }
         let described = groups::describe_groups(&authorized);
@@ -75,32 +70,26 @@ impl RawHandler for DescribeGroups {
                 .groups
                 .push(described_group(group, version, operations));
         }
-        gregor_sdk::count_errors(response.groups.iter().map(|group| group.error_code));
-        response.throttle_time_ms = request_throttle_ms();
-        respond(&ctx, &response)
+        response.into()
     }
 
-    /// Kafka's `getErrorResponse`: every group with the error.
-    fn error_response(ctx: RequestContext, body: Vec<u8>, error_code: i16) -> Option<Vec<u8>> {
-        let request: DescribeGroupsRequest = decode(&ctx, &body).ok()?;
-        encode(&ctx, &failed(&request, error_code))
+    /// Kafka's `getErrorResponse` (`DescribeGroupsResponse.groupError`):
+    /// every group with the error, no state, protocol or members,
+    /// authorized operations omitted.
+    fn failed(
+        _: &RequestContext,
+        request: &DescribeGroupsRequest,
+        error_code: i16,
+    ) -> DescribeGroupsResponse {
+        let groups = request.groups.iter().map(|id| group_error(id, error_code));
+        DescribeGroupsResponse::default().with_groups(groups.collect())
     }
 }
 
-/// The request answered with one error for every group it names, as
-/// Kafka's `DescribeGroupsResponse.groupError`: no state, protocol or
-/// members, authorized operations omitted.
-fn failed(request: &DescribeGroupsRequest, error_code: i16) -> DescribeGroupsResponse {
-    let groups = request
-        .groups
-        .iter()
-        .map(|group_id| {
-            DescribedGroup::default()
-                .with_group_id(group_id.clone())
-                .with_error_code(error_code)
-        })
-        .collect();
-    DescribeGroupsResponse::default().with_groups(groups)
+fn group_error(group_id: &GroupId, error_code: i16) -> DescribedGroup {
+    DescribedGroup::default()
+        .with_group_id(group_id.clone())
+        .with_error_code(error_code)
 }
 
 fn described_group(
@@ -146,13 +135,14 @@ fn described_group(
     described
 }
 
-gregor_sdk::export_raw_handler!(DescribeGroups);
+gregor_sdk::export_handler!(DescribeGroups);
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use gregor_sdk::groups::MemberDescription;
     use gregor_sdk::kafka_protocol::protocol::Encodable;
+    use gregor_sdk::testing::assert_encodes_for_served_versions;
 
     fn stable() -> GroupDescription {
         GroupDescription {
@@ -190,25 +180,15 @@ mod tests {
     }
 
     #[test]
-    fn responses_encode_for_every_served_version() {
-        for version in 0..=6 {
-            let operations = (version >= 3).then_some(0b1000);
-            let group = described_group(stable(), version, operations);
-            let response = DescribeGroupsResponse::default().with_groups(vec![group]);
-            let encoded = response.encode(&mut Vec::new(), version);
-            assert!(encoded.is_ok(), "v{version}: {encoded:?}");
-        }
-    }
-
-    #[test]
-    fn error_responses_encode_for_every_served_version() {
+    fn encodes_for_every_served_version() {
         let code = ResponseError::UnknownServerError.code();
         let request = DescribeGroupsRequest::default().with_groups(vec![
             GroupId(StrBytes::from_static_str("a")),
             GroupId(StrBytes::from_static_str("b")),
         ]);
-        let response = failed(&request, code);
-        let answered: Vec<(&str, i16, &str, usize)> = response
+        let ctx = gregor_sdk::fake::context::<DescribeGroups>(0);
+        let failed = DescribeGroups::failed(&ctx, &request, code);
+        let answered: Vec<(&str, i16, &str, usize)> = failed
             .groups
             .iter()
             .map(|g| {
@@ -217,9 +197,17 @@ mod tests {
             })
             .collect();
         assert_eq!(answered, vec![("a", code, "", 0), ("b", code, "", 0)]);
-        for version in 0..=6 {
-            let encoded = response.encode(&mut Vec::new(), version);
-            assert!(encoded.is_ok(), "v{version}: {encoded:?}");
+        let stable_group =
+            DescribeGroupsResponse::default().with_groups(vec![described_group(stable(), 0, None)]);
+        assert_encodes_for_served_versions::<DescribeGroups>(&[request], &[stable_group]);
+        // From v3 with authorized operations, from v4 with instance ids.
+        for version in 3..=6 {
+            let group = described_group(stable(), version, Some(0b1000));
+            let response = DescribeGroupsResponse::default().with_groups(vec![group]);
+            assert!(
+                response.encode(&mut Vec::new(), version).is_ok(),
+                "v{version}"
+            );
         }
     }
 }

@@ -11,6 +11,8 @@
 //!   expired (Dead), is TRANSACTIONAL_ID_NOT_FOUND.
 //! - The partitions are grouped by topic and, as in Kafka, only topics the
 //!   principal may DESCRIBE are shown (the others are left out silently).
+//! - A failed handler (trap or timeout) is answered as Kafka's
+//!   `getErrorResponse`: every transactional id with the error.
 
 use gregor_sdk::authorize::allowed_names;
 use gregor_sdk::authz::{Operation, ResourceType};
@@ -23,23 +25,21 @@ use gregor_sdk::kafka_protocol::messages::{
     TransactionalId,
 };
 use gregor_sdk::txn::{self, by_topic, TransactionDescription};
-use gregor_sdk::{
-    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Outcome, RawHandler,
-    RequestContext, ResponseError,
-};
+use gregor_sdk::{Handler, Reply, RequestContext, ResponseError};
 
 struct DescribeTransactions;
 
-impl RawHandler for DescribeTransactions {
-    fn describe() -> ApiInfo {
-        api_info::<DescribeTransactionsRequest>("DescribeTransactions", 0, 0)
-    }
+impl Handler for DescribeTransactions {
+    type Request = DescribeTransactionsRequest;
+    type Response = DescribeTransactionsResponse;
+    const NAME: &'static str = "DescribeTransactions";
+    const MIN_VERSION: i16 = 0;
+    const MAX_VERSION: i16 = 0;
 
-    fn handle(ctx: RequestContext, body: Vec<u8>) -> Outcome {
-        let request: DescribeTransactionsRequest = match decode(&ctx, &body) {
-            Ok(request) => request,
-            Err(outcome) => return outcome,
-        };
+    fn handle(
+        _ctx: &RequestContext,
+        request: &DescribeTransactionsRequest,
+    ) -> Reply<DescribeTransactionsResponse> {
         let ids = request.transactional_ids.iter().map(|id| id.as_str());
         let allowed = allowed_names(Operation::Describe, ResourceType::TransactionalId, ids);
         let described: Vec<(&TransactionalId, Result<TransactionDescription, i16>)> = request
@@ -60,33 +60,26 @@ impl RawHandler for DescribeTransactions {
             .flat_map(|description| &description.partitions)
             .map(|partition| partition.topic.as_str());
         let visible = allowed_names(Operation::Describe, ResourceType::Topic, topics);
-        let states = described
-            .into_iter()
-            .map(|(id, answer)| match answer {
-                Err(error_code) => failed(id, error_code),
-                Ok(description) => {
-                    transaction_state(id, description, |topic| visible.contains(topic))
-                }
-            })
-            .collect();
-        let mut response = DescribeTransactionsResponse::default().with_transaction_states(states);
-        gregor_sdk::count_errors(response.transaction_states.iter().map(|s| s.error_code));
-        response.throttle_time_ms = request_throttle_ms();
-        respond(&ctx, &response)
+        let states = described.into_iter().map(|(id, answer)| match answer {
+            Err(error_code) => failed(id, error_code),
+            Ok(description) => transaction_state(id, description, |topic| visible.contains(topic)),
+        });
+        DescribeTransactionsResponse::default()
+            .with_transaction_states(states.collect())
+            .into()
     }
 
     /// Kafka's `getErrorResponse`: every transactional id with the error.
-    fn error_response(ctx: RequestContext, body: Vec<u8>, error_code: i16) -> Option<Vec<u8>> {
-        let request: DescribeTransactionsRequest = decode(&ctx, &body).ok()?;
+    fn failed(
+        _: &RequestContext,
+        request: &DescribeTransactionsRequest,
+        error_code: i16,
+    ) -> DescribeTransactionsResponse {
         let states = request
             .transactional_ids
             .iter()
-            .map(|id| failed(id, error_code))
-            .collect();
-        encode(
-            &ctx,
-            &DescribeTransactionsResponse::default().with_transaction_states(states),
-        )
+            .map(|id| failed(id, error_code));
+        DescribeTransactionsResponse::default().with_transaction_states(states.collect())
     }
 }
 
@@ -138,12 +131,12 @@ fn transaction_state(
         .with_topics(topics)
 }
 
-gregor_sdk::export_raw_handler!(DescribeTransactions);
+gregor_sdk::export_handler!(DescribeTransactions);
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gregor_sdk::kafka_protocol::protocol::Encodable;
+    use gregor_sdk::testing::assert_encodes_for_served_versions;
     use gregor_sdk::txn::TxnPartition;
 
     #[test]
@@ -180,6 +173,7 @@ mod tests {
         assert_eq!(state.producer_id.0, 5);
         let response = DescribeTransactionsResponse::default()
             .with_transaction_states(vec![state, failed(&id, 53)]);
-        assert!(response.encode(&mut Vec::new(), 0).is_ok());
+        let request = DescribeTransactionsRequest::default().with_transactional_ids(vec![id]);
+        assert_encodes_for_served_versions::<DescribeTransactions>(&[request], &[response]);
     }
 }

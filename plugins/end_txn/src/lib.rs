@@ -11,31 +11,28 @@
 //!   its pending offsets before answering; a retried end is answered with
 //!   success, the opposite end with INVALID_TXN_STATE. v0-1 clients get
 //!   INVALID_PRODUCER_EPOCH where newer ones get PRODUCER_FENCED.
+//! - A failed handler (trap or timeout) is answered as Kafka's
+//!   `getErrorResponse`: the error.
 
 use gregor_sdk::authorize::transactional_id_allowed;
 use gregor_sdk::authz::Operation;
 use gregor_sdk::kafka_protocol::messages::{EndTxnRequest, EndTxnResponse};
 use gregor_sdk::txn::{self, fenced_for_version};
-use gregor_sdk::{
-    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Outcome, RawHandler,
-    RequestContext, ResponseError,
-};
+use gregor_sdk::{Handler, Reply, RequestContext, ResponseError};
 
 /// The first version that may carry PRODUCER_FENCED (KIP-588).
 const FENCED_VERSION: i16 = 2;
 
 struct EndTxn;
 
-impl RawHandler for EndTxn {
-    fn describe() -> ApiInfo {
-        api_info::<EndTxnRequest>("EndTxn", 0, 4)
-    }
+impl Handler for EndTxn {
+    type Request = EndTxnRequest;
+    type Response = EndTxnResponse;
+    const NAME: &'static str = "EndTxn";
+    const MIN_VERSION: i16 = 0;
+    const MAX_VERSION: i16 = 4;
 
-    fn handle(ctx: RequestContext, body: Vec<u8>) -> Outcome {
-        let request: EndTxnRequest = match decode(&ctx, &body) {
-            Ok(request) => request,
-            Err(outcome) => return outcome,
-        };
+    fn handle(ctx: &RequestContext, request: &EndTxnRequest) -> Reply<EndTxnResponse> {
         let transactional_id = request.transactional_id.as_str();
         let error_code = if !transactional_id_allowed(Operation::Write, transactional_id) {
             ResponseError::TransactionalIdAuthorizationFailed.code()
@@ -48,28 +45,30 @@ impl RawHandler for EndTxn {
             );
             fenced_for_version(code, ctx.api_version, FENCED_VERSION)
         };
-        gregor_sdk::count_errors([error_code]);
-        let response = EndTxnResponse::default()
-            .with_error_code(error_code)
-            .with_throttle_time_ms(request_throttle_ms());
-        respond(&ctx, &response)
+        EndTxnResponse::default().with_error_code(error_code).into()
     }
 
-    fn error_response(ctx: RequestContext, _body: Vec<u8>, error_code: i16) -> Option<Vec<u8>> {
-        encode(&ctx, &EndTxnResponse::default().with_error_code(error_code))
+    /// Kafka's `getErrorResponse`: the error.
+    fn failed(_: &RequestContext, _: &EndTxnRequest, error_code: i16) -> EndTxnResponse {
+        EndTxnResponse::default().with_error_code(error_code)
     }
 }
 
-gregor_sdk::export_raw_handler!(EndTxn);
+gregor_sdk::export_handler!(EndTxn);
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use gregor_sdk::kafka_protocol::protocol::Encodable;
+    use gregor_sdk::testing::assert_encodes_for_served_versions;
 
     #[test]
-    fn responses_encode_for_every_served_version() {
+    fn encodes_for_every_served_version() {
         let response = EndTxnResponse::default().with_error_code(48);
+        assert_encodes_for_served_versions::<EndTxn>(
+            &[EndTxnRequest::default()],
+            std::slice::from_ref(&response),
+        );
         for version in 0..=4 {
             let mut encoded = Vec::new();
             assert!(response.encode(&mut encoded, version).is_ok(), "v{version}");

@@ -23,10 +23,7 @@ use gregor_sdk::kafka_protocol::messages::{
 };
 use gregor_sdk::kafka_protocol::protocol::StrBytes;
 use gregor_sdk::metadata::{self, Broker};
-use gregor_sdk::{
-    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Outcome, RawHandler,
-    RequestContext, ResponseError, NONE,
-};
+use gregor_sdk::{Handler, Reply, RequestContext, ResponseError, NONE};
 
 const GROUP: i8 = 0;
 const TRANSACTION: i8 = 1;
@@ -34,16 +31,17 @@ const SHARE: i8 = 2;
 
 struct FindCoordinator;
 
-impl RawHandler for FindCoordinator {
-    fn describe() -> ApiInfo {
-        api_info::<FindCoordinatorRequest>("FindCoordinator", 0, 6)
-    }
+impl Handler for FindCoordinator {
+    type Request = FindCoordinatorRequest;
+    type Response = FindCoordinatorResponse;
+    const NAME: &'static str = "FindCoordinator";
+    const MIN_VERSION: i16 = 0;
+    const MAX_VERSION: i16 = 6;
 
-    fn handle(ctx: RequestContext, body: Vec<u8>) -> Outcome {
-        let request: FindCoordinatorRequest = match decode(&ctx, &body) {
-            Ok(request) => request,
-            Err(outcome) => return outcome,
-        };
+    fn handle(
+        ctx: &RequestContext,
+        request: &FindCoordinatorRequest,
+    ) -> Reply<FindCoordinatorResponse> {
         let cluster = metadata::describe_cluster();
         let node = cluster
             .brokers
@@ -76,15 +74,16 @@ impl RawHandler for FindCoordinator {
                 response.error_message = Some(StrBytes::from_static_str(message(error)));
             }
         }
-        gregor_sdk::count_errors(error_codes(&response));
-        response.throttle_time_ms = request_throttle_ms();
-        respond(&ctx, &response)
+        response.into()
     }
 
     /// Kafka's `getErrorResponse`: every key with the error.
-    fn error_response(ctx: RequestContext, body: Vec<u8>, error_code: i16) -> Option<Vec<u8>> {
-        let request: FindCoordinatorRequest = decode(&ctx, &body).ok()?;
-        encode(&ctx, &failed(&request, ctx.api_version, error_code))
+    fn failed(
+        ctx: &RequestContext,
+        request: &FindCoordinatorRequest,
+        error_code: i16,
+    ) -> FindCoordinatorResponse {
+        failed(request, ctx.api_version, error_code)
     }
 }
 
@@ -120,13 +119,6 @@ fn failed(
             .with_host(host)
             .with_port(port)
     }
-}
-
-/// The top-level code and every key's.
-fn error_codes(response: &FindCoordinatorResponse) -> Vec<i16> {
-    std::iter::once(response.error_code)
-        .chain(response.coordinators.iter().map(|c| c.error_code))
-        .collect()
 }
 
 /// Kafka's `getCoordinator`: an error, or the coordinator's node.
@@ -184,21 +176,29 @@ fn message(error: i16) -> &'static str {
     }
 }
 
-gregor_sdk::export_raw_handler!(FindCoordinator);
+gregor_sdk::export_handler!(FindCoordinator);
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gregor_sdk::kafka_protocol::protocol::Encodable;
+    use gregor_sdk::authz::Action;
+    use gregor_sdk::fake::{self, FakeHost};
+    use gregor_sdk::metadata::Cluster;
+    use gregor_sdk::testing::assert_encodes_for_served_versions;
+    use gregor_sdk::KafkaResponse;
 
-    #[test]
-    fn unknown_key_types_are_invalid() {
-        let broker = Broker {
+    fn broker() -> Broker {
+        Broker {
             node_id: 1,
             host: "h".into(),
             port: 9,
             rack: None,
-        };
+        }
+    }
+
+    #[test]
+    fn unknown_key_types_are_invalid() {
+        let broker = broker();
         let (error, node) = coordinator(SHARE, "g:t:0", 5, Some(&broker));
         assert_eq!(error, ResponseError::InvalidRequest.code());
         assert!(node.is_none());
@@ -209,40 +209,22 @@ mod tests {
         assert_eq!(node_fields(None).2, -1);
     }
 
-    #[test]
-    fn responses_encode_for_every_served_version() {
-        for version in 0..=6 {
-            let mut response = FindCoordinatorResponse::default();
-            if version >= 4 {
-                response
-                    .coordinators
-                    .push(Coordinator::default().with_port(9));
-            } else {
-                response = response.with_port(9);
-                if version >= 1 {
-                    response.error_message = Some(StrBytes::from_static_str(message(NONE)));
-                }
-            }
-            assert!(
-                response.encode(&mut Vec::new(), version).is_ok(),
-                "v{version}"
-            );
-        }
-    }
-
-    #[test]
-    fn error_responses_encode_for_every_served_version() {
-        let code = ResponseError::UnknownServerError.code();
-        let request = FindCoordinatorRequest::default()
+    fn request() -> FindCoordinatorRequest {
+        FindCoordinatorRequest::default()
             .with_key(StrBytes::from_static_str("g"))
             .with_coordinator_keys(vec![
                 StrBytes::from_static_str("a"),
                 StrBytes::from_static_str("b"),
-            ]);
+            ])
+    }
+
+    #[test]
+    fn encodes_for_every_served_version() {
+        let code = ResponseError::UnknownServerError.code();
         for version in 0..=6 {
-            let response = failed(&request, version, code);
+            let response = failed(&request(), version, code);
             if version >= 4 {
-                assert_eq!(error_codes(&response), vec![NONE, code, code], "v{version}");
+                assert_eq!(response.error_codes(), vec![NONE, code, code], "v{version}");
                 let keys: Vec<&str> = response
                     .coordinators
                     .iter()
@@ -251,11 +233,67 @@ mod tests {
                 assert_eq!(keys, vec!["a", "b"]);
                 assert!(response.coordinators.iter().all(|c| c.port == -1));
             } else {
-                assert_eq!(error_codes(&response), vec![code], "v{version}");
+                assert_eq!(response.error_codes(), vec![code], "v{version}");
                 assert_eq!((response.node_id, response.port), (BrokerId(-1), -1));
             }
-            let encoded = response.encode(&mut Vec::new(), version);
-            assert!(encoded.is_ok(), "v{version}: {encoded:?}");
         }
+        // The answers' shapes per version (per key from v4, at the top level
+        // with a message before) are encoded by the fake-host tests below.
+        assert_encodes_for_served_versions::<FindCoordinator>(
+            &[request()],
+            &[FindCoordinatorResponse::default()],
+        );
+    }
+
+    /// One broker, the controller; the principal may not DESCRIBE "secret".
+    struct OneBroker;
+
+    impl FakeHost for OneBroker {
+        fn authorize(&self, action: &Action) -> bool {
+            action.resource_name != "secret"
+        }
+        fn describe_cluster(&self) -> Cluster {
+            Cluster {
+                cluster_id: "c".into(),
+                controller_id: 1,
+                brokers: vec![broker()],
+            }
+        }
+    }
+
+    #[test]
+    fn every_key_is_answered_with_this_broker_or_its_error() {
+        let request = FindCoordinatorRequest::default()
+            .with_key_type(TRANSACTION)
+            .with_coordinator_keys(vec![
+                StrBytes::from_static_str("t"),
+                StrBytes::from_static_str("secret"),
+            ]);
+        let handled = fake::handle::<FindCoordinator>(OneBroker, 4, &request);
+        let answers: Vec<(String, i16, i32)> = handled
+            .response
+            .map(|r| r.coordinators)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|c| (c.key.to_string(), c.error_code, c.port))
+            .collect();
+        let denied = ResponseError::TransactionalIdAuthorizationFailed.code();
+        assert_eq!(
+            answers,
+            vec![("t".into(), NONE, 9), ("secret".into(), denied, -1)]
+        );
+        assert_eq!(handled.counted_errors, vec![denied]);
+    }
+
+    #[test]
+    fn old_versions_answer_at_the_top_with_a_message() {
+        let request = FindCoordinatorRequest::default().with_key(StrBytes::from_static_str("g"));
+        let handled = fake::handle::<FindCoordinator>(OneBroker, 3, &request);
+        let response = handled.response.expect("an answer");
+        assert_eq!(
+            (response.error_code, response.node_id, response.port),
+            (NONE, BrokerId(1), 9)
+        );
+        assert_eq!(response.error_message.as_deref(), Some("NONE"));
     }
 }

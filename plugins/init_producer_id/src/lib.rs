@@ -27,25 +27,23 @@ use gregor_sdk::authz::{Operation, ResourceType};
 use gregor_sdk::kafka_protocol::messages::{
     InitProducerIdRequest, InitProducerIdResponse, ProducerId,
 };
-use gregor_sdk::{
-    api_info, decode, metadata, request_throttle_ms, respond, txn, ApiInfo, Outcome, RawHandler,
-    RequestContext, ResponseError,
-};
+use gregor_sdk::{metadata, txn, Handler, Reply, RequestContext, ResponseError};
 
 struct InitProducerId;
 
-impl RawHandler for InitProducerId {
-    fn describe() -> ApiInfo {
-        api_info::<InitProducerIdRequest>("InitProducerId", 0, 5)
-    }
+impl Handler for InitProducerId {
+    type Request = InitProducerIdRequest;
+    type Response = InitProducerIdResponse;
+    const NAME: &'static str = "InitProducerId";
+    const MIN_VERSION: i16 = 0;
+    const MAX_VERSION: i16 = 5;
 
-    fn handle(ctx: RequestContext, body: Vec<u8>) -> Outcome {
-        let request: InitProducerIdRequest = match decode(&ctx, &body) {
-            Ok(request) => request,
-            Err(outcome) => return outcome,
-        };
-        let mut response = match &request.transactional_id {
-            Some(id) if !id.is_empty() => transactional(&request, id.as_str(), ctx.api_version),
+    fn handle(
+        ctx: &RequestContext,
+        request: &InitProducerIdRequest,
+    ) -> Reply<InitProducerIdResponse> {
+        match &request.transactional_id {
+            Some(id) if !id.is_empty() => transactional(request, id.as_str(), ctx.api_version),
             _ if !idempotent_write_allowed() => {
                 failed(ResponseError::ClusterAuthorizationFailed.code())
             }
@@ -56,14 +54,17 @@ impl RawHandler for InitProducerId {
                     .with_producer_id(ProducerId(answer.producer_id))
                     .with_producer_epoch(answer.producer_epoch)
             }
-        };
-        gregor_sdk::count_errors([response.error_code]);
-        response.throttle_time_ms = request_throttle_ms();
-        respond(&ctx, &response)
+        }
+        .into()
     }
 
-    fn error_response(ctx: RequestContext, _body: Vec<u8>, error_code: i16) -> Option<Vec<u8>> {
-        gregor_sdk::encode(&ctx, &failed(error_code))
+    /// Kafka's `getErrorResponse`: the error, producer id and epoch -1.
+    fn failed(
+        _: &RequestContext,
+        _: &InitProducerIdRequest,
+        error_code: i16,
+    ) -> InitProducerIdResponse {
+        failed(error_code)
     }
 }
 
@@ -104,28 +105,24 @@ fn failed(error_code: i16) -> InitProducerIdResponse {
         .with_producer_epoch(-1)
 }
 
-gregor_sdk::export_raw_handler!(InitProducerId);
+gregor_sdk::export_handler!(InitProducerId);
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gregor_sdk::kafka_protocol::protocol::Encodable;
+    use gregor_sdk::testing::assert_encodes_for_served_versions;
 
     #[test]
-    fn error_responses_encode_for_every_served_version() {
-        let code = ResponseError::UnknownServerError.code();
-        let response = failed(code);
+    fn encodes_for_every_served_version() {
+        let response = failed(ResponseError::UnknownServerError.code());
         assert_eq!(
-            (
-                response.error_code,
-                response.producer_id,
-                response.producer_epoch
-            ),
-            (code, ProducerId(-1), -1)
+            (response.producer_id, response.producer_epoch),
+            (ProducerId(-1), -1)
         );
-        for version in 0..=5 {
-            let encoded = response.encode(&mut Vec::new(), version);
-            assert!(encoded.is_ok(), "v{version}: {encoded:?}");
-        }
+        let granted = InitProducerIdResponse::default().with_producer_id(ProducerId(7));
+        assert_encodes_for_served_versions::<InitProducerId>(
+            &[InitProducerIdRequest::default()],
+            &[response, granted],
+        );
     }
 }

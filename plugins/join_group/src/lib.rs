@@ -17,70 +17,65 @@
 
 use gregor_sdk::authz::Operation;
 use gregor_sdk::groups::{self, group_allowed, opt_str_bytes, opt_string, JoinResult, Protocol};
+use gregor_sdk::kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
 use gregor_sdk::kafka_protocol::messages::join_group_response::JoinGroupResponseMember;
 use gregor_sdk::kafka_protocol::messages::{JoinGroupRequest, JoinGroupResponse};
 use gregor_sdk::kafka_protocol::protocol::StrBytes;
-use gregor_sdk::{
-    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Outcome, RawHandler,
-    RequestContext, ResponseError,
-};
+use gregor_sdk::{Handler, Reply, RequestContext, ResponseError};
 
 struct JoinGroup;
 
-impl RawHandler for JoinGroup {
-    fn describe() -> ApiInfo {
-        api_info::<JoinGroupRequest>("JoinGroup", 0, 9)
-    }
+impl Handler for JoinGroup {
+    type Request = JoinGroupRequest;
+    type Response = JoinGroupResponse;
+    const NAME: &'static str = "JoinGroup";
+    const MIN_VERSION: i16 = 0;
+    const MAX_VERSION: i16 = 9;
 
-    fn handle(ctx: RequestContext, body: Vec<u8>) -> Outcome {
-        let request: JoinGroupRequest = match decode(&ctx, &body) {
-            Ok(request) => request,
-            Err(outcome) => return outcome,
-        };
+    fn handle(ctx: &RequestContext, request: &JoinGroupRequest) -> Reply<JoinGroupResponse> {
         let version = ctx.api_version;
         let result = if !group_allowed(Operation::Read, &request.group_id) {
             failed(ResponseError::GroupAuthorizationFailed.code())
         } else {
-            let rebalance_timeout_ms = if version == 0 {
-                request.session_timeout_ms
-            } else {
-                request.rebalance_timeout_ms
-            };
-            let joined = groups::join_or_park(&groups::JoinRequest {
-                group_id: request.group_id.to_string(),
-                member_id: request.member_id.to_string(),
-                group_instance_id: opt_string(&request.group_instance_id),
-                protocol_type: request.protocol_type.to_string(),
-                protocols: request
-                    .protocols
-                    .iter()
-                    .map(|p| Protocol {
-                        name: p.name.to_string(),
-                        metadata: p.metadata.to_vec(),
-                    })
-                    .collect(),
-                session_timeout_ms: request.session_timeout_ms,
-                rebalance_timeout_ms,
-                require_known_member_id: version >= 4,
-                supports_skip_assignment: version >= 9,
-                reason: opt_string(&request.reason),
-            });
             // Parked until the rebalance completes; the host calls again.
-            let Some(joined) = joined else {
-                return Outcome::NoResponse;
-            };
-            joined
+            match groups::join_or_park(&join_request(request, version)) {
+                Some(joined) => joined,
+                None => return Reply::Parked,
+            }
         };
-        let mut response = response(result, version);
-        gregor_sdk::count_errors([response.error_code]);
-        response.throttle_time_ms = request_throttle_ms();
-        respond(&ctx, &response)
+        response(result, version).into()
     }
 
     /// Kafka's `getErrorResponse`: the error and nothing else.
-    fn error_response(ctx: RequestContext, body: Vec<u8>, error_code: i16) -> Option<Vec<u8>> {
-        let _: JoinGroupRequest = decode(&ctx, &body).ok()?;
-        encode(&ctx, &response(failed(error_code), ctx.api_version))
+    fn failed(ctx: &RequestContext, _: &JoinGroupRequest, error_code: i16) -> JoinGroupResponse {
+        response(failed(error_code), ctx.api_version)
+    }
+}
+
+/// The request as the coordinator takes it: v0 has no rebalance timeout
+/// (the session timeout serves), v4 requires a known member id, v9 may skip
+/// the assignment.
+fn join_request(request: &JoinGroupRequest, version: i16) -> groups::JoinRequest {
+    let rebalance_timeout_ms = if version == 0 {
+        request.session_timeout_ms
+    } else {
+        request.rebalance_timeout_ms
+    };
+    let protocol = |p: &JoinGroupRequestProtocol| Protocol {
+        name: p.name.to_string(),
+        metadata: p.metadata.to_vec(),
+    };
+    groups::JoinRequest {
+        group_id: request.group_id.to_string(),
+        member_id: request.member_id.to_string(),
+        group_instance_id: opt_string(&request.group_instance_id),
+        protocol_type: request.protocol_type.to_string(),
+        protocols: request.protocols.iter().map(protocol).collect(),
+        session_timeout_ms: request.session_timeout_ms,
+        rebalance_timeout_ms,
+        require_known_member_id: version >= 4,
+        supports_skip_assignment: version >= 9,
+        reason: opt_string(&request.reason),
     }
 }
 
@@ -136,17 +131,18 @@ fn response(result: JoinResult, version: i16) -> JoinGroupResponse {
         )
 }
 
-gregor_sdk::export_raw_handler!(JoinGroup);
+gregor_sdk::export_handler!(JoinGroup);
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use gregor_sdk::groups::JoinMember;
     use gregor_sdk::kafka_protocol::protocol::Encodable;
+    use gregor_sdk::testing::assert_encodes_for_served_versions;
 
     #[test]
-    fn responses_encode_for_every_served_version() {
-        for version in 0..=9 {
+    fn encodes_for_every_served_version() {
+        let joined = |version| {
             let result = JoinResult {
                 error_code: 0,
                 generation_id: 3,
@@ -161,34 +157,31 @@ mod tests {
                     metadata: vec![1, 2],
                 }],
             };
-            let encoded = response(result, version).encode(&mut Vec::new(), version);
-            assert!(encoded.is_ok(), "v{version}: {encoded:?}");
-            let error = JoinResult {
-                error_code: 79,
-                generation_id: -1,
-                protocol_type: None,
-                protocol_name: None,
-                leader: String::new(),
-                skip_assignment: false,
-                member_id: "new".into(),
-                members: Vec::new(),
-            };
-            let encoded = response(error, version).encode(&mut Vec::new(), version);
+            response(result, version)
+        };
+        let mut member_id_required = failed(79);
+        member_id_required.member_id = "new".into();
+        assert_encodes_for_served_versions::<JoinGroup>(
+            &[JoinGroupRequest::default()],
+            &[joined(0), response(member_id_required, 0)],
+        );
+        // Each version's answer leaves out the fields it cannot carry.
+        for version in 0..=9 {
+            let encoded = joined(version).encode(&mut Vec::new(), version);
             assert!(encoded.is_ok(), "v{version}: {encoded:?}");
         }
     }
 
     #[test]
-    fn error_responses_encode_for_every_served_version() {
+    fn failures_have_no_generation_and_each_version_protocol_name() {
         let code = ResponseError::UnknownServerError.code();
         for version in 0..=9 {
-            let failed = response(failed(code), version);
+            let ctx = gregor_sdk::fake::context::<JoinGroup>(version);
+            let failed = JoinGroup::failed(&ctx, &JoinGroupRequest::default(), code);
             assert_eq!((failed.error_code, failed.generation_id), (code, -1));
             // Kafka: "" before v7, null from v7.
             let protocol_name = failed.protocol_name.as_ref().map(|n| n.as_str());
             assert_eq!(protocol_name, (version < 7).then_some(""), "v{version}");
-            let encoded = failed.encode(&mut Vec::new(), version);
-            assert!(encoded.is_ok(), "v{version}: {encoded:?}");
         }
     }
 }

@@ -14,23 +14,18 @@ use gregor_sdk::authz::Operation;
 use gregor_sdk::groups::{self, group_allowed, opt_string, LeavingMember};
 use gregor_sdk::kafka_protocol::messages::leave_group_response::MemberResponse;
 use gregor_sdk::kafka_protocol::messages::{LeaveGroupRequest, LeaveGroupResponse};
-use gregor_sdk::{
-    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Outcome, RawHandler,
-    RequestContext, ResponseError, NONE,
-};
+use gregor_sdk::{Handler, Reply, RequestContext, ResponseError, NONE};
 
 struct LeaveGroup;
 
-impl RawHandler for LeaveGroup {
-    fn describe() -> ApiInfo {
-        api_info::<LeaveGroupRequest>("LeaveGroup", 0, 5)
-    }
+impl Handler for LeaveGroup {
+    type Request = LeaveGroupRequest;
+    type Response = LeaveGroupResponse;
+    const NAME: &'static str = "LeaveGroup";
+    const MIN_VERSION: i16 = 0;
+    const MAX_VERSION: i16 = 5;
 
-    fn handle(ctx: RequestContext, body: Vec<u8>) -> Outcome {
-        let request: LeaveGroupRequest = match decode(&ctx, &body) {
-            Ok(request) => request,
-            Err(outcome) => return outcome,
-        };
+    fn handle(ctx: &RequestContext, request: &LeaveGroupRequest) -> Reply<LeaveGroupResponse> {
         let version = ctx.api_version;
         // Kafka's `normalizedData`: one member before v3.
         let leaving: Vec<LeavingMember> = if version < 3 {
@@ -55,24 +50,13 @@ impl RawHandler for LeaveGroup {
         } else {
             Err(ResponseError::GroupAuthorizationFailed.code())
         };
-        let mut response = response(&request, &leaving, outcome, version);
-        gregor_sdk::count_errors(
-            std::iter::once(response.error_code)
-                .chain(response.members.iter().map(|member| member.error_code)),
-        );
-        response.throttle_time_ms = request_throttle_ms();
-        respond(&ctx, &response)
+        response(request, &leaving, outcome, version).into()
     }
 
     /// Kafka's `getErrorResponse`: the error alone, for every version.
-    fn error_response(ctx: RequestContext, body: Vec<u8>, error_code: i16) -> Option<Vec<u8>> {
-        let _: LeaveGroupRequest = decode(&ctx, &body).ok()?;
-        encode(&ctx, &failed(error_code))
+    fn failed(_: &RequestContext, _: &LeaveGroupRequest, error_code: i16) -> LeaveGroupResponse {
+        LeaveGroupResponse::default().with_error_code(error_code)
     }
-}
-
-fn failed(error_code: i16) -> LeaveGroupResponse {
-    LeaveGroupResponse::default().with_error_code(error_code)
 }
 
 fn response(
@@ -115,13 +99,14 @@ fn response(
         .with_members(members)
 }
 
-gregor_sdk::export_raw_handler!(LeaveGroup);
+gregor_sdk::export_handler!(LeaveGroup);
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use gregor_sdk::kafka_protocol::messages::leave_group_request::MemberIdentity;
     use gregor_sdk::kafka_protocol::protocol::{Encodable, StrBytes};
+    use gregor_sdk::testing::assert_encodes_for_served_versions;
 
     #[test]
     fn old_versions_answer_with_the_member_error() {
@@ -167,13 +152,11 @@ mod tests {
     }
 
     #[test]
-    fn error_responses_encode_for_every_served_version() {
-        let code = ResponseError::UnknownServerError.code();
-        let response = failed(code);
-        assert_eq!((response.error_code, response.members.len()), (code, 0));
-        for version in 0..=5 {
-            let encoded = response.encode(&mut Vec::new(), version);
-            assert!(encoded.is_ok(), "v{version}: {encoded:?}");
-        }
+    fn encodes_for_every_served_version() {
+        // Batches (v3+) are checked above.
+        assert_encodes_for_served_versions::<LeaveGroup>(
+            &[LeaveGroupRequest::default()],
+            &[LeaveGroupResponse::default().with_error_code(25)],
+        );
     }
 }

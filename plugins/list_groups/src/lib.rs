@@ -15,24 +15,18 @@ use gregor_sdk::groups::{self, GroupOverview};
 use gregor_sdk::kafka_protocol::messages::list_groups_response::ListedGroup;
 use gregor_sdk::kafka_protocol::messages::{GroupId, ListGroupsRequest, ListGroupsResponse};
 use gregor_sdk::kafka_protocol::protocol::StrBytes;
-use gregor_sdk::{
-    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Outcome, RawHandler,
-    RequestContext,
-};
+use gregor_sdk::{Handler, Reply, RequestContext};
 
 struct ListGroups;
 
-impl RawHandler for ListGroups {
-    fn describe() -> ApiInfo {
-        api_info::<ListGroupsRequest>("ListGroups", 0, 5)
-    }
+impl Handler for ListGroups {
+    type Request = ListGroupsRequest;
+    type Response = ListGroupsResponse;
+    const NAME: &'static str = "ListGroups";
+    const MIN_VERSION: i16 = 0;
+    const MAX_VERSION: i16 = 5;
 
-    fn handle(ctx: RequestContext, body: Vec<u8>) -> Outcome {
-        let request: ListGroupsRequest = match decode(&ctx, &body) {
-            Ok(request) => request,
-            Err(outcome) => return outcome,
-        };
-        let version = ctx.api_version;
+    fn handle(ctx: &RequestContext, request: &ListGroupsRequest) -> Reply<ListGroupsResponse> {
         let states: Vec<String> = request
             .states_filter
             .iter()
@@ -48,26 +42,16 @@ impl RawHandler for ListGroups {
             );
             listed.retain(|g| allowed.contains(&g.group_id));
         }
-        let mut response = ListGroupsResponse::default().with_groups(
-            listed
-                .into_iter()
-                .map(|g| listed_group(g, version))
-                .collect(),
-        );
-        gregor_sdk::count_errors([response.error_code]);
-        response.throttle_time_ms = request_throttle_ms();
-        respond(&ctx, &response)
+        let listed = listed.into_iter().map(|g| listed_group(g, ctx.api_version));
+        ListGroupsResponse::default()
+            .with_groups(listed.collect())
+            .into()
     }
 
     /// Kafka's `getErrorResponse`: the error and no groups.
-    fn error_response(ctx: RequestContext, body: Vec<u8>, error_code: i16) -> Option<Vec<u8>> {
-        let _: ListGroupsRequest = decode(&ctx, &body).ok()?;
-        encode(&ctx, &failed(error_code))
+    fn failed(_: &RequestContext, _: &ListGroupsRequest, error_code: i16) -> ListGroupsResponse {
+        ListGroupsResponse::default().with_error_code(error_code)
     }
-}
-
-fn failed(error_code: i16) -> ListGroupsResponse {
-    ListGroupsResponse::default().with_error_code(error_code)
 }
 
 fn listed_group(group: GroupOverview, version: i16) -> ListedGroup {
@@ -83,37 +67,70 @@ fn listed_group(group: GroupOverview, version: i16) -> ListedGroup {
     listed
 }
 
-gregor_sdk::export_raw_handler!(ListGroups);
+gregor_sdk::export_handler!(ListGroups);
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gregor_sdk::kafka_protocol::protocol::Encodable;
+    use gregor_sdk::authz::Action;
+    use gregor_sdk::fake::{self, FakeHost};
+    use gregor_sdk::testing::assert_encodes_for_served_versions;
 
-    #[test]
-    fn responses_encode_for_every_served_version() {
-        for version in 0..=5 {
-            let group = GroupOverview {
-                group_id: "g".into(),
-                protocol_type: "consumer".into(),
-                state: "Stable".into(),
-                group_type: "classic".into(),
-            };
-            let response =
-                ListGroupsResponse::default().with_groups(vec![listed_group(group, version)]);
-            let encoded = response.encode(&mut Vec::new(), version);
-            assert!(encoded.is_ok(), "v{version}: {encoded:?}");
+    fn group(id: &str) -> GroupOverview {
+        GroupOverview {
+            group_id: id.into(),
+            protocol_type: "consumer".into(),
+            state: "Stable".into(),
+            group_type: "classic".into(),
         }
     }
 
     #[test]
-    fn error_responses_encode_for_every_served_version() {
-        let code = gregor_sdk::ResponseError::UnknownServerError.code();
-        let response = failed(code);
-        assert_eq!((response.error_code, response.groups.len()), (code, 0));
-        for version in 0..=5 {
-            let encoded = response.encode(&mut Vec::new(), version);
-            assert!(encoded.is_ok(), "v{version}: {encoded:?}");
+    fn encodes_for_every_served_version() {
+        let listed: Vec<ListGroupsResponse> = (0..=5)
+            .map(|version| {
+                ListGroupsResponse::default().with_groups(vec![listed_group(group("g"), version)])
+            })
+            .collect();
+        assert_encodes_for_served_versions::<ListGroups>(&[ListGroupsRequest::default()], &listed);
+    }
+
+    /// Groups "a" and "b"; the principal may DESCRIBE "a" only, and the
+    /// Cluster when `cluster`.
+    struct Groups {
+        cluster: bool,
+    }
+
+    impl FakeHost for Groups {
+        fn authorize(&self, action: &Action) -> bool {
+            action.resource_name == "a" || (self.cluster && action.resource_name == "kafka-cluster")
         }
+        fn list_groups(&self, states: &[String], _: &[String]) -> Vec<GroupOverview> {
+            assert_eq!(states, ["Stable"]);
+            vec![group("a"), group("b")]
+        }
+    }
+
+    fn listed(cluster: bool, version: i16) -> Vec<(String, String)> {
+        let request = ListGroupsRequest::default()
+            .with_states_filter(vec![StrBytes::from_static_str("Stable")]);
+        let handled = fake::handle::<ListGroups>(Groups { cluster }, version, &request);
+        let groups = handled.response.map(|r| r.groups).unwrap_or_default();
+        groups
+            .into_iter()
+            .map(|g| (g.group_id.to_string(), g.group_state.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn only_describable_groups_are_listed_without_cluster_describe() {
+        let stable = || "Stable".to_string();
+        assert_eq!(listed(false, 4), vec![("a".to_string(), stable())]);
+        assert_eq!(
+            listed(true, 5),
+            vec![("a".to_string(), stable()), ("b".to_string(), stable())]
+        );
+        // The state is only answered from v4.
+        assert_eq!(listed(true, 3)[1], ("b".to_string(), String::new()));
     }
 }

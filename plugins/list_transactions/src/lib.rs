@@ -26,23 +26,21 @@ use gregor_sdk::kafka_protocol::messages::{
 };
 use gregor_sdk::kafka_protocol::protocol::StrBytes;
 use gregor_sdk::txn::{self, STATES};
-use gregor_sdk::{
-    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Outcome, RawHandler,
-    RequestContext,
-};
+use gregor_sdk::{Handler, Reply, RequestContext};
 
 struct ListTransactions;
 
-impl RawHandler for ListTransactions {
-    fn describe() -> ApiInfo {
-        api_info::<ListTransactionsRequest>("ListTransactions", 0, 1)
-    }
+impl Handler for ListTransactions {
+    type Request = ListTransactionsRequest;
+    type Response = ListTransactionsResponse;
+    const NAME: &'static str = "ListTransactions";
+    const MIN_VERSION: i16 = 0;
+    const MAX_VERSION: i16 = 1;
 
-    fn handle(ctx: RequestContext, body: Vec<u8>) -> Outcome {
-        let request: ListTransactionsRequest = match decode(&ctx, &body) {
-            Ok(request) => request,
-            Err(outcome) => return outcome,
-        };
+    fn handle(
+        ctx: &RequestContext,
+        request: &ListTransactionsRequest,
+    ) -> Reply<ListTransactionsResponse> {
         let (known, unknown) = split_states(&request.state_filters);
         let duration = if ctx.api_version >= 1 {
             request.duration_filter
@@ -63,32 +61,26 @@ impl RawHandler for ListTransactions {
             listed.iter().map(|t| t.transactional_id.as_str()),
         );
         listed.retain(|t| allowed.contains(&t.transactional_id));
-        let states = listed
-            .into_iter()
-            .map(|t| {
-                TransactionState::default()
-                    .with_transactional_id(TransactionalId(StrBytes::from_string(
-                        t.transactional_id,
-                    )))
-                    .with_producer_id(ProducerId(t.producer_id))
-                    .with_transaction_state(StrBytes::from_string(t.state))
-            })
-            .collect();
-        let mut response = ListTransactionsResponse::default()
+        let states = listed.into_iter().map(|t| {
+            TransactionState::default()
+                .with_transactional_id(TransactionalId(StrBytes::from_string(t.transactional_id)))
+                .with_producer_id(ProducerId(t.producer_id))
+                .with_transaction_state(StrBytes::from_string(t.state))
+        });
+        ListTransactionsResponse::default()
             .with_unknown_state_filters(unknown.iter().map(|s| str_bytes(s)).collect())
-            .with_transaction_states(states);
-        gregor_sdk::count_errors([response.error_code]);
-        response.throttle_time_ms = request_throttle_ms();
-        respond(&ctx, &response)
+            .with_transaction_states(states.collect())
+            .into()
     }
 
-    fn error_response(ctx: RequestContext, _body: Vec<u8>, error_code: i16) -> Option<Vec<u8>> {
-        encode(&ctx, &failed(error_code))
+    /// Kafka's `getErrorResponse`: the error and no transactions.
+    fn failed(
+        _: &RequestContext,
+        _: &ListTransactionsRequest,
+        error_code: i16,
+    ) -> ListTransactionsResponse {
+        ListTransactionsResponse::default().with_error_code(error_code)
     }
-}
-
-fn failed(error_code: i16) -> ListTransactionsResponse {
-    ListTransactionsResponse::default().with_error_code(error_code)
 }
 
 /// The state filter split into the names Kafka knows and the others, each
@@ -109,12 +101,12 @@ fn split_states(filters: &[StrBytes]) -> (Vec<String>, Vec<String>) {
     (known, unknown)
 }
 
-gregor_sdk::export_raw_handler!(ListTransactions);
+gregor_sdk::export_handler!(ListTransactions);
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gregor_sdk::kafka_protocol::protocol::Encodable;
+    use gregor_sdk::testing::assert_encodes_for_served_versions;
 
     #[test]
     fn unknown_states_are_reported_once() {
@@ -134,7 +126,7 @@ mod tests {
     }
 
     #[test]
-    fn responses_encode_for_every_served_version() {
+    fn encodes_for_every_served_version() {
         let state = TransactionState::default()
             .with_transactional_id(TransactionalId(str_bytes("t")))
             .with_producer_id(ProducerId(3))
@@ -142,25 +134,9 @@ mod tests {
         let response = ListTransactionsResponse::default()
             .with_unknown_state_filters(vec![str_bytes("Running")])
             .with_transaction_states(vec![state]);
-        for version in 0..=1 {
-            assert!(
-                response.encode(&mut Vec::new(), version).is_ok(),
-                "v{version}"
-            );
-        }
-    }
-
-    #[test]
-    fn error_responses_encode_for_every_served_version() {
-        let code = gregor_sdk::ResponseError::UnknownServerError.code();
-        let response = failed(code);
-        assert_eq!(
-            (response.error_code, response.transaction_states.len()),
-            (code, 0)
+        assert_encodes_for_served_versions::<ListTransactions>(
+            &[ListTransactionsRequest::default()],
+            &[response],
         );
-        for version in 0..=1 {
-            let encoded = response.encode(&mut Vec::new(), version);
-            assert!(encoded.is_ok(), "v{version}: {encoded:?}");
-        }
     }
 }

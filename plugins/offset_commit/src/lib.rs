@@ -6,7 +6,8 @@
 //! - READ on the Group first (else every partition gets
 //!   GROUP_AUTHORIZATION_FAILED), then READ on each Topic (else
 //!   TOPIC_AUTHORIZATION_FAILED); a topic or partition that does not exist
-//!   is UNKNOWN_TOPIC_OR_PARTITION. The rest goes to the coordinator, which
+//!   is UNKNOWN_TOPIC_OR_PARTITION (`gregor_sdk::offset_commit`, shared
+//!   with TxnOffsetCommit). The rest goes to the coordinator, which
 //!   checks generation and membership (a generation of -1 from a consumer
 //!   without group management commits into an empty group) and stores the
 //!   offsets with their metadata, returned as is by OffsetFetch.
@@ -14,205 +15,161 @@
 //! - A failed handler (trap or timeout) is answered as Kafka's
 //!   `getErrorResponse`: every partition with the error.
 
-use gregor_sdk::authorize::allowed_names;
-use gregor_sdk::authz::{Operation, ResourceType};
-use gregor_sdk::groups::{
-    self, group_allowed, opt_string, partition_counts, partition_error, OffsetCommit as Commit,
-};
-use gregor_sdk::kafka_protocol::messages::offset_commit_response::{
-    OffsetCommitResponsePartition, OffsetCommitResponseTopic,
-};
+use gregor_sdk::authz::Operation;
+use gregor_sdk::groups::{self, group_allowed, opt_string, OffsetCommit as Offset};
 use gregor_sdk::kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse};
-use gregor_sdk::{
-    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Outcome, RawHandler,
-    RequestContext, ResponseError,
-};
+use gregor_sdk::offset_commit::{self, CommitRequest};
+use gregor_sdk::{Handler, Reply, RequestContext, ResponseError};
 
 struct OffsetCommit;
 
-impl RawHandler for OffsetCommit {
-    fn describe() -> ApiInfo {
-        api_info::<OffsetCommitRequest>("OffsetCommit", 2, 9)
-    }
+impl Handler for OffsetCommit {
+    type Request = OffsetCommitRequest;
+    type Response = OffsetCommitResponse;
+    const NAME: &'static str = "OffsetCommit";
+    const MIN_VERSION: i16 = 2;
+    const MAX_VERSION: i16 = 9;
 
-    fn handle(ctx: RequestContext, body: Vec<u8>) -> Outcome {
-        let request: OffsetCommitRequest = match decode(&ctx, &body) {
-            Ok(request) => request,
-            Err(outcome) => return outcome,
-        };
-        // One code per partition in request order; None: ask the coordinator.
-        let mut codes: Vec<Vec<Option<i16>>> = Vec::new();
-        if !group_allowed(Operation::Read, &request.group_id) {
+    fn handle(_ctx: &RequestContext, request: &OffsetCommitRequest) -> Reply<OffsetCommitResponse> {
+        let codes = if !group_allowed(Operation::Read, &request.group_id) {
             let denied = ResponseError::GroupAuthorizationFailed.code();
-            for topic in &request.topics {
-                codes.push(vec![Some(denied); topic.partitions.len()]);
-            }
+            request.same_code(denied)
         } else {
-            let names = || request.topics.iter().map(|t| t.name.as_str());
-            let authorized = allowed_names(Operation::Read, ResourceType::Topic, names());
-            let counts = partition_counts(names());
-            let mut commits = Vec::new();
-            for topic in &request.topics {
-                let mut topic_codes = Vec::new();
-                for partition in &topic.partitions {
-                    let error = partition_error(
-                        &authorized,
-                        &counts,
-                        &topic.name,
-                        partition.partition_index,
-                    );
-                    if error.is_none() {
-                        commits.push(Commit {
-                            topic: topic.name.to_string(),
-                            partition: partition.partition_index,
-                            offset: partition.committed_offset,
-                            leader_epoch: partition.committed_leader_epoch,
-                            metadata: opt_string(&partition.committed_metadata),
-                        });
-                    }
-                    topic_codes.push(error);
-                }
-                codes.push(topic_codes);
-            }
-            let results = if commits.is_empty() {
-                Vec::new()
-            } else {
+            offset_commit::commit(request.topics(), |offsets| {
                 groups::commit_offsets(
                     &request.group_id,
                     request.generation_id_or_member_epoch,
                     &request.member_id,
                     opt_string(&request.group_instance_id).as_deref(),
                     request.retention_time_ms,
-                    &commits,
+                    offsets,
                 )
-            };
-            let mut results = results.into_iter();
-            for code in codes.iter_mut().flatten().filter(|code| code.is_none()) {
-                *code = Some(
-                    results
-                        .next()
-                        .unwrap_or(ResponseError::UnknownServerError.code()),
-                );
-            }
-        }
-        let codes = codes
-            .into_iter()
-            .map(|topic| topic.into_iter().map(Option::unwrap_or_default).collect())
-            .collect();
-        let mut response = response(&request, codes);
-        gregor_sdk::count_errors(
-            response
-                .topics
-                .iter()
-                .flat_map(|topic| &topic.partitions)
-                .map(|partition| partition.error_code),
-        );
-        response.throttle_time_ms = request_throttle_ms();
-        respond(&ctx, &response)
+            })
+        };
+        request.answer(codes).into()
     }
 
     /// Kafka's `getErrorResponse`: every partition with the error.
-    fn error_response(ctx: RequestContext, body: Vec<u8>, error_code: i16) -> Option<Vec<u8>> {
-        let request: OffsetCommitRequest = decode(&ctx, &body).ok()?;
-        let codes = same_code(&request, error_code);
-        encode(&ctx, &response(&request, codes))
+    fn failed(
+        _: &RequestContext,
+        request: &OffsetCommitRequest,
+        code: i16,
+    ) -> OffsetCommitResponse {
+        request.answer(request.same_code(code))
     }
 }
 
-/// One code per partition, per topic, in request order.
-type Codes = Vec<Vec<i16>>;
-
-fn same_code(request: &OffsetCommitRequest, code: i16) -> Codes {
-    request
-        .topics
-        .iter()
-        .map(|topic| vec![code; topic.partitions.len()])
-        .collect()
-}
-
-fn response(request: &OffsetCommitRequest, codes: Codes) -> OffsetCommitResponse {
-    let topics = request
-        .topics
-        .iter()
-        .zip(codes)
-        .map(|(topic, codes)| {
-            OffsetCommitResponseTopic::default()
-                .with_name(topic.name.clone())
-                .with_partitions(
-                    topic
-                        .partitions
-                        .iter()
-                        .zip(codes)
-                        .map(|(p, code)| {
-                            OffsetCommitResponsePartition::default()
-                                .with_partition_index(p.partition_index)
-                                .with_error_code(code)
-                        })
-                        .collect(),
-                )
-        })
-        .collect();
-    OffsetCommitResponse::default().with_topics(topics)
-}
-
-gregor_sdk::export_raw_handler!(OffsetCommit);
+gregor_sdk::export_handler!(OffsetCommit);
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use gregor_sdk::authz::Action;
+    use gregor_sdk::fake::{self, FakeHost};
     use gregor_sdk::kafka_protocol::messages::offset_commit_request::{
         OffsetCommitRequestPartition, OffsetCommitRequestTopic,
     };
-    use gregor_sdk::kafka_protocol::messages::TopicName;
-    use gregor_sdk::kafka_protocol::protocol::{Encodable, StrBytes};
+    use gregor_sdk::kafka_protocol::messages::offset_commit_response::{
+        OffsetCommitResponsePartition, OffsetCommitResponseTopic,
+    };
+    use gregor_sdk::kafka_protocol::messages::{GroupId, TopicName};
+    use gregor_sdk::kafka_protocol::protocol::StrBytes;
+    use gregor_sdk::metadata::TopicInfo;
+    use gregor_sdk::testing::assert_encodes_for_served_versions;
 
-    #[test]
-    fn responses_encode_for_every_served_version() {
-        for version in 2..=9 {
-            let partition = OffsetCommitResponsePartition::default().with_error_code(22);
-            let topic = OffsetCommitResponseTopic::default().with_partitions(vec![partition]);
-            let response = OffsetCommitResponse::default().with_topics(vec![topic]);
-            assert!(
-                response.encode(&mut Vec::new(), version).is_ok(),
-                "v{version}"
-            );
-        }
-    }
-
-    #[test]
-    fn error_responses_encode_for_every_served_version() {
-        let topic = |name: &'static str, partitions: &[i32]| {
+    fn request(group: &'static str, topics: &[(&'static str, &[i32])]) -> OffsetCommitRequest {
+        let topic = |&(name, partitions): &(&'static str, &[i32])| {
             OffsetCommitRequestTopic::default()
                 .with_name(TopicName(StrBytes::from_static_str(name)))
                 .with_partitions(
                     partitions
                         .iter()
-                        .map(|&p| OffsetCommitRequestPartition::default().with_partition_index(p))
+                        .map(|&p| {
+                            OffsetCommitRequestPartition::default()
+                                .with_partition_index(p)
+                                .with_committed_offset(10 + i64::from(p))
+                        })
                         .collect(),
                 )
         };
-        let request =
-            OffsetCommitRequest::default().with_topics(vec![topic("a", &[0, 1]), topic("b", &[2])]);
-        let code = ResponseError::UnknownServerError.code();
-        let response = response(&request, same_code(&request, code));
-        let shape: Vec<(&str, Vec<(i32, i16)>)> = response
-            .topics
-            .iter()
-            .map(|t| {
-                let partitions = t
-                    .partitions
-                    .iter()
-                    .map(|p| (p.partition_index, p.error_code));
-                (t.name.as_str(), partitions.collect())
-            })
-            .collect();
-        assert_eq!(
-            shape,
-            vec![("a", vec![(0, code), (1, code)]), ("b", vec![(2, code)])]
+        OffsetCommitRequest::default()
+            .with_group_id(GroupId(StrBytes::from_static_str(group)))
+            .with_topics(topics.iter().map(topic).collect())
+    }
+
+    /// Per topic, (partition, error code).
+    fn shape(response: &OffsetCommitResponse) -> Vec<(String, Vec<(i32, i16)>)> {
+        let partitions = |t: &OffsetCommitResponseTopic| {
+            let codes = t
+                .partitions
+                .iter()
+                .map(|p| (p.partition_index, p.error_code));
+            (t.name.to_string(), codes.collect())
+        };
+        response.topics.iter().map(partitions).collect()
+    }
+
+    #[test]
+    fn encodes_for_every_served_version() {
+        let partition = OffsetCommitResponsePartition::default().with_error_code(22);
+        let topic = OffsetCommitResponseTopic::default().with_partitions(vec![partition]);
+        assert_encodes_for_served_versions::<OffsetCommit>(
+            &[request("g", &[("a", &[0, 1]), ("b", &[2])])],
+            &[OffsetCommitResponse::default().with_topics(vec![topic])],
         );
-        for version in 2..=9 {
-            let encoded = response.encode(&mut Vec::new(), version);
-            assert!(encoded.is_ok(), "v{version}: {encoded:?}");
+    }
+
+    /// Topics "a" (2 partitions) and "secret" (1) exist; the principal may
+    /// not read "secret" nor group "denied". The coordinator stores offsets
+    /// at or above 11 and refuses the others with OFFSET_METADATA_TOO_LARGE.
+    struct Coordinator;
+
+    impl FakeHost for Coordinator {
+        fn authorize(&self, action: &Action) -> bool {
+            !["secret", "denied"].contains(&action.resource_name.as_str())
         }
+        fn list_topics(&self) -> Vec<TopicInfo> {
+            vec![fake::topic_info("a", 2), fake::topic_info("secret", 1)]
+        }
+        fn commit_offsets(
+            &self,
+            group: &str,
+            _: i32,
+            _: &str,
+            _: Option<&str>,
+            _: i64,
+            offsets: &[Offset],
+        ) -> Vec<i16> {
+            assert_eq!(group, "g");
+            let code = |o: &Offset| if o.offset >= 11 { 0 } else { 12 };
+            offsets.iter().map(code).collect()
+        }
+    }
+
+    #[test]
+    fn partitions_are_checked_then_stored_in_request_order() {
+        let request = request("g", &[("secret", &[0]), ("a", &[0, 5, 1]), ("b", &[0])]);
+        let handled = fake::handle::<OffsetCommit>(Coordinator, 9, &request);
+        let (denied, unknown) = (29, 3);
+        assert_eq!(
+            handled.response.map(|r| shape(&r)),
+            Some(vec![
+                ("secret".to_string(), vec![(0, denied)]),
+                ("a".to_string(), vec![(0, 12), (5, unknown), (1, 0)]),
+                ("b".to_string(), vec![(0, unknown)]),
+            ])
+        );
+        assert_eq!(handled.counted_errors, vec![denied, 12, unknown, unknown]);
+    }
+
+    #[test]
+    fn an_unauthorized_group_fails_every_partition_without_the_coordinator() {
+        let request = request("denied", &[("a", &[0, 1])]);
+        let handled = fake::handle::<OffsetCommit>(Coordinator, 2, &request);
+        let denied = ResponseError::GroupAuthorizationFailed.code();
+        assert_eq!(
+            handled.response.map(|r| shape(&r)),
+            Some(vec![("a".to_string(), vec![(0, denied), (1, denied)])])
+        );
     }
 }

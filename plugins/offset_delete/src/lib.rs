@@ -20,50 +20,35 @@ use gregor_sdk::kafka_protocol::messages::offset_delete_response::{
     OffsetDeleteResponsePartition, OffsetDeleteResponseTopic,
 };
 use gregor_sdk::kafka_protocol::messages::{OffsetDeleteRequest, OffsetDeleteResponse, TopicName};
-use gregor_sdk::{
-    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Outcome, RawHandler,
-    RequestContext, ResponseError, NONE,
-};
+use gregor_sdk::{Handler, Reply, RequestContext, ResponseError, NONE};
 
 struct OffsetDelete;
 
-impl RawHandler for OffsetDelete {
-    fn describe() -> ApiInfo {
-        api_info::<OffsetDeleteRequest>("OffsetDelete", 0, 0)
-    }
+impl Handler for OffsetDelete {
+    type Request = OffsetDeleteRequest;
+    type Response = OffsetDeleteResponse;
+    const NAME: &'static str = "OffsetDelete";
+    const MIN_VERSION: i16 = 0;
+    const MAX_VERSION: i16 = 0;
 
-    fn handle(ctx: RequestContext, body: Vec<u8>) -> Outcome {
-        let request: OffsetDeleteRequest = match decode(&ctx, &body) {
-            Ok(request) => request,
-            Err(outcome) => return outcome,
-        };
-        let mut response = if group_allowed(Operation::Delete, &request.group_id) {
-            delete(&request)
+    fn handle(_ctx: &RequestContext, request: &OffsetDeleteRequest) -> Reply<OffsetDeleteResponse> {
+        if group_allowed(Operation::Delete, &request.group_id) {
+            delete(request)
         } else {
-            failed(ResponseError::GroupAuthorizationFailed.code())
-        };
-        gregor_sdk::count_errors(
-            std::iter::once(response.error_code).chain(
-                response
-                    .topics
-                    .iter()
-                    .flat_map(|topic| &topic.partitions)
-                    .map(|partition| partition.error_code),
-            ),
-        );
-        response.throttle_time_ms = request_throttle_ms();
-        respond(&ctx, &response)
+            OffsetDeleteResponse::default()
+                .with_error_code(ResponseError::GroupAuthorizationFailed.code())
+        }
+        .into()
     }
 
     /// Kafka's `getErrorResponse`: the error alone.
-    fn error_response(ctx: RequestContext, body: Vec<u8>, error_code: i16) -> Option<Vec<u8>> {
-        let _: OffsetDeleteRequest = decode(&ctx, &body).ok()?;
-        encode(&ctx, &failed(error_code))
+    fn failed(
+        _: &RequestContext,
+        _: &OffsetDeleteRequest,
+        error_code: i16,
+    ) -> OffsetDeleteResponse {
+        OffsetDeleteResponse::default().with_error_code(error_code)
     }
-}
-
-fn failed(error_code: i16) -> OffsetDeleteResponse {
-    OffsetDeleteResponse::default().with_error_code(error_code)
 }
 
 /// Checks each partition and deletes the offsets of those that pass.
@@ -119,27 +104,20 @@ fn delete(request: &OffsetDeleteRequest) -> OffsetDeleteResponse {
         .with_topics(topics)
 }
 
-gregor_sdk::export_raw_handler!(OffsetDelete);
+gregor_sdk::export_handler!(OffsetDelete);
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gregor_sdk::kafka_protocol::protocol::Encodable;
+    use gregor_sdk::testing::assert_encodes_for_served_versions;
 
     #[test]
-    fn responses_encode() {
+    fn encodes_for_every_served_version() {
         let partition = OffsetDeleteResponsePartition::default().with_error_code(86);
         let topic = OffsetDeleteResponseTopic::default().with_partitions(vec![partition]);
-        let response = OffsetDeleteResponse::default().with_topics(vec![topic]);
-        assert!(response.encode(&mut Vec::new(), 0).is_ok());
-    }
-
-    #[test]
-    fn error_responses_encode_for_every_served_version() {
-        let code = ResponseError::UnknownServerError.code();
-        let response = failed(code);
-        assert_eq!((response.error_code, response.topics.len()), (code, 0));
-        let encoded = response.encode(&mut Vec::new(), 0);
-        assert!(encoded.is_ok(), "{encoded:?}");
+        assert_encodes_for_served_versions::<OffsetDelete>(
+            &[OffsetDeleteRequest::default()],
+            &[OffsetDeleteResponse::default().with_topics(vec![topic])],
+        );
     }
 }

@@ -28,10 +28,7 @@ use gregor_sdk::kafka_protocol::messages::{
     GroupId, OffsetFetchRequest, OffsetFetchResponse, TopicName,
 };
 use gregor_sdk::kafka_protocol::protocol::StrBytes;
-use gregor_sdk::{
-    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Outcome, RawHandler,
-    RequestContext, ResponseError, NONE,
-};
+use gregor_sdk::{Handler, Reply, RequestContext, ResponseError, NONE};
 
 struct OffsetFetch;
 
@@ -41,32 +38,31 @@ struct GroupAnswer {
     topics: Vec<(String, Vec<CommittedOffset>)>,
 }
 
-impl RawHandler for OffsetFetch {
-    fn describe() -> ApiInfo {
-        api_info::<OffsetFetchRequest>("OffsetFetch", 1, 9)
-    }
+impl Handler for OffsetFetch {
+    type Request = OffsetFetchRequest;
+    type Response = OffsetFetchResponse;
+    const NAME: &'static str = "OffsetFetch";
+    const MIN_VERSION: i16 = 1;
+    const MAX_VERSION: i16 = 9;
 
-    fn handle(ctx: RequestContext, body: Vec<u8>) -> Outcome {
-        let request: OffsetFetchRequest = match decode(&ctx, &body) {
-            Ok(request) => request,
-            Err(outcome) => return outcome,
-        };
+    fn handle(ctx: &RequestContext, request: &OffsetFetchRequest) -> Reply<OffsetFetchResponse> {
         let version = ctx.api_version;
-        let mut response = if version >= 8 {
-            fetch_groups(&request)
+        if version >= 8 {
+            fetch_groups(request)
         } else {
-            fetch_single(&request, version)
-        };
-        gregor_sdk::count_errors(error_codes(&response));
-        response.throttle_time_ms = request_throttle_ms();
-        respond(&ctx, &response)
+            fetch_single(request, version)
+        }
+        .into()
     }
 
     /// Kafka's `getErrorResponse`: every named partition with the error
     /// (v1), the error alone (v2-7), every group with it (v8+).
-    fn error_response(ctx: RequestContext, body: Vec<u8>, error_code: i16) -> Option<Vec<u8>> {
-        let request: OffsetFetchRequest = decode(&ctx, &body).ok()?;
-        encode(&ctx, &failed(&request, ctx.api_version, error_code))
+    fn failed(
+        ctx: &RequestContext,
+        request: &OffsetFetchRequest,
+        error_code: i16,
+    ) -> OffsetFetchResponse {
+        failed(request, ctx.api_version, error_code)
     }
 }
 
@@ -174,28 +170,6 @@ fn failed(request: &OffsetFetchRequest, version: i16, error_code: i16) -> Offset
             .collect();
     }
     response
-}
-
-/// Every error code of a response: top level, groups and partitions.
-fn error_codes(response: &OffsetFetchResponse) -> Vec<i16> {
-    let partitions = response
-        .topics
-        .iter()
-        .flat_map(|topic| &topic.partitions)
-        .map(|partition| partition.error_code);
-    let groups = response.groups.iter().flat_map(|group| {
-        std::iter::once(group.error_code).chain(
-            group
-                .topics
-                .iter()
-                .flat_map(|topic| &topic.partitions)
-                .map(|partition| partition.error_code),
-        )
-    });
-    std::iter::once(response.error_code)
-        .chain(partitions)
-        .chain(groups)
-        .collect()
 }
 
 /// Kafka's per-group handling: authorize, ask the coordinator, hide
@@ -332,7 +306,7 @@ fn partitions(offset: CommittedOffset) -> OffsetFetchResponsePartitions {
         .with_error_code(offset.error_code)
 }
 
-gregor_sdk::export_raw_handler!(OffsetFetch);
+gregor_sdk::export_handler!(OffsetFetch);
 
 #[cfg(test)]
 mod tests {
@@ -341,6 +315,8 @@ mod tests {
         OffsetFetchRequestGroup, OffsetFetchRequestTopic,
     };
     use gregor_sdk::kafka_protocol::protocol::Encodable;
+    use gregor_sdk::testing::assert_encodes_for_served_versions;
+    use gregor_sdk::KafkaResponse;
 
     fn offset() -> CommittedOffset {
         CommittedOffset {
@@ -354,29 +330,7 @@ mod tests {
     }
 
     #[test]
-    fn responses_encode_for_every_served_version() {
-        for version in 1..=7 {
-            let topic = OffsetFetchResponseTopic::default()
-                .with_partitions(vec![partition(offset(), version)]);
-            let mut response = OffsetFetchResponse::default().with_topics(vec![topic]);
-            if version >= 2 {
-                response.error_code = 30;
-            }
-            let encoded = response.encode(&mut Vec::new(), version);
-            assert!(encoded.is_ok(), "v{version}: {encoded:?}");
-        }
-        for version in 8..=9 {
-            let topic =
-                OffsetFetchResponseTopics::default().with_partitions(vec![partitions(offset())]);
-            let group = OffsetFetchResponseGroup::default().with_topics(vec![topic]);
-            let response = OffsetFetchResponse::default().with_groups(vec![group]);
-            let encoded = response.encode(&mut Vec::new(), version);
-            assert!(encoded.is_ok(), "v{version}: {encoded:?}");
-        }
-    }
-
-    #[test]
-    fn error_responses_encode_for_every_served_version() {
+    fn encodes_for_every_served_version() {
         let code = ResponseError::UnknownServerError.code();
         let topic = |name: &'static str, partitions: &[i32]| {
             OffsetFetchRequestTopic::default()
@@ -397,7 +351,7 @@ mod tests {
                 2..=7 => vec![code],
                 _ => vec![NONE, code, code],
             };
-            assert_eq!(error_codes(&response), expected, "v{version}");
+            assert_eq!(response.error_codes(), expected, "v{version}");
             if version == 1 {
                 let offsets: Vec<i64> = response
                     .topics
@@ -407,6 +361,21 @@ mod tests {
                     .collect();
                 assert_eq!(offsets, vec![-1, -1, -1]);
             }
+        }
+        assert_encodes_for_served_versions::<OffsetFetch>(&[request], &[]);
+        // Offsets answer per request topic before v8, per group from v8.
+        for version in 1..=7 {
+            let topic = OffsetFetchResponseTopic::default()
+                .with_partitions(vec![partition(offset(), version)]);
+            let response = OffsetFetchResponse::default().with_topics(vec![topic]);
+            let encoded = response.encode(&mut Vec::new(), version);
+            assert!(encoded.is_ok(), "v{version}: {encoded:?}");
+        }
+        for version in 8..=9 {
+            let topic =
+                OffsetFetchResponseTopics::default().with_partitions(vec![partitions(offset())]);
+            let group = OffsetFetchResponseGroup::default().with_topics(vec![topic]);
+            let response = OffsetFetchResponse::default().with_groups(vec![group]);
             let encoded = response.encode(&mut Vec::new(), version);
             assert!(encoded.is_ok(), "v{version}: {encoded:?}");
         }

@@ -15,9 +15,10 @@ use std::cell::RefCell;
 use bytes::BytesMut;
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion};
 
-use crate::bindings::gregor::broker::groups::GroupOverview;
+use crate::bindings::gregor::broker::groups::{GroupOverview, OffsetCommit};
 use crate::bindings::gregor::broker::logging::Level;
 use crate::bindings::gregor::broker::metadata::{Cluster, TopicInfo};
+use crate::bindings::gregor::broker::txn::{TxnGroupMember, TxnOffset, TxnPartitionResult};
 use crate::bindings::gregor::broker::types::Action;
 use crate::handler::{run, Handler};
 use crate::{Outcome, RequestContext, Uuid};
@@ -62,6 +63,29 @@ pub trait FakeHost {
     /// The request quota's throttle time.
     fn request_throttle_ms(&self) -> i32 {
         0
+    }
+    // Batch A (groups, offsets, transactions).
+    fn commit_offsets(
+        &self,
+        _group_id: &str,
+        _generation_id: i32,
+        _member_id: &str,
+        _group_instance_id: Option<&str>,
+        _retention_time_ms: i64,
+        _offsets: &[OffsetCommit],
+    ) -> Vec<i16> {
+        unfaked("groups.commit-offsets")
+    }
+    fn txn_offset_commit(
+        &self,
+        _transactional_id: &str,
+        _group_id: &str,
+        _producer_id: i64,
+        _producer_epoch: i16,
+        _member: &TxnGroupMember,
+        _offsets: &[TxnOffset],
+    ) -> Vec<TxnPartitionResult> {
+        unfaked("txn.txn-offset-commit")
     }
 }
 
@@ -200,5 +224,66 @@ pub mod imports {
     }
     pub fn log(_level: Level, message: &str) {
         RECORDED.with(|recorded| recorded.borrow_mut().logs.push(message.to_string()));
+    }
+    // Batch A (groups, offsets, transactions).
+    pub fn commit_offsets(
+        group_id: &str,
+        generation_id: i32,
+        member_id: &str,
+        group_instance_id: Option<&str>,
+        retention_time_ms: i64,
+        offsets: &[OffsetCommit],
+    ) -> Vec<i16> {
+        with_host(|host| {
+            host.commit_offsets(
+                group_id,
+                generation_id,
+                member_id,
+                group_instance_id,
+                retention_time_ms,
+                offsets,
+            )
+        })
+    }
+    pub fn txn_offset_commit(
+        transactional_id: &str,
+        group_id: &str,
+        producer_id: i64,
+        producer_epoch: i16,
+        member: &TxnGroupMember,
+        offsets: &[TxnOffset],
+    ) -> Vec<TxnPartitionResult> {
+        with_host(|host| {
+            host.txn_offset_commit(
+                transactional_id,
+                group_id,
+                producer_id,
+                producer_epoch,
+                member,
+                offsets,
+            )
+        })
+    }
+}
+
+// Batch A (groups, offsets, transactions).
+/// A topic with partitions `0..partitions`, led by broker 1, for
+/// [`FakeHost::list_topics`].
+pub fn topic_info(name: &str, partitions: i32) -> TopicInfo {
+    use crate::bindings::gregor::broker::metadata::PartitionInfo;
+    TopicInfo {
+        name: name.to_string(),
+        topic_id: Uuid { high: 0, low: 0 },
+        is_internal: false,
+        partitions: (0..partitions)
+            .map(|partition| PartitionInfo {
+                partition,
+                leader_id: 1,
+                leader_epoch: 0,
+                replicas: vec![1],
+                isr: vec![1],
+                offline_replicas: Vec::new(),
+            })
+            .collect(),
     }
 }

@@ -12,6 +12,9 @@ use crate::authz::{Operation, ResourceType};
 pub use crate::bindings::gregor::broker::groups::*;
 #[cfg(not(target_arch = "wasm32"))]
 pub use crate::fake::imports::{delete_groups, heartbeat, list_groups};
+// Batch A (groups, offsets, transactions).
+#[cfg(not(target_arch = "wasm32"))]
+pub use crate::fake::imports::commit_offsets;
 use crate::ResponseError;
 
 /// Is `operation` on the group allowed for this request's principal?

@@ -6,6 +6,9 @@
 use std::collections::HashMap;
 
 pub use crate::bindings::gregor::broker::txn::*;
+// Batch A (groups, offsets, transactions).
+#[cfg(not(target_arch = "wasm32"))]
+pub use crate::fake::imports::txn_offset_commit;
 use crate::ResponseError;
 
 /// Kafka's transaction state names (`TransactionState.name`), the ones a

@@ -14,23 +14,18 @@
 use gregor_sdk::authz::Operation;
 use gregor_sdk::groups::{self, group_allowed, opt_str_bytes, opt_string, SyncResult};
 use gregor_sdk::kafka_protocol::messages::{SyncGroupRequest, SyncGroupResponse};
-use gregor_sdk::{
-    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Outcome, RawHandler,
-    RequestContext, ResponseError,
-};
+use gregor_sdk::{Handler, Reply, RequestContext, ResponseError};
 
 struct SyncGroup;
 
-impl RawHandler for SyncGroup {
-    fn describe() -> ApiInfo {
-        api_info::<SyncGroupRequest>("SyncGroup", 0, 5)
-    }
+impl Handler for SyncGroup {
+    type Request = SyncGroupRequest;
+    type Response = SyncGroupResponse;
+    const NAME: &'static str = "SyncGroup";
+    const MIN_VERSION: i16 = 0;
+    const MAX_VERSION: i16 = 5;
 
-    fn handle(ctx: RequestContext, body: Vec<u8>) -> Outcome {
-        let request: SyncGroupRequest = match decode(&ctx, &body) {
-            Ok(request) => request,
-            Err(outcome) => return outcome,
-        };
+    fn handle(ctx: &RequestContext, request: &SyncGroupRequest) -> Reply<SyncGroupResponse> {
         let version = ctx.api_version;
         let mandatory_missing =
             version >= 5 && (request.protocol_type.is_none() || request.protocol_name.is_none());
@@ -54,20 +49,16 @@ impl RawHandler for SyncGroup {
             });
             // Parked until the leader's assignment arrives; the host calls again.
             let Some(synced) = synced else {
-                return Outcome::NoResponse;
+                return Reply::Parked;
             };
             synced
         };
-        let mut response = response(result, version);
-        gregor_sdk::count_errors([response.error_code]);
-        response.throttle_time_ms = request_throttle_ms();
-        respond(&ctx, &response)
+        response(result, version).into()
     }
 
     /// Kafka's `getErrorResponse`: the error and an empty assignment.
-    fn error_response(ctx: RequestContext, body: Vec<u8>, error_code: i16) -> Option<Vec<u8>> {
-        let _: SyncGroupRequest = decode(&ctx, &body).ok()?;
-        encode(&ctx, &response(error(error_code), ctx.api_version))
+    fn failed(ctx: &RequestContext, _: &SyncGroupRequest, error_code: i16) -> SyncGroupResponse {
+        response(error(error_code), ctx.api_version)
     }
 }
 
@@ -91,39 +82,32 @@ fn response(result: SyncResult, version: i16) -> SyncGroupResponse {
     response
 }
 
-gregor_sdk::export_raw_handler!(SyncGroup);
+gregor_sdk::export_handler!(SyncGroup);
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use gregor_sdk::kafka_protocol::protocol::Encodable;
+    use gregor_sdk::testing::assert_encodes_for_served_versions;
 
     #[test]
-    fn responses_encode_for_every_served_version() {
-        for version in 0..=5 {
+    fn encodes_for_every_served_version() {
+        let synced = |version| {
             let result = SyncResult {
                 error_code: 0,
                 protocol_type: Some("consumer".into()),
                 protocol_name: Some("range".into()),
                 assignment: vec![0, 1],
             };
-            let encoded = response(result, version).encode(&mut Vec::new(), version);
-            assert!(encoded.is_ok(), "v{version}: {encoded:?}");
-            assert!(response(error(27), version)
-                .encode(&mut Vec::new(), version)
-                .is_ok());
-        }
-    }
-
-    #[test]
-    fn error_responses_encode_for_every_served_version() {
-        let code = ResponseError::UnknownServerError.code();
-        for version in 0..=5 {
-            let failed = response(error(code), version);
-            assert_eq!(failed.error_code, code);
-            assert!(failed.assignment.is_empty());
-            let encoded = failed.encode(&mut Vec::new(), version);
-            assert!(encoded.is_ok(), "v{version}: {encoded:?}");
-        }
+            response(result, version)
+        };
+        let failed = response(error(27), 5);
+        assert!(failed.assignment.is_empty());
+        assert_encodes_for_served_versions::<SyncGroup>(
+            &[SyncGroupRequest::default()],
+            &[synced(4), failed],
+        );
+        // v5 answers the protocol too.
+        assert!(synced(5).encode(&mut Vec::new(), 5).is_ok());
     }
 }

@@ -12,46 +12,43 @@
 //!   TRANSACTIONAL_ID_AUTHORIZATION_FAILED), READ on the Group (else
 //!   GROUP_AUTHORIZATION_FAILED), then READ on each Topic, asked once
 //!   (TOPIC_AUTHORIZATION_FAILED); a topic or partition that does not exist
-//!   is UNKNOWN_TOPIC_OR_PARTITION.
+//!   is UNKNOWN_TOPIC_OR_PARTITION (`gregor_sdk::offset_commit`, shared
+//!   with OffsetCommit).
 //! - The rest go to the host's `txn.txn-offset-commit`, held pending in the
 //!   transaction; answers keep the request's order. v0-1 clients get
 //!   COORDINATOR_NOT_AVAILABLE for COORDINATOR_LOAD_IN_PROGRESS, which
 //!   clients before Kafka 2.0 could not handle (KAFKA-7296).
+//! - A failed handler (trap or timeout) is answered as Kafka's
+//!   `getErrorResponse`: every partition with the error.
 
-use gregor_sdk::authorize::{allowed_names, transactional_id_allowed};
-use gregor_sdk::authz::{Operation, ResourceType};
-use gregor_sdk::groups::{group_allowed, opt_string, partition_counts, partition_error};
-use gregor_sdk::kafka_protocol::messages::txn_offset_commit_response::{
-    TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
-};
+use gregor_sdk::authorize::transactional_id_allowed;
+use gregor_sdk::authz::Operation;
+use gregor_sdk::groups::{group_allowed, opt_string, OffsetCommit};
 use gregor_sdk::kafka_protocol::messages::{TxnOffsetCommitRequest, TxnOffsetCommitResponse};
+use gregor_sdk::offset_commit::{self, CommitRequest};
 use gregor_sdk::txn::{self, PartitionCodes, TxnGroupMember, TxnOffset};
-use gregor_sdk::{
-    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Outcome, RawHandler,
-    RequestContext, ResponseError,
-};
+use gregor_sdk::{Handler, Reply, RequestContext, ResponseError};
 
 struct TxnOffsetCommit;
 
-impl RawHandler for TxnOffsetCommit {
-    fn describe() -> ApiInfo {
-        api_info::<TxnOffsetCommitRequest>("TxnOffsetCommit", 0, 4)
-    }
+impl Handler for TxnOffsetCommit {
+    type Request = TxnOffsetCommitRequest;
+    type Response = TxnOffsetCommitResponse;
+    const NAME: &'static str = "TxnOffsetCommit";
+    const MIN_VERSION: i16 = 0;
+    const MAX_VERSION: i16 = 4;
 
-    fn handle(ctx: RequestContext, body: Vec<u8>) -> Outcome {
-        let request: TxnOffsetCommitRequest = match decode(&ctx, &body) {
-            Ok(request) => request,
-            Err(outcome) => return outcome,
-        };
+    fn handle(
+        ctx: &RequestContext,
+        request: &TxnOffsetCommitRequest,
+    ) -> Reply<TxnOffsetCommitResponse> {
         let codes = if !transactional_id_allowed(Operation::Write, &request.transactional_id) {
-            same_code(
-                &request,
-                ResponseError::TransactionalIdAuthorizationFailed.code(),
-            )
+            let denied = ResponseError::TransactionalIdAuthorizationFailed.code();
+            request.same_code(denied)
         } else if !group_allowed(Operation::Read, &request.group_id) {
-            same_code(&request, ResponseError::GroupAuthorizationFailed.code())
+            request.same_code(ResponseError::GroupAuthorizationFailed.code())
         } else {
-            commit(&request)
+            offset_commit::commit(request.topics(), |offsets| commit(request, offsets))
         };
         let codes = codes
             .into_iter()
@@ -62,104 +59,47 @@ impl RawHandler for TxnOffsetCommit {
                     .collect()
             })
             .collect();
-        let mut response = response(&request, codes);
-        gregor_sdk::count_errors(
-            response
-                .topics
-                .iter()
-                .flat_map(|topic| &topic.partitions)
-                .map(|partition| partition.error_code),
-        );
-        response.throttle_time_ms = request_throttle_ms();
-        respond(&ctx, &response)
+        request.answer(codes).into()
     }
 
     /// Kafka's `getErrorResponse`: every partition with the error.
-    fn error_response(ctx: RequestContext, body: Vec<u8>, error_code: i16) -> Option<Vec<u8>> {
-        let request: TxnOffsetCommitRequest = decode(&ctx, &body).ok()?;
-        let codes = same_code(&request, error_code);
-        encode(&ctx, &response(&request, codes))
+    fn failed(
+        _: &RequestContext,
+        request: &TxnOffsetCommitRequest,
+        code: i16,
+    ) -> TxnOffsetCommitResponse {
+        request.answer(request.same_code(code))
     }
 }
 
-/// One code per partition, per topic, in request order.
-type Codes = Vec<Vec<i16>>;
-
-fn same_code(request: &TxnOffsetCommitRequest, code: i16) -> Codes {
-    request
-        .topics
-        .iter()
-        .map(|topic| vec![code; topic.partitions.len()])
-        .collect()
-}
-
-/// Checks each partition, commits the ones that pass, and merges the
-/// host's answers back into request order.
-fn commit(request: &TxnOffsetCommitRequest) -> Codes {
-    let names = || request.topics.iter().map(|topic| topic.name.as_str());
-    let authorized = allowed_names(Operation::Read, ResourceType::Topic, names());
-    let counts = partition_counts(names());
-    let checks: Vec<Vec<Option<i16>>> = request
-        .topics
-        .iter()
-        .map(|topic| {
-            topic
-                .partitions
-                .iter()
-                .map(|p| partition_error(&authorized, &counts, &topic.name, p.partition_index))
-                .collect()
-        })
-        .collect();
-    let offsets: Vec<TxnOffset> = request
-        .topics
-        .iter()
-        .zip(&checks)
-        .flat_map(|(topic, checks)| {
-            topic
-                .partitions
-                .iter()
-                .zip(checks)
-                .filter(|(_, check)| check.is_none())
-                .map(|(partition, _)| TxnOffset {
-                    topic: topic.name.to_string(),
-                    partition: partition.partition_index,
-                    offset: partition.committed_offset,
-                    leader_epoch: partition.committed_leader_epoch,
-                    metadata: opt_string(&partition.committed_metadata),
-                })
-        })
-        .collect();
-    let results = if offsets.is_empty() {
-        PartitionCodes::new(Vec::new())
-    } else {
-        let member = TxnGroupMember {
-            generation_id: request.generation_id,
-            member_id: request.member_id.to_string(),
-            group_instance_id: opt_string(&request.group_instance_id),
-        };
-        PartitionCodes::new(txn::txn_offset_commit(
-            &request.transactional_id,
-            &request.group_id,
-            request.producer_id.0,
-            request.producer_epoch,
-            &member,
-            &offsets,
-        ))
+/// Holds the checked offsets pending in the transaction; a code each.
+fn commit(request: &TxnOffsetCommitRequest, offsets: &[OffsetCommit]) -> Vec<i16> {
+    let member = TxnGroupMember {
+        generation_id: request.generation_id,
+        member_id: request.member_id.to_string(),
+        group_instance_id: opt_string(&request.group_instance_id),
     };
-    request
-        .topics
+    let pending: Vec<TxnOffset> = offsets
         .iter()
-        .zip(checks)
-        .map(|(topic, checks)| {
-            topic
-                .partitions
-                .iter()
-                .zip(checks)
-                .map(|(partition, check)| {
-                    check.unwrap_or_else(|| results.get(&topic.name, partition.partition_index))
-                })
-                .collect()
+        .map(|o| TxnOffset {
+            topic: o.topic.clone(),
+            partition: o.partition,
+            offset: o.offset,
+            leader_epoch: o.leader_epoch,
+            metadata: o.metadata.clone(),
         })
+        .collect();
+    let results = PartitionCodes::new(txn::txn_offset_commit(
+        &request.transactional_id,
+        &request.group_id,
+        request.producer_id.0,
+        request.producer_epoch,
+        &member,
+        &pending,
+    ));
+    offsets
+        .iter()
+        .map(|o| results.get(&o.topic, o.partition))
         .collect()
 }
 
@@ -173,41 +113,22 @@ fn for_version(code: i16, version: i16) -> i16 {
     }
 }
 
-fn response(request: &TxnOffsetCommitRequest, codes: Codes) -> TxnOffsetCommitResponse {
-    let topics = request
-        .topics
-        .iter()
-        .zip(codes)
-        .map(|(topic, codes)| {
-            let partitions = topic
-                .partitions
-                .iter()
-                .zip(codes)
-                .map(|(partition, code)| {
-                    TxnOffsetCommitResponsePartition::default()
-                        .with_partition_index(partition.partition_index)
-                        .with_error_code(code)
-                })
-                .collect();
-            TxnOffsetCommitResponseTopic::default()
-                .with_name(topic.name.clone())
-                .with_partitions(partitions)
-        })
-        .collect();
-    TxnOffsetCommitResponse::default().with_topics(topics)
-}
-
-gregor_sdk::export_raw_handler!(TxnOffsetCommit);
+gregor_sdk::export_handler!(TxnOffsetCommit);
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use gregor_sdk::authz::Action;
+    use gregor_sdk::fake::{self, FakeHost};
     use gregor_sdk::ids::str_bytes;
     use gregor_sdk::kafka_protocol::messages::txn_offset_commit_request::{
         TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic,
     };
-    use gregor_sdk::kafka_protocol::messages::TopicName;
-    use gregor_sdk::kafka_protocol::protocol::Encodable;
+    use gregor_sdk::kafka_protocol::messages::txn_offset_commit_response::TxnOffsetCommitResponseTopic;
+    use gregor_sdk::kafka_protocol::messages::{GroupId, TopicName, TransactionalId};
+    use gregor_sdk::metadata::TopicInfo;
+    use gregor_sdk::testing::assert_encodes_for_served_versions;
+    use gregor_sdk::txn::TxnPartitionResult;
 
     fn request() -> TxnOffsetCommitRequest {
         let topic = |name: &str, partitions: &[i32]| {
@@ -222,36 +143,36 @@ mod tests {
                         .collect(),
                 )
         };
-        TxnOffsetCommitRequest::default().with_topics(vec![topic("a", &[0, 1]), topic("b", &[0])])
+        TxnOffsetCommitRequest::default()
+            .with_transactional_id(TransactionalId(str_bytes("t")))
+            .with_group_id(GroupId(str_bytes("g")))
+            .with_topics(vec![topic("a", &[0, 1]), topic("b", &[0])])
+    }
+
+    /// Per topic, (partition, error code).
+    fn shape(response: &TxnOffsetCommitResponse) -> Vec<(String, Vec<(i32, i16)>)> {
+        let partitions = |t: &TxnOffsetCommitResponseTopic| {
+            let codes = t
+                .partitions
+                .iter()
+                .map(|p| (p.partition_index, p.error_code));
+            (t.name.to_string(), codes.collect())
+        };
+        response.topics.iter().map(partitions).collect()
     }
 
     #[test]
-    fn error_responses_answer_every_partition_in_order() {
-        let response = response(&request(), same_code(&request(), 53));
-        let shape: Vec<(String, Vec<(i32, i16)>)> = response
-            .topics
-            .iter()
-            .map(|t| {
-                let partitions = t
-                    .partitions
-                    .iter()
-                    .map(|p| (p.partition_index, p.error_code));
-                (t.name.to_string(), partitions.collect())
-            })
-            .collect();
+    fn encodes_for_every_served_version() {
+        let ctx = fake::context::<TxnOffsetCommit>(0);
+        let failed = TxnOffsetCommit::failed(&ctx, &request(), 53);
         assert_eq!(
-            shape,
+            shape(&failed),
             vec![
                 ("a".to_string(), vec![(0, 53), (1, 53)]),
                 ("b".to_string(), vec![(0, 53)])
             ]
         );
-        for version in 0..=4 {
-            assert!(
-                response.encode(&mut Vec::new(), version).is_ok(),
-                "v{version}"
-            );
-        }
+        assert_encodes_for_served_versions::<TxnOffsetCommit>(&[request()], &[failed]);
     }
 
     #[test]
@@ -261,5 +182,65 @@ mod tests {
         assert_eq!(for_version(loading, 1), unavailable);
         assert_eq!(for_version(loading, 2), loading);
         assert_eq!(for_version(0, 0), 0);
+    }
+
+    /// Topic "a" has one partition; the principal may not READ group "g"
+    /// unless `group_readable`. The coordinator is still loading.
+    struct Coordinator {
+        group_readable: bool,
+    }
+
+    impl FakeHost for Coordinator {
+        fn authorize(&self, action: &Action) -> bool {
+            self.group_readable || action.resource_name != "g"
+        }
+        fn list_topics(&self) -> Vec<TopicInfo> {
+            vec![fake::topic_info("a", 1)]
+        }
+        fn txn_offset_commit(
+            &self,
+            _: &str,
+            _: &str,
+            _: i64,
+            _: i16,
+            _: &TxnGroupMember,
+            offsets: &[TxnOffset],
+        ) -> Vec<TxnPartitionResult> {
+            let loading = ResponseError::CoordinatorLoadInProgress.code();
+            let result = |o: &TxnOffset| TxnPartitionResult {
+                topic: o.topic.clone(),
+                partition: o.partition,
+                error_code: loading,
+            };
+            offsets.iter().map(result).collect()
+        }
+    }
+
+    #[test]
+    fn checked_partitions_go_to_the_transaction() {
+        let host = || Coordinator {
+            group_readable: true,
+        };
+        let (loading, unavailable, unknown) = (14, 15, 3);
+        let handled = fake::handle::<TxnOffsetCommit>(host(), 4, &request());
+        assert_eq!(
+            handled.response.map(|r| shape(&r)),
+            Some(vec![
+                ("a".to_string(), vec![(0, loading), (1, unknown)]),
+                ("b".to_string(), vec![(0, unknown)])
+            ])
+        );
+        let old = fake::handle::<TxnOffsetCommit>(host(), 1, &request());
+        assert_eq!(old.counted_errors, vec![unavailable, unknown, unknown]);
+    }
+
+    #[test]
+    fn an_unreadable_group_is_refused() {
+        let host = Coordinator {
+            group_readable: false,
+        };
+        let handled = fake::handle::<TxnOffsetCommit>(host, 3, &request());
+        let denied = ResponseError::GroupAuthorizationFailed.code();
+        assert_eq!(handled.counted_errors, vec![denied; 3]);
     }
 }

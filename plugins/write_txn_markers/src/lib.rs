@@ -34,46 +34,41 @@ use gregor_sdk::kafka_protocol::messages::{
     ProducerId, TopicName, WriteTxnMarkersRequest, WriteTxnMarkersResponse,
 };
 use gregor_sdk::txn::{self, by_topic, PartitionCodes, TxnPartition};
-use gregor_sdk::{
-    api_info, decode, encode, quotas, respond, ApiInfo, Outcome, RawHandler, RequestContext,
-    ResponseError,
-};
+use gregor_sdk::{quotas, Handler, Reply, RequestContext, ResponseError};
 
 struct WriteTxnMarkers;
 
-impl RawHandler for WriteTxnMarkers {
-    fn describe() -> ApiInfo {
-        api_info::<WriteTxnMarkersRequest>("WriteTxnMarkers", 1, 1)
-    }
+impl Handler for WriteTxnMarkers {
+    type Request = WriteTxnMarkersRequest;
+    type Response = WriteTxnMarkersResponse;
+    const NAME: &'static str = "WriteTxnMarkers";
+    const MIN_VERSION: i16 = 1;
+    const MAX_VERSION: i16 = 1;
 
-    fn handle(ctx: RequestContext, body: Vec<u8>) -> Outcome {
-        let request: WriteTxnMarkersRequest = match decode(&ctx, &body) {
-            Ok(request) => request,
-            Err(outcome) => return outcome,
-        };
-        let response =
-            if cluster_allowed(Operation::Alter) || cluster_allowed(Operation::ClusterAction) {
-                write(&request)
-            } else {
-                failed(&request, ResponseError::ClusterAuthorizationFailed.code())
-            };
-        gregor_sdk::count_errors(
-            response
-                .markers
-                .iter()
-                .flat_map(|marker| &marker.topics)
-                .flat_map(|topic| &topic.partitions)
-                .map(|partition| partition.error_code),
-        );
-        // Kafka's `sendResponseExemptThrottle`: a cluster action is exempt.
-        quotas::record_request(true);
-        respond(&ctx, &response)
+    fn handle(
+        _ctx: &RequestContext,
+        request: &WriteTxnMarkersRequest,
+    ) -> Reply<WriteTxnMarkersResponse> {
+        if cluster_allowed(Operation::Alter) || cluster_allowed(Operation::ClusterAction) {
+            write(request)
+        } else {
+            failed(request, ResponseError::ClusterAuthorizationFailed.code())
+        }
+        .into()
     }
 
     /// Kafka's `getErrorResponse`: every partition of every marker.
-    fn error_response(ctx: RequestContext, body: Vec<u8>, error_code: i16) -> Option<Vec<u8>> {
-        let request: WriteTxnMarkersRequest = decode(&ctx, &body).ok()?;
-        encode(&ctx, &failed(&request, error_code))
+    fn failed(
+        _: &RequestContext,
+        request: &WriteTxnMarkersRequest,
+        error_code: i16,
+    ) -> WriteTxnMarkersResponse {
+        failed(request, error_code)
+    }
+
+    /// Kafka's `sendResponseExemptThrottle`: a cluster action is exempt.
+    fn throttle(_: &RequestContext, _: &WriteTxnMarkersRequest, _: &mut WriteTxnMarkersResponse) {
+        quotas::record_request(true);
     }
 }
 
@@ -210,13 +205,13 @@ fn response(written: impl IntoIterator<Item = Written>) -> WriteTxnMarkersRespon
     WriteTxnMarkersResponse::default().with_markers(markers)
 }
 
-gregor_sdk::export_raw_handler!(WriteTxnMarkers);
+gregor_sdk::export_handler!(WriteTxnMarkers);
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use gregor_sdk::kafka_protocol::messages::write_txn_markers_request::WritableTxnMarkerTopic;
-    use gregor_sdk::kafka_protocol::protocol::Encodable;
+    use gregor_sdk::testing::assert_encodes_for_served_versions;
 
     fn marker(producer_id: i64, topics: &[(&str, &[i32])]) -> WritableTxnMarker {
         WritableTxnMarker::default()
@@ -254,7 +249,7 @@ mod tests {
     }
 
     #[test]
-    fn markers_of_one_producer_merge() {
+    fn markers_of_one_producer_merge_and_encode() {
         let request = WriteTxnMarkersRequest::default().with_markers(vec![
             marker(7, &[("a", &[0, 1])]),
             marker(8, &[("b", &[0])]),
@@ -274,7 +269,7 @@ mod tests {
                 (8, vec![("b".to_string(), vec![(0, 31)])]),
             ]
         );
-        assert!(response.encode(&mut Vec::new(), 1).is_ok());
+        assert_encodes_for_served_versions::<WriteTxnMarkers>(&[request], &[response]);
     }
 
     #[test]
