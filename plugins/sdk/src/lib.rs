@@ -21,6 +21,7 @@ pub mod fake;
 pub mod groups;
 pub mod handler;
 pub mod ids;
+pub mod partitions;
 pub mod request_caps;
 pub mod response;
 #[cfg(not(target_arch = "wasm32"))]
