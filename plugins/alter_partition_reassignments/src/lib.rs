@@ -221,32 +221,10 @@ mod tests {
             self.admin
         }
         fn describe_cluster(&self) -> metadata::Cluster {
-            metadata::Cluster {
-                cluster_id: "c".to_string(),
-                controller_id: 1,
-                brokers: vec![metadata::Broker {
-                    node_id: 1,
-                    host: "localhost".to_string(),
-                    port: 9092,
-                    rack: None,
-                }],
-            }
+            fake::single_node_cluster()
         }
         fn list_topics(&self) -> Vec<TopicInfo> {
-            let partition = metadata::PartitionInfo {
-                partition: 0,
-                leader_id: 1,
-                leader_epoch: 0,
-                replicas: vec![1],
-                isr: vec![1],
-                offline_replicas: Vec::new(),
-            };
-            vec![TopicInfo {
-                name: "t".to_string(),
-                topic_id: gregor_sdk::Uuid { high: 0, low: 1 },
-                is_internal: false,
-                partitions: vec![partition],
-            }]
+            vec![fake::single_node_topic("t", 1)]
         }
     }
 

@@ -349,8 +349,26 @@ mod tests {
             ]);
         let deleted = result(Some("a"), Uuid::nil(), 0, None);
         assert_encodes_for_served_versions::<DeleteTopics>(
-            &[request],
+            &[request.clone()],
             &[DeleteTopicsResponse::default().with_responses(vec![deleted])],
         );
+        // Each version's failure names the topics as that version does.
+        let code = ResponseError::UnknownServerError.code();
+        for version in 1..=6 {
+            let ctx = gregor_sdk::fake::context::<DeleteTopics>(version);
+            let response = DeleteTopics::failed(&ctx, &request, code);
+            let shape: Vec<(Option<String>, Uuid)> = response
+                .responses
+                .iter()
+                .map(|t| (t.name.as_ref().map(|n| n.to_string()), t.topic_id))
+                .collect();
+            let second = if version >= 6 {
+                (None, id)
+            } else {
+                (Some("b".to_string()), Uuid::nil())
+            };
+            let first = (Some("a".to_string()), Uuid::nil());
+            assert_eq!(shape, vec![first, second], "v{version}");
+        }
     }
 }

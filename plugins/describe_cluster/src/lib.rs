@@ -102,6 +102,8 @@ gregor_sdk::export_handler!(DescribeCluster);
 #[cfg(test)]
 mod tests {
     use super::*;
+    use gregor_sdk::authz::{Action, Operation};
+    use gregor_sdk::fake::{self, FakeHost};
     use gregor_sdk::testing::assert_encodes_for_served_versions;
 
     #[test]
@@ -116,5 +118,47 @@ mod tests {
             &[DescribeClusterRequest::default().with_include_cluster_authorized_operations(true)],
             &[response],
         );
+    }
+
+    /// A single node whose principal may only DESCRIBE the cluster.
+    struct Node;
+
+    impl FakeHost for Node {
+        fn authorize(&self, action: &Action) -> bool {
+            action.operation == Operation::Describe
+        }
+        fn describe_cluster(&self) -> metadata::Cluster {
+            fake::single_node_cluster()
+        }
+    }
+
+    #[test]
+    fn the_node_describes_itself_with_the_operations_asked_for() {
+        let request = DescribeClusterRequest::default()
+            .with_endpoint_type(BROKER_ENDPOINT)
+            .with_include_cluster_authorized_operations(true);
+        let handled = fake::handle::<DescribeCluster>(Node, 1, &request);
+        let response = handled.response.expect("a response");
+        let ids: Vec<i32> = response.brokers.iter().map(|b| b.broker_id.0).collect();
+        assert_eq!((response.controller_id.0, ids), (1, vec![1]));
+        let describe = 1 << gregor_sdk::authorize::operation_code(Operation::Describe);
+        assert_eq!(response.cluster_authorized_operations, describe);
+        let plain = request.with_include_cluster_authorized_operations(false);
+        let response = fake::handle::<DescribeCluster>(Node, 1, &plain).response;
+        let operations = response.map(|r| r.cluster_authorized_operations);
+        assert_eq!(operations, Some(NOT_REQUESTED));
+    }
+
+    #[test]
+    fn a_broker_is_no_controller_endpoint() {
+        let request = DescribeClusterRequest::default().with_endpoint_type(2);
+        let handled = fake::handle::<DescribeCluster>(Node, 1, &request);
+        let unsupported = ResponseError::UnsupportedEndpointType.code();
+        let response = handled.response.expect("a response");
+        assert_eq!(
+            (response.error_code, response.brokers.len()),
+            (unsupported, 0)
+        );
+        assert_eq!(handled.counted_errors, vec![unsupported]);
     }
 }

@@ -138,7 +138,7 @@ mod tests {
     use super::*;
     use gregor_sdk::authz::Action;
     use gregor_sdk::fake::{self, FakeHost};
-    use gregor_sdk::metadata::{PartitionInfo, TopicInfo};
+    use gregor_sdk::metadata::TopicInfo;
     use gregor_sdk::testing::assert_encodes_for_served_versions;
 
     fn request(topics: Option<Vec<(&str, Vec<i32>)>>) -> ElectLeadersRequest {
@@ -180,20 +180,7 @@ mod tests {
             self.admin
         }
         fn list_topics(&self) -> Vec<TopicInfo> {
-            let partition = PartitionInfo {
-                partition: 0,
-                leader_id: 1,
-                leader_epoch: 0,
-                replicas: vec![1],
-                isr: vec![1],
-                offline_replicas: Vec::new(),
-            };
-            vec![TopicInfo {
-                name: "t".to_string(),
-                topic_id: gregor_sdk::Uuid { high: 0, low: 1 },
-                is_internal: false,
-                partitions: vec![partition],
-            }]
+            vec![fake::single_node_topic("t", 1)]
         }
     }
 
