@@ -17,36 +17,33 @@
 //!   for every partition, as Kafka's
 //!   `AlterPartitionReassignmentsRequest.getErrorResponse`.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 
 use gregor_sdk::authorize::cluster_allowed;
 use gregor_sdk::authz::Operation;
 use gregor_sdk::ids::str_bytes;
 use gregor_sdk::kafka_protocol::messages::alter_partition_reassignments_request::ReassignablePartition;
-use gregor_sdk::kafka_protocol::messages::alter_partition_reassignments_response::{
-    ReassignablePartitionResponse, ReassignableTopicResponse,
-};
+use gregor_sdk::kafka_protocol::messages::alter_partition_reassignments_response::ReassignableTopicResponse as TopicResponse;
 use gregor_sdk::kafka_protocol::messages::{
     AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse,
 };
 use gregor_sdk::metadata::{self, TopicInfo};
-use gregor_sdk::{
-    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, KafkaError, Outcome,
-    RawHandler, RequestContext, ResponseError,
-};
+use gregor_sdk::partitions::{self, TopicAnswer};
+use gregor_sdk::{Handler, KafkaError, Reply, RequestContext, ResponseError};
 
 struct AlterPartitionReassignments;
 
-impl RawHandler for AlterPartitionReassignments {
-    fn describe() -> ApiInfo {
-        api_info::<AlterPartitionReassignmentsRequest>("AlterPartitionReassignments", 0, 1)
-    }
+impl Handler for AlterPartitionReassignments {
+    type Request = AlterPartitionReassignmentsRequest;
+    type Response = AlterPartitionReassignmentsResponse;
+    const NAME: &'static str = "AlterPartitionReassignments";
+    const MIN_VERSION: i16 = 0;
+    const MAX_VERSION: i16 = 1;
 
-    fn handle(ctx: RequestContext, body: Vec<u8>) -> Outcome {
-        let request: AlterPartitionReassignmentsRequest = match decode(&ctx, &body) {
-            Ok(request) => request,
-            Err(outcome) => return outcome,
-        };
+    fn handle(
+        _ctx: &RequestContext,
+        request: &AlterPartitionReassignmentsRequest,
+    ) -> Reply<AlterPartitionReassignmentsResponse> {
         let allowed = cluster_allowed(Operation::Alter);
         let registered: BTreeSet<i32> = metadata::describe_cluster()
             .brokers
@@ -55,103 +52,53 @@ impl RawHandler for AlterPartitionReassignments {
             .collect();
         let mut response = AlterPartitionReassignmentsResponse::default()
             .with_allow_replication_factor_change(request.allow_replication_factor_change);
+        let denied = ResponseError::ClusterAuthorizationFailed;
         if !allowed {
-            let error = ResponseError::ClusterAuthorizationFailed;
-            response.error_code = error.code();
-            response.error_message = Some(str_bytes(&error.to_string()));
+            response.error_code = denied.code();
+            response.error_message = Some(str_bytes(&denied.to_string()));
         }
-        for topic in &request.topics {
-            let info = metadata::topic_by_name(topic.name.as_str());
-            let partitions = topic
-                .partitions
-                .iter()
-                .map(|partition| {
-                    let outcome = if allowed {
-                        reassign(
-                            topic.name.as_str(),
-                            info.as_ref(),
-                            partition,
-                            &registered,
-                            request.allow_replication_factor_change,
-                        )
-                    } else {
-                        let error = ResponseError::ClusterAuthorizationFailed;
-                        Err(KafkaError {
-                            code: error.code(),
-                            message: Some(error.to_string()),
-                        })
-                    };
-                    let (code, message) = match outcome {
-                        Ok(()) => (0, None),
-                        Err(error) => (error.code, error.message),
-                    };
-                    ReassignablePartitionResponse::default()
-                        .with_partition_index(partition.partition_index)
-                        .with_error_code(code)
-                        .with_error_message(message.as_deref().map(str_bytes))
-                })
-                .collect();
-            response.responses.push(
-                ReassignableTopicResponse::default()
-                    .with_name(topic.name.clone())
-                    .with_partitions(partitions),
-            );
-        }
-        gregor_sdk::count_errors(error_codes(&response));
-        response.throttle_time_ms = request_throttle_ms();
-        respond(&ctx, &response)
+        let infos: HashMap<&str, Option<TopicInfo>> = request
+            .topics
+            .iter()
+            .map(|t| (t.name.as_str(), metadata::topic_by_name(t.name.as_str())))
+            .collect();
+        response.responses =
+            partitions::answer::<TopicResponse>(&request.topics, |topic, partition| {
+                let name = topic.name.as_str();
+                let outcome = if allowed {
+                    reassign(
+                        name,
+                        infos.get(name).and_then(Option::as_ref),
+                        partition,
+                        &registered,
+                        request.allow_replication_factor_change,
+                    )
+                } else {
+                    Err(error(denied, denied.to_string()))
+                };
+                let (code, message) = match outcome {
+                    Ok(()) => (0, None),
+                    Err(error) => (error.code, error.message),
+                };
+                TopicResponse::error(partition, code)
+                    .with_error_message(message.as_deref().map(str_bytes))
+            });
+        response.into()
     }
 
     /// Kafka's `getErrorResponse`: the error at the top level and for
     /// every partition.
-    fn error_response(ctx: RequestContext, body: Vec<u8>, error_code: i16) -> Option<Vec<u8>> {
-        let request: AlterPartitionReassignmentsRequest = decode(&ctx, &body).ok()?;
-        encode(&ctx, &error_response_for(&request, error_code))
+    fn failed(
+        _: &RequestContext,
+        request: &AlterPartitionReassignmentsRequest,
+        error_code: i16,
+    ) -> AlterPartitionReassignmentsResponse {
+        AlterPartitionReassignmentsResponse::default()
+            .with_allow_replication_factor_change(request.allow_replication_factor_change)
+            .with_error_code(error_code)
+            .with_error_message(None)
+            .with_responses(partitions::failed(&request.topics, error_code))
     }
-}
-
-/// The request answered with `error_code`, at the top level and for every
-/// partition.
-fn error_response_for(
-    request: &AlterPartitionReassignmentsRequest,
-    error_code: i16,
-) -> AlterPartitionReassignmentsResponse {
-    let responses = request
-        .topics
-        .iter()
-        .map(|topic| {
-            let partitions = topic
-                .partitions
-                .iter()
-                .map(|partition| {
-                    ReassignablePartitionResponse::default()
-                        .with_partition_index(partition.partition_index)
-                        .with_error_code(error_code)
-                        .with_error_message(None)
-                })
-                .collect();
-            ReassignableTopicResponse::default()
-                .with_name(topic.name.clone())
-                .with_partitions(partitions)
-        })
-        .collect();
-    AlterPartitionReassignmentsResponse::default()
-        .with_allow_replication_factor_change(request.allow_replication_factor_change)
-        .with_error_code(error_code)
-        .with_error_message(None)
-        .with_responses(responses)
-}
-
-/// The top-level code and every partition's.
-fn error_codes(response: &AlterPartitionReassignmentsResponse) -> Vec<i16> {
-    let partitions = response
-        .responses
-        .iter()
-        .flat_map(|topic| &topic.partitions)
-        .map(|partition| partition.error_code);
-    std::iter::once(response.error_code)
-        .chain(partitions)
-        .collect()
 }
 
 fn error(code: ResponseError, message: String) -> KafkaError {
@@ -224,12 +171,16 @@ fn validate_target(target: &[i32], registered: &BTreeSet<i32>) -> Result<(), Kaf
     Ok(())
 }
 
-gregor_sdk::export_raw_handler!(AlterPartitionReassignments);
+gregor_sdk::export_handler!(AlterPartitionReassignments);
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gregor_sdk::kafka_protocol::protocol::Encodable;
+    use gregor_sdk::authz::Action;
+    use gregor_sdk::fake::{self, FakeHost};
+    use gregor_sdk::kafka_protocol::messages::alter_partition_reassignments_request::ReassignableTopic;
+    use gregor_sdk::kafka_protocol::messages::BrokerId;
+    use gregor_sdk::testing::assert_encodes_for_served_versions;
 
     #[test]
     fn targets_are_checked_like_the_controller() {
@@ -243,55 +194,96 @@ mod tests {
     }
 
     #[test]
-    fn responses_encode_for_every_served_version() {
-        for version in 0..=1 {
-            let topic = ReassignableTopicResponse::default().with_partitions(vec![
-                ReassignablePartitionResponse::default().with_error_code(85),
+    fn encodes_for_every_served_version() {
+        let topic = ReassignableTopic::default()
+            .with_name(str_bytes("a").into())
+            .with_partitions(vec![
+                ReassignablePartition::default().with_partition_index(1)
             ]);
-            let response =
-                AlterPartitionReassignmentsResponse::default().with_responses(vec![topic]);
-            assert!(
-                response.encode(&mut Vec::new(), version).is_ok(),
-                "v{version}"
-            );
+        let moved = partitions::failed(
+            &[topic.clone()],
+            ResponseError::InvalidReplicaAssignment.code(),
+        );
+        assert_encodes_for_served_versions::<AlterPartitionReassignments>(
+            &[AlterPartitionReassignmentsRequest::default().with_topics(vec![topic])],
+            &[AlterPartitionReassignmentsResponse::default().with_responses(moved)],
+        );
+    }
+
+    /// One broker (1) and topic "t" with partition 0 on it; `admin` says
+    /// whether the principal may ALTER the cluster.
+    struct Cluster {
+        admin: bool,
+    }
+
+    impl FakeHost for Cluster {
+        fn authorize(&self, _: &Action) -> bool {
+            self.admin
+        }
+        fn describe_cluster(&self) -> metadata::Cluster {
+            fake::single_node_cluster()
+        }
+        fn list_topics(&self) -> Vec<TopicInfo> {
+            vec![fake::single_node_topic("t", 1)]
         }
     }
 
-    #[test]
-    fn error_responses_answer_every_partition_for_every_served_version() {
-        use gregor_sdk::kafka_protocol::messages::alter_partition_reassignments_request::ReassignableTopic;
-        let topic = |name: &str, partitions: &[i32]| {
+    fn request() -> AlterPartitionReassignmentsRequest {
+        let partition = |index, replicas: Option<Vec<i32>>| {
+            ReassignablePartition::default()
+                .with_partition_index(index)
+                .with_replicas(replicas.map(|ids| ids.into_iter().map(BrokerId).collect()))
+        };
+        let topic = |name: &str, partitions| {
             ReassignableTopic::default()
                 .with_name(str_bytes(name).into())
-                .with_partitions(
-                    partitions
-                        .iter()
-                        .map(|&p| ReassignablePartition::default().with_partition_index(p))
-                        .collect(),
-                )
+                .with_partitions(partitions)
         };
-        let request = AlterPartitionReassignmentsRequest::default()
-            .with_topics(vec![topic("a", &[0, 1]), topic("b", &[2])]);
-        let code = ResponseError::UnknownServerError.code();
-        let response = error_response_for(&request, code);
-        assert_eq!(error_codes(&response), vec![code; 4]);
-        let shape: Vec<(String, Vec<i32>)> = response
-            .responses
-            .iter()
-            .map(|t| {
-                let partitions = t.partitions.iter().map(|p| p.partition_index);
-                (t.name.to_string(), partitions.collect())
-            })
-            .collect();
+        AlterPartitionReassignmentsRequest::default().with_topics(vec![
+            topic(
+                "t",
+                vec![
+                    partition(0, Some(vec![1])),
+                    partition(0, None),
+                    partition(1, Some(vec![1])),
+                    partition(0, Some(vec![2])),
+                ],
+            ),
+            topic("gone", vec![partition(0, Some(vec![1]))]),
+        ])
+    }
+
+    fn codes(response: &AlterPartitionReassignmentsResponse) -> Vec<i16> {
+        let partitions = response.responses.iter().flat_map(|t| &t.partitions);
+        partitions.map(|p| p.error_code).collect()
+    }
+
+    #[test]
+    fn partitions_are_checked_as_the_controller_does() {
+        let handled =
+            fake::handle::<AlterPartitionReassignments>(Cluster { admin: true }, 1, &request());
+        let response = handled.response.expect("a response");
+        let unknown = ResponseError::UnknownTopicOrPartition.code();
+        let expected = vec![
+            0,
+            ResponseError::NoReassignmentInProgress.code(),
+            unknown,
+            ResponseError::InvalidReplicaAssignment.code(),
+            unknown,
+        ];
+        assert_eq!((response.error_code, codes(&response)), (0, expected));
+    }
+
+    #[test]
+    fn without_alter_on_the_cluster_everything_is_refused() {
+        let handled =
+            fake::handle::<AlterPartitionReassignments>(Cluster { admin: false }, 0, &request());
+        let denied = ResponseError::ClusterAuthorizationFailed.code();
+        let response = handled.response.expect("a response");
         assert_eq!(
-            shape,
-            vec![("a".to_string(), vec![0, 1]), ("b".to_string(), vec![2])]
+            (response.error_code, codes(&response)),
+            (denied, vec![denied; 5])
         );
-        for version in 0..=1 {
-            assert!(
-                response.encode(&mut Vec::new(), version).is_ok(),
-                "v{version}"
-            );
-        }
+        assert_eq!(handled.counted_errors, vec![denied; 6]);
     }
 }

@@ -29,25 +29,23 @@ use gregor_sdk::kafka_protocol::messages::alter_replica_log_dirs_response::{
 use gregor_sdk::kafka_protocol::messages::{
     AlterReplicaLogDirsRequest, AlterReplicaLogDirsResponse,
 };
-use gregor_sdk::log;
-use gregor_sdk::{
-    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Outcome, RawHandler,
-    RequestContext, ResponseError,
-};
+use gregor_sdk::partitions;
+use gregor_sdk::{log, Handler, Reply, RequestContext, ResponseError};
 
 struct AlterReplicaLogDirs;
 
-impl RawHandler for AlterReplicaLogDirs {
-    fn describe() -> ApiInfo {
-        api_info::<AlterReplicaLogDirsRequest>("AlterReplicaLogDirs", 1, 2)
-    }
+impl Handler for AlterReplicaLogDirs {
+    type Request = AlterReplicaLogDirsRequest;
+    type Response = AlterReplicaLogDirsResponse;
+    const NAME: &'static str = "AlterReplicaLogDirs";
+    const MIN_VERSION: i16 = 1;
+    const MAX_VERSION: i16 = 2;
 
-    fn handle(ctx: RequestContext, body: Vec<u8>) -> Outcome {
-        let request: AlterReplicaLogDirsRequest = match decode(&ctx, &body) {
-            Ok(request) => request,
-            Err(outcome) => return outcome,
-        };
-        let moves = partition_dirs(&request);
+    fn handle(
+        _ctx: &RequestContext,
+        request: &AlterReplicaLogDirsRequest,
+    ) -> Reply<AlterReplicaLogDirsResponse> {
+        let moves = partition_dirs(request);
         let allowed = cluster_allowed(Operation::Alter);
         let mut by_topic: BTreeMap<String, Vec<AlterReplicaLogDirPartitionResult>> =
             BTreeMap::new();
@@ -63,8 +61,7 @@ impl RawHandler for AlterReplicaLogDirs {
                     .with_error_code(error_code),
             );
         }
-        let mut response = AlterReplicaLogDirsResponse::default();
-        response.results = by_topic
+        let results = by_topic
             .into_iter()
             .map(|(name, partitions)| {
                 AlterReplicaLogDirTopicResult::default()
@@ -72,53 +69,21 @@ impl RawHandler for AlterReplicaLogDirs {
                     .with_partitions(partitions)
             })
             .collect();
-        gregor_sdk::count_errors(error_codes(&response));
-        response.throttle_time_ms = request_throttle_ms();
-        respond(&ctx, &response)
+        AlterReplicaLogDirsResponse::default()
+            .with_results(results)
+            .into()
     }
 
-    /// Kafka's `getErrorResponse`: every partition with the error.
-    fn error_response(ctx: RequestContext, body: Vec<u8>, error_code: i16) -> Option<Vec<u8>> {
-        let request: AlterReplicaLogDirsRequest = decode(&ctx, &body).ok()?;
-        encode(&ctx, &error_response_for(&request, error_code))
+    /// Kafka's `getErrorResponse`: every partition of every directory with
+    /// the error, one result per directory's topic, in request order.
+    fn failed(
+        _: &RequestContext,
+        request: &AlterReplicaLogDirsRequest,
+        error_code: i16,
+    ) -> AlterReplicaLogDirsResponse {
+        let topics = request.dirs.iter().flat_map(|dir| &dir.topics);
+        AlterReplicaLogDirsResponse::default().with_results(partitions::failed(topics, error_code))
     }
-}
-
-/// Every partition of the request answered with `error_code`: one result
-/// per directory's topic, in request order, as Kafka builds it.
-fn error_response_for(
-    request: &AlterReplicaLogDirsRequest,
-    error_code: i16,
-) -> AlterReplicaLogDirsResponse {
-    let results = request
-        .dirs
-        .iter()
-        .flat_map(|dir| &dir.topics)
-        .map(|topic| {
-            let partitions = topic
-                .partitions
-                .iter()
-                .map(|&partition| {
-                    AlterReplicaLogDirPartitionResult::default()
-                        .with_partition_index(partition)
-                        .with_error_code(error_code)
-                })
-                .collect();
-            AlterReplicaLogDirTopicResult::default()
-                .with_topic_name(topic.name.clone())
-                .with_partitions(partitions)
-        })
-        .collect();
-    AlterReplicaLogDirsResponse::default().with_results(results)
-}
-
-fn error_codes(response: &AlterReplicaLogDirsResponse) -> Vec<i16> {
-    response
-        .results
-        .iter()
-        .flat_map(|topic| &topic.partitions)
-        .map(|partition| partition.error_code)
-        .collect()
 }
 
 /// The target directory of each partition in the request (the last one
@@ -135,7 +100,7 @@ fn partition_dirs(request: &AlterReplicaLogDirsRequest) -> BTreeMap<(String, i32
     moves
 }
 
-gregor_sdk::export_raw_handler!(AlterReplicaLogDirs);
+gregor_sdk::export_handler!(AlterReplicaLogDirs);
 
 #[cfg(test)]
 mod tests {
@@ -143,7 +108,7 @@ mod tests {
     use gregor_sdk::kafka_protocol::messages::alter_replica_log_dirs_request::{
         AlterReplicaLogDir, AlterReplicaLogDirTopic,
     };
-    use gregor_sdk::kafka_protocol::protocol::Encodable;
+    use gregor_sdk::testing::assert_encodes_for_served_versions;
 
     fn dir(path: &str, topic: &str, partitions: Vec<i32>) -> AlterReplicaLogDir {
         AlterReplicaLogDir::default()
@@ -164,43 +129,15 @@ mod tests {
     }
 
     #[test]
-    fn responses_encode_for_every_served_version() {
-        for version in 1..=2 {
-            let result = AlterReplicaLogDirTopicResult::default().with_partitions(vec![
-                AlterReplicaLogDirPartitionResult::default().with_error_code(57),
-            ]);
-            let response = AlterReplicaLogDirsResponse::default().with_results(vec![result]);
-            assert!(
-                response.encode(&mut Vec::new(), version).is_ok(),
-                "v{version}"
-            );
-        }
-    }
-
-    #[test]
-    fn error_responses_answer_every_partition_for_every_served_version() {
+    fn encodes_for_every_served_version() {
         let request = AlterReplicaLogDirsRequest::default()
             .with_dirs(vec![dir("/a", "t", vec![0, 1]), dir("/b", "u", vec![2])]);
-        let code = ResponseError::UnknownServerError.code();
-        let response = error_response_for(&request, code);
-        assert_eq!(error_codes(&response), vec![code; 3]);
-        let shape: Vec<(String, Vec<i32>)> = response
-            .results
-            .iter()
-            .map(|t| {
-                let partitions = t.partitions.iter().map(|p| p.partition_index);
-                (t.topic_name.to_string(), partitions.collect())
-            })
-            .collect();
-        assert_eq!(
-            shape,
-            vec![("t".to_string(), vec![0, 1]), ("u".to_string(), vec![2])]
+        let result = AlterReplicaLogDirTopicResult::default().with_partitions(vec![
+            AlterReplicaLogDirPartitionResult::default().with_error_code(57),
+        ]);
+        assert_encodes_for_served_versions::<AlterReplicaLogDirs>(
+            &[request],
+            &[AlterReplicaLogDirsResponse::default().with_results(vec![result])],
         );
-        for version in 1..=2 {
-            assert!(
-                response.encode(&mut Vec::new(), version).is_ok(),
-                "v{version}"
-            );
-        }
     }
 }

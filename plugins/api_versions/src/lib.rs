@@ -13,46 +13,37 @@
 use gregor_sdk::kafka_protocol::messages::api_versions_response::ApiVersion;
 use gregor_sdk::kafka_protocol::messages::{ApiVersionsRequest, ApiVersionsResponse};
 use gregor_sdk::kafka_protocol::protocol::Request;
-use gregor_sdk::{
-    api_info, decode, encode, metadata, request_throttle_ms, respond, ApiInfo, Outcome, RawHandler,
-    RequestContext, ResponseError,
-};
+use gregor_sdk::{metadata, Handler, Reply, RequestContext, ResponseError};
 
 const MIN_VERSION: i16 = 0;
 const MAX_VERSION: i16 = 4;
 
 struct ApiVersions;
 
-impl RawHandler for ApiVersions {
-    fn describe() -> ApiInfo {
-        api_info::<ApiVersionsRequest>("ApiVersions", MIN_VERSION, MAX_VERSION)
-    }
+impl Handler for ApiVersions {
+    type Request = ApiVersionsRequest;
+    type Response = ApiVersionsResponse;
+    const NAME: &'static str = "ApiVersions";
+    const MIN_VERSION: i16 = MIN_VERSION;
+    const MAX_VERSION: i16 = MAX_VERSION;
 
-    fn handle(ctx: RequestContext, body: Vec<u8>) -> Outcome {
-        let request: ApiVersionsRequest = match decode(&ctx, &body) {
-            Ok(request) => request,
-            Err(outcome) => return outcome,
-        };
-        let mut response = if ctx.api_version >= 3 && !valid_client_software(&request) {
-            failed(ResponseError::InvalidRequest.code())
-        } else {
-            let api_keys = metadata::supported_apis()
-                .into_iter()
-                .map(|api| api_version(api.api_key, api.min_version, api.max_version))
-                .collect();
-            ApiVersionsResponse::default()
-                .with_finalized_features_epoch(-1)
-                .with_api_keys(api_keys)
-        };
-        gregor_sdk::count_errors([response.error_code]);
-        response.throttle_time_ms = request_throttle_ms();
-        respond(&ctx, &response)
+    fn handle(ctx: &RequestContext, request: &ApiVersionsRequest) -> Reply<ApiVersionsResponse> {
+        if ctx.api_version >= 3 && !valid_client_software(request) {
+            return failed(ResponseError::InvalidRequest.code()).into();
+        }
+        let api_keys = metadata::supported_apis()
+            .into_iter()
+            .map(|api| api_version(api.api_key, api.min_version, api.max_version))
+            .collect();
+        ApiVersionsResponse::default()
+            .with_finalized_features_epoch(-1)
+            .with_api_keys(api_keys)
+            .into()
     }
 
     /// Kafka's `getErrorResponse`: the error, no APIs.
-    fn error_response(ctx: RequestContext, body: Vec<u8>, error_code: i16) -> Option<Vec<u8>> {
-        let _: ApiVersionsRequest = decode(&ctx, &body).ok()?;
-        encode(&ctx, &failed(error_code))
+    fn failed(_: &RequestContext, _: &ApiVersionsRequest, error_code: i16) -> ApiVersionsResponse {
+        failed(error_code)
     }
 }
 
@@ -97,12 +88,12 @@ fn valid_software_token(value: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || *b == b'-' || *b == b'.')
 }
 
-gregor_sdk::export_raw_handler!(ApiVersions);
+gregor_sdk::export_handler!(ApiVersions);
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gregor_sdk::kafka_protocol::protocol::Encodable;
+    use gregor_sdk::testing::assert_encodes_for_served_versions;
 
     #[test]
     fn software_tokens_follow_kip_511() {
@@ -114,7 +105,7 @@ mod tests {
     }
 
     #[test]
-    fn error_responses_encode_for_every_served_version() {
+    fn encodes_for_every_served_version() {
         let code = ResponseError::UnknownServerError.code();
         let response = failed(code);
         assert_eq!((response.error_code, response.api_keys.len()), (code, 0));
@@ -125,11 +116,9 @@ mod tests {
             .map(|k| (k.api_key, k.min_version, k.max_version))
             .collect();
         assert_eq!(own, vec![(18, MIN_VERSION, MAX_VERSION)]);
-        for version in MIN_VERSION..=MAX_VERSION {
-            for response in [&response, &unsupported] {
-                let encoded = response.encode(&mut Vec::new(), version);
-                assert!(encoded.is_ok(), "v{version}: {encoded:?}");
-            }
-        }
+        assert_encodes_for_served_versions::<ApiVersions>(
+            &[ApiVersionsRequest::default()],
+            &[response, unsupported],
+        );
     }
 }

@@ -36,10 +36,7 @@ use gregor_sdk::kafka_protocol::messages::create_partitions_request::CreateParti
 use gregor_sdk::kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
 use gregor_sdk::kafka_protocol::messages::{CreatePartitionsRequest, CreatePartitionsResponse};
 use gregor_sdk::request_caps;
-use gregor_sdk::{
-    api_info, decode, encode, metadata, quotas, request_throttle_ms, respond, ApiInfo, KafkaError,
-    Outcome, RawHandler, RequestContext, ResponseError,
-};
+use gregor_sdk::{metadata, quotas, Handler, KafkaError, Reply, RequestContext, ResponseError};
 
 /// The first version whose mutation quota is strict (KIP-599).
 const STRICT_SINCE_VERSION: i16 = 3;
@@ -49,16 +46,17 @@ const THROTTLED_MESSAGE: &str = "The throttling quota has been exceeded.";
 
 struct CreatePartitions;
 
-impl RawHandler for CreatePartitions {
-    fn describe() -> ApiInfo {
-        api_info::<CreatePartitionsRequest>("CreatePartitions", 0, 3)
-    }
+impl Handler for CreatePartitions {
+    type Request = CreatePartitionsRequest;
+    type Response = CreatePartitionsResponse;
+    const NAME: &'static str = "CreatePartitions";
+    const MIN_VERSION: i16 = 0;
+    const MAX_VERSION: i16 = 3;
 
-    fn handle(ctx: RequestContext, body: Vec<u8>) -> Outcome {
-        let request: CreatePartitionsRequest = match decode(&ctx, &body) {
-            Ok(request) => request,
-            Err(outcome) => return outcome,
-        };
+    fn handle(
+        ctx: &RequestContext,
+        request: &CreatePartitionsRequest,
+    ) -> Reply<CreatePartitionsResponse> {
         let mut count: HashMap<&str, usize> = HashMap::new();
         for topic in &request.topics {
             *count.entry(topic.name.as_str()).or_default() += 1;
@@ -72,7 +70,7 @@ impl RawHandler for CreatePartitions {
         for topic in &request.topics {
             let name = topic.name.as_str();
             // Each duplicated name is answered once.
-            let result = match count.get(name).copied().unwrap_or(0) {
+            let outcome = match count.get(name).copied().unwrap_or(0) {
                 0 => continue,
                 1 if !allowed.contains(name) => Err(KafkaError {
                     code: ResponseError::TopicAuthorizationFailed.code(),
@@ -91,46 +89,44 @@ impl RawHandler for CreatePartitions {
                 }),
             };
             count.insert(name, 0);
-            let (code, message) = match result {
+            let (code, message) = match outcome {
                 Ok(()) => (0, None),
                 Err(error) => (error.code, error.message),
             };
-            response.results.push(
-                CreatePartitionsTopicResult::default()
-                    .with_name(topic.name.clone())
-                    .with_error_code(code)
-                    .with_error_message(message.as_deref().map(str_bytes)),
-            );
+            response
+                .results
+                .push(result(topic, code, message.as_deref()));
         }
-        gregor_sdk::count_errors(response.results.iter().map(|result| result.error_code));
-        response.throttle_time_ms = request_throttle_ms().max(mutation_throttle);
-        respond(&ctx, &response)
+        // The SDK raises it to the request quota's.
+        response.throttle_time_ms = mutation_throttle;
+        response.into()
     }
 
-    /// Kafka's `getErrorResponse`: every topic with the error.
-    fn error_response(ctx: RequestContext, body: Vec<u8>, error_code: i16) -> Option<Vec<u8>> {
-        let request: CreatePartitionsRequest = decode(&ctx, &body).ok()?;
-        encode(&ctx, &error_response_for(&request, error_code))
+    /// Kafka's `getErrorResponse`: every topic (as named, duplicates too)
+    /// with the error.
+    fn failed(
+        _: &RequestContext,
+        request: &CreatePartitionsRequest,
+        error_code: i16,
+    ) -> CreatePartitionsResponse {
+        let results = request
+            .topics
+            .iter()
+            .map(|topic| result(topic, error_code, None))
+            .collect();
+        CreatePartitionsResponse::default().with_results(results)
     }
 }
 
-/// Every topic of the request (as named, duplicates too) answered with
-/// `error_code`.
-fn error_response_for(
-    request: &CreatePartitionsRequest,
+fn result(
+    topic: &CreatePartitionsTopic,
     error_code: i16,
-) -> CreatePartitionsResponse {
-    let results = request
-        .topics
-        .iter()
-        .map(|topic| {
-            CreatePartitionsTopicResult::default()
-                .with_name(topic.name.clone())
-                .with_error_code(error_code)
-                .with_error_message(None)
-        })
-        .collect();
-    CreatePartitionsResponse::default().with_results(results)
+    message: Option<&str>,
+) -> CreatePartitionsTopicResult {
+    CreatePartitionsTopicResult::default()
+        .with_name(topic.name.clone())
+        .with_error_code(error_code)
+        .with_error_message(message.map(str_bytes))
 }
 
 /// Validates, bounds the request's new partitions, charges the mutation
@@ -177,54 +173,28 @@ fn create(
     metadata::create_partitions(name, topic.count, assignments.as_deref(), false).map(|_| ())
 }
 
-gregor_sdk::export_raw_handler!(CreatePartitions);
+gregor_sdk::export_handler!(CreatePartitions);
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gregor_sdk::kafka_protocol::protocol::Encodable;
+    use gregor_sdk::testing::assert_encodes_for_served_versions;
 
     #[test]
-    fn responses_encode_for_every_served_version() {
-        for version in 0..=3 {
-            let result = CreatePartitionsTopicResult::default()
-                .with_name(str_bytes("t").into())
-                .with_error_code(37)
-                .with_error_message(Some(str_bytes("Topic already has 1 partition(s).")));
-            let response = CreatePartitionsResponse::default()
-                .with_results(vec![result])
-                .with_throttle_time_ms(5);
-            assert!(
-                response.encode(&mut Vec::new(), version).is_ok(),
-                "v{version}"
-            );
-        }
-    }
-
-    #[test]
-    fn error_responses_answer_every_topic_for_every_served_version() {
+    fn encodes_for_every_served_version() {
         let topic = |name: &str| {
             CreatePartitionsTopic::default()
                 .with_name(str_bytes(name).into())
                 .with_count(3)
         };
         let request = CreatePartitionsRequest::default().with_topics(vec![topic("a"), topic("b")]);
-        let code = ResponseError::UnknownServerError.code();
-        let response = error_response_for(&request, code);
-        let shape: Vec<(String, i16)> = response
-            .results
-            .iter()
-            .map(|r| (r.name.to_string(), r.error_code))
-            .collect();
-        assert_eq!(
-            shape,
-            vec![("a".to_string(), code), ("b".to_string(), code)]
-        );
-        for version in 0..=3 {
-            assert!(
-                response.encode(&mut Vec::new(), version).is_ok(),
-                "v{version}"
-            );
-        }
+        let response = CreatePartitionsResponse::default()
+            .with_results(vec![result(
+                &topic("t"),
+                37,
+                Some("Topic already has 1 partition(s)."),
+            )])
+            .with_throttle_time_ms(5);
+        assert_encodes_for_served_versions::<CreatePartitions>(&[request], &[response]);
     }
 }

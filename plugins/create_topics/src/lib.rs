@@ -48,10 +48,7 @@ use gregor_sdk::kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResp
 use gregor_sdk::metadata::{self, NewTopic, TopicInfo};
 use gregor_sdk::quotas;
 use gregor_sdk::request_caps;
-use gregor_sdk::{
-    api_info, decode, encode, respond, ApiInfo, KafkaError, Outcome, RawHandler, RequestContext,
-    ResponseError,
-};
+use gregor_sdk::{Handler, KafkaError, Reply, RequestContext, ResponseError};
 
 /// The KRaft metadata log's topic, which Kafka never lets a client create.
 const CLUSTER_METADATA_TOPIC: &str = "__cluster_metadata";
@@ -64,16 +61,14 @@ const THROTTLED_MESSAGE: &str = "The throttling quota has been exceeded.";
 
 struct CreateTopics;
 
-impl RawHandler for CreateTopics {
-    fn describe() -> ApiInfo {
-        api_info::<CreateTopicsRequest>("CreateTopics", 2, 7)
-    }
+impl Handler for CreateTopics {
+    type Request = CreateTopicsRequest;
+    type Response = CreateTopicsResponse;
+    const NAME: &'static str = "CreateTopics";
+    const MIN_VERSION: i16 = 2;
+    const MAX_VERSION: i16 = 7;
 
-    fn handle(ctx: RequestContext, body: Vec<u8>) -> Outcome {
-        let request: CreateTopicsRequest = match decode(&ctx, &body) {
-            Ok(request) => request,
-            Err(outcome) => return outcome,
-        };
+    fn handle(ctx: &RequestContext, request: &CreateTopicsRequest) -> Reply<CreateTopicsResponse> {
         let mut count: HashMap<&str, usize> = HashMap::new();
         for topic in &request.topics {
             *count.entry(topic.name.as_str()).or_default() += 1;
@@ -101,7 +96,7 @@ impl RawHandler for CreateTopics {
             })
             .fold(0, usize::saturating_add);
         if requested > request_caps::MAX_PARTITIONS_PER_BATCH {
-            return refuse_all(&ctx, &request, request_caps::TOO_MANY_PARTITIONS);
+            return refuse_all(request, request_caps::TOO_MANY_PARTITIONS);
         }
 
         // Validate every topic first: the records the valid ones would
@@ -140,7 +135,7 @@ impl RawHandler for CreateTopics {
                             .message
                             .as_deref()
                             .unwrap_or(request_caps::TOO_MANY_RECORDS);
-                        return refuse_all(&ctx, &request, message);
+                        return refuse_all(request, message);
                     }
                     Err(error) => {
                         Checked::Done(failed(topic, error.code, error.message.as_deref()))
@@ -151,7 +146,7 @@ impl RawHandler for CreateTopics {
             checked.push(outcome);
         }
         if records > request_caps::MAX_RECORDS_PER_USER_OP {
-            return refuse_all(&ctx, &request, request_caps::TOO_MANY_RECORDS);
+            return refuse_all(request, request_caps::TOO_MANY_RECORDS);
         }
 
         let mut response = CreateTopicsResponse::default();
@@ -171,15 +166,18 @@ impl RawHandler for CreateTopics {
             };
             response.topics.push(result);
         }
-        gregor_sdk::count_errors(response.topics.iter().map(|topic| topic.error_code));
-        response.throttle_time_ms = gregor_sdk::request_throttle_ms().max(mutation_throttle);
-        respond(&ctx, &response)
+        // The SDK raises it to the request quota's.
+        response.throttle_time_ms = mutation_throttle;
+        response.into()
     }
 
     /// Kafka's `getErrorResponse`: every topic with the error.
-    fn error_response(ctx: RequestContext, body: Vec<u8>, error_code: i16) -> Option<Vec<u8>> {
-        let request: CreateTopicsRequest = decode(&ctx, &body).ok()?;
-        encode(&ctx, &error_response_for(&request, error_code, None))
+    fn failed(
+        _: &RequestContext,
+        request: &CreateTopicsRequest,
+        error_code: i16,
+    ) -> CreateTopicsResponse {
+        error_response_for(request, error_code, None)
     }
 }
 
@@ -206,11 +204,8 @@ fn error_response_for(
 
 /// The whole request refused with POLICY_VIOLATION, as Kafka answers a
 /// request over its caps (`CreateTopicsRequest.getErrorResponse`).
-fn refuse_all(ctx: &RequestContext, request: &CreateTopicsRequest, message: &str) -> Outcome {
-    let mut response = error_response_for(request, request_caps::POLICY_VIOLATION, Some(message));
-    gregor_sdk::count_errors(response.topics.iter().map(|topic| topic.error_code));
-    response.throttle_time_ms = gregor_sdk::request_throttle_ms();
-    respond(ctx, &response)
+fn refuse_all(request: &CreateTopicsRequest, message: &str) -> Reply<CreateTopicsResponse> {
+    error_response_for(request, request_caps::POLICY_VIOLATION, Some(message)).into()
 }
 
 /// The broker's `num.partitions`, which a topic asking for -1 gets.
@@ -432,7 +427,7 @@ fn error(code: ResponseError, message: String) -> KafkaError {
     }
 }
 
-gregor_sdk::export_raw_handler!(CreateTopics);
+gregor_sdk::export_handler!(CreateTopics);
 
 #[cfg(test)]
 mod tests {
@@ -496,26 +491,21 @@ mod tests {
     }
 
     #[test]
-    fn error_responses_answer_every_topic_for_every_served_version() {
-        use gregor_sdk::kafka_protocol::protocol::Encodable;
+    fn encodes_for_every_served_version() {
+        use gregor_sdk::testing::assert_encodes_for_served_versions;
         let named = |name: &str| CreatableTopic::default().with_name(str_bytes(name).into());
         let request = CreateTopicsRequest::default().with_topics(vec![named("a"), named("b")]);
-        let code = ResponseError::UnknownServerError.code();
-        let response = error_response_for(&request, code, None);
-        let shape: Vec<(String, i16)> = response
-            .topics
-            .iter()
-            .map(|t| (t.name.to_string(), t.error_code))
-            .collect();
-        assert_eq!(
-            shape,
-            vec![("a".to_string(), code), ("b".to_string(), code)]
+        let refused = failed(
+            &named("a"),
+            request_caps::POLICY_VIOLATION,
+            Some("too large"),
         );
-        for version in 2..=7 {
-            assert!(
-                response.encode(&mut Vec::new(), version).is_ok(),
-                "v{version}"
-            );
-        }
+        let created = CreatableTopicResult::default()
+            .with_name(str_bytes("b").into())
+            .with_error_message(None);
+        assert_encodes_for_served_versions::<CreateTopics>(
+            &[request],
+            &[CreateTopicsResponse::default().with_topics(vec![refused, created])],
+        );
     }
 }

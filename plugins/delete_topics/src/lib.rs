@@ -32,9 +32,7 @@ use gregor_sdk::kafka_protocol::messages::{DeleteTopicsRequest, DeleteTopicsResp
 use gregor_sdk::metadata;
 use gregor_sdk::quotas;
 use gregor_sdk::uuid::Uuid;
-use gregor_sdk::{
-    api_info, decode, encode, respond, ApiInfo, Outcome, RawHandler, RequestContext, ResponseError,
-};
+use gregor_sdk::{Handler, Reply, RequestContext, ResponseError};
 
 /// The first version whose mutation quota is strict (KIP-599).
 const STRICT_SINCE_VERSION: i16 = 5;
@@ -54,21 +52,18 @@ enum Target {
     Done(DeletableTopicResult),
 }
 
-impl RawHandler for DeleteTopics {
-    fn describe() -> ApiInfo {
-        api_info::<DeleteTopicsRequest>("DeleteTopics", 1, 6)
-    }
+impl Handler for DeleteTopics {
+    type Request = DeleteTopicsRequest;
+    type Response = DeleteTopicsResponse;
+    const NAME: &'static str = "DeleteTopics";
+    const MIN_VERSION: i16 = 1;
+    const MAX_VERSION: i16 = 6;
 
-    fn handle(ctx: RequestContext, body: Vec<u8>) -> Outcome {
-        let request: DeleteTopicsRequest = match decode(&ctx, &body) {
-            Ok(request) => request,
-            Err(outcome) => return outcome,
-        };
-        let references = references(&request, ctx.api_version);
-        let mut response = DeleteTopicsResponse::default();
+    fn handle(ctx: &RequestContext, request: &DeleteTopicsRequest) -> Reply<DeleteTopicsResponse> {
+        let references = references(request, ctx.api_version);
         let strict = ctx.api_version >= STRICT_SINCE_VERSION;
         let mut mutation_throttle = 0;
-        response.responses = if !broker_flag("delete.topic.enable", true) {
+        let responses = if !broker_flag("delete.topic.enable", true) {
             let error = if ctx.api_version < 3 {
                 ResponseError::InvalidRequest
             } else {
@@ -78,18 +73,21 @@ impl RawHandler for DeleteTopics {
         } else {
             delete_topics(&references, strict, &mut mutation_throttle)
         };
-        gregor_sdk::count_errors(response.responses.iter().map(|topic| topic.error_code));
-        response.throttle_time_ms = gregor_sdk::request_throttle_ms().max(mutation_throttle);
-        respond(&ctx, &response)
+        // The SDK raises the throttle time to the request quota's.
+        DeleteTopicsResponse::default()
+            .with_responses(responses)
+            .with_throttle_time_ms(mutation_throttle)
+            .into()
     }
 
     /// Kafka's `getErrorResponse`: every topic with the error.
-    fn error_response(ctx: RequestContext, body: Vec<u8>, error_code: i16) -> Option<Vec<u8>> {
-        let request: DeleteTopicsRequest = decode(&ctx, &body).ok()?;
-        encode(
-            &ctx,
-            &error_response_for(&request, ctx.api_version, error_code),
-        )
+    fn failed(
+        ctx: &RequestContext,
+        request: &DeleteTopicsRequest,
+        error_code: i16,
+    ) -> DeleteTopicsResponse {
+        let references = references(request, ctx.api_version);
+        DeleteTopicsResponse::default().with_responses(same_code(&references, error_code))
     }
 }
 
@@ -117,16 +115,6 @@ fn same_code(references: &[(Option<&str>, Uuid)], error_code: i16) -> Vec<Deleta
         .iter()
         .map(|(name, id)| result(*name, *id, error_code, None))
         .collect()
-}
-
-/// Every topic of the request answered with `error_code`.
-fn error_response_for(
-    request: &DeleteTopicsRequest,
-    version: i16,
-    error_code: i16,
-) -> DeleteTopicsResponse {
-    DeleteTopicsResponse::default()
-        .with_responses(same_code(&references(request, version), error_code))
 }
 
 /// Authorizes and deletes the topics the references name, answering each
@@ -302,7 +290,7 @@ fn result(
         .with_error_message(message.map(str_bytes))
 }
 
-gregor_sdk::export_raw_handler!(DeleteTopics);
+gregor_sdk::export_handler!(DeleteTopics);
 
 #[cfg(test)]
 mod tests {
@@ -348,44 +336,39 @@ mod tests {
     }
 
     #[test]
-    fn error_responses_answer_every_topic_for_every_served_version() {
+    fn encodes_for_every_served_version() {
         use gregor_sdk::kafka_protocol::messages::delete_topics_request::DeleteTopicState;
-        use gregor_sdk::kafka_protocol::protocol::Encodable;
+        use gregor_sdk::testing::assert_encodes_for_served_versions;
         let id = Uuid::from_u64_pair(0, 7);
+        // Names up to v5, names or ids from v6.
         let request = DeleteTopicsRequest::default()
             .with_topic_names(vec![TopicName(str_bytes("a")), TopicName(str_bytes("b"))])
             .with_topics(vec![
                 DeleteTopicState::default().with_name(Some(TopicName(str_bytes("a")))),
                 DeleteTopicState::default().with_topic_id(id),
             ]);
+        let deleted = result(Some("a"), Uuid::nil(), 0, None);
+        assert_encodes_for_served_versions::<DeleteTopics>(
+            &[request.clone()],
+            &[DeleteTopicsResponse::default().with_responses(vec![deleted])],
+        );
+        // Each version's failure names the topics as that version does.
         let code = ResponseError::UnknownServerError.code();
         for version in 1..=6 {
-            let response = error_response_for(&request, version, code);
-            let shape: Vec<(Option<String>, Uuid, i16)> = response
+            let ctx = gregor_sdk::fake::context::<DeleteTopics>(version);
+            let response = DeleteTopics::failed(&ctx, &request, code);
+            let shape: Vec<(Option<String>, Uuid)> = response
                 .responses
                 .iter()
-                .map(|t| {
-                    (
-                        t.name.as_ref().map(|n| n.to_string()),
-                        t.topic_id,
-                        t.error_code,
-                    )
-                })
+                .map(|t| (t.name.as_ref().map(|n| n.to_string()), t.topic_id))
                 .collect();
             let second = if version >= 6 {
-                (None, id, code)
+                (None, id)
             } else {
-                (Some("b".to_string()), Uuid::nil(), code)
+                (Some("b".to_string()), Uuid::nil())
             };
-            assert_eq!(
-                shape,
-                vec![(Some("a".to_string()), Uuid::nil(), code), second],
-                "v{version}"
-            );
-            assert!(
-                response.encode(&mut Vec::new(), version).is_ok(),
-                "v{version}"
-            );
+            let first = (Some("a".to_string()), Uuid::nil());
+            assert_eq!(shape, vec![first, second], "v{version}");
         }
     }
 }

@@ -22,10 +22,7 @@ use gregor_sdk::kafka_protocol::messages::describe_cluster_response::DescribeClu
 use gregor_sdk::kafka_protocol::messages::{
     BrokerId, DescribeClusterRequest, DescribeClusterResponse,
 };
-use gregor_sdk::{
-    api_info, decode, encode, metadata, request_throttle_ms, respond, ApiInfo, Outcome, RawHandler,
-    RequestContext, ResponseError,
-};
+use gregor_sdk::{metadata, Handler, Reply, RequestContext, ResponseError};
 
 /// Kafka's `EndpointType` ids.
 const BROKER_ENDPOINT: i8 = 1;
@@ -34,16 +31,17 @@ const NOT_REQUESTED: i32 = i32::MIN;
 
 struct DescribeCluster;
 
-impl RawHandler for DescribeCluster {
-    fn describe() -> ApiInfo {
-        api_info::<DescribeClusterRequest>("DescribeCluster", 0, 2)
-    }
+impl Handler for DescribeCluster {
+    type Request = DescribeClusterRequest;
+    type Response = DescribeClusterResponse;
+    const NAME: &'static str = "DescribeCluster";
+    const MIN_VERSION: i16 = 0;
+    const MAX_VERSION: i16 = 2;
 
-    fn handle(ctx: RequestContext, body: Vec<u8>) -> Outcome {
-        let request: DescribeClusterRequest = match decode(&ctx, &body) {
-            Ok(request) => request,
-            Err(outcome) => return outcome,
-        };
+    fn handle(
+        ctx: &RequestContext,
+        request: &DescribeClusterRequest,
+    ) -> Reply<DescribeClusterResponse> {
         let mut response = empty();
         // v0 requests carry no endpoint type and mean brokers.
         if ctx.api_version >= 1 && request.endpoint_type != BROKER_ENDPOINT {
@@ -55,47 +53,41 @@ impl RawHandler for DescribeCluster {
             response.error_message = Some(str_bytes(&format!(
                 "The request was sent to an endpoint of type BROKER, but we wanted an endpoint of type {wanted}"
             )));
-        } else {
-            let cluster = metadata::describe_cluster();
-            response.cluster_id = str_bytes(&cluster.cluster_id);
-            response.controller_id = BrokerId(cluster.controller_id);
-            response.brokers = cluster
-                .brokers
-                .iter()
-                .map(|broker| {
-                    DescribeClusterBroker::default()
-                        .with_broker_id(BrokerId(broker.node_id))
-                        .with_host(str_bytes(&broker.host))
-                        .with_port(broker.port)
-                        .with_rack(broker.rack.as_deref().map(str_bytes))
-                        .with_is_fenced(false)
-                })
-                .collect();
-            if request.include_cluster_authorized_operations {
-                response.cluster_authorized_operations =
-                    authorized_operations(ResourceType::Cluster, &[CLUSTER_NAME])
-                        .first()
-                        .copied()
-                        .unwrap_or(0);
-            }
+            return response.into();
         }
-        gregor_sdk::count_errors([response.error_code]);
-        response.throttle_time_ms = request_throttle_ms();
-        respond(&ctx, &response)
+        let cluster = metadata::describe_cluster();
+        response.cluster_id = str_bytes(&cluster.cluster_id);
+        response.controller_id = BrokerId(cluster.controller_id);
+        response.brokers = cluster
+            .brokers
+            .iter()
+            .map(|broker| {
+                DescribeClusterBroker::default()
+                    .with_broker_id(BrokerId(broker.node_id))
+                    .with_host(str_bytes(&broker.host))
+                    .with_port(broker.port)
+                    .with_rack(broker.rack.as_deref().map(str_bytes))
+                    .with_is_fenced(false)
+            })
+            .collect();
+        if request.include_cluster_authorized_operations {
+            response.cluster_authorized_operations =
+                authorized_operations(ResourceType::Cluster, &[CLUSTER_NAME])
+                    .first()
+                    .copied()
+                    .unwrap_or(0);
+        }
+        response.into()
     }
 
     /// Kafka's `getErrorResponse`: the error, no brokers.
-    fn error_response(ctx: RequestContext, body: Vec<u8>, error_code: i16) -> Option<Vec<u8>> {
-        // Nothing of the request is echoed, but a body that does not decode
-        // gets no response.
-        decode::<DescribeClusterRequest>(&ctx, &body).ok()?;
-        encode(&ctx, &error_response_for(error_code))
+    fn failed(
+        _: &RequestContext,
+        _: &DescribeClusterRequest,
+        error_code: i16,
+    ) -> DescribeClusterResponse {
+        empty().with_error_code(error_code)
     }
-}
-
-/// The request answered with `error_code` and no brokers.
-fn error_response_for(error_code: i16) -> DescribeClusterResponse {
-    empty().with_error_code(error_code)
 }
 
 /// A broker's answer with no cluster in it yet.
@@ -105,39 +97,68 @@ fn empty() -> DescribeClusterResponse {
         .with_cluster_authorized_operations(NOT_REQUESTED)
 }
 
-gregor_sdk::export_raw_handler!(DescribeCluster);
+gregor_sdk::export_handler!(DescribeCluster);
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gregor_sdk::kafka_protocol::protocol::Encodable;
+    use gregor_sdk::authz::{Action, Operation};
+    use gregor_sdk::fake::{self, FakeHost};
+    use gregor_sdk::testing::assert_encodes_for_served_versions;
 
     #[test]
-    fn responses_encode_for_every_served_version() {
-        for version in 0..=2 {
-            let response = DescribeClusterResponse::default()
-                .with_cluster_id(str_bytes("abc"))
-                .with_brokers(vec![DescribeClusterBroker::default()
-                    .with_broker_id(BrokerId(1))
-                    .with_host(str_bytes("127.0.0.1"))
-                    .with_port(9092)]);
-            assert!(
-                response.encode(&mut Vec::new(), version).is_ok(),
-                "v{version}"
-            );
+    fn encodes_for_every_served_version() {
+        let response = DescribeClusterResponse::default()
+            .with_cluster_id(str_bytes("abc"))
+            .with_brokers(vec![DescribeClusterBroker::default()
+                .with_broker_id(BrokerId(1))
+                .with_host(str_bytes("127.0.0.1"))
+                .with_port(9092)]);
+        assert_encodes_for_served_versions::<DescribeCluster>(
+            &[DescribeClusterRequest::default().with_include_cluster_authorized_operations(true)],
+            &[response],
+        );
+    }
+
+    /// A single node whose principal may only DESCRIBE the cluster.
+    struct Node;
+
+    impl FakeHost for Node {
+        fn authorize(&self, action: &Action) -> bool {
+            action.operation == Operation::Describe
+        }
+        fn describe_cluster(&self) -> metadata::Cluster {
+            fake::single_node_cluster()
         }
     }
 
     #[test]
-    fn error_responses_encode_for_every_served_version() {
-        let code = ResponseError::UnknownServerError.code();
-        let response = error_response_for(code);
-        assert!(response.brokers.is_empty());
-        for version in 0..=2 {
-            let mut encoded = Vec::new();
-            assert!(response.encode(&mut encoded, version).is_ok(), "v{version}");
-            // throttle_time_ms, then error_code.
-            assert_eq!(encoded[4..6], code.to_be_bytes(), "v{version}");
-        }
+    fn the_node_describes_itself_with_the_operations_asked_for() {
+        let request = DescribeClusterRequest::default()
+            .with_endpoint_type(BROKER_ENDPOINT)
+            .with_include_cluster_authorized_operations(true);
+        let handled = fake::handle::<DescribeCluster>(Node, 1, &request);
+        let response = handled.response.expect("a response");
+        let ids: Vec<i32> = response.brokers.iter().map(|b| b.broker_id.0).collect();
+        assert_eq!((response.controller_id.0, ids), (1, vec![1]));
+        let describe = 1 << gregor_sdk::authorize::operation_code(Operation::Describe);
+        assert_eq!(response.cluster_authorized_operations, describe);
+        let plain = request.with_include_cluster_authorized_operations(false);
+        let response = fake::handle::<DescribeCluster>(Node, 1, &plain).response;
+        let operations = response.map(|r| r.cluster_authorized_operations);
+        assert_eq!(operations, Some(NOT_REQUESTED));
+    }
+
+    #[test]
+    fn a_broker_is_no_controller_endpoint() {
+        let request = DescribeClusterRequest::default().with_endpoint_type(2);
+        let handled = fake::handle::<DescribeCluster>(Node, 1, &request);
+        let unsupported = ResponseError::UnsupportedEndpointType.code();
+        let response = handled.response.expect("a response");
+        assert_eq!(
+            (response.error_code, response.brokers.len()),
+            (unsupported, 0)
+        );
+        assert_eq!(handled.counted_errors, vec![unsupported]);
     }
 }

@@ -15,99 +15,50 @@
 //! - A failed handler (trap or timeout) is answered as Kafka's
 //!   `getErrorResponse`: every partition with the error.
 
-use gregor_sdk::authorize::allowed_names;
-use gregor_sdk::authz::{Operation, ResourceType};
+use gregor_sdk::authz::Operation;
 use gregor_sdk::kafka_protocol::messages::describe_producers_response::{
     PartitionResponse, ProducerState, TopicResponse,
 };
 use gregor_sdk::kafka_protocol::messages::{
     DescribeProducersRequest, DescribeProducersResponse, ProducerId,
 };
-use gregor_sdk::{
-    api_info, decode, encode, request_throttle_ms, respond, txn, ApiInfo, Outcome, RawHandler,
-    RequestContext, ResponseError,
-};
+use gregor_sdk::partitions::{self, allowed_topics};
+use gregor_sdk::{txn, Handler, Reply, RequestContext, ResponseError};
 
 struct DescribeProducers;
 
-impl RawHandler for DescribeProducers {
-    fn describe() -> ApiInfo {
-        api_info::<DescribeProducersRequest>("DescribeProducers", 0, 0)
-    }
+impl Handler for DescribeProducers {
+    type Request = DescribeProducersRequest;
+    type Response = DescribeProducersResponse;
+    const NAME: &'static str = "DescribeProducers";
+    const MIN_VERSION: i16 = 0;
+    const MAX_VERSION: i16 = 0;
 
-    fn handle(ctx: RequestContext, body: Vec<u8>) -> Outcome {
-        let request: DescribeProducersRequest = match decode(&ctx, &body) {
-            Ok(request) => request,
-            Err(outcome) => return outcome,
-        };
-        let names = request.topics.iter().map(|topic| topic.name.as_str());
-        let authorized = allowed_names(Operation::Read, ResourceType::Topic, names);
-        let topics = request
-            .topics
-            .iter()
-            .map(|topic| {
-                let allowed = authorized.contains(topic.name.as_str());
-                let partitions = topic
-                    .partition_indexes
-                    .iter()
-                    .map(|&index| {
-                        if allowed {
-                            partition(topic.name.as_str(), index)
-                        } else {
-                            partition_error(index, ResponseError::TopicAuthorizationFailed.code())
-                        }
-                    })
-                    .collect();
-                TopicResponse::default()
-                    .with_name(topic.name.clone())
-                    .with_partitions(partitions)
-            })
-            .collect();
-        let mut response = DescribeProducersResponse::default().with_topics(topics);
-        gregor_sdk::count_errors(error_codes(&response));
-        response.throttle_time_ms = request_throttle_ms();
-        respond(&ctx, &response)
+    fn handle(
+        _ctx: &RequestContext,
+        request: &DescribeProducersRequest,
+    ) -> Reply<DescribeProducersResponse> {
+        let authorized = allowed_topics::<TopicResponse>(Operation::Read, &request.topics);
+        let topics = partitions::answer_allowed::<TopicResponse>(
+            &request.topics,
+            |name| authorized.contains(name),
+            ResponseError::TopicAuthorizationFailed.code(),
+            |topic, &index| partition(topic.name.as_str(), index),
+        );
+        DescribeProducersResponse::default()
+            .with_topics(topics)
+            .into()
     }
 
     /// Kafka's `getErrorResponse`: every partition with the error.
-    fn error_response(ctx: RequestContext, body: Vec<u8>, error_code: i16) -> Option<Vec<u8>> {
-        let request: DescribeProducersRequest = decode(&ctx, &body).ok()?;
-        encode(&ctx, &failed(&request, error_code))
+    fn failed(
+        _: &RequestContext,
+        request: &DescribeProducersRequest,
+        error_code: i16,
+    ) -> DescribeProducersResponse {
+        DescribeProducersResponse::default()
+            .with_topics(partitions::failed(&request.topics, error_code))
     }
-}
-
-fn partition_error(index: i32, error_code: i16) -> PartitionResponse {
-    PartitionResponse::default()
-        .with_partition_index(index)
-        .with_error_code(error_code)
-}
-
-/// The request answered with one error for every partition it names.
-fn failed(request: &DescribeProducersRequest, error_code: i16) -> DescribeProducersResponse {
-    let topics = request
-        .topics
-        .iter()
-        .map(|topic| {
-            let partitions = topic
-                .partition_indexes
-                .iter()
-                .map(|&index| partition_error(index, error_code))
-                .collect();
-            TopicResponse::default()
-                .with_name(topic.name.clone())
-                .with_partitions(partitions)
-        })
-        .collect();
-    DescribeProducersResponse::default().with_topics(topics)
-}
-
-fn error_codes(response: &DescribeProducersResponse) -> Vec<i16> {
-    response
-        .topics
-        .iter()
-        .flat_map(|topic| &topic.partitions)
-        .map(|partition| partition.error_code)
-        .collect()
 }
 
 fn partition(topic: &str, index: i32) -> PartitionResponse {
@@ -131,7 +82,7 @@ fn partition(topic: &str, index: i32) -> PartitionResponse {
     }
 }
 
-gregor_sdk::export_raw_handler!(DescribeProducers);
+gregor_sdk::export_handler!(DescribeProducers);
 
 #[cfg(test)]
 mod tests {
@@ -139,28 +90,21 @@ mod tests {
     use gregor_sdk::ids::str_bytes;
     use gregor_sdk::kafka_protocol::messages::describe_producers_request::TopicRequest;
     use gregor_sdk::kafka_protocol::messages::TopicName;
-    use gregor_sdk::kafka_protocol::protocol::Encodable;
+    use gregor_sdk::testing::assert_encodes_for_served_versions;
 
     #[test]
-    fn error_responses_encode_for_every_served_version() {
-        let code = ResponseError::UnknownServerError.code();
-        let topic = |name: &str, partitions: &[i32]| {
-            TopicRequest::default()
-                .with_name(TopicName(str_bytes(name)))
-                .with_partition_indexes(partitions.to_vec())
-        };
-        let request = DescribeProducersRequest::default()
-            .with_topics(vec![topic("a", &[0, 1]), topic("b", &[2])]);
-        let response = failed(&request, code);
-        assert_eq!(error_codes(&response), vec![code, code, code]);
-        let indexes: Vec<i32> = response
-            .topics
-            .iter()
-            .flat_map(|t| &t.partitions)
-            .map(|p| p.partition_index)
-            .collect();
-        assert_eq!(indexes, vec![0, 1, 2]);
-        let encoded = response.encode(&mut Vec::new(), 0);
-        assert!(encoded.is_ok(), "{encoded:?}");
+    fn encodes_for_every_served_version() {
+        let topic = TopicRequest::default()
+            .with_name(TopicName(str_bytes("a")))
+            .with_partition_indexes(vec![0, 1]);
+        let producer = ProducerState::default()
+            .with_producer_id(ProducerId(7))
+            .with_last_sequence(3);
+        let partition = PartitionResponse::default().with_active_producers(vec![producer]);
+        let answered = TopicResponse::default().with_partitions(vec![partition]);
+        assert_encodes_for_served_versions::<DescribeProducers>(
+            &[DescribeProducersRequest::default().with_topics(vec![topic])],
+            &[DescribeProducersResponse::default().with_topics(vec![answered])],
+        );
     }
 }

@@ -32,10 +32,7 @@ use gregor_sdk::kafka_protocol::messages::{
     BrokerId, DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse, TopicName,
 };
 use gregor_sdk::metadata::{self, TopicInfo};
-use gregor_sdk::{
-    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Outcome, RawHandler,
-    RequestContext, ResponseError,
-};
+use gregor_sdk::{Handler, Reply, RequestContext, ResponseError};
 
 /// Kafka's default `max.request.partition.size.limit`.
 const DEFAULT_PARTITION_LIMIT: i32 = 2000;
@@ -43,59 +40,41 @@ const MAX_NAME_LENGTH: usize = 249;
 
 struct DescribeTopicPartitions;
 
-impl RawHandler for DescribeTopicPartitions {
-    fn describe() -> ApiInfo {
-        api_info::<DescribeTopicPartitionsRequest>("DescribeTopicPartitions", 0, 0)
-    }
+impl Handler for DescribeTopicPartitions {
+    type Request = DescribeTopicPartitionsRequest;
+    type Response = DescribeTopicPartitionsResponse;
+    const NAME: &'static str = "DescribeTopicPartitions";
+    const MIN_VERSION: i16 = 0;
+    const MAX_VERSION: i16 = 0;
 
-    fn handle(ctx: RequestContext, body: Vec<u8>) -> Outcome {
-        let request: DescribeTopicPartitionsRequest = match decode(&ctx, &body) {
-            Ok(request) => request,
-            Err(outcome) => return outcome,
-        };
-        let mut response = match describe(&request) {
-            Ok(response) => response,
-            Err(error) => failed(&request, error.code()),
-        };
-        gregor_sdk::count_errors(error_codes(&response));
-        response.throttle_time_ms = request_throttle_ms();
-        respond(&ctx, &response)
+    fn handle(
+        ctx: &RequestContext,
+        request: &DescribeTopicPartitionsRequest,
+    ) -> Reply<DescribeTopicPartitionsResponse> {
+        match describe(request) {
+            Ok(response) => response.into(),
+            Err(error) => Self::failed(ctx, request, error.code()).into(),
+        }
     }
 
     /// Kafka's `getErrorResponse`: every named topic with the error.
-    fn error_response(ctx: RequestContext, body: Vec<u8>, error_code: i16) -> Option<Vec<u8>> {
-        let request: DescribeTopicPartitionsRequest = decode(&ctx, &body).ok()?;
-        encode(&ctx, &failed(&request, error_code))
+    fn failed(
+        _: &RequestContext,
+        request: &DescribeTopicPartitionsRequest,
+        error_code: i16,
+    ) -> DescribeTopicPartitionsResponse {
+        let topics = request
+            .topics
+            .iter()
+            .map(|topic| {
+                DescribeTopicPartitionsResponseTopic::default()
+                    .with_name(Some(topic.name.clone()))
+                    .with_error_code(error_code)
+                    .with_is_internal(false)
+            })
+            .collect();
+        DescribeTopicPartitionsResponse::default().with_topics(topics)
     }
-}
-
-/// Kafka's `getErrorResponse`: every named topic with the error.
-fn failed(
-    request: &DescribeTopicPartitionsRequest,
-    error_code: i16,
-) -> DescribeTopicPartitionsResponse {
-    let topics = request
-        .topics
-        .iter()
-        .map(|topic| {
-            DescribeTopicPartitionsResponseTopic::default()
-                .with_name(Some(topic.name.clone()))
-                .with_error_code(error_code)
-                .with_is_internal(false)
-        })
-        .collect();
-    DescribeTopicPartitionsResponse::default().with_topics(topics)
-}
-
-/// Every topic's and partition's error code.
-fn error_codes(response: &DescribeTopicPartitionsResponse) -> Vec<i16> {
-    response
-        .topics
-        .iter()
-        .flat_map(|topic| {
-            std::iter::once(topic.error_code).chain(topic.partitions.iter().map(|p| p.error_code))
-        })
-        .collect()
 }
 
 fn describe(
@@ -261,13 +240,13 @@ fn valid_name(name: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
 }
 
-gregor_sdk::export_raw_handler!(DescribeTopicPartitions);
+gregor_sdk::export_handler!(DescribeTopicPartitions);
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use gregor_sdk::kafka_protocol::messages::describe_topic_partitions_request::TopicRequest;
-    use gregor_sdk::kafka_protocol::protocol::Encodable;
+    use gregor_sdk::testing::assert_encodes_for_served_versions;
 
     #[test]
     fn names_are_checked_like_kafka() {
@@ -278,7 +257,7 @@ mod tests {
     }
 
     #[test]
-    fn responses_encode() {
+    fn encodes_for_every_served_version() {
         let response = DescribeTopicPartitionsResponse::default()
             .with_topics(vec![DescribeTopicPartitionsResponseTopic::default()
                 .with_name(Some(TopicName(str_bytes("t"))))
@@ -287,24 +266,9 @@ mod tests {
                         .with_eligible_leader_replicas(Some(Vec::new())),
                 ])])
             .with_next_cursor(Some(cursor("t", 3)));
-        assert!(response.encode(&mut Vec::new(), 0).is_ok());
-    }
-
-    #[test]
-    fn error_responses_encode_for_every_served_version() {
-        let code = ResponseError::UnknownServerError.code();
         let topic = |name: &str| TopicRequest::default().with_name(TopicName(str_bytes(name)));
         let request =
             DescribeTopicPartitionsRequest::default().with_topics(vec![topic("a"), topic("b")]);
-        let response = failed(&request, code);
-        assert_eq!(error_codes(&response), vec![code, code]);
-        let names: Vec<Option<&str>> = response
-            .topics
-            .iter()
-            .map(|t| t.name.as_ref().map(|n| n.as_str()))
-            .collect();
-        assert_eq!(names, vec![Some("a"), Some("b")]);
-        let encoded = response.encode(&mut Vec::new(), 0);
-        assert!(encoded.is_ok(), "{encoded:?}");
+        assert_encodes_for_served_versions::<DescribeTopicPartitions>(&[request], &[response]);
     }
 }

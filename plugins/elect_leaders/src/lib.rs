@@ -23,74 +23,58 @@ use gregor_sdk::kafka_protocol::messages::elect_leaders_response::{
     PartitionResult, ReplicaElectionResult,
 };
 use gregor_sdk::kafka_protocol::messages::{ElectLeadersRequest, ElectLeadersResponse, TopicName};
-use gregor_sdk::{
-    api_info, decode, encode, metadata, request_throttle_ms, respond, ApiInfo, Outcome, RawHandler,
-    RequestContext, ResponseError,
-};
+use gregor_sdk::partitions::{self, TopicAnswer};
+use gregor_sdk::{metadata, Handler, Reply, RequestContext, ResponseError};
 
 /// The first version with a top-level error code.
 const ERROR_CODE_VERSION: i16 = 1;
 
 struct ElectLeaders;
 
-impl RawHandler for ElectLeaders {
-    fn describe() -> ApiInfo {
-        api_info::<ElectLeadersRequest>("ElectLeaders", 0, 2)
-    }
+impl Handler for ElectLeaders {
+    type Request = ElectLeadersRequest;
+    type Response = ElectLeadersResponse;
+    const NAME: &'static str = "ElectLeaders";
+    const MIN_VERSION: i16 = 0;
+    const MAX_VERSION: i16 = 2;
 
-    fn handle(ctx: RequestContext, body: Vec<u8>) -> Outcome {
-        let request: ElectLeadersRequest = match decode(&ctx, &body) {
-            Ok(request) => request,
-            Err(outcome) => return outcome,
-        };
+    fn handle(ctx: &RequestContext, request: &ElectLeadersRequest) -> Reply<ElectLeadersResponse> {
         let version = ctx.api_version;
-        let mut response = if !cluster_allowed(Operation::Alter) {
+        if !cluster_allowed(Operation::Alter) {
             let error = ResponseError::ClusterAuthorizationFailed;
-            failed(&request, version, error.code(), Some(&error.to_string()))
+            refused(request, version, error.code(), Some(&error.to_string())).into()
         } else if !matches!(request.election_type, 0 | 1) {
             let message = format!("Unknown election type {}", request.election_type);
             let code = ResponseError::InvalidRequest.code();
-            failed(&request, version, code, Some(&message))
+            refused(request, version, code, Some(&message)).into()
         } else {
-            elect(&request)
-        };
-        gregor_sdk::count_errors(error_codes(&response));
-        response.throttle_time_ms = request_throttle_ms();
-        respond(&ctx, &response)
+            elect(request).into()
+        }
     }
 
     /// Kafka's `getErrorResponse`: the error for every named partition and
     /// at the top level.
-    fn error_response(ctx: RequestContext, body: Vec<u8>, error_code: i16) -> Option<Vec<u8>> {
-        let request: ElectLeadersRequest = decode(&ctx, &body).ok()?;
-        encode(&ctx, &failed(&request, ctx.api_version, error_code, None))
+    fn failed(
+        ctx: &RequestContext,
+        request: &ElectLeadersRequest,
+        error_code: i16,
+    ) -> ElectLeadersResponse {
+        refused(request, ctx.api_version, error_code, None)
     }
 }
 
 /// Kafka's `ElectLeadersRequest.getErrorResponse`: the error for every
 /// named partition and, from v1 (v0 has no field for it), at the top level.
-fn failed(
+fn refused(
     request: &ElectLeadersRequest,
     version: i16,
     error_code: i16,
     message: Option<&str>,
 ) -> ElectLeadersResponse {
-    let results = request
-        .topic_partitions
-        .iter()
-        .flatten()
-        .map(|topic| {
-            ReplicaElectionResult::default()
-                .with_topic(topic.topic.clone())
-                .with_partition_result(
-                    topic
-                        .partitions
-                        .iter()
-                        .map(|partition| result(*partition, error_code, message))
-                        .collect(),
-                )
-        })
-        .collect();
+    let topics = request.topic_partitions.iter().flatten();
+    let results = partitions::answer::<ReplicaElectionResult>(topics, |_, &partition| {
+        result(partition, error_code, message)
+    });
     ElectLeadersResponse::default()
         .with_error_code(if version >= ERROR_CODE_VERSION {
             error_code
@@ -101,22 +85,7 @@ fn failed(
 }
 
 fn result(partition: i32, error_code: i16, message: Option<&str>) -> PartitionResult {
-    PartitionResult::default()
-        .with_partition_id(partition)
-        .with_error_code(error_code)
-        .with_error_message(message.map(str_bytes))
-}
-
-/// The top-level code and every partition's.
-fn error_codes(response: &ElectLeadersResponse) -> Vec<i16> {
-    let partitions = response
-        .replica_election_results
-        .iter()
-        .flat_map(|topic| &topic.partition_result)
-        .map(|partition| partition.error_code);
-    std::iter::once(response.error_code)
-        .chain(partitions)
-        .collect()
+    ReplicaElectionResult::error(&partition, error_code).with_error_message(message.map(str_bytes))
 }
 
 fn elect(request: &ElectLeadersRequest) -> ElectLeadersResponse {
@@ -135,6 +104,7 @@ fn elect(request: &ElectLeadersRequest) -> ElectLeadersResponse {
     ElectLeadersResponse::default().with_replica_election_results(results)
 }
 
+/// A named topic's partitions: none needs an election.
 fn elect_named(topic: &TopicPartitions) -> ReplicaElectionResult {
     let name = topic.topic.as_str();
     let info = metadata::topic_by_name(name);
@@ -158,64 +128,96 @@ fn elect_named(topic: &TopicPartitions) -> ReplicaElectionResult {
             }
         })
         .collect();
-    ReplicaElectionResult::default()
-        .with_topic(topic.topic.clone())
-        .with_partition_result(partitions)
+    ReplicaElectionResult::new(topic, partitions)
 }
 
-gregor_sdk::export_raw_handler!(ElectLeaders);
+gregor_sdk::export_handler!(ElectLeaders);
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gregor_sdk::kafka_protocol::protocol::Encodable;
+    use gregor_sdk::authz::Action;
+    use gregor_sdk::fake::{self, FakeHost};
+    use gregor_sdk::metadata::TopicInfo;
+    use gregor_sdk::testing::assert_encodes_for_served_versions;
 
-    #[test]
-    fn responses_encode_for_every_served_version() {
-        for version in 0..=2 {
-            let topic = ReplicaElectionResult::default().with_partition_result(vec![result(
-                0,
-                ResponseError::ElectionNotNeeded.code(),
-                Some("not needed"),
-            )]);
-            let response = ElectLeadersResponse::default()
-                .with_error_code(if version >= 1 { 31 } else { 0 })
-                .with_replica_election_results(vec![topic]);
-            assert!(
-                response.encode(&mut Vec::new(), version).is_ok(),
-                "v{version}"
-            );
-        }
+    fn request(topics: Option<Vec<(&str, Vec<i32>)>>) -> ElectLeadersRequest {
+        let topics = topics.map(|topics| {
+            topics
+                .into_iter()
+                .map(|(name, partitions)| {
+                    TopicPartitions::default()
+                        .with_topic(TopicName(str_bytes(name)))
+                        .with_partitions(partitions)
+                })
+                .collect()
+        });
+        ElectLeadersRequest::default()
+            .with_election_type(0)
+            .with_topic_partitions(topics)
     }
 
     #[test]
-    fn error_responses_answer_every_partition_for_every_served_version() {
-        let topic = |name: &str, partitions: Vec<i32>| {
-            TopicPartitions::default()
-                .with_topic(TopicName(str_bytes(name)))
-                .with_partitions(partitions)
-        };
-        let request = ElectLeadersRequest::default()
-            .with_topic_partitions(Some(vec![topic("a", vec![0, 1]), topic("b", vec![2])]));
-        let code = ResponseError::UnknownServerError.code();
-        for version in 0..=2 {
-            let response = failed(&request, version, code, None);
-            let top = if version >= ERROR_CODE_VERSION {
-                code
-            } else {
-                0
-            };
-            assert_eq!(
-                error_codes(&response),
-                vec![top, code, code, code],
-                "v{version}"
-            );
-            assert!(
-                response.encode(&mut Vec::new(), version).is_ok(),
-                "v{version}"
-            );
+    fn encodes_for_every_served_version() {
+        let topic = ReplicaElectionResult::default().with_partition_result(vec![result(
+            0,
+            ResponseError::ElectionNotNeeded.code(),
+            Some("not needed"),
+        )]);
+        assert_encodes_for_served_versions::<ElectLeaders>(
+            &[request(Some(vec![("a", vec![0, 1]), ("b", vec![2])]))],
+            &[ElectLeadersResponse::default().with_replica_election_results(vec![topic])],
+        );
+    }
+
+    /// Topic "t" with one partition; `admin` may ALTER the cluster.
+    struct Node {
+        admin: bool,
+    }
+
+    impl FakeHost for Node {
+        fn authorize(&self, _: &Action) -> bool {
+            self.admin
         }
-        let all = failed(&ElectLeadersRequest::default(), 2, code, None);
-        assert!(all.replica_election_results.is_empty());
+        fn list_topics(&self) -> Vec<TopicInfo> {
+            vec![fake::single_node_topic("t", 1)]
+        }
+    }
+
+    fn codes(response: &ElectLeadersResponse) -> Vec<i16> {
+        let partitions = response
+            .replica_election_results
+            .iter()
+            .flat_map(|t| &t.partition_result);
+        partitions.map(|p| p.error_code).collect()
+    }
+
+    #[test]
+    fn no_partition_of_a_single_node_needs_an_election() {
+        let named = request(Some(vec![("t", vec![0, 1]), ("gone", vec![0])]));
+        let response = fake::handle::<ElectLeaders>(Node { admin: true }, 2, &named).response;
+        let response = response.expect("a response");
+        let unknown = ResponseError::UnknownTopicOrPartition.code();
+        let expected = vec![ResponseError::ElectionNotNeeded.code(), unknown, unknown];
+        assert_eq!((response.error_code, codes(&response)), (0, expected));
+        // All partitions: every topic, with none needing an election.
+        let all = fake::handle::<ElectLeaders>(Node { admin: true }, 2, &request(None)).response;
+        let all = all.expect("a response").replica_election_results;
+        assert_eq!(all.len(), 1);
+        assert!(all[0].partition_result.is_empty());
+    }
+
+    #[test]
+    fn without_alter_every_named_partition_is_refused() {
+        let named = request(Some(vec![("t", vec![0, 1])]));
+        let denied = ResponseError::ClusterAuthorizationFailed.code();
+        let v0 = fake::handle::<ElectLeaders>(Node { admin: false }, 0, &named);
+        assert_eq!(v0.counted_errors, vec![denied; 2]);
+        let v1 = fake::handle::<ElectLeaders>(Node { admin: false }, 1, &named);
+        let response = v1.response.expect("a response");
+        assert_eq!(
+            (response.error_code, codes(&response)),
+            (denied, vec![denied; 2])
+        );
     }
 }

@@ -33,17 +33,15 @@ use gregor_sdk::authorize::allowed_names;
 use gregor_sdk::authz::{Operation, ResourceType};
 use gregor_sdk::ids::topic_name_by_id;
 use gregor_sdk::kafka_protocol::messages::fetch_response::{
-    AbortedTransaction, FetchableTopicResponse, PartitionData,
+    AbortedTransaction, FetchableTopicResponse as TopicResponse, PartitionData,
 };
 use gregor_sdk::kafka_protocol::messages::ProducerId;
 use gregor_sdk::kafka_protocol::messages::{FetchRequest, FetchResponse};
 use gregor_sdk::kafka_protocol::protocol::Encodable;
 use gregor_sdk::log::{self, FetchOptions, FetchedPartition};
+use gregor_sdk::partitions::{self, TopicAnswer};
 use gregor_sdk::quotas;
-use gregor_sdk::{
-    api_info, decode, encode, respond, ApiInfo, Outcome, RawHandler, RequestContext, ResponseError,
-    NONE,
-};
+use gregor_sdk::{Handler, Reply, RequestContext, ResponseError, NONE};
 
 /// Session epochs of a full fetch: open a session (0) or fetch without one (-1).
 const FULL_FETCH_EPOCHS: [i32; 2] = [0, -1];
@@ -51,21 +49,20 @@ const READ_COMMITTED: i8 = 1;
 
 struct Fetch;
 
-impl RawHandler for Fetch {
-    fn describe() -> ApiInfo {
-        api_info::<FetchRequest>("Fetch", 4, 17)
-    }
+impl Handler for Fetch {
+    type Request = FetchRequest;
+    type Response = FetchResponse;
+    const NAME: &'static str = "Fetch";
+    const MIN_VERSION: i16 = 4;
+    const MAX_VERSION: i16 = 17;
 
-    fn handle(ctx: RequestContext, body: Vec<u8>) -> Outcome {
-        let request: FetchRequest = match decode(&ctx, &body) {
-            Ok(request) => request,
-            Err(outcome) => return outcome,
-        };
+    fn handle(ctx: &RequestContext, request: &FetchRequest) -> Reply<FetchResponse> {
         let version = ctx.api_version;
         let mut response = FetchResponse::default();
         if !FULL_FETCH_EPOCHS.contains(&request.session_epoch) {
+            // Answered as is: no quota is recorded (see `throttle`).
             response.error_code = ResponseError::FetchSessionIdNotFound.code();
-            return respond(&ctx, &response);
+            return response.into();
         }
 
         let names: Vec<Option<String>> = request
@@ -103,14 +100,11 @@ impl RawHandler for Fetch {
                         ResponseError::UnknownServerError
                     }
                 };
-                partitions.push(partition_error(partition.partition, error.code()));
+                partitions.push(TopicResponse::error(partition, error.code()));
             }
-            response.responses.push(
-                FetchableTopicResponse::default()
-                    .with_topic(topic.topic.clone())
-                    .with_topic_id(topic.topic_id)
-                    .with_partitions(partitions),
-            );
+            response
+                .responses
+                .push(TopicResponse::new(topic, partitions));
         }
 
         if !wanted.is_empty() {
@@ -132,7 +126,7 @@ impl RawHandler for Fetch {
             // Parked until data arrives or the wait is over; the host
             // then handles the request again and this call answers.
             let Some(fetched) = log::fetch_or_park(&wanted, options) else {
-                return Outcome::NoResponse;
+                return Reply::Parked;
             };
             for ((topic_slot, partition_slot), fetched) in slots.into_iter().zip(fetched) {
                 let slot = response
@@ -144,65 +138,34 @@ impl RawHandler for Fetch {
                 }
             }
         }
-        gregor_sdk::count_errors(
-            response
-                .responses
-                .iter()
-                .flat_map(|topic| topic.partitions.iter().map(|p| p.error_code)),
-        );
-        throttle(version, &mut response);
-        respond(&ctx, &response)
+        response.into()
     }
 
     /// Every partition fails with `error_code` and carries no records.
-    fn error_response(ctx: RequestContext, body: Vec<u8>, error_code: i16) -> Option<Vec<u8>> {
-        let request: FetchRequest = decode(&ctx, &body).ok()?;
-        let mut response = FetchResponse::default();
-        for topic in &request.topics {
-            let partitions = topic
-                .partitions
-                .iter()
-                .map(|partition| partition_error(partition.partition, error_code))
-                .collect();
-            response.responses.push(
-                FetchableTopicResponse::default()
-                    .with_topic(topic.topic.clone())
-                    .with_topic_id(topic.topic_id)
-                    .with_partitions(partitions),
-            );
+    fn failed(_: &RequestContext, request: &FetchRequest, error_code: i16) -> FetchResponse {
+        FetchResponse::default().with_responses(partitions::failed(&request.topics, error_code))
+    }
+
+    /// Client quotas: records the response's size and the handler time; a
+    /// throttled fetch becomes an empty response carrying the throttle
+    /// time, and its bytes are taken back (Kafka's `getThrottledResponse`).
+    /// An unknown session's answer records nothing.
+    fn throttle(ctx: &RequestContext, _: &FetchRequest, response: &mut FetchResponse) {
+        if response.error_code != NONE {
+            return;
         }
-        encode(&ctx, &response)
+        let size = response
+            .compute_size(ctx.api_version)
+            .map_or(0, |size| i64::try_from(size).unwrap_or(i64::MAX));
+        let request_throttle = quotas::record_request(false);
+        let bandwidth_throttle = quotas::record_fetch(size);
+        let throttle = request_throttle.max(bandwidth_throttle);
+        if throttle > 0 {
+            quotas::unrecord_fetch(size);
+            *response = FetchResponse::default().with_error_code(NONE);
+        }
+        response.throttle_time_ms = throttle;
     }
-}
-
-/// Client quotas: records the response's size and the handler time; a
-/// throttled fetch becomes an empty response carrying the throttle time,
-/// and its bytes are taken back (Kafka's `getThrottledResponse`).
-fn throttle(version: i16, response: &mut FetchResponse) {
-    let size = response
-        .compute_size(version)
-        .map_or(0, |size| i64::try_from(size).unwrap_or(i64::MAX));
-    let request_throttle = quotas::record_request(false);
-    let bandwidth_throttle = quotas::record_fetch(size);
-    let throttle = request_throttle.max(bandwidth_throttle);
-    if throttle > 0 {
-        quotas::unrecord_fetch(size);
-        *response = FetchResponse::default().with_error_code(NONE);
-    }
-    response.throttle_time_ms = throttle;
-}
-
-/// A partition answered with an error and no records, as Kafka's
-/// `FetchResponse.partitionResponse`.
-fn partition_error(index: i32, error_code: i16) -> PartitionData {
-    PartitionData::default()
-        .with_partition_index(index)
-        .with_error_code(error_code)
-        .with_high_watermark(-1)
-        .with_last_stable_offset(-1)
-        .with_log_start_offset(-1)
-        .with_aborted_transactions(None)
-        .with_records(Some(Bytes::new()))
 }
 
 /// A partition as the host read it.
@@ -245,12 +208,13 @@ fn storage_error_for_version(version: i16, error_code: i16) -> i16 {
     }
 }
 
-gregor_sdk::export_raw_handler!(Fetch);
+gregor_sdk::export_handler!(Fetch);
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gregor_sdk::kafka_protocol::protocol::Encodable;
+    use gregor_sdk::kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+    use gregor_sdk::testing::assert_encodes_for_served_versions;
 
     fn fetched(error_code: i16) -> FetchedPartition {
         FetchedPartition {
@@ -268,21 +232,25 @@ mod tests {
         }
     }
 
+    fn partition_error(index: i32, error_code: i16) -> PartitionData {
+        TopicResponse::error(&FetchPartition::default().with_partition(index), error_code)
+    }
+
     #[test]
-    fn responses_encode_for_every_served_version() {
-        for version in 4..=17 {
-            let partitions = vec![
-                partition_error(0, ResponseError::UnknownTopicId.code()),
-                partition_data(1, version, true, fetched(NONE)),
-                partition_data(2, version, false, fetched(NONE)),
-            ];
-            let topic = FetchableTopicResponse::default().with_partitions(partitions);
-            let response = FetchResponse::default().with_responses(vec![topic]);
-            assert!(
-                response.encode(&mut Vec::new(), version).is_ok(),
-                "v{version}"
-            );
-        }
+    fn encodes_for_every_served_version() {
+        let partitions = vec![
+            partition_error(0, ResponseError::UnknownTopicId.code()),
+            partition_data(1, 17, true, fetched(NONE)),
+            partition_data(2, 17, false, fetched(NONE)),
+        ];
+        let topic = TopicResponse::default().with_partitions(partitions);
+        let request = FetchRequest::default().with_topics(vec![FetchTopic::default()
+            .with_topic(gregor_sdk::ids::str_bytes("t").into())
+            .with_partitions(vec![FetchPartition::default().with_partition(1)])]);
+        assert_encodes_for_served_versions::<Fetch>(
+            &[request],
+            &[FetchResponse::default().with_responses(vec![topic])],
+        );
     }
 
     #[test]

@@ -19,96 +19,63 @@
 
 use std::collections::HashSet;
 
-use gregor_sdk::authorize::allowed_names;
-use gregor_sdk::authz::{Operation, ResourceType};
-use gregor_sdk::kafka_protocol::messages::list_offsets_request::ListOffsetsTopic;
+use gregor_sdk::authz::Operation;
+use gregor_sdk::kafka_protocol::messages::list_offsets_request::{
+    ListOffsetsPartition, ListOffsetsTopic,
+};
 use gregor_sdk::kafka_protocol::messages::list_offsets_response::{
-    ListOffsetsPartitionResponse as PartitionResponse, ListOffsetsTopicResponse,
+    ListOffsetsPartitionResponse as PartitionResponse, ListOffsetsTopicResponse as TopicResponse,
 };
 use gregor_sdk::kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
 use gregor_sdk::log::{self, OffsetAnswer};
-use gregor_sdk::{
-    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Outcome, RawHandler,
-    RequestContext, ResponseError, NONE,
-};
+use gregor_sdk::partitions::{self, allowed_topics, TopicAnswer};
+use gregor_sdk::{Handler, Reply, RequestContext, ResponseError, NONE};
 
 /// The leader epoch of every partition on a single node.
 const LEADER_EPOCH: i32 = 0;
 
 struct ListOffsets;
 
-impl RawHandler for ListOffsets {
-    fn describe() -> ApiInfo {
-        api_info::<ListOffsetsRequest>("ListOffsets", 1, 10)
-    }
+impl Handler for ListOffsets {
+    type Request = ListOffsetsRequest;
+    type Response = ListOffsetsResponse;
+    const NAME: &'static str = "ListOffsets";
+    const MIN_VERSION: i16 = 1;
+    const MAX_VERSION: i16 = 10;
 
-    fn handle(ctx: RequestContext, body: Vec<u8>) -> Outcome {
-        let request: ListOffsetsRequest = match decode(&ctx, &body) {
-            Ok(request) => request,
-            Err(outcome) => return outcome,
-        };
+    fn handle(ctx: &RequestContext, request: &ListOffsetsRequest) -> Reply<ListOffsetsResponse> {
         let version = ctx.api_version;
-        let names = request.topics.iter().map(|topic| topic.name.as_str());
-        let authorized = allowed_names(Operation::Describe, ResourceType::Topic, names);
+        let authorized = allowed_topics::<TopicResponse>(Operation::Describe, &request.topics);
         let duplicates = duplicate_partitions(&request.topics);
-
-        let mut response = ListOffsetsResponse::default();
-        for topic in &request.topics {
-            let name = topic.name.as_str();
-            let topic_authorized = authorized.contains(name);
-            let partitions = topic.partitions.iter().map(|partition| {
-                let (index, timestamp) = (partition.partition_index, partition.timestamp);
-                if !topic_authorized {
-                    partition_error(index, ResponseError::TopicAuthorizationFailed.code())
-                } else if duplicates.contains(&(name, index)) {
-                    partition_error(index, ResponseError::InvalidRequest.code())
+        let topics = partitions::answer_allowed::<TopicResponse>(
+            &request.topics,
+            |name| authorized.contains(name),
+            ResponseError::TopicAuthorizationFailed.code(),
+            |topic, partition| {
+                let (name, timestamp) = (topic.name.as_str(), partition.timestamp);
+                let index = partition.partition_index;
+                if duplicates.contains(&(name, index)) {
+                    TopicResponse::error(partition, ResponseError::InvalidRequest.code())
                 } else if !timestamp_supported(timestamp, version) {
-                    partition_error(index, ResponseError::UnsupportedVersion.code())
+                    TopicResponse::error(partition, ResponseError::UnsupportedVersion.code())
                 } else {
                     let answer = log::list_offset(name, index, timestamp, request.isolation_level);
                     partition_answer(index, version, answer)
                 }
-            });
-            response.topics.push(
-                ListOffsetsTopicResponse::default()
-                    .with_name(topic.name.clone())
-                    .with_partitions(partitions.collect()),
-            );
-        }
-        gregor_sdk::count_errors(
-            response
-                .topics
-                .iter()
-                .flat_map(|topic| topic.partitions.iter().map(|p| p.error_code)),
+            },
         );
-        response.throttle_time_ms = request_throttle_ms();
-        respond(&ctx, &response)
+        ListOffsetsResponse::default().with_topics(topics).into()
     }
 
-    /// Kafka's `getErrorResponse`: every partition with the error.
-    fn error_response(ctx: RequestContext, body: Vec<u8>, error_code: i16) -> Option<Vec<u8>> {
-        let request: ListOffsetsRequest = decode(&ctx, &body).ok()?;
-        encode(&ctx, &failed(&request, error_code))
+    /// Kafka's `getErrorResponse`: every partition with the error, offset
+    /// and timestamp -1.
+    fn failed(
+        _: &RequestContext,
+        request: &ListOffsetsRequest,
+        error_code: i16,
+    ) -> ListOffsetsResponse {
+        ListOffsetsResponse::default().with_topics(partitions::failed(&request.topics, error_code))
     }
-}
-
-/// The request answered with one error for every partition it names.
-fn failed(request: &ListOffsetsRequest, error_code: i16) -> ListOffsetsResponse {
-    let topics = request
-        .topics
-        .iter()
-        .map(|topic| {
-            let partitions = topic
-                .partitions
-                .iter()
-                .map(|partition| partition_error(partition.partition_index, error_code))
-                .collect();
-            ListOffsetsTopicResponse::default()
-                .with_name(topic.name.clone())
-                .with_partitions(partitions)
-        })
-        .collect();
-    ListOffsetsResponse::default().with_topics(topics)
 }
 
 /// The partitions a request names more than once, as Kafka's
@@ -172,20 +139,17 @@ fn offset_error_for_version(version: i16, error_code: i16) -> i16 {
 
 /// A partition without an offset, as Kafka's `buildErrorResponse`.
 fn partition_error(index: i32, error_code: i16) -> PartitionResponse {
-    PartitionResponse::default()
-        .with_partition_index(index)
-        .with_error_code(error_code)
-        .with_timestamp(-1)
-        .with_offset(-1)
+    let asked = ListOffsetsPartition::default().with_partition_index(index);
+    TopicResponse::error(&asked, error_code)
 }
 
-gregor_sdk::export_raw_handler!(ListOffsets);
+gregor_sdk::export_handler!(ListOffsets);
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gregor_sdk::kafka_protocol::messages::list_offsets_request::ListOffsetsPartition;
-    use gregor_sdk::kafka_protocol::protocol::{Encodable, StrBytes};
+    use gregor_sdk::kafka_protocol::protocol::StrBytes;
+    use gregor_sdk::testing::assert_encodes_for_served_versions;
 
     fn topic(name: &'static str, partitions: &[i32]) -> ListOffsetsTopic {
         ListOffsetsTopic::default()
@@ -244,53 +208,22 @@ mod tests {
     }
 
     #[test]
-    fn responses_encode_for_every_served_version() {
-        for version in 1..=10 {
-            let answer = OffsetAnswer {
-                error_code: NONE,
-                offset: 42,
-                timestamp: 5,
-            };
-            let partitions = vec![
-                partition_answer(0, version, answer),
-                partition_error(1, ResponseError::InvalidRequest.code()),
-            ];
-            let topic = ListOffsetsTopicResponse::default().with_partitions(partitions);
-            let response = ListOffsetsResponse::default().with_topics(vec![topic]);
-            assert!(
-                response.encode(&mut Vec::new(), version).is_ok(),
-                "v{version}"
-            );
-        }
-    }
-
-    #[test]
-    fn error_responses_encode_for_every_served_version() {
-        let code = ResponseError::UnknownServerError.code();
+    fn encodes_for_every_served_version() {
+        let answer = OffsetAnswer {
+            error_code: NONE,
+            offset: 42,
+            timestamp: 5,
+        };
+        let partitions = vec![
+            partition_answer(0, 3, answer),
+            partition_error(1, ResponseError::InvalidRequest.code()),
+        ];
+        let answered = TopicResponse::default().with_partitions(partitions);
         let request =
             ListOffsetsRequest::default().with_topics(vec![topic("a", &[0, 1]), topic("b", &[2])]);
-        let response = failed(&request, code);
-        let shape: Vec<(&str, Vec<(i32, i16, i64, i64)>)> = response
-            .topics
-            .iter()
-            .map(|t| {
-                let partitions = t
-                    .partitions
-                    .iter()
-                    .map(|p| (p.partition_index, p.error_code, p.offset, p.timestamp));
-                (t.name.as_str(), partitions.collect())
-            })
-            .collect();
-        assert_eq!(
-            shape,
-            vec![
-                ("a", vec![(0, code, -1, -1), (1, code, -1, -1)]),
-                ("b", vec![(2, code, -1, -1)])
-            ]
+        assert_encodes_for_served_versions::<ListOffsets>(
+            &[request],
+            &[ListOffsetsResponse::default().with_topics(vec![answered])],
         );
-        for version in 1..=10 {
-            let encoded = response.encode(&mut Vec::new(), version);
-            assert!(encoded.is_ok(), "v{version}: {encoded:?}");
-        }
     }
 }

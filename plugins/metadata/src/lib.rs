@@ -50,55 +50,42 @@ use gregor_sdk::kafka_protocol::messages::{
 use gregor_sdk::metadata::{self, NewTopic, PartitionInfo, TopicInfo};
 use gregor_sdk::request_caps;
 use gregor_sdk::uuid::Uuid;
-use gregor_sdk::{
-    api_info, decode, decode_request, encode, log_warn, request_throttle_ms, respond, ApiInfo,
-    DecodeError, Outcome, RawHandler, RequestContext, ResponseError,
-};
+use gregor_sdk::{log_warn, Handler, Reply, RequestContext, ResponseError};
 
 struct Metadata;
 
-impl RawHandler for Metadata {
-    fn describe() -> ApiInfo {
-        api_info::<MetadataRequest>("Metadata", 0, 13)
-    }
+impl Handler for Metadata {
+    type Request = MetadataRequest;
+    type Response = MetadataResponse;
+    const NAME: &'static str = "Metadata";
+    const MIN_VERSION: i16 = 0;
+    const MAX_VERSION: i16 = 13;
 
-    fn handle(ctx: RequestContext, body: Vec<u8>) -> Outcome {
-        let request: MetadataRequest = match decode_request(&ctx, &body) {
-            Ok(request) => request,
-            Err(DecodeError::TooLarge) => return too_large(&ctx),
-            Err(DecodeError::Malformed(_)) => return Outcome::CloseConnection,
-        };
+    fn handle(ctx: &RequestContext, request: &MetadataRequest) -> Reply<MetadataResponse> {
         let version = ctx.api_version;
-        let mut response = if valid_topic_references(&request, version) {
-            cluster_metadata(&request, version)
+        if valid_topic_references(request, version) {
+            cluster_metadata(request, version).into()
         } else {
-            failed(&request, ResponseError::InvalidRequest.code())
-        };
-        gregor_sdk::count_errors(error_codes(&response));
-        response.throttle_time_ms = request_throttle_ms();
-        respond(&ctx, &response)
+            failed(request, ResponseError::InvalidRequest.code()).into()
+        }
     }
 
     /// Kafka's `getErrorResponse`: every named topic with the error.
-    fn error_response(ctx: RequestContext, body: Vec<u8>, error_code: i16) -> Option<Vec<u8>> {
-        let request: MetadataRequest = decode(&ctx, &body).ok()?;
-        encode(&ctx, &failed(&request, error_code))
+    fn failed(_: &RequestContext, request: &MetadataRequest, error_code: i16) -> MetadataResponse {
+        failed(request, error_code)
     }
-}
 
-/// The answer to a request too large to decode: a top-level
-/// INVALID_REQUEST from v13, a closed connection before.
-fn too_large(ctx: &RequestContext) -> Outcome {
-    if ctx.api_version < 13 {
-        log_warn("Metadata request too large to answer: closing the connection");
-        return Outcome::CloseConnection;
+    /// A request too large to decode: a top-level INVALID_REQUEST from
+    /// v13, a closed connection before.
+    fn too_large(ctx: &RequestContext) -> Reply<MetadataResponse> {
+        if ctx.api_version < 13 {
+            log_warn("Metadata request too large to answer: closing the connection");
+            return Reply::Close;
+        }
+        MetadataResponse::default()
+            .with_error_code(ResponseError::InvalidRequest.code())
+            .into()
     }
-    let error = ResponseError::InvalidRequest.code();
-    gregor_sdk::count_errors([error]);
-    let response = MetadataResponse::default()
-        .with_error_code(error)
-        .with_throttle_time_ms(request_throttle_ms());
-    respond(ctx, &response)
 }
 
 /// The answer to a request whose topic references are valid.
@@ -136,15 +123,6 @@ fn cluster_metadata(request: &MetadataRequest, version: i16) -> MetadataResponse
         };
     }
     response
-}
-
-/// Every error code of a response: top level, topics and partitions (as
-/// Kafka's `MetadataResponse.errorCounts`).
-fn error_codes(response: &MetadataResponse) -> Vec<i16> {
-    let topics = response.topics.iter().flat_map(|topic| {
-        std::iter::once(topic.error_code).chain(topic.partitions.iter().map(|p| p.error_code))
-    });
-    std::iter::once(response.error_code).chain(topics).collect()
 }
 
 /// The topics of the response, in the order the request names them.
@@ -448,13 +426,14 @@ fn dedup_in_order<T: Eq + Hash + Copy>(items: &mut Vec<T>) {
     items.retain(|item| seen.insert(*item));
 }
 
-gregor_sdk::export_raw_handler!(Metadata);
+gregor_sdk::export_handler!(Metadata);
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use gregor_sdk::kafka_protocol::messages::metadata_request::MetadataRequestTopic;
     use gregor_sdk::kafka_protocol::protocol::Encodable;
+    use gregor_sdk::testing::assert_encodes_for_served_versions;
 
     fn info(leader_id: i32, replicas: &[i32]) -> PartitionInfo {
         PartitionInfo {
@@ -516,29 +495,39 @@ mod tests {
     }
 
     #[test]
-    fn error_responses_encode_for_every_served_version() {
+    fn encodes_for_every_served_version() {
         let code = ResponseError::UnknownServerError.code();
         let named = |name: &str| MetadataRequestTopic::default().with_name(Some(topic_name(name)));
         let request = MetadataRequest::default().with_topics(Some(vec![named("a"), named("b")]));
-        let response = failed(&request, code);
-        assert_eq!(error_codes(&response), vec![0, code, code]);
-        let names: Vec<Option<&str>> = response
+        let names: Vec<Option<String>> = failed(&request, code)
             .topics
             .iter()
-            .map(|t| t.name.as_ref().map(|n| n.as_str()))
+            .map(|t| t.name.as_ref().map(|n| n.to_string()))
             .collect();
-        assert_eq!(names, vec![Some("a"), Some("b")]);
-        for version in 0..=13 {
-            let encoded = response.encode(&mut Vec::new(), version);
-            assert!(encoded.is_ok(), "v{version}: {encoded:?}");
-        }
+        assert_eq!(names, vec![Some("a".to_string()), Some("b".to_string())]);
         // All topics asked for: no topic to answer.
         let all = failed(&MetadataRequest::default().with_topics(None), code);
         assert!(all.topics.is_empty());
-        // An id-only topic (v12+) is answered with "" and its id.
+        let live = HashSet::from([1]);
+        let existing = TopicInfo {
+            name: "t".to_string(),
+            topic_id: gregor_sdk::Uuid { high: 1, low: 2 },
+            is_internal: false,
+            partitions: vec![info(1, &[1])],
+        };
+        let response = MetadataResponse::default().with_topics(vec![
+            existing_topic(&existing, 9, &live),
+            missing_topic("m", ResponseError::LeaderNotAvailable.code()),
+        ]);
+        assert_encodes_for_served_versions::<Metadata>(&[request], &[response]);
+    }
+
+    #[test]
+    fn an_id_only_topic_fails_with_its_id() {
         let by_id = MetadataRequestTopic::default()
             .with_name(None)
             .with_topic_id(Uuid::from_u64_pair(1, 2));
+        let code = ResponseError::UnknownServerError.code();
         let response = failed(
             &MetadataRequest::default().with_topics(Some(vec![by_id])),
             code,

@@ -33,34 +33,37 @@ use gregor_sdk::kafka_protocol::messages::produce_response::{
 use gregor_sdk::kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 use gregor_sdk::kafka_protocol::protocol::StrBytes;
 use gregor_sdk::log::{self, AppendResult};
+use gregor_sdk::partitions::{self, TopicAnswer};
 use gregor_sdk::quotas;
-use gregor_sdk::{
-    api_info, decode, encode, log_info, log_warn, respond, ApiInfo, Outcome, RawHandler,
-    RequestContext, ResponseError, NONE,
-};
+use gregor_sdk::{log_info, log_warn, Handler, Reply, RequestContext, ResponseError, NONE};
+
+/// The oldest version served (message format v2).
+const FIRST_SERVED_VERSION: i16 = 3;
 
 struct Produce;
 
-impl RawHandler for Produce {
-    fn describe() -> ApiInfo {
-        api_info::<ProduceRequest>("Produce", 0, 13)
-    }
+impl Handler for Produce {
+    type Request = ProduceRequest;
+    type Response = ProduceResponse;
+    const NAME: &'static str = "Produce";
+    const MIN_VERSION: i16 = 0;
+    const MAX_VERSION: i16 = 13;
 
-    fn handle(ctx: RequestContext, body: Vec<u8>) -> Outcome {
+    /// v0-2 are advertised but not served (nor decodable): closed.
+    fn before_decode(ctx: &RequestContext) -> Option<Reply<ProduceResponse>> {
         let version = ctx.api_version;
-        if version < 3 {
+        (version < FIRST_SERVED_VERSION).then(|| {
             log_warn(&format!(
                 "closing connection: Produce v{version} (message format v0/v1) is not served, \
                  as in Kafka 4 (client id {:?}, correlation id {})",
                 ctx.client_id, ctx.correlation_id
             ));
-            return Outcome::CloseConnection;
-        }
-        let request: ProduceRequest = match decode(&ctx, &body) {
-            Ok(request) => request,
-            Err(outcome) => return outcome,
-        };
+            Reply::Close
+        })
+    }
 
+    fn handle(ctx: &RequestContext, request: &ProduceRequest) -> Reply<ProduceResponse> {
+        let version = ctx.api_version;
         let names: Vec<Option<String>> = request
             .topic_data
             .iter()
@@ -71,7 +74,7 @@ impl RawHandler for Produce {
             .collect();
         // None: the transactional producer is not authorized, and Kafka then
         // fails every partition without asking about topics.
-        let authorized_topics = transactional_allowed(&request).then(|| {
+        let authorized_topics = transactional_allowed(request).then(|| {
             let names = names.iter().flatten().map(String::as_str);
             allowed_names(Operation::Write, ResourceType::Topic, names)
         });
@@ -87,7 +90,7 @@ impl RawHandler for Produce {
                     (Some(allowed), Some(name)) if !allowed.contains(name) => {
                         rejected(ResponseError::TopicAuthorizationFailed, None)
                     }
-                    (_, Some(name)) => append(version, &request, name, partition),
+                    (_, Some(name)) => append(version, request, name, partition),
                 };
                 if request.acks == 0 && result.error_code != NONE {
                     let topic = name.clone().unwrap_or_else(|| topic.topic_id.to_string());
@@ -98,26 +101,13 @@ impl RawHandler for Produce {
                 }
                 partition_responses.push(partition_response(partition.index, result));
             }
-            response.responses.push(
-                TopicProduceResponse::default()
-                    .with_name(topic.name.clone())
-                    .with_topic_id(topic.topic_id)
-                    .with_partition_responses(partition_responses),
-            );
-        }
-
-        gregor_sdk::count_errors(
             response
                 .responses
-                .iter()
-                .flat_map(|topic| topic.partition_responses.iter().map(|p| p.error_code)),
-        );
-        let bandwidth_throttle = quotas::record_produce();
-        let request_throttle = quotas::record_request(request.acks == 0);
-        response.throttle_time_ms = bandwidth_throttle.max(request_throttle);
+                .push(TopicProduceResponse::new(topic, partition_responses));
+        }
 
         match request.acks {
-            0 if failures.is_empty() => Outcome::NoResponse,
+            0 if failures.is_empty() => Reply::Withhold(response),
             0 => {
                 log_info(&format!(
                     "closing connection after acks=0 produce with errors (client id {:?}, \
@@ -126,46 +116,31 @@ impl RawHandler for Produce {
                     ctx.correlation_id,
                     failures.join(", ")
                 ));
-                Outcome::CloseConnection
+                Reply::WithholdAndClose(response)
             }
-            _ => respond(&ctx, &response),
+            _ => response.into(),
         }
     }
 
-    /// Every partition fails with `error_code`; acks=0 has no response
-    /// (the connection is closed, as for any failed acks=0 produce).
-    fn error_response(ctx: RequestContext, body: Vec<u8>, error_code: i16) -> Option<Vec<u8>> {
-        if ctx.api_version < 3 {
-            return None;
-        }
-        let request: ProduceRequest = decode(&ctx, &body).ok()?;
-        if request.acks == 0 {
-            return None;
-        }
-        let mut response = ProduceResponse::default();
-        for topic in &request.topic_data {
-            let partitions = topic
-                .partition_data
-                .iter()
-                .map(|partition| {
-                    let failed = AppendResult {
-                        error_code,
-                        error_message: None,
-                        base_offset: -1,
-                        log_append_time_ms: -1,
-                        log_start_offset: -1,
-                    };
-                    partition_response(partition.index, failed)
-                })
-                .collect();
-            response.responses.push(
-                TopicProduceResponse::default()
-                    .with_name(topic.name.clone())
-                    .with_topic_id(topic.topic_id)
-                    .with_partition_responses(partitions),
-            );
-        }
-        encode(&ctx, &response)
+    /// Every partition fails with `error_code`.
+    fn failed(_: &RequestContext, request: &ProduceRequest, error_code: i16) -> ProduceResponse {
+        ProduceResponse::default()
+            .with_responses(partitions::failed(&request.topic_data, error_code))
+    }
+
+    /// acks=0 has no response: the connection is closed, as for any
+    /// failed acks=0 produce.
+    fn answers_failure(ctx: &RequestContext, request: &ProduceRequest) -> bool {
+        ctx.api_version >= FIRST_SERVED_VERSION && request.acks != 0
+    }
+
+    /// The request's size against the producer byte rate, then its handler
+    /// time against the request quota (not for acks=0); the larger throttle
+    /// time is answered, and the host mutes the connection that long.
+    fn throttle(_: &RequestContext, request: &ProduceRequest, response: &mut ProduceResponse) {
+        let bandwidth_throttle = quotas::record_produce();
+        let request_throttle = quotas::record_request(request.acks == 0);
+        response.throttle_time_ms = bandwidth_throttle.max(request_throttle);
     }
 }
 
@@ -230,15 +205,16 @@ fn partition_response(index: i32, result: AppendResult) -> PartitionProduceRespo
         .with_log_start_offset(result.log_start_offset)
 }
 
-gregor_sdk::export_raw_handler!(Produce);
+gregor_sdk::export_handler!(Produce);
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gregor_sdk::kafka_protocol::protocol::Encodable;
 
     #[test]
-    fn responses_encode_for_every_served_version() {
+    fn encodes_for_every_served_version() {
+        use gregor_sdk::kafka_protocol::messages::produce_request::TopicProduceData;
+        use gregor_sdk::testing::assert_encodes_for_served_versions;
         let appended = AppendResult {
             error_code: NONE,
             error_message: None,
@@ -247,18 +223,22 @@ mod tests {
             log_start_offset: 0,
         };
         let failed = rejected(ResponseError::InvalidRecord, Some("bad".to_string()));
-        for version in 3..=13 {
-            let partitions = vec![
-                partition_response(0, appended.clone()),
-                partition_response(1, failed.clone()),
-            ];
-            let topic = TopicProduceResponse::default().with_partition_responses(partitions);
-            let response = ProduceResponse::default().with_responses(vec![topic]);
-            assert!(
-                response.encode(&mut Vec::new(), version).is_ok(),
-                "v{version}"
-            );
-        }
+        let partitions = vec![
+            partition_response(0, appended),
+            partition_response(1, failed),
+        ];
+        let topic = TopicProduceResponse::default().with_partition_responses(partitions);
+        let request = ProduceRequest::default()
+            .with_acks(-1)
+            .with_topic_data(vec![TopicProduceData::default()
+                .with_name(gregor_sdk::ids::str_bytes("t").into())
+                .with_partition_data(
+                    vec![PartitionProduceData::default().with_index(2)],
+                )]);
+        assert_encodes_for_served_versions::<Produce>(
+            &[request],
+            &[ProduceResponse::default().with_responses(vec![topic])],
+        );
     }
 
     #[test]

@@ -287,3 +287,44 @@ pub fn topic_info(name: &str, partitions: i32) -> TopicInfo {
             .collect(),
     }
 }
+
+// Fixtures for FakeHost answers (batch B).
+
+/// Broker 1 alone, on localhost:9092, as a single node describes itself.
+pub fn single_node_cluster() -> Cluster {
+    Cluster {
+        cluster_id: "fake-cluster".to_string(),
+        controller_id: 1,
+        brokers: vec![crate::bindings::gregor::broker::metadata::Broker {
+            node_id: 1,
+            host: "localhost".to_string(),
+            port: 9092,
+            rack: None,
+        }],
+    }
+}
+
+/// A topic with `partitions` partitions, each led by broker 1 (its only
+/// replica) in epoch 0, as a single node hosts it; its id is derived from
+/// its name.
+pub fn single_node_topic(name: &str, partitions: i32) -> TopicInfo {
+    let partition = |partition| crate::bindings::gregor::broker::metadata::PartitionInfo {
+        partition,
+        leader_id: 1,
+        leader_epoch: 0,
+        replicas: vec![1],
+        isr: vec![1],
+        offline_replicas: Vec::new(),
+    };
+    TopicInfo {
+        name: name.to_string(),
+        topic_id: Uuid {
+            high: 0,
+            low: name.bytes().fold(1, |id: u64, b| {
+                id.wrapping_mul(31).wrapping_add(u64::from(b))
+            }),
+        },
+        is_internal: false,
+        partitions: (0..partitions).map(partition).collect(),
+    }
+}

@@ -105,6 +105,14 @@ pub trait Handler {
     fn too_large(_ctx: &RequestContext) -> Reply<Self::Response> {
         Reply::Close
     }
+
+    /// A reply given before the request is decoded, or None (the default)
+    /// to decode and handle it: for a version advertised but not served,
+    /// whose body the message schema cannot decode (Produce v0-2). Added
+    /// for batch B.
+    fn before_decode(_ctx: &RequestContext) -> Option<Reply<Self::Response>> {
+        None
+    }
 }
 
 /// Describes the handler for ApiVersions: its key, name and versions, with
@@ -116,6 +124,9 @@ pub fn describe<H: Handler>() -> ApiInfo {
 /// Decodes, handles and finishes one request: what the exported `handle`
 /// does for every typed handler.
 pub fn run<H: Handler>(ctx: &RequestContext, body: &[u8]) -> Outcome {
+    if let Some(reply) = H::before_decode(ctx) {
+        return finish(ctx, without_request(reply));
+    }
     let reply = match decode_request::<H::Request>(ctx, body) {
         Ok(request) => {
             let mut reply = H::handle(ctx, &request);
@@ -127,17 +138,19 @@ pub fn run<H: Handler>(ctx: &RequestContext, body: &[u8]) -> Outcome {
             }
             reply
         }
-        Err(DecodeError::TooLarge) => {
-            let mut reply = H::too_large(ctx);
-            if let Some(response) = reply.response_mut() {
-                crate::count_errors(response.error_codes());
-                with_request_quota(response);
-            }
-            reply
-        }
+        Err(DecodeError::TooLarge) => without_request(H::too_large(ctx)),
         Err(DecodeError::Malformed(_)) => Reply::Close,
     };
     finish(ctx, reply)
+}
+
+/// Counts and throttles a reply given without a decoded request.
+fn without_request<R: KafkaResponse>(mut reply: Reply<R>) -> Reply<R> {
+    if let Some(response) = reply.response_mut() {
+        crate::count_errors(response.error_codes());
+        with_request_quota(response);
+    }
+    reply
 }
 
 /// Raises the response's throttle time to the request quota's, when the

@@ -22,6 +22,7 @@ pub mod groups;
 pub mod handler;
 pub mod ids;
 pub mod offset_commit;
+pub mod partitions;
 pub mod request_caps;
 pub mod response;
 #[cfg(not(target_arch = "wasm32"))]
