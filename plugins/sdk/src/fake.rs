@@ -18,7 +18,8 @@ use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion};
 use crate::bindings::gregor::broker::groups::GroupOverview;
 use crate::bindings::gregor::broker::logging::Level;
 use crate::bindings::gregor::broker::metadata::{Cluster, TopicInfo};
-use crate::bindings::gregor::broker::types::Action;
+use crate::bindings::gregor::broker::scram_credentials::{Deletion, Upsertion, UserCredentials};
+use crate::bindings::gregor::broker::types::{AclBinding, Action, KafkaError};
 use crate::handler::{run, Handler};
 use crate::{Outcome, RequestContext, Uuid};
 
@@ -62,6 +63,21 @@ pub trait FakeHost {
     /// The request quota's throttle time.
     fn request_throttle_ms(&self) -> i32 {
         0
+    }
+
+    // Batch C (security): SCRAM credentials and the ACL store.
+    fn describe_scram_credentials(&self, _users: Option<&[String]>) -> Vec<UserCredentials> {
+        unfaked("scram-credentials.describe")
+    }
+    fn alter_scram_credentials(
+        &self,
+        _deletions: &[Deletion],
+        _upsertions: &[Upsertion],
+    ) -> Vec<KafkaError> {
+        unfaked("scram-credentials.alter")
+    }
+    fn create_acls(&self, _bindings: &[AclBinding]) -> Vec<KafkaError> {
+        unfaked("acl-admin.create-acls")
     }
 }
 
@@ -200,5 +216,19 @@ pub mod imports {
     }
     pub fn log(_level: Level, message: &str) {
         RECORDED.with(|recorded| recorded.borrow_mut().logs.push(message.to_string()));
+    }
+
+    // Batch C (security): SCRAM credentials and the ACL store.
+    pub fn describe_scram_credentials(users: Option<&[String]>) -> Vec<UserCredentials> {
+        with_host(|host| host.describe_scram_credentials(users))
+    }
+    pub fn alter_scram_credentials(
+        deletions: &[Deletion],
+        upsertions: &[Upsertion],
+    ) -> Vec<KafkaError> {
+        with_host(|host| host.alter_scram_credentials(deletions, upsertions))
+    }
+    pub fn create_acls(bindings: &[AclBinding]) -> Vec<KafkaError> {
+        with_host(|host| host.create_acls(bindings))
     }
 }
