@@ -15,6 +15,7 @@ pub mod acl;
 pub mod authorize;
 pub mod bounded;
 pub mod codec;
+pub mod config_alter;
 pub mod configs;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod fake;
