@@ -26,6 +26,7 @@ pub mod request_caps;
 pub mod response;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod testing;
+pub mod token_lifetime;
 pub mod txn;
 pub mod wire;
 
