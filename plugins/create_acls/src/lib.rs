@@ -84,32 +84,19 @@ impl Handler for CreateAcls {
     const MIN_VERSION: i16 = 1;
     const MAX_VERSION: i16 = 3;
 
-    fn handle(_: &RequestContext, request: &CreateAclsRequest) -> Reply<CreateAclsResponse> {
-        if cluster_allowed(Operation::Alter) {
-            create(request).into()
-        } else {
-            every_creation(request, ResponseError::ClusterAuthorizationFailed.code()).into()
+    fn handle(ctx: &RequestContext, request: &CreateAclsRequest) -> Reply<CreateAclsResponse> {
+        if !cluster_allowed(Operation::Alter) {
+            let denied = ResponseError::ClusterAuthorizationFailed.code();
+            return Self::failed(ctx, request, denied).into();
         }
+        create(request).into()
     }
 
     /// Kafka's `getErrorResponse`: every creation with the error.
-    fn failed(
-        _: &RequestContext,
-        request: &CreateAclsRequest,
-        error_code: i16,
-    ) -> CreateAclsResponse {
-        every_creation(request, error_code)
+    fn failed(_: &RequestContext, request: &CreateAclsRequest, code: i16) -> CreateAclsResponse {
+        let results = request.creations.iter().map(|_| result(code, None));
+        CreateAclsResponse::default().with_results(results.collect())
     }
-}
-
-/// Every creation answered with `error_code`.
-fn every_creation(request: &CreateAclsRequest, error_code: i16) -> CreateAclsResponse {
-    let results = request
-        .creations
-        .iter()
-        .map(|_| result(error_code, None))
-        .collect();
-    CreateAclsResponse::default().with_results(results)
 }
 
 /// Validates each creation and stores the valid ones together.

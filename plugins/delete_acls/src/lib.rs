@@ -54,32 +54,20 @@ impl Handler for DeleteAcls {
     const MIN_VERSION: i16 = 1;
     const MAX_VERSION: i16 = 3;
 
-    fn handle(_: &RequestContext, request: &DeleteAclsRequest) -> Reply<DeleteAclsResponse> {
-        if cluster_allowed(Operation::Alter) {
-            delete(request).into()
-        } else {
-            every_filter(request, ResponseError::ClusterAuthorizationFailed.code()).into()
+    fn handle(ctx: &RequestContext, request: &DeleteAclsRequest) -> Reply<DeleteAclsResponse> {
+        if !cluster_allowed(Operation::Alter) {
+            let denied = ResponseError::ClusterAuthorizationFailed.code();
+            return Self::failed(ctx, request, denied).into();
         }
+        delete(request).into()
     }
 
-    /// Kafka's `getErrorResponse`: every filter with the error.
-    fn failed(
-        _: &RequestContext,
-        request: &DeleteAclsRequest,
-        error_code: i16,
-    ) -> DeleteAclsResponse {
-        every_filter(request, error_code)
+    /// Kafka's `getErrorResponse`: every filter with the error and no
+    /// bindings.
+    fn failed(_: &RequestContext, request: &DeleteAclsRequest, code: i16) -> DeleteAclsResponse {
+        let results = request.filters.iter().map(|_| filter_error(code, None));
+        DeleteAclsResponse::default().with_filter_results(results.collect())
     }
-}
-
-/// Every filter answered with `error_code` and no bindings.
-fn every_filter(request: &DeleteAclsRequest, error_code: i16) -> DeleteAclsResponse {
-    let results = request
-        .filters
-        .iter()
-        .map(|_| filter_error(error_code, None))
-        .collect();
-    DeleteAclsResponse::default().with_filter_results(results)
 }
 
 /// Checks each filter and deletes what the valid ones match, in one step.

@@ -63,29 +63,20 @@ impl Handler for DescribeAcls {
     const MIN_VERSION: i16 = 1;
     const MAX_VERSION: i16 = 3;
 
-    fn handle(_: &RequestContext, request: &DescribeAclsRequest) -> Reply<DescribeAclsResponse> {
-        if cluster_allowed(Operation::Describe) {
-            describe_acls(request).into()
-        } else {
-            refused(ResponseError::ClusterAuthorizationFailed.code()).into()
+    fn handle(ctx: &RequestContext, request: &DescribeAclsRequest) -> Reply<DescribeAclsResponse> {
+        if !cluster_allowed(Operation::Describe) {
+            let denied = ResponseError::ClusterAuthorizationFailed.code();
+            return Self::failed(ctx, request, denied).into();
         }
+        describe_acls(request).into()
     }
 
     /// Kafka's `getErrorResponse`: the error, no resources.
-    fn failed(
-        _: &RequestContext,
-        _: &DescribeAclsRequest,
-        error_code: i16,
-    ) -> DescribeAclsResponse {
-        refused(error_code)
+    fn failed(_: &RequestContext, _: &DescribeAclsRequest, code: i16) -> DescribeAclsResponse {
+        DescribeAclsResponse::default()
+            .with_error_code(code)
+            .with_error_message(None)
     }
-}
-
-/// The request answered with `error_code` and no resources.
-fn refused(error_code: i16) -> DescribeAclsResponse {
-    DescribeAclsResponse::default()
-        .with_error_code(error_code)
-        .with_error_message(None)
 }
 
 /// The bindings matching the request's filter, or INVALID_REQUEST.

@@ -305,7 +305,10 @@ mod tests {
             self.allowed
         }
         fn describe_cluster(&self) -> Cluster {
-            assert!(self.allowed, "an unauthorized update reached the controller");
+            assert!(
+                self.allowed,
+                "an unauthorized update reached the controller"
+            );
             Cluster {
                 cluster_id: "c".to_string(),
                 controller_id: 7,
