@@ -71,12 +71,6 @@ fn binding(creation: &AclCreation) -> Result<AclBinding, String> {
     })
 }
 
-fn result(code: i16, message: Option<&str>) -> AclCreationResult {
-    AclCreationResult::default()
-        .with_error_code(code)
-        .with_error_message(message.map(str_bytes))
-}
-
 impl Handler for CreateAcls {
     type Request = CreateAclsRequest;
     type Response = CreateAclsResponse;
@@ -136,6 +130,13 @@ fn create(request: &CreateAclsRequest) -> CreateAclsResponse {
         })
         .collect();
     CreateAclsResponse::default().with_results(results)
+}
+
+/// One creation's answer.
+fn result(code: i16, message: Option<&str>) -> AclCreationResult {
+    AclCreationResult::default()
+        .with_error_code(code)
+        .with_error_message(message.map(str_bytes))
 }
 
 gregor_sdk::export_handler!(CreateAcls);
