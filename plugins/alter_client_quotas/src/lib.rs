@@ -31,109 +31,105 @@ use gregor_sdk::kafka_protocol::messages::alter_client_quotas_response::{EntityD
 use gregor_sdk::kafka_protocol::messages::{AlterClientQuotasRequest, AlterClientQuotasResponse};
 use gregor_sdk::quotas::{self, EntityPart, QuotaOp};
 use gregor_sdk::request_caps;
-use gregor_sdk::{
-    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, KafkaError, Outcome,
-    RawHandler, RequestContext, ResponseError,
-};
+use gregor_sdk::{Handler, KafkaError, Reply, RequestContext, ResponseError};
 
 struct AlterClientQuotas;
 
-impl RawHandler for AlterClientQuotas {
-    fn describe() -> ApiInfo {
-        api_info::<AlterClientQuotasRequest>("AlterClientQuotas", 0, 1)
-    }
+impl Handler for AlterClientQuotas {
+    type Request = AlterClientQuotasRequest;
+    type Response = AlterClientQuotasResponse;
+    const NAME: &'static str = "AlterClientQuotas";
+    const MIN_VERSION: i16 = 0;
+    const MAX_VERSION: i16 = 1;
 
-    fn handle(ctx: RequestContext, body: Vec<u8>) -> Outcome {
-        let request: AlterClientQuotasRequest = match decode(&ctx, &body) {
-            Ok(request) => request,
-            Err(outcome) => return outcome,
-        };
-        let allowed = cluster_allowed(Operation::AlterConfigs);
-        let entities: Vec<Vec<EntityPart>> = request.entries.iter().map(entity_of).collect();
-        let keys: Vec<EntityKey> = entities.iter().map(|e| entity_key(e)).collect();
-        let mut mentions: HashMap<&EntityKey, usize> = HashMap::new();
-        for key in &keys {
-            *mentions.entry(key).or_default() += 1;
-        }
-        // Validate every entry first: Kafka's controller writes a record
-        // per op of the valid entries, at most MAX_RECORDS_PER_USER_OP for
-        // the request, and refuses the whole request over that.
-        let mut records = 0usize;
-        let mut results: Vec<Result<(), KafkaError>> = Vec::new();
-        for ((entry, entity), key) in request.entries.iter().zip(&entities).zip(&keys) {
-            let result = if !allowed {
-                let error = ResponseError::ClusterAuthorizationFailed;
-                Err(KafkaError {
-                    code: error.code(),
-                    message: Some(error.to_string()),
-                })
-            } else if mentions.get(key).copied().unwrap_or(0) > 1 {
-                Err(KafkaError {
-                    code: ResponseError::InvalidRequest.code(),
-                    message: Some(format!("Ignoring duplicate entity {}", describe(entity))),
-                })
-            } else {
-                alter(entry, entity, true)
-            };
-            if result.is_ok() {
-                records = records.saturating_add(entry.ops.len());
-            }
-            results.push(result);
-        }
-        if records > request_caps::MAX_RECORDS_PER_USER_OP {
-            let message = request_caps::POLICY_VIOLATION_MESSAGE;
-            for result in &mut results {
-                *result = Err(request_caps::policy_violation(message));
-            }
-        } else if !request.validate_only {
-            for ((result, entry), entity) in results.iter_mut().zip(&request.entries).zip(&entities)
-            {
-                if result.is_ok() {
-                    *result = alter(entry, entity, false);
-                }
-            }
-        }
-        let mut response = AlterClientQuotasResponse::default();
-        for (entry, result) in request.entries.iter().zip(results) {
-            let (code, message) = match result {
-                Ok(()) => (0, None),
-                Err(error) => (error.code, error.message),
-            };
-            response.entries.push(
-                EntryData::default()
-                    .with_error_code(code)
-                    .with_error_message(message.as_deref().map(str_bytes))
-                    .with_entity(response_entity(entry)),
-            );
-        }
-        gregor_sdk::count_errors(response.entries.iter().map(|entry| entry.error_code));
-        response.throttle_time_ms = request_throttle_ms();
-        respond(&ctx, &response)
+    fn handle(
+        _: &RequestContext,
+        request: &AlterClientQuotasRequest,
+    ) -> Reply<AlterClientQuotasResponse> {
+        alter_all(request).into()
     }
 
     /// Kafka's `getErrorResponse`: every entry with the error.
-    fn error_response(ctx: RequestContext, body: Vec<u8>, error_code: i16) -> Option<Vec<u8>> {
-        let request: AlterClientQuotasRequest = decode(&ctx, &body).ok()?;
-        encode(&ctx, &error_response_for(&request, error_code))
+    fn failed(
+        _: &RequestContext,
+        request: &AlterClientQuotasRequest,
+        error_code: i16,
+    ) -> AlterClientQuotasResponse {
+        let entries = request
+            .entries
+            .iter()
+            .map(|entry| {
+                EntryData::default()
+                    .with_error_code(error_code)
+                    .with_error_message(None)
+                    .with_entity(response_entity(entry))
+            })
+            .collect();
+        AlterClientQuotasResponse::default().with_entries(entries)
     }
 }
 
-/// Every entry of the request answered with `error_code`.
-fn error_response_for(
-    request: &AlterClientQuotasRequest,
-    error_code: i16,
-) -> AlterClientQuotasResponse {
-    let entries = request
-        .entries
-        .iter()
-        .map(|entry| {
+/// Validates every entry, then (unless `validate_only`, and within Kafka's
+/// record cap) applies the valid ones; one answer per entry.
+fn alter_all(request: &AlterClientQuotasRequest) -> AlterClientQuotasResponse {
+    let allowed = cluster_allowed(Operation::AlterConfigs);
+    let entities: Vec<Vec<EntityPart>> = request.entries.iter().map(entity_of).collect();
+    let keys: Vec<EntityKey> = entities.iter().map(|e| entity_key(e)).collect();
+    let mut mentions: HashMap<&EntityKey, usize> = HashMap::new();
+    for key in &keys {
+        *mentions.entry(key).or_default() += 1;
+    }
+    // Validate every entry first: Kafka's controller writes a record
+    // per op of the valid entries, at most MAX_RECORDS_PER_USER_OP for
+    // the request, and refuses the whole request over that.
+    let mut records = 0usize;
+    let mut results: Vec<Result<(), KafkaError>> = Vec::new();
+    for ((entry, entity), key) in request.entries.iter().zip(&entities).zip(&keys) {
+        let result = if !allowed {
+            let error = ResponseError::ClusterAuthorizationFailed;
+            Err(KafkaError {
+                code: error.code(),
+                message: Some(error.to_string()),
+            })
+        } else if mentions.get(key).copied().unwrap_or(0) > 1 {
+            Err(KafkaError {
+                code: ResponseError::InvalidRequest.code(),
+                message: Some(format!("Ignoring duplicate entity {}", describe(entity))),
+            })
+        } else {
+            alter(entry, entity, true)
+        };
+        if result.is_ok() {
+            records = records.saturating_add(entry.ops.len());
+        }
+        results.push(result);
+    }
+    if records > request_caps::MAX_RECORDS_PER_USER_OP {
+        let message = request_caps::POLICY_VIOLATION_MESSAGE;
+        for result in &mut results {
+            *result = Err(request_caps::policy_violation(message));
+        }
+    } else if !request.validate_only {
+        for ((result, entry), entity) in results.iter_mut().zip(&request.entries).zip(&entities) {
+            if result.is_ok() {
+                *result = alter(entry, entity, false);
+            }
+        }
+    }
+    let mut response = AlterClientQuotasResponse::default();
+    for (entry, result) in request.entries.iter().zip(results) {
+        let (code, message) = match result {
+            Ok(()) => (0, None),
+            Err(error) => (error.code, error.message),
+        };
+        response.entries.push(
             EntryData::default()
-                .with_error_code(error_code)
-                .with_error_message(None)
-                .with_entity(response_entity(entry))
-        })
-        .collect();
-    AlterClientQuotasResponse::default().with_entries(entries)
+                .with_error_code(code)
+                .with_error_message(message.as_deref().map(str_bytes))
+                .with_entity(response_entity(entry)),
+        );
+    }
+    response
 }
 
 /// The entry's entity, as the response echoes it.
@@ -198,12 +194,12 @@ fn alter(
     quotas::alter(entity, &ops, validate_only)
 }
 
-gregor_sdk::export_raw_handler!(AlterClientQuotas);
+gregor_sdk::export_handler!(AlterClientQuotas);
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gregor_sdk::kafka_protocol::protocol::Encodable;
+    use gregor_sdk::testing::assert_encodes_for_served_versions;
 
     fn part(t: &str, n: Option<&str>) -> EntityPart {
         EntityPart {
@@ -225,21 +221,7 @@ mod tests {
     }
 
     #[test]
-    fn responses_encode_for_every_served_version() {
-        for version in 0..=1 {
-            let entry = EntryData::default().with_error_code(42).with_entity(vec![
-                EntityData::default().with_entity_type(str_bytes("user")),
-            ]);
-            let response = AlterClientQuotasResponse::default().with_entries(vec![entry]);
-            assert!(
-                response.encode(&mut Vec::new(), version).is_ok(),
-                "v{version}"
-            );
-        }
-    }
-
-    #[test]
-    fn error_responses_answer_every_entry_for_every_served_version() {
+    fn encodes_for_every_served_version() {
         use gregor_sdk::kafka_protocol::messages::alter_client_quotas_request::EntityData as RequestEntity;
         let entry = |name: Option<&str>| {
             RequestEntry::default().with_entity(vec![RequestEntity::default()
@@ -248,24 +230,12 @@ mod tests {
         };
         let request = AlterClientQuotasRequest::default()
             .with_entries(vec![entry(Some("alice")), entry(None)]);
-        let code = ResponseError::UnknownServerError.code();
-        for version in 0..=1 {
-            let response = error_response_for(&request, code);
-            let shape: Vec<(i16, Option<String>)> = response
-                .entries
-                .iter()
-                .map(|e| {
-                    (
-                        e.error_code,
-                        e.entity[0].entity_name.as_ref().map(|n| n.to_string()),
-                    )
-                })
-                .collect();
-            assert_eq!(shape, vec![(code, Some("alice".to_string())), (code, None)]);
-            assert!(
-                response.encode(&mut Vec::new(), version).is_ok(),
-                "v{version}"
-            );
-        }
+        let answer = EntryData::default().with_error_code(42).with_entity(vec![
+            EntityData::default().with_entity_type(str_bytes("user")),
+        ]);
+        assert_encodes_for_served_versions::<AlterClientQuotas>(
+            &[request],
+            &[AlterClientQuotasResponse::default().with_entries(vec![answer])],
+        );
     }
 }

@@ -29,10 +29,7 @@ use gregor_sdk::kafka_protocol::messages::create_acls_request::AclCreation;
 use gregor_sdk::kafka_protocol::messages::create_acls_response::AclCreationResult;
 use gregor_sdk::kafka_protocol::messages::{CreateAclsRequest, CreateAclsResponse};
 use gregor_sdk::request_caps;
-use gregor_sdk::{
-    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Outcome, RawHandler,
-    RequestContext, ResponseError,
-};
+use gregor_sdk::{Handler, Reply, RequestContext, ResponseError};
 
 struct CreateAcls;
 
@@ -74,47 +71,26 @@ fn binding(creation: &AclCreation) -> Result<AclBinding, String> {
     })
 }
 
-fn result(code: i16, message: Option<&str>) -> AclCreationResult {
-    AclCreationResult::default()
-        .with_error_code(code)
-        .with_error_message(message.map(str_bytes))
-}
+impl Handler for CreateAcls {
+    type Request = CreateAclsRequest;
+    type Response = CreateAclsResponse;
+    const NAME: &'static str = "CreateAcls";
+    const MIN_VERSION: i16 = 1;
+    const MAX_VERSION: i16 = 3;
 
-impl RawHandler for CreateAcls {
-    fn describe() -> ApiInfo {
-        api_info::<CreateAclsRequest>("CreateAcls", 1, 3)
-    }
-
-    fn handle(ctx: RequestContext, body: Vec<u8>) -> Outcome {
-        let request: CreateAclsRequest = match decode(&ctx, &body) {
-            Ok(request) => request,
-            Err(outcome) => return outcome,
-        };
-        let mut response = if cluster_allowed(Operation::Alter) {
-            create(&request)
-        } else {
-            error_response_for(&request, ResponseError::ClusterAuthorizationFailed.code())
-        };
-        gregor_sdk::count_errors(response.results.iter().map(|result| result.error_code));
-        response.throttle_time_ms = request_throttle_ms();
-        respond(&ctx, &response)
+    fn handle(ctx: &RequestContext, request: &CreateAclsRequest) -> Reply<CreateAclsResponse> {
+        if !cluster_allowed(Operation::Alter) {
+            let denied = ResponseError::ClusterAuthorizationFailed.code();
+            return Self::failed(ctx, request, denied).into();
+        }
+        create(request).into()
     }
 
     /// Kafka's `getErrorResponse`: every creation with the error.
-    fn error_response(ctx: RequestContext, body: Vec<u8>, error_code: i16) -> Option<Vec<u8>> {
-        let request: CreateAclsRequest = decode(&ctx, &body).ok()?;
-        encode(&ctx, &error_response_for(&request, error_code))
+    fn failed(_: &RequestContext, request: &CreateAclsRequest, code: i16) -> CreateAclsResponse {
+        let results = request.creations.iter().map(|_| result(code, None));
+        CreateAclsResponse::default().with_results(results.collect())
     }
-}
-
-/// Every creation answered with `error_code`.
-fn error_response_for(request: &CreateAclsRequest, error_code: i16) -> CreateAclsResponse {
-    let results = request
-        .creations
-        .iter()
-        .map(|_| result(error_code, None))
-        .collect();
-    CreateAclsResponse::default().with_results(results)
 }
 
 /// Validates each creation and stores the valid ones together.
@@ -156,12 +132,22 @@ fn create(request: &CreateAclsRequest) -> CreateAclsResponse {
     CreateAclsResponse::default().with_results(results)
 }
 
-gregor_sdk::export_raw_handler!(CreateAcls);
+/// One creation's answer.
+fn result(code: i16, message: Option<&str>) -> AclCreationResult {
+    AclCreationResult::default()
+        .with_error_code(code)
+        .with_error_message(message.map(str_bytes))
+}
+
+gregor_sdk::export_handler!(CreateAcls);
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gregor_sdk::ids::str_bytes;
+    use gregor_sdk::authz::Action;
+    use gregor_sdk::fake::{self, FakeHost};
+    use gregor_sdk::testing::assert_encodes_for_served_versions;
+    use gregor_sdk::KafkaError;
 
     fn creation(
         resource_type: i8,
@@ -201,21 +187,69 @@ mod tests {
     }
 
     #[test]
-    fn error_responses_answer_every_creation_for_every_served_version() {
-        use gregor_sdk::kafka_protocol::protocol::Encodable;
+    fn encodes_for_every_served_version() {
         let request = CreateAclsRequest::default().with_creations(vec![
             creation(2, "orders", 3, "User:a", 4),
             creation(2, "", 3, "User:a", 4),
         ]);
-        let code = ResponseError::UnknownServerError.code();
-        let response = error_response_for(&request, code);
-        let codes: Vec<i16> = response.results.iter().map(|r| r.error_code).collect();
-        assert_eq!(codes, vec![code, code]);
-        for version in 1..=3 {
-            assert!(
-                response.encode(&mut Vec::new(), version).is_ok(),
-                "v{version}"
-            );
+        assert_encodes_for_served_versions::<CreateAcls>(
+            &[request],
+            &[CreateAclsResponse::default().with_results(vec![
+                result(0, None),
+                result(
+                    ResponseError::InvalidRequest.code(),
+                    Some("Invalid empty resource name"),
+                ),
+            ])],
+        );
+    }
+
+    /// An ACL store that refuses nothing; ALTER on the Cluster as
+    /// `allowed` says.
+    struct Store {
+        allowed: bool,
+    }
+
+    impl FakeHost for Store {
+        fn authorize(&self, _: &Action) -> bool {
+            self.allowed
         }
+        fn create_acls(&self, bindings: &[AclBinding]) -> Vec<KafkaError> {
+            assert!(self.allowed, "an unauthorized creation reached the store");
+            let stored = KafkaError {
+                code: 0,
+                message: None,
+            };
+            vec![stored; bindings.len()]
+        }
+    }
+
+    fn codes(handled: fake::Handled<CreateAclsResponse>) -> Vec<i16> {
+        let response = handled.response.unwrap();
+        response.results.iter().map(|r| r.error_code).collect()
+    }
+
+    #[test]
+    fn invalid_creations_are_refused_alone() {
+        let request = CreateAclsRequest::default().with_creations(vec![
+            creation(2, "", 3, "User:a", 4),
+            creation(2, "orders", 3, "User:a", 4),
+            creation(2, "orders", 3, "alice", 4),
+        ]);
+        let invalid = ResponseError::InvalidRequest.code();
+        let handled = fake::handle::<CreateAcls>(Store { allowed: true }, 3, &request);
+        assert_eq!(codes(handled), [invalid, 0, invalid]);
+    }
+
+    #[test]
+    fn without_alter_on_the_cluster_every_creation_is_refused() {
+        let request = CreateAclsRequest::default().with_creations(vec![
+            creation(2, "orders", 3, "User:a", 4),
+            creation(2, "", 3, "User:a", 4),
+        ]);
+        let denied = ResponseError::ClusterAuthorizationFailed.code();
+        let handled = fake::handle::<CreateAcls>(Store { allowed: false }, 1, &request);
+        assert_eq!(handled.counted_errors, [denied, denied]);
+        assert_eq!(codes(handled), [denied, denied]);
     }
 }

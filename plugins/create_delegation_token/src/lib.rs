@@ -24,37 +24,35 @@ use gregor_sdk::ids::str_bytes;
 use gregor_sdk::kafka_protocol::messages::{
     CreateDelegationTokenRequest, CreateDelegationTokenResponse,
 };
-use gregor_sdk::{
-    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, KafkaError, Outcome,
-    RawHandler, RequestContext, ResponseError,
-};
+use gregor_sdk::{Handler, KafkaError, Reply, RequestContext, ResponseError};
 
 /// Kafka's `KafkaPrincipal.ANONYMOUS`, the owner of an error response.
 const ANONYMOUS: &str = "User:ANONYMOUS";
 
 struct CreateDelegationToken;
 
-impl RawHandler for CreateDelegationToken {
-    fn describe() -> ApiInfo {
-        api_info::<CreateDelegationTokenRequest>("CreateDelegationToken", 1, 3)
-    }
+impl Handler for CreateDelegationToken {
+    type Request = CreateDelegationTokenRequest;
+    type Response = CreateDelegationTokenResponse;
+    const NAME: &'static str = "CreateDelegationToken";
+    const MIN_VERSION: i16 = 1;
+    const MAX_VERSION: i16 = 3;
 
-    fn handle(ctx: RequestContext, body: Vec<u8>) -> Outcome {
-        let request: CreateDelegationTokenRequest = match decode(&ctx, &body) {
-            Ok(request) => request,
-            Err(outcome) => return outcome,
-        };
-        let requester = ctx.principal.clone();
+    fn handle(
+        ctx: &RequestContext,
+        request: &CreateDelegationTokenRequest,
+    ) -> Reply<CreateDelegationTokenResponse> {
+        let requester = ctx.principal.as_str();
         let owner = match (&request.owner_principal_type, &request.owner_principal_name) {
             (kind, Some(name)) if !name.is_empty() => format!(
                 "{}:{}",
                 kind.as_ref().map_or("User", |k| k.as_str()),
                 name.as_str()
             ),
-            _ => requester.clone(),
+            _ => requester.to_string(),
         };
-        let mut response = base(&owner, &requester, ctx.api_version);
-        match create(&request, &owner, &requester) {
+        let mut response = base(&owner, requester, ctx.api_version);
+        match create(request, &owner, requester) {
             Ok(token) => {
                 response.issue_timestamp_ms = token.issue_timestamp_ms;
                 response.expiry_timestamp_ms = token.expiry_timestamp_ms;
@@ -64,23 +62,18 @@ impl RawHandler for CreateDelegationToken {
             }
             Err(error) => response.error_code = error.code,
         }
-        gregor_sdk::count_errors([response.error_code]);
-        response.throttle_time_ms = request_throttle_ms();
-        respond(&ctx, &response)
+        response.into()
     }
 
-    /// Kafka's `getErrorResponse`: the error, no token.
-    fn error_response(ctx: RequestContext, body: Vec<u8>, error_code: i16) -> Option<Vec<u8>> {
-        // Nothing of the request is echoed, but a body that does not decode
-        // gets no response.
-        decode::<CreateDelegationTokenRequest>(&ctx, &body).ok()?;
-        encode(&ctx, &error_response_for(ctx.api_version, error_code))
+    /// Kafka's `getErrorResponse`: the error with no token, for the
+    /// anonymous principal as Kafka answers.
+    fn failed(
+        ctx: &RequestContext,
+        _: &CreateDelegationTokenRequest,
+        error_code: i16,
+    ) -> CreateDelegationTokenResponse {
+        base(ANONYMOUS, ANONYMOUS, ctx.api_version).with_error_code(error_code)
     }
-}
-
-/// The error with no token, for the anonymous principal as Kafka answers.
-fn error_response_for(version: i16, error_code: i16) -> CreateDelegationTokenResponse {
-    base(ANONYMOUS, ANONYMOUS, version).with_error_code(error_code)
 }
 
 fn create(
@@ -133,12 +126,14 @@ fn split(principal: &str) -> (&str, &str) {
     principal.split_once(':').unwrap_or(("User", principal))
 }
 
-gregor_sdk::export_raw_handler!(CreateDelegationToken);
+gregor_sdk::export_handler!(CreateDelegationToken);
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use gregor_sdk::fake::context;
     use gregor_sdk::kafka_protocol::protocol::Encodable;
+    use gregor_sdk::testing::assert_encodes_for_served_versions;
 
     #[test]
     fn principals_split_like_kafka() {
@@ -147,29 +142,26 @@ mod tests {
     }
 
     #[test]
-    fn responses_encode_for_every_served_version() {
-        for version in 1..=3 {
-            let response = base("User:a", "User:b", version).with_token_id(str_bytes("id"));
-            assert!(
-                response.encode(&mut Vec::new(), version).is_ok(),
-                "v{version}"
-            );
-        }
+    fn encodes_for_every_served_version() {
+        let request = CreateDelegationTokenRequest::default().with_max_lifetime_ms(1000);
+        // Without the requester (v3 only), a response encodes for every
+        // version; with it, for v3.
+        let token = |version| base("User:a", "User:b", version).with_token_id(str_bytes("id"));
+        assert_encodes_for_served_versions::<CreateDelegationToken>(&[request], &[token(1)]);
+        assert!(token(3).encode(&mut Vec::new(), 3).is_ok());
     }
 
     #[test]
-    fn error_responses_encode_for_every_served_version() {
+    fn a_failure_is_the_anonymous_principals() {
         let code = ResponseError::UnknownServerError.code();
         for version in 1..=3 {
-            let response = error_response_for(version, code);
+            let ctx = context::<CreateDelegationToken>(version);
+            let request = CreateDelegationTokenRequest::default();
+            let response = CreateDelegationToken::failed(&ctx, &request, code);
             assert_eq!(response.error_code, code);
             assert_eq!(response.principal_name.as_str(), "ANONYMOUS");
             assert_eq!(response.expiry_timestamp_ms, -1);
             assert!(response.hmac.is_empty());
-            assert!(
-                response.encode(&mut Vec::new(), version).is_ok(),
-                "v{version}"
-            );
         }
     }
 }

@@ -26,10 +26,7 @@ use gregor_sdk::kafka_protocol::messages::delete_acls_response::{
     DeleteAclsFilterResult, DeleteAclsMatchingAcl,
 };
 use gregor_sdk::kafka_protocol::messages::{DeleteAclsRequest, DeleteAclsResponse};
-use gregor_sdk::{
-    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Outcome, RawHandler,
-    RequestContext, ResponseError,
-};
+use gregor_sdk::{Handler, Reply, RequestContext, ResponseError};
 
 struct DeleteAcls;
 
@@ -44,47 +41,33 @@ fn matching(binding: &AclBinding) -> DeleteAclsMatchingAcl {
         .with_permission_type(acl::permission_code(binding.permission))
 }
 
-fn failed(error_code: i16, message: Option<&str>) -> DeleteAclsFilterResult {
+fn filter_error(error_code: i16, message: Option<&str>) -> DeleteAclsFilterResult {
     DeleteAclsFilterResult::default()
         .with_error_code(error_code)
         .with_error_message(message.map(str_bytes))
 }
 
-impl RawHandler for DeleteAcls {
-    fn describe() -> ApiInfo {
-        api_info::<DeleteAclsRequest>("DeleteAcls", 1, 3)
+impl Handler for DeleteAcls {
+    type Request = DeleteAclsRequest;
+    type Response = DeleteAclsResponse;
+    const NAME: &'static str = "DeleteAcls";
+    const MIN_VERSION: i16 = 1;
+    const MAX_VERSION: i16 = 3;
+
+    fn handle(ctx: &RequestContext, request: &DeleteAclsRequest) -> Reply<DeleteAclsResponse> {
+        if !cluster_allowed(Operation::Alter) {
+            let denied = ResponseError::ClusterAuthorizationFailed.code();
+            return Self::failed(ctx, request, denied).into();
+        }
+        delete(request).into()
     }
 
-    fn handle(ctx: RequestContext, body: Vec<u8>) -> Outcome {
-        let request: DeleteAclsRequest = match decode(&ctx, &body) {
-            Ok(request) => request,
-            Err(outcome) => return outcome,
-        };
-        let mut response = if cluster_allowed(Operation::Alter) {
-            delete(&request)
-        } else {
-            error_response_for(&request, ResponseError::ClusterAuthorizationFailed.code())
-        };
-        gregor_sdk::count_errors(error_codes(&response));
-        response.throttle_time_ms = request_throttle_ms();
-        respond(&ctx, &response)
+    /// Kafka's `getErrorResponse`: every filter with the error and no
+    /// bindings.
+    fn failed(_: &RequestContext, request: &DeleteAclsRequest, code: i16) -> DeleteAclsResponse {
+        let results = request.filters.iter().map(|_| filter_error(code, None));
+        DeleteAclsResponse::default().with_filter_results(results.collect())
     }
-
-    /// Kafka's `getErrorResponse`: every filter with the error.
-    fn error_response(ctx: RequestContext, body: Vec<u8>, error_code: i16) -> Option<Vec<u8>> {
-        let request: DeleteAclsRequest = decode(&ctx, &body).ok()?;
-        encode(&ctx, &error_response_for(&request, error_code))
-    }
-}
-
-/// Every filter answered with `error_code` and no bindings.
-fn error_response_for(request: &DeleteAclsRequest, error_code: i16) -> DeleteAclsResponse {
-    let results = request
-        .filters
-        .iter()
-        .map(|_| failed(error_code, None))
-        .collect();
-    DeleteAclsResponse::default().with_filter_results(results)
 }
 
 /// Checks each filter and deletes what the valid ones match, in one step.
@@ -121,7 +104,7 @@ fn delete(request: &DeleteAclsRequest) -> DeleteAclsResponse {
             let message = error.message.unwrap_or_default();
             let results = checked
                 .iter()
-                .map(|_| failed(error.code, Some(&message)))
+                .map(|_| filter_error(error.code, Some(&message)))
                 .collect();
             return DeleteAclsResponse::default().with_filter_results(results);
         }
@@ -129,7 +112,7 @@ fn delete(request: &DeleteAclsRequest) -> DeleteAclsResponse {
     let results = checked
         .iter()
         .map(|checked| match checked {
-            Err(message) => failed(ResponseError::InvalidRequest.code(), Some(message)),
+            Err(message) => filter_error(ResponseError::InvalidRequest.code(), Some(message)),
             Ok(_) => DeleteAclsFilterResult::default().with_matching_acls(
                 deleted
                     .next()
@@ -143,40 +126,35 @@ fn delete(request: &DeleteAclsRequest) -> DeleteAclsResponse {
     DeleteAclsResponse::default().with_filter_results(results)
 }
 
-/// Every filter's code and every matched binding's.
-fn error_codes(response: &DeleteAclsResponse) -> Vec<i16> {
-    response
-        .filter_results
-        .iter()
-        .flat_map(|filter| {
-            std::iter::once(filter.error_code)
-                .chain(filter.matching_acls.iter().map(|acl| acl.error_code))
-        })
-        .collect()
-}
-
-gregor_sdk::export_raw_handler!(DeleteAcls);
+gregor_sdk::export_handler!(DeleteAcls);
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use gregor_sdk::authz::ResourceType;
+    use gregor_sdk::bindings::gregor::broker::types::{PatternType, PermissionType};
     use gregor_sdk::kafka_protocol::messages::delete_acls_request::DeleteAclsFilter;
-    use gregor_sdk::kafka_protocol::protocol::Encodable;
+    use gregor_sdk::testing::assert_encodes_for_served_versions;
 
     #[test]
-    fn error_responses_answer_every_filter_for_every_served_version() {
+    fn encodes_for_every_served_version() {
         let request = DeleteAclsRequest::default().with_filters(vec![
-            DeleteAclsFilter::default(),
+            DeleteAclsFilter::default().with_resource_name_filter(Some(str_bytes("orders"))),
             DeleteAclsFilter::default(),
         ]);
-        let code = ResponseError::UnknownServerError.code();
-        let response = error_response_for(&request, code);
-        assert_eq!(error_codes(&response), vec![code, code]);
-        for version in 1..=3 {
-            assert!(
-                response.encode(&mut Vec::new(), version).is_ok(),
-                "v{version}"
-            );
-        }
+        let deleted = AclBinding {
+            resource_type: ResourceType::Topic,
+            resource_name: "orders".to_string(),
+            pattern_type: PatternType::Prefixed,
+            principal: "User:a".to_string(),
+            host: "*".to_string(),
+            operation: Operation::Write,
+            permission: PermissionType::Deny,
+        };
+        let response = DeleteAclsResponse::default().with_filter_results(vec![
+            DeleteAclsFilterResult::default().with_matching_acls(vec![matching(&deleted)]),
+            filter_error(ResponseError::InvalidRequest.code(), Some("bad filter")),
+        ]);
+        assert_encodes_for_served_versions::<DeleteAcls>(&[request], &[response]);
     }
 }

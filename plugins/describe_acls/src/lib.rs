@@ -21,10 +21,7 @@ use gregor_sdk::kafka_protocol::messages::describe_acls_response::{
     AclDescription, DescribeAclsResource,
 };
 use gregor_sdk::kafka_protocol::messages::{DescribeAclsRequest, DescribeAclsResponse};
-use gregor_sdk::{
-    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Outcome, RawHandler,
-    RequestContext, ResponseError,
-};
+use gregor_sdk::{Handler, Reply, RequestContext, ResponseError};
 
 struct DescribeAcls;
 
@@ -59,40 +56,27 @@ fn resources(bindings: Vec<AclBinding>) -> Vec<DescribeAclsResource> {
     resources
 }
 
-impl RawHandler for DescribeAcls {
-    fn describe() -> ApiInfo {
-        api_info::<DescribeAclsRequest>("DescribeAcls", 1, 3)
-    }
+impl Handler for DescribeAcls {
+    type Request = DescribeAclsRequest;
+    type Response = DescribeAclsResponse;
+    const NAME: &'static str = "DescribeAcls";
+    const MIN_VERSION: i16 = 1;
+    const MAX_VERSION: i16 = 3;
 
-    fn handle(ctx: RequestContext, body: Vec<u8>) -> Outcome {
-        let request: DescribeAclsRequest = match decode(&ctx, &body) {
-            Ok(request) => request,
-            Err(outcome) => return outcome,
-        };
-        let mut response = if cluster_allowed(Operation::Describe) {
-            describe_acls(&request)
-        } else {
-            error_response_for(ResponseError::ClusterAuthorizationFailed.code())
-        };
-        gregor_sdk::count_errors([response.error_code]);
-        response.throttle_time_ms = request_throttle_ms();
-        respond(&ctx, &response)
+    fn handle(ctx: &RequestContext, request: &DescribeAclsRequest) -> Reply<DescribeAclsResponse> {
+        if !cluster_allowed(Operation::Describe) {
+            let denied = ResponseError::ClusterAuthorizationFailed.code();
+            return Self::failed(ctx, request, denied).into();
+        }
+        describe_acls(request).into()
     }
 
     /// Kafka's `getErrorResponse`: the error, no resources.
-    fn error_response(ctx: RequestContext, body: Vec<u8>, error_code: i16) -> Option<Vec<u8>> {
-        // Nothing of the request is echoed, but a body that does not decode
-        // gets no response.
-        decode::<DescribeAclsRequest>(&ctx, &body).ok()?;
-        encode(&ctx, &error_response_for(error_code))
+    fn failed(_: &RequestContext, _: &DescribeAclsRequest, code: i16) -> DescribeAclsResponse {
+        DescribeAclsResponse::default()
+            .with_error_code(code)
+            .with_error_message(None)
     }
-}
-
-/// The request answered with `error_code` and no resources.
-fn error_response_for(error_code: i16) -> DescribeAclsResponse {
-    DescribeAclsResponse::default()
-        .with_error_code(error_code)
-        .with_error_message(None)
 }
 
 /// The bindings matching the request's filter, or INVALID_REQUEST.
@@ -115,13 +99,14 @@ fn describe_acls(request: &DescribeAclsRequest) -> DescribeAclsResponse {
     }
 }
 
-gregor_sdk::export_raw_handler!(DescribeAcls);
+gregor_sdk::export_handler!(DescribeAcls);
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use gregor_sdk::authz::ResourceType;
     use gregor_sdk::bindings::gregor::broker::types::{PatternType, PermissionType};
+    use gregor_sdk::testing::assert_encodes_for_served_versions;
 
     fn binding(name: &str, principal: &str) -> AclBinding {
         AclBinding {
@@ -152,17 +137,16 @@ mod tests {
     }
 
     #[test]
-    fn error_responses_encode_for_every_served_version() {
-        use gregor_sdk::kafka_protocol::protocol::Encodable;
-        let code = ResponseError::UnknownServerError.code();
-        let response = error_response_for(code);
-        assert_eq!(response.error_code, code);
-        assert!(response.resources.is_empty());
-        for version in 1..=3 {
-            assert!(
-                response.encode(&mut Vec::new(), version).is_ok(),
-                "v{version}"
-            );
-        }
+    fn encodes_for_every_served_version() {
+        let request = DescribeAclsRequest::default()
+            .with_resource_type_filter(2)
+            .with_resource_name_filter(Some(str_bytes("orders")))
+            .with_pattern_type_filter(3);
+        let described =
+            DescribeAclsResponse::default().with_resources(resources(vec![binding("a", "User:x")]));
+        let invalid = DescribeAclsResponse::default()
+            .with_error_code(ResponseError::InvalidRequest.code())
+            .with_error_message(Some(str_bytes("bad filter")));
+        assert_encodes_for_served_versions::<DescribeAcls>(&[request], &[described, invalid]);
     }
 }

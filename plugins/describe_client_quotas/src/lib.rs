@@ -23,25 +23,23 @@ use gregor_sdk::kafka_protocol::messages::{
     DescribeClientQuotasRequest, DescribeClientQuotasResponse,
 };
 use gregor_sdk::quotas::{self, FilterComponent, MatchType};
-use gregor_sdk::{
-    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, KafkaError, Outcome,
-    RawHandler, RequestContext, ResponseError,
-};
+use gregor_sdk::{Handler, KafkaError, Reply, RequestContext, ResponseError};
 
 struct DescribeClientQuotas;
 
-impl RawHandler for DescribeClientQuotas {
-    fn describe() -> ApiInfo {
-        api_info::<DescribeClientQuotasRequest>("DescribeClientQuotas", 0, 1)
-    }
+impl Handler for DescribeClientQuotas {
+    type Request = DescribeClientQuotasRequest;
+    type Response = DescribeClientQuotasResponse;
+    const NAME: &'static str = "DescribeClientQuotas";
+    const MIN_VERSION: i16 = 0;
+    const MAX_VERSION: i16 = 1;
 
-    fn handle(ctx: RequestContext, body: Vec<u8>) -> Outcome {
-        let request: DescribeClientQuotasRequest = match decode(&ctx, &body) {
-            Ok(request) => request,
-            Err(outcome) => return outcome,
-        };
+    fn handle(
+        _: &RequestContext,
+        request: &DescribeClientQuotasRequest,
+    ) -> Reply<DescribeClientQuotasResponse> {
         let answer = if cluster_allowed(Operation::DescribeConfigs) {
-            describe(&request)
+            describe(request)
         } else {
             let error = ResponseError::ClusterAuthorizationFailed;
             Err(KafkaError {
@@ -49,28 +47,27 @@ impl RawHandler for DescribeClientQuotas {
                 message: Some(error.to_string()),
             })
         };
-        let mut response = match answer {
+        match answer {
             Ok(entries) => DescribeClientQuotasResponse::default()
                 .with_error_message(None)
                 .with_entries(Some(entries)),
-            Err(error) => failed(error.code, error.message.as_deref()),
-        };
-        gregor_sdk::count_errors([response.error_code]);
-        response.throttle_time_ms = request_throttle_ms();
-        respond(&ctx, &response)
+            Err(error) => refused(error.code, error.message.as_deref()),
+        }
+        .into()
     }
 
     /// Kafka's `getErrorResponse`: the error, null entries.
-    fn error_response(ctx: RequestContext, body: Vec<u8>, error_code: i16) -> Option<Vec<u8>> {
-        // Nothing of the request is echoed, but a body that does not decode
-        // gets no response.
-        decode::<DescribeClientQuotasRequest>(&ctx, &body).ok()?;
-        encode(&ctx, &failed(error_code, None))
+    fn failed(
+        _: &RequestContext,
+        _: &DescribeClientQuotasRequest,
+        error_code: i16,
+    ) -> DescribeClientQuotasResponse {
+        refused(error_code, None)
     }
 }
 
 /// The request answered with an error and null entries.
-fn failed(error_code: i16, message: Option<&str>) -> DescribeClientQuotasResponse {
+fn refused(error_code: i16, message: Option<&str>) -> DescribeClientQuotasResponse {
     DescribeClientQuotasResponse::default()
         .with_error_code(error_code)
         .with_error_message(message.map(str_bytes))
@@ -128,42 +125,34 @@ fn describe(request: &DescribeClientQuotasRequest) -> Result<Vec<EntryData>, Kaf
         .collect())
 }
 
-gregor_sdk::export_raw_handler!(DescribeClientQuotas);
+gregor_sdk::export_handler!(DescribeClientQuotas);
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gregor_sdk::kafka_protocol::protocol::Encodable;
+    use gregor_sdk::kafka_protocol::messages::describe_client_quotas_request::ComponentData;
+    use gregor_sdk::testing::assert_encodes_for_served_versions;
 
     #[test]
-    fn responses_encode_for_every_served_version() {
-        for version in 0..=1 {
-            let entry = EntryData::default()
-                .with_entity(vec![EntityData::default()
-                    .with_entity_type(str_bytes("user"))
-                    .with_entity_name(None)])
-                .with_values(vec![ValueData::default()
-                    .with_key(str_bytes("producer_byte_rate"))
-                    .with_value(1024.0)]);
-            let response = DescribeClientQuotasResponse::default().with_entries(Some(vec![entry]));
-            assert!(
-                response.encode(&mut Vec::new(), version).is_ok(),
-                "v{version}"
-            );
-        }
-    }
-
-    #[test]
-    fn error_responses_encode_for_every_served_version() {
-        let code = ResponseError::UnknownServerError.code();
-        let response = failed(code, None);
-        assert_eq!(response.error_code, code);
-        assert_eq!(response.entries, None);
-        for version in 0..=1 {
-            assert!(
-                response.encode(&mut Vec::new(), version).is_ok(),
-                "v{version}"
-            );
-        }
+    fn encodes_for_every_served_version() {
+        let entry = EntryData::default()
+            .with_entity(vec![EntityData::default()
+                .with_entity_type(str_bytes("user"))
+                .with_entity_name(None)])
+            .with_values(vec![ValueData::default()
+                .with_key(str_bytes("producer_byte_rate"))
+                .with_value(1024.0)]);
+        let request =
+            DescribeClientQuotasRequest::default().with_components(vec![ComponentData::default()
+                .with_entity_type(str_bytes("user"))
+                .with_match_type(1)]);
+        let invalid = ResponseError::InvalidRequest.code();
+        assert_encodes_for_served_versions::<DescribeClientQuotas>(
+            &[request],
+            &[
+                DescribeClientQuotasResponse::default().with_entries(Some(vec![entry])),
+                refused(invalid, Some("Unknown match type 7")),
+            ],
+        );
     }
 }

@@ -31,23 +31,21 @@ use gregor_sdk::kafka_protocol::messages::describe_configs_response::{
     DescribeConfigsResourceResult, DescribeConfigsResult, DescribeConfigsSynonym,
 };
 use gregor_sdk::kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse};
-use gregor_sdk::{
-    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Outcome, RawHandler,
-    RequestContext, ResponseError,
-};
+use gregor_sdk::{Handler, Reply, RequestContext, ResponseError};
 
 struct DescribeConfigs;
 
-impl RawHandler for DescribeConfigs {
-    fn describe() -> ApiInfo {
-        api_info::<DescribeConfigsRequest>("DescribeConfigs", 1, 4)
-    }
+impl Handler for DescribeConfigs {
+    type Request = DescribeConfigsRequest;
+    type Response = DescribeConfigsResponse;
+    const NAME: &'static str = "DescribeConfigs";
+    const MIN_VERSION: i16 = 1;
+    const MAX_VERSION: i16 = 4;
 
-    fn handle(ctx: RequestContext, body: Vec<u8>) -> Outcome {
-        let request: DescribeConfigsRequest = match decode(&ctx, &body) {
-            Ok(request) => request,
-            Err(outcome) => return outcome,
-        };
+    fn handle(
+        _: &RequestContext,
+        request: &DescribeConfigsRequest,
+    ) -> Reply<DescribeConfigsResponse> {
         let resources: Vec<(i8, &str)> = request
             .resources
             .iter()
@@ -57,7 +55,7 @@ impl RawHandler for DescribeConfigs {
         let mut response = DescribeConfigsResponse::default();
         for (resource, allowed) in request.resources.iter().zip(allowed) {
             let result = match (resource_type_of(resource.resource_type), allowed) {
-                (None, _) => failed(
+                (None, _) => refused(
                     ResponseError::InvalidRequest,
                     Some(format!(
                         "Unexpected resource type {} for resource {}",
@@ -65,42 +63,35 @@ impl RawHandler for DescribeConfigs {
                         resource.resource_name.as_str()
                     )),
                 ),
-                (Some(kind), false) => failed(authorization_error(kind), None),
-                (Some(kind), true) => describe(kind, resource, &request),
+                (Some(kind), false) => refused(authorization_error(kind), None),
+                (Some(kind), true) => describe(kind, resource, request),
             };
             response.results.push(for_resource(result, resource));
         }
-        gregor_sdk::count_errors(response.results.iter().map(|result| result.error_code));
-        response.throttle_time_ms = request_throttle_ms();
-        respond(&ctx, &response)
+        response.into()
     }
 
-    /// Kafka's `getErrorResponse`: every resource with the error.
-    fn error_response(ctx: RequestContext, body: Vec<u8>, error_code: i16) -> Option<Vec<u8>> {
-        let request: DescribeConfigsRequest = decode(&ctx, &body).ok()?;
-        encode(&ctx, &error_response_for(&request, error_code))
+    /// Kafka's `getErrorResponse`: every resource with the error and no
+    /// configs. The message names the error, as [`refused`] does where
+    /// Kafka sends the error's default message.
+    fn failed(
+        _: &RequestContext,
+        request: &DescribeConfigsRequest,
+        error_code: i16,
+    ) -> DescribeConfigsResponse {
+        let message = ResponseError::try_from_code(error_code).map(|error| error.to_string());
+        let results = request
+            .resources
+            .iter()
+            .map(|resource| {
+                let result = DescribeConfigsResult::default()
+                    .with_error_code(error_code)
+                    .with_error_message(message.as_deref().map(str_bytes));
+                for_resource(result, resource)
+            })
+            .collect();
+        DescribeConfigsResponse::default().with_results(results)
     }
-}
-
-/// Every resource of the request answered with `error_code` and no
-/// configs. The message names the error, as [`failed`] does where Kafka
-/// sends the error's default message.
-fn error_response_for(
-    request: &DescribeConfigsRequest,
-    error_code: i16,
-) -> DescribeConfigsResponse {
-    let message = ResponseError::try_from_code(error_code).map(|error| error.to_string());
-    let results = request
-        .resources
-        .iter()
-        .map(|resource| {
-            let result = DescribeConfigsResult::default()
-                .with_error_code(error_code)
-                .with_error_message(message.as_deref().map(str_bytes));
-            for_resource(result, resource)
-        })
-        .collect();
-    DescribeConfigsResponse::default().with_results(results)
 }
 
 /// A result naming the resource it answers.
@@ -113,7 +104,7 @@ fn for_resource(
         .with_resource_name(resource.resource_name.clone())
 }
 
-fn failed(error: ResponseError, message: Option<String>) -> DescribeConfigsResult {
+fn refused(error: ResponseError, message: Option<String>) -> DescribeConfigsResult {
     DescribeConfigsResult::default()
         .with_error_code(error.code())
         .with_error_message(Some(str_bytes(
@@ -182,15 +173,23 @@ fn describe(
         .with_configs(configs)
 }
 
-gregor_sdk::export_raw_handler!(DescribeConfigs);
+gregor_sdk::export_handler!(DescribeConfigs);
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gregor_sdk::kafka_protocol::protocol::Encodable;
+    use gregor_sdk::authz::Action;
+    use gregor_sdk::fake::{self, FakeHost};
+    use gregor_sdk::testing::assert_encodes_for_served_versions;
+
+    fn resource(kind: i8, name: &str) -> DescribeConfigsResource {
+        DescribeConfigsResource::default()
+            .with_resource_type(kind)
+            .with_resource_name(str_bytes(name))
+    }
 
     #[test]
-    fn responses_encode_for_every_served_version() {
+    fn encodes_for_every_served_version() {
         let entry = DescribeConfigsResourceResult::default()
             .with_name(str_bytes("retention.ms"))
             .with_value(Some(str_bytes("1000")))
@@ -200,30 +199,25 @@ mod tests {
                 .with_source(1)])
             .with_config_type(5)
             .with_documentation(Some(str_bytes("doc")));
-        for version in 1..=4 {
-            let result = DescribeConfigsResult::default()
-                .with_resource_type(2)
-                .with_resource_name(str_bytes("t"))
-                .with_configs(vec![entry.clone()]);
-            let response = DescribeConfigsResponse::default().with_results(vec![result]);
-            assert!(
-                response.encode(&mut Vec::new(), version).is_ok(),
-                "v{version}"
-            );
-        }
+        let result = DescribeConfigsResult::default()
+            .with_resource_type(2)
+            .with_resource_name(str_bytes("t"))
+            .with_configs(vec![entry]);
+        let request = DescribeConfigsRequest::default()
+            .with_resources(vec![resource(2, "t"), resource(4, "1")]);
+        assert_encodes_for_served_versions::<DescribeConfigs>(
+            &[request],
+            &[DescribeConfigsResponse::default().with_results(vec![result])],
+        );
     }
 
     #[test]
-    fn error_responses_answer_every_resource_for_every_served_version() {
-        let resource = |kind: i8, name: &str| {
-            DescribeConfigsResource::default()
-                .with_resource_type(kind)
-                .with_resource_name(str_bytes(name))
-        };
+    fn a_failure_answers_every_resource_without_configs() {
         let request = DescribeConfigsRequest::default()
             .with_resources(vec![resource(2, "t"), resource(4, "1")]);
         let code = ResponseError::UnknownServerError.code();
-        let response = error_response_for(&request, code);
+        let ctx = fake::context::<DescribeConfigs>(4);
+        let response = DescribeConfigs::failed(&ctx, &request, code);
         let shape: Vec<(i8, String, i16, usize)> = response
             .results
             .iter()
@@ -236,12 +230,6 @@ mod tests {
             shape,
             vec![(2, "t".to_string(), code, 0), (4, "1".to_string(), code, 0)]
         );
-        for version in 1..=4 {
-            assert!(
-                response.encode(&mut Vec::new(), version).is_ok(),
-                "v{version}"
-            );
-        }
     }
 
     #[test]
@@ -254,5 +242,60 @@ mod tests {
             authorization_error(ResourceType::ClientMetrics),
             ResponseError::ClusterAuthorizationFailed
         );
+    }
+
+    /// A principal allowed nothing: no resource reaches the host's configs.
+    struct DeniedEverything;
+
+    impl FakeHost for DeniedEverything {
+        fn authorize(&self, _: &Action) -> bool {
+            false
+        }
+    }
+
+    #[test]
+    fn unauthorized_and_unknown_resources_are_answered_without_configs() {
+        let request = DescribeConfigsRequest::default().with_resources(vec![
+            resource(2, "t"),
+            resource(32, "g"),
+            resource(8, "1"),
+            resource(3, "x"),
+        ]);
+        let handled = fake::handle::<DescribeConfigs>(DeniedEverything, 4, &request);
+        let answers: Vec<(String, i16, bool)> = handled
+            .response
+            .unwrap()
+            .results
+            .iter()
+            .map(|r| {
+                (
+                    r.resource_name.to_string(),
+                    r.error_code,
+                    r.configs.is_empty(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            answers,
+            [
+                (
+                    "t".to_string(),
+                    ResponseError::TopicAuthorizationFailed.code(),
+                    true
+                ),
+                (
+                    "g".to_string(),
+                    ResponseError::GroupAuthorizationFailed.code(),
+                    true
+                ),
+                (
+                    "1".to_string(),
+                    ResponseError::ClusterAuthorizationFailed.code(),
+                    true
+                ),
+                ("x".to_string(), ResponseError::InvalidRequest.code(), true),
+            ]
+        );
+        assert_eq!(handled.counted_errors.len(), 4);
     }
 }

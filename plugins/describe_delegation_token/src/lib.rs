@@ -22,23 +22,21 @@ use gregor_sdk::kafka_protocol::messages::describe_delegation_token_response::{
 use gregor_sdk::kafka_protocol::messages::{
     DescribeDelegationTokenRequest, DescribeDelegationTokenResponse,
 };
-use gregor_sdk::{
-    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Outcome, RawHandler,
-    RequestContext,
-};
+use gregor_sdk::{Handler, Reply, RequestContext};
 
 struct DescribeDelegationToken;
 
-impl RawHandler for DescribeDelegationToken {
-    fn describe() -> ApiInfo {
-        api_info::<DescribeDelegationTokenRequest>("DescribeDelegationToken", 1, 3)
-    }
+impl Handler for DescribeDelegationToken {
+    type Request = DescribeDelegationTokenRequest;
+    type Response = DescribeDelegationTokenResponse;
+    const NAME: &'static str = "DescribeDelegationToken";
+    const MIN_VERSION: i16 = 1;
+    const MAX_VERSION: i16 = 3;
 
-    fn handle(ctx: RequestContext, body: Vec<u8>) -> Outcome {
-        let request: DescribeDelegationTokenRequest = match decode(&ctx, &body) {
-            Ok(request) => request,
-            Err(outcome) => return outcome,
-        };
+    fn handle(
+        ctx: &RequestContext,
+        request: &DescribeDelegationTokenRequest,
+    ) -> Reply<DescribeDelegationTokenResponse> {
         let mut response = DescribeDelegationTokenResponse::default();
         match delegation_tokens::list_tokens() {
             Err(error) => response.error_code = error.code,
@@ -61,23 +59,17 @@ impl RawHandler for DescribeDelegationToken {
                     .collect();
             }
         }
-        gregor_sdk::count_errors([response.error_code]);
-        response.throttle_time_ms = request_throttle_ms();
-        respond(&ctx, &response)
+        response.into()
     }
 
     /// Kafka's `getErrorResponse`: the error, no tokens.
-    fn error_response(ctx: RequestContext, body: Vec<u8>, error_code: i16) -> Option<Vec<u8>> {
-        // Nothing of the request is echoed, but a body that does not decode
-        // gets no response.
-        decode::<DescribeDelegationTokenRequest>(&ctx, &body).ok()?;
-        encode(&ctx, &error_response_for(error_code))
+    fn failed(
+        _: &RequestContext,
+        _: &DescribeDelegationTokenRequest,
+        error_code: i16,
+    ) -> DescribeDelegationTokenResponse {
+        DescribeDelegationTokenResponse::default().with_error_code(error_code)
     }
-}
-
-/// The request answered with `error_code` and no tokens.
-fn error_response_for(error_code: i16) -> DescribeDelegationTokenResponse {
-    DescribeDelegationTokenResponse::default().with_error_code(error_code)
 }
 
 fn owner_or_renewer(token: &TokenInfo, principal: &str) -> bool {
@@ -175,12 +167,14 @@ fn described(token: TokenInfo, version: i16) -> DescribedDelegationToken {
         )
 }
 
-gregor_sdk::export_raw_handler!(DescribeDelegationToken);
+gregor_sdk::export_handler!(DescribeDelegationToken);
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use gregor_sdk::kafka_protocol::messages::describe_delegation_token_request::DescribeDelegationTokenOwner;
     use gregor_sdk::kafka_protocol::protocol::Encodable;
+    use gregor_sdk::testing::assert_encodes_for_served_versions;
 
     fn token(owner: &str, renewers: &[&str]) -> TokenInfo {
         TokenInfo {
@@ -208,27 +202,18 @@ mod tests {
     }
 
     #[test]
-    fn responses_encode_for_every_served_version() {
-        for version in 1..=3 {
-            let response = DescribeDelegationTokenResponse::default()
-                .with_tokens(vec![described(token("User:a", &["User:b"]), version)]);
-            assert!(
-                response.encode(&mut Vec::new(), version).is_ok(),
-                "v{version}"
-            );
-        }
-    }
-
-    #[test]
-    fn error_responses_encode_for_every_served_version() {
-        let code = gregor_sdk::ResponseError::UnknownServerError.code();
-        let response = error_response_for(code);
-        assert!(response.tokens.is_empty());
-        for version in 1..=3 {
-            let mut encoded = Vec::new();
-            assert!(response.encode(&mut encoded, version).is_ok(), "v{version}");
-            // error_code first, then no tokens and the throttle time.
-            assert_eq!(encoded[0..2], code.to_be_bytes(), "v{version}");
-        }
+    fn encodes_for_every_served_version() {
+        let owner = DescribeDelegationTokenOwner::default()
+            .with_principal_type(str_bytes("User"))
+            .with_principal_name(str_bytes("a"));
+        let request = DescribeDelegationTokenRequest::default().with_owners(Some(vec![owner]));
+        // Without the requester (v3 only), a token encodes for every
+        // version; with it, for v3.
+        let tokens = |version| {
+            DescribeDelegationTokenResponse::default()
+                .with_tokens(vec![described(token("User:a", &["User:b"]), version)])
+        };
+        assert_encodes_for_served_versions::<DescribeDelegationToken>(&[request], &[tokens(1)]);
+        assert!(tokens(3).encode(&mut Vec::new(), 3).is_ok());
     }
 }

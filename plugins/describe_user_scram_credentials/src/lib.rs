@@ -23,10 +23,7 @@ use gregor_sdk::kafka_protocol::messages::{
     DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse,
 };
 use gregor_sdk::scram_credentials::{self, Mechanism, UserCredentials};
-use gregor_sdk::{
-    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Outcome, RawHandler,
-    RequestContext, ResponseError,
-};
+use gregor_sdk::{Handler, Reply, RequestContext, ResponseError};
 
 struct DescribeUserScramCredentials;
 
@@ -53,66 +50,60 @@ fn described(user: UserCredentials) -> DescribeUserScramCredentialsResult {
         )
 }
 
-fn failed(user: &str, error: ResponseError, message: String) -> DescribeUserScramCredentialsResult {
+fn refused(
+    user: &str,
+    error: ResponseError,
+    message: String,
+) -> DescribeUserScramCredentialsResult {
     DescribeUserScramCredentialsResult::default()
         .with_user(str_bytes(user))
         .with_error_code(error.code())
         .with_error_message(Some(str_bytes(&message)))
 }
 
-impl RawHandler for DescribeUserScramCredentials {
-    fn describe() -> ApiInfo {
-        api_info::<DescribeUserScramCredentialsRequest>("DescribeUserScramCredentials", 0, 0)
-    }
+impl Handler for DescribeUserScramCredentials {
+    type Request = DescribeUserScramCredentialsRequest;
+    type Response = DescribeUserScramCredentialsResponse;
+    const NAME: &'static str = "DescribeUserScramCredentials";
+    const MIN_VERSION: i16 = 0;
+    const MAX_VERSION: i16 = 0;
 
-    fn handle(ctx: RequestContext, body: Vec<u8>) -> Outcome {
-        let request: DescribeUserScramCredentialsRequest = match decode(&ctx, &body) {
-            Ok(request) => request,
-            Err(outcome) => return outcome,
-        };
-        let mut response = if cluster_allowed(Operation::Describe) {
-            describe_users(&request)
+    fn handle(
+        _: &RequestContext,
+        request: &DescribeUserScramCredentialsRequest,
+    ) -> Reply<DescribeUserScramCredentialsResponse> {
+        if cluster_allowed(Operation::Describe) {
+            describe_users(request).into()
         } else {
             DescribeUserScramCredentialsResponse::default()
                 .with_error_code(ResponseError::ClusterAuthorizationFailed.code())
-        };
-        gregor_sdk::count_errors(
-            std::iter::once(response.error_code)
-                .chain(response.results.iter().map(|result| result.error_code)),
-        );
-        response.throttle_time_ms = request_throttle_ms();
-        respond(&ctx, &response)
+                .into()
+        }
     }
 
     /// Kafka's `getErrorResponse`: the error at the top level and for every
-    /// user named.
-    fn error_response(ctx: RequestContext, body: Vec<u8>, error_code: i16) -> Option<Vec<u8>> {
-        let request: DescribeUserScramCredentialsRequest = decode(&ctx, &body).ok()?;
-        encode(&ctx, &error_response_for(&request, error_code))
+    /// user named (Kafka leaves the users' names out; they are kept here).
+    fn failed(
+        _: &RequestContext,
+        request: &DescribeUserScramCredentialsRequest,
+        error_code: i16,
+    ) -> DescribeUserScramCredentialsResponse {
+        let results = request
+            .users
+            .iter()
+            .flatten()
+            .map(|user| {
+                DescribeUserScramCredentialsResult::default()
+                    .with_user(user.name.clone())
+                    .with_error_code(error_code)
+                    .with_error_message(None)
+            })
+            .collect();
+        DescribeUserScramCredentialsResponse::default()
+            .with_error_code(error_code)
+            .with_error_message(None)
+            .with_results(results)
     }
-}
-
-/// The request answered with `error_code` at the top level and for every
-/// user it names (Kafka leaves the users' names out; they are kept here).
-fn error_response_for(
-    request: &DescribeUserScramCredentialsRequest,
-    error_code: i16,
-) -> DescribeUserScramCredentialsResponse {
-    let results = request
-        .users
-        .iter()
-        .flatten()
-        .map(|user| {
-            DescribeUserScramCredentialsResult::default()
-                .with_user(user.name.clone())
-                .with_error_code(error_code)
-                .with_error_message(None)
-        })
-        .collect();
-    DescribeUserScramCredentialsResponse::default()
-        .with_error_code(error_code)
-        .with_error_message(None)
-        .with_results(results)
 }
 
 /// The credentials of every user (none named) or of each named user, once.
@@ -149,12 +140,12 @@ fn describe_users(
         let result = match (count, found.remove(user)) {
             (0, _) => continue,
             (1, Some(credentials)) => described(credentials),
-            (1, None) => failed(
+            (1, None) => refused(
                 user,
                 ResponseError::ResourceNotFound,
                 format!("Attempt to describe a user credential that does not exist: {user}"),
             ),
-            _ => failed(
+            _ => refused(
                 user,
                 ResponseError::DuplicateResource,
                 format!("Cannot describe SCRAM credentials for the same user twice in a single request: {user}"),
@@ -165,22 +156,52 @@ fn describe_users(
     response
 }
 
-gregor_sdk::export_raw_handler!(DescribeUserScramCredentials);
+gregor_sdk::export_handler!(DescribeUserScramCredentials);
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use gregor_sdk::authz::Action;
+    use gregor_sdk::fake::{self, FakeHost};
     use gregor_sdk::kafka_protocol::messages::describe_user_scram_credentials_request::UserName;
-    use gregor_sdk::kafka_protocol::protocol::Encodable;
+    use gregor_sdk::scram_credentials::CredentialInfo as Info;
+    use gregor_sdk::testing::assert_encodes_for_served_versions;
+
+    fn request(users: &[&str]) -> DescribeUserScramCredentialsRequest {
+        let users = users
+            .iter()
+            .map(|name| UserName::default().with_name(str_bytes(name)))
+            .collect();
+        DescribeUserScramCredentialsRequest::default().with_users(Some(users))
+    }
 
     #[test]
-    fn error_responses_answer_every_user_for_every_served_version() {
-        let user = |name: &str| UserName::default().with_name(str_bytes(name));
-        let request = DescribeUserScramCredentialsRequest::default()
-            .with_users(Some(vec![user("alice"), user("bob")]));
+    fn encodes_for_every_served_version() {
+        let credentials = UserCredentials {
+            user: "alice".to_string(),
+            credentials: vec![Info {
+                mechanism: Mechanism::ScramSha512,
+                iterations: 8192,
+            }],
+        };
+        let missing = ResponseError::ResourceNotFound;
+        assert_encodes_for_served_versions::<DescribeUserScramCredentials>(
+            &[request(&["alice", "bob"])],
+            &[
+                DescribeUserScramCredentialsResponse::default().with_results(vec![
+                    described(credentials),
+                    refused("bob", missing, "no such user".to_string()),
+                ]),
+            ],
+        );
+    }
+
+    #[test]
+    fn a_failure_answers_every_user_named() {
         let code = ResponseError::UnknownServerError.code();
-        let response = error_response_for(&request, code);
-        assert_eq!(response.error_code, code);
+        let ctx = fake::context::<DescribeUserScramCredentials>(0);
+        let response =
+            DescribeUserScramCredentials::failed(&ctx, &request(&["alice", "bob"]), code);
         let shape: Vec<(String, i16)> = response
             .results
             .iter()
@@ -188,11 +209,84 @@ mod tests {
             .collect();
         assert_eq!(
             shape,
-            vec![("alice".to_string(), code), ("bob".to_string(), code)]
+            [("alice".to_string(), code), ("bob".to_string(), code)]
         );
-        assert!(response.encode(&mut Vec::new(), 0).is_ok());
-        let all = error_response_for(&DescribeUserScramCredentialsRequest::default(), code);
-        assert!(all.results.is_empty());
-        assert!(all.encode(&mut Vec::new(), 0).is_ok());
+        assert_eq!(response.error_code, code);
+    }
+
+    /// A credential store where only alice has credentials; DESCRIBE on
+    /// the Cluster as `allowed` says.
+    struct Store {
+        allowed: bool,
+    }
+
+    impl FakeHost for Store {
+        fn authorize(&self, _: &Action) -> bool {
+            self.allowed
+        }
+        fn describe_scram_credentials(&self, users: Option<&[String]>) -> Vec<UserCredentials> {
+            assert!(self.allowed, "an unauthorized request reached the store");
+            let alice = UserCredentials {
+                user: "alice".to_string(),
+                credentials: vec![Info {
+                    mechanism: Mechanism::ScramSha256,
+                    iterations: 4096,
+                }],
+            };
+            match users {
+                Some(users) if !users.iter().any(|u| u == "alice") => Vec::new(),
+                _ => vec![alice],
+            }
+        }
+    }
+
+    fn results(response: &DescribeUserScramCredentialsResponse) -> Vec<(String, i16, usize)> {
+        response
+            .results
+            .iter()
+            .map(|r| (r.user.to_string(), r.error_code, r.credential_infos.len()))
+            .collect()
+    }
+
+    #[test]
+    fn each_named_user_is_answered_once() {
+        let duplicate = ResponseError::DuplicateResource.code();
+        let missing = ResponseError::ResourceNotFound.code();
+        let handled = fake::handle::<DescribeUserScramCredentials>(
+            Store { allowed: true },
+            0,
+            &request(&["bob", "alice", "carol", "bob"]),
+        );
+        let response = handled.response.unwrap();
+        assert_eq!(
+            results(&response),
+            [
+                ("bob".to_string(), duplicate, 0),
+                ("alice".to_string(), 0, 1),
+                ("carol".to_string(), missing, 0),
+            ]
+        );
+        assert_eq!(handled.counted_errors, [duplicate, missing]);
+    }
+
+    #[test]
+    fn no_users_describes_everyone_and_denial_asks_no_store() {
+        let all = DescribeUserScramCredentialsRequest::default();
+        let handled =
+            fake::handle::<DescribeUserScramCredentials>(Store { allowed: true }, 0, &all);
+        assert_eq!(
+            results(&handled.response.unwrap()),
+            [("alice".to_string(), 0, 1)]
+        );
+
+        let denied = ResponseError::ClusterAuthorizationFailed.code();
+        let handled = fake::handle::<DescribeUserScramCredentials>(
+            Store { allowed: false },
+            0,
+            &request(&["alice"]),
+        );
+        let response = handled.response.unwrap();
+        assert_eq!((response.error_code, response.results.len()), (denied, 0));
+        assert_eq!(handled.counted_errors, [denied]);
     }
 }

@@ -20,23 +20,21 @@ use gregor_sdk::kafka_protocol::messages::{
     GetTelemetrySubscriptionsRequest, GetTelemetrySubscriptionsResponse,
 };
 use gregor_sdk::telemetry;
-use gregor_sdk::{
-    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, Outcome, RawHandler,
-    RequestContext,
-};
+use gregor_sdk::{Handler, Reply, RequestContext};
 
 struct GetTelemetrySubscriptions;
 
-impl RawHandler for GetTelemetrySubscriptions {
-    fn describe() -> ApiInfo {
-        api_info::<GetTelemetrySubscriptionsRequest>("GetTelemetrySubscriptions", 0, 0)
-    }
+impl Handler for GetTelemetrySubscriptions {
+    type Request = GetTelemetrySubscriptionsRequest;
+    type Response = GetTelemetrySubscriptionsResponse;
+    const NAME: &'static str = "GetTelemetrySubscriptions";
+    const MIN_VERSION: i16 = 0;
+    const MAX_VERSION: i16 = 0;
 
-    fn handle(ctx: RequestContext, body: Vec<u8>) -> Outcome {
-        let request: GetTelemetrySubscriptionsRequest = match decode(&ctx, &body) {
-            Ok(request) => request,
-            Err(outcome) => return outcome,
-        };
+    fn handle(
+        _: &RequestContext,
+        request: &GetTelemetrySubscriptionsRequest,
+    ) -> Reply<GetTelemetrySubscriptionsResponse> {
         let mut response = GetTelemetrySubscriptionsResponse::default();
         match telemetry::get_subscription(from_kafka_uuid(request.client_instance_id)) {
             Ok(subscription) => {
@@ -54,46 +52,32 @@ impl RawHandler for GetTelemetrySubscriptions {
             }
             Err(error) => response.error_code = error.code,
         }
-        gregor_sdk::count_errors([response.error_code]);
-        response.throttle_time_ms = request_throttle_ms();
-        respond(&ctx, &response)
+        response.into()
     }
 
     /// Kafka's `getErrorResponse`: the error alone.
-    fn error_response(ctx: RequestContext, body: Vec<u8>, error_code: i16) -> Option<Vec<u8>> {
-        // Nothing of the request is echoed, but a body that does not decode
-        // gets no response.
-        decode::<GetTelemetrySubscriptionsRequest>(&ctx, &body).ok()?;
-        encode(&ctx, &error_response_for(error_code))
+    fn failed(
+        _: &RequestContext,
+        _: &GetTelemetrySubscriptionsRequest,
+        error_code: i16,
+    ) -> GetTelemetrySubscriptionsResponse {
+        GetTelemetrySubscriptionsResponse::default().with_error_code(error_code)
     }
 }
 
-/// The request answered with `error_code` and no subscription.
-fn error_response_for(error_code: i16) -> GetTelemetrySubscriptionsResponse {
-    GetTelemetrySubscriptionsResponse::default().with_error_code(error_code)
-}
-
-gregor_sdk::export_raw_handler!(GetTelemetrySubscriptions);
+gregor_sdk::export_handler!(GetTelemetrySubscriptions);
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gregor_sdk::kafka_protocol::protocol::Encodable;
+    use gregor_sdk::testing::assert_encodes_for_served_versions;
 
     #[test]
-    fn responses_encode() {
-        let response = GetTelemetrySubscriptionsResponse::default()
+    fn encodes_for_every_served_version() {
+        let request = GetTelemetrySubscriptionsRequest::default();
+        let subscribed = GetTelemetrySubscriptionsResponse::default()
             .with_requested_metrics(vec![str_bytes("org.apache.kafka.")])
             .with_push_interval_ms(1000);
-        assert!(response.encode(&mut Vec::new(), 0).is_ok());
-    }
-
-    #[test]
-    fn error_responses_encode() {
-        let code = gregor_sdk::ResponseError::UnknownServerError.code();
-        let response = error_response_for(code);
-        assert_eq!(response.error_code, code);
-        assert!(response.requested_metrics.is_empty());
-        assert!(response.encode(&mut Vec::new(), 0).is_ok());
+        assert_encodes_for_served_versions::<GetTelemetrySubscriptions>(&[request], &[subscribed]);
     }
 }

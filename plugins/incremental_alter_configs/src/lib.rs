@@ -25,86 +25,53 @@
 //!   default reaches every topic that does not override it.
 //! - Error response (a trap or timeout): every resource with the error, as
 //!   Kafka's `IncrementalAlterConfigsRequest.getErrorResponse`.
+//!
+//! All but the edit itself is shared with AlterConfigs
+//! ([`gregor_sdk::config_alter`]).
 
-use gregor_sdk::configs::{self, authorization_error, resource_type_of, AlterEntry, AlterOp};
-use gregor_sdk::ids::str_bytes;
+use gregor_sdk::config_alter::{error, ConfigAlter, ConfigEdit};
+use gregor_sdk::configs::{self, AlterEntry, AlterOp, ResourceType};
 use gregor_sdk::kafka_protocol::messages::incremental_alter_configs_request::AlterConfigsResource;
-use gregor_sdk::kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsResourceResponse;
 use gregor_sdk::kafka_protocol::messages::{
     IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
 };
-use gregor_sdk::{
-    api_info, decode, encode, request_throttle_ms, respond, ApiInfo, KafkaError, Outcome,
-    RawHandler, RequestContext, ResponseError,
-};
+use gregor_sdk::{KafkaError, ResponseError};
 
-struct IncrementalAlterConfigs;
+struct Incremental;
 
-impl RawHandler for IncrementalAlterConfigs {
-    fn describe() -> ApiInfo {
-        api_info::<IncrementalAlterConfigsRequest>("IncrementalAlterConfigs", 0, 1)
+impl ConfigEdit for Incremental {
+    type Request = IncrementalAlterConfigsRequest;
+    type Response = IncrementalAlterConfigsResponse;
+    const NAME: &'static str = "IncrementalAlterConfigs";
+    const MIN_VERSION: i16 = 0;
+    const MAX_VERSION: i16 = 1;
+
+    fn serves(_: ResourceType) -> bool {
+        true
     }
 
-    fn handle(ctx: RequestContext, body: Vec<u8>) -> Outcome {
-        let request: IncrementalAlterConfigsRequest = match decode(&ctx, &body) {
-            Ok(request) => request,
-            Err(outcome) => return outcome,
-        };
-        let keys: Vec<(i8, &str)> = request
-            .resources
-            .iter()
-            .map(|r| (r.resource_type, r.resource_name.as_str()))
-            .collect();
-        let results = configs::alter_resources(&keys, |index, allowed| {
-            alter(&request.resources[index], allowed, request.validate_only)
-        });
-        let mut response = IncrementalAlterConfigsResponse::default();
-        for (resource, (code, message)) in request.resources.iter().zip(results) {
-            response
-                .responses
-                .push(resource_response(resource, code, message.as_deref()));
+    /// The named configs change, each by its operation.
+    fn edit(
+        kind: ResourceType,
+        resource: &AlterConfigsResource,
+        validate_only: bool,
+    ) -> Result<(), KafkaError> {
+        let mut entries = Vec::with_capacity(resource.configs.len());
+        for config in &resource.configs {
+            let Some(op) = operation(config.config_operation) else {
+                return Err(error(
+                    ResponseError::InvalidRequest,
+                    &format!("Unknown operations type {}", config.config_operation),
+                ));
+            };
+            entries.push(AlterEntry {
+                name: config.name.to_string(),
+                op,
+                value: config.value.as_ref().map(|v| v.to_string()),
+            });
         }
-        gregor_sdk::count_errors(response.responses.iter().map(|r| r.error_code));
-        response.throttle_time_ms = request_throttle_ms();
-        respond(&ctx, &response)
-    }
-
-    /// Kafka's `getErrorResponse`: every resource with the error.
-    fn error_response(ctx: RequestContext, body: Vec<u8>, error_code: i16) -> Option<Vec<u8>> {
-        let request: IncrementalAlterConfigsRequest = decode(&ctx, &body).ok()?;
-        encode(&ctx, &error_response_for(&request, error_code))
-    }
-}
-
-/// Every resource of the request answered with `error_code`.
-fn error_response_for(
-    request: &IncrementalAlterConfigsRequest,
-    error_code: i16,
-) -> IncrementalAlterConfigsResponse {
-    let responses = request
-        .resources
-        .iter()
-        .map(|resource| resource_response(resource, error_code, None))
-        .collect();
-    IncrementalAlterConfigsResponse::default().with_responses(responses)
-}
-
-fn resource_response(
-    resource: &AlterConfigsResource,
-    error_code: i16,
-    message: Option<&str>,
-) -> AlterConfigsResourceResponse {
-    AlterConfigsResourceResponse::default()
-        .with_error_code(error_code)
-        .with_error_message(message.map(str_bytes))
-        .with_resource_type(resource.resource_type)
-        .with_resource_name(resource.resource_name.clone())
-}
-
-fn error(code: ResponseError, message: &str) -> KafkaError {
-    KafkaError {
-        code: code.code(),
-        message: Some(message.to_string()),
+        let name = resource.resource_name.as_str();
+        configs::incremental_alter(kind, name, &entries, validate_only)
     }
 }
 
@@ -119,49 +86,25 @@ fn operation(id: i8) -> Option<AlterOp> {
     }
 }
 
-fn alter(
-    resource: &AlterConfigsResource,
-    allowed: bool,
-    validate_only: bool,
-) -> Result<(), KafkaError> {
-    let Some(kind) = resource_type_of(resource.resource_type) else {
-        return Err(error(
-            ResponseError::InvalidRequest,
-            &format!("Unknown resource type {}", resource.resource_type),
-        ));
-    };
-    if !allowed {
-        let denied = authorization_error(kind);
-        return Err(error(denied, &denied.to_string()));
-    }
-    let mut entries = Vec::with_capacity(resource.configs.len());
-    for config in &resource.configs {
-        let Some(op) = operation(config.config_operation) else {
-            return Err(error(
-                ResponseError::InvalidRequest,
-                &format!("Unknown operations type {}", config.config_operation),
-            ));
-        };
-        entries.push(AlterEntry {
-            name: config.name.to_string(),
-            op,
-            value: config.value.as_ref().map(|v| v.to_string()),
-        });
-    }
-    configs::incremental_alter(
-        kind,
-        resource.resource_name.as_str(),
-        &entries,
-        validate_only,
-    )
-}
+type IncrementalAlterConfigs = ConfigAlter<Incremental>;
 
-gregor_sdk::export_raw_handler!(IncrementalAlterConfigs);
+gregor_sdk::export_handler!(IncrementalAlterConfigs);
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gregor_sdk::kafka_protocol::protocol::Encodable;
+    use gregor_sdk::authz::Action;
+    use gregor_sdk::fake::{self, FakeHost};
+    use gregor_sdk::ids::str_bytes;
+    use gregor_sdk::kafka_protocol::messages::incremental_alter_configs_request::AlterableConfig;
+    use gregor_sdk::kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsResourceResponse;
+    use gregor_sdk::testing::assert_encodes_for_served_versions;
+
+    fn resource(kind: i8, name: &str) -> AlterConfigsResource {
+        AlterConfigsResource::default()
+            .with_resource_type(kind)
+            .with_resource_name(str_bytes(name))
+    }
 
     #[test]
     fn operations_have_kafkas_ids() {
@@ -171,45 +114,68 @@ mod tests {
     }
 
     #[test]
-    fn responses_encode_for_every_served_version() {
-        for version in 0..=1 {
-            let result = AlterConfigsResourceResponse::default()
-                .with_error_code(0)
-                .with_resource_type(4)
-                .with_resource_name(str_bytes("1"));
-            let response = IncrementalAlterConfigsResponse::default().with_responses(vec![result]);
-            assert!(
-                response.encode(&mut Vec::new(), version).is_ok(),
-                "v{version}"
-            );
+    fn encodes_for_every_served_version() {
+        let request = IncrementalAlterConfigsRequest::default()
+            .with_resources(vec![resource(2, "t"), resource(16, "sub")]);
+        let result = AlterConfigsResourceResponse::default()
+            .with_error_code(0)
+            .with_resource_type(4)
+            .with_resource_name(str_bytes("1"));
+        assert_encodes_for_served_versions::<IncrementalAlterConfigs>(
+            &[request],
+            &[IncrementalAlterConfigsResponse::default().with_responses(vec![result])],
+        );
+    }
+
+    /// Topic "t" may be altered, nothing else; no edit reaches the host.
+    struct OnlyTopicT;
+
+    impl FakeHost for OnlyTopicT {
+        fn authorize(&self, action: &Action) -> bool {
+            action.resource_name == "t"
         }
     }
 
     #[test]
-    fn error_responses_answer_every_resource_for_every_served_version() {
-        let resource = |kind: i8, name: &str| {
-            AlterConfigsResource::default()
-                .with_resource_type(kind)
-                .with_resource_name(str_bytes(name))
-        };
-        let request = IncrementalAlterConfigsRequest::default()
-            .with_resources(vec![resource(2, "t"), resource(16, "sub")]);
-        let code = ResponseError::UnknownServerError.code();
-        let response = error_response_for(&request, code);
-        let shape: Vec<(i8, String, i16)> = response
+    fn every_resource_is_checked_before_the_edit() {
+        let unknown_op = resource(2, "t")
+            .with_configs(vec![AlterableConfig::default().with_config_operation(9)]);
+        let request = IncrementalAlterConfigsRequest::default().with_resources(vec![
+            resource(2, "u"),
+            resource(4, "1"),
+            resource(7, "x"),
+            resource(32, "g"),
+            resource(32, "g"),
+            unknown_op,
+        ]);
+        let handled = fake::handle::<IncrementalAlterConfigs>(OnlyTopicT, 1, &request);
+        let answers: Vec<(i8, String, i16)> = handled
+            .response
+            .unwrap()
             .responses
             .iter()
             .map(|r| (r.resource_type, r.resource_name.to_string(), r.error_code))
             .collect();
+        let invalid = ResponseError::InvalidRequest.code();
         assert_eq!(
-            shape,
-            vec![(2, "t".to_string(), code), (16, "sub".to_string(), code)]
+            answers,
+            [
+                (
+                    2,
+                    "u".to_string(),
+                    ResponseError::TopicAuthorizationFailed.code()
+                ),
+                (
+                    4,
+                    "1".to_string(),
+                    ResponseError::ClusterAuthorizationFailed.code()
+                ),
+                (7, "x".to_string(), invalid),
+                (32, "g".to_string(), invalid),
+                (32, "g".to_string(), invalid),
+                (2, "t".to_string(), invalid),
+            ]
         );
-        for version in 0..=1 {
-            assert!(
-                response.encode(&mut Vec::new(), version).is_ok(),
-                "v{version}"
-            );
-        }
+        assert_eq!(handled.counted_errors.len(), 6);
     }
 }

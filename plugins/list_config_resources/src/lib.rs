@@ -37,10 +37,7 @@ use gregor_sdk::kafka_protocol::messages::list_config_resources_response::Config
 use gregor_sdk::kafka_protocol::messages::{
     ListConfigResourcesRequest, ListConfigResourcesResponse,
 };
-use gregor_sdk::{
-    api_info, decode, encode, metadata, request_throttle_ms, respond, ApiInfo, Outcome, RawHandler,
-    RequestContext, ResponseError,
-};
+use gregor_sdk::{metadata, Handler, Reply, RequestContext, ResponseError};
 
 /// Kafka's `ConfigResource.Type` ids.
 const TOPIC: i8 = 2;
@@ -53,44 +50,43 @@ const MAX_VERSION: i16 = 1;
 
 struct ListConfigResources;
 
-impl RawHandler for ListConfigResources {
-    fn describe() -> ApiInfo {
-        api_info::<ListConfigResourcesRequest>("ListConfigResources", 0, MAX_VERSION)
-    }
+impl Handler for ListConfigResources {
+    type Request = ListConfigResourcesRequest;
+    type Response = ListConfigResourcesResponse;
+    const NAME: &'static str = "ListConfigResources";
+    const MIN_VERSION: i16 = 0;
+    const MAX_VERSION: i16 = MAX_VERSION;
 
-    fn handle(ctx: RequestContext, body: Vec<u8>) -> Outcome {
-        let request: ListConfigResourcesRequest = match decode(&ctx, &body) {
-            Ok(request) => request,
-            Err(outcome) => return outcome,
-        };
-        let mut response = if !cluster_allowed(Operation::DescribeConfigs) {
-            failed(ResponseError::ClusterAuthorizationFailed.code())
-        } else {
-            match requested_types(ctx.api_version, &request.resource_types) {
-                Err(code) => failed(code),
-                Ok(types) => {
-                    let inventory = Inventory::of(&types);
-                    ListConfigResourcesResponse::default()
-                        .with_config_resources(resources(&types, &inventory))
-                }
+    fn handle(
+        ctx: &RequestContext,
+        request: &ListConfigResourcesRequest,
+    ) -> Reply<ListConfigResourcesResponse> {
+        if !cluster_allowed(Operation::DescribeConfigs) {
+            return refused(ResponseError::ClusterAuthorizationFailed.code()).into();
+        }
+        match requested_types(ctx.api_version, &request.resource_types) {
+            Err(code) => refused(code),
+            Ok(types) => {
+                let inventory = Inventory::of(&types);
+                ListConfigResourcesResponse::default()
+                    .with_config_resources(resources(&types, &inventory))
             }
-        };
-        gregor_sdk::count_errors([response.error_code]);
-        response.throttle_time_ms = request_throttle_ms();
-        respond(&ctx, &response)
+        }
+        .into()
     }
 
     /// Kafka's `getErrorResponse`: the error, no resources.
-    fn error_response(ctx: RequestContext, body: Vec<u8>, error_code: i16) -> Option<Vec<u8>> {
-        // Nothing of the request is echoed, but a body that does not decode
-        // gets no response.
-        decode::<ListConfigResourcesRequest>(&ctx, &body).ok()?;
-        encode(&ctx, &failed(error_code))
+    fn failed(
+        _: &RequestContext,
+        _: &ListConfigResourcesRequest,
+        error_code: i16,
+    ) -> ListConfigResourcesResponse {
+        refused(error_code)
     }
 }
 
 /// The request answered with `error_code` and no resources.
-fn failed(error_code: i16) -> ListConfigResourcesResponse {
+fn refused(error_code: i16) -> ListConfigResourcesResponse {
     ListConfigResourcesResponse::default().with_error_code(error_code)
 }
 
@@ -199,12 +195,17 @@ fn resource(name: &str, kind: i8) -> ConfigResource {
         .with_resource_type(kind)
 }
 
-gregor_sdk::export_raw_handler!(ListConfigResources);
+gregor_sdk::export_handler!(ListConfigResources);
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use gregor_sdk::authz::Action;
+    use gregor_sdk::fake::{self, FakeHost};
     use gregor_sdk::kafka_protocol::protocol::{Decodable, Encodable};
+    use gregor_sdk::metadata::TopicInfo;
+    use gregor_sdk::testing::assert_encodes_for_served_versions;
+    use gregor_sdk::Uuid;
 
     fn inventory() -> Inventory {
         Inventory {
@@ -273,10 +274,19 @@ mod tests {
     }
 
     #[test]
-    fn responses_encode_for_every_served_version() {
+    fn encodes_for_every_served_version() {
+        let request = ListConfigResourcesRequest::default();
+        let listed = ListConfigResourcesResponse::default()
+            .with_config_resources(resources(&requested_types(1, &[]).unwrap(), &inventory()));
+        assert_encodes_for_served_versions::<ListConfigResources>(&[request], &[listed]);
+    }
+
+    #[test]
+    fn v0_clients_read_client_metrics_resources() {
         for version in 0..=MAX_VERSION {
+            let types = requested_types(version, &[]).unwrap();
             let response = ListConfigResourcesResponse::default()
-                .with_config_resources(listed_resources(version));
+                .with_config_resources(resources(&types, &inventory()));
             let mut encoded = Vec::new();
             assert!(response.encode(&mut encoded, version).is_ok(), "v{version}");
             let decoded =
@@ -296,20 +306,64 @@ mod tests {
         }
     }
 
-    fn listed_resources(version: i16) -> Vec<ConfigResource> {
-        resources(&requested_types(version, &[]).unwrap(), &inventory())
+    /// Nothing is allowed: the inventory is never asked for.
+    struct Denied;
+
+    impl FakeHost for Denied {
+        fn authorize(&self, _: &Action) -> bool {
+            false
+        }
+        fn list_topics(&self) -> Vec<TopicInfo> {
+            panic!("an unauthorized request listed topics")
+        }
+    }
+
+    /// Everything is allowed; two topics and no broker.
+    struct TwoTopics;
+
+    impl FakeHost for TwoTopics {
+        fn list_topics(&self) -> Vec<TopicInfo> {
+            ["b", "a"]
+                .into_iter()
+                .map(|name| TopicInfo {
+                    name: name.to_string(),
+                    topic_id: Uuid { high: 0, low: 1 },
+                    partitions: Vec::new(),
+                    is_internal: false,
+                })
+                .collect()
+        }
     }
 
     #[test]
-    fn error_responses_encode_for_every_served_version() {
-        let code = ResponseError::UnknownServerError.code();
-        let response = failed(code);
-        assert!(response.config_resources.is_empty());
-        for version in 0..=MAX_VERSION {
-            let mut encoded = Vec::new();
-            assert!(response.encode(&mut encoded, version).is_ok(), "v{version}");
-            // throttle_time_ms, then error_code.
-            assert_eq!(encoded[4..6], code.to_be_bytes(), "v{version}");
-        }
+    fn the_cluster_must_allow_describe_configs() {
+        let denied = ResponseError::ClusterAuthorizationFailed.code();
+        let request = ListConfigResourcesRequest::default().with_resource_types(vec![TOPIC]);
+        let handled = fake::handle::<ListConfigResources>(Denied, 1, &request);
+        let response = handled.response.unwrap();
+        assert_eq!(
+            (response.error_code, response.config_resources.len()),
+            (denied, 0)
+        );
+        assert_eq!(handled.counted_errors, [denied]);
+    }
+
+    #[test]
+    fn topics_are_listed_by_name_and_unsupported_types_fail() {
+        let request = ListConfigResourcesRequest::default().with_resource_types(vec![TOPIC]);
+        let handled = fake::handle::<ListConfigResources>(TwoTopics, 1, &request);
+        let names: Vec<String> = handled
+            .response
+            .unwrap()
+            .config_resources
+            .iter()
+            .map(|r| r.resource_name.to_string())
+            .collect();
+        assert_eq!(names, ["a", "b"]);
+
+        let request = ListConfigResourcesRequest::default().with_resource_types(vec![TOPIC, 64]);
+        let handled = fake::handle::<ListConfigResources>(TwoTopics, 1, &request);
+        let unsupported = ResponseError::UnsupportedVersion.code();
+        assert_eq!(handled.response.map(|r| r.error_code), Some(unsupported));
     }
 }

@@ -129,7 +129,10 @@ mod tests {
             !["secret", "denied"].contains(&action.resource_name.as_str())
         }
         fn list_topics(&self) -> Vec<TopicInfo> {
-            vec![fake::topic_info("a", 2), fake::topic_info("secret", 1)]
+            vec![
+                fake::single_node_topic("a", 2),
+                fake::single_node_topic("secret", 1),
+            ]
         }
         fn commit_offsets(
             &self,

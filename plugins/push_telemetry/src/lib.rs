@@ -20,26 +20,21 @@ mod otlp;
 use gregor_sdk::ids::from_kafka_uuid;
 use gregor_sdk::kafka_protocol::messages::{PushTelemetryRequest, PushTelemetryResponse};
 use gregor_sdk::telemetry::{self, MetricPoint};
-use gregor_sdk::{
-    api_info, decode, encode, log_warn, request_throttle_ms, respond, ApiInfo, Outcome, RawHandler,
-    RequestContext, ResponseError,
-};
+use gregor_sdk::{log_warn, Handler, Reply, RequestContext, ResponseError};
 
 /// Kafka's CompressionType id for uncompressed data.
 const NO_COMPRESSION: i8 = 0;
 
 struct PushTelemetry;
 
-impl RawHandler for PushTelemetry {
-    fn describe() -> ApiInfo {
-        api_info::<PushTelemetryRequest>("PushTelemetry", 0, 0)
-    }
+impl Handler for PushTelemetry {
+    type Request = PushTelemetryRequest;
+    type Response = PushTelemetryResponse;
+    const NAME: &'static str = "PushTelemetry";
+    const MIN_VERSION: i16 = 0;
+    const MAX_VERSION: i16 = 0;
 
-    fn handle(ctx: RequestContext, body: Vec<u8>) -> Outcome {
-        let request: PushTelemetryRequest = match decode(&ctx, &body) {
-            Ok(request) => request,
-            Err(outcome) => return outcome,
-        };
+    fn handle(_: &RequestContext, request: &PushTelemetryRequest) -> Reply<PushTelemetryResponse> {
         let instance = from_kafka_uuid(request.client_instance_id);
         let size = u32::try_from(request.metrics.len()).unwrap_or(u32::MAX);
         let mut response = PushTelemetryResponse::default();
@@ -53,7 +48,7 @@ impl RawHandler for PushTelemetry {
         if let Err(error) = accepted {
             response.error_code = error.code;
         } else if !request.metrics.is_empty() {
-            match export(&request) {
+            match export(request) {
                 Ok(points) => telemetry::export_metrics(instance, &points),
                 Err(why) => {
                     log_warn(&format!(
@@ -64,23 +59,17 @@ impl RawHandler for PushTelemetry {
                 }
             }
         }
-        gregor_sdk::count_errors([response.error_code]);
-        response.throttle_time_ms = request_throttle_ms();
-        respond(&ctx, &response)
+        response.into()
     }
 
     /// Kafka's `getErrorResponse`: the error alone.
-    fn error_response(ctx: RequestContext, body: Vec<u8>, error_code: i16) -> Option<Vec<u8>> {
-        // Nothing of the request is echoed, but a body that does not decode
-        // gets no response.
-        decode::<PushTelemetryRequest>(&ctx, &body).ok()?;
-        encode(&ctx, &error_response_for(error_code))
+    fn failed(
+        _: &RequestContext,
+        _: &PushTelemetryRequest,
+        error_code: i16,
+    ) -> PushTelemetryResponse {
+        PushTelemetryResponse::default().with_error_code(error_code)
     }
-}
-
-/// The request answered with `error_code`.
-fn error_response_for(error_code: i16) -> PushTelemetryResponse {
-    PushTelemetryResponse::default().with_error_code(error_code)
 }
 
 fn export(request: &PushTelemetryRequest) -> Result<Vec<MetricPoint>, String> {
@@ -93,26 +82,20 @@ fn export(request: &PushTelemetryRequest) -> Result<Vec<MetricPoint>, String> {
     otlp::decode_metrics(&request.metrics)
 }
 
-gregor_sdk::export_raw_handler!(PushTelemetry);
+gregor_sdk::export_handler!(PushTelemetry);
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gregor_sdk::kafka_protocol::protocol::Encodable;
+    use gregor_sdk::testing::assert_encodes_for_served_versions;
 
     #[test]
-    fn responses_encode() {
-        let response = PushTelemetryResponse::default().with_error_code(117);
-        assert!(response.encode(&mut Vec::new(), 0).is_ok());
-    }
-
-    #[test]
-    fn error_responses_encode() {
-        let code = ResponseError::UnknownServerError.code();
-        let response = error_response_for(code);
-        let mut encoded = Vec::new();
-        assert!(response.encode(&mut encoded, 0).is_ok());
-        // throttle_time_ms, then error_code.
-        assert_eq!(encoded[4..6], code.to_be_bytes());
+    fn encodes_for_every_served_version() {
+        let request = PushTelemetryRequest::default().with_metrics(vec![1, 2, 3].into());
+        let too_large = ResponseError::TelemetryTooLarge.code();
+        assert_encodes_for_served_versions::<PushTelemetry>(
+            &[request],
+            &[PushTelemetryResponse::default().with_error_code(too_large)],
+        );
     }
 }

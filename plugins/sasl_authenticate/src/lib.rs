@@ -9,7 +9,8 @@
 //!
 //! v1+ carry the session lifetime: 0, as Gregor does not ask clients to
 //! re-authenticate (`connections.max.reauth.ms` unset). No authorization:
-//! this is how a client says who it is. A failed handler (trap or
+//! this is how a client says who it is. The response has no throttle time
+//! (the host records the request quota). A failed handler (trap or
 //! timeout) is answered as Kafka's `getErrorResponse`: the error with its
 //! message and no token.
 
@@ -17,69 +18,83 @@ use bytes::Bytes;
 use gregor_sdk::ids::str_bytes;
 use gregor_sdk::kafka_protocol::messages::{SaslAuthenticateRequest, SaslAuthenticateResponse};
 use gregor_sdk::kafka_protocol::protocol::StrBytes;
-use gregor_sdk::{
-    api_info, decode, encode, respond, sasl, ApiInfo, Outcome, RawHandler, RequestContext,
-    ResponseError,
-};
+use gregor_sdk::{sasl, Handler, Reply, RequestContext, ResponseError};
 
 struct SaslAuthenticate;
 
-impl RawHandler for SaslAuthenticate {
-    fn describe() -> ApiInfo {
-        api_info::<SaslAuthenticateRequest>("SaslAuthenticate", 0, 2)
-    }
+impl Handler for SaslAuthenticate {
+    type Request = SaslAuthenticateRequest;
+    type Response = SaslAuthenticateResponse;
+    const NAME: &'static str = "SaslAuthenticate";
+    const MIN_VERSION: i16 = 0;
+    const MAX_VERSION: i16 = 2;
 
-    fn handle(ctx: RequestContext, body: Vec<u8>) -> Outcome {
-        let request: SaslAuthenticateRequest = match decode(&ctx, &body) {
-            Ok(request) => request,
-            Err(outcome) => return outcome,
-        };
+    fn handle(
+        _: &RequestContext,
+        request: &SaslAuthenticateRequest,
+    ) -> Reply<SaslAuthenticateResponse> {
         let result = sasl::authenticate(&request.auth_bytes);
-        let response = SaslAuthenticateResponse::default()
+        SaslAuthenticateResponse::default()
             .with_error_code(result.error_code)
             .with_error_message(result.error_message.as_deref().map(str_bytes))
             .with_auth_bytes(Bytes::from(result.auth_bytes))
-            .with_session_lifetime_ms(result.session_lifetime_ms);
-        gregor_sdk::count_errors([response.error_code]);
-        respond(&ctx, &response)
+            .with_session_lifetime_ms(result.session_lifetime_ms)
+            .into()
     }
 
-    /// Kafka's `getErrorResponse`: the error with its message.
-    fn error_response(ctx: RequestContext, body: Vec<u8>, error_code: i16) -> Option<Vec<u8>> {
-        let _: SaslAuthenticateRequest = decode(&ctx, &body).ok()?;
-        encode(&ctx, &failed(error_code))
+    /// Kafka's `getErrorResponse`: the error and Kafka's message for it
+    /// (`ApiError.message`), no token.
+    fn failed(
+        _: &RequestContext,
+        _: &SaslAuthenticateRequest,
+        error_code: i16,
+    ) -> SaslAuthenticateResponse {
+        let message = (error_code == ResponseError::UnknownServerError.code()).then(|| {
+            StrBytes::from_static_str(
+                "The server experienced an unexpected error when processing the request.",
+            )
+        });
+        SaslAuthenticateResponse::default()
+            .with_error_code(error_code)
+            .with_error_message(message)
     }
 }
 
-/// The error and Kafka's message for it (`ApiError.message`), no token.
-fn failed(error_code: i16) -> SaslAuthenticateResponse {
-    let message = (error_code == ResponseError::UnknownServerError.code()).then(|| {
-        StrBytes::from_static_str(
-            "The server experienced an unexpected error when processing the request.",
-        )
-    });
-    SaslAuthenticateResponse::default()
-        .with_error_code(error_code)
-        .with_error_message(message)
-}
-
-gregor_sdk::export_raw_handler!(SaslAuthenticate);
+gregor_sdk::export_handler!(SaslAuthenticate);
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gregor_sdk::kafka_protocol::protocol::Encodable;
+    use gregor_sdk::fake::context;
+    use gregor_sdk::testing::assert_encodes_for_served_versions;
+
+    fn request() -> SaslAuthenticateRequest {
+        SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from_static(b"\0alice\0secret"))
+    }
 
     #[test]
-    fn error_responses_encode_for_every_served_version() {
+    fn encodes_for_every_served_version() {
+        let failed = ResponseError::SaslAuthenticationFailed.code();
+        assert_encodes_for_served_versions::<SaslAuthenticate>(
+            &[request()],
+            &[
+                SaslAuthenticateResponse::default()
+                    .with_error_code(failed)
+                    .with_error_message(Some(str_bytes("Authentication failed"))),
+                SaslAuthenticateResponse::default()
+                    .with_auth_bytes(Bytes::from_static(b"r=nonce"))
+                    .with_session_lifetime_ms(0),
+            ],
+        );
+    }
+
+    #[test]
+    fn a_failure_carries_kafkas_message_and_no_token() {
         let code = ResponseError::UnknownServerError.code();
-        let response = failed(code);
+        let ctx = context::<SaslAuthenticate>(2);
+        let response = SaslAuthenticate::failed(&ctx, &request(), code);
         assert_eq!(response.error_code, code);
         assert!(response.error_message.is_some());
         assert!(response.auth_bytes.is_empty());
-        for version in 0..=2 {
-            let encoded = response.encode(&mut Vec::new(), version);
-            assert!(encoded.is_ok(), "v{version}: {encoded:?}");
-        }
     }
 }

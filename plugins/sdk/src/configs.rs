@@ -96,8 +96,8 @@ pub fn authorize_resources(
     resources
         .iter()
         .map(|(id, name)| match resource_type_of(*id) {
-            Some(ResourceType::Topic) => topics.contains(*name),
-            Some(ResourceType::Group) => groups.contains(*name),
+            Some(ResourceType::Topic) => topics.contains(name),
+            Some(ResourceType::Group) => groups.contains(name),
             Some(_) => cluster,
             None => true,
         })
@@ -111,39 +111,4 @@ pub fn authorization_error(kind: ResourceType) -> crate::ResponseError {
         ResourceType::Group => crate::ResponseError::GroupAuthorizationFailed,
         _ => crate::ResponseError::ClusterAuthorizationFailed,
     }
-}
-
-/// The shared body of AlterConfigs and IncrementalAlterConfigs: authorizes
-/// ALTER_CONFIGS on every resource (given as Kafka type id and name) in one
-/// batch, answers a resource named twice with INVALID_REQUEST as Kafka does,
-/// and calls `alter(index, allowed)` for the others. One
-/// (error code, message) per resource, in request order.
-pub fn alter_resources(
-    resources: &[(i8, &str)],
-    mut alter: impl FnMut(usize, bool) -> Result<(), crate::KafkaError>,
-) -> Vec<(i16, Option<String>)> {
-    let mut count: std::collections::HashMap<(i8, &str), usize> = std::collections::HashMap::new();
-    for key in resources {
-        *count.entry(*key).or_default() += 1;
-    }
-    let allowed = authorize_resources(crate::authz::Operation::AlterConfigs, resources);
-    resources
-        .iter()
-        .zip(allowed)
-        .enumerate()
-        .map(|(index, (key, allowed))| {
-            let result = if count.get(key).copied().unwrap_or(0) > 1 {
-                Err(crate::KafkaError {
-                    code: crate::ResponseError::InvalidRequest.code(),
-                    message: Some("Each resource must appear at most once.".to_string()),
-                })
-            } else {
-                alter(index, allowed)
-            };
-            match result {
-                Ok(()) => (0, None),
-                Err(error) => (error.code, error.message),
-            }
-        })
-        .collect()
 }

@@ -18,8 +18,9 @@ use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion};
 use crate::bindings::gregor::broker::groups::{GroupOverview, OffsetCommit};
 use crate::bindings::gregor::broker::logging::Level;
 use crate::bindings::gregor::broker::metadata::{Cluster, TopicInfo};
+use crate::bindings::gregor::broker::scram_credentials::{Deletion, Upsertion, UserCredentials};
 use crate::bindings::gregor::broker::txn::{TxnGroupMember, TxnOffset, TxnPartitionResult};
-use crate::bindings::gregor::broker::types::Action;
+use crate::bindings::gregor::broker::types::{AclBinding, Action, KafkaError};
 use crate::handler::{run, Handler};
 use crate::{Outcome, RequestContext, Uuid};
 
@@ -86,6 +87,21 @@ pub trait FakeHost {
         _offsets: &[TxnOffset],
     ) -> Vec<TxnPartitionResult> {
         unfaked("txn.txn-offset-commit")
+    }
+
+    // Batch C (security): SCRAM credentials and the ACL store.
+    fn describe_scram_credentials(&self, _users: Option<&[String]>) -> Vec<UserCredentials> {
+        unfaked("scram-credentials.describe")
+    }
+    fn alter_scram_credentials(
+        &self,
+        _deletions: &[Deletion],
+        _upsertions: &[Upsertion],
+    ) -> Vec<KafkaError> {
+        unfaked("scram-credentials.alter")
+    }
+    fn create_acls(&self, _bindings: &[AclBinding]) -> Vec<KafkaError> {
+        unfaked("acl-admin.create-acls")
     }
 }
 
@@ -264,27 +280,19 @@ pub mod imports {
             )
         })
     }
-}
 
-// Batch A (groups, offsets, transactions).
-/// A topic with partitions `0..partitions`, led by broker 1, for
-/// [`FakeHost::list_topics`].
-pub fn topic_info(name: &str, partitions: i32) -> TopicInfo {
-    use crate::bindings::gregor::broker::metadata::PartitionInfo;
-    TopicInfo {
-        name: name.to_string(),
-        topic_id: Uuid { high: 0, low: 0 },
-        is_internal: false,
-        partitions: (0..partitions)
-            .map(|partition| PartitionInfo {
-                partition,
-                leader_id: 1,
-                leader_epoch: 0,
-                replicas: vec![1],
-                isr: vec![1],
-                offline_replicas: Vec::new(),
-            })
-            .collect(),
+    // Batch C (security): SCRAM credentials and the ACL store.
+    pub fn describe_scram_credentials(users: Option<&[String]>) -> Vec<UserCredentials> {
+        with_host(|host| host.describe_scram_credentials(users))
+    }
+    pub fn alter_scram_credentials(
+        deletions: &[Deletion],
+        upsertions: &[Upsertion],
+    ) -> Vec<KafkaError> {
+        with_host(|host| host.alter_scram_credentials(deletions, upsertions))
+    }
+    pub fn create_acls(bindings: &[AclBinding]) -> Vec<KafkaError> {
+        with_host(|host| host.create_acls(bindings))
     }
 }
 

@@ -15,6 +15,7 @@ pub mod acl;
 pub mod authorize;
 pub mod bounded;
 pub mod codec;
+pub mod config_alter;
 pub mod configs;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod fake;
@@ -27,6 +28,7 @@ pub mod request_caps;
 pub mod response;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod testing;
+pub mod token_lifetime;
 pub mod txn;
 pub mod wire;
 
@@ -42,10 +44,9 @@ pub mod bindings {
 }
 
 pub use bindings::gregor::broker::log;
+/// Host security services: SASL for this connection.
+pub use bindings::gregor::broker::sasl;
 pub use bindings::gregor::broker::types::{ApiInfo, KafkaError, Outcome, RequestContext, Uuid};
-/// Host security services: SASL for this connection, SCRAM credentials and
-/// ACL administration.
-pub use bindings::gregor::broker::{acl_admin, sasl, scram_credentials};
 /// Delegation tokens and client telemetry.
 pub use bindings::gregor::broker::{delegation_tokens, telemetry};
 pub use handler::{Handler, RawHandler, Reply};
@@ -75,6 +76,22 @@ pub mod quotas {
     pub use crate::bindings::gregor::broker::quotas::*;
     #[cfg(not(target_arch = "wasm32"))]
     pub use crate::fake::imports::record_request;
+}
+
+/// SCRAM credentials (batch C: the fake host answers describe and alter).
+pub mod scram_credentials {
+    pub use crate::bindings::gregor::broker::scram_credentials::*;
+    #[cfg(not(target_arch = "wasm32"))]
+    pub use crate::fake::imports::{
+        alter_scram_credentials as alter, describe_scram_credentials as describe,
+    };
+}
+
+/// ACL administration (batch C: the fake host answers create-acls).
+pub mod acl_admin {
+    pub use crate::bindings::gregor::broker::acl_admin::*;
+    #[cfg(not(target_arch = "wasm32"))]
+    pub use crate::fake::imports::create_acls;
 }
 
 /// The broker's log.

@@ -195,7 +195,7 @@ mod tests {
             self.group_readable || action.resource_name != "g"
         }
         fn list_topics(&self) -> Vec<TopicInfo> {
-            vec![fake::topic_info("a", 1)]
+            vec![fake::single_node_topic("a", 1)]
         }
         fn txn_offset_commit(
             &self,

@@ -44,10 +44,7 @@ use gregor_sdk::authz::Operation;
 use gregor_sdk::ids::str_bytes;
 use gregor_sdk::kafka_protocol::messages::update_features_request::FeatureUpdateKey;
 use gregor_sdk::kafka_protocol::messages::{UpdateFeaturesRequest, UpdateFeaturesResponse};
-use gregor_sdk::{
-    api_info, decode, encode, metadata, request_throttle_ms, respond, ApiInfo, Outcome, RawHandler,
-    RequestContext, ResponseError,
-};
+use gregor_sdk::{metadata, Handler, Reply, RequestContext, ResponseError};
 
 const MAX_VERSION: i16 = 2;
 
@@ -70,55 +67,54 @@ struct Update {
 
 struct UpdateFeatures;
 
-impl RawHandler for UpdateFeatures {
-    fn describe() -> ApiInfo {
-        api_info::<UpdateFeaturesRequest>("UpdateFeatures", 0, MAX_VERSION)
-    }
+impl Handler for UpdateFeatures {
+    type Request = UpdateFeaturesRequest;
+    type Response = UpdateFeaturesResponse;
+    const NAME: &'static str = "UpdateFeatures";
+    const MIN_VERSION: i16 = 0;
+    const MAX_VERSION: i16 = MAX_VERSION;
 
-    fn handle(ctx: RequestContext, body: Vec<u8>) -> Outcome {
-        let request: UpdateFeaturesRequest = match decode(&ctx, &body) {
-            Ok(request) => request,
-            Err(outcome) => return outcome,
-        };
-        let mut response = if !cluster_allowed(Operation::Alter) {
+    fn handle(
+        ctx: &RequestContext,
+        request: &UpdateFeaturesRequest,
+    ) -> Reply<UpdateFeaturesResponse> {
+        if !cluster_allowed(Operation::Alter) {
             let error = ResponseError::ClusterAuthorizationFailed;
-            failed(error.code(), Some(&error.to_string()))
+            return refused(error.code(), Some(&error.to_string())).into();
+        }
+        let updates = updates(ctx.api_version, &request.feature_updates);
+        // The node id only shows in a refusal's message.
+        let node_id = if updates.is_empty() {
+            -1
         } else {
-            let updates = updates(ctx.api_version, &request.feature_updates);
-            // The node id only shows in a refusal's message.
-            let node_id = if updates.is_empty() {
-                -1
-            } else {
-                metadata::describe_cluster().controller_id
-            };
-            match updates.iter().try_for_each(|u| check(u, node_id)) {
-                Err(message) => failed(
-                    ResponseError::InvalidUpdateVersion.code(),
-                    Some(&format!(
-                        "The update failed for all features since the following feature had an error: {message}"
-                    )),
-                ),
-                // Only a request updating nothing gets here: no results.
-                Ok(()) => UpdateFeaturesResponse::default().with_error_message(None),
-            }
+            metadata::describe_cluster().controller_id
         };
-        gregor_sdk::count_errors([response.error_code]);
-        response.throttle_time_ms = request_throttle_ms();
-        respond(&ctx, &response)
+        match updates.iter().try_for_each(|u| check(u, node_id)) {
+            Err(message) => refused(
+                ResponseError::InvalidUpdateVersion.code(),
+                Some(&format!(
+                    "The update failed for all features since the following feature had an error: {message}"
+                )),
+            ),
+            // Only a request updating nothing gets here: no results.
+            Ok(()) => UpdateFeaturesResponse::default().with_error_message(None),
+        }
+        .into()
     }
 
     /// Kafka's `getErrorResponse`: the error, no per-feature results.
-    fn error_response(ctx: RequestContext, body: Vec<u8>, error_code: i16) -> Option<Vec<u8>> {
-        // Nothing of the request is echoed, but a body that does not decode
-        // gets no response.
-        decode::<UpdateFeaturesRequest>(&ctx, &body).ok()?;
-        encode(&ctx, &failed(error_code, None))
+    fn failed(
+        _: &RequestContext,
+        _: &UpdateFeaturesRequest,
+        error_code: i16,
+    ) -> UpdateFeaturesResponse {
+        refused(error_code, None)
     }
 }
 
 /// Kafka's `UpdateFeaturesResponse.createWithErrors` for an error: the
 /// top-level error and message, no per-feature results.
-fn failed(error_code: i16, message: Option<&str>) -> UpdateFeaturesResponse {
+fn refused(error_code: i16, message: Option<&str>) -> UpdateFeaturesResponse {
     UpdateFeaturesResponse::default()
         .with_error_code(error_code)
         .with_error_message(message.map(str_bytes))
@@ -184,13 +180,17 @@ fn check(update: &Update, node_id: i32) -> Result<(), String> {
     ))
 }
 
-gregor_sdk::export_raw_handler!(UpdateFeatures);
+gregor_sdk::export_handler!(UpdateFeatures);
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use gregor_sdk::authz::Action;
+    use gregor_sdk::fake::{self, FakeHost};
     use gregor_sdk::kafka_protocol::messages::update_features_response::UpdatableFeatureResult;
     use gregor_sdk::kafka_protocol::protocol::{Decodable, Encodable};
+    use gregor_sdk::metadata::Cluster;
+    use gregor_sdk::testing::assert_encodes_for_served_versions;
 
     fn key(feature: &str, level: i16, upgrade_type: i8) -> FeatureUpdateKey {
         FeatureUpdateKey::default()
@@ -265,23 +265,18 @@ mod tests {
     }
 
     #[test]
-    fn responses_encode_for_every_served_version() {
+    fn encodes_for_every_served_version() {
         let message = "The update failed for all features since the following feature had an \
                        error: Invalid update version 1 for feature f. Local controller 1 does \
                        not support this feature.";
-        let refused = failed(ResponseError::InvalidUpdateVersion.code(), Some(message));
+        let refusal = refused(ResponseError::InvalidUpdateVersion.code(), Some(message));
         let empty = UpdateFeaturesResponse::default().with_error_message(None);
-        for version in 0..=MAX_VERSION {
-            for response in [&refused, &empty] {
-                let mut encoded = Vec::new();
-                assert!(response.encode(&mut encoded, version).is_ok(), "v{version}");
-                let decoded =
-                    UpdateFeaturesResponse::decode(&mut encoded.as_slice(), version).unwrap();
-                assert_eq!(decoded.error_code, response.error_code, "v{version}");
-                assert_eq!(decoded.error_message, response.error_message, "v{version}");
-                assert!(decoded.results.is_empty(), "v{version}");
-            }
-        }
+        let request = UpdateFeaturesRequest::default().with_feature_updates(vec![key("f", 1, 1)]);
+        assert_encodes_for_served_versions::<UpdateFeatures>(&[request], &[refusal, empty]);
+    }
+
+    #[test]
+    fn only_v0_and_v1_carry_per_feature_results() {
         // v0-1 carry per-feature results (Kafka's success shape); v2 drops them.
         let with_results = UpdateFeaturesResponse::default()
             .with_error_message(None)
@@ -300,17 +295,53 @@ mod tests {
         }
     }
 
-    #[test]
-    fn error_responses_encode_for_every_served_version() {
-        let code = ResponseError::UnknownServerError.code();
-        let response = failed(code, None);
-        assert!(response.results.is_empty());
-        for version in 0..=MAX_VERSION {
-            let mut encoded = Vec::new();
-            assert!(response.encode(&mut encoded, version).is_ok(), "v{version}");
-            // throttle_time_ms, then error_code, then a null message.
-            assert_eq!(encoded[4..6], code.to_be_bytes(), "v{version}");
-            assert_eq!(encoded[6], 0, "v{version}");
+    /// Controller 7; ALTER on the Cluster as `allowed` says.
+    struct Controller {
+        allowed: bool,
+    }
+
+    impl FakeHost for Controller {
+        fn authorize(&self, _: &Action) -> bool {
+            self.allowed
         }
+        fn describe_cluster(&self) -> Cluster {
+            assert!(
+                self.allowed,
+                "an unauthorized update reached the controller"
+            );
+            Cluster {
+                cluster_id: "c".to_string(),
+                controller_id: 7,
+                brokers: Vec::new(),
+            }
+        }
+    }
+
+    fn answer(allowed: bool, version: i16, keys: Vec<FeatureUpdateKey>) -> (i16, Option<String>) {
+        let request = UpdateFeaturesRequest::default().with_feature_updates(keys);
+        let handled = fake::handle::<UpdateFeatures>(Controller { allowed }, version, &request);
+        let response = handled.response.unwrap();
+        assert!(response.results.is_empty());
+        (
+            response.error_code,
+            response.error_message.map(|m| m.to_string()),
+        )
+    }
+
+    #[test]
+    fn updates_are_refused_with_the_controllers_id() {
+        let (code, message) = answer(true, 1, vec![key("f", 1, 1)]);
+        assert_eq!(code, ResponseError::InvalidUpdateVersion.code());
+        assert!(message.unwrap().ends_with(
+            "Invalid update version 1 for feature f. Local controller 7 does not support this feature."
+        ));
+        assert_eq!(answer(true, 2, Vec::new()), (0, None));
+    }
+
+    #[test]
+    fn without_alter_on_the_cluster_nothing_is_checked() {
+        let (code, message) = answer(false, 0, vec![key("f", 1, 1)]);
+        let denied = ResponseError::ClusterAuthorizationFailed;
+        assert_eq!((code, message), (denied.code(), Some(denied.to_string())));
     }
 }
