@@ -15,6 +15,7 @@ mod channel;
 mod cli;
 mod clock;
 mod config;
+mod config_admin;
 mod coordinator;
 mod fd_limit;
 #[cfg(test)]
@@ -30,6 +31,7 @@ mod quota;
 mod replica;
 mod runtime_loggers;
 mod security;
+mod services;
 mod telemetry;
 mod transactions;
 
@@ -43,7 +45,7 @@ use tokio::sync::watch;
 use tracing::{error, info, warn};
 
 use crate::apis::KafkaApis;
-use crate::broker::{AdvertisedListener, Broker};
+use crate::broker::Broker;
 use crate::channel::RequestChannel;
 use crate::config::BrokerConfig;
 use crate::network::connection::ConnectionContext;
@@ -54,6 +56,7 @@ use crate::plugins::engine::{build_engine, start_epoch_ticker};
 use crate::plugins::handler::InstanceLimits;
 use crate::plugins::loader::Loader;
 use crate::plugins::manager::PluginManager;
+use crate::services::{AdvertisedListener, Services};
 
 const USAGE: &str = "usage: gregor serve [--config FILE] [--set key=value]...
        gregor plugins list | load FILE [--name NAME] | unload NAME [--admin HOST:PORT]
@@ -190,7 +193,7 @@ async fn serve(config: BrokerConfig) -> Result<()> {
     let engine = build_engine(limits.memory_max)?;
     start_epoch_ticker(engine.clone())?;
     let loader = Loader::new(engine, &config.plugin_cache_dir(), limits)?;
-    let plugins = Arc::new(PluginManager::new(loader, Arc::clone(&broker)));
+    let plugins = Arc::new(PluginManager::new(loader, broker.plugins.clone()));
     plugins.load_all().await?;
 
     let mut bound = Vec::new();
@@ -205,32 +208,35 @@ async fn serve(config: BrokerConfig) -> Result<()> {
         });
         bound.push(listener);
     }
-    broker.set_advertised(advertised.clone());
+    broker.services.set_advertised(advertised.clone());
 
     let channel = RequestChannel::new(config.queued_max_requests()?);
     let apis = Arc::new(KafkaApis::new(Arc::clone(&broker), channel.clone()));
     let parked = apis.parked();
     let (workers, worker_idle) = apis::spawn_workers(config.io_threads()?, &channel, apis);
     let ctx = Arc::new(ConnectionContext {
-        registry: Arc::clone(&broker.registry),
-        metrics: Arc::clone(&broker.metrics),
+        registry: Arc::clone(broker.registry()),
+        metrics: Arc::clone(&broker.services.metrics),
         channel: channel.clone(),
         max_request_bytes: config.socket_request_max_bytes()?,
         memory_pool: MemoryPool::new(
             config.queued_max_request_bytes()?,
-            Arc::clone(&broker.metrics),
+            Arc::clone(&broker.services.metrics),
         ),
         connection_quotas: ConnectionQuotas::new(
             QuotaLimits::from_config(&config)?,
-            Arc::clone(&broker.metrics),
+            Arc::clone(&broker.services.metrics),
         ),
     });
     let (stop, stopped) = watch::channel(false);
-    tokio::spawn(sweep_expired_tokens(Arc::clone(&broker), stopped.clone()));
+    tokio::spawn(sweep_expired_tokens(
+        Arc::clone(&broker.services),
+        stopped.clone(),
+    ));
     tokio::spawn(abort_timed_out_transactions(
-        Arc::clone(&broker),
-        broker.transaction_abort_interval()?,
-        broker.transactional_id_expiration_ms()?,
+        Arc::clone(&broker.services),
+        broker.services.transaction_abort_interval()?,
+        broker.services.transactional_id_expiration_ms()?,
         stopped.clone(),
     ));
     tokio::spawn(Arc::clone(&plugins).watch(config.plugin_watch_interval()?, stopped.clone()));
@@ -289,19 +295,19 @@ async fn serve(config: BrokerConfig) -> Result<()> {
     if drained.is_err() {
         warn!("in-flight requests did not finish within {DRAIN_TIMEOUT:?}");
     }
-    broker.flush()?;
+    broker.services.flush()?;
     info!("gregor stopped");
     Ok(())
 }
 
 /// Removes expired delegation tokens every
 /// `delegation.token.expiry.check.interval.ms`, as Kafka's controller does.
-async fn sweep_expired_tokens(broker: Arc<Broker>, mut stopped: watch::Receiver<bool>) {
-    let mut ticks = tokio::time::interval(broker.tokens.check_interval());
+async fn sweep_expired_tokens(services: Arc<Services>, mut stopped: watch::Receiver<bool>) {
+    let mut ticks = tokio::time::interval(services.tokens.check_interval());
     loop {
         tokio::select! {
             _ = ticks.tick() => {
-                let tokens = Arc::clone(&broker.tokens);
+                let tokens = Arc::clone(&services.tokens);
                 let _ = tokio::task::spawn_blocking(move || tokens.sweep()).await;
             }
             _ = stopped.changed() => return,
@@ -313,7 +319,7 @@ async fn sweep_expired_tokens(broker: Arc<Broker>, mut stopped: watch::Receiver<
 /// failed marker left prepared, aborts those open past their timeout and
 /// forgets idle transactional ids.
 async fn abort_timed_out_transactions(
-    broker: Arc<Broker>,
+    services: Arc<Services>,
     interval: Duration,
     id_expiration_ms: i64,
     mut stopped: watch::Receiver<bool>,
@@ -322,11 +328,11 @@ async fn abort_timed_out_transactions(
     loop {
         tokio::select! {
             _ = ticks.tick() => {
-                let broker = Arc::clone(&broker);
+                let services = Arc::clone(&services);
                 let _ = tokio::task::spawn_blocking(move || {
-                    broker.transactions.finish_prepared(broker.as_ref());
-                    broker.transactions.abort_timed_out(
-                        broker.as_ref(),
+                    services.transactions.finish_prepared(services.as_ref());
+                    services.transactions.abort_timed_out(
+                        services.as_ref(),
                         crate::clock::now_ms(),
                         id_expiration_ms,
                     );

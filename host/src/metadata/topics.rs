@@ -639,7 +639,7 @@ mod tests {
             .build()
             .unwrap();
         let _runtime = runtime.enter();
-        let broker = crate::broker::Broker::open(Arc::new(config)).unwrap();
+        let broker = crate::services::Services::open(Arc::new(config)).unwrap();
         let topics = &broker.topics;
         let new = |name: &str, num_partitions: i32| NewTopic {
             name: name.to_string(),

@@ -1,8 +1,14 @@
 //! The plugin runtime: a wasmtime component engine, a compile cache on
 //! disk, the loader that checks a module's world and self-description, the
-//! registry of ApiKey -> handler, pools of live instances, and the host
-//! side of every WIT import (thin: each calls into a broker service).
+//! registry of ApiKey -> handler, pools of live instances, the active
+//! authorizer with its decision cache, and the host side of every WIT
+//! import (thin: each calls into a broker service).
+//!
+//! The runtime sits above the services (`services::Services`) and is
+//! handed them in a [`PluginHost`]; nothing below this module knows of
+//! plugins, and the broker that assembles both (`broker.rs`) is above it.
 
+pub mod authorization;
 pub mod authorizer;
 pub mod bindings;
 pub mod cache;
@@ -15,6 +21,22 @@ pub mod loader;
 pub mod manager;
 pub mod registry;
 pub mod state;
+
+use std::sync::Arc;
+
+use crate::plugins::authorization::Authorization;
+use crate::plugins::registry::Registry;
+use crate::services::Services;
+
+/// What every module instance is given: the broker's services, the
+/// registry (ApiVersions lists what it serves) and the authorization slot
+/// the `authz` import asks. Cheap to clone.
+#[derive(Clone)]
+pub struct PluginHost {
+    pub services: Arc<Services>,
+    pub registry: Arc<Registry>,
+    pub authorization: Arc<Authorization>,
+}
 
 /// `.context()` for wasmtime's own error type.
 pub trait WasmContext<T> {
