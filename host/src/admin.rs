@@ -28,8 +28,8 @@ use tracing::{debug, info, warn};
 
 use crate::apis::{ParkedGauge, WorkerIdle};
 use crate::broker::Broker;
-use crate::channel::RequestChannel;
 use crate::metrics::{PluginCounters, ScrapeGauges};
+use crate::network::channel::RequestChannel;
 use crate::plugins::manager::PluginManager;
 
 /// What the admin endpoint serves from.

@@ -19,9 +19,9 @@ use tokio::task::JoinHandle;
 use tracing::{debug, info_span, warn, Instrument};
 
 use crate::broker::Broker;
-use crate::channel::{Reply, Request, RequestChannel, Response, Route};
 use crate::config::FailurePolicy;
 use crate::metrics::RequestEnd;
+use crate::network::channel::{Reply, Request, RequestChannel, Response, Route};
 use crate::network::header::encode_response;
 use crate::plugins::bindings::{Outcome, RequestContext};
 use crate::plugins::deferred::{Deferral, Wait};

@@ -73,6 +73,7 @@ pub const HOST_TARGETS: &[&str] = &[
     "gregor::replica",
     "gregor::runtime_loggers",
     "gregor::security::tokens",
+    "gregor::server",
     "gregor::telemetry",
     "gregor::transactions",
 ];

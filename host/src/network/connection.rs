@@ -22,8 +22,8 @@ use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::oneshot;
 use tracing::{debug, info, info_span, warn, Instrument};
 
-use crate::channel::{Request, RequestChannel, Response, Route, Timings};
 use crate::metrics::{request_label, Metrics, RequestTimes};
+use crate::network::channel::{Request, RequestChannel, Response, Route, Timings};
 use crate::network::connection_quotas::ConnectionQuotas;
 use crate::network::frame::{Frame, FrameReader};
 use crate::network::header::{self, API_VERSIONS_KEY};

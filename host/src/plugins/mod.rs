@@ -5,7 +5,7 @@
 //! import (thin: each calls into a broker service).
 //!
 //! The runtime sits above the services (`services::Services`) and is
-//! handed them in a [`PluginHost`]; nothing below this module knows of
+//! handed them in a `PluginHost` (`host`); nothing below this module knows of
 //! plugins, and the broker that assembles both (`broker.rs`) is above it.
 
 pub mod authorization;
@@ -15,6 +15,7 @@ pub mod cache;
 pub mod deferred;
 pub mod engine;
 pub mod handler;
+mod host;
 pub mod imports;
 pub mod limits;
 pub mod loader;
@@ -22,21 +23,7 @@ pub mod manager;
 pub mod registry;
 pub mod state;
 
-use std::sync::Arc;
-
-use crate::plugins::authorization::Authorization;
-use crate::plugins::registry::Registry;
-use crate::services::Services;
-
-/// What every module instance is given: the broker's services, the
-/// registry (ApiVersions lists what it serves) and the authorization slot
-/// the `authz` import asks. Cheap to clone.
-#[derive(Clone)]
-pub struct PluginHost {
-    pub services: Arc<Services>,
-    pub registry: Arc<Registry>,
-    pub authorization: Arc<Authorization>,
-}
+pub use host::PluginHost;
 
 /// `.context()` for wasmtime's own error type.
 pub trait WasmContext<T> {

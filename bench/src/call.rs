@@ -1,4 +1,4 @@
-//! `gregor bench-call --plugin-dir DIR [--module api_versions] [--iterations N]`:
+//! `gregor-bench call --plugin-dir DIR [--module api_versions] [--iterations N]`:
 //! the cost of the plugin boundary inside the host, without a network: one
 //! handler call on a pooled instance, one call that instantiates a fresh
 //! instance first, next to an empty native function call. Used by
@@ -9,16 +9,16 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 
-use crate::broker::Broker;
-use crate::config::BrokerConfig;
-use crate::plugins::bindings::{Outcome, RequestContext};
-use crate::plugins::deferred::Deferral;
-use crate::plugins::engine::{build_engine, start_epoch_ticker};
-use crate::plugins::handler::{CallOutcome, InstanceLimits, LoadedHandler};
-use crate::plugins::loader::{Loaded, Loader};
-use crate::plugins::PluginHost;
-use crate::security::sasl::{ConnectionAuth, ANONYMOUS};
-use crate::security::session::Session;
+use gregor::broker::Broker;
+use gregor::config::BrokerConfig;
+use gregor::plugins::bindings::{Outcome, RequestContext};
+use gregor::plugins::deferred::Deferral;
+use gregor::plugins::engine::{build_engine, start_epoch_ticker};
+use gregor::plugins::handler::{CallOutcome, InstanceLimits, LoadedHandler};
+use gregor::plugins::loader::{Loaded, Loader};
+use gregor::plugins::PluginHost;
+use gregor::security::sasl::{ConnectionAuth, ANONYMOUS};
+use gregor::security::session::Session;
 
 #[inline(never)]
 fn empty_native_call(x: u64) -> u64 {

@@ -1,4 +1,4 @@
-//! `gregor bench-authz --module FILE.wasm [--iterations N] [--actions K]
+//! `gregor-bench authz --module FILE.wasm [--iterations N] [--actions K]
 //! [--acls M]`: what authorization costs a request, measured inside the
 //! host on the path handlers take (`authz.authorize` -> the decision
 //! cache -> the authorizer module), without a network. "Cold" clears the
@@ -12,15 +12,15 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 
-use crate::broker::Broker;
-use crate::config::BrokerConfig;
-use crate::plugins::bindings::{Action, Operation, ResourceType};
-use crate::plugins::engine::{build_engine, start_epoch_ticker};
-use crate::plugins::handler::InstanceLimits;
-use crate::plugins::loader::{Loaded, Loader};
-use crate::security::acl_store::{self, AclBinding, PatternType, Permission};
-use crate::security::sasl::ConnectionAuth;
-use crate::security::session::Session;
+use gregor::broker::Broker;
+use gregor::config::BrokerConfig;
+use gregor::plugins::bindings::{Action, Operation, ResourceType};
+use gregor::plugins::engine::{build_engine, start_epoch_ticker};
+use gregor::plugins::handler::InstanceLimits;
+use gregor::plugins::loader::{Loaded, Loader};
+use gregor::security::acl_store::{self, AclBinding, PatternType, Permission};
+use gregor::security::sasl::ConnectionAuth;
+use gregor::security::session::Session;
 
 pub async fn run(args: &[String]) -> Result<()> {
     let mut module = None;
@@ -59,7 +59,7 @@ pub async fn run(args: &[String]) -> Result<()> {
         })
         .collect();
     // One creation may add at most MAX_RECORDS_PER_USER_OP bindings.
-    for chunk in acls.chunks(crate::metadata::bounds::MAX_RECORDS_PER_USER_OP) {
+    for chunk in acls.chunks(gregor::metadata::bounds::MAX_RECORDS_PER_USER_OP) {
         broker.services.acls.create(chunk.to_vec())?;
     }
 
