@@ -2,7 +2,7 @@
 """`make bench`: start a fresh broker, measure, print BENCHMARKS.md-ready tables.
 
 Measures, in order: broker start-up with a cold and a warm compile cache,
-the plugin call inside the host (`gregor bench-call`), a hot reload of the
+the plugin call inside the host (`gregor-bench call`), a hot reload of the
 Produce handler (file write to the new version serving), then the client
 suite (`gregor-bench suite`: producer matrix, consumers, end-to-end
 latency, request round trips, transactional throughput against an
@@ -115,7 +115,7 @@ def main():
     results["startup"] = {"cold_ms": round(cold), "warm_ms": round(warm), "modules": len(modules),
                           "module_bytes_kb": round(size_kb), "idle_rss_mb": round(idle_rss, 1)}
 
-    call = subprocess.run([BIN, "bench-call", "--plugin-dir", plugin_dir], capture_output=True, text=True,
+    call = subprocess.run([BENCH, "call", "--plugin-dir", plugin_dir], capture_output=True, text=True,
                           env=dict(os.environ, GREGOR_CACHE_DIR=cache), check=True)
     results["plugin_call"] = json.loads(call.stdout.splitlines()[0])
 

@@ -10,13 +10,19 @@
 //! gregor-bench rtt     --bootstrap HOST:PORT [--iterations N]
 //! gregor-bench txn     --bootstrap HOST:PORT [--transactions T] [--records-per-txn R] [--size B] [--partitions P]
 //! gregor-bench parked  --bootstrap HOST:PORT --admin HOST:PORT --broker-pid PID [--fetches N] [--seconds S]
+//! gregor-bench call    --plugin-dir DIR [--module api_versions] [--iterations N]
+//! gregor-bench authz   --module FILE.wasm [--iterations N] [--actions K] [--acls M]
 //!
 //! Every command takes `--client-properties "k=v;k=v"`, librdkafka
-//! properties for every client of the run (TLS, SASL).
+//! properties for every client of the run (TLS, SASL), except `call` and
+//! `authz`, which need no broker: they measure the plugin boundary and
+//! authorization inside the host, through the `gregor` library.
 //! ```
 //!
 //! `make bench` starts a fresh broker and runs `suite`.
 
+mod authz;
+mod call;
 mod consume;
 mod e2e;
 mod parked;
@@ -222,13 +228,34 @@ fn suite(args: &Args) -> Result<(), String> {
     Ok(())
 }
 
+type InHostBench =
+    fn(&[String]) -> std::pin::Pin<Box<dyn std::future::Future<Output = anyhow::Result<()>> + '_>>;
+
+/// The benchmarks that run the plugin runtime in this process.
+fn in_host_bench(command: &str) -> Option<InHostBench> {
+    match command {
+        "call" => Some(|args| Box::pin(call::run(args))),
+        "authz" => Some(|args| Box::pin(authz::run(args))),
+        _ => None,
+    }
+}
+
 fn run(args: &[String]) -> Result<(), String> {
     let Some(command) = args.first() else {
         return Err(
-            "usage: gregor-bench suite|produce|consume|e2e|rtt|txn --bootstrap HOST:PORT ..."
+            "usage: gregor-bench suite|produce|consume|e2e|rtt|txn|parked --bootstrap HOST:PORT ... | call|authz ..."
                 .to_string(),
         );
     };
+    if let Some(in_host) = in_host_bench(command) {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| format!("runtime: {e}"))?;
+        return runtime
+            .block_on(in_host(&args[1..]))
+            .map_err(|e| format!("{e:#}"));
+    }
     let options = Args::parse(&args[1..])?;
     if let Some(raw) = options.values.get("client-properties") {
         let _ = CLIENT_PROPERTIES.set(parse_client_properties(raw)?);

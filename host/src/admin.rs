@@ -28,8 +28,8 @@ use tracing::{debug, info, warn};
 
 use crate::apis::{ParkedGauge, WorkerIdle};
 use crate::broker::Broker;
-use crate::channel::RequestChannel;
 use crate::metrics::{PluginCounters, ScrapeGauges};
+use crate::network::channel::RequestChannel;
 use crate::plugins::manager::PluginManager;
 
 /// What the admin endpoint serves from.
@@ -46,7 +46,7 @@ impl AdminState {
         use std::sync::atomic::Ordering::Relaxed;
         let plugins = self
             .broker
-            .registry
+            .registry()
             .handlers()
             .iter()
             .map(|handler| PluginCounters {
@@ -63,8 +63,8 @@ impl AdminState {
             idle_ratio: self.worker_idle.ratio(),
             plugins,
         };
-        let mut text = self.broker.metrics.render(&gauges);
-        text.push_str(&self.broker.telemetry.render_prometheus());
+        let mut text = self.broker.services.metrics.render(&gauges);
+        text.push_str(&self.broker.services.telemetry.render_prometheus());
         text
     }
 }
@@ -238,17 +238,24 @@ async fn route(request: HttpRequest, state: &AdminState) -> HttpResponse {
             Ok(what) => HttpResponse::message(200, "result", &what),
             Err(reason) => HttpResponse::message(404, "error", &reason),
         },
-        ("GET", ["users"]) => {
-            HttpResponse::json(200, &crate::security::admin::list_users(&state.broker))
-        }
+        ("GET", ["users"]) => HttpResponse::json(
+            200,
+            &crate::security::admin::list_users(&state.broker.services.credentials),
+        ),
         ("PUT", ["users", name]) => {
-            match crate::security::admin::set_user(&state.broker, name, &request.body).await {
+            match crate::security::admin::set_user(
+                &state.broker.services.credentials,
+                name,
+                &request.body,
+            )
+            .await
+            {
                 Ok(what) => HttpResponse::message(200, "result", &what),
                 Err(reason) => HttpResponse::message(400, "error", &reason),
             }
         }
         ("DELETE", ["users", name]) => {
-            match crate::security::admin::delete_user(&state.broker, name) {
+            match crate::security::admin::delete_user(&state.broker.services.credentials, name) {
                 Ok(what) => HttpResponse::message(200, "result", &what),
                 Err(reason) => HttpResponse::message(404, "error", &reason),
             }

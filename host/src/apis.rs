@@ -19,9 +19,9 @@ use tokio::task::JoinHandle;
 use tracing::{debug, info_span, warn, Instrument};
 
 use crate::broker::Broker;
-use crate::channel::{Reply, Request, RequestChannel, Response, Route};
 use crate::config::FailurePolicy;
 use crate::metrics::RequestEnd;
+use crate::network::channel::{Reply, Request, RequestChannel, Response, Route};
 use crate::network::header::encode_response;
 use crate::plugins::bindings::{Outcome, RequestContext};
 use crate::plugins::deferred::{Deferral, Wait};
@@ -130,7 +130,7 @@ impl KafkaApis {
                 let deferral = Deferral::replay(std::mem::take(&mut request.memos));
                 let (outcome, report) = handler
                     .call(
-                        &self.broker,
+                        &self.broker.plugins,
                         &request.session,
                         ctx.clone(),
                         &request.body,
@@ -138,7 +138,7 @@ impl KafkaApis {
                         deferral,
                     )
                     .await;
-                self.broker.metrics.record_plugin_call(
+                self.broker.services.metrics.record_plugin_call(
                     &handler.source().name,
                     report.call_time,
                     report.instantiate_time,
@@ -159,7 +159,11 @@ impl KafkaApis {
                 let mut throttle_ms = report.quota.throttle_ms;
                 if !report.quota.request_recorded && outcome.is_ok() {
                     let client = Client::new(&ctx.principal, ctx.client_id.as_deref());
-                    let request_ms = self.broker.quotas.record_request(client, report.guest_time);
+                    let request_ms = self
+                        .broker
+                        .services
+                        .quotas
+                        .record_request(client, report.guest_time);
                     throttle_ms = throttle_ms.max(request_ms);
                 }
                 throttle = Duration::from_millis(u64::try_from(throttle_ms).unwrap_or(0));
@@ -182,13 +186,14 @@ impl KafkaApis {
                         // client reconnects and retries.
                         let policy = self
                             .broker
+                            .services
                             .config
                             .plugin_failure_policy(&handler.source().name);
                         let fallback = match policy {
                             FailurePolicy::ErrorResponse => {
                                 handler
                                     .error_response(
-                                        &self.broker,
+                                        &self.broker.plugins,
                                         &request.session,
                                         &ctx,
                                         &request.body,
@@ -264,7 +269,7 @@ impl KafkaApis {
     /// ApiVersions v0 with UNSUPPORTED_VERSION and the served APIs, so an
     /// old or new client can pick a version it shares with us.
     fn unsupported_api_versions_body(&self) -> Vec<u8> {
-        let apis = self.broker.registry.supported_apis();
+        let apis = self.broker.registry().supported_apis();
         let mut body = Vec::with_capacity(6 + apis.len() * 6);
         body.extend_from_slice(&UNSUPPORTED_VERSION.to_be_bytes());
         body.extend_from_slice(&(apis.len() as i32).to_be_bytes());

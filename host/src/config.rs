@@ -157,7 +157,9 @@ impl BrokerConfig {
         }
     }
 
-    /// Checks every value the host acts on, so a bad config fails at start.
+    /// Checks every value the host acts on, so a bad config fails at start;
+    /// the listeners' security settings are checked beside it by
+    /// `security::settings::validate`, which reads this config from above.
     pub fn validate(&self) -> Result<()> {
         self.listeners()?;
         self.node_id()?;
@@ -188,7 +190,6 @@ impl BrokerConfig {
         self.fetch_max_bytes()?;
         self.admin_listener()?;
         self.plugin_watch_interval()?;
-        crate::security::settings::validate(self)?;
         Ok(())
     }
 

@@ -62,6 +62,7 @@ pub const HOST_TARGETS: &[&str] = &[
     "gregor::metadata::topics",
     "gregor::network::connection",
     "gregor::network::listener",
+    "gregor::plugins::authorization",
     "gregor::plugins::authorizer",
     "gregor::plugins::cache",
     "gregor::plugins::imports::logging",
@@ -71,8 +72,8 @@ pub const HOST_TARGETS: &[&str] = &[
     "gregor::quota",
     "gregor::replica",
     "gregor::runtime_loggers",
-    "gregor::security::authorization",
     "gregor::security::tokens",
+    "gregor::server",
     "gregor::telemetry",
     "gregor::transactions",
 ];

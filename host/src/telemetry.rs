@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use tracing::{debug, info};
 
-use crate::metadata::config_admin::{self, MatchPattern, DEFAULT_PUSH_INTERVAL_MS};
+use crate::config_admin::client_metrics::{self, MatchPattern, DEFAULT_PUSH_INTERVAL_MS};
 use crate::metadata::dynamic::DynamicConfigs;
 
 /// Kafka error codes of client telemetry.
@@ -153,7 +153,7 @@ impl ClientMetricsManager {
         for configs in self.configs.client_metrics().values() {
             let patterns = configs
                 .get("match")
-                .and_then(|value| config_admin::parse_match_patterns(value).ok())
+                .and_then(|value| client_metrics::parse_match_patterns(value).ok())
                 .unwrap_or_default();
             if !matches(&patterns, instance_id, attributes) {
                 continue;

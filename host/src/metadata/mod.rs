@@ -5,7 +5,6 @@
 
 pub mod bounds;
 pub mod broker_config;
-pub mod config_admin;
 pub mod dynamic;
 pub mod store;
 pub mod topic_config;

@@ -633,14 +633,14 @@ mod tests {
         config
             .set_pair(&format!("log.dirs={}", dir.path().display()))
             .unwrap();
-        // The broker's group coordinator starts tasks on open.
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        let _runtime = runtime.enter();
-        let broker = crate::broker::Broker::open(Arc::new(config)).unwrap();
-        let topics = &broker.topics;
+        let node_id = config.node_id().unwrap();
+        let logs: Arc<dyn LogStore> = Arc::new(
+            crate::log::manager::LogManager::open(&dir.path().join("partitions")).unwrap(),
+        );
+        let metadata = dir.path().join("metadata");
+        let dynamic = Arc::new(DynamicConfigs::open(&metadata).unwrap());
+        let store = MetadataStore::open(&metadata).unwrap();
+        let topics = &TopicManager::open(Arc::new(config), dynamic, logs, store).unwrap();
         let new = |name: &str, num_partitions: i32| NewTopic {
             name: name.to_string(),
             num_partitions,
@@ -663,12 +663,11 @@ mod tests {
 
         topics.create(&new("small", 1), false).unwrap();
         for validate_only in [true, false] {
-            let grown =
-                topics.create_partitions("small", i32::MAX, None, broker.node_id, validate_only);
+            let grown = topics.create_partitions("small", i32::MAX, None, node_id, validate_only);
             assert_eq!(refused(grown), policy(bounds::TOO_MANY_RECORDS));
         }
         assert_eq!(topics.get("small").map(|t| t.partitions), Some(1));
-        let grown = topics.create_partitions("small", 10_001, None, broker.node_id, true);
+        let grown = topics.create_partitions("small", 10_001, None, node_id, true);
         assert_eq!(
             grown.map(|t| t.partitions),
             Ok(10_001),

@@ -22,14 +22,15 @@ use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::oneshot;
 use tracing::{debug, info, info_span, warn, Instrument};
 
-use crate::channel::{Request, RequestChannel, Response, Route, Session, Timings};
 use crate::metrics::{request_label, Metrics, RequestTimes};
+use crate::network::channel::{Request, RequestChannel, Response, Route, Timings};
 use crate::network::connection_quotas::ConnectionQuotas;
 use crate::network::frame::{Frame, FrameReader};
 use crate::network::header::{self, API_VERSIONS_KEY};
 use crate::network::memory_pool::MemoryPool;
 use crate::plugins::registry::Registry;
 use crate::security::sasl::Admission;
+use crate::security::session::Session;
 
 /// What every connection task shares.
 pub struct ConnectionContext {

@@ -16,11 +16,11 @@ use tokio::sync::watch;
 use tokio_rustls::TlsAcceptor;
 use tracing::{info, warn};
 
-use crate::channel::Session;
 use crate::config::{BrokerConfig, ListenerSpec};
 use crate::network::connection::{self, ConnectionContext};
 use crate::network::tls;
 use crate::security::sasl::{ConnectionAuth, ANONYMOUS};
+use crate::security::session::Session;
 use crate::security::settings::{self, SecurityProtocol};
 
 static NEXT_CONNECTION_ID: AtomicU64 = AtomicU64::new(1);

@@ -6,8 +6,11 @@
 //! listeners admit only the authentication requests until the connection
 //! has authenticated (`security::sasl`). Admission bounds what clients
 //! can take: `connection_quotas` the connections (per broker, listener
-//! and address), `memory_pool` the bytes of requests in flight.
+//! and address), `memory_pool` the bytes of requests in flight. The
+//! request channel (`channel`, Kafka's `kafka.network.RequestChannel`)
+//! is the queue between the connections and the handler workers.
 
+pub mod channel;
 pub mod connection;
 pub mod connection_quotas;
 pub mod frame;

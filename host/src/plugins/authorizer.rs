@@ -14,21 +14,17 @@ use wasmtime::component::ResourceTable;
 use wasmtime::{Engine, Store};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
-use crate::channel::Session;
 use crate::config::BrokerConfig;
 use crate::plugins::bindings::authorizer::exports::gregor::broker::authorizer::AuthorizableRequest;
-use crate::plugins::bindings::authorizer::gregor::broker::acls;
 use crate::plugins::bindings::authorizer::{KafkaAuthorizer, KafkaAuthorizerPre};
-use crate::plugins::bindings::handler::gregor::broker::types::{
-    AclBinding as WitAclBinding, PatternType as WitPatternType, PermissionType,
-};
-use crate::plugins::bindings::{Action, ResourceType};
+use crate::plugins::bindings::Action;
 use crate::plugins::engine::EPOCH_TICK;
 use crate::plugins::handler::ModuleSource;
 use crate::plugins::imports::LogBudget;
 use crate::plugins::limits::GuestLimits;
 use crate::plugins::WasmContext;
-use crate::security::acl_store::{AclBinding, AclStore, PatternType, Permission};
+use crate::security::acl_store::AclStore;
+use crate::security::session::Session;
 
 const MAX_IDLE_INSTANCES: usize = 16;
 
@@ -49,67 +45,6 @@ impl WasiView for AuthorizerState {
             ctx: &mut self.wasi,
             table: &mut self.table,
         }
-    }
-}
-
-impl acls::Host for AuthorizerState {
-    fn list_acls(&mut self) -> Vec<WitAclBinding> {
-        self.acls.snapshot().iter().map(to_wit_binding).collect()
-    }
-
-    fn acls_for_resource(
-        &mut self,
-        resource_type: ResourceType,
-        resource_name: String,
-    ) -> Vec<WitAclBinding> {
-        self.acls
-            .snapshot()
-            .iter()
-            .filter(|acl| acl.applies_to(resource_type, &resource_name))
-            .map(to_wit_binding)
-            .collect()
-    }
-
-    fn authorizer_config(&mut self, name: String) -> Option<String> {
-        self.config.get(&name).map(str::to_string)
-    }
-}
-
-/// A stored ACL binding in the contract's terms.
-pub fn to_wit_binding(binding: &AclBinding) -> WitAclBinding {
-    WitAclBinding {
-        resource_type: binding.resource_type,
-        resource_name: binding.resource_name.clone(),
-        pattern_type: match binding.pattern_type {
-            PatternType::Literal => WitPatternType::Literal,
-            PatternType::Prefixed => WitPatternType::Prefixed,
-        },
-        principal: binding.principal.clone(),
-        host: binding.host.clone(),
-        operation: binding.operation,
-        permission: match binding.permission {
-            Permission::Deny => PermissionType::Deny,
-            Permission::Allow => PermissionType::Allow,
-        },
-    }
-}
-
-/// A binding from the contract's terms.
-pub fn from_wit_binding(binding: WitAclBinding) -> AclBinding {
-    AclBinding {
-        resource_type: binding.resource_type,
-        resource_name: binding.resource_name,
-        pattern_type: match binding.pattern_type {
-            WitPatternType::Literal => PatternType::Literal,
-            WitPatternType::Prefixed => PatternType::Prefixed,
-        },
-        principal: binding.principal,
-        host: binding.host,
-        operation: binding.operation,
-        permission: match binding.permission {
-            PermissionType::Deny => Permission::Deny,
-            PermissionType::Allow => Permission::Allow,
-        },
     }
 }
 

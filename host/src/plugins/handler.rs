@@ -14,14 +14,13 @@ use std::time::{Duration, Instant, SystemTime};
 use anyhow::{Context, Result};
 use wasmtime::{Engine, Store, UpdateDeadline};
 
-use crate::broker::Broker;
-use crate::channel::Session;
 use crate::metrics::request_label;
 use crate::plugins::bindings::handler::{KafkaHandler, KafkaHandlerPre};
 use crate::plugins::bindings::{ApiInfo, Outcome, RequestContext};
 use crate::plugins::deferred::{Deferral, Wait};
 use crate::plugins::state::{CallClock, CallQuota, HandlerState};
-use crate::plugins::WasmContext;
+use crate::plugins::{PluginHost, WasmContext};
+use crate::security::session::Session;
 
 /// Idle instances kept per module.
 const MAX_IDLE_INSTANCES: usize = 32;
@@ -127,9 +126,9 @@ impl LoadedHandler {
         pre: KafkaHandlerPre<HandlerState>,
         source: ModuleSource,
         limits: InstanceLimits,
-        broker: &Arc<Broker>,
+        host: &PluginHost,
     ) -> Result<Self> {
-        let mut instance = instantiate(engine, &pre, &source.name, &limits, broker)
+        let mut instance = instantiate(engine, &pre, &source.name, &limits, host)
             .await
             .context("instantiating")?;
         instance.store.data_mut().clock = CallClock::new(limits.call_timeout);
@@ -167,7 +166,7 @@ impl LoadedHandler {
     /// is the whole request's size (header and body), as quotas count it.
     pub async fn call(
         &self,
-        broker: &Arc<Broker>,
+        host: &PluginHost,
         session: &Arc<Session>,
         ctx: RequestContext,
         body: &[u8],
@@ -187,7 +186,7 @@ impl LoadedHandler {
                     &self.pre,
                     &self.source.name,
                     &self.limits,
-                    broker,
+                    host,
                 )
                 .await;
                 report.instantiate_time = Some(started.elapsed());
@@ -253,7 +252,7 @@ impl LoadedHandler {
     /// the module has none, or when this call fails too.
     pub async fn error_response(
         &self,
-        broker: &Arc<Broker>,
+        host: &PluginHost,
         session: &Arc<Session>,
         ctx: &RequestContext,
         body: &[u8],
@@ -264,7 +263,7 @@ impl LoadedHandler {
             &self.pre,
             &self.source.name,
             &self.limits,
-            broker,
+            host,
         )
         .await
         .ok()?;
@@ -310,10 +309,10 @@ async fn instantiate(
     pre: &KafkaHandlerPre<HandlerState>,
     name: &Arc<str>,
     limits: &InstanceLimits,
-    broker: &Arc<Broker>,
+    host: &PluginHost,
 ) -> Result<LiveInstance> {
     let state = HandlerState::new(
-        Arc::clone(broker),
+        host,
         Arc::clone(name),
         limits.memory_max,
         limits.call_timeout,

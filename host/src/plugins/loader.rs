@@ -16,14 +16,13 @@ use tracing::info;
 use wasmtime::component::{Component, HasSelf, Linker};
 use wasmtime::Engine;
 
-use crate::broker::Broker;
 use crate::plugins::authorizer::{AuthorizerState, LoadedAuthorizer};
 use crate::plugins::bindings::authorizer::{KafkaAuthorizer, KafkaAuthorizerPre};
 use crate::plugins::bindings::handler::{KafkaHandler, KafkaHandlerPre};
 use crate::plugins::cache::{content_hash, CacheOutcome, CompileCache};
 use crate::plugins::handler::{InstanceLimits, LoadedHandler, ModuleSource};
 use crate::plugins::state::HandlerState;
-use crate::plugins::WasmContext;
+use crate::plugins::{PluginHost, WasmContext};
 
 /// The contract package and version this broker provides.
 pub const PACKAGE: &str = "gregor:broker";
@@ -88,11 +87,11 @@ impl Loader {
     }
 
     /// Loads one module file.
-    pub async fn load_file(&self, path: &Path, broker: &Arc<Broker>) -> Result<Loaded> {
+    pub async fn load_file(&self, path: &Path, host: &PluginHost) -> Result<Loaded> {
         let bytes = tokio::fs::read(path)
             .await
             .with_context(|| format!("reading {}", path.display()))?;
-        self.load_bytes(path, bytes, broker).await
+        self.load_bytes(path, bytes, host).await
     }
 
     /// Loads a module from its bytes; `path` names it (its file stem is
@@ -101,7 +100,7 @@ impl Loader {
         &self,
         path: &Path,
         bytes: Vec<u8>,
-        broker: &Arc<Broker>,
+        host: &PluginHost,
     ) -> Result<Loaded> {
         let started = Instant::now();
         let hash = content_hash(&bytes);
@@ -132,7 +131,7 @@ impl Loader {
                 let pre =
                     KafkaHandlerPre::new(pre).wasm_context("checking the handler's exports")?;
                 let handler =
-                    LoadedHandler::load(&self.engine, pre, source, self.limits, broker).await?;
+                    LoadedHandler::load(&self.engine, pre, source, self.limits, host).await?;
                 let info = handler.info();
                 info!(
                     plugin = %name,
@@ -157,8 +156,8 @@ impl Loader {
                     &self.engine,
                     pre,
                     source,
-                    Arc::clone(&broker.acls),
-                    Arc::clone(&broker.config),
+                    Arc::clone(&host.services.acls),
+                    Arc::clone(&host.services.config),
                     self.limits.memory_max,
                     self.limits.call_timeout,
                 );

@@ -19,15 +19,15 @@ use serde_json::{json, Value};
 use tokio::sync::watch;
 use tracing::{error, info, warn};
 
-use crate::broker::Broker;
 use crate::plugins::loader::{Loaded, Loader};
+use crate::plugins::PluginHost;
 
 /// What identifies a file version cheaply: modification time and size.
 type FileStamp = (SystemTime, u64);
 
 pub struct PluginManager {
     loader: Loader,
-    broker: Arc<Broker>,
+    host: PluginHost,
     dir: PathBuf,
     changes: tokio::sync::Mutex<()>,
     seen: Mutex<HashMap<PathBuf, FileStamp>>,
@@ -45,11 +45,11 @@ fn millis(time: SystemTime) -> u64 {
 }
 
 impl PluginManager {
-    pub fn new(loader: Loader, broker: Arc<Broker>) -> Self {
-        let dir = broker.config.plugin_dir();
+    pub fn new(loader: Loader, host: PluginHost) -> Self {
+        let dir = host.services.config.plugin_dir();
         Self {
             loader,
-            broker,
+            host,
             dir,
             changes: tokio::sync::Mutex::new(()),
             seen: Mutex::new(HashMap::new()),
@@ -70,7 +70,7 @@ impl PluginManager {
         let files = Loader::module_files(&self.dir)?;
         let loads = files
             .iter()
-            .map(|path| self.loader.load_file(path, &self.broker));
+            .map(|path| self.loader.load_file(path, &self.host));
         let results = futures_util::future::join_all(loads).await;
         for (path, result) in files.iter().zip(results) {
             self.remember(path);
@@ -82,14 +82,14 @@ impl PluginManager {
                 self.refuse(path, reason);
             }
         }
-        if self.broker.registry.handlers().is_empty() {
+        if self.host.registry.handlers().is_empty() {
             bail!(
                 "no handler modules could be loaded from {}",
                 self.dir.display()
             );
         }
-        if let Some(name) = self.broker.authorization.active_name() {
-            if self.broker.registry.authorizer(&name).is_none() {
+        if let Some(name) = self.host.authorization.active_name() {
+            if self.host.registry.authorizer(&name).is_none() {
                 bail!(
                     "authorizer {name:?} (the `authorizer` config, or the choice last made with \
                      `gregor authorizer use`, kept in the log dir's security/authorizer.json) \
@@ -105,13 +105,13 @@ impl PluginManager {
     fn install(&self, loaded: Loaded) -> Result<String, String> {
         let result = self.install_inner(loaded);
         if result.is_ok() {
-            self.broker.metrics.record_load(true);
+            self.host.services.metrics.record_load(true);
         }
         result
     }
 
     fn install_inner(&self, loaded: Loaded) -> Result<String, String> {
-        let registry = &self.broker.registry;
+        let registry = &self.host.registry;
         match loaded {
             Loaded::Handler(handler) => {
                 let handler = Arc::new(handler);
@@ -135,8 +135,8 @@ impl PluginManager {
                 let path = authorizer.source().path.clone();
                 registry.install_authorizer(&name, Arc::clone(&authorizer));
                 registry.clear_failure(&path);
-                if self.broker.authorization.active_name().as_deref() == Some(name.as_str()) {
-                    self.broker.authorization.set_active(Some(authorizer));
+                if self.host.authorization.active_name().as_deref() == Some(name.as_str()) {
+                    self.host.authorization.set_active(Some(authorizer));
                     info!(authorizer = %name, "authorizer active");
                 }
                 Ok(format!("loaded authorizer {name}"))
@@ -147,7 +147,7 @@ impl PluginManager {
     async fn apply_file_locked(&self, path: &Path) -> Result<String, String> {
         let started = Instant::now();
         self.remember(path);
-        let result = match self.loader.load_file(path, &self.broker).await {
+        let result = match self.loader.load_file(path, &self.host).await {
             Ok(loaded) => self.install(loaded),
             Err(error) => Err(format!("{error:#}")),
         };
@@ -168,8 +168,8 @@ impl PluginManager {
 
     /// Records a refused module for the admin API and the metrics.
     fn refuse(&self, path: &Path, reason: String) {
-        self.broker.metrics.record_load(false);
-        self.broker.registry.record_failure(path, reason);
+        self.host.services.metrics.record_load(false);
+        self.host.registry.record_failure(path, reason);
     }
 
     /// Unloads whatever was loaded from `path`.
@@ -177,8 +177,8 @@ impl PluginManager {
         if let Ok(mut seen) = self.seen.lock() {
             seen.remove(path);
         }
-        self.broker.registry.clear_failure(path);
-        if let Some(handler) = self.broker.registry.unload_path(path) {
+        self.host.registry.clear_failure(path);
+        if let Some(handler) = self.host.registry.unload_path(path) {
             let what = format!(
                 "unloaded handler {} (api key {})",
                 handler.info().name,
@@ -187,8 +187,8 @@ impl PluginManager {
             info!(module = %path.display(), "{what}");
             return Some(what);
         }
-        if let Some(name) = self.broker.registry.unload_authorizer_path(path) {
-            if self.broker.authorization.active_name().as_deref() == Some(name.as_str()) {
+        if let Some(name) = self.host.registry.unload_authorizer_path(path) {
+            if self.host.authorization.active_name().as_deref() == Some(name.as_str()) {
                 warn!(authorizer = %name, "the active authorizer's file was removed; it stays active until replaced");
             }
             return Some(format!("unloaded authorizer {name}"));
@@ -212,12 +212,12 @@ impl PluginManager {
         let path = self.dir.join(format!("{name}.wasm"));
         let loaded = match self
             .loader
-            .load_bytes(&path, bytes.clone(), &self.broker)
+            .load_bytes(&path, bytes.clone(), &self.host)
             .await
         {
             Ok(loaded) => loaded,
             Err(error) => {
-                self.broker.metrics.record_load(false);
+                self.host.services.metrics.record_load(false);
                 return Err(format!("{error:#}"));
             }
         };
@@ -253,9 +253,9 @@ impl PluginManager {
     pub async fn use_authorizer(&self, name: Option<&str>) -> Result<String, String> {
         let _guard = self.changes.lock().await;
         let authorizer = match name {
-            Some(name) => Some(self.broker.registry.authorizer(name).ok_or_else(|| {
+            Some(name) => Some(self.host.registry.authorizer(name).ok_or_else(|| {
                 let loaded: Vec<String> = self
-                    .broker
+                    .host
                     .registry
                     .authorizers()
                     .iter()
@@ -272,7 +272,7 @@ impl PluginManager {
             })?),
             None => None,
         };
-        self.broker
+        self.host
             .authorization
             .choose(name, authorizer)
             .map_err(|error| format!("persisting the authorizer choice: {error}"))?;
@@ -287,9 +287,9 @@ impl PluginManager {
     /// The active authorizer and the loaded ones, for the admin API.
     pub fn authorizer_status(&self) -> Value {
         use std::sync::atomic::Ordering::Relaxed;
-        let authorization = &self.broker.authorization;
+        let authorization = &self.host.authorization;
         let loaded: Vec<String> = self
-            .broker
+            .host
             .registry
             .authorizers()
             .iter()
@@ -357,7 +357,7 @@ impl PluginManager {
     /// Everything the admin API lists about loaded and refused modules.
     pub fn status(&self) -> Value {
         use std::sync::atomic::Ordering::Relaxed;
-        let registry = &self.broker.registry;
+        let registry = &self.host.registry;
         let handlers: Vec<Value> = registry
             .handlers()
             .iter()
@@ -383,7 +383,7 @@ impl PluginManager {
                 })
             })
             .collect();
-        let active_name = self.broker.authorization.active_name();
+        let active_name = self.host.authorization.active_name();
         let active = active_name.as_deref();
         let authorizers: Vec<Value> = registry
             .authorizers()

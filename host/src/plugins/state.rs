@@ -1,6 +1,7 @@
 //! What a handler instance's Store carries: a WASI context with nothing
-//! granted, its resource limits, the broker services its imports call,
-//! and the identity and clock of the request being handled.
+//! granted, its resource limits, the services its imports call (handles
+//! from the `PluginHost`, never the broker that assembles them), and the
+//! identity and clock of the request being handled.
 //!
 //! The clock separates guest time from time spent waiting in host calls
 //! (a long-poll fetch may rightly wait for seconds): the per-call deadline
@@ -12,17 +13,24 @@ use std::time::{Duration, Instant};
 use wasmtime::component::ResourceTable;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
-use crate::broker::Broker;
-use crate::channel::Session;
+use crate::plugins::authorization::Authorization;
 use crate::plugins::deferred::Deferral;
 use crate::plugins::imports::LogBudget;
 use crate::plugins::limits::GuestLimits;
+use crate::plugins::registry::Registry;
+use crate::plugins::PluginHost;
+use crate::security::session::Session;
+use crate::services::Services;
 
 pub struct HandlerState {
     wasi: WasiCtx,
     table: ResourceTable,
     pub limits: GuestLimits,
-    pub broker: Arc<Broker>,
+    pub services: Arc<Services>,
+    /// What the broker serves (ApiVersions, cluster metadata).
+    pub registry: Arc<Registry>,
+    /// Answers the `authz` import.
+    pub authorization: Arc<Authorization>,
     /// The module's name, for log lines.
     pub plugin: Arc<str>,
     /// The session of the request being handled (authorization uses it).
@@ -102,12 +110,14 @@ impl CallClock {
 }
 
 impl HandlerState {
-    pub fn new(broker: Arc<Broker>, plugin: Arc<str>, memory_max: usize, budget: Duration) -> Self {
+    pub fn new(host: &PluginHost, plugin: Arc<str>, memory_max: usize, budget: Duration) -> Self {
         Self {
             wasi: WasiCtx::builder().build(),
             table: ResourceTable::new(),
             limits: GuestLimits::new(memory_max),
-            broker,
+            services: Arc::clone(&host.services),
+            registry: Arc::clone(&host.registry),
+            authorization: Arc::clone(&host.authorization),
             plugin,
             session: None,
             client_id: None,

@@ -12,6 +12,10 @@
 //! missing name, principal or host matches every one, and a MATCH pattern
 //! filter selects the bindings that would apply to the named resource
 //! (LITERAL equal, LITERAL `*`, PREFIXED prefixes).
+//!
+//! The store speaks its own types (Kafka's names); the plugin runtime
+//! converts them to and from the WIT contract's (`plugins::imports::acls`),
+//! so the contract can evolve without touching storage.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -23,12 +27,42 @@ use std::sync::{Arc, Mutex, RwLock};
 use serde::{Deserialize, Serialize};
 
 use crate::metadata::bounds;
-use crate::plugins::bindings::{Operation, ResourceType};
 use crate::security::durable::JsonFile;
 
 /// Kafka's wildcard resource name (with LITERAL).
 pub const WILDCARD: &str = "*";
 const FORMAT_VERSION: u32 = 1;
+
+/// Kafka's ResourceType (ANY only in filters).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ResourceType {
+    Any,
+    Topic,
+    Group,
+    Cluster,
+    TransactionalId,
+    DelegationToken,
+    User,
+}
+
+/// Kafka's AclOperation (ANY only in filters; ALL matches every operation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Operation {
+    Any,
+    All,
+    Read,
+    Write,
+    Create,
+    Delete,
+    Alter,
+    Describe,
+    ClusterAction,
+    DescribeConfigs,
+    AlterConfigs,
+    IdempotentWrite,
+    CreateTokens,
+    DescribeTokens,
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PatternType {

@@ -8,9 +8,10 @@ use std::sync::Arc;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::broker::Broker;
 use crate::cli::percent_decode;
-use crate::security::credentials::{ScramMechanism, MAX_ITERATIONS, MIN_ITERATIONS};
+use crate::security::credentials::{
+    CredentialStore, ScramMechanism, MAX_ITERATIONS, MIN_ITERATIONS,
+};
 
 #[derive(Deserialize)]
 struct SetUser {
@@ -20,9 +21,8 @@ struct SetUser {
     iterations: Option<u32>,
 }
 
-pub fn list_users(broker: &Broker) -> Value {
-    let users: Vec<Value> = broker
-        .credentials
+pub fn list_users(credentials: &CredentialStore) -> Value {
+    let users: Vec<Value> = credentials
         .list()
         .into_iter()
         .map(|(user, credentials)| {
@@ -38,7 +38,11 @@ pub fn list_users(broker: &Broker) -> Value {
     json!({ "users": users })
 }
 
-pub async fn set_user(broker: &Arc<Broker>, name: &str, body: &[u8]) -> Result<String, String> {
+pub async fn set_user(
+    credentials: &Arc<CredentialStore>,
+    name: &str,
+    body: &[u8],
+) -> Result<String, String> {
     let user = percent_decode(name)
         .filter(|user| !user.is_empty())
         .ok_or_else(|| format!("invalid user name {name:?}"))?;
@@ -67,7 +71,7 @@ pub async fn set_user(broker: &Arc<Broker>, name: &str, body: &[u8]) -> Result<S
         ));
     }
     // PBKDF2 takes milliseconds: keep it off the async workers.
-    let store = Arc::clone(&broker.credentials);
+    let store = Arc::clone(credentials);
     let stored_user = user.clone();
     let names: Vec<&str> = mechanisms.iter().map(|m| m.name()).collect();
     let what = format!("set {} credentials of {user}", names.join(" and "));
@@ -80,9 +84,9 @@ pub async fn set_user(broker: &Arc<Broker>, name: &str, body: &[u8]) -> Result<S
     Ok(what)
 }
 
-pub fn delete_user(broker: &Broker, name: &str) -> Result<String, String> {
+pub fn delete_user(credentials: &CredentialStore, name: &str) -> Result<String, String> {
     let user = percent_decode(name).ok_or_else(|| format!("invalid user name {name:?}"))?;
-    match broker.credentials.delete_user(&user) {
+    match credentials.delete_user(&user) {
         Ok(true) => Ok(format!("deleted the credentials of {user}")),
         Ok(false) => Err(format!("{user} has no credentials")),
         Err(error) => Err(format!("deleting the credentials failed: {error:?}")),

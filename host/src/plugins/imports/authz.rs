@@ -11,7 +11,6 @@ impl authz::Host for HandlerState {
     async fn authorize(&mut self, actions: Vec<Action>) -> Vec<bool> {
         let started = Instant::now();
         let answers = self
-            .broker
             .authorization
             .authorize(self.session.as_deref(), self.client_id.as_deref(), actions)
             .await;

@@ -2,8 +2,8 @@
 //! through the config admin service, and the client-metrics subscription
 //! and group names for ListConfigResources.
 
+use crate::config_admin::{self, AlterEntry, AlterOp as HostOp, ConfigError};
 use crate::metadata::broker_config::ConfigType as HostType;
-use crate::metadata::config_admin::{self, AlterEntry, AlterOp as HostOp, ConfigError};
 use crate::metadata::topic_config::Source;
 use crate::plugins::bindings::handler::gregor::broker::configs::{
     self, AlterEntry as WitEntry, AlterOp, ConfigDescription, ConfigSynonym, ConfigType,
@@ -64,36 +64,33 @@ impl configs::Host for HandlerState {
         resource_name: String,
         names: Option<Vec<String>>,
     ) -> Result<Vec<ConfigDescription>, KafkaError> {
-        config_admin::describe(
-            &self.broker,
-            resource(resource_type),
-            &resource_name,
-            names.as_deref(),
-        )
-        .map(|entries| {
-            entries
-                .into_iter()
-                .map(|entry| ConfigDescription {
-                    name: entry.name,
-                    value: entry.value,
-                    source: source_of(entry.source),
-                    read_only: entry.read_only,
-                    is_sensitive: entry.sensitive,
-                    synonyms: entry
-                        .synonyms
-                        .into_iter()
-                        .map(|synonym| ConfigSynonym {
-                            name: synonym.name,
-                            value: synonym.value,
-                            source: source_of(synonym.source),
-                        })
-                        .collect(),
-                    config_type: config_type(entry.config_type),
-                    documentation: entry.documentation,
-                })
-                .collect()
-        })
-        .map_err(kafka_error)
+        self.services
+            .configs
+            .describe(resource(resource_type), &resource_name, names.as_deref())
+            .map(|entries| {
+                entries
+                    .into_iter()
+                    .map(|entry| ConfigDescription {
+                        name: entry.name,
+                        value: entry.value,
+                        source: source_of(entry.source),
+                        read_only: entry.read_only,
+                        is_sensitive: entry.sensitive,
+                        synonyms: entry
+                            .synonyms
+                            .into_iter()
+                            .map(|synonym| ConfigSynonym {
+                                name: synonym.name,
+                                value: synonym.value,
+                                source: source_of(synonym.source),
+                            })
+                            .collect(),
+                        config_type: config_type(entry.config_type),
+                        documentation: entry.documentation,
+                    })
+                    .collect()
+            })
+            .map_err(kafka_error)
     }
 
     fn incremental_alter(
@@ -116,14 +113,15 @@ impl configs::Host for HandlerState {
                 value: entry.value,
             })
             .collect();
-        config_admin::incremental_alter(
-            &self.broker,
-            resource(resource_type),
-            &resource_name,
-            &entries,
-            validate_only,
-        )
-        .map_err(kafka_error)
+        self.services
+            .configs
+            .incremental_alter(
+                resource(resource_type),
+                &resource_name,
+                &entries,
+                validate_only,
+            )
+            .map_err(kafka_error)
     }
 
     fn replace(
@@ -133,21 +131,22 @@ impl configs::Host for HandlerState {
         configs: Vec<(String, Option<String>)>,
         validate_only: bool,
     ) -> Result<(), KafkaError> {
-        config_admin::replace(
-            &self.broker,
-            resource(resource_type),
-            &resource_name,
-            &configs,
-            validate_only,
-        )
-        .map_err(kafka_error)
+        self.services
+            .configs
+            .replace(
+                resource(resource_type),
+                &resource_name,
+                &configs,
+                validate_only,
+            )
+            .map_err(kafka_error)
     }
 
     fn list_client_metrics(&mut self) -> Vec<String> {
-        self.broker.dynamic.client_metrics_names()
+        self.services.dynamic.client_metrics_names()
     }
 
     fn list_group_configs(&mut self) -> Vec<String> {
-        self.broker.dynamic.group_config_names()
+        self.services.dynamic.group_config_names()
     }
 }

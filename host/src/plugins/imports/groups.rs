@@ -72,7 +72,7 @@ impl groups::Host for HandlerState {
         member_id: String,
         group_instance_id: Option<String>,
     ) -> i16 {
-        self.broker.groups.heartbeat(
+        self.services.groups.heartbeat(
             &group_id,
             generation_id,
             &member_id,
@@ -89,7 +89,7 @@ impl groups::Host for HandlerState {
                 reason: m.reason,
             })
             .collect();
-        self.broker.groups.leave(&group_id, &members)
+        self.services.groups.leave(&group_id, &members)
     }
 
     fn commit_offsets(
@@ -118,7 +118,7 @@ impl groups::Host for HandlerState {
                 })
                 .collect(),
         };
-        self.broker.groups.commit_offsets(&request)
+        self.services.groups.commit_offsets(&request)
     }
 
     fn fetch_offsets(
@@ -129,12 +129,12 @@ impl groups::Host for HandlerState {
     ) -> Result<Vec<CommittedOffset>, i16> {
         let wanted = wanted.map(partitions);
         let offsets =
-            self.broker
+            self.services
                 .groups
                 .fetch_offsets(&group_id, wanted.as_deref(), require_stable)?;
         // Offsets a transaction holds for the group are not stable yet.
         let pending = if require_stable {
-            self.broker.transactions.pending_offsets(&group_id)
+            self.services.transactions.pending_offsets(&group_id)
         } else {
             Default::default()
         };
@@ -163,13 +163,13 @@ impl groups::Host for HandlerState {
         group_id: String,
         doomed: Vec<TopicPartition>,
     ) -> Result<Vec<i16>, i16> {
-        self.broker
+        self.services
             .groups
             .delete_offsets(&group_id, &partitions(doomed))
     }
 
     fn list_groups(&mut self, states: Vec<String>, types: Vec<String>) -> Vec<GroupOverview> {
-        self.broker
+        self.services
             .groups
             .list_groups(&states, &types)
             .into_iter()
@@ -183,7 +183,7 @@ impl groups::Host for HandlerState {
     }
 
     fn describe_groups(&mut self, group_ids: Vec<String>) -> Vec<GroupDescription> {
-        self.broker
+        self.services
             .groups
             .describe_groups(&group_ids)
             .into_iter()
@@ -210,12 +210,12 @@ impl groups::Host for HandlerState {
     }
 
     fn delete_groups(&mut self, group_ids: Vec<String>) -> Vec<i16> {
-        self.broker.groups.delete_groups(&group_ids)
+        self.services.groups.delete_groups(&group_ids)
     }
 
     fn consumer_heartbeat(&mut self, request: ConsumerHeartbeatRequest) -> ConsumerHeartbeatResult {
         let topics = self
-            .broker
+            .services
             .topics
             .list()
             .into_iter()
@@ -249,7 +249,7 @@ impl groups::Host for HandlerState {
                 .map(|session| format!("/{}", session.client_host))
                 .unwrap_or_default(),
         };
-        let result = self.broker.groups.consumer_heartbeat(&request, topics);
+        let result = self.services.groups.consumer_heartbeat(&request, topics);
         ConsumerHeartbeatResult {
             error_code: result.error_code,
             error_message: result.error_message,
@@ -261,7 +261,7 @@ impl groups::Host for HandlerState {
     }
 
     fn consumer_group_describe(&mut self, group_ids: Vec<String>) -> Vec<ConsumerGroup> {
-        self.broker
+        self.services
             .groups
             .consumer_describe(&group_ids)
             .into_iter()
@@ -323,7 +323,7 @@ impl HandlerState {
         let result = match self.deferral.join_answer(&request) {
             Some(result) => result,
             None => {
-                let pending = self.broker.groups.begin_join(&request);
+                let pending = self.services.groups.begin_join(&request);
                 let (group_id, member_id) = (request.group_id, request.member_id);
                 let memo = move |result| Memo::Join {
                     group_id,
@@ -368,7 +368,7 @@ impl HandlerState {
         let result = match self.deferral.sync_answer(&request) {
             Some(result) => result,
             None => {
-                let pending = self.broker.groups.begin_sync(&request);
+                let pending = self.services.groups.begin_sync(&request);
                 let (group_id, member_id, generation_id) =
                     (request.group_id, request.member_id, request.generation_id);
                 let memo = move |result| Memo::Sync {

@@ -26,14 +26,17 @@ impl log::Host for HandlerState {
         _timeout_ms: i32,
     ) -> AppendResult {
         let started = Instant::now();
-        let transactions = &self.broker.transactions;
+        let transactions = &self.services.transactions;
         let in_transaction = |producer_id: i64, producer_epoch: i16| {
             transactions.includes_partition(producer_id, producer_epoch, &topic, partition)
         };
-        let outcome =
-            self.broker
-                .replica
-                .append(&topic, partition, &records, required_acks, &in_transaction);
+        let outcome = self.services.replica.append(
+            &topic,
+            partition,
+            &records,
+            required_acks,
+            &in_transaction,
+        );
         self.clock.add_host_wait(started.elapsed());
         AppendResult {
             error_code: outcome.error_code,
@@ -70,7 +73,7 @@ impl log::Host for HandlerState {
         timestamp: i64,
         isolation_level: i8,
     ) -> OffsetAnswer {
-        let answer = self.broker.replica.list_offset(
+        let answer = self.services.replica.list_offset(
             &topic,
             partition,
             timestamp,
@@ -90,7 +93,7 @@ impl log::Host for HandlerState {
         offset: i64,
     ) -> DeleteRecordsResult {
         let outcome = self
-            .broker
+            .services
             .replica
             .delete_records(&topic, partition, offset);
         DeleteRecordsResult {
@@ -101,7 +104,7 @@ impl log::Host for HandlerState {
     }
 
     fn describe_log_dirs(&mut self) -> Vec<LogDir> {
-        self.broker
+        self.services
             .replica
             .describe_log_dirs()
             .into_iter()
@@ -124,7 +127,7 @@ impl log::Host for HandlerState {
     }
 
     fn alter_log_dir(&mut self, topic: String, partition: i32, log_dir: String) -> i16 {
-        self.broker
+        self.services
             .replica
             .alter_log_dir(&topic, partition, &log_dir)
     }
@@ -161,13 +164,13 @@ impl HandlerState {
             // is there now.
             options.max_wait = Duration::ZERO;
         }
-        let replica = &self.broker.replica;
+        let replica = &self.services.replica;
         if let Some(results) = replica.fetch_now(&requests, options) {
             return Some(results.into_iter().map(to_wit).collect());
         }
-        let broker = Arc::clone(&self.broker);
+        let services = Arc::clone(&self.services);
         self.deferral.park(Box::pin(async move {
-            let results = broker.replica.fetch(&requests, options).await;
+            let results = services.replica.fetch(&requests, options).await;
             Memo::Fetch {
                 partitions: requests,
                 results,

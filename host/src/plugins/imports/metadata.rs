@@ -51,7 +51,7 @@ fn topic_info(topic: &Topic, node_id: i32) -> TopicInfo {
 
 impl metadata::Host for HandlerState {
     fn describe_cluster(&mut self) -> Cluster {
-        let broker = &self.broker;
+        let broker = &self.services;
         let listener = self
             .session
             .as_ref()
@@ -75,8 +75,8 @@ impl metadata::Host for HandlerState {
     }
 
     fn list_topics(&mut self) -> Vec<TopicInfo> {
-        let node = self.broker.node_id;
-        self.broker
+        let node = self.services.node_id;
+        self.services
             .topics
             .list()
             .iter()
@@ -85,14 +85,17 @@ impl metadata::Host for HandlerState {
     }
 
     fn topic_by_name(&mut self, name: String) -> Option<TopicInfo> {
-        let node = self.broker.node_id;
-        self.broker.topics.get(&name).map(|t| topic_info(&t, node))
+        let node = self.services.node_id;
+        self.services
+            .topics
+            .get(&name)
+            .map(|t| topic_info(&t, node))
     }
 
     fn topic_by_id(&mut self, id: Uuid) -> Option<TopicInfo> {
-        let node = self.broker.node_id;
+        let node = self.services.node_id;
         let id = (u128::from(id.high) << 64) | u128::from(id.low);
-        self.broker.topics.by_id(id).map(|t| topic_info(&t, node))
+        self.services.topics.by_id(id).map(|t| topic_info(&t, node))
     }
 
     fn create_topic(
@@ -106,9 +109,9 @@ impl metadata::Host for HandlerState {
             replication_factor: topic.replication_factor,
             configs: topic.configs,
         };
-        let node = self.broker.node_id;
+        let node = self.services.node_id;
         let started = Instant::now();
-        let created = self.broker.topics.create(&request, validate_only);
+        let created = self.services.topics.create(&request, validate_only);
         // Creating partition logs is the broker's time, not the guest's.
         self.clock.add_host_wait(started.elapsed());
         created
@@ -121,11 +124,11 @@ impl metadata::Host for HandlerState {
 
     fn delete_topic(&mut self, name: String) -> Result<Uuid, KafkaError> {
         let started = Instant::now();
-        let deleted = self.broker.topics.delete(&name);
+        let deleted = self.services.topics.delete(&name);
         self.clock.add_host_wait(started.elapsed());
         deleted
             // Kafka drops the committed offsets of deleted partitions.
-            .inspect(|_| self.broker.groups.on_topic_deleted(&name))
+            .inspect(|_| self.services.groups.on_topic_deleted(&name))
             .map(uuid_of)
             .map_err(|error| KafkaError {
                 code: error.code,
@@ -134,7 +137,7 @@ impl metadata::Host for HandlerState {
     }
 
     fn topic_configs(&mut self, name: String) -> Option<Vec<ConfigEntry>> {
-        self.broker.topics.configs(&name).map(|entries| {
+        self.services.topics.configs(&name).map(|entries| {
             entries
                 .into_iter()
                 .map(|entry| ConfigEntry {
@@ -155,9 +158,9 @@ impl metadata::Host for HandlerState {
         assignments: Option<Vec<Vec<i32>>>,
         validate_only: bool,
     ) -> Result<TopicInfo, KafkaError> {
-        let node = self.broker.node_id;
+        let node = self.services.node_id;
         let started = Instant::now();
-        let created = self.broker.topics.create_partitions(
+        let created = self.services.topics.create_partitions(
             &name,
             total,
             assignments.as_deref(),
@@ -175,16 +178,16 @@ impl metadata::Host for HandlerState {
 
     /// The effective value: dynamic (AlterConfigs) before static.
     fn broker_config(&mut self, name: String) -> Option<String> {
-        let layers = self.broker.dynamic.broker_layers();
+        let layers = self.services.dynamic.broker_layers();
         BrokerView {
             layers: &layers,
-            config: &self.broker.config,
+            config: &self.services.config,
         }
         .value(&name)
         .map(|(value, _)| value)
     }
 
     fn supported_apis(&mut self) -> Vec<ApiInfo> {
-        self.broker.registry.supported_apis()
+        self.registry.supported_apis()
     }
 }

@@ -1,6 +1,7 @@
 //! Host implementations of the WIT imports. Each is thin: it converts
 //! between contract types and the broker's services and calls them.
 
+pub mod acls;
 mod authz;
 pub mod configs;
 mod groups;

@@ -34,7 +34,7 @@ impl quotas::Host for HandlerState {
         let (principal, client_id) = self.quota_identity();
         let client = Client::new(&principal, client_id.as_deref());
         let throttle = self
-            .broker
+            .services
             .quotas
             .record_produce(client, self.quota.request_size);
         self.quota.throttle(throttle);
@@ -43,7 +43,7 @@ impl quotas::Host for HandlerState {
 
     fn fetch_window_bytes(&mut self) -> Option<i64> {
         let (principal, client_id) = self.quota_identity();
-        self.broker
+        self.services
             .quotas
             .fetch_window_bytes(Client::new(&principal, client_id.as_deref()))
     }
@@ -51,14 +51,14 @@ impl quotas::Host for HandlerState {
     fn record_fetch(&mut self, response_bytes: i64) -> i32 {
         let (principal, client_id) = self.quota_identity();
         let client = Client::new(&principal, client_id.as_deref());
-        let throttle = self.broker.quotas.record_fetch(client, response_bytes);
+        let throttle = self.services.quotas.record_fetch(client, response_bytes);
         self.quota.throttle(throttle);
         throttle
     }
 
     fn unrecord_fetch(&mut self, response_bytes: i64) {
         let (principal, client_id) = self.quota_identity();
-        self.broker.quotas.unrecord_fetch(
+        self.services.quotas.unrecord_fetch(
             Client::new(&principal, client_id.as_deref()),
             response_bytes,
         );
@@ -75,7 +75,7 @@ impl quotas::Host for HandlerState {
         let (principal, client_id) = self.quota_identity();
         let client = Client::new(&principal, client_id.as_deref());
         let throttle = self
-            .broker
+            .services
             .quotas
             .record_request(client, self.clock.guest_time());
         self.quota.throttle(throttle);
@@ -86,7 +86,7 @@ impl quotas::Host for HandlerState {
         let (principal, client_id) = self.quota_identity();
         let client = Client::new(&principal, client_id.as_deref());
         let (error_code, throttle_time_ms) = self
-            .broker
+            .services
             .quotas
             .record_mutations(client, mutations, strict);
         self.quota.throttle(throttle_time_ms);
@@ -132,7 +132,7 @@ impl quotas::Host for HandlerState {
             };
             filter.push((component.entity_type, matching));
         }
-        self.broker
+        self.services
             .quotas
             .describe(&filter, strict)
             .map(|entries| {
@@ -171,7 +171,7 @@ impl quotas::Host for HandlerState {
                 remove: op.remove,
             })
             .collect();
-        self.broker
+        self.services
             .quotas
             .alter(&entity, &ops, validate_only)
             .map_err(kafka_error)

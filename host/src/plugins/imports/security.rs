@@ -4,7 +4,6 @@
 //! connection of the request being handled, never one the guest names.
 
 use crate::metadata::bounds;
-use crate::plugins::authorizer::{from_wit_binding, to_wit_binding};
 use crate::plugins::bindings::handler::gregor::broker::acl_admin::{
     self, AclBindingFilter, PatternTypeFilter, PermissionTypeFilter,
 };
@@ -15,6 +14,7 @@ use crate::plugins::bindings::handler::gregor::broker::scram_credentials::{
     self, CredentialInfo, Deletion, Mechanism, Upsertion, UserCredentials,
 };
 use crate::plugins::bindings::handler::gregor::broker::types::{AclBinding, KafkaError};
+use crate::plugins::imports::acls::{from_wit_binding, to_wit_binding};
 use crate::plugins::state::HandlerState;
 use crate::security::acl_store::{AclChangeError, AclFilter, PatternFilter, PermissionFilter};
 use crate::security::credentials::{
@@ -67,7 +67,7 @@ impl sasl::Host for HandlerState {
         };
         let outcome = session
             .auth
-            .authenticate(&auth_bytes, &self.broker.credentials);
+            .authenticate(&auth_bytes, &self.services.credentials);
         AuthenticateResult {
             error_code: outcome.error_code,
             error_message: outcome.error_message,
@@ -93,7 +93,7 @@ fn mechanism_to_wit(mechanism: ScramMechanism) -> Mechanism {
 
 impl scram_credentials::Host for HandlerState {
     fn describe(&mut self, users: Option<Vec<String>>) -> Vec<UserCredentials> {
-        self.broker
+        self.services
             .credentials
             .list()
             .into_iter()
@@ -141,7 +141,7 @@ impl scram_credentials::Host for HandlerState {
             answers.push(None);
             changes.push((upsertion.user, mechanism, Some(credential)));
         }
-        let mut results = self.broker.credentials.apply(changes).into_iter();
+        let mut results = self.services.credentials.apply(changes).into_iter();
         answers
             .into_iter()
             .enumerate()
@@ -163,7 +163,7 @@ impl scram_credentials::Host for HandlerState {
 
 fn filter_of(filter: AclBindingFilter) -> AclFilter {
     AclFilter {
-        resource_type: filter.resource_type,
+        resource_type: filter.resource_type.into(),
         resource_name: filter.resource_name,
         pattern: match filter.pattern_type {
             PatternTypeFilter::Any => PatternFilter::Any,
@@ -173,7 +173,7 @@ fn filter_of(filter: AclBindingFilter) -> AclFilter {
         },
         principal: filter.principal,
         host: filter.host,
-        operation: filter.operation,
+        operation: filter.operation.into(),
         permission: match filter.permission {
             PermissionTypeFilter::Any => PermissionFilter::Any,
             PermissionTypeFilter::Deny => PermissionFilter::Deny,
@@ -196,14 +196,14 @@ impl acl_admin::Host for HandlerState {
     fn create_acls(&mut self, bindings: Vec<AclBinding>) -> Vec<KafkaError> {
         let count = bindings.len();
         let bindings = bindings.into_iter().map(from_wit_binding).collect();
-        match self.broker.acls.create(bindings) {
+        match self.services.acls.create(bindings) {
             Ok(()) => vec![ok(); count],
             Err(failure) => vec![acl_change_error(&failure); count],
         }
     }
 
     fn describe_acls(&mut self, filter: AclBindingFilter) -> Vec<AclBinding> {
-        self.broker
+        self.services
             .acls
             .matching(&filter_of(filter))
             .iter()
@@ -216,7 +216,7 @@ impl acl_admin::Host for HandlerState {
         filters: Vec<AclBindingFilter>,
     ) -> Result<Vec<Vec<AclBinding>>, KafkaError> {
         let filters: Vec<AclFilter> = filters.into_iter().map(filter_of).collect();
-        match self.broker.acls.delete(&filters) {
+        match self.services.acls.delete(&filters) {
             Ok(matched) => Ok(matched
                 .iter()
                 .map(|bindings| bindings.iter().map(to_wit_binding).collect())

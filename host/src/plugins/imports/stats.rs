@@ -6,7 +6,7 @@ use crate::plugins::state::HandlerState;
 
 impl stats::Host for HandlerState {
     fn count_errors(&mut self, codes: Vec<i16>) {
-        self.broker
+        self.services
             .metrics
             .record_response_errors(&self.api_label, &codes);
     }

@@ -46,7 +46,7 @@ impl HandlerState {
 impl telemetry::Host for HandlerState {
     fn get_subscription(&mut self, client_instance_id: Uuid) -> Result<Subscription, KafkaError> {
         let attributes = self.client_attributes();
-        self.broker
+        self.services
             .telemetry
             .get_subscription(id_of(client_instance_id), attributes)
             .map(|subscription| Subscription {
@@ -72,7 +72,7 @@ impl telemetry::Host for HandlerState {
         metrics_bytes: u32,
     ) -> Result<(), KafkaError> {
         let attributes = self.client_attributes();
-        self.broker
+        self.services
             .telemetry
             .accept_push(
                 id_of(client_instance_id),
@@ -90,7 +90,7 @@ impl telemetry::Host for HandlerState {
             .into_iter()
             .map(|point| (point.name, point.attributes, point.value))
             .collect();
-        self.broker
+        self.services
             .telemetry
             .export(id_of(client_instance_id), points);
     }

@@ -52,7 +52,7 @@ impl HandlerState {
     }
 
     fn tokens_enabled(&self) -> Result<(), KafkaError> {
-        if self.broker.tokens.enabled() {
+        if self.services.tokens.enabled() {
             Ok(())
         } else {
             Err(KafkaError {
@@ -76,7 +76,7 @@ impl delegation_tokens::Host for HandlerState {
     ) -> Result<TokenInfo, KafkaError> {
         let requester = self.token_requester()?;
         let owner = owner.unwrap_or_else(|| requester.clone());
-        self.broker
+        self.services
             .tokens
             .create(&owner, &requester, &renewers, max_lifetime_ms)
             .map(info)
@@ -85,7 +85,7 @@ impl delegation_tokens::Host for HandlerState {
 
     fn renew(&mut self, hmac: Vec<u8>, renew_period_ms: i64) -> Result<i64, KafkaError> {
         let requester = self.token_requester()?;
-        self.broker
+        self.services
             .tokens
             .renew(&requester, &hmac, renew_period_ms)
             .map_err(kafka_error)
@@ -93,7 +93,7 @@ impl delegation_tokens::Host for HandlerState {
 
     fn expire(&mut self, hmac: Vec<u8>, expiry_period_ms: i64) -> Result<i64, KafkaError> {
         let requester = self.token_requester()?;
-        self.broker
+        self.services
             .tokens
             .expire(&requester, &hmac, expiry_period_ms)
             .map_err(kafka_error)
@@ -102,6 +102,6 @@ impl delegation_tokens::Host for HandlerState {
     fn list_tokens(&mut self) -> Result<Vec<TokenInfo>, KafkaError> {
         self.token_requester()?;
         self.tokens_enabled()?;
-        Ok(self.broker.tokens.list().into_iter().map(info).collect())
+        Ok(self.services.tokens.list().into_iter().map(info).collect())
     }
 }

@@ -19,7 +19,7 @@ const KAFKA_STORAGE_ERROR: i16 = 56;
 
 impl txn::Host for HandlerState {
     fn init_idempotent_producer(&mut self) -> ProducerIdAndEpoch {
-        match self.broker.producer_ids.allocate() {
+        match self.services.producer_ids.allocate() {
             Ok(producer_id) => ProducerIdAndEpoch {
                 error_code: 0,
                 producer_id,
@@ -43,9 +43,9 @@ impl txn::Host for HandlerState {
         producer_id: i64,
         producer_epoch: i16,
     ) -> ProducerIdAndEpoch {
-        let answer = self.broker.transactions.init_producer_id(
-            &self.broker.producer_ids,
-            self.broker.as_ref(),
+        let answer = self.services.transactions.init_producer_id(
+            &self.services.producer_ids,
+            self.services.as_ref(),
             &transactional_id,
             transaction_timeout_ms,
             (producer_id, producer_epoch),
@@ -63,7 +63,7 @@ impl txn::Host for HandlerState {
         partition: i32,
     ) -> Result<Vec<ActiveProducer>, i16> {
         let producers = self
-            .broker
+            .services
             .replica
             .active_producers(&topic, partition)
             .map_err(|error| error.error_code())?;
@@ -88,8 +88,8 @@ impl txn::Host for HandlerState {
         verify_only: bool,
     ) -> Vec<TxnPartitionResult> {
         let wanted = coordinator_partitions(&partitions);
-        let codes = self.broker.transactions.add_partitions(
-            self.broker.as_ref(),
+        let codes = self.services.transactions.add_partitions(
+            self.services.as_ref(),
             ProducerRef {
                 transactional_id: &transactional_id,
                 producer_id,
@@ -108,7 +108,7 @@ impl txn::Host for HandlerState {
         producer_epoch: i16,
         group_id: String,
     ) -> i16 {
-        self.broker.transactions.add_offsets(
+        self.services.transactions.add_offsets(
             ProducerRef {
                 transactional_id: &transactional_id,
                 producer_id,
@@ -140,7 +140,7 @@ impl txn::Host for HandlerState {
         // The member check is the group's (KIP-447), then the offsets wait
         // in the transaction.
         let member_error = self
-            .broker
+            .services
             .groups
             .validate_txn_offset_commit(&CommitRequest {
                 group_id: group_id.clone(),
@@ -163,7 +163,7 @@ impl txn::Host for HandlerState {
                 metadata: offset.metadata.clone(),
             })
             .collect();
-        let code = self.broker.transactions.txn_offset_commit(
+        let code = self.services.transactions.txn_offset_commit(
             ProducerRef {
                 transactional_id: &transactional_id,
                 producer_id,
@@ -182,8 +182,8 @@ impl txn::Host for HandlerState {
         producer_epoch: i16,
         commit: bool,
     ) -> i16 {
-        self.broker.transactions.end_txn(
-            self.broker.as_ref(),
+        self.services.transactions.end_txn(
+            self.services.as_ref(),
             ProducerRef {
                 transactional_id: &transactional_id,
                 producer_id,
@@ -204,7 +204,7 @@ impl txn::Host for HandlerState {
         partitions
             .into_iter()
             .map(|partition| {
-                let error_code = self.broker.replica.write_marker(
+                let error_code = self.services.replica.write_marker(
                     &partition.topic,
                     partition.partition,
                     producer_id,
@@ -226,7 +226,7 @@ impl txn::Host for HandlerState {
         transactional_id: String,
     ) -> Result<TransactionDescription, i16> {
         let found = self
-            .broker
+            .services
             .transactions
             .describe(&transactional_id)
             .ok_or(transactions::codes::TRANSACTIONAL_ID_NOT_FOUND)?;
@@ -254,7 +254,7 @@ impl txn::Host for HandlerState {
         min_duration_ms: i64,
     ) -> Vec<TransactionListing> {
         let now = crate::clock::now_ms();
-        self.broker
+        self.services
             .transactions
             .list(&states, &producer_ids, min_duration_ms, now)
             .into_iter()

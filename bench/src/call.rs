@@ -1,4 +1,4 @@
-//! `gregor bench-call --plugin-dir DIR [--module api_versions] [--iterations N]`:
+//! `gregor-bench call --plugin-dir DIR [--module api_versions] [--iterations N]`:
 //! the cost of the plugin boundary inside the host, without a network: one
 //! handler call on a pooled instance, one call that instantiates a fresh
 //! instance first, next to an empty native function call. Used by
@@ -9,15 +9,16 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 
-use crate::broker::Broker;
-use crate::channel::Session;
-use crate::config::BrokerConfig;
-use crate::plugins::bindings::{Outcome, RequestContext};
-use crate::plugins::deferred::Deferral;
-use crate::plugins::engine::{build_engine, start_epoch_ticker};
-use crate::plugins::handler::{CallOutcome, InstanceLimits, LoadedHandler};
-use crate::plugins::loader::{Loaded, Loader};
-use crate::security::sasl::{ConnectionAuth, ANONYMOUS};
+use gregor::broker::Broker;
+use gregor::config::BrokerConfig;
+use gregor::plugins::bindings::{Outcome, RequestContext};
+use gregor::plugins::deferred::Deferral;
+use gregor::plugins::engine::{build_engine, start_epoch_ticker};
+use gregor::plugins::handler::{CallOutcome, InstanceLimits, LoadedHandler};
+use gregor::plugins::loader::{Loaded, Loader};
+use gregor::plugins::PluginHost;
+use gregor::security::sasl::{ConnectionAuth, ANONYMOUS};
+use gregor::security::session::Session;
 
 #[inline(never)]
 fn empty_native_call(x: u64) -> u64 {
@@ -26,7 +27,7 @@ fn empty_native_call(x: u64) -> u64 {
 
 async fn load(
     config: &BrokerConfig,
-    broker: &Arc<Broker>,
+    host: &PluginHost,
     module: &str,
     max_calls: u64,
 ) -> Result<LoadedHandler> {
@@ -40,17 +41,13 @@ async fn load(
     start_epoch_ticker(engine.clone())?;
     let loader = Loader::new(engine, &config.plugin_cache_dir(), limits)?;
     let path = config.plugin_dir().join(format!("{module}.wasm"));
-    match loader.load_file(&path, broker).await? {
+    match loader.load_file(&path, host).await? {
         Loaded::Handler(handler) => Ok(handler),
         Loaded::Authorizer(_) => bail!("{module} is an authorizer, not a handler"),
     }
 }
 
-async fn time_calls(
-    handler: &LoadedHandler,
-    broker: &Arc<Broker>,
-    iterations: usize,
-) -> Result<f64> {
+async fn time_calls(handler: &LoadedHandler, host: &PluginHost, iterations: usize) -> Result<f64> {
     let session = Arc::new(Session {
         connection_id: 0,
         client_host: "127.0.0.1".to_string(),
@@ -71,7 +68,7 @@ async fn time_calls(
     let started = Instant::now();
     for _ in 0..iterations {
         let (outcome, _) = handler
-            .call(broker, &session, ctx.clone(), &[], 0, Deferral::default())
+            .call(host, &session, ctx.clone(), &[], 0, Deferral::default())
             .await;
         match outcome {
             Ok(CallOutcome::Done(Outcome::Respond(_))) => {}
@@ -105,11 +102,11 @@ pub async fn run(args: &[String]) -> Result<()> {
     config.set_pair(&format!("plugin.dir={plugin_dir}"))?;
     let broker = Arc::new(Broker::open(Arc::new(config.clone()))?);
 
-    let pooled = load(&config, &broker, &module, u64::MAX).await?;
-    let fresh = load(&config, &broker, &module, 1).await?;
-    time_calls(&pooled, &broker, iterations / 10).await?;
-    let pooled_us = time_calls(&pooled, &broker, iterations).await?;
-    let fresh_us = time_calls(&fresh, &broker, (iterations / 10).max(100)).await?;
+    let pooled = load(&config, &broker.plugins, &module, u64::MAX).await?;
+    let fresh = load(&config, &broker.plugins, &module, 1).await?;
+    time_calls(&pooled, &broker.plugins, iterations / 10).await?;
+    let pooled_us = time_calls(&pooled, &broker.plugins, iterations).await?;
+    let fresh_us = time_calls(&fresh, &broker.plugins, (iterations / 10).max(100)).await?;
     let started = Instant::now();
     let mut acc = 0u64;
     for i in 0..iterations as u64 * 100 {

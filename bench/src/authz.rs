@@ -1,4 +1,4 @@
-//! `gregor bench-authz --module FILE.wasm [--iterations N] [--actions K]
+//! `gregor-bench authz --module FILE.wasm [--iterations N] [--actions K]
 //! [--acls M]`: what authorization costs a request, measured inside the
 //! host on the path handlers take (`authz.authorize` -> the decision
 //! cache -> the authorizer module), without a network. "Cold" clears the
@@ -12,15 +12,15 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 
-use crate::broker::Broker;
-use crate::channel::Session;
-use crate::config::BrokerConfig;
-use crate::plugins::bindings::{Action, Operation, ResourceType};
-use crate::plugins::engine::{build_engine, start_epoch_ticker};
-use crate::plugins::handler::InstanceLimits;
-use crate::plugins::loader::{Loaded, Loader};
-use crate::security::acl_store::{AclBinding, PatternType, Permission};
-use crate::security::sasl::ConnectionAuth;
+use gregor::broker::Broker;
+use gregor::config::BrokerConfig;
+use gregor::plugins::bindings::{Action, Operation, ResourceType};
+use gregor::plugins::engine::{build_engine, start_epoch_ticker};
+use gregor::plugins::handler::InstanceLimits;
+use gregor::plugins::loader::{Loaded, Loader};
+use gregor::security::acl_store::{self, AclBinding, PatternType, Permission};
+use gregor::security::sasl::ConnectionAuth;
+use gregor::security::session::Session;
 
 pub async fn run(args: &[String]) -> Result<()> {
     let mut module = None;
@@ -49,18 +49,18 @@ pub async fn run(args: &[String]) -> Result<()> {
     let broker = Arc::new(Broker::open(Arc::clone(&config))?);
     let acls: Vec<AclBinding> = (0..acl_count)
         .map(|i| AclBinding {
-            resource_type: ResourceType::Topic,
+            resource_type: acl_store::ResourceType::Topic,
             resource_name: format!("tenant{i}-"),
             pattern_type: PatternType::Prefixed,
             principal: format!("User:tenant{i}"),
             host: "*".to_string(),
-            operation: Operation::All,
+            operation: acl_store::Operation::All,
             permission: Permission::Allow,
         })
         .collect();
     // One creation may add at most MAX_RECORDS_PER_USER_OP bindings.
-    for chunk in acls.chunks(crate::metadata::bounds::MAX_RECORDS_PER_USER_OP) {
-        broker.acls.create(chunk.to_vec())?;
+    for chunk in acls.chunks(gregor::metadata::bounds::MAX_RECORDS_PER_USER_OP) {
+        broker.services.acls.create(chunk.to_vec())?;
     }
 
     let limits = InstanceLimits {
@@ -72,11 +72,11 @@ pub async fn run(args: &[String]) -> Result<()> {
     let engine = build_engine(limits.memory_max)?;
     start_epoch_ticker(engine.clone())?;
     let loader = Loader::new(engine, &config.plugin_cache_dir(), limits)?;
-    let authorizer = match loader.load_file(&module, &broker).await? {
+    let authorizer = match loader.load_file(&module, &broker.plugins).await? {
         Loaded::Authorizer(authorizer) => Arc::new(authorizer),
         Loaded::Handler(_) => bail!("{} is a handler, not an authorizer", module.display()),
     };
-    broker.authorization.set_active(Some(authorizer));
+    broker.authorization().set_active(Some(authorizer));
 
     let session = Session {
         connection_id: 0,
@@ -97,7 +97,7 @@ pub async fn run(args: &[String]) -> Result<()> {
             resource_name: format!("alice-orders-{}", i / 2),
         })
         .collect();
-    let authorization = &broker.authorization;
+    let authorization = broker.authorization();
     let ask = || authorization.authorize(Some(&session), Some("bench"), actions.clone());
     for _ in 0..(iterations / 10).max(10) {
         authorization.clear_cache();

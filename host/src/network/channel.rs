@@ -15,26 +15,7 @@ use crate::metrics::RequestEnd;
 use crate::network::header::RequestHeader;
 use crate::plugins::deferred::Memo;
 use crate::plugins::handler::LoadedHandler;
-use crate::security::sasl::ConnectionAuth;
-
-/// Who is on the other end of a connection. The principal can change
-/// once, when SASL authentication completes, so it lives in `auth`
-/// (see `security::sasl`); everything else is fixed at accept.
-pub struct Session {
-    pub connection_id: u64,
-    pub client_host: String,
-    pub listener: String,
-    pub security_protocol: String,
-    pub auth: ConnectionAuth,
-}
-
-impl Session {
-    /// The principal requests on this connection act as, e.g.
-    /// "User:ANONYMOUS" or "User:alice" after SASL.
-    pub fn principal(&self) -> Arc<str> {
-        self.auth.principal()
-    }
-}
+use crate::security::session::Session;
 
 /// Where a parsed request goes.
 pub enum Route {

@@ -1,0 +1,377 @@
+//! DescribeConfigs, AlterConfigs and IncrementalAlterConfigs as Kafka's
+//! ConfigHelper, ConfigAdminManager and the controller's
+//! ConfigurationControlManager answer them. Each config resource type
+//! Gregor has is one module behind [`ConfigResource`]:
+//!
+//! - TOPIC (`topic`): a topic's overrides, stored with the topic;
+//! - BROKER (`broker`): this broker's or the cluster default's dynamic
+//!   broker configs;
+//! - BROKER_LOGGER (`broker_logger`): this broker's log levels (KIP-412);
+//! - CLIENT_METRICS (`client_metrics`): KIP-714 subscriptions;
+//! - GROUP (`group`, KIP-848): a group's overrides of the coordinator
+//!   settings.
+//!
+//! This module checks what every request shares (Kafka's preprocessing:
+//! no name twice, no null value except for DELETE), applies incremental
+//! operations to a resource's current config, and routes by type.
+//!
+//! Errors: unknown names and invalid values are INVALID_CONFIG with a
+//! message; a malformed request (duplicate or null entries, a broker id
+//! other than this node, a non-dynamic broker config) is INVALID_REQUEST.
+
+mod broker;
+mod broker_logger;
+pub mod client_metrics;
+mod group;
+mod topic;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use crate::config::BrokerConfig;
+use crate::metadata::broker_config::ConfigType;
+use crate::metadata::dynamic::DynamicConfigs;
+use crate::metadata::topic_config::Source;
+use crate::metadata::topics::{self, TopicManager};
+
+/// Kafka error codes of config administration.
+pub mod codes {
+    pub const UNKNOWN_SERVER_ERROR: i16 = -1;
+    pub const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
+    pub const INVALID_CONFIG: i16 = 40;
+    pub const INVALID_REQUEST: i16 = 42;
+    pub const KAFKA_STORAGE_ERROR: i16 = 56;
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResourceType {
+    Topic,
+    Broker,
+    BrokerLogger,
+    ClientMetrics,
+    Group,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    pub code: i16,
+    pub message: String,
+}
+
+impl ConfigError {
+    pub(crate) fn new(code: i16, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+        }
+    }
+
+    pub(crate) fn invalid_request(message: impl Into<String>) -> Self {
+        Self::new(codes::INVALID_REQUEST, message)
+    }
+
+    pub(crate) fn invalid_config(message: impl Into<String>) -> Self {
+        Self::new(codes::INVALID_CONFIG, message)
+    }
+}
+
+impl From<topics::TopicError> for ConfigError {
+    fn from(error: topics::TopicError) -> Self {
+        Self::new(error.code, error.message)
+    }
+}
+
+/// One synonym as DescribeConfigs reports it (sensitive values hidden).
+#[derive(Debug, Clone, PartialEq)]
+pub struct DescribedSynonym {
+    pub name: String,
+    pub value: Option<String>,
+    pub source: Source,
+}
+
+/// One config as DescribeConfigs reports it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Description {
+    pub name: String,
+    pub value: Option<String>,
+    pub source: Source,
+    pub read_only: bool,
+    pub sensitive: bool,
+    pub synonyms: Vec<DescribedSynonym>,
+    pub config_type: ConfigType,
+    pub documentation: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AlterOp {
+    Set,
+    Delete,
+    Append,
+    Subtract,
+}
+
+impl AlterOp {
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            AlterOp::Set => "SET",
+            AlterOp::Delete => "DELETE",
+            AlterOp::Append => "APPEND",
+            AlterOp::Subtract => "SUBTRACT",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AlterEntry {
+    pub name: String,
+    pub op: AlterOp,
+    pub value: Option<String>,
+}
+
+/// One config resource type: how its configs are described and changed.
+/// Entries reach it already checked (no duplicate names, no null values
+/// but for DELETE).
+trait ConfigResource {
+    /// DescribeConfigs: every config of the resource `name`.
+    fn describe(&self, name: &str) -> Result<Vec<Description>, ConfigError>;
+
+    /// IncrementalAlterConfigs: `entries` applied in order to the
+    /// resource's current config (see [`apply_ops`]).
+    fn incremental_alter(
+        &self,
+        name: &str,
+        entries: &[AlterEntry],
+        validate_only: bool,
+    ) -> Result<(), ConfigError>;
+
+    /// AlterConfigs (legacy): `configs` replace the resource's whole
+    /// dynamic config.
+    fn replace(
+        &self,
+        name: &str,
+        configs: BTreeMap<String, String>,
+        validate_only: bool,
+    ) -> Result<(), ConfigError>;
+}
+
+/// The config administration service: one handler per resource type, each
+/// holding only the services it reads and changes.
+pub struct ConfigAdmin {
+    topic: topic::TopicConfigs,
+    broker: broker::BrokerConfigs,
+    broker_logger: broker_logger::BrokerLoggers,
+    client_metrics: client_metrics::ClientMetricsConfigs,
+    group: group::GroupConfigs,
+}
+
+impl ConfigAdmin {
+    pub fn new(
+        node_id: i32,
+        config: Arc<BrokerConfig>,
+        topics: Arc<TopicManager>,
+        dynamic: Arc<DynamicConfigs>,
+    ) -> Self {
+        Self {
+            topic: topic::TopicConfigs {
+                topics: Arc::clone(&topics),
+            },
+            broker: broker::BrokerConfigs {
+                node_id,
+                config: Arc::clone(&config),
+                dynamic: Arc::clone(&dynamic),
+                topics,
+            },
+            broker_logger: broker_logger::BrokerLoggers { node_id },
+            client_metrics: client_metrics::ClientMetricsConfigs {
+                dynamic: Arc::clone(&dynamic),
+            },
+            group: group::GroupConfigs { config, dynamic },
+        }
+    }
+
+    fn resource(&self, resource_type: ResourceType) -> &dyn ConfigResource {
+        match resource_type {
+            ResourceType::Topic => &self.topic,
+            ResourceType::Broker => &self.broker,
+            ResourceType::BrokerLogger => &self.broker_logger,
+            ResourceType::ClientMetrics => &self.client_metrics,
+            ResourceType::Group => &self.group,
+        }
+    }
+
+    /// DescribeConfigs for one resource; `names` none or empty: every config.
+    pub fn describe(
+        &self,
+        resource_type: ResourceType,
+        resource_name: &str,
+        names: Option<&[String]>,
+    ) -> Result<Vec<Description>, ConfigError> {
+        let mut all = self.resource(resource_type).describe(resource_name)?;
+        if let Some(names) = names.filter(|names| !names.is_empty()) {
+            all.retain(|entry| names.contains(&entry.name));
+        }
+        Ok(all)
+    }
+
+    /// IncrementalAlterConfigs for one resource.
+    pub fn incremental_alter(
+        &self,
+        resource_type: ResourceType,
+        resource_name: &str,
+        entries: &[AlterEntry],
+        validate_only: bool,
+    ) -> Result<(), ConfigError> {
+        check_entries(entries.iter().map(|e| {
+            (
+                e.name.as_str(),
+                e.op != AlterOp::Delete && e.value.is_none(),
+            )
+        }))?;
+        self.resource(resource_type)
+            .incremental_alter(resource_name, entries, validate_only)
+    }
+
+    /// AlterConfigs (legacy) for one resource: `configs` replace the
+    /// resource's whole dynamic config.
+    pub fn replace(
+        &self,
+        resource_type: ResourceType,
+        resource_name: &str,
+        configs: &[(String, Option<String>)],
+        validate_only: bool,
+    ) -> Result<(), ConfigError> {
+        check_entries(
+            configs
+                .iter()
+                .map(|(name, value)| (name.as_str(), value.is_none())),
+        )?;
+        let next: BTreeMap<String, String> = configs
+            .iter()
+            .filter_map(|(name, value)| value.as_ref().map(|v| (name.clone(), v.clone())))
+            .collect();
+        self.resource(resource_type)
+            .replace(resource_name, next, validate_only)
+    }
+}
+
+/// Kafka's preprocessing: no name twice, no null value except for DELETE.
+fn check_entries<'a>(entries: impl Iterator<Item = (&'a str, bool)>) -> Result<(), ConfigError> {
+    let mut seen = BTreeSet::new();
+    let mut nulls = Vec::new();
+    for (name, null) in entries {
+        if !seen.insert(name) {
+            return Err(ConfigError::invalid_request(
+                "Error due to duplicate config keys",
+            ));
+        }
+        if null {
+            nulls.push(name);
+        }
+    }
+    if !nulls.is_empty() {
+        return Err(ConfigError::invalid_request(format!(
+            "Null value not supported for : {}",
+            nulls.join(", ")
+        )));
+    }
+    Ok(())
+}
+
+/// Applies incremental operations to a resource's current dynamic config:
+/// APPEND and SUBTRACT only to LIST configs (`is_list`), starting from the
+/// default (`default_of`) when the resource has no value of its own.
+pub(crate) fn apply_ops(
+    current: &BTreeMap<String, String>,
+    entries: &[AlterEntry],
+    is_list: &dyn Fn(&str) -> Result<bool, ConfigError>,
+    default_of: &dyn Fn(&str) -> Option<String>,
+) -> Result<BTreeMap<String, String>, ConfigError> {
+    let mut next = current.clone();
+    for entry in entries {
+        let value = entry.value.clone().unwrap_or_default();
+        match entry.op {
+            AlterOp::Set => {
+                next.insert(entry.name.clone(), value);
+            }
+            AlterOp::Delete => {
+                next.remove(&entry.name);
+            }
+            AlterOp::Append | AlterOp::Subtract => {
+                if !is_list(&entry.name)? {
+                    return Err(ConfigError::invalid_config(format!(
+                        "Can't {} to key {} because its type is not LIST.",
+                        entry.op.name(),
+                        entry.name
+                    )));
+                }
+                let old = next
+                    .get(&entry.name)
+                    .cloned()
+                    .or_else(|| default_of(&entry.name))
+                    .unwrap_or_default();
+                let mut items: Vec<String> = old
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|item| !item.is_empty())
+                    .map(str::to_string)
+                    .collect();
+                for item in value.split(',').map(str::trim) {
+                    if entry.op == AlterOp::Append {
+                        if !item.is_empty() && !items.iter().any(|i| i == item) {
+                            items.push(item.to_string());
+                        }
+                    } else {
+                        items.retain(|i| i != item);
+                    }
+                }
+                next.insert(entry.name.clone(), items.join(","));
+            }
+        }
+    }
+    Ok(next)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metadata::topic_config;
+
+    pub(crate) fn entry(name: &str, op: AlterOp, value: Option<&str>) -> AlterEntry {
+        AlterEntry {
+            name: name.into(),
+            op,
+            value: value.map(str::to_string),
+        }
+    }
+
+    #[test]
+    fn incremental_operations_follow_kafka() {
+        let current = BTreeMap::from([("retention.ms".to_string(), "5".to_string())]);
+        let ops = [
+            entry("cleanup.policy", AlterOp::Append, Some("compact")),
+            entry("retention.ms", AlterOp::Delete, None),
+            entry("segment.ms", AlterOp::Set, Some("100")),
+        ];
+        let next = apply_ops(&current, &ops, &topic::topic_is_list, &|name| {
+            topic_config::definition(name).map(|d| d.default.to_string())
+        })
+        .unwrap();
+        assert_eq!(next.get("cleanup.policy").unwrap(), "delete,compact");
+        assert!(!next.contains_key("retention.ms"));
+        let subtract = [entry("cleanup.policy", AlterOp::Subtract, Some("delete"))];
+        let next = apply_ops(&next, &subtract, &topic::topic_is_list, &|_| None).unwrap();
+        assert_eq!(next.get("cleanup.policy").unwrap(), "compact");
+        let bad = [entry("retention.ms", AlterOp::Append, Some("1"))];
+        let error = apply_ops(&next, &bad, &topic::topic_is_list, &|_| None).unwrap_err();
+        assert_eq!(error.code, codes::INVALID_CONFIG);
+        assert!(error.message.contains("not LIST"), "{}", error.message);
+    }
+
+    #[test]
+    fn malformed_entries_are_invalid_requests() {
+        let duplicate = check_entries([("a", false), ("a", false)].into_iter()).unwrap_err();
+        assert_eq!(duplicate.code, codes::INVALID_REQUEST);
+        let null = check_entries([("a", true)].into_iter()).unwrap_err();
+        assert!(null.message.contains("Null value"));
+    }
+}

@@ -1,0 +1,166 @@
+//! TOPIC: every topic config with its effective value; changes are the
+//! topic's overrides, stored with the topic and applied to its partition
+//! logs at once.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use super::{
+    apply_ops, codes, AlterEntry, ConfigError, ConfigResource, DescribedSynonym, Description,
+};
+use crate::metadata::broker_config::ConfigType;
+use crate::metadata::topic_config::{self, Kind, Synonym};
+use crate::metadata::topics::{self, TopicManager};
+
+pub(super) struct TopicConfigs {
+    pub(super) topics: Arc<TopicManager>,
+}
+
+impl ConfigResource for TopicConfigs {
+    fn describe(&self, name: &str) -> Result<Vec<Description>, ConfigError> {
+        self.describe_topic(name)
+    }
+
+    fn incremental_alter(
+        &self,
+        name: &str,
+        entries: &[AlterEntry],
+        validate_only: bool,
+    ) -> Result<(), ConfigError> {
+        check_topic_name(name)?;
+        let current = self
+            .topics
+            .get(name)
+            .map(|topic| topic.configs)
+            .unwrap_or_default();
+        let next = apply_ops(&current, entries, &topic_is_list, &|name| {
+            topic_config::definition(name).map(|def| def.default.to_string())
+        })?;
+        self.store_topic(name, next, validate_only)
+    }
+
+    fn replace(
+        &self,
+        name: &str,
+        configs: BTreeMap<String, String>,
+        validate_only: bool,
+    ) -> Result<(), ConfigError> {
+        check_topic_name(name)?;
+        self.store_topic(name, configs, validate_only)
+    }
+}
+
+impl TopicConfigs {
+    fn describe_topic(&self, name: &str) -> Result<Vec<Description>, ConfigError> {
+        topics::validate_name(name)?;
+        let Some(configs) = self.topics.configs(name) else {
+            return Err(ConfigError::new(
+                codes::UNKNOWN_TOPIC_OR_PARTITION,
+                format!("The topic '{name}' does not exist."),
+            ));
+        };
+        Ok(configs
+            .into_iter()
+            .map(|entry| {
+                let def = topic_config::definition(entry.name);
+                Description {
+                    name: entry.name.to_string(),
+                    value: Some(entry.value),
+                    source: entry.source,
+                    read_only: false,
+                    sensitive: false,
+                    synonyms: entry.synonyms.into_iter().map(described).collect(),
+                    config_type: def.map_or(ConfigType::Unknown, |def| topic_type(def.kind)),
+                    documentation: Some(topic_doc(entry.name).to_string()),
+                }
+            })
+            .collect())
+    }
+
+    /// Validates a topic's new overrides, then (unless validating only) checks
+    /// the topic exists and stores them, as the controller does.
+    fn store_topic(
+        &self,
+        name: &str,
+        configs: BTreeMap<String, String>,
+        validate_only: bool,
+    ) -> Result<(), ConfigError> {
+        for (key, value) in &configs {
+            topic_config::validate(key, value).map_err(ConfigError::invalid_config)?;
+        }
+        if self.topics.get(name).is_none() {
+            return Err(ConfigError::new(
+                codes::UNKNOWN_TOPIC_OR_PARTITION,
+                format!("The topic '{name}' does not exist."),
+            ));
+        }
+        if validate_only {
+            return Ok(());
+        }
+        self.topics.set_configs(name, configs)?;
+        Ok(())
+    }
+}
+
+fn described(synonym: Synonym) -> DescribedSynonym {
+    DescribedSynonym {
+        name: synonym.name,
+        value: Some(synonym.value),
+        source: synonym.source,
+    }
+}
+
+fn topic_type(kind: Kind) -> ConfigType {
+    match kind {
+        Kind::Long { .. } => ConfigType::Long,
+        Kind::Int { .. } => ConfigType::Int,
+        Kind::Double => ConfigType::Double,
+        Kind::Bool => ConfigType::Boolean,
+        Kind::OneOf(_) => ConfigType::String,
+        Kind::ListOf(_) => ConfigType::List,
+    }
+}
+
+pub(super) fn topic_is_list(name: &str) -> Result<bool, ConfigError> {
+    Ok(topic_config::definition(name).is_some_and(|def| matches!(def.kind, Kind::ListOf(_))))
+}
+
+fn check_topic_name(name: &str) -> Result<(), ConfigError> {
+    if name.is_empty() {
+        return Err(ConfigError::invalid_request(
+            "Default topic resources are not allowed.",
+        ));
+    }
+    topics::validate_name(name)?;
+    Ok(())
+}
+
+/// Short documentation of a topic config (DescribeConfigs v3+).
+fn topic_doc(name: &str) -> &'static str {
+    match name {
+        "cleanup.policy" => "How old segments are removed: delete (by retention), compact (keep the latest value per key), or both.",
+        "compression.type" => "Compression of stored batches; producer keeps the producer's codec.",
+        "delete.retention.ms" => "How long tombstones of a compacted topic are kept.",
+        "file.delete.delay.ms" => "How long a deleted segment's files linger before removal.",
+        "flush.messages" => "Fsync the log after this many messages.",
+        "flush.ms" => "Fsync the log when its oldest unflushed data is this old.",
+        "index.interval.bytes" => "Log bytes between two offset index entries.",
+        "max.compaction.lag.ms" => "The longest a record stays uncompacted.",
+        "max.message.bytes" => "The largest record batch the topic accepts.",
+        "message.timestamp.after.max.ms" => "How far in the future a CreateTime timestamp may be.",
+        "message.timestamp.before.max.ms" => "How far in the past a CreateTime timestamp may be.",
+        "message.timestamp.type" => "CreateTime (the producer's) or LogAppendTime (the broker's).",
+        "min.cleanable.dirty.ratio" => "Dirty share of a log that triggers compaction.",
+        "min.compaction.lag.ms" => "The shortest a record stays uncompacted.",
+        "min.insync.replicas" => "Replicas that must acknowledge an acks=all write.",
+        "preallocate" => "Preallocate segment files.",
+        "retention.bytes" => "The most a partition keeps before old segments are deleted (-1: no limit).",
+        "retention.ms" => "How long records are kept before their segment is deleted (-1: forever).",
+        "segment.bytes" => "Size at which a new segment is rolled.",
+        "segment.index.bytes" => "Size of a segment's offset index.",
+        "segment.jitter.ms" => "Random jitter subtracted from segment.ms.",
+        "segment.ms" => "Age at which a new segment is rolled.",
+        "unclean.leader.election.enable" => "Whether an out-of-sync replica may become leader.",
+        _ => "",
+    }
+}

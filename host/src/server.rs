@@ -1,0 +1,228 @@
+//! `gregor serve`: opens storage, loads every module of the plugin
+//! directory, binds the listeners and serves until SIGTERM or Ctrl-C,
+//! then drains in-flight requests and flushes the logs. Also the
+//! services' clocks that run beside the request path (expired delegation
+//! tokens, timed-out transactions).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use tokio::sync::watch;
+use tracing::{info, warn};
+
+use crate::apis::{self, KafkaApis};
+use crate::broker::Broker;
+use crate::config::BrokerConfig;
+use crate::network::channel::RequestChannel;
+use crate::network::connection::ConnectionContext;
+use crate::network::connection_quotas::{ConnectionQuotas, QuotaLimits};
+use crate::network::listener;
+use crate::network::memory_pool::MemoryPool;
+use crate::plugins::engine::{build_engine, start_epoch_ticker};
+use crate::plugins::handler::InstanceLimits;
+use crate::plugins::loader::Loader;
+use crate::plugins::manager::PluginManager;
+use crate::services::{AdvertisedListener, Services};
+use crate::{admin, fd_limit};
+
+/// How long shutdown waits for in-flight requests.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
+
+pub async fn serve(config: BrokerConfig) -> Result<()> {
+    let started = Instant::now();
+    fd_limit::raise_to_hard_limit();
+    let config = Arc::new(config);
+    let broker = Arc::new(Broker::open(Arc::clone(&config))?);
+
+    let limits = InstanceLimits {
+        memory_max: config.plugin_memory_max_bytes()?,
+        recycle_memory: config.plugin_memory_recycle_bytes()?,
+        call_timeout: Duration::from_millis(config.plugin_call_timeout_ms()?),
+        max_calls: config.plugin_instance_max_calls()?,
+    };
+    let engine = build_engine(limits.memory_max)?;
+    start_epoch_ticker(engine.clone())?;
+    let loader = Loader::new(engine, &config.plugin_cache_dir(), limits)?;
+    let plugins = Arc::new(PluginManager::new(loader, broker.plugins.clone()));
+    plugins.load_all().await?;
+
+    let mut bound = Vec::new();
+    let mut advertised = Vec::new();
+    for spec in config.listeners()? {
+        let listener = listener::bind(&spec, &config).await?;
+        let port = listener.listener.local_addr()?.port();
+        advertised.push(AdvertisedListener {
+            name: spec.name.clone(),
+            host: advertised_host(&spec.host),
+            port,
+        });
+        bound.push(listener);
+    }
+    broker.services.set_advertised(advertised.clone());
+
+    let channel = RequestChannel::new(config.queued_max_requests()?);
+    let apis = Arc::new(KafkaApis::new(Arc::clone(&broker), channel.clone()));
+    let parked = apis.parked();
+    let (workers, worker_idle) = apis::spawn_workers(config.io_threads()?, &channel, apis);
+    let ctx = Arc::new(ConnectionContext {
+        registry: Arc::clone(broker.registry()),
+        metrics: Arc::clone(&broker.services.metrics),
+        channel: channel.clone(),
+        max_request_bytes: config.socket_request_max_bytes()?,
+        memory_pool: MemoryPool::new(
+            config.queued_max_request_bytes()?,
+            Arc::clone(&broker.services.metrics),
+        ),
+        connection_quotas: ConnectionQuotas::new(
+            QuotaLimits::from_config(&config)?,
+            Arc::clone(&broker.services.metrics),
+        ),
+    });
+    let (stop, stopped) = watch::channel(false);
+    tokio::spawn(sweep_expired_tokens(
+        Arc::clone(&broker.services),
+        stopped.clone(),
+    ));
+    tokio::spawn(abort_timed_out_transactions(
+        Arc::clone(&broker.services),
+        broker.services.transaction_abort_interval()?,
+        broker.services.transactional_id_expiration_ms()?,
+        stopped.clone(),
+    ));
+    tokio::spawn(Arc::clone(&plugins).watch(config.plugin_watch_interval()?, stopped.clone()));
+    if let Some(address) = config.admin_listener()? {
+        let admin_listener = tokio::net::TcpListener::bind(address)
+            .await
+            .with_context(|| format!("binding the admin endpoint on {address}"))?;
+        let admin_state = admin::AdminState {
+            plugins: Arc::clone(&plugins),
+            broker: Arc::clone(&broker),
+            channel: channel.clone(),
+            worker_idle: Arc::clone(&worker_idle),
+            parked: Arc::clone(&parked),
+        };
+        tokio::spawn(admin::serve(
+            admin_listener,
+            Arc::new(admin_state),
+            stopped.clone(),
+        ));
+    }
+    let listeners: Vec<_> = bound
+        .into_iter()
+        .map(|bound| {
+            tokio::spawn(listener::accept_loop(
+                bound,
+                Arc::clone(&ctx),
+                stopped.clone(),
+            ))
+        })
+        .collect();
+    let addresses: Vec<String> = advertised
+        .iter()
+        .map(|l| format!("{}://{}:{}", l.name, l.host, l.port))
+        .collect();
+    info!(
+        listeners = %addresses.join(","),
+        startup_ms = started.elapsed().as_millis() as u64,
+        "gregor started"
+    );
+
+    wait_for_signal().await;
+    info!("shutting down: draining in-flight requests");
+    let _ = stop.send(true);
+    for listener in listeners {
+        let _ = listener.await;
+    }
+    // Parked requests (long polls, rebalances) come back through the
+    // channel once their wait is over: keep it open for them first.
+    let drain_deadline = tokio::time::Instant::now() + DRAIN_TIMEOUT;
+    while parked.get() > 0 && tokio::time::Instant::now() < drain_deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    channel.close();
+    let drained =
+        tokio::time::timeout_at(drain_deadline, futures_util::future::join_all(workers)).await;
+    if drained.is_err() {
+        warn!("in-flight requests did not finish within {DRAIN_TIMEOUT:?}");
+    }
+    broker.services.flush()?;
+    info!("gregor stopped");
+    Ok(())
+}
+
+/// Removes expired delegation tokens every
+/// `delegation.token.expiry.check.interval.ms`, as Kafka's controller does.
+async fn sweep_expired_tokens(services: Arc<Services>, mut stopped: watch::Receiver<bool>) {
+    let mut ticks = tokio::time::interval(services.tokens.check_interval());
+    loop {
+        tokio::select! {
+            _ = ticks.tick() => {
+                let tokens = Arc::clone(&services.tokens);
+                let _ = tokio::task::spawn_blocking(move || tokens.sweep()).await;
+            }
+            _ = stopped.changed() => return,
+        }
+    }
+}
+
+/// The transaction coordinator's clock: finishes transactions a crash or a
+/// failed marker left prepared, aborts those open past their timeout and
+/// forgets idle transactional ids.
+async fn abort_timed_out_transactions(
+    services: Arc<Services>,
+    interval: Duration,
+    id_expiration_ms: i64,
+    mut stopped: watch::Receiver<bool>,
+) {
+    let mut ticks = tokio::time::interval(interval);
+    loop {
+        tokio::select! {
+            _ = ticks.tick() => {
+                let services = Arc::clone(&services);
+                let _ = tokio::task::spawn_blocking(move || {
+                    services.transactions.finish_prepared(services.as_ref());
+                    services.transactions.abort_timed_out(
+                        services.as_ref(),
+                        crate::clock::now_ms(),
+                        id_expiration_ms,
+                    );
+                })
+                .await;
+            }
+            _ = stopped.changed() => return,
+        }
+    }
+}
+
+/// The host clients should use: a wildcard bind advertises loopback.
+fn advertised_host(bind_host: &str) -> String {
+    match bind_host {
+        "0.0.0.0" | "::" | "" => "127.0.0.1".to_string(),
+        other => other.to_string(),
+    }
+}
+
+async fn wait_for_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(term) => term,
+                Err(error) => {
+                    warn!("cannot listen for SIGTERM: {error}");
+                    let _ = ctrl_c.await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = ctrl_c.await;
+    }
+}
