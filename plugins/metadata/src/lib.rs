@@ -177,7 +177,7 @@ fn topic_metadata(
     );
     let topics: Vec<(&str, Option<TopicInfo>)> = names
         .iter()
-        .filter(|name| describable.contains(**name))
+        .filter(|name| describable.contains(name))
         .map(|name| (*name, metadata::topic_by_name(name)))
         .collect();
 
@@ -231,7 +231,7 @@ fn topic_metadata(
     responses.extend(
         names
             .iter()
-            .filter(|name| !describable.contains(**name))
+            .filter(|name| !describable.contains(name))
             .map(|name| {
                 missing_topic(name, ResponseError::TopicAuthorizationFailed.code())
                     .with_is_internal(false)
