@@ -30,6 +30,7 @@ mod quota;
 mod replica;
 mod runtime_loggers;
 mod security;
+mod sync;
 mod telemetry;
 mod transactions;
 

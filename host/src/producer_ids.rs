@@ -50,10 +50,7 @@ impl ProducerIdManager {
 
     /// A producer id no one has had before.
     pub fn allocate(&self) -> Result<i64> {
-        let mut state = self
-            .state
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut state = crate::sync::lock(&self.state);
         let (next, reserved) = *state;
         if next >= reserved {
             let end = next

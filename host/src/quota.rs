@@ -391,10 +391,7 @@ impl QuotaManager {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
-        match self.inner.lock() {
-            Ok(guard) => guard,
-            Err(poisoned) => poisoned.into_inner(),
-        }
+        crate::sync::lock(&self.inner)
     }
 
     fn now_ms(&self) -> i64 {
@@ -681,10 +678,7 @@ impl QuotaManager {
         if validate_only {
             return Ok(());
         }
-        let _writer = match self.write_lock.lock() {
-            Ok(guard) => guard,
-            Err(poisoned) => poisoned.into_inner(),
-        };
+        let _writer = crate::sync::lock(&self.write_lock);
         let mut entities = self.lock().entities.clone();
         let values = entities.entry(validated.clone()).or_default();
         for op in ops {

@@ -157,9 +157,7 @@ impl ReplicaManager {
             return self.append_to_log(&tp, records);
         };
         let state = self.producer_state(&tp);
-        let mut state = state
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut state = crate::sync::lock(&state);
         if let Err(error) = self.load_producer_state(&tp, &mut state) {
             self.metrics.record_produce(topic, 0, 0, true);
             return AppendOutcome::failed(error.error_code(), message_of(&error));
@@ -229,9 +227,7 @@ impl ReplicaManager {
     ) -> Result<Vec<ActiveProducer>, StorageError> {
         let tp = TopicPartition::new(topic, partition);
         let state = self.producer_state(&tp);
-        let mut state = state
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut state = crate::sync::lock(&state);
         self.load_producer_state(&tp, &mut state)?;
         let mut producers: Vec<ActiveProducer> = state
             .producers()
@@ -263,9 +259,7 @@ impl ReplicaManager {
     ) -> i16 {
         let tp = TopicPartition::new(topic, partition);
         let state = self.producer_state(&tp);
-        let mut state = state
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut state = crate::sync::lock(&state);
         if let Err(error) = self.load_producer_state(&tp, &mut state) {
             return error.error_code();
         }
@@ -300,9 +294,7 @@ impl ReplicaManager {
     /// append slips between them).
     fn last_stable_offset(&self, tp: &TopicPartition) -> Result<i64, StorageError> {
         let state = self.producer_state(tp);
-        let mut state = state
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut state = crate::sync::lock(&state);
         let offsets = self.load_producer_state(tp, &mut state)?;
         state.prune_aborted(offsets.log_start_offset);
         Ok(state
@@ -315,18 +307,13 @@ impl ReplicaManager {
     /// The aborted transactions of a partition overlapping `[from, to)`.
     fn aborted_between(&self, tp: &TopicPartition, from: i64, to: i64) -> Vec<AbortedTxn> {
         let state = self.producer_state(tp);
-        let state = state
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let state = crate::sync::lock(&state);
         state.aborted_between(from, to)
     }
 
     /// The producer state of a partition (created empty, not yet loaded).
     fn producer_state(&self, tp: &TopicPartition) -> Arc<Mutex<ProducerStateMap>> {
-        let mut all = self
-            .producers
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut all = crate::sync::lock(&self.producers);
         Arc::clone(all.entry(tp.clone()).or_default())
     }
 

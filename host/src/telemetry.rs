@@ -130,10 +130,7 @@ impl ClientMetricsManager {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u128, Instance>> {
-        match self.instances.lock() {
-            Ok(guard) => guard,
-            Err(poisoned) => poisoned.into_inner(),
-        }
+        crate::sync::lock(&self.instances)
     }
 
     /// Pushes accepted since start.
@@ -365,10 +362,7 @@ impl ClientMetricsManager {
             points = points.len(),
             "client telemetry pushed"
         );
-        let mut latest = match self.latest.lock() {
-            Ok(guard) => guard,
-            Err(poisoned) => poisoned.into_inner(),
-        };
+        let mut latest = crate::sync::lock(&self.latest);
         for (name, attributes, value) in points {
             debug!(client_instance_id = %id, metric = %name, ?attributes, value, "client metric");
             let key = (instance_id, name.clone(), attributes.clone());
@@ -438,10 +432,7 @@ impl ClientMetricsManager {
     /// The latest value of every pushed metric of live client instances.
     pub fn latest(&self) -> Vec<PushedMetric> {
         let live: Vec<u128> = self.lock().keys().copied().collect();
-        let mut latest = match self.latest.lock() {
-            Ok(guard) => guard,
-            Err(poisoned) => poisoned.into_inner(),
-        };
+        let mut latest = crate::sync::lock(&self.latest);
         latest.retain(|key, _| live.contains(&key.0));
         latest.values().cloned().collect()
     }

@@ -280,9 +280,7 @@ impl TransactionStore {
     }
 
     fn lock(&self) -> MutexGuard<'_, BTreeMap<String, TransactionalProducer>> {
-        self.producers
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        crate::sync::lock(&self.producers)
     }
 
     /// InitProducerId for `transactional_id`. `expected` is the producer id
@@ -825,10 +823,7 @@ impl TransactionStore {
     fn append(&self, line: &JournalLine, durable: bool) -> Result<()> {
         let mut bytes = serde_json::to_vec(line)?;
         bytes.push(b'\n');
-        let mut journal = self
-            .journal
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut journal = crate::sync::lock(&self.journal);
         let journal = journal
             .as_mut()
             .context("the transaction journal is not open")?;
@@ -841,10 +836,7 @@ impl TransactionStore {
     }
 
     fn maybe_compact(&self, producers: &BTreeMap<String, TransactionalProducer>) {
-        let lines = self
-            .journal
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        let lines = crate::sync::lock(&self.journal)
             .as_ref()
             .map_or(0, |journal| journal.lines);
         if lines >= COMPACT_AFTER_LINES.max(producers.len() * 2) {
@@ -888,10 +880,7 @@ impl TransactionStore {
             .append(true)
             .open(&path)
             .with_context(|| format!("opening {}", path.display()))?;
-        *self
-            .journal
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(Journal {
+        *crate::sync::lock(&self.journal) = Some(Journal {
             file,
             lines: producers.len(),
         });

@@ -312,10 +312,7 @@ impl GroupCoordinator {
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
-        match self.inner.lock() {
-            Ok(guard) => guard,
-            Err(poisoned) => poisoned.into_inner(),
-        }
+        crate::sync::lock(&self.inner)
     }
 
     /// Applies every deadline due at `now`.

@@ -51,9 +51,10 @@ use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 use super::batch::{self, BatchHeader, RecordInfo, Records, HEADER_SIZE};
-use super::partition::{lock, read, remove_segment_files, write, Partition};
+use super::partition::{remove_segment_files, Partition};
 use super::segment::{self, Segment, SegmentView, MAX_RELATIVE_OFFSET, MAX_SEGMENT_BYTES};
 use super::{codec, sync_dir, StorageError};
+use crate::sync::{lock, read, write};
 
 /// Attribute bit 6: the base timestamp is the batch's delete horizon.
 const DELETE_HORIZON_FLAG: i16 = 0x40;

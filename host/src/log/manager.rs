@@ -49,12 +49,13 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use super::checkpoint;
 use super::cleaner;
-use super::partition::{lock, now_ms, read, write, OpenHints, Partition};
+use super::partition::{now_ms, OpenHints, Partition};
 use super::segment::Segment;
 use super::{
     create_dir_durably, sync_dir, AppendInfo, LogConfig, LogDirInfo, LogStore, PartitionOffsets,
     ReadResult, StorageError, TopicPartition,
 };
+use crate::sync::{lock, read, write};
 
 const LOCK_FILE: &str = ".lock";
 const CLEAN_SHUTDOWN_FILE: &str = ".kafka_cleanshutdown";

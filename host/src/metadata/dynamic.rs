@@ -83,26 +83,17 @@ impl DynamicConfigs {
     }
 
     fn read(&self) -> std::sync::RwLockReadGuard<'_, Document> {
-        match self.state.read() {
-            Ok(guard) => guard,
-            Err(poisoned) => poisoned.into_inner(),
-        }
+        crate::sync::read(&self.state)
     }
 
     /// Applies `change` to a copy of the document, stores it, then makes
     /// it visible.
     fn update(&self, change: impl FnOnce(&mut Document)) -> io::Result<()> {
-        let _writer = match self.write_lock.lock() {
-            Ok(guard) => guard,
-            Err(poisoned) => poisoned.into_inner(),
-        };
+        let _writer = crate::sync::lock(&self.write_lock);
         let mut next = self.read().clone();
         change(&mut next);
         self.file.store(&next)?;
-        match self.state.write() {
-            Ok(mut guard) => *guard = next,
-            Err(poisoned) => *poisoned.into_inner() = next,
-        }
+        *crate::sync::write(&self.state) = next;
         self.version.fetch_add(1, Ordering::AcqRel);
         Ok(())
     }

@@ -131,24 +131,15 @@ impl TopicManager {
     }
 
     fn read(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<String, Topic>> {
-        match self.topics.read() {
-            Ok(guard) => guard,
-            Err(poisoned) => poisoned.into_inner(),
-        }
+        crate::sync::read(&self.topics)
     }
 
     fn write(&self) -> std::sync::RwLockWriteGuard<'_, BTreeMap<String, Topic>> {
-        match self.topics.write() {
-            Ok(guard) => guard,
-            Err(poisoned) => poisoned.into_inner(),
-        }
+        crate::sync::write(&self.topics)
     }
 
     fn lock_store(&self) -> std::sync::MutexGuard<'_, MetadataStore> {
-        match self.store.lock() {
-            Ok(guard) => guard,
-            Err(poisoned) => poisoned.into_inner(),
-        }
+        crate::sync::lock(&self.store)
     }
 
     /// Creates a topic, or with `validate_only` checks that it could be.

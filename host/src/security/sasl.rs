@@ -113,26 +113,17 @@ impl ConnectionAuth {
     }
 
     pub fn principal(&self) -> Arc<str> {
-        match self.principal.read() {
-            Ok(guard) => Arc::clone(&guard),
-            Err(poisoned) => Arc::clone(&poisoned.into_inner()),
-        }
+        Arc::clone(&crate::sync::read(&self.principal))
     }
 
     fn set_principal(&self, principal: String) {
         let principal: Arc<str> = Arc::from(principal);
-        match self.principal.write() {
-            Ok(mut guard) => *guard = principal,
-            Err(poisoned) => *poisoned.into_inner() = principal,
-        }
+        *crate::sync::write(&self.principal) = principal
     }
 
     fn with_stage<T>(&self, f: impl FnOnce(&mut Stage) -> T) -> Option<T> {
         let sasl = self.sasl.as_ref()?;
-        let mut guard = match sasl.lock() {
-            Ok(guard) => guard,
-            Err(poisoned) => poisoned.into_inner(),
-        };
+        let mut guard = crate::sync::lock(&sasl);
         Some(f(&mut guard))
     }
 

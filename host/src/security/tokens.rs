@@ -193,10 +193,7 @@ impl TokenManager {
     }
 
     fn read(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<String, TokenInfo>> {
-        match self.tokens.read() {
-            Ok(guard) => guard,
-            Err(poisoned) => poisoned.into_inner(),
-        }
+        crate::sync::read(&self.tokens)
     }
 
     /// Applies `change` to a copy of the tokens, stores them, then makes
@@ -205,10 +202,7 @@ impl TokenManager {
         &self,
         change: impl FnOnce(&mut BTreeMap<String, TokenInfo>) -> Result<T, TokenError>,
     ) -> Result<T, TokenError> {
-        let _writer = match self.write_lock.lock() {
-            Ok(guard) => guard,
-            Err(poisoned) => poisoned.into_inner(),
-        };
+        let _writer = crate::sync::lock(&self.write_lock);
         let mut next = self.read().clone();
         let answer = change(&mut next)?;
         let document = Document {
@@ -219,10 +213,7 @@ impl TokenManager {
             code: codes::KAFKA_STORAGE_ERROR,
             message: Some(error.to_string()),
         })?;
-        match self.tokens.write() {
-            Ok(mut guard) => *guard = next,
-            Err(poisoned) => *poisoned.into_inner() = next,
-        }
+        *crate::sync::write(&self.tokens) = next;
         Ok(answer)
     }
 
