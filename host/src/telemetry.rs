@@ -21,17 +21,9 @@ use std::time::{Duration, Instant};
 
 use tracing::{debug, info};
 
+use crate::error_code::ErrorCode;
 use crate::metadata::config_admin::{self, MatchPattern, DEFAULT_PUSH_INTERVAL_MS};
 use crate::metadata::dynamic::DynamicConfigs;
-
-/// Kafka error codes of client telemetry.
-pub mod codes {
-    pub const INVALID_REQUEST: i16 = 42;
-    pub const THROTTLING_QUOTA_EXCEEDED: i16 = 89;
-    pub const UNKNOWN_SUBSCRIPTION_ID: i16 = 117;
-    pub const UNSUPPORTED_COMPRESSION_TYPE: i16 = 76;
-    pub const TELEMETRY_TOO_LARGE: i16 = 118;
-}
 
 /// Client instances are forgotten after this long without a request, or
 /// three push intervals if longer (Kafka's cache expiry).
@@ -204,7 +196,7 @@ impl ClientMetricsManager {
         if let Some(last) = last {
             if now.duration_since(last) < interval(instance.push_interval_ms) {
                 return Err(error(
-                    codes::THROTTLING_QUOTA_EXCEEDED,
+                    ErrorCode::ThrottlingQuotaExceeded.code(),
                     format!(
                         "Request from the client [{}] arrived before the next push interval time",
                         uuid_string(instance_id)
@@ -280,7 +272,7 @@ impl ClientMetricsManager {
     ) -> Result<(), TelemetryError> {
         if instance_id <= 1 {
             return Err(error(
-                codes::INVALID_REQUEST,
+                ErrorCode::InvalidRequest.code(),
                 format!(
                     "Invalid request from the client [{}], invalid client instance id",
                     uuid_string(instance_id)
@@ -297,7 +289,7 @@ impl ClientMetricsManager {
         let result = (|| {
             if instance.terminating {
                 return Err(error(
-                    codes::INVALID_REQUEST,
+                    ErrorCode::InvalidRequest.code(),
                     format!(
                         "Client [{id}] sent the previous request with state terminating to TRUE, \
                          can not accept any requests after that"
@@ -316,7 +308,7 @@ impl ClientMetricsManager {
                 instance.last_push = Some(now);
             } else if !terminating {
                 return Err(error(
-                    codes::THROTTLING_QUOTA_EXCEEDED,
+                    ErrorCode::ThrottlingQuotaExceeded.code(),
                     format!(
                         "Request from the client [{id}] arrived before the next push interval time"
                     ),
@@ -324,19 +316,19 @@ impl ClientMetricsManager {
             }
             if subscription_id != instance.subscription_id {
                 return Err(error(
-                    codes::UNKNOWN_SUBSCRIPTION_ID,
+                    ErrorCode::UnknownSubscriptionId.code(),
                     format!("Unknown client subscription id for the client [{id}]"),
                 ));
             }
             if !(0..=4).contains(&compression_type) {
                 return Err(error(
-                    codes::UNSUPPORTED_COMPRESSION_TYPE,
+                    ErrorCode::UnsupportedCompressionType.code(),
                     format!("Unknown compression type [{compression_type}] is received in telemetry request from [{id}]"),
                 ));
             }
             if i64::from(metrics_bytes) > i64::from(max_bytes) {
                 return Err(error(
-                    codes::TELEMETRY_TOO_LARGE,
+                    ErrorCode::TelemetryTooLarge.code(),
                     format!("Telemetry request from [{id}] is larger than the maximum allowed size [{max_bytes}]"),
                 ));
             }
@@ -552,7 +544,10 @@ mod tests {
         assert!(other.requested_metrics.is_empty());
         // Asking again at once is throttled.
         let again = manager.get_subscription(sub.client_instance_id, client("perf-1"));
-        assert_eq!(again.unwrap_err().code, codes::THROTTLING_QUOTA_EXCEEDED);
+        assert_eq!(
+            again.unwrap_err().code,
+            ErrorCode::ThrottlingQuotaExceeded.code()
+        );
         // A push right after the fetch is accepted, a second one is early.
         let id = sub.client_instance_id;
         assert!(manager
@@ -563,7 +558,7 @@ mod tests {
                 .accept_push(id, client("perf-1"), sub.subscription_id, false, 0, 100)
                 .unwrap_err()
                 .code,
-            codes::THROTTLING_QUOTA_EXCEEDED
+            ErrorCode::ThrottlingQuotaExceeded.code()
         );
         manager.export(
             id,
@@ -595,19 +590,25 @@ mod tests {
                 )
                 .map_err(|e| e.code)
         };
-        assert_eq!(push(1, 0, 10, false), Err(codes::UNKNOWN_SUBSCRIPTION_ID));
+        assert_eq!(
+            push(1, 0, 10, false),
+            Err(ErrorCode::UnknownSubscriptionId.code())
+        );
         assert_eq!(
             push(0, 9, 10, false),
-            Err(codes::UNSUPPORTED_COMPRESSION_TYPE)
+            Err(ErrorCode::UnsupportedCompressionType.code())
         );
-        assert_eq!(push(0, 0, 2 << 20, false), Err(codes::TELEMETRY_TOO_LARGE));
+        assert_eq!(
+            push(0, 0, 2 << 20, false),
+            Err(ErrorCode::TelemetryTooLarge.code())
+        );
         assert_eq!(push(0, 0, 10, false), Ok(()));
         assert_eq!(
             manager
                 .accept_push(0, client("c"), 0, false, 0, 0)
                 .unwrap_err()
                 .code,
-            codes::INVALID_REQUEST
+            ErrorCode::InvalidRequest.code()
         );
         // After a terminating push, nothing more is accepted.
         let sub = manager.get_subscription(0, client("t")).unwrap();
@@ -618,6 +619,6 @@ mod tests {
                 .map_err(|e| e.code)
         };
         assert_eq!(again(true), Ok(()));
-        assert_eq!(again(true), Err(codes::INVALID_REQUEST));
+        assert_eq!(again(true), Err(ErrorCode::InvalidRequest.code()));
     }
 }

@@ -41,6 +41,7 @@ use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
 use crate::clock::now_ms;
+use crate::error_code::ErrorCode;
 use crate::log::TopicPartition;
 use crate::producer_ids::ProducerIdManager;
 
@@ -49,22 +50,6 @@ const JOURNAL: &str = "transactions.journal";
 const LEGACY_FILE: &str = "transactions.json";
 /// Journal lines after which it is rewritten as a snapshot.
 const COMPACT_AFTER_LINES: usize = 10_000;
-
-/// Kafka error codes of the transaction APIs.
-pub mod codes {
-    pub const NONE: i16 = 0;
-    pub const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
-    pub const COORDINATOR_NOT_AVAILABLE: i16 = 15;
-    pub const INVALID_PRODUCER_EPOCH: i16 = 47;
-    pub const INVALID_TXN_STATE: i16 = 48;
-    pub const INVALID_PRODUCER_ID_MAPPING: i16 = 49;
-    pub const INVALID_TRANSACTION_TIMEOUT: i16 = 50;
-    pub const CONCURRENT_TRANSACTIONS: i16 = 51;
-    pub const OPERATION_NOT_ATTEMPTED: i16 = 55;
-    pub const KAFKA_STORAGE_ERROR: i16 = 56;
-    pub const PRODUCER_FENCED: i16 = 90;
-    pub const TRANSACTIONAL_ID_NOT_FOUND: i16 = 105;
-}
 
 /// `transaction.max.timeout.ms` default (15 minutes).
 pub const DEFAULT_MAX_TIMEOUT_MS: i32 = 900_000;
@@ -295,7 +280,7 @@ impl TransactionStore {
         expected: (i64, i16),
     ) -> InitAnswer {
         if timeout_ms <= 0 || timeout_ms > self.max_timeout_ms {
-            return InitAnswer::failed(codes::INVALID_TRANSACTION_TIMEOUT);
+            return InitAnswer::failed(ErrorCode::InvalidTransactionTimeout.code());
         }
         let mut producers = self.lock();
         let current = producers.get(transactional_id).cloned();
@@ -315,12 +300,12 @@ impl TransactionStore {
                 },
                 Err(error) => {
                     tracing::error!("allocating a producer id failed: {error:#}");
-                    return InitAnswer::failed(codes::KAFKA_STORAGE_ERROR);
+                    return InitAnswer::failed(ErrorCode::KafkaStorageError.code());
                 }
             },
             Some(record) => {
                 if record.state.is_prepare() {
-                    return InitAnswer::failed(codes::CONCURRENT_TRANSACTIONS);
+                    return InitAnswer::failed(ErrorCode::ConcurrentTransactions.code());
                 }
                 let (expected_id, expected_epoch) = expected;
                 if expected_id >= 0 {
@@ -331,20 +316,20 @@ impl TransactionStore {
                     if is_retry && record.state != TxnState::Ongoing {
                         // The answer to this call was lost: give it again.
                         return InitAnswer {
-                            error_code: codes::NONE,
+                            error_code: ErrorCode::None.code(),
                             producer_id: record.producer_id,
                             producer_epoch: record.producer_epoch,
                         };
                     }
                     if !is_current && !is_retry {
-                        return InitAnswer::failed(codes::PRODUCER_FENCED);
+                        return InitAnswer::failed(ErrorCode::ProducerFenced.code());
                     }
                 }
                 let mut next = match bumped(record, ids) {
                     Ok(next) => next,
                     Err(error) => {
                         tracing::error!("allocating a producer id failed: {error:#}");
-                        return InitAnswer::failed(codes::KAFKA_STORAGE_ERROR);
+                        return InitAnswer::failed(ErrorCode::KafkaStorageError.code());
                     }
                 };
                 next.timeout_ms = timeout_ms;
@@ -373,7 +358,7 @@ impl TransactionStore {
                 .get(transactional_id)
                 .is_some_and(|record| record.state.is_prepare())
             {
-                return InitAnswer::failed(codes::CONCURRENT_TRANSACTIONS);
+                return InitAnswer::failed(ErrorCode::ConcurrentTransactions.code());
             }
         }
         next.enter(TxnState::Empty, -1);
@@ -381,7 +366,7 @@ impl TransactionStore {
             return InitAnswer::failed(code);
         }
         InitAnswer {
-            error_code: codes::NONE,
+            error_code: ErrorCode::None.code(),
             producer_id: next.producer_id,
             producer_epoch: next.producer_epoch,
         }
@@ -396,15 +381,15 @@ impl TransactionStore {
         let record = producers
             .get(producer.transactional_id)
             .filter(|record| record.state != TxnState::Dead)
-            .ok_or(codes::INVALID_PRODUCER_ID_MAPPING)?;
+            .ok_or(ErrorCode::InvalidProducerIdMapping.code())?;
         if record.producer_id != producer.producer_id {
-            return Err(codes::INVALID_PRODUCER_ID_MAPPING);
+            return Err(ErrorCode::InvalidProducerIdMapping.code());
         }
         if record.producer_epoch != producer.producer_epoch {
-            return Err(codes::PRODUCER_FENCED);
+            return Err(ErrorCode::ProducerFenced.code());
         }
         if record.state.is_prepare() {
-            return Err(codes::CONCURRENT_TRANSACTIONS);
+            return Err(ErrorCode::ConcurrentTransactions.code());
         }
         Ok(record)
     }
@@ -429,11 +414,11 @@ impl TransactionStore {
         }
         changed |= change(&mut next);
         if !changed {
-            return codes::NONE;
+            return ErrorCode::None.code();
         }
         next.updated_ms = now_ms();
         match self.put(&mut producers, producer.transactional_id, next, true) {
-            Ok(()) => codes::NONE,
+            Ok(()) => ErrorCode::None.code(),
             Err(code) => code,
         }
     }
@@ -455,9 +440,9 @@ impl TransactionStore {
                 .iter()
                 .map(|u| {
                     if *u {
-                        codes::UNKNOWN_TOPIC_OR_PARTITION
+                        ErrorCode::UnknownTopicOrPartition.code()
                     } else {
-                        codes::OPERATION_NOT_ATTEMPTED
+                        ErrorCode::OperationNotAttempted.code()
                     }
                 })
                 .collect();
@@ -470,9 +455,9 @@ impl TransactionStore {
                     .iter()
                     .map(|p| {
                         if record.state == TxnState::Ongoing && record.partitions.contains(p) {
-                            codes::NONE
+                            ErrorCode::None.code()
                         } else {
-                            codes::INVALID_TXN_STATE
+                            ErrorCode::InvalidTxnState.code()
                         }
                     })
                     .collect(),
@@ -509,11 +494,13 @@ impl TransactionStore {
         let mut producers = self.lock();
         let record = match Self::checked(&producers, producer) {
             Ok(record) => record,
-            Err(codes::PRODUCER_FENCED) => return codes::INVALID_PRODUCER_EPOCH,
+            Err(code) if code == ErrorCode::ProducerFenced.code() => {
+                return ErrorCode::InvalidProducerEpoch.code()
+            }
             Err(code) => return code,
         };
         if record.state != TxnState::Ongoing || !record.groups.contains_key(group_id) {
-            return codes::INVALID_TXN_STATE;
+            return ErrorCode::InvalidTxnState.code();
         }
         let mut next = record.clone();
         let pending = next.groups.entry(group_id.to_string()).or_default();
@@ -524,7 +511,7 @@ impl TransactionStore {
         }
         next.updated_ms = now_ms();
         match self.put(&mut producers, producer.transactional_id, next, true) {
-            Ok(()) => codes::NONE,
+            Ok(()) => ErrorCode::None.code(),
             Err(code) => code,
         }
     }
@@ -576,9 +563,9 @@ impl TransactionStore {
         match (record.state, commit) {
             (TxnState::Ongoing, _) => {}
             (TxnState::CompleteCommit, true) | (TxnState::CompleteAbort, false) => {
-                return codes::NONE;
+                return ErrorCode::None.code();
             }
-            _ => return codes::INVALID_TXN_STATE,
+            _ => return ErrorCode::InvalidTxnState.code(),
         }
         let mut prepared = record.clone();
         prepared.state = if commit {
@@ -599,7 +586,7 @@ impl TransactionStore {
         // Decided: from here the markers are retried until written, so the
         // producer may go on.
         self.complete(effects, completion_of(producer.transactional_id, &prepared));
-        codes::NONE
+        ErrorCode::None.code()
     }
 
     /// Writes a prepared transaction's markers and offsets, then marks it
@@ -615,9 +602,15 @@ impl TransactionStore {
                 completion.producer_epoch,
                 completion.commit,
             );
+            // Written, or nothing left to mark: the partition is gone or a
+            // newer epoch has fenced the producer there.
+            let done = [
+                ErrorCode::None,
+                ErrorCode::UnknownTopicOrPartition,
+                ErrorCode::InvalidProducerEpoch,
+            ];
             match code {
-                codes::NONE | codes::UNKNOWN_TOPIC_OR_PARTITION | codes::INVALID_PRODUCER_EPOCH => {
-                }
+                _ if done.iter().any(|done| done.code() == code) => {}
                 code => {
                     tracing::warn!(
                         transactional_id = %completion.transactional_id,
@@ -636,7 +629,7 @@ impl TransactionStore {
                     continue;
                 }
                 let code = effects.commit_offsets(group, offsets);
-                if code != codes::NONE {
+                if code != ErrorCode::None.code() {
                     tracing::warn!(group = %group, error_code = code, "committing transactional offsets failed; will retry");
                     failed = true;
                 }
@@ -796,7 +789,7 @@ impl TransactionStore {
         };
         self.append(&line, durable).map_err(|error| {
             tracing::error!("persisting transaction state failed: {error:#}");
-            codes::KAFKA_STORAGE_ERROR
+            ErrorCode::KafkaStorageError.code()
         })?;
         producers.insert(id.to_string(), record);
         self.maybe_compact(producers);
@@ -814,7 +807,7 @@ impl TransactionStore {
         };
         self.append(&line, true).map_err(|error| {
             tracing::error!("persisting transaction state failed: {error:#}");
-            codes::KAFKA_STORAGE_ERROR
+            ErrorCode::KafkaStorageError.code()
         })?;
         producers.remove(id);
         Ok(())

@@ -7,6 +7,7 @@
 use std::time::Instant;
 
 use crate::coordinator::{self as coord, Pending};
+use crate::error_code::ErrorCode;
 use crate::plugins::bindings::handler::gregor::broker::groups::{
     self, CommittedOffset, ConsumerGroup, ConsumerHeartbeatRequest, ConsumerHeartbeatResult,
     ConsumerMember, GroupDescription, GroupOverview, JoinMember, JoinRequest, JoinResult,
@@ -40,9 +41,6 @@ fn by_topic_id(list: Vec<(u128, Vec<i32>)>) -> Vec<TopicIdPartitions> {
 fn partitions(list: Vec<TopicPartition>) -> Vec<(String, i32)> {
     list.into_iter().map(|p| (p.topic, p.partition)).collect()
 }
-
-/// OffsetFetch's answer for a partition a transaction holds an offset for.
-const UNSTABLE_OFFSET_COMMIT: i16 = 88;
 
 impl groups::Host for HandlerState {
     async fn join(&mut self, request: JoinRequest) -> wasmtime::Result<JoinResult> {
@@ -144,7 +142,7 @@ impl groups::Host for HandlerState {
                 let unstable = pending.contains(&(o.topic.clone(), o.partition));
                 CommittedOffset {
                     error_code: if unstable {
-                        UNSTABLE_OFFSET_COMMIT
+                        ErrorCode::UnstableOffsetCommit.code()
                     } else {
                         o.error_code
                     },
