@@ -52,6 +52,7 @@
 //! ([`LogStore::shutdown`]) fsyncs everything.
 
 mod batch;
+mod batch_writer;
 #[cfg(test)]
 mod bench;
 mod checkpoint;
@@ -67,6 +68,7 @@ pub mod producer_state;
 mod record_stream;
 mod segment;
 pub mod validate;
+mod varint;
 
 use crate::error_code::ErrorCode;
 
