@@ -34,6 +34,7 @@ mod security;
 mod sync;
 mod telemetry;
 mod transactions;
+mod uuid;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

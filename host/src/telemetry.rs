@@ -199,7 +199,7 @@ impl ClientMetricsManager {
                     ErrorCode::ThrottlingQuotaExceeded.code(),
                     format!(
                         "Request from the client [{}] arrived before the next push interval time",
-                        uuid_string(instance_id)
+                        crate::uuid::to_text(instance_id)
                     ),
                 ));
             }
@@ -275,7 +275,7 @@ impl ClientMetricsManager {
                 ErrorCode::InvalidRequest.code(),
                 format!(
                     "Invalid request from the client [{}], invalid client instance id",
-                    uuid_string(instance_id)
+                    crate::uuid::to_text(instance_id)
                 ),
             ));
         }
@@ -285,7 +285,7 @@ impl ClientMetricsManager {
         let mut instances = self.lock();
         expire(&mut instances, now);
         let instance = self.instance(&mut instances, instance_id, attributes, version, now);
-        let id = uuid_string(instance_id);
+        let id = crate::uuid::to_text(instance_id);
         let result = (|| {
             if instance.terminating {
                 return Err(error(
@@ -347,7 +347,7 @@ impl ClientMetricsManager {
             .unwrap_or_default();
         self.pushes
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let id = uuid_string(instance_id);
+        let id = crate::uuid::to_text(instance_id);
         info!(
             client_instance_id = %id,
             client_id = %client_id,
@@ -405,7 +405,7 @@ impl ClientMetricsManager {
         for metric in latest {
             let mut labels = format!(
                 "client_instance_id=\"{}\",client_id=\"{}\",name=\"{}\"",
-                uuid_string(metric.client_instance_id),
+                crate::uuid::to_text(metric.client_instance_id),
                 escape(&metric.client_id),
                 escape(&metric.name)
             );
@@ -452,7 +452,7 @@ fn expire(instances: &mut HashMap<u128, Instance>, now: Instant) {
 fn matches(patterns: &[MatchPattern], instance_id: u128, attributes: &ClientAttributes) -> bool {
     patterns.iter().all(|pattern| {
         let value = match pattern.attribute.as_str() {
-            "client_instance_id" => Some(uuid_string(instance_id)),
+            "client_instance_id" => Some(crate::uuid::to_text(instance_id)),
             "client_id" => Some(attributes.client_id.clone()),
             "client_software_name" => attributes.software_name.clone(),
             "client_software_version" => attributes.software_version.clone(),
@@ -469,8 +469,7 @@ fn matches(patterns: &[MatchPattern], instance_id: u128, attributes: &ClientAttr
 fn subscription_id(metrics: &[String], interval_ms: i32, instance_id: u128) -> i32 {
     let text = format!("[{}]{interval_ms}", metrics.join(", "));
     let crc = crc32c::crc32c(text.as_bytes());
-    let high = (instance_id >> 64) as u64;
-    let low = instance_id as u64;
+    let (high, low) = crate::uuid::halves(instance_id);
     // Java's Uuid.hashCode: xor of the halves, folded to 32 bits.
     let mixed = high ^ low;
     let hash = ((mixed >> 32) ^ mixed) as u32;
@@ -480,26 +479,11 @@ fn subscription_id(metrics: &[String], interval_ms: i32, instance_id: u128) -> i
 /// A fresh random instance id, never zero or Kafka's reserved ids.
 fn new_instance_id(instances: &HashMap<u128, Instance>) -> u128 {
     loop {
-        let mut bytes = [0u8; 16];
-        if getrandom::fill(&mut bytes).is_err() {
-            let nanos = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_nanos())
-                .unwrap_or(2);
-            bytes = nanos.to_be_bytes();
-        }
-        let id = u128::from_be_bytes(bytes);
+        let id = u128::from_be_bytes(crate::uuid::random_bytes());
         if id > 1 && !instances.contains_key(&id) {
             return id;
         }
     }
-}
-
-/// Kafka's UUID text form: URL-safe base64 of the 16 bytes.
-pub fn uuid_string(id: u128) -> String {
-    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-    use base64::Engine as _;
-    URL_SAFE_NO_PAD.encode(id.to_be_bytes())
 }
 
 #[cfg(test)]

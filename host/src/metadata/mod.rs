@@ -9,4 +9,5 @@ pub mod config_admin;
 pub mod dynamic;
 pub mod store;
 pub mod topic_config;
+pub mod topic_name;
 pub mod topics;

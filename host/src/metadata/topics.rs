@@ -19,9 +19,7 @@ use crate::metadata::bounds;
 use crate::metadata::dynamic::DynamicConfigs;
 use crate::metadata::store::{MetadataStore, TopicRecord};
 use crate::metadata::topic_config::{self, BrokerView};
-
-/// Kafka's limit on topic name length.
-const MAX_NAME_LENGTH: usize = 249;
+use crate::metadata::topic_name::{self, Invalid, MAX_LENGTH};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TopicError {
@@ -522,48 +520,29 @@ pub fn log_config_for(overrides: &BTreeMap<String, String>, broker: &BrokerView<
     }
 }
 
-/// Kafka's topic name rules.
+/// Kafka's topic name rules, with Kafka's messages.
 pub fn validate_name(name: &str) -> Result<(), TopicError> {
-    let invalid = |message: String| {
-        Err(TopicError::new(
-            ErrorCode::InvalidTopicException.code(),
-            message,
-        ))
-    };
-    if name.is_empty() {
-        return invalid("Topic name is illegal, it can't be empty".to_string());
-    }
-    if name == "." || name == ".." {
-        return invalid("Topic name cannot be \".\" or \"..\"".to_string());
-    }
-    if name.len() > MAX_NAME_LENGTH {
-        return invalid(format!(
-            "Topic name is illegal, it can't be longer than {MAX_NAME_LENGTH} characters, topic name: {name}"
-        ));
-    }
-    if !name
-        .bytes()
-        .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-')
-    {
-        return invalid(format!(
+    let message = match topic_name::check(name) {
+        Ok(()) => return Ok(()),
+        Err(Invalid::Empty) => "Topic name is illegal, it can't be empty".to_string(),
+        Err(Invalid::Dots) => "Topic name cannot be \".\" or \"..\"".to_string(),
+        Err(Invalid::TooLong) => format!(
+            "Topic name is illegal, it can't be longer than {MAX_LENGTH} characters, topic name: {name}"
+        ),
+        Err(Invalid::Character(_)) => format!(
             "Topic name {name} is illegal, it contains a character other than ASCII alphanumerics, '.', '_' and '-'"
-        ));
-    }
-    Ok(())
+        ),
+    };
+    Err(TopicError::new(
+        ErrorCode::InvalidTopicException.code(),
+        message,
+    ))
 }
 
 /// A random (version 4) UUID that is never Kafka's zero or sentinel id.
 fn new_topic_id() -> u128 {
     loop {
-        let mut bytes = [0u8; 16];
-        if getrandom::fill(&mut bytes).is_err() {
-            // Fall back to time and a counter; uniqueness is what matters.
-            let nanos = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|elapsed| elapsed.as_nanos())
-                .unwrap_or(1);
-            bytes = nanos.to_be_bytes();
-        }
+        let mut bytes = crate::uuid::random_bytes();
         bytes[6] = (bytes[6] & 0x0f) | 0x40;
         bytes[8] = (bytes[8] & 0x3f) | 0x80;
         let id = u128::from_be_bytes(bytes);

@@ -18,21 +18,10 @@ use crate::plugins::bindings::handler::gregor::broker::types::Uuid;
 use crate::plugins::deferred::{Memo, ParkUnwind};
 use crate::plugins::state::HandlerState;
 
-fn uuid_to_u128(id: Uuid) -> u128 {
-    (u128::from(id.high) << 64) | u128::from(id.low)
-}
-
-fn u128_to_uuid(id: u128) -> Uuid {
-    Uuid {
-        high: (id >> 64) as u64,
-        low: id as u64,
-    }
-}
-
 fn by_topic_id(list: Vec<(u128, Vec<i32>)>) -> Vec<TopicIdPartitions> {
     list.into_iter()
         .map(|(id, partitions)| TopicIdPartitions {
-            topic_id: u128_to_uuid(id),
+            topic_id: Uuid::from(id),
             partitions,
         })
         .collect()
@@ -237,7 +226,7 @@ impl groups::Host for HandlerState {
             owned: request.owned.map(|owned| {
                 owned
                     .into_iter()
-                    .map(|t| (uuid_to_u128(t.topic_id), t.partitions))
+                    .map(|t| (u128::from(t.topic_id), t.partitions))
                     .collect()
             }),
             client_id: self.client_id.clone().unwrap_or_default(),

@@ -13,6 +13,7 @@ mod stats;
 mod telemetry;
 mod tokens;
 mod txn;
+mod uuid;
 
 pub use logging::LogBudget;
 
