@@ -16,6 +16,7 @@ mod cli;
 mod clock;
 mod config;
 mod coordinator;
+mod durable;
 mod error_code;
 mod fd_limit;
 #[cfg(test)]

@@ -28,9 +28,9 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use tracing::info;
 
+use crate::durable::JsonFile;
 use crate::error_code::ErrorCode;
 use crate::metadata::bounds;
-use crate::security::durable::JsonFile;
 
 const FILE_NAME: &str = "quotas.json";
 const FORMAT_VERSION: u32 = 1;
@@ -339,20 +339,12 @@ impl QuotaManager {
     /// `quota.window.num` and `quota.window.size.seconds`.
     pub fn open(dir: &Path, samples: usize, window: Duration) -> io::Result<Self> {
         let file = JsonFile::open(dir, FILE_NAME)?;
-        let document: Document = file.load()?.unwrap_or(Document {
-            version: FORMAT_VERSION,
-            entities: Vec::new(),
-        });
-        if document.version != FORMAT_VERSION {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!(
-                    "{}: unsupported format version {}",
-                    file.path().display(),
-                    document.version
-                ),
-            ));
-        }
+        let document = file
+            .load_versioned(FORMAT_VERSION, |document: &Document| document.version)?
+            .unwrap_or(Document {
+                version: FORMAT_VERSION,
+                entities: Vec::new(),
+            });
         let mut inner = Inner {
             entities: BTreeMap::new(),
             enabled: [Enabled::default(); 4],

@@ -18,7 +18,7 @@ use std::sync::{Mutex, RwLock};
 
 use serde::{Deserialize, Serialize};
 
-use crate::security::durable::JsonFile;
+use crate::durable::JsonFile;
 
 const FILE_NAME: &str = "configs.json";
 const FORMAT_VERSION: u32 = 1;
@@ -60,20 +60,12 @@ pub struct DynamicConfigs {
 impl DynamicConfigs {
     pub fn open(dir: &Path) -> io::Result<Self> {
         let file = JsonFile::open(dir, FILE_NAME)?;
-        let document: Document = file.load()?.unwrap_or(Document {
-            version: FORMAT_VERSION,
-            ..Document::default()
-        });
-        if document.version != FORMAT_VERSION {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!(
-                    "{}: unsupported format version {}",
-                    file.path().display(),
-                    document.version
-                ),
-            ));
-        }
+        let document = file
+            .load_versioned(FORMAT_VERSION, |document: &Document| document.version)?
+            .unwrap_or(Document {
+                version: FORMAT_VERSION,
+                ..Document::default()
+            });
         Ok(Self {
             file,
             write_lock: Mutex::new(()),

@@ -27,10 +27,10 @@ use serde::{Deserialize, Serialize};
 use tracing::warn;
 
 use crate::channel::Session;
+use crate::durable::JsonFile;
 use crate::plugins::authorizer::LoadedAuthorizer;
 use crate::plugins::bindings::Action;
 use crate::security::acl_store::AclStore;
-use crate::security::durable::JsonFile;
 
 /// Decisions kept at most; the cache starts over when full.
 const MAX_CACHED_DECISIONS: usize = 100_000;

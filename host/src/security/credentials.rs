@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256, Sha512};
 use subtle::ConstantTimeEq;
 
-use crate::security::durable::JsonFile;
+use crate::durable::JsonFile;
 
 /// Kafka's bounds on SCRAM iterations (ScramMechanism min, and the
 /// controller's 16384 maximum).

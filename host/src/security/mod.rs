@@ -7,7 +7,6 @@ pub mod acl_store;
 pub mod admin;
 pub mod authorization;
 pub mod credentials;
-pub mod durable;
 pub mod sasl;
 pub mod scram;
 pub mod settings;

@@ -27,9 +27,9 @@ use serde::{Deserialize, Serialize};
 use sha2::Sha512;
 use tracing::info;
 
+use crate::durable::JsonFile;
 use crate::error_code::ErrorCode;
 use crate::security::credentials::{ScramCredential, ScramMechanism, MIN_ITERATIONS};
-use crate::security::durable::JsonFile;
 
 const FILE_NAME: &str = "delegation-tokens.json";
 const FORMAT_VERSION: u32 = 1;
@@ -147,20 +147,12 @@ impl TokenManager {
 
     pub fn open(dir: &Path, config: TokenConfig) -> io::Result<Self> {
         let file = JsonFile::open(dir, FILE_NAME)?;
-        let document: Document = file.load()?.unwrap_or(Document {
-            version: FORMAT_VERSION,
-            tokens: Vec::new(),
-        });
-        if document.version != FORMAT_VERSION {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!(
-                    "{}: unsupported format version {}",
-                    file.path().display(),
-                    document.version
-                ),
-            ));
-        }
+        let document = file
+            .load_versioned(FORMAT_VERSION, |document: &Document| document.version)?
+            .unwrap_or(Document {
+                version: FORMAT_VERSION,
+                tokens: Vec::new(),
+            });
         let tokens = document
             .tokens
             .into_iter()

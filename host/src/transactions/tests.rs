@@ -3,9 +3,12 @@
 
 use crate::error_code::ErrorCode;
 
+use std::fs::OpenOptions;
+use std::io::Write;
 use std::sync::Mutex;
 
 use super::*;
+use crate::transactions::journal::JOURNAL;
 
 /// Records markers and offsets; `failing` partitions refuse markers.
 #[derive(Default)]

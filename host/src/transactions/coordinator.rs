@@ -1,43 +1,13 @@
-//! The transaction coordinator: Kafka's `TransactionCoordinator` and
-//! `TransactionStateManager` for a single node.
-//!
-//! Each transactional id has one durable record: its producer id and epoch
-//! (bumped by every InitProducerId, which fences older instances), its
-//! timeout, and its transaction's state with the partitions and consumer
-//! groups it has touched:
-//!
-//! ```text
-//! Empty ──AddPartitions/AddOffsets──▶ Ongoing ──EndTxn──▶ PrepareCommit ──markers──▶ CompleteCommit
-//!                                        │                PrepareAbort  ──markers──▶ CompleteAbort
-//!                                        └─ timeout or InitProducerId: epoch bump, then PrepareAbort
-//! ```
-//!
-//! A Prepare state is durable before the first marker is written, so a
-//! crash between markers is finished on the next start by writing the same
-//! markers again (a second marker for a decided transaction changes
-//! nothing). Offsets sent with TxnOffsetCommit wait in the record and reach
-//! the group only when the transaction commits.
-//!
-//! Why a journal: changes are small and frequent (several per
-//! transaction), so each is one JSON line appended to
-//! `transactions.journal` and fsynced, the latest line per id winning on
-//! load; a torn last line from a crash is ignored. When the journal grows
-//! it is rewritten as a snapshot (write temp, fsync, rename, fsync the
-//! directory), so a crash leaves the old or the new file, never a mix.
-//! Completing a transaction is not fsynced: if a crash loses it, the
-//! Prepare record finishes it again.
-//!
-//! What the coordinator does to partitions and groups goes through
-//! [`TxnEffects`], which the broker implements with its ReplicaManager and
-//! GroupCoordinator.
+//! The coordinator's state machine: one record per transactional id, the
+//! transitions the transaction APIs make, and the completion of decided
+//! transactions through [`TxnEffects`]. Every change goes to the
+//! [`Journal`] before memory.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fs::{self, File, OpenOptions};
-use std::io::{BufRead, BufReader, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Mutex, MutexGuard};
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use serde::{Deserialize, Serialize};
 
 use crate::clock::now_ms;
@@ -45,11 +15,7 @@ use crate::error_code::ErrorCode;
 use crate::log::TopicPartition;
 use crate::producer_ids::ProducerIdManager;
 
-const JOURNAL: &str = "transactions.journal";
-/// The snapshot of the previous store format (one JSON document).
-const LEGACY_FILE: &str = "transactions.json";
-/// Journal lines after which it is rewritten as a snapshot.
-const COMPACT_AFTER_LINES: usize = 10_000;
+use super::journal::Journal;
 
 /// `transaction.max.timeout.ms` default (15 minutes).
 pub const DEFAULT_MAX_TIMEOUT_MS: i32 = 900_000;
@@ -205,63 +171,22 @@ struct Completion {
     groups: BTreeMap<String, Vec<PendingOffset>>,
 }
 
-struct Journal {
-    file: File,
-    lines: usize,
-}
-
 pub struct TransactionStore {
-    dir: PathBuf,
     max_timeout_ms: i32,
     producers: Mutex<BTreeMap<String, TransactionalProducer>>,
-    journal: Mutex<Option<Journal>>,
-}
-
-#[derive(Serialize, Deserialize)]
-struct JournalLine {
-    id: String,
-    /// None: the id was removed.
-    record: Option<TransactionalProducer>,
+    journal: Journal,
 }
 
 impl TransactionStore {
     /// Loads the journal under `dir` (none yet: empty; the older
     /// single-document store is read too).
     pub fn open(dir: &Path, max_timeout_ms: i32) -> Result<Self> {
-        let mut producers: BTreeMap<String, TransactionalProducer> =
-            match fs::read(dir.join(LEGACY_FILE)) {
-                Ok(bytes) => serde_json::from_slice(&bytes)
-                    .with_context(|| format!("parsing {}", dir.join(LEGACY_FILE).display()))?,
-                Err(error) if error.kind() == std::io::ErrorKind::NotFound => BTreeMap::new(),
-                Err(error) => return Err(error).context("reading transactional ids"),
-            };
-        let path = dir.join(JOURNAL);
-        match File::open(&path) {
-            Ok(file) => {
-                for line in BufReader::new(file).lines() {
-                    let line = line.with_context(|| format!("reading {}", path.display()))?;
-                    // A torn last line (a crash mid-append) is skipped.
-                    let Ok(entry) = serde_json::from_str::<JournalLine>(&line) else {
-                        tracing::warn!("skipping an unreadable line of {}", path.display());
-                        continue;
-                    };
-                    match entry.record {
-                        Some(record) => producers.insert(entry.id, record),
-                        None => producers.remove(&entry.id),
-                    };
-                }
-            }
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
-            Err(error) => return Err(error).with_context(|| format!("opening {}", path.display())),
-        }
-        let store = Self {
-            dir: dir.to_path_buf(),
+        let (journal, producers) = Journal::open(dir)?;
+        Ok(Self {
             max_timeout_ms,
             producers: Mutex::new(producers),
-            journal: Mutex::new(None),
-        };
-        store.compact()?;
-        Ok(store)
+            journal,
+        })
     }
 
     fn lock(&self) -> MutexGuard<'_, BTreeMap<String, TransactionalProducer>> {
@@ -783,16 +708,14 @@ impl TransactionStore {
         record: TransactionalProducer,
         durable: bool,
     ) -> Result<(), i16> {
-        let line = JournalLine {
-            id: id.to_string(),
-            record: Some(record.clone()),
-        };
-        self.append(&line, durable).map_err(|error| {
-            tracing::error!("persisting transaction state failed: {error:#}");
-            ErrorCode::KafkaStorageError.code()
-        })?;
+        self.journal
+            .append(id, Some(record.clone()), durable)
+            .map_err(|error| {
+                tracing::error!("persisting transaction state failed: {error:#}");
+                ErrorCode::KafkaStorageError.code()
+            })?;
         producers.insert(id.to_string(), record);
-        self.maybe_compact(producers);
+        self.journal.maybe_compact(producers);
         Ok(())
     }
 
@@ -801,82 +724,11 @@ impl TransactionStore {
         producers: &mut BTreeMap<String, TransactionalProducer>,
         id: &str,
     ) -> Result<(), i16> {
-        let line = JournalLine {
-            id: id.to_string(),
-            record: None,
-        };
-        self.append(&line, true).map_err(|error| {
+        self.journal.append(id, None, true).map_err(|error| {
             tracing::error!("persisting transaction state failed: {error:#}");
             ErrorCode::KafkaStorageError.code()
         })?;
         producers.remove(id);
-        Ok(())
-    }
-
-    fn append(&self, line: &JournalLine, durable: bool) -> Result<()> {
-        let mut bytes = serde_json::to_vec(line)?;
-        bytes.push(b'\n');
-        let mut journal = crate::sync::lock(&self.journal);
-        let journal = journal
-            .as_mut()
-            .context("the transaction journal is not open")?;
-        journal.file.write_all(&bytes)?;
-        if durable {
-            journal.file.sync_data()?;
-        }
-        journal.lines += 1;
-        Ok(())
-    }
-
-    fn maybe_compact(&self, producers: &BTreeMap<String, TransactionalProducer>) {
-        let lines = crate::sync::lock(&self.journal)
-            .as_ref()
-            .map_or(0, |journal| journal.lines);
-        if lines >= COMPACT_AFTER_LINES.max(producers.len() * 2) {
-            if let Err(error) = self.write_snapshot(producers) {
-                tracing::warn!("compacting the transaction journal failed: {error:#}");
-            }
-        }
-    }
-
-    /// Rewrites the journal as one line per id (on open, and when long).
-    fn compact(&self) -> Result<()> {
-        let producers = self.lock().clone();
-        self.write_snapshot(&producers)?;
-        let legacy = self.dir.join(LEGACY_FILE);
-        if legacy.exists() {
-            fs::remove_file(&legacy).with_context(|| format!("removing {}", legacy.display()))?;
-        }
-        Ok(())
-    }
-
-    fn write_snapshot(&self, producers: &BTreeMap<String, TransactionalProducer>) -> Result<()> {
-        let path = self.dir.join(JOURNAL);
-        let tmp = self.dir.join(format!("{JOURNAL}.tmp"));
-        let mut bytes = Vec::new();
-        for (id, record) in producers {
-            serde_json::to_writer(
-                &mut bytes,
-                &JournalLine {
-                    id: id.clone(),
-                    record: Some(record.clone()),
-                },
-            )?;
-            bytes.push(b'\n');
-        }
-        let mut file = File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
-        file.write_all(&bytes)?;
-        file.sync_all()?;
-        fs::rename(&tmp, &path).with_context(|| format!("replacing {}", path.display()))?;
-        File::open(&self.dir)?.sync_all()?;
-        let file = OpenOptions::new()
-            .append(true)
-            .open(&path)
-            .with_context(|| format!("opening {}", path.display()))?;
-        *crate::sync::lock(&self.journal) = Some(Journal {
-            file,
-            lines: producers.len(),
-        });
         Ok(())
     }
 }
@@ -913,4 +765,5 @@ fn bumped(
 }
 
 #[cfg(test)]
+#[path = "tests.rs"]
 mod tests;
