@@ -20,6 +20,7 @@ use tracing::{debug, info_span, warn, Instrument};
 
 use crate::broker::Broker;
 use crate::config::FailurePolicy;
+use crate::error_code::ErrorCode;
 use crate::metrics::RequestEnd;
 use crate::network::channel::{Reply, Request, RequestChannel, Response, Route};
 use crate::network::header::encode_response;
@@ -30,11 +31,6 @@ use crate::quota::Client;
 
 /// Requests one worker keeps in progress at once.
 const REQUESTS_PER_WORKER: usize = 256;
-
-/// Kafka's UNSUPPORTED_VERSION error code.
-const UNSUPPORTED_VERSION: i16 = 35;
-/// Kafka's UNKNOWN_SERVER_ERROR, what a failed handler's requests get.
-const UNKNOWN_SERVER_ERROR: i16 = -1;
 
 pub struct KafkaApis {
     broker: Arc<Broker>,
@@ -197,7 +193,7 @@ impl KafkaApis {
                                         &request.session,
                                         &ctx,
                                         &request.body,
-                                        UNKNOWN_SERVER_ERROR,
+                                        ErrorCode::UnknownServerError.code(),
                                     )
                                     .await
                             }
@@ -271,7 +267,7 @@ impl KafkaApis {
     fn unsupported_api_versions_body(&self) -> Vec<u8> {
         let apis = self.broker.registry().supported_apis();
         let mut body = Vec::with_capacity(6 + apis.len() * 6);
-        body.extend_from_slice(&UNSUPPORTED_VERSION.to_be_bytes());
+        body.extend_from_slice(&ErrorCode::UnsupportedVersion.code().to_be_bytes());
         body.extend_from_slice(&(apis.len() as i32).to_be_bytes());
         for api in apis {
             body.extend_from_slice(&api.api_key.to_be_bytes());

@@ -24,6 +24,8 @@ pub mod clock;
 pub mod config;
 pub mod config_admin;
 pub mod coordinator;
+pub mod durable;
+pub mod error_code;
 pub mod fd_limit;
 #[cfg(test)]
 pub mod fuzz_input;
@@ -40,5 +42,7 @@ pub mod runtime_loggers;
 pub mod security;
 pub mod server;
 pub mod services;
+pub mod sync;
 pub mod telemetry;
 pub mod transactions;
+pub mod uuid;

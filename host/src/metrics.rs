@@ -189,10 +189,7 @@ fn label(value: &str) -> String {
 
 impl Metrics {
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
-        match self.inner.lock() {
-            Ok(guard) => guard,
-            Err(poisoned) => poisoned.into_inner(),
-        }
+        crate::sync::lock(&self.inner)
     }
 
     pub fn record_request(

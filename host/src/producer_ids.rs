@@ -11,7 +11,6 @@
 //! the unused rest of a block, never reuses an id.
 
 use std::fs;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -50,10 +49,7 @@ impl ProducerIdManager {
 
     /// A producer id no one has had before.
     pub fn allocate(&self) -> Result<i64> {
-        let mut state = self
-            .state
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut state = crate::sync::lock(&self.state);
         let (next, reserved) = *state;
         if next >= reserved {
             let end = next
@@ -67,17 +63,9 @@ impl ProducerIdManager {
     }
 
     fn persist(&self, end: i64) -> Result<()> {
-        let tmp = self.path.with_extension("tmp");
-        let mut file =
-            fs::File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
-        file.write_all(format!("{end}\n").as_bytes())?;
-        file.sync_all()?;
-        fs::rename(&tmp, &self.path)
-            .with_context(|| format!("replacing {}", self.path.display()))?;
-        if let Some(dir) = self.path.parent() {
-            fs::File::open(dir)?.sync_all()?;
-        }
-        Ok(())
+        let dir = self.path.parent().unwrap_or(Path::new("."));
+        crate::durable::replace(dir, FILE_NAME, format!("{end}\n").as_bytes())
+            .with_context(|| format!("replacing {}", self.path.display()))
     }
 }
 

@@ -33,9 +33,7 @@ pub struct Watch<'a> {
 
 impl FetchPurgatory {
     fn lock(&self) -> MutexGuard<'_, Waiters> {
-        self.waiters
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        crate::sync::lock(&self.waiters)
     }
 
     /// Registers interest in appends to `partitions`. Register before

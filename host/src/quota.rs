@@ -28,8 +28,9 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use tracing::info;
 
+use crate::durable::JsonFile;
+use crate::error_code::ErrorCode;
 use crate::metadata::bounds;
-use crate::security::durable::JsonFile;
 
 const FILE_NAME: &str = "quotas.json";
 const FORMAT_VERSION: u32 = 1;
@@ -42,14 +43,6 @@ const SENSOR_EXPIRY: Duration = Duration::from_secs(3600);
 /// answers every entry with when the request is over the record cap.
 pub const POLICY_VIOLATION_MESSAGE: &str =
     "Request parameters do not satisfy the configured policy.";
-
-/// Kafka error codes of quota administration.
-pub mod codes {
-    pub const UNSUPPORTED_VERSION: i16 = 35;
-    pub const INVALID_REQUEST: i16 = 42;
-    pub const KAFKA_STORAGE_ERROR: i16 = 56;
-    pub const THROTTLING_QUOTA_EXCEEDED: i16 = 89;
-}
 
 pub const USER: &str = "user";
 pub const CLIENT_ID: &str = "client-id";
@@ -104,7 +97,7 @@ pub struct QuotaError {
 impl QuotaError {
     fn invalid(message: impl Into<String>) -> Self {
         Self {
-            code: codes::INVALID_REQUEST,
+            code: ErrorCode::InvalidRequest.code(),
             message: message.into(),
         }
     }
@@ -346,20 +339,12 @@ impl QuotaManager {
     /// `quota.window.num` and `quota.window.size.seconds`.
     pub fn open(dir: &Path, samples: usize, window: Duration) -> io::Result<Self> {
         let file = JsonFile::open(dir, FILE_NAME)?;
-        let document: Document = file.load()?.unwrap_or(Document {
-            version: FORMAT_VERSION,
-            entities: Vec::new(),
-        });
-        if document.version != FORMAT_VERSION {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!(
-                    "{}: unsupported format version {}",
-                    file.path().display(),
-                    document.version
-                ),
-            ));
-        }
+        let document = file
+            .load_versioned(FORMAT_VERSION, |document: &Document| document.version)?
+            .unwrap_or(Document {
+                version: FORMAT_VERSION,
+                entities: Vec::new(),
+            });
         let mut inner = Inner {
             entities: BTreeMap::new(),
             enabled: [Enabled::default(); 4],
@@ -391,10 +376,7 @@ impl QuotaManager {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
-        match self.inner.lock() {
-            Ok(guard) => guard,
-            Err(poisoned) => poisoned.into_inner(),
-        }
+        crate::sync::lock(&self.inner)
     }
 
     fn now_ms(&self) -> i64 {
@@ -518,7 +500,10 @@ impl QuotaManager {
                 .clamp(0.0, f64::from(i32::MAX)) as i32
         };
         if strict && bucket.tokens < 0.0 {
-            return (codes::THROTTLING_QUOTA_EXCEEDED, throttle_of(bucket.tokens));
+            return (
+                ErrorCode::ThrottlingQuotaExceeded.code(),
+                throttle_of(bucket.tokens),
+            );
         }
         bucket.tokens = (bucket.tokens - f64::from(mutations)).min(burst);
         let tokens = bucket.tokens;
@@ -552,7 +537,7 @@ impl QuotaManager {
             }
             if ![USER, CLIENT_ID, IP].contains(&entity_type) {
                 return Err(QuotaError {
-                    code: codes::UNSUPPORTED_VERSION,
+                    code: ErrorCode::UnsupportedVersion.code(),
                     message: format!("Unsupported entity type {entity_type}"),
                 });
             }
@@ -605,7 +590,7 @@ impl QuotaManager {
         // than MAX_RECORDS_PER_USER_OP in one operation.
         if !bounds::records_fit(ops.len()) {
             return Err(QuotaError {
-                code: bounds::POLICY_VIOLATION,
+                code: ErrorCode::PolicyViolation.code(),
                 message: POLICY_VIOLATION_MESSAGE.to_string(),
             });
         }
@@ -681,10 +666,7 @@ impl QuotaManager {
         if validate_only {
             return Ok(());
         }
-        let _writer = match self.write_lock.lock() {
-            Ok(guard) => guard,
-            Err(poisoned) => poisoned.into_inner(),
-        };
+        let _writer = crate::sync::lock(&self.write_lock);
         let mut entities = self.lock().entities.clone();
         let values = entities.entry(validated.clone()).or_default();
         for op in ops {
@@ -708,7 +690,7 @@ impl QuotaManager {
                 .collect(),
         };
         self.file.store(&document).map_err(|error| QuotaError {
-            code: codes::KAFKA_STORAGE_ERROR,
+            code: ErrorCode::KafkaStorageError.code(),
             message: error.to_string(),
         })?;
         let mut inner = self.lock();
@@ -967,7 +949,7 @@ mod tests {
             op("nope", 1.0),
         ] {
             let error = manager.alter(&entity, &[bad], false).unwrap_err();
-            assert_eq!(error.code, codes::INVALID_REQUEST);
+            assert_eq!(error.code, ErrorCode::InvalidRequest.code());
         }
         let ip = vec![(IP.to_string(), Some("127.0.0.1".to_string()))];
         assert!(manager
@@ -1014,7 +996,7 @@ mod tests {
                 .describe(&[("group".into(), Match::Specified)], false)
                 .unwrap_err()
                 .code,
-            codes::UNSUPPORTED_VERSION
+            ErrorCode::UnsupportedVersion.code()
         );
     }
 
@@ -1029,10 +1011,10 @@ mod tests {
         // The next strict one is refused, with the time to refill to zero,
         // and records nothing.
         let (code, throttle) = manager.record_mutations(client, 1, true);
-        assert_eq!(code, codes::THROTTLING_QUOTA_EXCEEDED);
+        assert_eq!(code, ErrorCode::ThrottlingQuotaExceeded.code());
         assert!((8000..=9000).contains(&throttle), "{throttle}");
         let (code, again) = manager.record_mutations(client, 1, true);
-        assert_eq!(code, codes::THROTTLING_QUOTA_EXCEEDED);
+        assert_eq!(code, ErrorCode::ThrottlingQuotaExceeded.code());
         assert!(again <= throttle, "{again} after {throttle}");
         // A permissive one is accepted and throttled for the new deficit.
         let (code, throttle) = manager.record_mutations(client, 3, false);
@@ -1042,7 +1024,7 @@ mod tests {
         let other = Client::new("User:alice", Some("other"));
         assert_eq!(
             manager.record_mutations(other, 1, true).0,
-            codes::THROTTLING_QUOTA_EXCEEDED
+            ErrorCode::ThrottlingQuotaExceeded.code()
         );
         // Under the default user's quota each user has a bucket of its own.
         let bob = Client::new("User:bob", None);
@@ -1062,7 +1044,7 @@ mod tests {
             .collect();
         for validate_only in [true, false] {
             let error = manager.alter(&entity, &ops, validate_only).unwrap_err();
-            assert_eq!(error.code, bounds::POLICY_VIOLATION);
+            assert_eq!(error.code, ErrorCode::PolicyViolation.code());
             assert_eq!(error.message, POLICY_VIOLATION_MESSAGE);
         }
         // Under the cap, the same removals are a duplicate-free no-op.

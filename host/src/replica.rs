@@ -15,19 +15,12 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::clock::now_ms;
+use crate::error_code::ErrorCode;
 use crate::log::producer_state::{self, AbortedTxn, ProducerBatch, ProducerStateMap, Verdict};
 use crate::log::{control, validate};
 use crate::log::{LogStore, PartitionOffsets, StorageError, TopicPartition};
 use crate::metrics::Metrics;
 use crate::purgatory::FetchPurgatory;
-
-/// Kafka error codes the replica manager answers with directly.
-pub mod codes {
-    pub const NONE: i16 = 0;
-    pub const INVALID_REQUIRED_ACKS: i16 = 21;
-    pub const INVALID_PRODUCER_EPOCH: i16 = 47;
-    pub const INVALID_TXN_STATE: i16 = 48;
-}
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AppendOutcome {
@@ -139,7 +132,7 @@ impl ReplicaManager {
         in_transaction: &dyn Fn(i64, i16) -> bool,
     ) -> AppendOutcome {
         if !matches!(acks, -1..=1) {
-            return AppendOutcome::failed(codes::INVALID_REQUIRED_ACKS, None);
+            return AppendOutcome::failed(ErrorCode::InvalidRequiredAcks.code(), None);
         }
         // Kafka's LogValidator for AppendOrigin.CLIENT: no control batches
         // (only the coordinator writes markers), producer ids with sequences.
@@ -157,9 +150,7 @@ impl ReplicaManager {
             return self.append_to_log(&tp, records);
         };
         let state = self.producer_state(&tp);
-        let mut state = state
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut state = crate::sync::lock(&state);
         if let Err(error) = self.load_producer_state(&tp, &mut state) {
             self.metrics.record_produce(topic, 0, 0, true);
             return AppendOutcome::failed(error.error_code(), message_of(&error));
@@ -175,7 +166,7 @@ impl ReplicaManager {
                     .offsets(&tp)
                     .map_or(-1, |offsets| offsets.log_start_offset);
                 return AppendOutcome {
-                    error_code: codes::NONE,
+                    error_code: ErrorCode::None.code(),
                     error_message: None,
                     base_offset: original.first_offset,
                     log_append_time_ms: -1,
@@ -200,7 +191,7 @@ impl ReplicaManager {
         if let Some(batch) = unverified {
             self.metrics.record_produce(topic, 0, 0, true);
             return AppendOutcome::failed(
-                codes::INVALID_TXN_STATE,
+                ErrorCode::InvalidTxnState.code(),
                 Some(format!(
                     "producer {} epoch {} has no ongoing transaction with {topic}-{partition}",
                     batch.producer_id, batch.producer_epoch
@@ -208,7 +199,7 @@ impl ReplicaManager {
             );
         }
         let outcome = self.append_to_log(&tp, records);
-        if outcome.error_code == codes::NONE {
+        if outcome.error_code == ErrorCode::None.code() {
             let mut next = outcome.base_offset;
             for batch in &mut batches {
                 batch.base_offset = next;
@@ -229,9 +220,7 @@ impl ReplicaManager {
     ) -> Result<Vec<ActiveProducer>, StorageError> {
         let tp = TopicPartition::new(topic, partition);
         let state = self.producer_state(&tp);
-        let mut state = state
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut state = crate::sync::lock(&state);
         self.load_producer_state(&tp, &mut state)?;
         let mut producers: Vec<ActiveProducer> = state
             .producers()
@@ -263,15 +252,13 @@ impl ReplicaManager {
     ) -> i16 {
         let tp = TopicPartition::new(topic, partition);
         let state = self.producer_state(&tp);
-        let mut state = state
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut state = crate::sync::lock(&state);
         if let Err(error) = self.load_producer_state(&tp, &mut state) {
             return error.error_code();
         }
         if let Some(entry) = state.producers().get(&producer_id) {
             if producer_epoch < entry.epoch {
-                return codes::INVALID_PRODUCER_EPOCH;
+                return ErrorCode::InvalidProducerEpoch.code();
             }
         }
         let marker = control::end_transaction_marker(
@@ -282,7 +269,7 @@ impl ReplicaManager {
             now_ms(),
         );
         let outcome = self.append_to_log(&tp, &marker);
-        if outcome.error_code != codes::NONE {
+        if outcome.error_code != ErrorCode::None.code() {
             return outcome.error_code;
         }
         if let Some(mut batches) = producer_state::producer_batches(&marker) {
@@ -292,7 +279,7 @@ impl ReplicaManager {
             state.record(&batches);
             state.end_offset = outcome.base_offset.saturating_add(1);
         }
-        codes::NONE
+        ErrorCode::None.code()
     }
 
     /// The partition's last stable offset, with the high watermark it was
@@ -300,9 +287,7 @@ impl ReplicaManager {
     /// append slips between them).
     fn last_stable_offset(&self, tp: &TopicPartition) -> Result<i64, StorageError> {
         let state = self.producer_state(tp);
-        let mut state = state
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut state = crate::sync::lock(&state);
         let offsets = self.load_producer_state(tp, &mut state)?;
         state.prune_aborted(offsets.log_start_offset);
         Ok(state
@@ -315,18 +300,13 @@ impl ReplicaManager {
     /// The aborted transactions of a partition overlapping `[from, to)`.
     fn aborted_between(&self, tp: &TopicPartition, from: i64, to: i64) -> Vec<AbortedTxn> {
         let state = self.producer_state(tp);
-        let state = state
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let state = crate::sync::lock(&state);
         state.aborted_between(from, to)
     }
 
     /// The producer state of a partition (created empty, not yet loaded).
     fn producer_state(&self, tp: &TopicPartition) -> Arc<Mutex<ProducerStateMap>> {
-        let mut all = self
-            .producers
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut all = crate::sync::lock(&self.producers);
         Arc::clone(all.entry(tp.clone()).or_default())
     }
 
@@ -376,7 +356,7 @@ impl ReplicaManager {
                 self.metrics
                     .record_produce(topic, info.bytes, info.record_count, false);
                 AppendOutcome {
-                    error_code: codes::NONE,
+                    error_code: ErrorCode::None.code(),
                     error_message: None,
                     base_offset: info.base_offset,
                     log_append_time_ms: info.log_append_time_ms,
@@ -442,7 +422,7 @@ impl ReplicaManager {
         bytes >= options.min_bytes
             || results
                 .iter()
-                .any(|result| result.error_code != codes::NONE)
+                .any(|result| result.error_code != ErrorCode::None.code())
     }
 
     /// Counts what a fetch returns into the topic metrics.
@@ -451,7 +431,7 @@ impl ReplicaManager {
             self.metrics.record_fetch(
                 &result.topic,
                 result.records.len(),
-                result.error_code != codes::NONE,
+                result.error_code != ErrorCode::None.code(),
             );
         }
         results
@@ -481,7 +461,7 @@ impl ReplicaManager {
                 let mut fetched = FetchedPartition {
                     topic: request.topic.clone(),
                     partition: request.partition,
-                    error_code: codes::NONE,
+                    error_code: ErrorCode::None.code(),
                     high_watermark: -1,
                     last_stable_offset: -1,
                     log_start_offset: -1,
@@ -540,7 +520,7 @@ impl ReplicaManager {
             partition,
         };
         let answer = |offset, timestamp| OffsetAnswer {
-            error_code: codes::NONE,
+            error_code: ErrorCode::None.code(),
             offset,
             timestamp,
         };
@@ -617,7 +597,7 @@ impl ReplicaManager {
         let tp = TopicPartition::new(topic, partition);
         match self.logs.delete_records(&tp, offset) {
             Ok(low_watermark) => DeleteRecordsOutcome {
-                error_code: codes::NONE,
+                error_code: ErrorCode::None.code(),
                 error_message: None,
                 low_watermark,
             },
@@ -636,7 +616,7 @@ impl ReplicaManager {
             .into_iter()
             .map(|dir| LogDirDescription {
                 path: dir.path,
-                error_code: codes::NONE,
+                error_code: ErrorCode::None.code(),
                 partitions: dir
                     .partitions
                     .into_iter()
@@ -669,10 +649,10 @@ impl ReplicaManager {
             .iter()
             .any(|dir| dir.path == log_dir);
         if !known {
-            return crate::log::error_codes::LOG_DIR_NOT_FOUND;
+            return ErrorCode::LogDirNotFound.code();
         }
         if current == log_dir {
-            return codes::NONE;
+            return ErrorCode::None.code();
         }
         let logs = Arc::clone(&self.logs);
         let target = log_dir.to_string();
@@ -684,8 +664,8 @@ impl ReplicaManager {
                 }
             });
         match spawned {
-            Ok(_) => codes::NONE,
-            Err(_) => crate::log::error_codes::KAFKA_STORAGE_ERROR,
+            Ok(_) => ErrorCode::None.code(),
+            Err(_) => ErrorCode::KafkaStorageError.code(),
         }
     }
 }

@@ -339,19 +339,13 @@ pub fn init() {
 
 impl RuntimeLoggers {
     fn levels(&self) -> Levels {
-        match self.levels.lock() {
-            Ok(levels) => levels.clone(),
-            Err(poisoned) => poisoned.into_inner().clone(),
-        }
+        crate::sync::lock(&self.levels).clone()
     }
 
     /// Every logger but the root, sorted.
     fn names(&self, levels: &Levels) -> BTreeSet<String> {
         let mut names: BTreeSet<String> = BTreeSet::new();
-        let seen: Vec<&'static str> = match self.seen.lock() {
-            Ok(seen) => seen.iter().copied().collect(),
-            Err(poisoned) => poisoned.into_inner().iter().copied().collect(),
-        };
+        let seen: Vec<&'static str> = crate::sync::lock(&self.seen).iter().copied().collect();
         for target in HOST_TARGETS.iter().copied().chain(seen) {
             names.extend(with_ancestors(target).map(str::to_string));
         }
@@ -380,10 +374,7 @@ impl RuntimeLoggers {
     /// Applies the changes in order and reloads the filter; nothing changes
     /// if the new filter cannot be built.
     pub fn apply(&self, changes: &[Change]) -> Result<(), String> {
-        let mut guard = match self.levels.lock() {
-            Ok(guard) => guard,
-            Err(poisoned) => poisoned.into_inner(),
-        };
+        let mut guard = crate::sync::lock(&self.levels);
         let mut next = guard.clone();
         for change in changes {
             match change.level {

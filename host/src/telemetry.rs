@@ -22,16 +22,8 @@ use std::time::{Duration, Instant};
 use tracing::{debug, info};
 
 use crate::config_admin::client_metrics::{self, MatchPattern, DEFAULT_PUSH_INTERVAL_MS};
+use crate::error_code::ErrorCode;
 use crate::metadata::dynamic::DynamicConfigs;
-
-/// Kafka error codes of client telemetry.
-pub mod codes {
-    pub const INVALID_REQUEST: i16 = 42;
-    pub const THROTTLING_QUOTA_EXCEEDED: i16 = 89;
-    pub const UNKNOWN_SUBSCRIPTION_ID: i16 = 117;
-    pub const UNSUPPORTED_COMPRESSION_TYPE: i16 = 76;
-    pub const TELEMETRY_TOO_LARGE: i16 = 118;
-}
 
 /// Client instances are forgotten after this long without a request, or
 /// three push intervals if longer (Kafka's cache expiry).
@@ -130,10 +122,7 @@ impl ClientMetricsManager {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u128, Instance>> {
-        match self.instances.lock() {
-            Ok(guard) => guard,
-            Err(poisoned) => poisoned.into_inner(),
-        }
+        crate::sync::lock(&self.instances)
     }
 
     /// Pushes accepted since start.
@@ -207,10 +196,10 @@ impl ClientMetricsManager {
         if let Some(last) = last {
             if now.duration_since(last) < interval(instance.push_interval_ms) {
                 return Err(error(
-                    codes::THROTTLING_QUOTA_EXCEEDED,
+                    ErrorCode::ThrottlingQuotaExceeded.code(),
                     format!(
                         "Request from the client [{}] arrived before the next push interval time",
-                        uuid_string(instance_id)
+                        crate::uuid::to_text(instance_id)
                     ),
                 ));
             }
@@ -283,10 +272,10 @@ impl ClientMetricsManager {
     ) -> Result<(), TelemetryError> {
         if instance_id <= 1 {
             return Err(error(
-                codes::INVALID_REQUEST,
+                ErrorCode::InvalidRequest.code(),
                 format!(
                     "Invalid request from the client [{}], invalid client instance id",
-                    uuid_string(instance_id)
+                    crate::uuid::to_text(instance_id)
                 ),
             ));
         }
@@ -296,11 +285,11 @@ impl ClientMetricsManager {
         let mut instances = self.lock();
         expire(&mut instances, now);
         let instance = self.instance(&mut instances, instance_id, attributes, version, now);
-        let id = uuid_string(instance_id);
+        let id = crate::uuid::to_text(instance_id);
         let result = (|| {
             if instance.terminating {
                 return Err(error(
-                    codes::INVALID_REQUEST,
+                    ErrorCode::InvalidRequest.code(),
                     format!(
                         "Client [{id}] sent the previous request with state terminating to TRUE, \
                          can not accept any requests after that"
@@ -319,7 +308,7 @@ impl ClientMetricsManager {
                 instance.last_push = Some(now);
             } else if !terminating {
                 return Err(error(
-                    codes::THROTTLING_QUOTA_EXCEEDED,
+                    ErrorCode::ThrottlingQuotaExceeded.code(),
                     format!(
                         "Request from the client [{id}] arrived before the next push interval time"
                     ),
@@ -327,19 +316,19 @@ impl ClientMetricsManager {
             }
             if subscription_id != instance.subscription_id {
                 return Err(error(
-                    codes::UNKNOWN_SUBSCRIPTION_ID,
+                    ErrorCode::UnknownSubscriptionId.code(),
                     format!("Unknown client subscription id for the client [{id}]"),
                 ));
             }
             if !(0..=4).contains(&compression_type) {
                 return Err(error(
-                    codes::UNSUPPORTED_COMPRESSION_TYPE,
+                    ErrorCode::UnsupportedCompressionType.code(),
                     format!("Unknown compression type [{compression_type}] is received in telemetry request from [{id}]"),
                 ));
             }
             if i64::from(metrics_bytes) > i64::from(max_bytes) {
                 return Err(error(
-                    codes::TELEMETRY_TOO_LARGE,
+                    ErrorCode::TelemetryTooLarge.code(),
                     format!("Telemetry request from [{id}] is larger than the maximum allowed size [{max_bytes}]"),
                 ));
             }
@@ -358,17 +347,14 @@ impl ClientMetricsManager {
             .unwrap_or_default();
         self.pushes
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let id = uuid_string(instance_id);
+        let id = crate::uuid::to_text(instance_id);
         info!(
             client_instance_id = %id,
             client_id = %client_id,
             points = points.len(),
             "client telemetry pushed"
         );
-        let mut latest = match self.latest.lock() {
-            Ok(guard) => guard,
-            Err(poisoned) => poisoned.into_inner(),
-        };
+        let mut latest = crate::sync::lock(&self.latest);
         for (name, attributes, value) in points {
             debug!(client_instance_id = %id, metric = %name, ?attributes, value, "client metric");
             let key = (instance_id, name.clone(), attributes.clone());
@@ -419,7 +405,7 @@ impl ClientMetricsManager {
         for metric in latest {
             let mut labels = format!(
                 "client_instance_id=\"{}\",client_id=\"{}\",name=\"{}\"",
-                uuid_string(metric.client_instance_id),
+                crate::uuid::to_text(metric.client_instance_id),
                 escape(&metric.client_id),
                 escape(&metric.name)
             );
@@ -438,10 +424,7 @@ impl ClientMetricsManager {
     /// The latest value of every pushed metric of live client instances.
     pub fn latest(&self) -> Vec<PushedMetric> {
         let live: Vec<u128> = self.lock().keys().copied().collect();
-        let mut latest = match self.latest.lock() {
-            Ok(guard) => guard,
-            Err(poisoned) => poisoned.into_inner(),
-        };
+        let mut latest = crate::sync::lock(&self.latest);
         latest.retain(|key, _| live.contains(&key.0));
         latest.values().cloned().collect()
     }
@@ -469,7 +452,7 @@ fn expire(instances: &mut HashMap<u128, Instance>, now: Instant) {
 fn matches(patterns: &[MatchPattern], instance_id: u128, attributes: &ClientAttributes) -> bool {
     patterns.iter().all(|pattern| {
         let value = match pattern.attribute.as_str() {
-            "client_instance_id" => Some(uuid_string(instance_id)),
+            "client_instance_id" => Some(crate::uuid::to_text(instance_id)),
             "client_id" => Some(attributes.client_id.clone()),
             "client_software_name" => attributes.software_name.clone(),
             "client_software_version" => attributes.software_version.clone(),
@@ -486,8 +469,7 @@ fn matches(patterns: &[MatchPattern], instance_id: u128, attributes: &ClientAttr
 fn subscription_id(metrics: &[String], interval_ms: i32, instance_id: u128) -> i32 {
     let text = format!("[{}]{interval_ms}", metrics.join(", "));
     let crc = crc32c::crc32c(text.as_bytes());
-    let high = (instance_id >> 64) as u64;
-    let low = instance_id as u64;
+    let (high, low) = crate::uuid::halves(instance_id);
     // Java's Uuid.hashCode: xor of the halves, folded to 32 bits.
     let mixed = high ^ low;
     let hash = ((mixed >> 32) ^ mixed) as u32;
@@ -497,26 +479,11 @@ fn subscription_id(metrics: &[String], interval_ms: i32, instance_id: u128) -> i
 /// A fresh random instance id, never zero or Kafka's reserved ids.
 fn new_instance_id(instances: &HashMap<u128, Instance>) -> u128 {
     loop {
-        let mut bytes = [0u8; 16];
-        if getrandom::fill(&mut bytes).is_err() {
-            let nanos = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_nanos())
-                .unwrap_or(2);
-            bytes = nanos.to_be_bytes();
-        }
-        let id = u128::from_be_bytes(bytes);
+        let id = u128::from_be_bytes(crate::uuid::random_bytes());
         if id > 1 && !instances.contains_key(&id) {
             return id;
         }
     }
-}
-
-/// Kafka's UUID text form: URL-safe base64 of the 16 bytes.
-pub fn uuid_string(id: u128) -> String {
-    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-    use base64::Engine as _;
-    URL_SAFE_NO_PAD.encode(id.to_be_bytes())
 }
 
 #[cfg(test)]
@@ -561,7 +528,10 @@ mod tests {
         assert!(other.requested_metrics.is_empty());
         // Asking again at once is throttled.
         let again = manager.get_subscription(sub.client_instance_id, client("perf-1"));
-        assert_eq!(again.unwrap_err().code, codes::THROTTLING_QUOTA_EXCEEDED);
+        assert_eq!(
+            again.unwrap_err().code,
+            ErrorCode::ThrottlingQuotaExceeded.code()
+        );
         // A push right after the fetch is accepted, a second one is early.
         let id = sub.client_instance_id;
         assert!(manager
@@ -572,7 +542,7 @@ mod tests {
                 .accept_push(id, client("perf-1"), sub.subscription_id, false, 0, 100)
                 .unwrap_err()
                 .code,
-            codes::THROTTLING_QUOTA_EXCEEDED
+            ErrorCode::ThrottlingQuotaExceeded.code()
         );
         manager.export(
             id,
@@ -604,19 +574,25 @@ mod tests {
                 )
                 .map_err(|e| e.code)
         };
-        assert_eq!(push(1, 0, 10, false), Err(codes::UNKNOWN_SUBSCRIPTION_ID));
+        assert_eq!(
+            push(1, 0, 10, false),
+            Err(ErrorCode::UnknownSubscriptionId.code())
+        );
         assert_eq!(
             push(0, 9, 10, false),
-            Err(codes::UNSUPPORTED_COMPRESSION_TYPE)
+            Err(ErrorCode::UnsupportedCompressionType.code())
         );
-        assert_eq!(push(0, 0, 2 << 20, false), Err(codes::TELEMETRY_TOO_LARGE));
+        assert_eq!(
+            push(0, 0, 2 << 20, false),
+            Err(ErrorCode::TelemetryTooLarge.code())
+        );
         assert_eq!(push(0, 0, 10, false), Ok(()));
         assert_eq!(
             manager
                 .accept_push(0, client("c"), 0, false, 0, 0)
                 .unwrap_err()
                 .code,
-            codes::INVALID_REQUEST
+            ErrorCode::InvalidRequest.code()
         );
         // After a terminating push, nothing more is accepted.
         let sub = manager.get_subscription(0, client("t")).unwrap();
@@ -627,6 +603,6 @@ mod tests {
                 .map_err(|e| e.code)
         };
         assert_eq!(again(true), Ok(()));
-        assert_eq!(again(true), Err(codes::INVALID_REQUEST));
+        assert_eq!(again(true), Err(ErrorCode::InvalidRequest.code()));
     }
 }

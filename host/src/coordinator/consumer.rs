@@ -21,13 +21,14 @@
 //! persisting members across a broker restart (members rejoin; committed
 //! offsets are kept).
 
+use crate::error_code::ErrorCode;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use tracing::{info, warn};
 
 use super::assignor::{self, Assignment, MemberSpec};
-use super::errors::*;
 use super::group::Group;
 use super::state::GroupState;
 use super::store::Record;
@@ -184,11 +185,13 @@ impl ConsumerGroup {
     /// OffsetCommit checks of the consumer protocol.
     pub fn validate_offset_commit(&self, member_id: &str, member_epoch: i32) -> Option<i16> {
         if member_epoch < 0 && member_id.is_empty() {
-            return (!self.members.is_empty()).then_some(UNKNOWN_MEMBER_ID);
+            return (!self.members.is_empty()).then_some(ErrorCode::UnknownMemberId.code());
         }
         match self.members.get(member_id) {
-            None => Some(UNKNOWN_MEMBER_ID),
-            Some(member) if member.epoch != member_epoch => Some(STALE_MEMBER_EPOCH),
+            None => Some(ErrorCode::UnknownMemberId.code()),
+            Some(member) if member.epoch != member_epoch => {
+                Some(ErrorCode::StaleMemberEpoch.code())
+            }
             Some(_) => None,
         }
     }
@@ -436,12 +439,15 @@ impl Inner {
         let Inner { groups, env, .. } = self;
         let interval = env.consumer_heartbeat_interval_ms(&request.group_id);
         if request.group_id.is_empty() {
-            return ConsumerHeartbeatResult::error(INVALID_REQUEST, "GroupId can't be empty.");
+            return ConsumerHeartbeatResult::error(
+                ErrorCode::InvalidRequest.code(),
+                "GroupId can't be empty.",
+            );
         }
         if let Some(assignor) = &request.server_assignor {
             if !assignor::ASSIGNORS.contains(&assignor.as_str()) {
                 return ConsumerHeartbeatResult::error(
-                    UNSUPPORTED_ASSIGNOR,
+                    ErrorCode::UnsupportedAssignor.code(),
                     &format!("ServerAssignor {assignor} is not supported. Supported assignors: uniform, range."),
                 );
             }
@@ -450,7 +456,7 @@ impl Inner {
         if !groups.contains_key(&request.group_id) {
             if !joining {
                 return ConsumerHeartbeatResult::error(
-                    UNKNOWN_MEMBER_ID,
+                    ErrorCode::UnknownMemberId.code(),
                     &format!(
                         "Member {} is not a member of group {}.",
                         request.member_id, request.group_id
@@ -463,13 +469,16 @@ impl Inner {
             );
         }
         let Some(group) = groups.get_mut(&request.group_id) else {
-            return ConsumerHeartbeatResult::error(COORDINATOR_NOT_AVAILABLE, "The group is gone.");
+            return ConsumerHeartbeatResult::error(
+                ErrorCode::CoordinatorNotAvailable.code(),
+                "The group is gone.",
+            );
         };
         if group.consumer.is_none() {
             // An empty classic group (offsets only) becomes a consumer group.
             if !group.members.is_empty() || !group.is(GroupState::Empty) {
                 return ConsumerHeartbeatResult::error(
-                    GROUP_ID_NOT_FOUND,
+                    ErrorCode::GroupIdNotFound.code(),
                     &format!("Group {} is not a consumer group.", group.id),
                 );
             }
@@ -478,14 +487,17 @@ impl Inner {
         }
         let now = Instant::now();
         let Some(consumer) = group.consumer.as_mut() else {
-            return ConsumerHeartbeatResult::error(COORDINATOR_NOT_AVAILABLE, "The group is gone.");
+            return ConsumerHeartbeatResult::error(
+                ErrorCode::CoordinatorNotAvailable.code(),
+                "The group is gone.",
+            );
         };
 
         // Leaving: -1, or -2 for a static member's temporary leave.
         if request.member_epoch < 0 {
             if consumer.members.remove(&request.member_id).is_none() {
                 return ConsumerHeartbeatResult::error(
-                    UNKNOWN_MEMBER_ID,
+                    ErrorCode::UnknownMemberId.code(),
                     &format!(
                         "Member {} is not a member of group {}.",
                         request.member_id, group.id
@@ -496,7 +508,7 @@ impl Inner {
             info!(group = %group.id, member = %request.member_id, "consumer left the group");
             env.bump_epoch(group, view, "a member left");
             return ConsumerHeartbeatResult {
-                error_code: NONE,
+                error_code: ErrorCode::None.code(),
                 error_message: None,
                 member_id: Some(request.member_id.clone()),
                 member_epoch: request.member_epoch,
@@ -520,14 +532,14 @@ impl Inner {
                     .map(|m| m.member_id.clone());
                 if let Some(holder) = holder {
                     return ConsumerHeartbeatResult::error(
-                        UNRELEASED_INSTANCE_ID,
+                        ErrorCode::UnreleasedInstanceId.code(),
                         &format!("Static member {instance} is still held by member {holder}."),
                     );
                 }
             }
             let Some(subscribed) = &request.subscribed_topic_names else {
                 return ConsumerHeartbeatResult::error(
-                    INVALID_REQUEST,
+                    ErrorCode::InvalidRequest.code(),
                     "SubscribedTopicNames must be set in first request.",
                 );
             };
@@ -535,7 +547,7 @@ impl Inner {
                 && !consumer.members.contains_key(&member_id)
             {
                 return ConsumerHeartbeatResult::error(
-                    GROUP_MAX_SIZE_REACHED,
+                    ErrorCode::GroupMaxSizeReached.code(),
                     "The group is full.",
                 );
             }
@@ -567,7 +579,7 @@ impl Inner {
         } else {
             let Some(member) = consumer.members.get_mut(&request.member_id) else {
                 return ConsumerHeartbeatResult::error(
-                    UNKNOWN_MEMBER_ID,
+                    ErrorCode::UnknownMemberId.code(),
                     &format!(
                         "Member {} is not a member of group {}.",
                         request.member_id, group.id
@@ -587,7 +599,7 @@ impl Inner {
                 });
                 if !(request.member_epoch == member.previous_epoch && owned_ok) {
                     return ConsumerHeartbeatResult::error(
-                        FENCED_MEMBER_EPOCH,
+                        ErrorCode::FencedMemberEpoch.code(),
                         &format!(
                             "The consumer group member has a smaller member epoch ({}) than the one known by the group coordinator ({}). The member must abandon all its partitions and rejoin.",
                             request.member_epoch, member.epoch
@@ -629,7 +641,10 @@ impl Inner {
             env.bump_epoch(group, view, reason);
         }
         let Some(consumer) = group.consumer.as_mut() else {
-            return ConsumerHeartbeatResult::error(COORDINATOR_NOT_AVAILABLE, "The group is gone.");
+            return ConsumerHeartbeatResult::error(
+                ErrorCode::CoordinatorNotAvailable.code(),
+                "The group is gone.",
+            );
         };
         let owned = request.owned.as_deref().map(to_assignment);
         if let Some(deadline) = consumer.reconcile(&member_id, owned.as_ref(), now) {
@@ -645,7 +660,10 @@ impl Inner {
             }
         }
         let Some(member) = consumer.members.get_mut(&member_id) else {
-            return ConsumerHeartbeatResult::error(UNKNOWN_MEMBER_ID, "The member is gone.");
+            return ConsumerHeartbeatResult::error(
+                ErrorCode::UnknownMemberId.code(),
+                "The member is gone.",
+            );
         };
         env.consumer_session(&group.id, member);
         // Send the assignment when it changed, on a (re)join, or when the
@@ -657,7 +675,7 @@ impl Inner {
             to_list(&member.assigned)
         });
         ConsumerHeartbeatResult {
-            error_code: NONE,
+            error_code: ErrorCode::None.code(),
             error_message: None,
             member_id: Some(member_id),
             member_epoch: member.epoch,
@@ -672,7 +690,7 @@ impl Inner {
             .iter()
             .map(|group_id| {
                 let missing = |message: String| ConsumerGroupDescription {
-                    error_code: GROUP_ID_NOT_FOUND,
+                    error_code: ErrorCode::GroupIdNotFound.code(),
                     error_message: Some(message),
                     group_id: group_id.clone(),
                     state: "Dead".to_string(),
@@ -688,7 +706,7 @@ impl Inner {
                     return missing(format!("Group {group_id} is not a consumer group."));
                 };
                 ConsumerGroupDescription {
-                    error_code: NONE,
+                    error_code: ErrorCode::None.code(),
                     error_message: None,
                     group_id: group_id.clone(),
                     state: consumer.state_name().to_string(),

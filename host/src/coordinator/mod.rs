@@ -28,7 +28,6 @@
 mod assignor;
 mod config;
 mod consumer;
-pub mod errors;
 mod group;
 pub mod group_configs;
 mod member;
@@ -37,6 +36,8 @@ mod protocol;
 mod state;
 mod store;
 mod timers;
+
+use crate::error_code::ErrorCode;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
@@ -312,10 +313,7 @@ impl GroupCoordinator {
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
-        match self.inner.lock() {
-            Ok(guard) => guard,
-            Err(poisoned) => poisoned.into_inner(),
-        }
+        crate::sync::lock(&self.inner)
     }
 
     /// Applies every deadline due at `now`.
@@ -365,7 +363,7 @@ impl GroupCoordinator {
                 // this older call asks it to rejoin.
                 Pending::Later(Box::pin(async move {
                     receiver.await.unwrap_or_else(|_| {
-                        JoinResult::error(&member_id, errors::REBALANCE_IN_PROGRESS)
+                        JoinResult::error(&member_id, ErrorCode::RebalanceInProgress.code())
                     })
                 }))
             }
@@ -391,7 +389,7 @@ impl GroupCoordinator {
             Answer::Wait(receiver) => Pending::Later(Box::pin(async move {
                 receiver
                     .await
-                    .unwrap_or_else(|_| SyncResult::error(errors::REBALANCE_IN_PROGRESS))
+                    .unwrap_or_else(|_| SyncResult::error(ErrorCode::RebalanceInProgress.code()))
             })),
         }
     }
@@ -518,7 +516,7 @@ impl GroupCoordinator {
                 | Some(Group {
                     consumer: Some(_), ..
                 }) => GroupDescription {
-                    error_code: errors::GROUP_ID_NOT_FOUND,
+                    error_code: ErrorCode::GroupIdNotFound.code(),
                     group_id: group_id.clone(),
                     state: GroupState::Dead.name().to_string(),
                     protocol_type: String::new(),
@@ -533,7 +531,7 @@ impl GroupCoordinator {
                         String::new()
                     };
                     GroupDescription {
-                        error_code: errors::NONE,
+                        error_code: ErrorCode::None.code(),
                         group_id: group_id.clone(),
                         state: group.state().name().to_string(),
                         protocol_type: group.protocol_type.clone().unwrap_or_default(),

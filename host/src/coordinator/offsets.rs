@@ -3,9 +3,10 @@
 //! DeleteGroups, and the retention that expires the offsets of groups
 //! nobody uses any more (`offsets.retention.minutes`).
 
+use crate::error_code::ErrorCode;
+
 use tracing::{info, warn};
 
-use super::errors::*;
 use super::group::Group;
 use super::state::GroupState;
 use super::store::{OffsetRecord, Record};
@@ -19,7 +20,7 @@ impl Inner {
         if !groups.contains_key(&request.group_id) {
             if request.generation_id >= 0 {
                 // A commit from an old generation of a group that is gone.
-                return vec![ILLEGAL_GENERATION; count];
+                return vec![ErrorCode::IllegalGeneration.code(); count];
             }
             // A consumer that stores offsets without group management.
             info!(group = %request.group_id, "creating a simple group on its first offset commit");
@@ -29,7 +30,7 @@ impl Inner {
             );
         }
         let Some(group) = groups.get_mut(&request.group_id) else {
-            return vec![COORDINATOR_NOT_AVAILABLE; count];
+            return vec![ErrorCode::CoordinatorNotAvailable.code(); count];
         };
         if let Some(consumer) = &group.consumer {
             // Consumer protocol (OffsetCommit v9): the member epoch fences
@@ -53,8 +54,10 @@ impl Inner {
                     env.set_deadline(&group.id, member, timeout);
                 }
             }
-            GroupState::CompletingRebalance => return vec![REBALANCE_IN_PROGRESS; count],
-            GroupState::Dead => return vec![COORDINATOR_NOT_AVAILABLE; count],
+            GroupState::CompletingRebalance => {
+                return vec![ErrorCode::RebalanceInProgress.code(); count]
+            }
+            GroupState::Dead => return vec![ErrorCode::CoordinatorNotAvailable.code(); count],
         }
         let now = now_ms();
         let expire_timestamp =
@@ -64,16 +67,19 @@ impl Inner {
         for commit in &request.offsets {
             let metadata_len = commit.metadata.as_deref().map_or(0, str::len);
             if metadata_len > env.config.offset_metadata_max_bytes {
-                errors.push(OFFSET_METADATA_TOO_LARGE);
+                errors.push(ErrorCode::OffsetMetadataTooLarge.code());
                 continue;
             }
-            errors.push(NONE);
+            errors.push(ErrorCode::None.code());
             records.push(offset_record(&group.id, commit, now, expire_timestamp));
         }
         if let Err(error) = env.store.append(&records) {
             warn!(group = %group.id, "cannot store offset commit: {error}");
-            for code in errors.iter_mut().filter(|code| **code == NONE) {
-                *code = COORDINATOR_NOT_AVAILABLE;
+            for code in errors
+                .iter_mut()
+                .filter(|code| **code == ErrorCode::None.code())
+            {
+                *code = ErrorCode::CoordinatorNotAvailable.code();
             }
             return errors;
         }
@@ -93,13 +99,13 @@ impl Inner {
             && request.group_instance_id.is_none();
         let Some(group) = self.groups.get(&request.group_id) else {
             return if unchecked || request.generation_id < 0 {
-                NONE
+                ErrorCode::None.code()
             } else {
-                ILLEGAL_GENERATION
+                ErrorCode::IllegalGeneration.code()
             };
         };
         if unchecked {
-            return NONE;
+            return ErrorCode::None.code();
         }
         let error = match &group.consumer {
             Some(consumer) => {
@@ -107,7 +113,7 @@ impl Inner {
             }
             None => validate_offset_commit(group, request),
         };
-        error.unwrap_or(NONE)
+        error.unwrap_or(ErrorCode::None.code())
     }
 
     /// The offsets of a committed transaction, stored without member checks
@@ -129,7 +135,7 @@ impl Inner {
                 group = group_id,
                 "cannot store transactional offsets: {error}"
             );
-            return COORDINATOR_NOT_AVAILABLE;
+            return ErrorCode::CoordinatorNotAvailable.code();
         }
         let group = self
             .groups
@@ -137,7 +143,7 @@ impl Inner {
             .or_insert_with(|| Group::new(group_id, now));
         remember_offsets(group, records);
         self.maybe_compact();
-        NONE
+        ErrorCode::None.code()
     }
 
     /// OffsetFetch for one group: the named partitions, or all of them.
@@ -155,7 +161,7 @@ impl Inner {
                 offset: stored.map_or(-1, |s| s.offset),
                 leader_epoch: stored.map_or(-1, |s| s.leader_epoch),
                 metadata: stored.map(|s| s.metadata.clone()).unwrap_or_default(),
-                error_code: NONE,
+                error_code: ErrorCode::None.code(),
             }
         };
         match partitions {
@@ -173,27 +179,29 @@ impl Inner {
         partitions: &[(String, i32)],
     ) -> Result<Vec<i16>, i16> {
         let Some(group) = self.groups.get(group_id) else {
-            return Err(GROUP_ID_NOT_FOUND);
+            return Err(ErrorCode::GroupIdNotFound.code());
         };
         let errors: Vec<i16> = match group.state() {
-            GroupState::Dead => return Err(GROUP_ID_NOT_FOUND),
-            _ if group.has_no_members() => vec![NONE; partitions.len()],
+            GroupState::Dead => return Err(ErrorCode::GroupIdNotFound.code()),
+            _ if group.has_no_members() => vec![ErrorCode::None.code(); partitions.len()],
             _ if group.is_consumer_group() => partitions
                 .iter()
                 .map(|(topic, _)| {
                     if group.is_subscribed_to(topic) {
-                        GROUP_SUBSCRIBED_TO_TOPIC
+                        ErrorCode::GroupSubscribedToTopic.code()
                     } else {
-                        NONE
+                        ErrorCode::None.code()
                     }
                 })
                 .collect(),
-            _ => return Err(NON_EMPTY_GROUP),
+            _ => return Err(ErrorCode::NonEmptyGroup.code()),
         };
         let doomed: Vec<(String, i32)> = partitions
             .iter()
             .zip(&errors)
-            .filter(|(key, error)| **error == NONE && group.offsets.contains_key(*key))
+            .filter(|(key, error)| {
+                **error == ErrorCode::None.code() && group.offsets.contains_key(*key)
+            })
             .map(|(key, _)| key.clone())
             .collect();
         let records: Vec<Record> = doomed
@@ -206,7 +214,7 @@ impl Inner {
             .collect();
         if let Err(error) = self.env.store.append(&records) {
             warn!(group = group_id, "cannot store offset deletion: {error}");
-            return Err(COORDINATOR_NOT_AVAILABLE);
+            return Err(ErrorCode::CoordinatorNotAvailable.code());
         }
         if let Some(group) = self.groups.get_mut(group_id) {
             for key in &doomed {
@@ -226,15 +234,15 @@ impl Inner {
             .iter()
             .map(|group_id| {
                 let Some(group) = self.groups.get(group_id) else {
-                    return GROUP_ID_NOT_FOUND;
+                    return ErrorCode::GroupIdNotFound.code();
                 };
                 match group.state() {
-                    GroupState::Dead => GROUP_ID_NOT_FOUND,
+                    GroupState::Dead => ErrorCode::GroupIdNotFound.code(),
                     _ if group.has_no_members() => match self.delete_group(group_id) {
-                        Ok(()) => NONE,
+                        Ok(()) => ErrorCode::None.code(),
                         Err(error) => error,
                     },
-                    _ => NON_EMPTY_GROUP,
+                    _ => ErrorCode::NonEmptyGroup.code(),
                 }
             })
             .collect()
@@ -246,7 +254,7 @@ impl Inner {
         };
         if let Err(error) = self.env.store.append(&[record]) {
             warn!(group = group_id, "cannot store group deletion: {error}");
-            return Err(COORDINATOR_NOT_AVAILABLE);
+            return Err(ErrorCode::CoordinatorNotAvailable.code());
         }
         if let Some(mut group) = self.groups.remove(group_id) {
             group.transition_to(GroupState::Dead, now_ms());
@@ -491,7 +499,7 @@ fn remember_offsets(group: &mut Group, records: Vec<Record>) {
 
 fn validate_offset_commit(group: &Group, request: &CommitRequest) -> Option<i16> {
     if group.is(GroupState::Dead) {
-        return Some(COORDINATOR_NOT_AVAILABLE);
+        return Some(ErrorCode::CoordinatorNotAvailable.code());
     }
     if request.generation_id < 0 && group.is(GroupState::Empty) {
         // The admin client, or a consumer without group management.
@@ -503,22 +511,24 @@ fn validate_offset_commit(group: &Group, request: &CommitRequest) -> Option<i16>
     {
         if let Some(instance) = request.group_instance_id.as_deref() {
             match group.static_members.get(instance) {
-                Some(current) if *current != request.member_id => return Some(FENCED_INSTANCE_ID),
+                Some(current) if *current != request.member_id => {
+                    return Some(ErrorCode::FencedInstanceId.code())
+                }
                 Some(_) => {}
-                None => return Some(UNKNOWN_MEMBER_ID),
+                None => return Some(ErrorCode::UnknownMemberId.code()),
             }
         }
         if !group.members.contains_key(&request.member_id) {
-            return Some(UNKNOWN_MEMBER_ID);
+            return Some(ErrorCode::UnknownMemberId.code());
         }
         if request.generation_id != group.generation_id {
-            return Some(ILLEGAL_GENERATION);
+            return Some(ErrorCode::IllegalGeneration.code());
         }
         return None;
     }
     if !group.is(GroupState::Empty) {
         // Only members may commit for a group that has members.
-        return Some(UNKNOWN_MEMBER_ID);
+        return Some(ErrorCode::UnknownMemberId.code());
     }
     None
 }

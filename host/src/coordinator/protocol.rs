@@ -18,12 +18,13 @@
 //! JoinGroup or SyncGroup that must wait leaves a oneshot sender in its
 //! member and returns the receiver for the caller to await.
 
+use crate::error_code::ErrorCode;
+
 use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
 use tracing::{info, warn};
 
-use super::errors::*;
 use super::group::{Group, JoinPhase};
 use super::member::Member;
 use super::state::GroupState;
@@ -106,13 +107,15 @@ fn validate_current_member(
 ) -> Option<i16> {
     if let Some(instance) = group_instance_id {
         match group.static_members.get(instance) {
-            Some(current) if current != member_id => return Some(FENCED_INSTANCE_ID),
+            Some(current) if current != member_id => {
+                return Some(ErrorCode::FencedInstanceId.code())
+            }
             Some(_) => {}
-            None => return Some(UNKNOWN_MEMBER_ID),
+            None => return Some(ErrorCode::UnknownMemberId.code()),
         }
     }
     if !group.members.contains_key(member_id) {
-        return Some(UNKNOWN_MEMBER_ID);
+        return Some(ErrorCode::UnknownMemberId.code());
     }
     None
 }
@@ -135,7 +138,7 @@ fn current_member_metadata(group: &Group) -> Vec<JoinMember> {
 /// The current generation as a JoinGroup answer for `member_id`.
 fn generation_answer(group: &Group, member_id: &str, members: Vec<JoinMember>) -> JoinResult {
     JoinResult {
-        error_code: NONE,
+        error_code: ErrorCode::None.code(),
         generation_id: group.generation_id,
         protocol_type: group.protocol_type.clone(),
         protocol_name: group.protocol_name.clone(),
@@ -178,7 +181,7 @@ impl Env {
         };
         self.store.append(&[record]).map_err(|error| {
             warn!(group = %group.id, "cannot store group metadata: {error}");
-            COORDINATOR_NOT_AVAILABLE
+            ErrorCode::CoordinatorNotAvailable.code()
         })
     }
 
@@ -195,7 +198,7 @@ impl Env {
     /// members to rejoin (an empty group first waits the initial delay).
     pub(super) fn prepare_rebalance(&mut self, group: &mut Group, reason: &str) {
         if group.is(GroupState::CompletingRebalance) {
-            self.reset_and_propagate_assignment_error(group, REBALANCE_IN_PROGRESS);
+            self.reset_and_propagate_assignment_error(group, ErrorCode::RebalanceInProgress.code());
         }
         group.pending_sync.clear();
         let was_empty = group.is(GroupState::Empty);
@@ -332,7 +335,7 @@ impl Env {
     /// Answers every waiting SyncGroup with its member's assignment (or
     /// the error) and restarts those members' sessions.
     fn propagate_assignment(&mut self, group: &mut Group, error: i16) {
-        let (protocol_type, protocol_name) = if error == NONE {
+        let (protocol_type, protocol_name) = if error == ErrorCode::None.code() {
             (group.protocol_type.clone(), group.protocol_name.clone())
         } else {
             (None, None)
@@ -354,7 +357,7 @@ impl Env {
     /// Kafka's `removeMemberAndUpdateGroup`.
     fn remove_member_and_update_group(&mut self, group: &mut Group, member_id: &str) {
         if let Some(mut member) = group.remove(member_id) {
-            member.complete_join(JoinResult::error("", UNKNOWN_MEMBER_ID));
+            member.complete_join(JoinResult::error("", ErrorCode::UnknownMemberId.code()));
         }
         match group.state() {
             GroupState::Dead | GroupState::Empty => {}
@@ -410,7 +413,10 @@ impl Env {
     ) -> Answer<JoinResult> {
         let (sender, receiver) = oneshot::channel();
         let Some(member) = group.members.get_mut(&request.member_id) else {
-            return Answer::Now(JoinResult::error(&request.member_id, UNKNOWN_MEMBER_ID));
+            return Answer::Now(JoinResult::error(
+                &request.member_id,
+                ErrorCode::UnknownMemberId.code(),
+            ));
         };
         member.protocols = request.protocols.clone();
         member.rebalance_timeout_ms = request.rebalance_timeout_ms;
@@ -432,11 +438,14 @@ impl Env {
         new_id: String,
     ) -> Answer<JoinResult> {
         let Some(mut member) = group.members.remove(old_id) else {
-            return Answer::Now(JoinResult::error("", UNKNOWN_MEMBER_ID));
+            return Answer::Now(JoinResult::error("", ErrorCode::UnknownMemberId.code()));
         };
         let current_leader = group.leader_id.clone();
-        member.complete_join(JoinResult::error(old_id, FENCED_INSTANCE_ID));
-        member.complete_sync(SyncResult::error(FENCED_INSTANCE_ID));
+        member.complete_join(JoinResult::error(
+            old_id,
+            ErrorCode::FencedInstanceId.code(),
+        ));
+        member.complete_sync(SyncResult::error(ErrorCode::FencedInstanceId.code()));
         member.member_id = new_id.clone();
         member.armed = None;
         if group.is_leader(old_id) {
@@ -507,7 +516,10 @@ impl Env {
             GroupState::Empty | GroupState::Dead => {
                 warn!(group = %group.id, state = group.state().name(), "static member found in an unexpected state");
                 if let Some(member) = group.members.get_mut(&new_id) {
-                    member.complete_join(JoinResult::error(&new_id, UNKNOWN_MEMBER_ID));
+                    member.complete_join(JoinResult::error(
+                        &new_id,
+                        ErrorCode::UnknownMemberId.code(),
+                    ));
                 }
             }
         }
@@ -521,17 +533,26 @@ impl Inner {
         let Inner { groups, env, .. } = self;
         let member_id = request.member_id.as_str();
         if request.group_id.is_empty() {
-            return Answer::Now(JoinResult::error(member_id, INVALID_GROUP_ID));
+            return Answer::Now(JoinResult::error(
+                member_id,
+                ErrorCode::InvalidGroupId.code(),
+            ));
         }
         if request.session_timeout_ms < env.config.min_session_timeout_ms
             || request.session_timeout_ms > env.config.max_session_timeout_ms
         {
-            return Answer::Now(JoinResult::error(member_id, INVALID_SESSION_TIMEOUT));
+            return Answer::Now(JoinResult::error(
+                member_id,
+                ErrorCode::InvalidSessionTimeout.code(),
+            ));
         }
         let unknown = member_id.is_empty();
         if !groups.contains_key(&request.group_id) {
             if !unknown {
-                return Answer::Now(JoinResult::error(member_id, UNKNOWN_MEMBER_ID));
+                return Answer::Now(JoinResult::error(
+                    member_id,
+                    ErrorCode::UnknownMemberId.code(),
+                ));
             }
             groups.insert(
                 request.group_id.clone(),
@@ -539,12 +560,18 @@ impl Inner {
             );
         }
         let Some(group) = groups.get_mut(&request.group_id) else {
-            return Answer::Now(JoinResult::error(member_id, COORDINATOR_NOT_AVAILABLE));
+            return Answer::Now(JoinResult::error(
+                member_id,
+                ErrorCode::CoordinatorNotAvailable.code(),
+            ));
         };
         if group.consumer.is_some() {
             if !group.has_no_members() {
                 // Classic members cannot join a group of the consumer protocol.
-                return Answer::Now(JoinResult::error(member_id, INCONSISTENT_GROUP_PROTOCOL));
+                return Answer::Now(JoinResult::error(
+                    member_id,
+                    ErrorCode::InconsistentGroupProtocol.code(),
+                ));
             }
             // An empty consumer group goes back to the classic protocol.
             group.consumer = None;
@@ -565,7 +592,7 @@ impl Inner {
         };
         let answer = if !accepted {
             env.remove_member_and_update_group(group, member_id);
-            Answer::Now(JoinResult::error("", GROUP_MAX_SIZE_REACHED))
+            Answer::Now(JoinResult::error("", ErrorCode::GroupMaxSizeReached.code()))
         } else if unknown {
             env.new_member_join(group, request)
         } else {
@@ -581,13 +608,13 @@ impl Inner {
     pub(super) fn sync(&mut self, request: &SyncRequest) -> Answer<SyncResult> {
         let Inner { groups, env, .. } = self;
         if request.group_id.is_empty() {
-            return Answer::Now(SyncResult::error(INVALID_GROUP_ID));
+            return Answer::Now(SyncResult::error(ErrorCode::InvalidGroupId.code()));
         }
         let Some(group) = groups.get_mut(&request.group_id) else {
-            return Answer::Now(SyncResult::error(UNKNOWN_MEMBER_ID));
+            return Answer::Now(SyncResult::error(ErrorCode::UnknownMemberId.code()));
         };
         let invalid = if group.is(GroupState::Dead) {
-            Some(COORDINATOR_NOT_AVAILABLE)
+            Some(ErrorCode::CoordinatorNotAvailable.code())
         } else {
             validate_current_member(
                 group,
@@ -596,7 +623,7 @@ impl Inner {
             )
             .or_else(|| {
                 if request.generation_id != group.generation_id {
-                    Some(ILLEGAL_GENERATION)
+                    Some(ErrorCode::IllegalGeneration.code())
                 } else if request
                     .protocol_type
                     .as_ref()
@@ -606,7 +633,7 @@ impl Inner {
                         .as_ref()
                         .is_some_and(|n| group.protocol_name.as_ref() != Some(n))
                 {
-                    Some(INCONSISTENT_GROUP_PROTOCOL)
+                    Some(ErrorCode::InconsistentGroupProtocol.code())
                 } else {
                     None
                 }
@@ -617,9 +644,11 @@ impl Inner {
         }
         match group.state() {
             GroupState::Empty | GroupState::Dead => {
-                Answer::Now(SyncResult::error(UNKNOWN_MEMBER_ID))
+                Answer::Now(SyncResult::error(ErrorCode::UnknownMemberId.code()))
             }
-            GroupState::PreparingRebalance => Answer::Now(SyncResult::error(REBALANCE_IN_PROGRESS)),
+            GroupState::PreparingRebalance => {
+                Answer::Now(SyncResult::error(ErrorCode::RebalanceInProgress.code()))
+            }
             GroupState::Stable => {
                 group.pending_sync.remove(&request.member_id);
                 env.heartbeat_member(group, &request.member_id);
@@ -629,7 +658,7 @@ impl Inner {
                     .map(|member| member.assignment.clone())
                     .unwrap_or_default();
                 Answer::Now(SyncResult {
-                    error_code: NONE,
+                    error_code: ErrorCode::None.code(),
                     protocol_type: group.protocol_type.clone(),
                     protocol_name: group.protocol_name.clone(),
                     assignment,
@@ -658,7 +687,7 @@ impl Inner {
                     }
                     match env.store_group(group) {
                         Ok(()) => {
-                            env.propagate_assignment(group, NONE);
+                            env.propagate_assignment(group, ErrorCode::None.code());
                             group.transition_to(GroupState::Stable, now_ms());
                         }
                         Err(error) => {
@@ -682,29 +711,29 @@ impl Inner {
     ) -> i16 {
         let Inner { groups, env, .. } = self;
         if group_id.is_empty() {
-            return INVALID_GROUP_ID;
+            return ErrorCode::InvalidGroupId.code();
         }
         let Some(group) = groups.get_mut(group_id) else {
-            return UNKNOWN_MEMBER_ID;
+            return ErrorCode::UnknownMemberId.code();
         };
         if group.is(GroupState::Dead) {
-            return COORDINATOR_NOT_AVAILABLE;
+            return ErrorCode::CoordinatorNotAvailable.code();
         }
         if let Some(error) = validate_current_member(group, member_id, group_instance_id) {
             return error;
         }
         if generation_id != group.generation_id {
-            return ILLEGAL_GENERATION;
+            return ErrorCode::IllegalGeneration.code();
         }
         match group.state() {
-            GroupState::Empty | GroupState::Dead => UNKNOWN_MEMBER_ID,
+            GroupState::Empty | GroupState::Dead => ErrorCode::UnknownMemberId.code(),
             GroupState::CompletingRebalance | GroupState::Stable => {
                 env.heartbeat_member(group, member_id);
-                NONE
+                ErrorCode::None.code()
             }
             GroupState::PreparingRebalance => {
                 env.heartbeat_member(group, member_id);
-                REBALANCE_IN_PROGRESS
+                ErrorCode::RebalanceInProgress.code()
             }
         }
     }
@@ -717,13 +746,13 @@ impl Inner {
     ) -> Result<Vec<i16>, i16> {
         let Inner { groups, env, .. } = self;
         if group_id.is_empty() {
-            return Err(INVALID_GROUP_ID);
+            return Err(ErrorCode::InvalidGroupId.code());
         }
         let Some(group) = groups.get_mut(group_id) else {
-            return Ok(vec![UNKNOWN_MEMBER_ID; leaving.len()]);
+            return Ok(vec![ErrorCode::UnknownMemberId.code(); leaving.len()]);
         };
         if group.is(GroupState::Dead) {
-            return Err(COORDINATOR_NOT_AVAILABLE);
+            return Err(ErrorCode::CoordinatorNotAvailable.code());
         }
         let mut errors = Vec::with_capacity(leaving.len());
         for member in leaving {
@@ -738,15 +767,15 @@ impl Inner {
                     Some(current) => {
                         info!(group = %group.id, member = %current, "member left the group ({reason})");
                         env.remove_member_and_update_group(group, &current);
-                        NONE
+                        ErrorCode::None.code()
                     }
-                    None => UNKNOWN_MEMBER_ID,
+                    None => ErrorCode::UnknownMemberId.code(),
                 }
             } else if group.pending_members.remove(&member.member_id) {
                 if group.is(GroupState::PreparingRebalance) {
                     env.maybe_complete_join(group);
                 }
-                NONE
+                ErrorCode::None.code()
             } else {
                 match validate_current_member(
                     group,
@@ -757,7 +786,7 @@ impl Inner {
                     None => {
                         info!(group = %group.id, member = %member.member_id, "member left the group ({reason})");
                         env.remove_member_and_update_group(group, &member.member_id);
-                        NONE
+                        ErrorCode::None.code()
                     }
                 }
             };
@@ -873,10 +902,16 @@ impl Inner {
 impl Env {
     fn new_member_join(&mut self, group: &mut Group, request: &JoinRequest) -> Answer<JoinResult> {
         if group.is(GroupState::Dead) {
-            return Answer::Now(JoinResult::error("", COORDINATOR_NOT_AVAILABLE));
+            return Answer::Now(JoinResult::error(
+                "",
+                ErrorCode::CoordinatorNotAvailable.code(),
+            ));
         }
         if !group.supports_protocols(&request.protocol_type, &request.protocols) {
-            return Answer::Now(JoinResult::error("", INCONSISTENT_GROUP_PROTOCOL));
+            return Answer::Now(JoinResult::error(
+                "",
+                ErrorCode::InconsistentGroupProtocol.code(),
+            ));
         }
         let prefix = request
             .group_instance_id
@@ -903,7 +938,10 @@ impl Env {
                     member: new_id.clone(),
                 },
             );
-            return Answer::Now(JoinResult::error(&new_id, MEMBER_ID_REQUIRED));
+            return Answer::Now(JoinResult::error(
+                &new_id,
+                ErrorCode::MemberIdRequired.code(),
+            ));
         }
         Answer::Wait(self.add_member_and_rebalance(group, request, new_id, reason))
     }
@@ -915,16 +953,25 @@ impl Env {
     ) -> Answer<JoinResult> {
         let member_id = request.member_id.as_str();
         if group.is(GroupState::Dead) {
-            return Answer::Now(JoinResult::error(member_id, COORDINATOR_NOT_AVAILABLE));
+            return Answer::Now(JoinResult::error(
+                member_id,
+                ErrorCode::CoordinatorNotAvailable.code(),
+            ));
         }
         if !group.supports_protocols(&request.protocol_type, &request.protocols) {
-            return Answer::Now(JoinResult::error(member_id, INCONSISTENT_GROUP_PROTOCOL));
+            return Answer::Now(JoinResult::error(
+                member_id,
+                ErrorCode::InconsistentGroupProtocol.code(),
+            ));
         }
         let reason = request.reason.as_deref().unwrap_or("not provided");
         if group.pending_members.contains(member_id) {
             if request.group_instance_id.is_some() {
                 // A pending member id is only ever handed to dynamic members.
-                return Answer::Now(JoinResult::error(member_id, UNKNOWN_MEMBER_ID));
+                return Answer::Now(JoinResult::error(
+                    member_id,
+                    ErrorCode::UnknownMemberId.code(),
+                ));
             }
             return Answer::Wait(self.add_member_and_rebalance(
                 group,
@@ -943,7 +990,12 @@ impl Env {
                 group.is_leader(member_id),
                 member.matches(&request.protocols),
             ),
-            None => return Answer::Now(JoinResult::error(member_id, UNKNOWN_MEMBER_ID)),
+            None => {
+                return Answer::Now(JoinResult::error(
+                    member_id,
+                    ErrorCode::UnknownMemberId.code(),
+                ))
+            }
         };
         match group.state() {
             GroupState::PreparingRebalance => self.update_member_and_rebalance(
@@ -971,9 +1023,10 @@ impl Env {
                 &format!("member {member_id} rejoining a stable group ({reason})"),
             ),
             GroupState::Stable => Answer::Now(generation_answer(group, member_id, Vec::new())),
-            GroupState::Empty | GroupState::Dead => {
-                Answer::Now(JoinResult::error(member_id, UNKNOWN_MEMBER_ID))
-            }
+            GroupState::Empty | GroupState::Dead => Answer::Now(JoinResult::error(
+                member_id,
+                ErrorCode::UnknownMemberId.code(),
+            )),
         }
     }
 }

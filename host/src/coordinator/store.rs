@@ -34,7 +34,6 @@ use serde::{Deserialize, Serialize};
 use tracing::warn;
 
 const FILE_NAME: &str = "groups.log";
-const TMP_NAME: &str = "groups.log.tmp";
 const HEADER: usize = 8;
 /// A record larger than this is corruption, not data.
 const MAX_RECORD: usize = 64 << 20;
@@ -182,11 +181,7 @@ impl GroupStore {
     /// Opens (creating) the store in `dir` and replays it.
     pub fn open(dir: &Path) -> io::Result<(Self, Snapshot)> {
         fs::create_dir_all(dir)?;
-        match fs::remove_file(dir.join(TMP_NAME)) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(e) => return Err(e),
-        }
+        crate::durable::discard_unfinished(dir, FILE_NAME)?;
         let path = dir.join(FILE_NAME);
         let mut bytes = Vec::new();
         match File::open(&path) {
@@ -254,19 +249,8 @@ impl GroupStore {
         for record in live {
             encode(record, &mut buf)?;
         }
-        let tmp = self.dir.join(TMP_NAME);
+        crate::durable::replace(&self.dir, FILE_NAME, &buf)?;
         let path = self.dir.join(FILE_NAME);
-        {
-            let mut file = OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .open(&tmp)?;
-            file.write_all(&buf)?;
-            file.sync_all()?;
-        }
-        fs::rename(&tmp, &path)?;
-        File::open(&self.dir)?.sync_all()?;
         self.file = OpenOptions::new().append(true).read(true).open(&path)?;
         self.len = buf.len() as u64;
         self.base_len = self.len;
@@ -341,6 +325,8 @@ mod hex_bytes {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const TMP_NAME: &str = "groups.log.tmp";
 
     fn offset(group: &str, partition: i32, offset: i64) -> Record {
         Record::Offset {

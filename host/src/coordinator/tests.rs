@@ -1,12 +1,13 @@
 //! Unit tests of the coordinator: whole rebalances driven by concurrent
 //! JoinGroup/SyncGroup calls, with deadlines fired by hand.
 
+use crate::error_code::ErrorCode;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::task::JoinHandle;
 
-use super::errors::*;
 use super::*;
 
 fn open(dir: &Path) -> Arc<GroupCoordinator> {
@@ -69,7 +70,7 @@ async fn settle<T>(c: &GroupCoordinator, handle: JoinHandle<T>) -> T {
 /// A new member's two-step join (MEMBER_ID_REQUIRED, then with the id).
 async fn first_join(c: &Arc<GroupCoordinator>, group: &str) -> (String, JoinHandle<JoinResult>) {
     let first = c.join(join_request(group, "")).await;
-    assert_eq!(first.error_code, MEMBER_ID_REQUIRED);
+    assert_eq!(first.error_code, ErrorCode::MemberIdRequired.code());
     assert!(first.member_id.starts_with("client-"));
     let id = first.member_id.clone();
     (id.clone(), spawn_join(c, join_request(group, &id)))
@@ -103,7 +104,7 @@ fn state_of(c: &GroupCoordinator, group: &str) -> String {
 async fn two_member_group(c: &Arc<GroupCoordinator>, group: &str) -> (String, String) {
     let (a, a_join) = first_join(c, group).await;
     let a_result = settle(c, a_join).await;
-    assert_eq!(a_result.error_code, NONE);
+    assert_eq!(a_result.error_code, ErrorCode::None.code());
     assert_eq!(a_result.generation_id, 1);
     assert_eq!(a_result.leader, a);
     assert_eq!(a_result.members.len(), 1);
@@ -120,7 +121,10 @@ async fn two_member_group(c: &Arc<GroupCoordinator>, group: &str) -> (String, St
     let (b, b_join) = first_join(c, group).await;
     tokio::time::sleep(Duration::from_millis(5)).await;
     assert_eq!(state_of(c, group), "PreparingRebalance");
-    assert_eq!(c.heartbeat(group, 1, &a, None), REBALANCE_IN_PROGRESS);
+    assert_eq!(
+        c.heartbeat(group, 1, &a, None),
+        ErrorCode::RebalanceInProgress.code()
+    );
     let a_join = spawn_join(c, join_request(group, &a));
     let (a_result, b_result) = (settle(c, a_join).await, settle(c, b_join).await);
     assert_eq!((a_result.generation_id, b_result.generation_id), (2, 2));
@@ -146,10 +150,19 @@ async fn members_join_sync_and_leave() {
     let dir = tempfile::tempdir().unwrap();
     let c = open(dir.path());
     let (a, b) = two_member_group(&c, "g").await;
-    assert_eq!(c.heartbeat("g", 2, &b, None), NONE);
-    assert_eq!(c.heartbeat("g", 1, &b, None), ILLEGAL_GENERATION);
-    assert_eq!(c.heartbeat("g", 2, "nobody", None), UNKNOWN_MEMBER_ID);
-    assert_eq!(c.heartbeat("", 2, &b, None), INVALID_GROUP_ID);
+    assert_eq!(c.heartbeat("g", 2, &b, None), ErrorCode::None.code());
+    assert_eq!(
+        c.heartbeat("g", 1, &b, None),
+        ErrorCode::IllegalGeneration.code()
+    );
+    assert_eq!(
+        c.heartbeat("g", 2, "nobody", None),
+        ErrorCode::UnknownMemberId.code()
+    );
+    assert_eq!(
+        c.heartbeat("", 2, &b, None),
+        ErrorCode::InvalidGroupId.code()
+    );
 
     let described = &c.describe_groups(&["g".to_string()])[0];
     assert_eq!(described.protocol, "range");
@@ -162,9 +175,18 @@ async fn members_join_sync_and_leave() {
         group_instance_id: None,
         reason: Some("closing".into()),
     };
-    assert_eq!(c.leave("g", std::slice::from_ref(&leaving)), Ok(vec![NONE]));
-    assert_eq!(c.leave("g", &[leaving]), Ok(vec![UNKNOWN_MEMBER_ID]));
-    assert_eq!(c.heartbeat("g", 2, &b, None), REBALANCE_IN_PROGRESS);
+    assert_eq!(
+        c.leave("g", std::slice::from_ref(&leaving)),
+        Ok(vec![ErrorCode::None.code()])
+    );
+    assert_eq!(
+        c.leave("g", &[leaving]),
+        Ok(vec![ErrorCode::UnknownMemberId.code()])
+    );
+    assert_eq!(
+        c.heartbeat("g", 2, &b, None),
+        ErrorCode::RebalanceInProgress.code()
+    );
     let b_result = settle(&c, spawn_join(&c, join_request("g", &b))).await;
     assert_eq!(
         (b_result.generation_id, b_result.leader.as_str()),
@@ -177,7 +199,7 @@ async fn members_join_sync_and_leave() {
         group_instance_id: None,
         reason: None,
     };
-    assert_eq!(c.leave("g", &[leaving]), Ok(vec![NONE]));
+    assert_eq!(c.leave("g", &[leaving]), Ok(vec![ErrorCode::None.code()]));
     assert_eq!(state_of(&c, "g"), "Empty");
     let listed = c.list_groups(&["empty".into()], &[]);
     assert_eq!(listed.len(), 1);
@@ -203,7 +225,10 @@ async fn an_expired_session_moves_the_group_on() {
     let a_result = settle(&c, spawn_join(&c, join_request("g", &a))).await;
     assert_eq!(a_result.generation_id, 3);
     assert_eq!(a_result.members.len(), 1);
-    assert_eq!(c.heartbeat("g", 3, &b, None), UNKNOWN_MEMBER_ID);
+    assert_eq!(
+        c.heartbeat("g", 3, &b, None),
+        ErrorCode::UnknownMemberId.code()
+    );
 }
 
 /// Kafka's `removeMemberAndUpdateGroup`: a member leaving during the join
@@ -262,10 +287,10 @@ async fn a_pending_member_id_expires() {
     let dir = tempfile::tempdir().unwrap();
     let c = open(dir.path());
     let first = c.join(join_request("g", "")).await;
-    assert_eq!(first.error_code, MEMBER_ID_REQUIRED);
+    assert_eq!(first.error_code, ErrorCode::MemberIdRequired.code());
     c.fire_due(Instant::now() + Duration::from_secs(11));
     let late = c.join(join_request("g", &first.member_id)).await;
-    assert_eq!(late.error_code, UNKNOWN_MEMBER_ID);
+    assert_eq!(late.error_code, ErrorCode::UnknownMemberId.code());
 }
 
 #[tokio::test]
@@ -274,33 +299,36 @@ async fn join_validates_like_kafka() {
     let c = open(dir.path());
     let mut request = join_request("g", "");
     request.session_timeout_ms = 10;
-    assert_eq!(c.join(request).await.error_code, INVALID_SESSION_TIMEOUT);
+    assert_eq!(
+        c.join(request).await.error_code,
+        ErrorCode::InvalidSessionTimeout.code()
+    );
     assert_eq!(
         c.join(join_request("", "")).await.error_code,
-        INVALID_GROUP_ID
+        ErrorCode::InvalidGroupId.code()
     );
     assert_eq!(
         c.join(join_request("other", "someone")).await.error_code,
-        UNKNOWN_MEMBER_ID
+        ErrorCode::UnknownMemberId.code()
     );
     let mut request = join_request("g", "");
     request.protocols.clear();
     assert_eq!(
         c.join(request).await.error_code,
-        INCONSISTENT_GROUP_PROTOCOL
+        ErrorCode::InconsistentGroupProtocol.code()
     );
 
     // Without KIP-394 a new member joins at once.
     let mut request = join_request("g", "");
     request.require_known_member_id = false;
     let result = settle(&c, spawn_join(&c, request)).await;
-    assert_eq!(result.error_code, NONE);
+    assert_eq!(result.error_code, ErrorCode::None.code());
     // A member with no protocol in common is refused.
     let mut request = join_request("g", "");
     request.protocols = vec![("roundrobin".into(), Vec::new())];
     assert_eq!(
         c.join(request).await.error_code,
-        INCONSISTENT_GROUP_PROTOCOL
+        ErrorCode::InconsistentGroupProtocol.code()
     );
 }
 
@@ -312,7 +340,8 @@ async fn static_members_keep_their_place() {
     request.group_instance_id = Some("instance-1".into());
     let result = settle(&c, spawn_join(&c, request.clone())).await;
     assert_eq!(
-        result.error_code, NONE,
+        result.error_code,
+        ErrorCode::None.code(),
         "static members skip MEMBER_ID_REQUIRED"
     );
     let old = result.member_id.clone();
@@ -324,7 +353,7 @@ async fn static_members_keep_their_place() {
     // The instance restarts: same instance id, no member id. The group
     // stays Stable at the same generation; the old id is fenced.
     let result = settle(&c, spawn_join(&c, request)).await;
-    assert_eq!(result.error_code, NONE);
+    assert_eq!(result.error_code, ErrorCode::None.code());
     assert_ne!(result.member_id, old);
     assert_eq!(result.generation_id, 1);
     assert!(
@@ -334,11 +363,11 @@ async fn static_members_keep_their_place() {
     assert_eq!(state_of(&c, "g"), "Stable");
     assert_eq!(
         c.heartbeat("g", 1, &old, Some("instance-1")),
-        FENCED_INSTANCE_ID
+        ErrorCode::FencedInstanceId.code()
     );
     assert_eq!(
         c.heartbeat("g", 1, &result.member_id, Some("instance-1")),
-        NONE
+        ErrorCode::None.code()
     );
     // An admin removes the instance by its id alone.
     let leaving = LeavingMember {
@@ -346,7 +375,7 @@ async fn static_members_keep_their_place() {
         group_instance_id: Some("instance-1".into()),
         reason: None,
     };
-    assert_eq!(c.leave("g", &[leaving]), Ok(vec![NONE]));
+    assert_eq!(c.leave("g", &[leaving]), Ok(vec![ErrorCode::None.code()]));
     assert_eq!(state_of(&c, "g"), "Empty");
 }
 
@@ -382,31 +411,34 @@ async fn offsets_and_groups_survive_a_reopen() {
     let (a, b) = two_member_group(&c, "g").await;
     assert_eq!(
         c.commit_offsets(&commit("g", 2, &a, &[("t", 0, 10), ("t", 1, 20)])),
-        vec![NONE, NONE]
+        vec![ErrorCode::None.code(), ErrorCode::None.code()]
     );
     assert_eq!(
         c.commit_offsets(&commit("g", 1, &a, &[("t", 0, 11)])),
-        vec![ILLEGAL_GENERATION]
+        vec![ErrorCode::IllegalGeneration.code()]
     );
     assert_eq!(
         c.commit_offsets(&commit("g", -1, "", &[("t", 0, 11)])),
-        vec![UNKNOWN_MEMBER_ID]
+        vec![ErrorCode::UnknownMemberId.code()]
     );
     assert_eq!(
         c.commit_offsets(&commit("g", 2, &b, &[("t", 0, 12)])),
-        vec![NONE]
+        vec![ErrorCode::None.code()]
     );
     let mut big = commit("g", 2, &b, &[("t", 2, 1)]);
     big.offsets[0].metadata = Some("x".repeat(5000));
-    assert_eq!(c.commit_offsets(&big), vec![OFFSET_METADATA_TOO_LARGE]);
+    assert_eq!(
+        c.commit_offsets(&big),
+        vec![ErrorCode::OffsetMetadataTooLarge.code()]
+    );
     // A simple consumer (no group management) commits into a new group.
     assert_eq!(
         c.commit_offsets(&commit("simple", -1, "", &[("t", 0, 5)])),
-        vec![NONE]
+        vec![ErrorCode::None.code()]
     );
     assert_eq!(
         c.commit_offsets(&commit("gone", 3, "x", &[("t", 0, 5)])),
-        vec![ILLEGAL_GENERATION]
+        vec![ErrorCode::IllegalGeneration.code()]
     );
     drop(c);
 
@@ -427,7 +459,7 @@ async fn offsets_and_groups_survive_a_reopen() {
     let described = &c.describe_groups(&["g".to_string()])[0];
     assert_eq!(described.state, "Stable");
     assert_eq!(described.members.len(), 2);
-    assert_eq!(c.heartbeat("g", 2, &b, None), NONE);
+    assert_eq!(c.heartbeat("g", 2, &b, None), ErrorCode::None.code());
     assert_eq!(c.list_groups(&[], &[]).len(), 2);
 }
 
@@ -438,20 +470,26 @@ async fn deleting_offsets_and_groups() {
     let (a, b) = two_member_group(&c, "g").await;
     assert_eq!(
         c.commit_offsets(&commit("g", 2, &a, &[("t", 0, 1), ("old", 0, 2)])),
-        vec![NONE, NONE]
+        vec![ErrorCode::None.code(), ErrorCode::None.code()]
     );
     // Members subscribe to "t": its offsets cannot go while they consume.
     assert_eq!(
         c.delete_offsets("g", &[("t".into(), 0), ("old".into(), 0)]),
-        Ok(vec![GROUP_SUBSCRIBED_TO_TOPIC, NONE])
+        Ok(vec![
+            ErrorCode::GroupSubscribedToTopic.code(),
+            ErrorCode::None.code()
+        ])
     );
     assert_eq!(
         c.delete_groups(&["g".into(), "none".into()]),
-        vec![NON_EMPTY_GROUP, GROUP_ID_NOT_FOUND]
+        vec![
+            ErrorCode::NonEmptyGroup.code(),
+            ErrorCode::GroupIdNotFound.code()
+        ]
     );
     assert_eq!(
         c.delete_offsets("none", &[("t".into(), 0)]),
-        Err(GROUP_ID_NOT_FOUND)
+        Err(ErrorCode::GroupIdNotFound.code())
     );
     for member in [a, b] {
         let leaving = LeavingMember {
@@ -459,15 +497,15 @@ async fn deleting_offsets_and_groups() {
             group_instance_id: None,
             reason: None,
         };
-        assert_eq!(c.leave("g", &[leaving]), Ok(vec![NONE]));
+        assert_eq!(c.leave("g", &[leaving]), Ok(vec![ErrorCode::None.code()]));
     }
     settle(&c, tokio::spawn(async {})).await;
     assert_eq!(state_of(&c, "g"), "Empty");
     assert_eq!(c.fetch_offsets("g", None, false).unwrap().len(), 1);
-    assert_eq!(c.delete_groups(&["g".into()]), vec![NONE]);
+    assert_eq!(c.delete_groups(&["g".into()]), vec![ErrorCode::None.code()]);
     assert_eq!(
         c.describe_groups(&["g".into()])[0].error_code,
-        GROUP_ID_NOT_FOUND
+        ErrorCode::GroupIdNotFound.code()
     );
     assert!(c.fetch_offsets("g", None, false).unwrap().is_empty());
     drop(c);
@@ -484,12 +522,12 @@ async fn retention_expires_offsets_of_empty_groups() {
     let c = open(dir.path());
     assert_eq!(
         c.commit_offsets(&commit("simple", -1, "", &[("t", 0, 5)])),
-        vec![NONE]
+        vec![ErrorCode::None.code()]
     );
     let (a, _b) = two_member_group(&c, "live").await;
     assert_eq!(
         c.commit_offsets(&commit("live", 2, &a, &[("t", 0, 7)])),
-        vec![NONE]
+        vec![ErrorCode::None.code()]
     );
     let retention = GroupConfig::default().offsets_retention_ms;
     c.lock().expire_offsets(now_ms() + retention / 2);
@@ -499,14 +537,14 @@ async fn retention_expires_offsets_of_empty_groups() {
     // stable group still consumes "t" and keeps its offset.
     assert_eq!(
         c.describe_groups(&["simple".into()])[0].error_code,
-        GROUP_ID_NOT_FOUND
+        ErrorCode::GroupIdNotFound.code()
     );
     assert_eq!(c.fetch_offsets("live", None, false).unwrap().len(), 1);
     drop(c);
     let c = open(dir.path());
     assert_eq!(
         c.describe_groups(&["simple".into()])[0].error_code,
-        GROUP_ID_NOT_FOUND
+        ErrorCode::GroupIdNotFound.code()
     );
 }
 
@@ -517,11 +555,11 @@ async fn a_deleted_topic_takes_its_offsets_along() {
     let offsets = [("gone", 0, 1), ("gone", 1, 2), ("kept", 0, 3)];
     assert_eq!(
         c.commit_offsets(&commit("a", -1, "", &offsets)),
-        vec![NONE; 3]
+        vec![ErrorCode::None.code(); 3]
     );
     assert_eq!(
         c.commit_offsets(&commit("b", -1, "", &[("gone", 0, 4)])),
-        vec![NONE]
+        vec![ErrorCode::None.code()]
     );
     c.on_topic_deleted("gone");
     let left = c.fetch_offsets("a", None, false).unwrap();
@@ -529,7 +567,7 @@ async fn a_deleted_topic_takes_its_offsets_along() {
     assert_eq!(left[0].topic, "kept");
     assert_eq!(
         c.describe_groups(&["b".into()])[0].error_code,
-        GROUP_ID_NOT_FOUND,
+        ErrorCode::GroupIdNotFound.code(),
         "an empty group without offsets is gone"
     );
     drop(c);

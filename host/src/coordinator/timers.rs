@@ -9,6 +9,7 @@
 //! condition. A member keeps at most a couple of entries outstanding, so
 //! the heap stays proportional to the number of members.
 
+use crate::sync::lock;
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 use std::sync::Mutex;
@@ -111,13 +112,6 @@ impl Timers {
     #[cfg(test)]
     pub fn len(&self) -> usize {
         lock(&self.heap).entries.len()
-    }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    match mutex.lock() {
-        Ok(guard) => guard,
-        Err(poisoned) => poisoned.into_inner(),
     }
 }
 

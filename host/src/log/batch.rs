@@ -27,6 +27,7 @@
 use super::codec;
 use super::record_stream::RecordStream;
 use super::validate;
+use super::varint::{read_varint, read_varlong};
 use super::StorageError;
 
 /// `baseOffset` + `batchLength`: the bytes before the part `batchLength`
@@ -637,62 +638,13 @@ fn skip_bytes(
     }
 }
 
-/// Reads an unsigned LEB128 value of at most `max_bytes` bytes.
-fn read_unsigned(buf: &[u8], pos: &mut usize, max_bytes: usize) -> Result<u64, String> {
-    let mut value = 0u64;
-    for i in 0..max_bytes {
-        let byte = *buf
-            .get(*pos)
-            .ok_or("varint runs past the end of the record")?;
-        *pos += 1;
-        value |= u64::from(byte & 0x7f) << (7 * i);
-        if byte & 0x80 == 0 {
-            return Ok(value);
-        }
-    }
-    Err(format!("varint longer than {max_bytes} bytes"))
-}
-
-/// Reads a zigzag varint (Kafka's `varint`, 32-bit).
-pub fn read_varint(buf: &[u8], pos: &mut usize) -> Result<i32, String> {
-    let raw = read_unsigned(buf, pos, 5)?;
-    let raw = u32::try_from(raw).map_err(|_| "varint overflows 32 bits".to_string())?;
-    Ok(((raw >> 1) as i32) ^ -((raw & 1) as i32))
-}
-
-/// Reads a zigzag varlong (Kafka's `varlong`, 64-bit).
-pub fn read_varlong(buf: &[u8], pos: &mut usize) -> Result<i64, String> {
-    let raw = read_unsigned(buf, pos, 10)?;
-    Ok(((raw >> 1) as i64) ^ -((raw & 1) as i64))
-}
-
 /// Test support: a small encoder of v2 record batches, written from the
 /// Kafka protocol spec, so tests feed the log real bytes.
 #[cfg(test)]
 pub(crate) mod testing {
     use super::*;
-
-    pub fn put_varint(out: &mut Vec<u8>, v: i64) {
-        let mut z = ((v << 1) ^ (v >> 63)) as u64;
-        loop {
-            if z < 0x80 {
-                out.push(z as u8);
-                return;
-            }
-            out.push((z as u8 & 0x7f) | 0x80);
-            z >>= 7;
-        }
-    }
-
-    fn put_bytes(out: &mut Vec<u8>, b: Option<&[u8]>) {
-        match b {
-            None => put_varint(out, -1),
-            Some(b) => {
-                put_varint(out, b.len() as i64);
-                out.extend_from_slice(b);
-            }
-        }
-    }
+    use crate::log::batch_writer::{put_record, NewBatch};
+    use crate::log::varint::{put_bytes, put_varint};
 
     /// A record to encode.
     #[derive(Clone, Debug)]
@@ -736,26 +688,21 @@ pub(crate) mod testing {
                 put_bytes(&mut rec, Some(k));
                 put_bytes(&mut rec, v.as_deref());
             }
-            put_varint(&mut body, rec.len() as i64);
-            body.extend_from_slice(&rec);
+            put_record(&mut body, &rec);
         }
-        let mut b = Vec::with_capacity(HEADER_SIZE + body.len());
-        b.extend_from_slice(&0i64.to_be_bytes()); // base offset
-        b.extend_from_slice(&((HEADER_SIZE - LOG_OVERHEAD + body.len()) as i32).to_be_bytes());
-        b.extend_from_slice(&(-1i32).to_be_bytes()); // partition leader epoch
-        b.push(2); // magic
-        b.extend_from_slice(&[0; 4]); // crc, filled below
-        b.extend_from_slice(&attributes.to_be_bytes());
-        b.extend_from_slice(&(records.len() as i32 - 1).to_be_bytes());
-        b.extend_from_slice(&base_ts.to_be_bytes());
-        b.extend_from_slice(&max_ts.to_be_bytes());
-        b.extend_from_slice(&(-1i64).to_be_bytes()); // producer id
-        b.extend_from_slice(&(-1i16).to_be_bytes()); // producer epoch
-        b.extend_from_slice(&(-1i32).to_be_bytes()); // base sequence
-        b.extend_from_slice(&(records.len() as i32).to_be_bytes());
-        b.extend_from_slice(&body);
-        fix_crc(&mut b);
-        b
+        NewBatch {
+            base_offset: 0,
+            partition_leader_epoch: -1,
+            attributes,
+            last_offset_delta: records.len() as i32 - 1,
+            base_timestamp: base_ts,
+            max_timestamp: max_ts,
+            producer_id: -1,
+            producer_epoch: -1,
+            base_sequence: -1,
+            record_count: records.len() as i32,
+        }
+        .write(&body)
     }
 
     /// The same batch with its records section gzip-compressed (codec 1).
@@ -808,38 +755,6 @@ mod tests {
     use super::*;
 
     const MAX: usize = 1 << 20;
-
-    #[test]
-    fn varints_round_trip() {
-        for v in [
-            0i64,
-            1,
-            -1,
-            63,
-            -64,
-            64,
-            300,
-            -300,
-            i32::MAX as i64,
-            i32::MIN as i64,
-        ] {
-            let mut out = Vec::new();
-            put_varint(&mut out, v);
-            let mut p = 0;
-            assert_eq!(read_varint(&out, &mut p).unwrap() as i64, v);
-            assert_eq!(p, out.len());
-        }
-        for v in [i64::MAX, i64::MIN, 1 << 40] {
-            let mut out = Vec::new();
-            put_varint(&mut out, v);
-            let mut p = 0;
-            assert_eq!(read_varlong(&out, &mut p).unwrap(), v);
-        }
-        let mut p = 0;
-        assert!(read_varint(&[0xff, 0xff, 0xff, 0xff, 0xff, 0x01], &mut p).is_err());
-        let mut p = 0;
-        assert!(read_varint(&[0x80], &mut p).is_err());
-    }
 
     #[test]
     fn valid_batch_is_prepared() {

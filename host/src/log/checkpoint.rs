@@ -19,11 +19,11 @@
 //! recover everything, start at the first segment).
 
 use std::collections::HashMap;
-use std::fs::{self, OpenOptions};
-use std::io::{self, Write};
+use std::fs;
+use std::io;
 use std::path::Path;
 
-use super::{sync_dir, TopicPartition};
+use super::TopicPartition;
 
 pub const RECOVERY_POINT: &str = "recovery-point-offset-checkpoint";
 pub const LOG_START_OFFSET: &str = "log-start-offset-checkpoint";
@@ -98,17 +98,7 @@ pub fn write(dir: &Path, name: &str, entries: &[(TopicPartition, i64)]) -> io::R
     for (tp, offset) in entries {
         text.push_str(&format!("{} {} {offset}\n", tp.topic, tp.partition));
     }
-    let tmp = dir.join(format!("{name}.tmp"));
-    let mut file = OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .open(&tmp)?;
-    file.write_all(text.as_bytes())?;
-    file.sync_all()?;
-    drop(file);
-    fs::rename(&tmp, dir.join(name))?;
-    sync_dir(dir)
+    crate::durable::replace(dir, name, text.as_bytes())
 }
 
 #[cfg(test)]

@@ -51,14 +51,15 @@ use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 use super::batch::{self, BatchHeader, RecordInfo, Records, HEADER_SIZE};
-use super::partition::{lock, read, remove_segment_files, write, Partition};
+use super::batch_writer::{put_record, NewBatch};
+use super::partition::{remove_segment_files, Partition};
 use super::segment::{self, Segment, SegmentView, MAX_RELATIVE_OFFSET, MAX_SEGMENT_BYTES};
+use super::varint::{put_bytes, put_varint};
 use super::{codec, sync_dir, StorageError};
+use crate::sync::{lock, read, write};
 
 /// Attribute bit 6: the base timestamp is the batch's delete horizon.
 const DELETE_HORIZON_FLAG: i16 = 0x40;
-const ATTRIBUTES: usize = 21;
-const PRODUCER_FIELDS: std::ops::Range<usize> = 43..57;
 const COMPRESSION_MASK: i16 = 0x07;
 
 fn corrupt(message: String) -> StorageError {
@@ -377,50 +378,26 @@ fn rebuild_batch(
     for r in kept {
         record.clear();
         record.push(r.attributes);
-        put_varlong(&mut record, r.timestamp.wrapping_sub(base_timestamp));
-        put_varlong(&mut record, i64::from(r.offset_delta));
-        put_field(&mut record, r.key.as_ref().map(|k| &section[k.clone()]));
-        put_field(&mut record, r.value.as_ref().map(|v| &section[v.clone()]));
+        put_varint(&mut record, r.timestamp.wrapping_sub(base_timestamp));
+        put_varint(&mut record, i64::from(r.offset_delta));
+        put_bytes(&mut record, r.key.as_ref().map(|k| &section[k.clone()]));
+        put_bytes(&mut record, r.value.as_ref().map(|v| &section[v.clone()]));
         record.extend_from_slice(&section[r.headers.clone()]);
-        put_varlong(&mut body, record.len() as i64);
-        body.extend_from_slice(&record);
+        put_record(&mut body, &record);
     }
-    let mut out = Vec::with_capacity(HEADER_SIZE + body.len());
-    out.extend_from_slice(&header.base_offset.to_be_bytes());
-    let length = (HEADER_SIZE - batch::LOG_OVERHEAD + body.len()) as i32;
-    out.extend_from_slice(&length.to_be_bytes());
-    out.extend_from_slice(&header.partition_leader_epoch.to_be_bytes());
-    out.push(batch::MAGIC_V2 as u8);
-    out.extend_from_slice(&[0; 4]); // CRC, below
-    out.extend_from_slice(&attributes.to_be_bytes());
-    out.extend_from_slice(&header.last_offset_delta.to_be_bytes());
-    out.extend_from_slice(&base_timestamp.to_be_bytes());
-    out.extend_from_slice(&max_timestamp.to_be_bytes());
-    out.extend_from_slice(&bytes[PRODUCER_FIELDS]);
-    out.extend_from_slice(&(kept.len() as i32).to_be_bytes());
-    out.extend_from_slice(&body);
-    let crc = crc32c::crc32c(&out[ATTRIBUTES..]);
-    out[17..21].copy_from_slice(&crc.to_be_bytes());
-    out
-}
-
-fn put_varlong(out: &mut Vec<u8>, v: i64) {
-    let mut z = ((v << 1) ^ (v >> 63)) as u64;
-    while z >= 0x80 {
-        out.push((z as u8 & 0x7f) | 0x80);
-        z >>= 7;
+    NewBatch {
+        base_offset: header.base_offset,
+        partition_leader_epoch: header.partition_leader_epoch,
+        attributes,
+        last_offset_delta: header.last_offset_delta,
+        base_timestamp,
+        max_timestamp,
+        producer_id: header.producer_id,
+        producer_epoch: header.producer_epoch,
+        base_sequence: header.base_sequence,
+        record_count: kept.len() as i32,
     }
-    out.push(z as u8);
-}
-
-fn put_field(out: &mut Vec<u8>, field: Option<&[u8]>) {
-    match field {
-        None => put_varlong(out, -1),
-        Some(b) => {
-            put_varlong(out, b.len() as i64);
-            out.extend_from_slice(b);
-        }
-    }
+    .write(&body)
 }
 
 /// The offset after the last whole batch of a `.swap` file (to know which

@@ -12,9 +12,9 @@
 //! Written here from the protocol spec, because the host is the only writer
 //! of control batches: clients may not produce them.
 
-use super::batch::{
-    read_varint, read_varlong, set_crc, CONTROL_FLAG, HEADER_SIZE, LOG_OVERHEAD, TRANSACTIONAL_FLAG,
-};
+use super::batch::{CONTROL_FLAG, HEADER_SIZE, TRANSACTIONAL_FLAG};
+use super::batch_writer::{put_record, NewBatch};
+use super::varint::{put_bytes, put_varint, read_varint, read_varlong};
 
 /// What a control batch marks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -46,31 +46,24 @@ pub fn end_transaction_marker(
     let mut record = vec![0u8];
     put_varint(&mut record, 0);
     put_varint(&mut record, 0);
-    put_varint(&mut record, key.len() as i64);
-    record.extend_from_slice(&key);
-    put_varint(&mut record, value.len() as i64);
-    record.extend_from_slice(&value);
+    put_bytes(&mut record, Some(&key));
+    put_bytes(&mut record, Some(&value));
     put_varint(&mut record, 0);
-
-    let mut batch = Vec::with_capacity(HEADER_SIZE + record.len() + 1);
-    batch.extend_from_slice(&0i64.to_be_bytes());
-    let length = HEADER_SIZE - LOG_OVERHEAD + record.len() + 1;
-    batch.extend_from_slice(&(length as i32).to_be_bytes());
-    batch.extend_from_slice(&(-1i32).to_be_bytes()); // partition leader epoch
-    batch.push(2); // magic
-    batch.extend_from_slice(&[0; 4]); // crc, below
-    batch.extend_from_slice(&(TRANSACTIONAL_FLAG | CONTROL_FLAG).to_be_bytes());
-    batch.extend_from_slice(&0i32.to_be_bytes()); // last offset delta
-    batch.extend_from_slice(&timestamp_ms.to_be_bytes());
-    batch.extend_from_slice(&timestamp_ms.to_be_bytes());
-    batch.extend_from_slice(&producer_id.to_be_bytes());
-    batch.extend_from_slice(&producer_epoch.to_be_bytes());
-    batch.extend_from_slice(&(-1i32).to_be_bytes()); // base sequence
-    batch.extend_from_slice(&1i32.to_be_bytes()); // one record
-    put_varint(&mut batch, record.len() as i64);
-    batch.extend_from_slice(&record);
-    set_crc(&mut batch);
-    batch
+    let mut records = Vec::with_capacity(record.len() + 1);
+    put_record(&mut records, &record);
+    NewBatch {
+        base_offset: 0,
+        partition_leader_epoch: -1,
+        attributes: TRANSACTIONAL_FLAG | CONTROL_FLAG,
+        last_offset_delta: 0,
+        base_timestamp: timestamp_ms,
+        max_timestamp: timestamp_ms,
+        producer_id,
+        producer_epoch,
+        base_sequence: -1,
+        record_count: 1,
+    }
+    .write(&records)
 }
 
 /// The type of the control batch `batch` (one whole, uncompressed batch,
@@ -93,15 +86,6 @@ pub fn control_type(batch: &[u8]) -> Option<ControlType> {
     })
 }
 
-fn put_varint(out: &mut Vec<u8>, value: i64) {
-    let mut zigzag = ((value << 1) ^ (value >> 63)) as u64;
-    while zigzag >= 0x80 {
-        out.push((zigzag as u8 & 0x7f) | 0x80);
-        zigzag >>= 7;
-    }
-    out.push(zigzag as u8);
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -119,6 +103,21 @@ mod tests {
             // The storage engine's validation accepts it (CRC, records).
             prepare_append(&marker, 1 << 20, None, false).unwrap();
         }
+    }
+
+    #[test]
+    fn markers_are_byte_for_byte_kafkas() {
+        let hex = |bytes: &[u8]| -> String { bytes.iter().map(|b| format!("{b:02x}")).collect() };
+        assert_eq!(
+            hex(&end_transaction_marker(42, 3, true, 0, 1_000)),
+            "000000000000000000000042ffffffff02a1ae70e800300000000000000000000003e8\
+             00000000000003e8000000000000002a0003ffffffff000000012000000008000000010c00000000000000"
+        );
+        assert_eq!(
+            hex(&end_transaction_marker(1, 0, false, 7, 1_700_000_000_000)),
+            "000000000000000000000042ffffffff02a1cc3d010030000000000000018bcfe568000000018bcfe568\
+             0000000000000000010000ffffffff000000012000000008000000000c00000000000700"
+        );
     }
 
     #[test]

@@ -49,19 +49,19 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use super::checkpoint;
 use super::cleaner;
-use super::partition::{lock, now_ms, read, write, OpenHints, Partition};
+use super::partition::{now_ms, OpenHints, Partition};
 use super::segment::Segment;
 use super::{
     create_dir_durably, sync_dir, AppendInfo, LogConfig, LogDirInfo, LogStore, PartitionOffsets,
     ReadResult, StorageError, TopicPartition,
 };
+use crate::metadata::topic_name::{self, Invalid, MAX_LENGTH};
+use crate::sync::{lock, read, write};
 
 const LOCK_FILE: &str = ".lock";
 const CLEAN_SHUTDOWN_FILE: &str = ".kafka_cleanshutdown";
 const DELETE_SUFFIX: &str = "-delete";
 const FUTURE_SUFFIX: &str = "-future";
-/// Kafka's limit on topic name length.
-const MAX_TOPIC_NAME_LEN: usize = 249;
 /// How often the scheduler looks for flushes due.
 const SCHEDULER_TICK: Duration = Duration::from_millis(100);
 /// Checkpoints are rewritten at most this often after flushes.
@@ -133,25 +133,17 @@ pub struct LogManager {
 /// Checks a topic name as Kafka does (`[a-zA-Z0-9._-]{1,249}`, not `.` or
 /// `..`), which also makes it a safe directory name.
 pub fn validate_topic_name(name: &str) -> Result<(), StorageError> {
-    if name.is_empty() || name == "." || name == ".." {
-        return Err(StorageError::InvalidTopic(format!(
-            "topic name {name:?} is illegal"
-        )));
-    }
-    if name.len() > MAX_TOPIC_NAME_LEN {
-        return Err(StorageError::InvalidTopic(format!(
-            "topic name is longer than {MAX_TOPIC_NAME_LEN} characters"
-        )));
-    }
-    if let Some(c) = name
-        .chars()
-        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')))
-    {
-        return Err(StorageError::InvalidTopic(format!(
+    let message = match topic_name::check(name) {
+        Ok(()) => return Ok(()),
+        Err(Invalid::Empty | Invalid::Dots) => format!("topic name {name:?} is illegal"),
+        Err(Invalid::TooLong) => {
+            format!("topic name is longer than {MAX_LENGTH} characters")
+        }
+        Err(Invalid::Character(c)) => format!(
             "topic name {name:?} contains {c:?}; allowed are ASCII letters, digits, '.', '_' and '-'"
-        )));
-    }
-    Ok(())
+        ),
+    };
+    Err(StorageError::InvalidTopic(message))
 }
 
 fn dir_name(tp: &TopicPartition) -> String {

@@ -52,6 +52,7 @@
 //! ([`LogStore::shutdown`]) fsyncs everything.
 
 mod batch;
+mod batch_writer;
 #[cfg(test)]
 mod bench;
 mod checkpoint;
@@ -67,24 +68,13 @@ pub mod producer_state;
 mod record_stream;
 mod segment;
 pub mod validate;
+mod varint;
+
+use crate::error_code::ErrorCode;
 
 use std::fmt;
 use std::fs::File;
 use std::path::Path;
-
-/// Kafka error codes used by the storage layer.
-pub mod error_codes {
-    pub const OFFSET_OUT_OF_RANGE: i16 = 1;
-    pub const CORRUPT_MESSAGE: i16 = 2;
-    pub const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
-    pub const MESSAGE_TOO_LARGE: i16 = 10;
-    pub const INVALID_TOPIC_EXCEPTION: i16 = 17;
-    pub const POLICY_VIOLATION: i16 = 44;
-    pub const UNSUPPORTED_FOR_MESSAGE_FORMAT: i16 = 43;
-    pub const KAFKA_STORAGE_ERROR: i16 = 56;
-    pub const LOG_DIR_NOT_FOUND: i16 = 57;
-    pub const INVALID_RECORD: i16 = 87;
-}
 
 /// A topic partition, the unit of a log.
 #[derive(
@@ -256,19 +246,20 @@ pub enum StorageError {
 impl StorageError {
     /// The Kafka error code to put in a response.
     pub fn error_code(&self) -> i16 {
-        use error_codes::*;
         match self {
-            StorageError::UnknownTopicOrPartition => UNKNOWN_TOPIC_OR_PARTITION,
-            StorageError::CorruptMessage(_) => CORRUPT_MESSAGE,
-            StorageError::InvalidRecord(_) => INVALID_RECORD,
-            StorageError::Decompression(_) => CORRUPT_MESSAGE,
-            StorageError::MessageTooLarge(_) => MESSAGE_TOO_LARGE,
-            StorageError::OffsetOutOfRange => OFFSET_OUT_OF_RANGE,
-            StorageError::UnsupportedForMessageFormat(_) => UNSUPPORTED_FOR_MESSAGE_FORMAT,
-            StorageError::InvalidTopic(_) => INVALID_TOPIC_EXCEPTION,
-            StorageError::PolicyViolation(_) => POLICY_VIOLATION,
-            StorageError::LogDirNotFound(_) => LOG_DIR_NOT_FOUND,
-            StorageError::Io(_) => KAFKA_STORAGE_ERROR,
+            StorageError::UnknownTopicOrPartition => ErrorCode::UnknownTopicOrPartition.code(),
+            StorageError::CorruptMessage(_) => ErrorCode::CorruptMessage.code(),
+            StorageError::InvalidRecord(_) => ErrorCode::InvalidRecord.code(),
+            StorageError::Decompression(_) => ErrorCode::CorruptMessage.code(),
+            StorageError::MessageTooLarge(_) => ErrorCode::MessageTooLarge.code(),
+            StorageError::OffsetOutOfRange => ErrorCode::OffsetOutOfRange.code(),
+            StorageError::UnsupportedForMessageFormat(_) => {
+                ErrorCode::UnsupportedForMessageFormat.code()
+            }
+            StorageError::InvalidTopic(_) => ErrorCode::InvalidTopicException.code(),
+            StorageError::PolicyViolation(_) => ErrorCode::PolicyViolation.code(),
+            StorageError::LogDirNotFound(_) => ErrorCode::LogDirNotFound.code(),
+            StorageError::Io(_) => ErrorCode::KafkaStorageError.code(),
         }
     }
 }

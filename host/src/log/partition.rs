@@ -26,7 +26,9 @@ use std::fs;
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Mutex, RwLock};
+
+use crate::sync::{lock, read, write};
 
 use super::batch;
 use super::segment::{self, Segment, MAX_RELATIVE_OFFSET, MAX_SEGMENT_BYTES};
@@ -34,20 +36,6 @@ use super::{
     create_dir_durably, sync_dir, AppendInfo, LogConfig, PartitionOffsets, ReadResult,
     StorageError, TopicPartition,
 };
-
-// Nothing panics while holding these locks, but a poisoned lock must not take
-// the partition down with it: the state is updated in single steps.
-pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-pub(super) fn read<T>(l: &RwLock<T>) -> RwLockReadGuard<'_, T> {
-    l.read().unwrap_or_else(PoisonError::into_inner)
-}
-
-pub(super) fn write<T>(l: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
-    l.write().unwrap_or_else(PoisonError::into_inner)
-}
 
 /// What the log directory's checkpoints say about a partition being opened.
 #[derive(Clone, Copy, Debug, Default)]

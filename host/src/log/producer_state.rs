@@ -44,16 +44,12 @@
 //! consumers so they drop those records. Both come from batch headers, so
 //! the same scan that rebuilds sequences rebuilds them after a restart.
 
+use crate::error_code::ErrorCode;
+
 use std::collections::{HashMap, VecDeque};
 
 use super::batch::BatchHeader;
 use super::control::{self, ControlType};
-
-/// Kafka error codes of the sequence checks.
-pub mod codes {
-    pub const OUT_OF_ORDER_SEQUENCE_NUMBER: i16 = 45;
-    pub const INVALID_PRODUCER_EPOCH: i16 = 47;
-}
 
 /// Batches remembered per producer: the producer's in-flight limit.
 pub const CACHED_BATCHES: usize = 5;
@@ -354,7 +350,7 @@ fn check_batch(
     };
     if batch.producer_epoch < epoch {
         return Err(SequenceError {
-            error_code: codes::INVALID_PRODUCER_EPOCH,
+            error_code: ErrorCode::InvalidProducerEpoch.code(),
             message: format!(
                 "epoch {} of producer {} is older than its current epoch {epoch}",
                 batch.producer_epoch, batch.producer_id
@@ -368,7 +364,7 @@ fn check_batch(
     };
     if !ordered {
         return Err(SequenceError {
-            error_code: codes::OUT_OF_ORDER_SEQUENCE_NUMBER,
+            error_code: ErrorCode::OutOfOrderSequenceNumber.code(),
             message: format!(
                 "producer {} epoch {}: sequence {} where {} was expected",
                 batch.producer_id,
@@ -500,12 +496,15 @@ mod tests {
         let mut state = ProducerStateMap::default();
         appended(&mut state, batch(7, 3, 0, 2, 0));
         let gap = state.check(&[batch(7, 3, 5, 1, -1)]).unwrap_err();
-        assert_eq!(gap.error_code, codes::OUT_OF_ORDER_SEQUENCE_NUMBER);
+        assert_eq!(gap.error_code, ErrorCode::OutOfOrderSequenceNumber.code());
         let old = state.check(&[batch(7, 2, 2, 1, -1)]).unwrap_err();
-        assert_eq!(old.error_code, codes::INVALID_PRODUCER_EPOCH);
+        assert_eq!(old.error_code, ErrorCode::InvalidProducerEpoch.code());
         // A new epoch must start at 0.
         let bumped = state.check(&[batch(7, 4, 2, 1, -1)]).unwrap_err();
-        assert_eq!(bumped.error_code, codes::OUT_OF_ORDER_SEQUENCE_NUMBER);
+        assert_eq!(
+            bumped.error_code,
+            ErrorCode::OutOfOrderSequenceNumber.code()
+        );
         appended(&mut state, batch(7, 4, 0, 1, 2));
         assert_eq!(state.producers()[&7].epoch, 4);
     }
@@ -521,7 +520,7 @@ mod tests {
         // The oldest batches fell out of the cache: no longer a duplicate,
         // and out of order.
         let err = state.check(&[batch(9, 0, 42, 1, -1)]).unwrap_err();
-        assert_eq!(err.error_code, codes::OUT_OF_ORDER_SEQUENCE_NUMBER);
+        assert_eq!(err.error_code, ErrorCode::OutOfOrderSequenceNumber.code());
     }
 
     #[test]

@@ -19,9 +19,6 @@ pub const MAX_RECORDS_PER_USER_OP: usize = 10_000;
 /// partitions one CreateTopics request may ask for.
 pub const MAX_PARTITIONS_PER_BATCH: usize = 10_000;
 
-/// Kafka's POLICY_VIOLATION error code.
-pub const POLICY_VIOLATION: i16 = 44;
-
 /// Kafka's message when CreateTopics asks for more than
 /// [`MAX_PARTITIONS_PER_BATCH`] partitions.
 pub const TOO_MANY_PARTITIONS: &str = "Excessively large number of partitions per request.";

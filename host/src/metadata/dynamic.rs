@@ -18,7 +18,7 @@ use std::sync::{Mutex, RwLock};
 
 use serde::{Deserialize, Serialize};
 
-use crate::security::durable::JsonFile;
+use crate::durable::JsonFile;
 
 const FILE_NAME: &str = "configs.json";
 const FORMAT_VERSION: u32 = 1;
@@ -60,20 +60,12 @@ pub struct DynamicConfigs {
 impl DynamicConfigs {
     pub fn open(dir: &Path) -> io::Result<Self> {
         let file = JsonFile::open(dir, FILE_NAME)?;
-        let document: Document = file.load()?.unwrap_or(Document {
-            version: FORMAT_VERSION,
-            ..Document::default()
-        });
-        if document.version != FORMAT_VERSION {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!(
-                    "{}: unsupported format version {}",
-                    file.path().display(),
-                    document.version
-                ),
-            ));
-        }
+        let document = file
+            .load_versioned(FORMAT_VERSION, |document: &Document| document.version)?
+            .unwrap_or(Document {
+                version: FORMAT_VERSION,
+                ..Document::default()
+            });
         Ok(Self {
             file,
             write_lock: Mutex::new(()),
@@ -83,26 +75,17 @@ impl DynamicConfigs {
     }
 
     fn read(&self) -> std::sync::RwLockReadGuard<'_, Document> {
-        match self.state.read() {
-            Ok(guard) => guard,
-            Err(poisoned) => poisoned.into_inner(),
-        }
+        crate::sync::read(&self.state)
     }
 
     /// Applies `change` to a copy of the document, stores it, then makes
     /// it visible.
     fn update(&self, change: impl FnOnce(&mut Document)) -> io::Result<()> {
-        let _writer = match self.write_lock.lock() {
-            Ok(guard) => guard,
-            Err(poisoned) => poisoned.into_inner(),
-        };
+        let _writer = crate::sync::lock(&self.write_lock);
         let mut next = self.read().clone();
         change(&mut next);
         self.file.store(&next)?;
-        match self.state.write() {
-            Ok(mut guard) => *guard = next,
-            Err(poisoned) => *poisoned.into_inner() = next,
-        }
+        *crate::sync::write(&self.state) = next;
         self.version.fetch_add(1, Ordering::AcqRel);
         Ok(())
     }

@@ -17,14 +17,14 @@
 //! state) belongs in a log, not here.
 
 use std::collections::BTreeMap;
-use std::fs::{self, File, OpenOptions};
-use std::io::{self, Write};
-use std::path::{Path, PathBuf};
+use std::io;
+use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use crate::durable::JsonFile;
+
 const FILE_NAME: &str = "topics.json";
-const TMP_NAME: &str = "topics.json.tmp";
 const FORMAT_VERSION: u32 = 1;
 
 /// A topic as the broker knows it.
@@ -49,39 +49,19 @@ struct Document {
 /// Topic metadata persisted in a directory.
 #[derive(Debug)]
 pub struct MetadataStore {
-    dir: PathBuf,
+    file: JsonFile,
     topics: BTreeMap<String, TopicRecord>,
 }
 
 impl MetadataStore {
     /// Opens the store in `dir`, creating the directory if needed.
     pub fn open(dir: &Path) -> io::Result<Self> {
-        if !dir.is_dir() {
-            fs::create_dir_all(dir)?;
-            if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
-                File::open(parent)?.sync_all()?;
-            }
-        }
-        match fs::remove_file(dir.join(TMP_NAME)) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(e) => return Err(e),
-        }
-        let path = dir.join(FILE_NAME);
-        let topics = match fs::read(&path) {
-            Ok(bytes) => parse(&bytes).map_err(|e| {
-                io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    format!("{}: {e}", path.display()),
-                )
-            })?,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => BTreeMap::new(),
-            Err(e) => return Err(e),
+        let file = JsonFile::open(dir, FILE_NAME)?;
+        let topics = match file.load_versioned(FORMAT_VERSION, |d: &Document| d.version)? {
+            Some(document) => by_name(document).map_err(|error| file.invalid(error))?,
+            None => BTreeMap::new(),
         };
-        Ok(MetadataStore {
-            dir: dir.to_path_buf(),
-            topics,
-        })
+        Ok(MetadataStore { file, topics })
     }
 
     /// Every topic, ordered by name.
@@ -111,30 +91,14 @@ impl MetadataStore {
     }
 
     fn persist(&self, topics: &BTreeMap<String, TopicRecord>) -> io::Result<()> {
-        let document = Document {
+        self.file.store(&Document {
             version: FORMAT_VERSION,
             topics: topics.values().cloned().collect(),
-        };
-        let bytes = serde_json::to_vec_pretty(&document).map_err(io::Error::other)?;
-        let tmp = self.dir.join(TMP_NAME);
-        let mut file = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&tmp)?;
-        file.write_all(&bytes)?;
-        file.sync_all()?;
-        drop(file);
-        fs::rename(&tmp, self.dir.join(FILE_NAME))?;
-        File::open(&self.dir)?.sync_all()
+        })
     }
 }
 
-fn parse(bytes: &[u8]) -> Result<BTreeMap<String, TopicRecord>, String> {
-    let document: Document = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
-    if document.version != FORMAT_VERSION {
-        return Err(format!("unsupported format version {}", document.version));
-    }
+fn by_name(document: Document) -> Result<BTreeMap<String, TopicRecord>, String> {
     let mut topics = BTreeMap::new();
     for topic in document.topics {
         let name = topic.name.clone();
@@ -176,6 +140,10 @@ mod hex_id {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use std::fs;
+
+    const TMP_NAME: &str = "topics.json.tmp";
 
     fn topic(name: &str, partitions: i32) -> TopicRecord {
         let mut id = [0u8; 16];

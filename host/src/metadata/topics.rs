@@ -13,26 +13,13 @@ use anyhow::{Context, Result};
 use tracing::info;
 
 use crate::config::BrokerConfig;
+use crate::error_code::ErrorCode;
 use crate::log::{LogConfig, LogStore, TopicPartition};
 use crate::metadata::bounds;
 use crate::metadata::dynamic::DynamicConfigs;
 use crate::metadata::store::{MetadataStore, TopicRecord};
 use crate::metadata::topic_config::{self, BrokerView};
-
-/// Kafka error codes for topic administration.
-pub mod codes {
-    pub const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
-    pub const INVALID_TOPIC_EXCEPTION: i16 = 17;
-    pub const TOPIC_ALREADY_EXISTS: i16 = 36;
-    pub const INVALID_PARTITIONS: i16 = 37;
-    pub const INVALID_REPLICATION_FACTOR: i16 = 38;
-    pub const INVALID_REPLICA_ASSIGNMENT: i16 = 39;
-    pub const INVALID_CONFIG: i16 = 40;
-    pub const KAFKA_STORAGE_ERROR: i16 = 56;
-}
-
-/// Kafka's limit on topic name length.
-const MAX_NAME_LENGTH: usize = 249;
+use crate::metadata::topic_name::{self, Invalid, MAX_LENGTH};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TopicError {
@@ -131,24 +118,15 @@ impl TopicManager {
     }
 
     fn read(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<String, Topic>> {
-        match self.topics.read() {
-            Ok(guard) => guard,
-            Err(poisoned) => poisoned.into_inner(),
-        }
+        crate::sync::read(&self.topics)
     }
 
     fn write(&self) -> std::sync::RwLockWriteGuard<'_, BTreeMap<String, Topic>> {
-        match self.topics.write() {
-            Ok(guard) => guard,
-            Err(poisoned) => poisoned.into_inner(),
-        }
+        crate::sync::write(&self.topics)
     }
 
     fn lock_store(&self) -> std::sync::MutexGuard<'_, MetadataStore> {
-        match self.store.lock() {
-            Ok(guard) => guard,
-            Err(poisoned) => poisoned.into_inner(),
-        }
+        crate::sync::lock(&self.store)
     }
 
     /// Creates a topic, or with `validate_only` checks that it could be.
@@ -162,14 +140,14 @@ impl TopicManager {
             > bounds::MAX_PARTITIONS_PER_BATCH
         {
             return Err(TopicError::new(
-                bounds::POLICY_VIOLATION,
+                ErrorCode::PolicyViolation.code(),
                 bounds::TOO_MANY_PARTITIONS,
             ));
         }
         validate_name(&request.name)?;
         if request.replication_factor < -1 || request.replication_factor == 0 {
             return Err(TopicError::new(
-                codes::INVALID_REPLICATION_FACTOR,
+                ErrorCode::InvalidReplicationFactor.code(),
                 "Replication factor must be larger than 0, or -1 to use the default value.",
             ));
         }
@@ -177,7 +155,7 @@ impl TopicManager {
             -1 => default_partitions,
             n if n <= 0 => {
                 return Err(TopicError::new(
-                    codes::INVALID_PARTITIONS,
+                    ErrorCode::InvalidPartitions.code(),
                     "Number of partitions was set to an invalid non-positive value.",
                 ))
             }
@@ -193,13 +171,13 @@ impl TopicManager {
         };
         if replication <= 0 {
             return Err(TopicError::new(
-                codes::INVALID_REPLICATION_FACTOR,
+                ErrorCode::InvalidReplicationFactor.code(),
                 "Replication factor must be larger than 0, or -1 to use the default value.",
             ));
         }
         if replication > 1 {
             return Err(TopicError::new(
-                codes::INVALID_REPLICATION_FACTOR,
+                ErrorCode::InvalidReplicationFactor.code(),
                 format!(
                     "Unable to replicate the partition {replication} time(s): The target replication factor of {replication} cannot be reached because only 1 broker(s) are registered."
                 ),
@@ -209,12 +187,12 @@ impl TopicManager {
         for (name, value) in &request.configs {
             let Some(value) = value else {
                 return Err(TopicError::new(
-                    codes::INVALID_CONFIG,
+                    ErrorCode::InvalidConfig.code(),
                     format!("Null value not supported for topic configs: {name}"),
                 ));
             };
             topic_config::validate(name, value)
-                .map_err(|message| TopicError::new(codes::INVALID_CONFIG, message))?;
+                .map_err(|message| TopicError::new(ErrorCode::InvalidConfig.code(), message))?;
             configs.insert(name.clone(), value.clone());
         }
 
@@ -229,7 +207,7 @@ impl TopicManager {
             .saturating_add(1 + configs.len());
         if !bounds::records_fit(records) {
             return Err(TopicError::new(
-                bounds::POLICY_VIOLATION,
+                ErrorCode::PolicyViolation.code(),
                 bounds::TOO_MANY_RECORDS,
             ));
         }
@@ -249,7 +227,9 @@ impl TopicManager {
                 partitions: topic.partitions,
                 configs: topic.configs.clone(),
             })
-            .map_err(|error| TopicError::new(codes::KAFKA_STORAGE_ERROR, error.to_string()))?;
+            .map_err(|error| {
+                TopicError::new(ErrorCode::KafkaStorageError.code(), error.to_string())
+            })?;
         let log_config = self.log_config(&topic.configs);
         for partition in 0..partitions {
             let tp = TopicPartition {
@@ -271,7 +251,7 @@ impl TopicManager {
         let topics = self.read();
         if topics.contains_key(name) {
             return Some(TopicError::new(
-                codes::TOPIC_ALREADY_EXISTS,
+                ErrorCode::TopicAlreadyExists.code(),
                 format!("Topic '{name}' already exists."),
             ));
         }
@@ -281,7 +261,7 @@ impl TopicManager {
             .find(|existing| existing.replace('.', "_") == folded)
             .map(|existing| {
                 TopicError::new(
-                    codes::INVALID_TOPIC_EXCEPTION,
+                    ErrorCode::InvalidTopicException.code(),
                     format!("Topic '{name}' collides with existing topic: {existing}"),
                 )
             })
@@ -292,13 +272,13 @@ impl TopicManager {
         let mut store = self.lock_store();
         let Some(topic) = self.get(name) else {
             return Err(TopicError::new(
-                codes::UNKNOWN_TOPIC_OR_PARTITION,
+                ErrorCode::UnknownTopicOrPartition.code(),
                 "This server does not host this topic-partition.",
             ));
         };
-        store
-            .remove_topic(name)
-            .map_err(|error| TopicError::new(codes::KAFKA_STORAGE_ERROR, error.to_string()))?;
+        store.remove_topic(name).map_err(|error| {
+            TopicError::new(ErrorCode::KafkaStorageError.code(), error.to_string())
+        })?;
         self.write().remove(name);
         drop(store);
         self.logs
@@ -345,9 +325,9 @@ impl TopicManager {
             return Err(unknown_topic(name));
         };
         topic.configs = configs;
-        store
-            .put_topic(record_of(&topic))
-            .map_err(|error| TopicError::new(codes::KAFKA_STORAGE_ERROR, error.to_string()))?;
+        store.put_topic(record_of(&topic)).map_err(|error| {
+            TopicError::new(ErrorCode::KafkaStorageError.code(), error.to_string())
+        })?;
         self.write().insert(topic.name.clone(), topic.clone());
         // Still under the store lock, so a concurrent delete cannot have
         // removed the logs this recreates.
@@ -404,13 +384,13 @@ impl TopicManager {
         let current = topic.partitions;
         if total == current {
             return Err(TopicError::new(
-                codes::INVALID_PARTITIONS,
+                ErrorCode::InvalidPartitions.code(),
                 format!("Topic already has {current} partition(s)."),
             ));
         }
         if total < current {
             return Err(TopicError::new(
-                codes::INVALID_PARTITIONS,
+                ErrorCode::InvalidPartitions.code(),
                 format!(
                     "The topic {name} currently has {current} partition(s); {total} would not be an increase."
                 ),
@@ -421,7 +401,7 @@ impl TopicManager {
             let given = assignments.len();
             if i32::try_from(given).ok() != Some(additional) {
                 return Err(TopicError::new(
-                    codes::INVALID_REPLICA_ASSIGNMENT,
+                    ErrorCode::InvalidReplicaAssignment.code(),
                     format!(
                         "Attempted to add {additional} additional partition(s), but only {given} assignment(s) were specified."
                     ),
@@ -435,7 +415,7 @@ impl TopicManager {
         // placed or described.
         if !bounds::records_fit(usize::try_from(additional).unwrap_or(usize::MAX)) {
             return Err(TopicError::new(
-                bounds::POLICY_VIOLATION,
+                ErrorCode::PolicyViolation.code(),
                 bounds::TOO_MANY_RECORDS,
             ));
         }
@@ -443,9 +423,9 @@ impl TopicManager {
         if validate_only {
             return Ok(topic);
         }
-        store
-            .put_topic(record_of(&topic))
-            .map_err(|error| TopicError::new(codes::KAFKA_STORAGE_ERROR, error.to_string()))?;
+        store.put_topic(record_of(&topic)).map_err(|error| {
+            TopicError::new(ErrorCode::KafkaStorageError.code(), error.to_string())
+        })?;
         let log_config = self.log_config(&topic.configs);
         for partition in current..total {
             let tp = TopicPartition {
@@ -464,7 +444,7 @@ impl TopicManager {
 
 fn unknown_topic(name: &str) -> TopicError {
     TopicError::new(
-        codes::UNKNOWN_TOPIC_OR_PARTITION,
+        ErrorCode::UnknownTopicOrPartition.code(),
         format!("The topic '{name}' does not exist."),
     )
 }
@@ -482,8 +462,12 @@ fn record_of(topic: &Topic) -> TopicRecord {
 /// only registered broker is `node_id`; new partitions keep the topic's
 /// replication factor, which is 1 here.
 fn validate_assignment(replicas: &[i32], node_id: i32) -> Result<(), TopicError> {
-    let invalid =
-        |message: String| Err(TopicError::new(codes::INVALID_REPLICA_ASSIGNMENT, message));
+    let invalid = |message: String| {
+        Err(TopicError::new(
+            ErrorCode::InvalidReplicaAssignment.code(),
+            message,
+        ))
+    };
     if replicas.is_empty() {
         return invalid("The manual partition assignment includes an empty replica list.".into());
     }
@@ -536,43 +520,29 @@ pub fn log_config_for(overrides: &BTreeMap<String, String>, broker: &BrokerView<
     }
 }
 
-/// Kafka's topic name rules.
+/// Kafka's topic name rules, with Kafka's messages.
 pub fn validate_name(name: &str) -> Result<(), TopicError> {
-    let invalid = |message: String| Err(TopicError::new(codes::INVALID_TOPIC_EXCEPTION, message));
-    if name.is_empty() {
-        return invalid("Topic name is illegal, it can't be empty".to_string());
-    }
-    if name == "." || name == ".." {
-        return invalid("Topic name cannot be \".\" or \"..\"".to_string());
-    }
-    if name.len() > MAX_NAME_LENGTH {
-        return invalid(format!(
-            "Topic name is illegal, it can't be longer than {MAX_NAME_LENGTH} characters, topic name: {name}"
-        ));
-    }
-    if !name
-        .bytes()
-        .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-')
-    {
-        return invalid(format!(
+    let message = match topic_name::check(name) {
+        Ok(()) => return Ok(()),
+        Err(Invalid::Empty) => "Topic name is illegal, it can't be empty".to_string(),
+        Err(Invalid::Dots) => "Topic name cannot be \".\" or \"..\"".to_string(),
+        Err(Invalid::TooLong) => format!(
+            "Topic name is illegal, it can't be longer than {MAX_LENGTH} characters, topic name: {name}"
+        ),
+        Err(Invalid::Character(_)) => format!(
             "Topic name {name} is illegal, it contains a character other than ASCII alphanumerics, '.', '_' and '-'"
-        ));
-    }
-    Ok(())
+        ),
+    };
+    Err(TopicError::new(
+        ErrorCode::InvalidTopicException.code(),
+        message,
+    ))
 }
 
 /// A random (version 4) UUID that is never Kafka's zero or sentinel id.
 fn new_topic_id() -> u128 {
     loop {
-        let mut bytes = [0u8; 16];
-        if getrandom::fill(&mut bytes).is_err() {
-            // Fall back to time and a counter; uniqueness is what matters.
-            let nanos = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|elapsed| elapsed.as_nanos())
-                .unwrap_or(1);
-            bytes = nanos.to_be_bytes();
-        }
+        let mut bytes = crate::uuid::random_bytes();
         bytes[6] = (bytes[6] & 0x0f) | 0x40;
         bytes[8] = (bytes[8] & 0x3f) | 0x80;
         let id = u128::from_be_bytes(bytes);
@@ -651,7 +621,7 @@ mod tests {
             let error = result.unwrap_err();
             (error.code, error.message)
         };
-        let policy = |message: &str| (bounds::POLICY_VIOLATION, message.to_string());
+        let policy = |message: &str| (ErrorCode::PolicyViolation.code(), message.to_string());
         for validate_only in [true, false] {
             let huge = topics.create(&new("huge", i32::MAX), validate_only);
             assert_eq!(refused(huge), policy(bounds::TOO_MANY_PARTITIONS));

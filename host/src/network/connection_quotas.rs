@@ -126,10 +126,7 @@ impl ConnectionQuotas {
     }
 
     fn counts(&self) -> MutexGuard<'_, Counts> {
-        match self.counts.lock() {
-            Ok(guard) => guard,
-            Err(poisoned) => poisoned.into_inner(),
-        }
+        crate::sync::lock(&self.counts)
     }
 
     /// Admits a connection accepted on `listener` from `address`: waits

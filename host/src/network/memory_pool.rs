@@ -47,10 +47,7 @@ impl MemoryPool {
     }
 
     fn used(&self) -> MutexGuard<'_, usize> {
-        match self.used.lock() {
-            Ok(guard) => guard,
-            Err(poisoned) => poisoned.into_inner(),
-        }
+        crate::sync::lock(&self.used)
     }
 
     /// Reserves `bytes`, waiting while they do not fit. A request larger

@@ -26,10 +26,10 @@ use std::sync::{Arc, RwLock};
 use serde::{Deserialize, Serialize};
 use tracing::warn;
 
+use crate::durable::JsonFile;
 use crate::plugins::authorizer::LoadedAuthorizer;
 use crate::plugins::bindings::Action;
 use crate::security::acl_store::AclStore;
-use crate::security::durable::JsonFile;
 use crate::security::session::Session;
 
 /// Decisions kept at most; the cache starts over when full.

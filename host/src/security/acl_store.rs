@@ -26,8 +26,8 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use serde::{Deserialize, Serialize};
 
+use crate::durable::JsonFile;
 use crate::metadata::bounds;
-use crate::security::durable::JsonFile;
 
 /// Kafka's wildcard resource name (with LITERAL).
 pub const WILDCARD: &str = "*";

@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256, Sha512};
 use subtle::ConstantTimeEq;
 
-use crate::security::durable::JsonFile;
+use crate::durable::JsonFile;
 
 /// Kafka's bounds on SCRAM iterations (ScramMechanism min, and the
 /// controller's 16384 maximum).
@@ -187,10 +187,7 @@ impl CredentialStore {
     }
 
     fn snapshot(&self) -> Arc<Users> {
-        match self.users.read() {
-            Ok(guard) => Arc::clone(&guard),
-            Err(poisoned) => Arc::clone(&poisoned.into_inner()),
-        }
+        Arc::clone(&crate::sync::read(&self.users))
     }
 
     /// Lets SCRAM authenticate delegation tokens from `tokens`.
@@ -243,10 +240,7 @@ impl CredentialStore {
     /// order. A deletion of a missing credential fails alone (NotFound)
     /// and the other changes still apply, as Kafka answers per user.
     pub fn apply(&self, changes: Vec<CredentialChange>) -> Vec<Result<(), CredentialError>> {
-        let _writer = match self.writer.lock() {
-            Ok(guard) => guard,
-            Err(poisoned) => poisoned.into_inner(),
-        };
+        let _writer = crate::sync::lock(&self.writer);
         let mut next = Users::clone(&self.snapshot());
         let mut results = Vec::with_capacity(changes.len());
         for (user, mechanism, credential) in changes {
@@ -274,10 +268,7 @@ impl CredentialStore {
                     .map(|result| result.and(Err(error.clone())))
                     .collect();
             }
-            match self.users.write() {
-                Ok(mut guard) => *guard = Arc::new(next),
-                Err(poisoned) => *poisoned.into_inner() = Arc::new(next),
-            }
+            *crate::sync::write(&self.users) = Arc::new(next)
         }
         results
     }

@@ -8,7 +8,6 @@
 pub mod acl_store;
 pub mod admin;
 pub mod credentials;
-pub mod durable;
 pub mod sasl;
 pub mod scram;
 pub mod session;

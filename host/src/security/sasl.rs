@@ -16,6 +16,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
+use crate::error_code::ErrorCode;
 use crate::security::credentials::{CredentialStore, ScramMechanism};
 use crate::security::scram::{ScramServer, ScramStep};
 
@@ -27,11 +28,6 @@ pub const SUPPORTED_MECHANISMS: [&str; 3] = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SH
 const SASL_HANDSHAKE_KEY: i16 = 17;
 const API_VERSIONS_KEY: i16 = 18;
 const SASL_AUTHENTICATE_KEY: i16 = 36;
-
-/// Kafka error codes this module answers.
-pub const UNSUPPORTED_SASL_MECHANISM: i16 = 33;
-pub const ILLEGAL_SASL_STATE: i16 = 34;
-pub const SASL_AUTHENTICATION_FAILED: i16 = 58;
 
 enum Exchange {
     Plain,
@@ -113,26 +109,17 @@ impl ConnectionAuth {
     }
 
     pub fn principal(&self) -> Arc<str> {
-        match self.principal.read() {
-            Ok(guard) => Arc::clone(&guard),
-            Err(poisoned) => Arc::clone(&poisoned.into_inner()),
-        }
+        Arc::clone(&crate::sync::read(&self.principal))
     }
 
     fn set_principal(&self, principal: String) {
         let principal: Arc<str> = Arc::from(principal);
-        match self.principal.write() {
-            Ok(mut guard) => *guard = principal,
-            Err(poisoned) => *poisoned.into_inner() = principal,
-        }
+        *crate::sync::write(&self.principal) = principal
     }
 
     fn with_stage<T>(&self, f: impl FnOnce(&mut Stage) -> T) -> Option<T> {
         let sasl = self.sasl.as_ref()?;
-        let mut guard = match sasl.lock() {
-            Ok(guard) => guard,
-            Err(poisoned) => poisoned.into_inner(),
-        };
+        let mut guard = crate::sync::lock(sasl);
         Some(f(&mut guard))
     }
 
@@ -179,12 +166,12 @@ impl ConnectionAuth {
             }
             Stage::Handshake => {
                 *stage = Stage::Failed;
-                UNSUPPORTED_SASL_MECHANISM
+                ErrorCode::UnsupportedSaslMechanism.code()
             }
-            _ => ILLEGAL_SASL_STATE,
+            _ => ErrorCode::IllegalSaslState.code(),
         });
         HandshakeOutcome {
-            error_code: outcome.unwrap_or(ILLEGAL_SASL_STATE),
+            error_code: outcome.unwrap_or(ErrorCode::IllegalSaslState.code()),
             mechanisms,
         }
     }
@@ -192,7 +179,7 @@ impl ConnectionAuth {
     /// SaslAuthenticate: one step of the selected exchange.
     pub fn authenticate(&self, token: &[u8], store: &CredentialStore) -> AuthenticateOutcome {
         let illegal = |message: &str| AuthenticateOutcome {
-            error_code: ILLEGAL_SASL_STATE,
+            error_code: ErrorCode::IllegalSaslState.code(),
             error_message: Some(message.to_string()),
             token: Vec::new(),
         };
@@ -234,7 +221,7 @@ impl ConnectionAuth {
                     );
                     *stage = Stage::Failed;
                     Err(AuthenticateOutcome {
-                        error_code: SASL_AUTHENTICATION_FAILED,
+                        error_code: ErrorCode::SaslAuthenticationFailed.code(),
                         error_message: Some(detail),
                         token: Vec::new(),
                     })
@@ -317,10 +304,13 @@ mod tests {
         assert_eq!(outcome.error_code, 0, "{outcome:?}");
         assert_eq!(&*auth.principal(), "User:alice");
         assert_eq!(auth.admits(3), Admission::Admit);
-        assert_eq!(auth.handshake("PLAIN").error_code, ILLEGAL_SASL_STATE);
+        assert_eq!(
+            auth.handshake("PLAIN").error_code,
+            ErrorCode::IllegalSaslState.code()
+        );
         assert_eq!(
             auth.authenticate(b"\0alice\0secret", &store).error_code,
-            ILLEGAL_SASL_STATE
+            ErrorCode::IllegalSaslState.code()
         );
         assert!(!auth.failed());
     }
@@ -331,19 +321,28 @@ mod tests {
         let auth = ConnectionAuth::sasl(all());
         auth.handshake("PLAIN");
         let outcome = auth.authenticate(b"\0alice\0wrong", &store);
-        assert_eq!(outcome.error_code, SASL_AUTHENTICATION_FAILED);
+        assert_eq!(
+            outcome.error_code,
+            ErrorCode::SaslAuthenticationFailed.code()
+        );
         assert!(auth.failed());
         assert_eq!(&*auth.principal(), ANONYMOUS);
 
         let auth = ConnectionAuth::sasl(vec!["SCRAM-SHA-512".to_string()]);
         let outcome = auth.handshake("PLAIN");
-        assert_eq!(outcome.error_code, UNSUPPORTED_SASL_MECHANISM);
+        assert_eq!(
+            outcome.error_code,
+            ErrorCode::UnsupportedSaslMechanism.code()
+        );
         assert_eq!(outcome.mechanisms, vec!["SCRAM-SHA-512".to_string()]);
         assert!(auth.failed());
 
         let fixed = ConnectionAuth::fixed("User:CN=client");
         assert_eq!(fixed.admits(3), Admission::Admit);
-        assert_eq!(fixed.handshake("PLAIN").error_code, ILLEGAL_SASL_STATE);
+        assert_eq!(
+            fixed.handshake("PLAIN").error_code,
+            ErrorCode::IllegalSaslState.code()
+        );
         assert_eq!(&*fixed.principal(), "User:CN=client");
     }
 }

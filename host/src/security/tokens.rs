@@ -27,22 +27,12 @@ use serde::{Deserialize, Serialize};
 use sha2::Sha512;
 use tracing::info;
 
+use crate::durable::JsonFile;
+use crate::error_code::ErrorCode;
 use crate::security::credentials::{ScramCredential, ScramMechanism, MIN_ITERATIONS};
-use crate::security::durable::JsonFile;
 
 const FILE_NAME: &str = "delegation-tokens.json";
 const FORMAT_VERSION: u32 = 1;
-
-/// Kafka error codes of delegation tokens.
-pub mod codes {
-    pub const DELEGATION_TOKEN_AUTH_DISABLED: i16 = 61;
-    pub const DELEGATION_TOKEN_NOT_FOUND: i16 = 62;
-    pub const DELEGATION_TOKEN_OWNER_MISMATCH: i16 = 63;
-    pub const DELEGATION_TOKEN_REQUEST_NOT_ALLOWED: i16 = 64;
-    pub const DELEGATION_TOKEN_EXPIRED: i16 = 66;
-    pub const INVALID_PRINCIPAL_TYPE: i16 = 67;
-    pub const KAFKA_STORAGE_ERROR: i16 = 56;
-}
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TokenInfo {
@@ -157,20 +147,12 @@ impl TokenManager {
 
     pub fn open(dir: &Path, config: TokenConfig) -> io::Result<Self> {
         let file = JsonFile::open(dir, FILE_NAME)?;
-        let document: Document = file.load()?.unwrap_or(Document {
-            version: FORMAT_VERSION,
-            tokens: Vec::new(),
-        });
-        if document.version != FORMAT_VERSION {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!(
-                    "{}: unsupported format version {}",
-                    file.path().display(),
-                    document.version
-                ),
-            ));
-        }
+        let document = file
+            .load_versioned(FORMAT_VERSION, |document: &Document| document.version)?
+            .unwrap_or(Document {
+                version: FORMAT_VERSION,
+                tokens: Vec::new(),
+            });
         let tokens = document
             .tokens
             .into_iter()
@@ -193,10 +175,7 @@ impl TokenManager {
     }
 
     fn read(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<String, TokenInfo>> {
-        match self.tokens.read() {
-            Ok(guard) => guard,
-            Err(poisoned) => poisoned.into_inner(),
-        }
+        crate::sync::read(&self.tokens)
     }
 
     /// Applies `change` to a copy of the tokens, stores them, then makes
@@ -205,10 +184,7 @@ impl TokenManager {
         &self,
         change: impl FnOnce(&mut BTreeMap<String, TokenInfo>) -> Result<T, TokenError>,
     ) -> Result<T, TokenError> {
-        let _writer = match self.write_lock.lock() {
-            Ok(guard) => guard,
-            Err(poisoned) => poisoned.into_inner(),
-        };
+        let _writer = crate::sync::lock(&self.write_lock);
         let mut next = self.read().clone();
         let answer = change(&mut next)?;
         let document = Document {
@@ -216,23 +192,22 @@ impl TokenManager {
             tokens: next.values().cloned().collect(),
         };
         self.file.store(&document).map_err(|error| TokenError {
-            code: codes::KAFKA_STORAGE_ERROR,
+            code: ErrorCode::KafkaStorageError.code(),
             message: Some(error.to_string()),
         })?;
-        match self.tokens.write() {
-            Ok(mut guard) => *guard = next,
-            Err(poisoned) => *poisoned.into_inner() = next,
-        }
+        *crate::sync::write(&self.tokens) = next;
         Ok(answer)
     }
 
     fn hmac(&self, token_id: &str) -> Result<Vec<u8>, TokenError> {
         let Some(secret) = &self.config.secret else {
-            return Err(TokenError::of(codes::DELEGATION_TOKEN_AUTH_DISABLED));
+            return Err(TokenError::of(
+                ErrorCode::DelegationTokenAuthDisabled.code(),
+            ));
         };
         let mut mac =
             Hmac::<Sha512>::new_from_slice(secret.as_bytes()).map_err(|_| TokenError {
-                code: codes::DELEGATION_TOKEN_AUTH_DISABLED,
+                code: ErrorCode::DelegationTokenAuthDisabled.code(),
                 message: Some("unusable delegation.token.secret.key".into()),
             })?;
         mac.update(token_id.as_bytes());
@@ -248,10 +223,12 @@ impl TokenManager {
         max_lifetime_ms: i64,
     ) -> Result<TokenInfo, TokenError> {
         if !self.enabled() {
-            return Err(TokenError::of(codes::DELEGATION_TOKEN_AUTH_DISABLED));
+            return Err(TokenError::of(
+                ErrorCode::DelegationTokenAuthDisabled.code(),
+            ));
         }
         if renewers.iter().any(|renewer| !renewer.starts_with("User:")) {
-            return Err(TokenError::of(codes::INVALID_PRINCIPAL_TYPE));
+            return Err(TokenError::of(ErrorCode::InvalidPrincipalType.code()));
         }
         let now = now_ms();
         let mut max_lifetime = self.config.max_lifetime_ms;
@@ -261,7 +238,7 @@ impl TokenManager {
         let max_timestamp = now.saturating_add(max_lifetime);
         let expiry = max_timestamp.min(now.saturating_add(self.config.renew_lifetime_ms));
         let token_id = random_token_id().map_err(|error| TokenError {
-            code: codes::KAFKA_STORAGE_ERROR,
+            code: ErrorCode::KafkaStorageError.code(),
             message: Some(error.to_string()),
         })?;
         let token = TokenInfo {
@@ -290,7 +267,9 @@ impl TokenManager {
         renew_period_ms: i64,
     ) -> Result<i64, TokenError> {
         if !self.enabled() {
-            return Err(TokenError::of(codes::DELEGATION_TOKEN_AUTH_DISABLED));
+            return Err(TokenError::of(
+                ErrorCode::DelegationTokenAuthDisabled.code(),
+            ));
         }
         let now = now_ms();
         let renew_lifetime = if renew_period_ms > 0 {
@@ -301,10 +280,12 @@ impl TokenManager {
         self.update(|tokens| {
             let token = by_hmac(tokens, hmac)?;
             if token.expired(now) {
-                return Err(TokenError::of(codes::DELEGATION_TOKEN_EXPIRED));
+                return Err(TokenError::of(ErrorCode::DelegationTokenExpired.code()));
             }
             if !token.owner_or_renewer(principal) {
-                return Err(TokenError::of(codes::DELEGATION_TOKEN_OWNER_MISMATCH));
+                return Err(TokenError::of(
+                    ErrorCode::DelegationTokenOwnerMismatch.code(),
+                ));
             }
             token.expiry_timestamp_ms = token
                 .max_timestamp_ms
@@ -322,13 +303,17 @@ impl TokenManager {
         expiry_period_ms: i64,
     ) -> Result<i64, TokenError> {
         if !self.enabled() {
-            return Err(TokenError::of(codes::DELEGATION_TOKEN_AUTH_DISABLED));
+            return Err(TokenError::of(
+                ErrorCode::DelegationTokenAuthDisabled.code(),
+            ));
         }
         let now = now_ms();
         let result = self.update(|tokens| {
             let token = by_hmac(tokens, hmac)?;
             if !token.owner_or_renewer(principal) {
-                return Err(TokenError::of(codes::DELEGATION_TOKEN_OWNER_MISMATCH));
+                return Err(TokenError::of(
+                    ErrorCode::DelegationTokenOwnerMismatch.code(),
+                ));
             }
             if expiry_period_ms < 0 {
                 let id = token.token_id.clone();
@@ -336,7 +321,7 @@ impl TokenManager {
                 return Ok((now, Some(id)));
             }
             if token.expired(now) {
-                return Err(TokenError::of(codes::DELEGATION_TOKEN_EXPIRED));
+                return Err(TokenError::of(ErrorCode::DelegationTokenExpired.code()));
             }
             token.expiry_timestamp_ms = token
                 .max_timestamp_ms
@@ -415,7 +400,7 @@ fn by_hmac<'a>(
     tokens
         .values_mut()
         .find(|token| token.hmac == hmac)
-        .ok_or(TokenError::of(codes::DELEGATION_TOKEN_NOT_FOUND))
+        .ok_or(TokenError::of(ErrorCode::DelegationTokenNotFound.code()))
 }
 
 /// Serde for bytes as standard base64.
@@ -465,7 +450,7 @@ mod tests {
                 .renew("User:eve", &token.hmac, 1000)
                 .unwrap_err()
                 .code,
-            codes::DELEGATION_TOKEN_OWNER_MISMATCH
+            ErrorCode::DelegationTokenOwnerMismatch.code()
         );
         let (_, owner) = tokens
             .scram_credential(&token.token_id, ScramMechanism::Sha256)
@@ -475,7 +460,7 @@ mod tests {
         assert!(renewed < token.expiry_timestamp_ms);
         assert_eq!(
             tokens.renew("User:bob", b"nope", 1000).unwrap_err().code,
-            codes::DELEGATION_TOKEN_NOT_FOUND
+            ErrorCode::DelegationTokenNotFound.code()
         );
         drop(tokens);
 
@@ -488,7 +473,7 @@ mod tests {
                 .expire("User:alice", &token.hmac, -1)
                 .unwrap_err()
                 .code,
-            codes::DELEGATION_TOKEN_NOT_FOUND
+            ErrorCode::DelegationTokenNotFound.code()
         );
     }
 
@@ -502,7 +487,7 @@ mod tests {
         std::thread::sleep(Duration::from_millis(5));
         assert_eq!(
             tokens.renew("User:a", &token.hmac, 1000).unwrap_err().code,
-            codes::DELEGATION_TOKEN_EXPIRED
+            ErrorCode::DelegationTokenExpired.code()
         );
         assert!(tokens
             .scram_credential(&token.token_id, ScramMechanism::Sha512)
@@ -517,7 +502,7 @@ mod tests {
         let tokens = TokenManager::open(dir.path(), config(None)).unwrap();
         assert_eq!(
             tokens.create("User:a", "User:a", &[], 0).unwrap_err().code,
-            codes::DELEGATION_TOKEN_AUTH_DISABLED
+            ErrorCode::DelegationTokenAuthDisabled.code()
         );
         let group = vec!["Group:x".to_string()];
         let tokens = TokenManager::open(dir.path(), config(Some("k"))).unwrap();
@@ -526,7 +511,7 @@ mod tests {
                 .create("User:a", "User:a", &group, 0)
                 .unwrap_err()
                 .code,
-            codes::INVALID_PRINCIPAL_TYPE
+            ErrorCode::InvalidPrincipalType.code()
         );
     }
 }

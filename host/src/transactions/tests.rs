@@ -1,9 +1,14 @@
 //! The coordinator's state machine against recorded effects (the real
 //! markers and offsets are exercised end to end in tests/transactions.rs).
 
+use crate::error_code::ErrorCode;
+
+use std::fs::OpenOptions;
+use std::io::Write;
 use std::sync::Mutex;
 
 use super::*;
+use crate::transactions::journal::JOURNAL;
 
 /// Records markers and offsets; `failing` partitions refuse markers.
 #[derive(Default)]
@@ -20,7 +25,7 @@ impl TxnEffects for Recorder {
 
     fn write_marker(&self, p: &TopicPartition, producer_id: i64, epoch: i16, commit: bool) -> i16 {
         if self.failing.lock().unwrap().contains(&p.topic) {
-            return codes::KAFKA_STORAGE_ERROR;
+            return ErrorCode::KafkaStorageError.code();
         }
         self.markers.lock().unwrap().push((
             p.topic.clone(),
@@ -29,7 +34,7 @@ impl TxnEffects for Recorder {
             epoch,
             commit,
         ));
-        codes::NONE
+        ErrorCode::None.code()
     }
 
     fn commit_offsets(&self, group_id: &str, offsets: &[PendingOffset]) -> i16 {
@@ -37,7 +42,7 @@ impl TxnEffects for Recorder {
             .lock()
             .unwrap()
             .push((group_id.to_string(), offsets.to_vec()));
-        codes::NONE
+        ErrorCode::None.code()
     }
 }
 
@@ -82,7 +87,7 @@ fn epochs_bump_fence_and_survive_a_restart() {
     // epoch gets the current one again; the current epoch bumps.
     assert_eq!(
         store.init_producer_id(&ids, &fx, "t", 60_000, (pid, 5)),
-        InitAnswer::failed(codes::PRODUCER_FENCED)
+        InitAnswer::failed(ErrorCode::ProducerFenced.code())
     );
     assert_eq!(
         store.init_producer_id(&ids, &fx, "t", 60_000, (pid, 0)),
@@ -94,7 +99,7 @@ fn epochs_bump_fence_and_survive_a_restart() {
     );
     assert_eq!(
         store.init_producer_id(&ids, &fx, "t", 0, (-1, -1)),
-        InitAnswer::failed(codes::INVALID_TRANSACTION_TIMEOUT)
+        InitAnswer::failed(ErrorCode::InvalidTransactionTimeout.code())
     );
     drop(store);
     let reopened = TransactionStore::open(dir.path(), DEFAULT_MAX_TIMEOUT_MS).unwrap();
@@ -138,7 +143,10 @@ fn commit_writes_markers_and_offsets_and_a_retry_is_answered_again() {
         .init_producer_id(&ids, &fx, "t", 60_000, (-1, -1))
         .producer_id;
     let me = producer("t", pid, 0);
-    assert_eq!(store.end_txn(&fx, me, true), codes::INVALID_TXN_STATE);
+    assert_eq!(
+        store.end_txn(&fx, me, true),
+        ErrorCode::InvalidTxnState.code()
+    );
     assert_eq!(
         store.add_partitions(&fx, me, &[tp("a", 0), tp("a", 1)], false),
         vec![0, 0]
@@ -176,7 +184,10 @@ fn commit_writes_markers_and_offsets_and_a_retry_is_answered_again() {
     assert!(store.pending_offsets("g").is_empty());
     // A retried commit succeeds; an abort of the committed one does not.
     assert_eq!(store.end_txn(&fx, me, true), 0);
-    assert_eq!(store.end_txn(&fx, me, false), codes::INVALID_TXN_STATE);
+    assert_eq!(
+        store.end_txn(&fx, me, false),
+        ErrorCode::InvalidTxnState.code()
+    );
     assert_eq!(fx.markers.lock().unwrap().len(), 2);
 }
 
@@ -193,25 +204,25 @@ fn abort_drops_offsets_and_checks_come_first() {
     // Offsets for a group not added are refused.
     assert_eq!(
         store.txn_offset_commit(me, "g", &[]),
-        codes::INVALID_TXN_STATE
+        ErrorCode::InvalidTxnState.code()
     );
     assert_eq!(
         store.add_partitions(&fx, producer("t", pid + 100, 0), &[tp("a", 0)], false),
-        vec![codes::INVALID_PRODUCER_ID_MAPPING]
+        vec![ErrorCode::InvalidProducerIdMapping.code()]
     );
     assert_eq!(
         store.add_partitions(&fx, producer("t", pid, 3), &[tp("a", 0)], false),
-        vec![codes::PRODUCER_FENCED]
+        vec![ErrorCode::ProducerFenced.code()]
     );
     assert_eq!(
         store.add_partitions(&fx, producer("nobody", pid, 0), &[tp("a", 0)], false),
-        vec![codes::INVALID_PRODUCER_ID_MAPPING]
+        vec![ErrorCode::InvalidProducerIdMapping.code()]
     );
     assert_eq!(
         store.add_partitions(&fx, me, &[tp("a", 0), tp("missing", 0)], false),
         vec![
-            codes::OPERATION_NOT_ATTEMPTED,
-            codes::UNKNOWN_TOPIC_OR_PARTITION
+            ErrorCode::OperationNotAttempted.code(),
+            ErrorCode::UnknownTopicOrPartition.code()
         ]
     );
     assert_eq!(state(&store, "t"), TxnState::Empty);
@@ -219,12 +230,12 @@ fn abort_drops_offsets_and_checks_come_first() {
     assert_eq!(store.add_partitions(&fx, me, &[tp("a", 0)], true), vec![0]);
     assert_eq!(
         store.add_partitions(&fx, me, &[tp("a", 1)], true),
-        vec![codes::INVALID_TXN_STATE]
+        vec![ErrorCode::InvalidTxnState.code()]
     );
     assert_eq!(store.add_offsets(me, "g"), 0);
     assert_eq!(
         store.txn_offset_commit(producer("t", pid, 9), "g", &[]),
-        codes::INVALID_PRODUCER_EPOCH
+        ErrorCode::InvalidProducerEpoch.code()
     );
     assert_eq!(store.end_txn(&fx, me, false), 0);
     assert_eq!(state(&store, "t"), TxnState::CompleteAbort);
@@ -261,7 +272,7 @@ fn a_new_instance_aborts_the_open_transaction_with_a_fencing_epoch() {
     // The zombie is fenced everywhere.
     assert_eq!(
         store.end_txn(&fx, producer("t", pid, 0), true),
-        codes::PRODUCER_FENCED
+        ErrorCode::ProducerFenced.code()
     );
 }
 
@@ -291,7 +302,7 @@ fn timed_out_transactions_abort_and_prepared_ones_finish_after_a_restart() {
     );
     assert_eq!(
         store.end_txn(&fx, producer("t", pid, 0), true),
-        codes::PRODUCER_FENCED
+        ErrorCode::ProducerFenced.code()
     );
 
     // A commit whose markers fail stays prepared, across a restart, until
@@ -306,7 +317,7 @@ fn timed_out_transactions_abort_and_prepared_ones_finish_after_a_restart() {
     assert_eq!(state(&store, "u"), TxnState::PrepareCommit);
     assert_eq!(
         store.add_partitions(&fx, me, &[tp("b", 0)], false),
-        vec![codes::CONCURRENT_TRANSACTIONS]
+        vec![ErrorCode::ConcurrentTransactions.code()]
     );
     drop(store);
     let store = TransactionStore::open(dir.path(), DEFAULT_MAX_TIMEOUT_MS).unwrap();

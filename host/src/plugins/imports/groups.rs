@@ -7,6 +7,7 @@
 use std::time::Instant;
 
 use crate::coordinator::{self as coord, Pending};
+use crate::error_code::ErrorCode;
 use crate::plugins::bindings::handler::gregor::broker::groups::{
     self, CommittedOffset, ConsumerGroup, ConsumerHeartbeatRequest, ConsumerHeartbeatResult,
     ConsumerMember, GroupDescription, GroupOverview, JoinMember, JoinRequest, JoinResult,
@@ -17,21 +18,10 @@ use crate::plugins::bindings::handler::gregor::broker::types::Uuid;
 use crate::plugins::deferred::{Memo, ParkUnwind};
 use crate::plugins::state::HandlerState;
 
-fn uuid_to_u128(id: Uuid) -> u128 {
-    (u128::from(id.high) << 64) | u128::from(id.low)
-}
-
-fn u128_to_uuid(id: u128) -> Uuid {
-    Uuid {
-        high: (id >> 64) as u64,
-        low: id as u64,
-    }
-}
-
 fn by_topic_id(list: Vec<(u128, Vec<i32>)>) -> Vec<TopicIdPartitions> {
     list.into_iter()
         .map(|(id, partitions)| TopicIdPartitions {
-            topic_id: u128_to_uuid(id),
+            topic_id: Uuid::from(id),
             partitions,
         })
         .collect()
@@ -40,9 +30,6 @@ fn by_topic_id(list: Vec<(u128, Vec<i32>)>) -> Vec<TopicIdPartitions> {
 fn partitions(list: Vec<TopicPartition>) -> Vec<(String, i32)> {
     list.into_iter().map(|p| (p.topic, p.partition)).collect()
 }
-
-/// OffsetFetch's answer for a partition a transaction holds an offset for.
-const UNSTABLE_OFFSET_COMMIT: i16 = 88;
 
 impl groups::Host for HandlerState {
     async fn join(&mut self, request: JoinRequest) -> wasmtime::Result<JoinResult> {
@@ -144,7 +131,7 @@ impl groups::Host for HandlerState {
                 let unstable = pending.contains(&(o.topic.clone(), o.partition));
                 CommittedOffset {
                     error_code: if unstable {
-                        UNSTABLE_OFFSET_COMMIT
+                        ErrorCode::UnstableOffsetCommit.code()
                     } else {
                         o.error_code
                     },
@@ -239,7 +226,7 @@ impl groups::Host for HandlerState {
             owned: request.owned.map(|owned| {
                 owned
                     .into_iter()
-                    .map(|t| (uuid_to_u128(t.topic_id), t.partitions))
+                    .map(|t| (u128::from(t.topic_id), t.partitions))
                     .collect()
             }),
             client_id: self.client_id.clone().unwrap_or_default(),

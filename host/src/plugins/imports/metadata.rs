@@ -24,17 +24,10 @@ const INTERNAL_TOPICS: &[&str] = &[
     "__share_group_state",
 ];
 
-fn uuid_of(id: u128) -> Uuid {
-    Uuid {
-        high: (id >> 64) as u64,
-        low: id as u64,
-    }
-}
-
 fn topic_info(topic: &Topic, node_id: i32) -> TopicInfo {
     TopicInfo {
         name: topic.name.clone(),
-        topic_id: uuid_of(topic.id),
+        topic_id: Uuid::from(topic.id),
         is_internal: INTERNAL_TOPICS.contains(&topic.name.as_str()),
         partitions: (0..topic.partitions)
             .map(|partition| PartitionInfo {
@@ -94,8 +87,10 @@ impl metadata::Host for HandlerState {
 
     fn topic_by_id(&mut self, id: Uuid) -> Option<TopicInfo> {
         let node = self.services.node_id;
-        let id = (u128::from(id.high) << 64) | u128::from(id.low);
-        self.services.topics.by_id(id).map(|t| topic_info(&t, node))
+        self.services
+            .topics
+            .by_id(u128::from(id))
+            .map(|t| topic_info(&t, node))
     }
 
     fn create_topic(
@@ -129,7 +124,7 @@ impl metadata::Host for HandlerState {
         deleted
             // Kafka drops the committed offsets of deleted partitions.
             .inspect(|_| self.services.groups.on_topic_deleted(&name))
-            .map(uuid_of)
+            .map(Uuid::from)
             .map_err(|error| KafkaError {
                 code: error.code,
                 message: Some(error.message),

@@ -14,6 +14,7 @@ mod stats;
 mod telemetry;
 mod tokens;
 mod txn;
+mod uuid;
 
 pub use logging::LogBudget;
 

@@ -3,6 +3,7 @@
 //! quota store. Every throttle handed out is also remembered for the call,
 //! so the host mutes the connection even if the handler forgets.
 
+use crate::error_code::ErrorCode;
 use crate::plugins::bindings::handler::gregor::broker::quotas::{
     self, EntityPart, FilterComponent, MatchType, MutationAnswer, QuotaEntry, QuotaOp, QuotaValue,
 };
@@ -107,7 +108,7 @@ impl quotas::Host for HandlerState {
                 (MatchType::Exact, Some(name)) => host::Match::Exact(name),
                 (MatchType::Exact, None) => {
                     return Err(KafkaError {
-                        code: host::codes::INVALID_REQUEST,
+                        code: ErrorCode::InvalidRequest.code(),
                         message: Some(
                             "Request specified MATCH_TYPE_EXACT, but set match string to null."
                                 .into(),
@@ -123,7 +124,7 @@ impl quotas::Host for HandlerState {
                         "MATCH_TYPE_SPECIFIED"
                     };
                     return Err(KafkaError {
-                        code: host::codes::INVALID_REQUEST,
+                        code: ErrorCode::InvalidRequest.code(),
                         message: Some(format!(
                             "Request specified {name}, but also specified a match string."
                         )),

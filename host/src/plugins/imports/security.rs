@@ -3,7 +3,7 @@
 //! Create/Describe/DeleteAcls handlers. Authentication acts on the
 //! connection of the request being handled, never one the guest names.
 
-use crate::metadata::bounds;
+use crate::error_code::ErrorCode;
 use crate::plugins::bindings::handler::gregor::broker::acl_admin::{
     self, AclBindingFilter, PatternTypeFilter, PermissionTypeFilter,
 };
@@ -21,11 +21,6 @@ use crate::security::credentials::{
     CredentialChange, CredentialError, ScramCredential, ScramMechanism, MAX_ITERATIONS,
     MIN_ITERATIONS,
 };
-use crate::security::sasl::ILLEGAL_SASL_STATE;
-
-const UNKNOWN_SERVER_ERROR: i16 = -1;
-const RESOURCE_NOT_FOUND: i16 = 91;
-const UNACCEPTABLE_CREDENTIAL: i16 = 93;
 
 fn ok() -> KafkaError {
     KafkaError {
@@ -45,7 +40,7 @@ impl sasl::Host for HandlerState {
     fn handshake(&mut self, mechanism: String) -> HandshakeResult {
         let Some(session) = &self.session else {
             return HandshakeResult {
-                error_code: ILLEGAL_SASL_STATE,
+                error_code: ErrorCode::IllegalSaslState.code(),
                 mechanisms: Vec::new(),
             };
         };
@@ -59,7 +54,7 @@ impl sasl::Host for HandlerState {
     fn authenticate(&mut self, auth_bytes: Vec<u8>) -> AuthenticateResult {
         let Some(session) = &self.session else {
             return AuthenticateResult {
-                error_code: ILLEGAL_SASL_STATE,
+                error_code: ErrorCode::IllegalSaslState.code(),
                 error_message: Some("no connection".to_string()),
                 auth_bytes: Vec::new(),
                 session_lifetime_ms: 0,
@@ -126,7 +121,7 @@ impl scram_credentials::Host for HandlerState {
                 || upsertion.salted_password.is_empty()
             {
                 answers.push(Some(error(
-                    UNACCEPTABLE_CREDENTIAL,
+                    ErrorCode::UnacceptableCredential.code(),
                     "Invalid iteration count, salt or salted password".to_string(),
                 )));
                 continue;
@@ -149,12 +144,17 @@ impl scram_credentials::Host for HandlerState {
                 answer.unwrap_or_else(|| match results.next() {
                     Some(Ok(())) => ok(),
                     Some(Err(CredentialError::NotFound)) if i < deletion_count => error(
-                        RESOURCE_NOT_FOUND,
+                        ErrorCode::ResourceNotFound.code(),
                         "Attempt to delete a user credential that does not exist".to_string(),
                     ),
                     Some(Err(CredentialError::NotFound)) => ok(),
-                    Some(Err(CredentialError::Io(message))) => error(UNKNOWN_SERVER_ERROR, message),
-                    None => error(UNKNOWN_SERVER_ERROR, "no result".to_string()),
+                    Some(Err(CredentialError::Io(message))) => {
+                        error(ErrorCode::UnknownServerError.code(), message)
+                    }
+                    None => error(
+                        ErrorCode::UnknownServerError.code(),
+                        "no result".to_string(),
+                    ),
                 })
             })
             .collect()
@@ -186,8 +186,8 @@ fn filter_of(filter: AclBindingFilter) -> AclFilter {
 /// failed write is UNKNOWN_SERVER_ERROR.
 fn acl_change_error(failure: &AclChangeError) -> KafkaError {
     let code = match failure {
-        AclChangeError::TooLarge(_) => bounds::POLICY_VIOLATION,
-        AclChangeError::Io(_) => UNKNOWN_SERVER_ERROR,
+        AclChangeError::TooLarge(_) => ErrorCode::PolicyViolation.code(),
+        AclChangeError::Io(_) => ErrorCode::UnknownServerError.code(),
     };
     error(code, failure.to_string())
 }

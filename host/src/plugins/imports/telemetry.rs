@@ -9,17 +9,6 @@ use crate::plugins::bindings::handler::gregor::broker::types::{KafkaError, Uuid}
 use crate::plugins::state::HandlerState;
 use crate::telemetry::{ClientAttributes, TelemetryError};
 
-fn id_of(uuid: Uuid) -> u128 {
-    (u128::from(uuid.high) << 64) | u128::from(uuid.low)
-}
-
-fn uuid_of(id: u128) -> Uuid {
-    Uuid {
-        high: (id >> 64) as u64,
-        low: id as u64,
-    }
-}
-
 fn kafka_error(error: TelemetryError) -> KafkaError {
     KafkaError {
         code: error.code,
@@ -48,9 +37,9 @@ impl telemetry::Host for HandlerState {
         let attributes = self.client_attributes();
         self.services
             .telemetry
-            .get_subscription(id_of(client_instance_id), attributes)
+            .get_subscription(u128::from(client_instance_id), attributes)
             .map(|subscription| Subscription {
-                client_instance_id: uuid_of(subscription.client_instance_id),
+                client_instance_id: Uuid::from(subscription.client_instance_id),
                 subscription_id: subscription.subscription_id,
                 // Pushes are decoded uncompressed; an empty list tells the
                 // client to send them so (KIP-714).
@@ -75,7 +64,7 @@ impl telemetry::Host for HandlerState {
         self.services
             .telemetry
             .accept_push(
-                id_of(client_instance_id),
+                u128::from(client_instance_id),
                 attributes,
                 subscription_id,
                 terminating,
@@ -92,6 +81,6 @@ impl telemetry::Host for HandlerState {
             .collect();
         self.services
             .telemetry
-            .export(id_of(client_instance_id), points);
+            .export(u128::from(client_instance_id), points);
     }
 }

@@ -4,6 +4,7 @@
 //! text, one-way SSL (an anonymous principal), and connections that
 //! authenticated with a delegation token themselves.
 
+use crate::error_code::ErrorCode;
 use crate::plugins::bindings::handler::gregor::broker::delegation_tokens::{self, TokenInfo};
 use crate::plugins::bindings::handler::gregor::broker::types::KafkaError;
 use crate::plugins::state::HandlerState;
@@ -35,7 +36,7 @@ impl HandlerState {
     /// The requesting principal, if this connection may manage tokens.
     fn token_requester(&self) -> Result<String, KafkaError> {
         let refused = || KafkaError {
-            code: tokens::codes::DELEGATION_TOKEN_REQUEST_NOT_ALLOWED,
+            code: ErrorCode::DelegationTokenRequestNotAllowed.code(),
             message: None,
         };
         let session = self.session.as_ref().ok_or_else(refused)?;
@@ -56,7 +57,7 @@ impl HandlerState {
             Ok(())
         } else {
             Err(KafkaError {
-                code: tokens::codes::DELEGATION_TOKEN_AUTH_DISABLED,
+                code: ErrorCode::DelegationTokenAuthDisabled.code(),
                 message: None,
             })
         }

@@ -6,16 +6,14 @@
 //! calling worker, as the other storage imports do.
 
 use crate::coordinator::CommitRequest;
+use crate::error_code::ErrorCode;
 use crate::log::TopicPartition;
 use crate::plugins::bindings::handler::gregor::broker::txn::{
     self, ActiveProducer, ProducerIdAndEpoch, TransactionDescription, TransactionListing,
     TxnGroupMember, TxnOffset, TxnPartition, TxnPartitionResult,
 };
 use crate::plugins::state::HandlerState;
-use crate::transactions::{self, PendingOffset, ProducerRef};
-
-/// KAFKA_STORAGE_ERROR: the reservation could not be made durable.
-const KAFKA_STORAGE_ERROR: i16 = 56;
+use crate::transactions::{PendingOffset, ProducerRef};
 
 impl txn::Host for HandlerState {
     fn init_idempotent_producer(&mut self) -> ProducerIdAndEpoch {
@@ -28,7 +26,7 @@ impl txn::Host for HandlerState {
             Err(error) => {
                 tracing::error!("allocating a producer id failed: {error:#}");
                 ProducerIdAndEpoch {
-                    error_code: KAFKA_STORAGE_ERROR,
+                    error_code: ErrorCode::KafkaStorageError.code(),
                     producer_id: -1,
                     producer_epoch: -1,
                 }
@@ -150,7 +148,7 @@ impl txn::Host for HandlerState {
                 retention_time_ms: -1,
                 offsets: Vec::new(),
             });
-        if member_error != transactions::codes::NONE {
+        if member_error != ErrorCode::None.code() {
             return answer(member_error, offsets);
         }
         let pending: Vec<PendingOffset> = offsets
@@ -229,7 +227,7 @@ impl txn::Host for HandlerState {
             .services
             .transactions
             .describe(&transactional_id)
-            .ok_or(transactions::codes::TRANSACTIONAL_ID_NOT_FOUND)?;
+            .ok_or(ErrorCode::TransactionalIdNotFound.code())?;
         Ok(TransactionDescription {
             state: found.state.name().to_string(),
             producer_id: found.producer_id,
@@ -280,9 +278,12 @@ fn coordinator_partitions(partitions: &[TxnPartition]) -> Vec<TopicPartition> {
 fn results(partitions: Vec<TxnPartition>, codes: &[i16]) -> Vec<TxnPartitionResult> {
     partitions
         .into_iter()
-        .zip(codes.iter().copied().chain(std::iter::repeat(
-            transactions::codes::COORDINATOR_NOT_AVAILABLE,
-        )))
+        .zip(
+            codes
+                .iter()
+                .copied()
+                .chain(std::iter::repeat(ErrorCode::CoordinatorNotAvailable.code())),
+        )
         .map(|(p, error_code)| TxnPartitionResult {
             topic: p.topic,
             partition: p.partition,

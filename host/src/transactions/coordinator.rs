@@ -1,70 +1,21 @@
-//! The transaction coordinator: Kafka's `TransactionCoordinator` and
-//! `TransactionStateManager` for a single node.
-//!
-//! Each transactional id has one durable record: its producer id and epoch
-//! (bumped by every InitProducerId, which fences older instances), its
-//! timeout, and its transaction's state with the partitions and consumer
-//! groups it has touched:
-//!
-//! ```text
-//! Empty ──AddPartitions/AddOffsets──▶ Ongoing ──EndTxn──▶ PrepareCommit ──markers──▶ CompleteCommit
-//!                                        │                PrepareAbort  ──markers──▶ CompleteAbort
-//!                                        └─ timeout or InitProducerId: epoch bump, then PrepareAbort
-//! ```
-//!
-//! A Prepare state is durable before the first marker is written, so a
-//! crash between markers is finished on the next start by writing the same
-//! markers again (a second marker for a decided transaction changes
-//! nothing). Offsets sent with TxnOffsetCommit wait in the record and reach
-//! the group only when the transaction commits.
-//!
-//! Why a journal: changes are small and frequent (several per
-//! transaction), so each is one JSON line appended to
-//! `transactions.journal` and fsynced, the latest line per id winning on
-//! load; a torn last line from a crash is ignored. When the journal grows
-//! it is rewritten as a snapshot (write temp, fsync, rename, fsync the
-//! directory), so a crash leaves the old or the new file, never a mix.
-//! Completing a transaction is not fsynced: if a crash loses it, the
-//! Prepare record finishes it again.
-//!
-//! What the coordinator does to partitions and groups goes through
-//! [`TxnEffects`], which the broker implements with its ReplicaManager and
-//! GroupCoordinator.
+//! The coordinator's state machine: one record per transactional id, the
+//! transitions the transaction APIs make, and the completion of decided
+//! transactions through [`TxnEffects`]. Every change goes to the
+//! [`Journal`] before memory.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fs::{self, File, OpenOptions};
-use std::io::{BufRead, BufReader, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Mutex, MutexGuard};
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use serde::{Deserialize, Serialize};
 
 use crate::clock::now_ms;
+use crate::error_code::ErrorCode;
 use crate::log::TopicPartition;
 use crate::producer_ids::ProducerIdManager;
 
-const JOURNAL: &str = "transactions.journal";
-/// The snapshot of the previous store format (one JSON document).
-const LEGACY_FILE: &str = "transactions.json";
-/// Journal lines after which it is rewritten as a snapshot.
-const COMPACT_AFTER_LINES: usize = 10_000;
-
-/// Kafka error codes of the transaction APIs.
-pub mod codes {
-    pub const NONE: i16 = 0;
-    pub const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
-    pub const COORDINATOR_NOT_AVAILABLE: i16 = 15;
-    pub const INVALID_PRODUCER_EPOCH: i16 = 47;
-    pub const INVALID_TXN_STATE: i16 = 48;
-    pub const INVALID_PRODUCER_ID_MAPPING: i16 = 49;
-    pub const INVALID_TRANSACTION_TIMEOUT: i16 = 50;
-    pub const CONCURRENT_TRANSACTIONS: i16 = 51;
-    pub const OPERATION_NOT_ATTEMPTED: i16 = 55;
-    pub const KAFKA_STORAGE_ERROR: i16 = 56;
-    pub const PRODUCER_FENCED: i16 = 90;
-    pub const TRANSACTIONAL_ID_NOT_FOUND: i16 = 105;
-}
+use super::journal::Journal;
 
 /// `transaction.max.timeout.ms` default (15 minutes).
 pub const DEFAULT_MAX_TIMEOUT_MS: i32 = 900_000;
@@ -220,69 +171,26 @@ struct Completion {
     groups: BTreeMap<String, Vec<PendingOffset>>,
 }
 
-struct Journal {
-    file: File,
-    lines: usize,
-}
-
 pub struct TransactionStore {
-    dir: PathBuf,
     max_timeout_ms: i32,
     producers: Mutex<BTreeMap<String, TransactionalProducer>>,
-    journal: Mutex<Option<Journal>>,
-}
-
-#[derive(Serialize, Deserialize)]
-struct JournalLine {
-    id: String,
-    /// None: the id was removed.
-    record: Option<TransactionalProducer>,
+    journal: Journal,
 }
 
 impl TransactionStore {
     /// Loads the journal under `dir` (none yet: empty; the older
     /// single-document store is read too).
     pub fn open(dir: &Path, max_timeout_ms: i32) -> Result<Self> {
-        let mut producers: BTreeMap<String, TransactionalProducer> =
-            match fs::read(dir.join(LEGACY_FILE)) {
-                Ok(bytes) => serde_json::from_slice(&bytes)
-                    .with_context(|| format!("parsing {}", dir.join(LEGACY_FILE).display()))?,
-                Err(error) if error.kind() == std::io::ErrorKind::NotFound => BTreeMap::new(),
-                Err(error) => return Err(error).context("reading transactional ids"),
-            };
-        let path = dir.join(JOURNAL);
-        match File::open(&path) {
-            Ok(file) => {
-                for line in BufReader::new(file).lines() {
-                    let line = line.with_context(|| format!("reading {}", path.display()))?;
-                    // A torn last line (a crash mid-append) is skipped.
-                    let Ok(entry) = serde_json::from_str::<JournalLine>(&line) else {
-                        tracing::warn!("skipping an unreadable line of {}", path.display());
-                        continue;
-                    };
-                    match entry.record {
-                        Some(record) => producers.insert(entry.id, record),
-                        None => producers.remove(&entry.id),
-                    };
-                }
-            }
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
-            Err(error) => return Err(error).with_context(|| format!("opening {}", path.display())),
-        }
-        let store = Self {
-            dir: dir.to_path_buf(),
+        let (journal, producers) = Journal::open(dir)?;
+        Ok(Self {
             max_timeout_ms,
             producers: Mutex::new(producers),
-            journal: Mutex::new(None),
-        };
-        store.compact()?;
-        Ok(store)
+            journal,
+        })
     }
 
     fn lock(&self) -> MutexGuard<'_, BTreeMap<String, TransactionalProducer>> {
-        self.producers
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        crate::sync::lock(&self.producers)
     }
 
     /// InitProducerId for `transactional_id`. `expected` is the producer id
@@ -297,7 +205,7 @@ impl TransactionStore {
         expected: (i64, i16),
     ) -> InitAnswer {
         if timeout_ms <= 0 || timeout_ms > self.max_timeout_ms {
-            return InitAnswer::failed(codes::INVALID_TRANSACTION_TIMEOUT);
+            return InitAnswer::failed(ErrorCode::InvalidTransactionTimeout.code());
         }
         let mut producers = self.lock();
         let current = producers.get(transactional_id).cloned();
@@ -317,12 +225,12 @@ impl TransactionStore {
                 },
                 Err(error) => {
                     tracing::error!("allocating a producer id failed: {error:#}");
-                    return InitAnswer::failed(codes::KAFKA_STORAGE_ERROR);
+                    return InitAnswer::failed(ErrorCode::KafkaStorageError.code());
                 }
             },
             Some(record) => {
                 if record.state.is_prepare() {
-                    return InitAnswer::failed(codes::CONCURRENT_TRANSACTIONS);
+                    return InitAnswer::failed(ErrorCode::ConcurrentTransactions.code());
                 }
                 let (expected_id, expected_epoch) = expected;
                 if expected_id >= 0 {
@@ -333,20 +241,20 @@ impl TransactionStore {
                     if is_retry && record.state != TxnState::Ongoing {
                         // The answer to this call was lost: give it again.
                         return InitAnswer {
-                            error_code: codes::NONE,
+                            error_code: ErrorCode::None.code(),
                             producer_id: record.producer_id,
                             producer_epoch: record.producer_epoch,
                         };
                     }
                     if !is_current && !is_retry {
-                        return InitAnswer::failed(codes::PRODUCER_FENCED);
+                        return InitAnswer::failed(ErrorCode::ProducerFenced.code());
                     }
                 }
                 let mut next = match bumped(record, ids) {
                     Ok(next) => next,
                     Err(error) => {
                         tracing::error!("allocating a producer id failed: {error:#}");
-                        return InitAnswer::failed(codes::KAFKA_STORAGE_ERROR);
+                        return InitAnswer::failed(ErrorCode::KafkaStorageError.code());
                     }
                 };
                 next.timeout_ms = timeout_ms;
@@ -375,7 +283,7 @@ impl TransactionStore {
                 .get(transactional_id)
                 .is_some_and(|record| record.state.is_prepare())
             {
-                return InitAnswer::failed(codes::CONCURRENT_TRANSACTIONS);
+                return InitAnswer::failed(ErrorCode::ConcurrentTransactions.code());
             }
         }
         next.enter(TxnState::Empty, -1);
@@ -383,7 +291,7 @@ impl TransactionStore {
             return InitAnswer::failed(code);
         }
         InitAnswer {
-            error_code: codes::NONE,
+            error_code: ErrorCode::None.code(),
             producer_id: next.producer_id,
             producer_epoch: next.producer_epoch,
         }
@@ -398,15 +306,15 @@ impl TransactionStore {
         let record = producers
             .get(producer.transactional_id)
             .filter(|record| record.state != TxnState::Dead)
-            .ok_or(codes::INVALID_PRODUCER_ID_MAPPING)?;
+            .ok_or(ErrorCode::InvalidProducerIdMapping.code())?;
         if record.producer_id != producer.producer_id {
-            return Err(codes::INVALID_PRODUCER_ID_MAPPING);
+            return Err(ErrorCode::InvalidProducerIdMapping.code());
         }
         if record.producer_epoch != producer.producer_epoch {
-            return Err(codes::PRODUCER_FENCED);
+            return Err(ErrorCode::ProducerFenced.code());
         }
         if record.state.is_prepare() {
-            return Err(codes::CONCURRENT_TRANSACTIONS);
+            return Err(ErrorCode::ConcurrentTransactions.code());
         }
         Ok(record)
     }
@@ -431,11 +339,11 @@ impl TransactionStore {
         }
         changed |= change(&mut next);
         if !changed {
-            return codes::NONE;
+            return ErrorCode::None.code();
         }
         next.updated_ms = now_ms();
         match self.put(&mut producers, producer.transactional_id, next, true) {
-            Ok(()) => codes::NONE,
+            Ok(()) => ErrorCode::None.code(),
             Err(code) => code,
         }
     }
@@ -457,9 +365,9 @@ impl TransactionStore {
                 .iter()
                 .map(|u| {
                     if *u {
-                        codes::UNKNOWN_TOPIC_OR_PARTITION
+                        ErrorCode::UnknownTopicOrPartition.code()
                     } else {
-                        codes::OPERATION_NOT_ATTEMPTED
+                        ErrorCode::OperationNotAttempted.code()
                     }
                 })
                 .collect();
@@ -472,9 +380,9 @@ impl TransactionStore {
                     .iter()
                     .map(|p| {
                         if record.state == TxnState::Ongoing && record.partitions.contains(p) {
-                            codes::NONE
+                            ErrorCode::None.code()
                         } else {
-                            codes::INVALID_TXN_STATE
+                            ErrorCode::InvalidTxnState.code()
                         }
                     })
                     .collect(),
@@ -511,11 +419,13 @@ impl TransactionStore {
         let mut producers = self.lock();
         let record = match Self::checked(&producers, producer) {
             Ok(record) => record,
-            Err(codes::PRODUCER_FENCED) => return codes::INVALID_PRODUCER_EPOCH,
+            Err(code) if code == ErrorCode::ProducerFenced.code() => {
+                return ErrorCode::InvalidProducerEpoch.code()
+            }
             Err(code) => return code,
         };
         if record.state != TxnState::Ongoing || !record.groups.contains_key(group_id) {
-            return codes::INVALID_TXN_STATE;
+            return ErrorCode::InvalidTxnState.code();
         }
         let mut next = record.clone();
         let pending = next.groups.entry(group_id.to_string()).or_default();
@@ -526,7 +436,7 @@ impl TransactionStore {
         }
         next.updated_ms = now_ms();
         match self.put(&mut producers, producer.transactional_id, next, true) {
-            Ok(()) => codes::NONE,
+            Ok(()) => ErrorCode::None.code(),
             Err(code) => code,
         }
     }
@@ -578,9 +488,9 @@ impl TransactionStore {
         match (record.state, commit) {
             (TxnState::Ongoing, _) => {}
             (TxnState::CompleteCommit, true) | (TxnState::CompleteAbort, false) => {
-                return codes::NONE;
+                return ErrorCode::None.code();
             }
-            _ => return codes::INVALID_TXN_STATE,
+            _ => return ErrorCode::InvalidTxnState.code(),
         }
         let mut prepared = record.clone();
         prepared.state = if commit {
@@ -601,7 +511,7 @@ impl TransactionStore {
         // Decided: from here the markers are retried until written, so the
         // producer may go on.
         self.complete(effects, completion_of(producer.transactional_id, &prepared));
-        codes::NONE
+        ErrorCode::None.code()
     }
 
     /// Writes a prepared transaction's markers and offsets, then marks it
@@ -617,9 +527,15 @@ impl TransactionStore {
                 completion.producer_epoch,
                 completion.commit,
             );
+            // Written, or nothing left to mark: the partition is gone or a
+            // newer epoch has fenced the producer there.
+            let done = [
+                ErrorCode::None,
+                ErrorCode::UnknownTopicOrPartition,
+                ErrorCode::InvalidProducerEpoch,
+            ];
             match code {
-                codes::NONE | codes::UNKNOWN_TOPIC_OR_PARTITION | codes::INVALID_PRODUCER_EPOCH => {
-                }
+                _ if done.iter().any(|done| done.code() == code) => {}
                 code => {
                     tracing::warn!(
                         transactional_id = %completion.transactional_id,
@@ -638,7 +554,7 @@ impl TransactionStore {
                     continue;
                 }
                 let code = effects.commit_offsets(group, offsets);
-                if code != codes::NONE {
+                if code != ErrorCode::None.code() {
                     tracing::warn!(group = %group, error_code = code, "committing transactional offsets failed; will retry");
                     failed = true;
                 }
@@ -792,16 +708,14 @@ impl TransactionStore {
         record: TransactionalProducer,
         durable: bool,
     ) -> Result<(), i16> {
-        let line = JournalLine {
-            id: id.to_string(),
-            record: Some(record.clone()),
-        };
-        self.append(&line, durable).map_err(|error| {
-            tracing::error!("persisting transaction state failed: {error:#}");
-            codes::KAFKA_STORAGE_ERROR
-        })?;
+        self.journal
+            .append(id, Some(record.clone()), durable)
+            .map_err(|error| {
+                tracing::error!("persisting transaction state failed: {error:#}");
+                ErrorCode::KafkaStorageError.code()
+            })?;
         producers.insert(id.to_string(), record);
-        self.maybe_compact(producers);
+        self.journal.maybe_compact(producers);
         Ok(())
     }
 
@@ -810,91 +724,11 @@ impl TransactionStore {
         producers: &mut BTreeMap<String, TransactionalProducer>,
         id: &str,
     ) -> Result<(), i16> {
-        let line = JournalLine {
-            id: id.to_string(),
-            record: None,
-        };
-        self.append(&line, true).map_err(|error| {
+        self.journal.append(id, None, true).map_err(|error| {
             tracing::error!("persisting transaction state failed: {error:#}");
-            codes::KAFKA_STORAGE_ERROR
+            ErrorCode::KafkaStorageError.code()
         })?;
         producers.remove(id);
-        Ok(())
-    }
-
-    fn append(&self, line: &JournalLine, durable: bool) -> Result<()> {
-        let mut bytes = serde_json::to_vec(line)?;
-        bytes.push(b'\n');
-        let mut journal = self
-            .journal
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        let journal = journal
-            .as_mut()
-            .context("the transaction journal is not open")?;
-        journal.file.write_all(&bytes)?;
-        if durable {
-            journal.file.sync_data()?;
-        }
-        journal.lines += 1;
-        Ok(())
-    }
-
-    fn maybe_compact(&self, producers: &BTreeMap<String, TransactionalProducer>) {
-        let lines = self
-            .journal
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .as_ref()
-            .map_or(0, |journal| journal.lines);
-        if lines >= COMPACT_AFTER_LINES.max(producers.len() * 2) {
-            if let Err(error) = self.write_snapshot(producers) {
-                tracing::warn!("compacting the transaction journal failed: {error:#}");
-            }
-        }
-    }
-
-    /// Rewrites the journal as one line per id (on open, and when long).
-    fn compact(&self) -> Result<()> {
-        let producers = self.lock().clone();
-        self.write_snapshot(&producers)?;
-        let legacy = self.dir.join(LEGACY_FILE);
-        if legacy.exists() {
-            fs::remove_file(&legacy).with_context(|| format!("removing {}", legacy.display()))?;
-        }
-        Ok(())
-    }
-
-    fn write_snapshot(&self, producers: &BTreeMap<String, TransactionalProducer>) -> Result<()> {
-        let path = self.dir.join(JOURNAL);
-        let tmp = self.dir.join(format!("{JOURNAL}.tmp"));
-        let mut bytes = Vec::new();
-        for (id, record) in producers {
-            serde_json::to_writer(
-                &mut bytes,
-                &JournalLine {
-                    id: id.clone(),
-                    record: Some(record.clone()),
-                },
-            )?;
-            bytes.push(b'\n');
-        }
-        let mut file = File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
-        file.write_all(&bytes)?;
-        file.sync_all()?;
-        fs::rename(&tmp, &path).with_context(|| format!("replacing {}", path.display()))?;
-        File::open(&self.dir)?.sync_all()?;
-        let file = OpenOptions::new()
-            .append(true)
-            .open(&path)
-            .with_context(|| format!("opening {}", path.display()))?;
-        *self
-            .journal
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(Journal {
-            file,
-            lines: producers.len(),
-        });
         Ok(())
     }
 }
@@ -931,4 +765,5 @@ fn bumped(
 }
 
 #[cfg(test)]
+#[path = "tests.rs"]
 mod tests;

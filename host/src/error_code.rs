@@ -1,0 +1,97 @@
+//! Kafka's error codes, one name each, for every code the host answers
+//! with itself (handlers in `plugins/` have their own, through the WIT).
+//!
+//! Responses carry the code as a plain `i16`; the enum exists so that a
+//! code is spelled once, with Kafka's name (`Errors.java`), instead of as
+//! a constant in every module that needs it. `.code()` is what goes on
+//! the wire.
+
+/// A Kafka error code (Kafka's name, in Rust's case).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(i16)]
+pub enum ErrorCode {
+    UnknownServerError = -1,
+    None = 0,
+    OffsetOutOfRange = 1,
+    CorruptMessage = 2,
+    UnknownTopicOrPartition = 3,
+    MessageTooLarge = 10,
+    OffsetMetadataTooLarge = 12,
+    CoordinatorNotAvailable = 15,
+    InvalidTopicException = 17,
+    InvalidRequiredAcks = 21,
+    IllegalGeneration = 22,
+    InconsistentGroupProtocol = 23,
+    InvalidGroupId = 24,
+    UnknownMemberId = 25,
+    InvalidSessionTimeout = 26,
+    RebalanceInProgress = 27,
+    UnsupportedSaslMechanism = 33,
+    IllegalSaslState = 34,
+    UnsupportedVersion = 35,
+    TopicAlreadyExists = 36,
+    InvalidPartitions = 37,
+    InvalidReplicationFactor = 38,
+    InvalidReplicaAssignment = 39,
+    InvalidConfig = 40,
+    InvalidRequest = 42,
+    UnsupportedForMessageFormat = 43,
+    PolicyViolation = 44,
+    OutOfOrderSequenceNumber = 45,
+    InvalidProducerEpoch = 47,
+    InvalidTxnState = 48,
+    InvalidProducerIdMapping = 49,
+    InvalidTransactionTimeout = 50,
+    ConcurrentTransactions = 51,
+    OperationNotAttempted = 55,
+    KafkaStorageError = 56,
+    LogDirNotFound = 57,
+    SaslAuthenticationFailed = 58,
+    DelegationTokenAuthDisabled = 61,
+    DelegationTokenNotFound = 62,
+    DelegationTokenOwnerMismatch = 63,
+    DelegationTokenRequestNotAllowed = 64,
+    DelegationTokenExpired = 66,
+    InvalidPrincipalType = 67,
+    NonEmptyGroup = 68,
+    GroupIdNotFound = 69,
+    UnsupportedCompressionType = 76,
+    MemberIdRequired = 79,
+    GroupMaxSizeReached = 81,
+    FencedInstanceId = 82,
+    GroupSubscribedToTopic = 86,
+    InvalidRecord = 87,
+    UnstableOffsetCommit = 88,
+    ThrottlingQuotaExceeded = 89,
+    ProducerFenced = 90,
+    ResourceNotFound = 91,
+    UnacceptableCredential = 93,
+    TransactionalIdNotFound = 105,
+    FencedMemberEpoch = 110,
+    UnreleasedInstanceId = 111,
+    UnsupportedAssignor = 112,
+    StaleMemberEpoch = 113,
+    UnknownSubscriptionId = 117,
+    TelemetryTooLarge = 118,
+}
+
+impl ErrorCode {
+    /// The code as it goes in a response.
+    pub const fn code(self) -> i16 {
+        self as i16
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_are_kafkas() {
+        assert_eq!(ErrorCode::UnknownServerError.code(), -1);
+        assert_eq!(ErrorCode::None.code(), 0);
+        assert_eq!(ErrorCode::InvalidRequest.code(), 42);
+        assert_eq!(ErrorCode::KafkaStorageError.code(), 56);
+        assert_eq!(ErrorCode::TelemetryTooLarge.code(), 118);
+    }
+}
