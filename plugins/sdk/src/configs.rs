@@ -96,8 +96,8 @@ pub fn authorize_resources(
     resources
         .iter()
         .map(|(id, name)| match resource_type_of(*id) {
-            Some(ResourceType::Topic) => topics.contains(*name),
-            Some(ResourceType::Group) => groups.contains(*name),
+            Some(ResourceType::Topic) => topics.contains(name),
+            Some(ResourceType::Group) => groups.contains(name),
             Some(_) => cluster,
             None => true,
         })
