@@ -16,7 +16,7 @@
 //!   `getErrorResponse`: every partition with the error.
 
 use gregor_sdk::authz::Operation;
-use gregor_sdk::groups::{self, group_allowed, opt_string, OffsetCommit as Offset};
+use gregor_sdk::groups::{self, group_allowed, opt_string};
 use gregor_sdk::kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse};
 use gregor_sdk::offset_commit::{self, CommitRequest};
 use gregor_sdk::{Handler, Reply, RequestContext, ResponseError};
@@ -66,6 +66,7 @@ mod tests {
     use super::*;
     use gregor_sdk::authz::Action;
     use gregor_sdk::fake::{self, FakeHost};
+    use gregor_sdk::groups::OffsetCommit as Offset;
     use gregor_sdk::kafka_protocol::messages::offset_commit_request::{
         OffsetCommitRequestPartition, OffsetCommitRequestTopic,
     };
