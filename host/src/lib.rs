@@ -44,5 +44,6 @@ pub mod server;
 pub mod services;
 pub mod sync;
 pub mod telemetry;
+pub mod topic_name;
 pub mod transactions;
 pub mod uuid;

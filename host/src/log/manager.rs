@@ -55,7 +55,7 @@ use super::{
     create_dir_durably, sync_dir, AppendInfo, LogConfig, LogDirInfo, LogStore, PartitionOffsets,
     ReadResult, StorageError, TopicPartition,
 };
-use crate::metadata::topic_name::{self, Invalid, MAX_LENGTH};
+use crate::topic_name::{self, Invalid, MAX_LENGTH};
 use crate::sync::{lock, read, write};
 
 const LOCK_FILE: &str = ".lock";

@@ -8,5 +8,4 @@ pub mod broker_config;
 pub mod dynamic;
 pub mod store;
 pub mod topic_config;
-pub mod topic_name;
 pub mod topics;

@@ -19,7 +19,7 @@ use crate::metadata::bounds;
 use crate::metadata::dynamic::DynamicConfigs;
 use crate::metadata::store::{MetadataStore, TopicRecord};
 use crate::metadata::topic_config::{self, BrokerView};
-use crate::metadata::topic_name::{self, Invalid, MAX_LENGTH};
+use crate::topic_name::{self, Invalid, MAX_LENGTH};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TopicError {
