@@ -6,10 +6,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use super::{
-    apply_ops, codes, AlterEntry, ConfigError, ConfigResource, DescribedSynonym, Description,
-};
+use super::{apply_ops, AlterEntry, ConfigError, ConfigResource, DescribedSynonym, Description};
 use crate::config::BrokerConfig;
+use crate::error_code::ErrorCode;
 use crate::metadata::broker_config::{self, ConfigType};
 use crate::metadata::dynamic::DynamicConfigs;
 use crate::metadata::topic_config::{BrokerView, Source, Synonym};
@@ -157,7 +156,9 @@ impl BrokerConfigs {
         }
         self.dynamic
             .set_broker(per_broker, configs)
-            .map_err(|error| ConfigError::new(codes::KAFKA_STORAGE_ERROR, error.to_string()))?;
+            .map_err(|error| {
+                ConfigError::new(ErrorCode::KafkaStorageError.code(), error.to_string())
+            })?;
         self.topics.reapply_configs()?;
         Ok(())
     }

@@ -8,7 +8,8 @@
 
 use std::collections::BTreeMap;
 
-use super::{codes, AlterEntry, AlterOp, ConfigError, ConfigResource, Description};
+use super::{AlterEntry, AlterOp, ConfigError, ConfigResource, Description};
+use crate::error_code::ErrorCode;
 use crate::metadata::broker_config::ConfigType;
 use crate::metadata::topic_config::Source;
 use crate::runtime_loggers::{self, Change, Level, RuntimeLoggers, ROOT_LOGGER, VALID_LEVELS};
@@ -109,7 +110,7 @@ impl BrokerLoggers {
         }
         loggers
             .apply(&changes)
-            .map_err(|message| ConfigError::new(codes::UNKNOWN_SERVER_ERROR, message))
+            .map_err(|message| ConfigError::new(ErrorCode::UnknownServerError.code(), message))
     }
 }
 
@@ -209,7 +210,7 @@ mod tests {
             logger_changes(&[entry(name, op, value)], exists).unwrap_err()
         };
         let bad_level = refused(AlterOp::Set, "gregor", Some("debug"));
-        assert_eq!(bad_level.code, codes::INVALID_CONFIG);
+        assert_eq!(bad_level.code, ErrorCode::InvalidConfig.code());
         assert_eq!(
             bad_level.message,
             "Cannot set the log level of gregor to debug as it is not a supported log level. \
@@ -217,19 +218,22 @@ mod tests {
         );
         assert_eq!(
             refused(AlterOp::Set, "gregor", Some("OFF")).code,
-            codes::INVALID_CONFIG
+            ErrorCode::InvalidConfig.code()
         );
         let unknown = refused(AlterOp::Set, "nope", Some("INFO"));
         assert_eq!(
             (unknown.code, unknown.message.as_str()),
-            (codes::INVALID_CONFIG, "Logger nope does not exist!")
+            (
+                ErrorCode::InvalidConfig.code(),
+                "Logger nope does not exist!"
+            )
         );
         assert_eq!(
             refused(AlterOp::Delete, "nope", None).code,
-            codes::INVALID_CONFIG
+            ErrorCode::InvalidConfig.code()
         );
         let root = refused(AlterOp::Delete, "root", None);
-        assert_eq!(root.code, codes::INVALID_REQUEST);
+        assert_eq!(root.code, ErrorCode::InvalidRequest.code());
         assert_eq!(
             root.message,
             "Removing the log level of the root logger is not allowed"
@@ -238,13 +242,13 @@ mod tests {
         assert_eq!(
             (append.code, append.message.as_str()),
             (
-                codes::INVALID_REQUEST,
+                ErrorCode::InvalidRequest.code(),
                 "APPEND operation is not allowed for the BROKER_LOGGER resource"
             )
         );
         assert_eq!(
             refused(AlterOp::Subtract, "gregor", Some("INFO")).code,
-            codes::INVALID_REQUEST
+            ErrorCode::InvalidRequest.code()
         );
         // Nothing is applied when a later operation is refused.
         assert!(logger_changes(

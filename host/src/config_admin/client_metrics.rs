@@ -8,7 +8,8 @@ use std::sync::Arc;
 
 use regex_automata::meta::Regex;
 
-use super::{apply_ops, codes, AlterEntry, ConfigError, ConfigResource, Description};
+use super::{apply_ops, AlterEntry, ConfigError, ConfigResource, Description};
+use crate::error_code::ErrorCode;
 use crate::metadata::broker_config::ConfigType;
 use crate::metadata::dynamic::DynamicConfigs;
 use crate::metadata::topic_config::Source;
@@ -113,7 +114,9 @@ impl ClientMetricsConfigs {
         }
         self.dynamic
             .set_client_metrics(name, configs)
-            .map_err(|error| ConfigError::new(codes::KAFKA_STORAGE_ERROR, error.to_string()))
+            .map_err(|error| {
+                ConfigError::new(ErrorCode::KafkaStorageError.code(), error.to_string())
+            })
     }
 }
 
@@ -224,7 +227,7 @@ mod tests {
             let bad = BTreeMap::from([(key.to_string(), value.to_string())]);
             assert_eq!(
                 validate_client_metrics(&bad).unwrap_err().code,
-                codes::INVALID_CONFIG,
+                ErrorCode::InvalidConfig.code(),
                 "{key}={value}"
             );
         }

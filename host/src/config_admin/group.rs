@@ -14,12 +14,11 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::{
-    apply_ops, codes, AlterEntry, ConfigError, ConfigResource, DescribedSynonym, Description,
-};
+use super::{apply_ops, AlterEntry, ConfigError, ConfigResource, DescribedSynonym, Description};
 use crate::config::BrokerConfig;
 use crate::coordinator::group_configs;
 use crate::coordinator::GroupConfig;
+use crate::error_code::ErrorCode;
 use crate::metadata::broker_config::ConfigType;
 use crate::metadata::dynamic::DynamicConfigs;
 use crate::metadata::topic_config::Source;
@@ -68,8 +67,9 @@ fn check_group_name(name: &str) -> Result<(), ConfigError> {
 impl GroupConfigs {
     /// The broker's group coordinator settings (validated at startup).
     fn group_settings(&self) -> Result<GroupConfig, ConfigError> {
-        GroupConfig::from_broker(&self.config)
-            .map_err(|error| ConfigError::new(codes::UNKNOWN_SERVER_ERROR, error.to_string()))
+        GroupConfig::from_broker(&self.config).map_err(|error| {
+            ConfigError::new(ErrorCode::UnknownServerError.code(), error.to_string())
+        })
     }
 
     /// Kafka's `createGroupConfigEntry` for every group config.
@@ -98,7 +98,9 @@ impl GroupConfigs {
         }
         self.dynamic
             .set_group_configs(name, configs)
-            .map_err(|error| ConfigError::new(codes::KAFKA_STORAGE_ERROR, error.to_string()))
+            .map_err(|error| {
+                ConfigError::new(ErrorCode::KafkaStorageError.code(), error.to_string())
+            })
     }
 }
 

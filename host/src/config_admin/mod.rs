@@ -29,19 +29,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use crate::config::BrokerConfig;
+use crate::error_code::ErrorCode;
 use crate::metadata::broker_config::ConfigType;
 use crate::metadata::dynamic::DynamicConfigs;
 use crate::metadata::topic_config::Source;
 use crate::metadata::topics::{self, TopicManager};
-
-/// Kafka error codes of config administration.
-pub mod codes {
-    pub const UNKNOWN_SERVER_ERROR: i16 = -1;
-    pub const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
-    pub const INVALID_CONFIG: i16 = 40;
-    pub const INVALID_REQUEST: i16 = 42;
-    pub const KAFKA_STORAGE_ERROR: i16 = 56;
-}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ResourceType {
@@ -67,11 +59,11 @@ impl ConfigError {
     }
 
     pub(crate) fn invalid_request(message: impl Into<String>) -> Self {
-        Self::new(codes::INVALID_REQUEST, message)
+        Self::new(ErrorCode::InvalidRequest.code(), message)
     }
 
     pub(crate) fn invalid_config(message: impl Into<String>) -> Self {
-        Self::new(codes::INVALID_CONFIG, message)
+        Self::new(ErrorCode::InvalidConfig.code(), message)
     }
 }
 
@@ -363,14 +355,14 @@ mod tests {
         assert_eq!(next.get("cleanup.policy").unwrap(), "compact");
         let bad = [entry("retention.ms", AlterOp::Append, Some("1"))];
         let error = apply_ops(&next, &bad, &topic::topic_is_list, &|_| None).unwrap_err();
-        assert_eq!(error.code, codes::INVALID_CONFIG);
+        assert_eq!(error.code, ErrorCode::InvalidConfig.code());
         assert!(error.message.contains("not LIST"), "{}", error.message);
     }
 
     #[test]
     fn malformed_entries_are_invalid_requests() {
         let duplicate = check_entries([("a", false), ("a", false)].into_iter()).unwrap_err();
-        assert_eq!(duplicate.code, codes::INVALID_REQUEST);
+        assert_eq!(duplicate.code, ErrorCode::InvalidRequest.code());
         let null = check_entries([("a", true)].into_iter()).unwrap_err();
         assert!(null.message.contains("Null value"));
     }

@@ -5,9 +5,8 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::{
-    apply_ops, codes, AlterEntry, ConfigError, ConfigResource, DescribedSynonym, Description,
-};
+use super::{apply_ops, AlterEntry, ConfigError, ConfigResource, DescribedSynonym, Description};
+use crate::error_code::ErrorCode;
 use crate::metadata::broker_config::ConfigType;
 use crate::metadata::topic_config::{self, Kind, Synonym};
 use crate::metadata::topics::{self, TopicManager};
@@ -55,7 +54,7 @@ impl TopicConfigs {
         topics::validate_name(name)?;
         let Some(configs) = self.topics.configs(name) else {
             return Err(ConfigError::new(
-                codes::UNKNOWN_TOPIC_OR_PARTITION,
+                ErrorCode::UnknownTopicOrPartition.code(),
                 format!("The topic '{name}' does not exist."),
             ));
         };
@@ -90,7 +89,7 @@ impl TopicConfigs {
         }
         if self.topics.get(name).is_none() {
             return Err(ConfigError::new(
-                codes::UNKNOWN_TOPIC_OR_PARTITION,
+                ErrorCode::UnknownTopicOrPartition.code(),
                 format!("The topic '{name}' does not exist."),
             ));
         }

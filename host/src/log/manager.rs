@@ -55,8 +55,8 @@ use super::{
     create_dir_durably, sync_dir, AppendInfo, LogConfig, LogDirInfo, LogStore, PartitionOffsets,
     ReadResult, StorageError, TopicPartition,
 };
-use crate::topic_name::{self, Invalid, MAX_LENGTH};
 use crate::sync::{lock, read, write};
+use crate::topic_name::{self, Invalid, MAX_LENGTH};
 
 const LOCK_FILE: &str = ".lock";
 const CLEAN_SHUTDOWN_FILE: &str = ".kafka_cleanshutdown";
