@@ -249,13 +249,16 @@ async fn a_leave_completes_the_join_phase_of_those_waiting() {
         group_instance_id: None,
         reason: None,
     };
-    assert_eq!(c.leave("g", &[leaving]), Ok(vec![NONE]));
+    assert_eq!(c.leave("g", &[leaving]), Ok(vec![ErrorCode::None.code()]));
     // Answered at once: no deadline fired.
     let a_result = tokio::time::timeout(Duration::from_secs(5), a_join)
         .await
         .expect("the join completes with the leave")
         .unwrap();
-    assert_eq!((a_result.error_code, a_result.generation_id), (NONE, 3));
+    assert_eq!(
+        (a_result.error_code, a_result.generation_id),
+        (ErrorCode::None.code(), 3)
+    );
     assert_eq!(a_result.members.len(), 1);
 }
 
@@ -278,7 +281,10 @@ async fn an_abandoned_join_still_counts_as_joined() {
     .await
     .expect("b's join completes without a deadline")
     .unwrap();
-    assert_eq!((b_result.error_code, b_result.generation_id), (NONE, 3));
+    assert_eq!(
+        (b_result.error_code, b_result.generation_id),
+        (ErrorCode::None.code(), 3)
+    );
     assert_eq!(b_result.leader, a, "a is still a member, and leads");
 }
 
