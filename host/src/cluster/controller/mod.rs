@@ -28,3 +28,6 @@ pub mod topics;
 pub use brokers::{HeartbeatDecision, HeartbeatRequest};
 pub use heartbeats::Heartbeats;
 pub use topics::{AlterPartitionRequest, TopicRequest};
+
+#[cfg(test)]
+mod tests;
