@@ -272,11 +272,16 @@ pub type Response = Result<Applied, Refusal>;
 pub enum Applied {
     Done,
     /// The broker epoch of a registration.
-    BrokerRegistered { epoch: i64 },
+    BrokerRegistered {
+        epoch: i64,
+    },
     /// Per DeleteAcls filter, the bindings it removed.
     AclsDeleted(Vec<Vec<AclBinding>>),
     /// A block of producer ids: `first .. first + size`.
-    ProducerIds { first: i64, size: i32 },
+    ProducerIds {
+        first: i64,
+        size: i32,
+    },
     /// The answers of an [`Command::Atomic`] batch, in order.
     Batch(Vec<Applied>),
     /// The answers of an [`Command::Each`] batch, in order.

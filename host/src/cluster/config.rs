@@ -225,9 +225,8 @@ fn parse_roles(raw: &str) -> Result<ProcessRoles> {
 pub fn parse_voters(raw: &str) -> Result<Vec<Voter>> {
     let mut voters: Vec<Voter> = Vec::new();
     for entry in raw.split(',').map(str::trim) {
-        let voter = parse_voter(entry).with_context(|| {
-            format!("{QUORUM_VOTERS}={raw}: {entry:?} is not id@host:port")
-        })?;
+        let voter = parse_voter(entry)
+            .with_context(|| format!("{QUORUM_VOTERS}={raw}: {entry:?} is not id@host:port"))?;
         if voters.iter().any(|known| known.id == voter.id) {
             bail!(
                 "{QUORUM_VOTERS}={raw}: the voter id {} appears more than once",
@@ -251,7 +250,10 @@ fn parse_voter(entry: &str) -> Result<Voter> {
         bail!("no port");
     };
     let port: u16 = port.parse().context("the port is not a number")?;
-    let host = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')).unwrap_or(host);
+    let host = host
+        .strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(host);
     if host.is_empty() || host.contains(['@', ',', ' ']) {
         bail!("the host is empty or malformed");
     }

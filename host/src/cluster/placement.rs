@@ -278,12 +278,18 @@ mod tests {
         let empty = check(&[vec![]], None).unwrap_err();
         assert!(empty.contains("empty replica list"), "{empty}");
         let unknown = check(&[vec![1, 7]], None).unwrap_err();
-        assert!(unknown.contains("broker 7, but no such broker"), "{unknown}");
+        assert!(
+            unknown.contains("broker 7, but no such broker"),
+            "{unknown}"
+        );
         let twice = check(&[vec![2, 1, 2]], None).unwrap_err();
         assert!(twice.contains("broker 2 more than once"), "{twice}");
         let uneven = check(&[vec![1, 2], vec![3]], None).unwrap_err();
         assert!(uneven.contains("partition with 1 replica(s)"), "{uneven}");
         let topic_factor = check(&[vec![1, 2, 3]], Some(2)).unwrap_err();
-        assert!(topic_factor.contains("which have 2 replica(s)"), "{topic_factor}");
+        assert!(
+            topic_factor.contains("which have 2 replica(s)"),
+            "{topic_factor}"
+        );
     }
 }

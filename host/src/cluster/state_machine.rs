@@ -11,7 +11,9 @@
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-pub trait StateMachine: Default + Clone + Serialize + DeserializeOwned + Send + Sync + 'static {
+pub trait StateMachine:
+    Default + Clone + Serialize + DeserializeOwned + Send + Sync + 'static
+{
     type Command: Serialize + DeserializeOwned + Clone + std::fmt::Debug + Send + Sync + 'static;
     type Response: Serialize + DeserializeOwned + Clone + std::fmt::Debug + Send + Sync + 'static;
     /// Deterministic: the same commands in the same order give the same state on every node.

@@ -51,7 +51,11 @@ impl Log {
     }
 
     pub fn epoch(&self, id: i32) -> i64 {
-        self.image.cluster().broker(id).map(|b| b.epoch).unwrap_or(-1)
+        self.image
+            .cluster()
+            .broker(id)
+            .map(|b| b.epoch)
+            .unwrap_or(-1)
     }
 
     /// A topic with these replicas per partition (all in the ISR, the

@@ -41,7 +41,15 @@ pub fn without_broker(
         isr.clone_from(&partition.isr);
     }
     let leader_stays = partition.has_leader() && acceptable(partition.leader);
-    change(topic, index, partition, isr, leader_stays, &acceptable, unclean)
+    change(
+        topic,
+        index,
+        partition,
+        isr,
+        leader_stays,
+        &acceptable,
+        unclean,
+    )
 }
 
 /// The change to an offline `partition` now that `returning` is active
@@ -82,7 +90,12 @@ fn change(
             .find(|id| isr.contains(id) && acceptable(*id));
         let leader = match clean {
             Some(leader) => leader,
-            None => match partition.replicas.iter().copied().find(|id| acceptable(*id)) {
+            None => match partition
+                .replicas
+                .iter()
+                .copied()
+                .find(|id| acceptable(*id))
+            {
                 Some(leader) if unclean => {
                     isr = vec![leader];
                     record.leader_recovery_state = Some(LeaderRecoveryState::Recovering);

@@ -52,11 +52,18 @@ fn a_live_broker_id_cannot_be_registered_twice() {
     let t0 = Instant::now();
     heartbeats.touch(1, log.epoch(1), t0);
     let other = registration(1, 999);
-    let refused = brokers::register(&log.image, &heartbeats, other.clone(), t0, TIMEOUT, false)
-        .unwrap_err();
+    let refused =
+        brokers::register(&log.image, &heartbeats, other.clone(), t0, TIMEOUT, false).unwrap_err();
     assert_eq!(refused.code, ErrorCode::DuplicateBrokerRegistration);
     // The same incarnation retrying is fine.
-    let retry = brokers::register(&log.image, &heartbeats, registration(1, 1), t0, TIMEOUT, false);
+    let retry = brokers::register(
+        &log.image,
+        &heartbeats,
+        registration(1, 1),
+        t0,
+        TIMEOUT,
+        false,
+    );
     assert_eq!(retry, Ok(Command::RegisterBroker(registration(1, 1))));
 
     // Once the session expired the new incarnation takes over; the old
@@ -85,8 +92,8 @@ fn heartbeats_unfence_a_caught_up_broker_and_bring_its_partitions_back() {
     heartbeats.touch(1, log.epoch(1), t0);
     heartbeats.touch(2, log.epoch(2), t0);
     heartbeats.touch(1, log.epoch(1), t0 + TIMEOUT);
-    let fence = brokers::fence_expired(&log.image, &mut heartbeats, t0 + TIMEOUT, TIMEOUT, false)
-        .unwrap();
+    let fence =
+        brokers::fence_expired(&log.image, &mut heartbeats, t0 + TIMEOUT, TIMEOUT, false).unwrap();
     log.ok(&fence);
     assert_eq!(state(&log, "solo", 0), (NO_LEADER, vec![2], 1, 1));
     assert!(log.image.cluster().broker(2).unwrap().fenced);
@@ -119,9 +126,14 @@ fn heartbeats_unfence_a_caught_up_broker_and_bring_its_partitions_back() {
     let unknown = brokers::heartbeat(&log.image, &mut heartbeats, heartbeat(8, 1, 99), t0, false);
     assert_eq!(unknown.unwrap_err().code, ErrorCode::BrokerIdNotRegistered);
 
-    let caught_up =
-        brokers::heartbeat(&log.image, &mut heartbeats, heartbeat(2, epoch, epoch), t0, false)
-            .unwrap();
+    let caught_up = brokers::heartbeat(
+        &log.image,
+        &mut heartbeats,
+        heartbeat(2, epoch, epoch),
+        t0,
+        false,
+    )
+    .unwrap();
     assert!(caught_up.is_caught_up && !caught_up.is_fenced);
     log.ok(&caught_up.command.unwrap());
     assert!(log.image.cluster().is_active(2));
@@ -134,7 +146,9 @@ fn fencing_moves_leaders_within_the_isr_and_shrinks_it() {
     let mut log = Log::with_brokers(3);
     let start = topics::create_topic(&log.image, &request("t", 6, 3), Seed::default()).unwrap();
     log.ok(&start);
-    let led_by_1: Vec<i32> = (0..6).filter(|p| partition(&log, "t", *p).leader == 1).collect();
+    let led_by_1: Vec<i32> = (0..6)
+        .filter(|p| partition(&log, "t", *p).leader == 1)
+        .collect();
     assert_eq!(led_by_1.len(), 2);
 
     let mut heartbeats = Heartbeats::new();
@@ -162,7 +176,10 @@ fn fencing_moves_leaders_within_the_isr_and_shrinks_it() {
             assert_eq!(new.leader, next);
             assert_eq!(new.leader_epoch, old.leader_epoch + 1);
         } else {
-            assert_eq!((new.leader, new.leader_epoch), (old.leader, old.leader_epoch));
+            assert_eq!(
+                (new.leader, new.leader_epoch),
+                (old.leader, old.leader_epoch)
+            );
         }
     }
     assert!(log.image.led_by(1).is_empty());
@@ -213,7 +230,11 @@ fn without_a_live_isr_member_the_partition_goes_offline_unless_unclean() {
             assert_eq!((p.leader, p.isr.clone()), (2, vec![2]));
             assert_eq!(p.leader_recovery_state, LeaderRecoveryState::Recovering);
         } else {
-            assert_eq!((p.leader, p.isr.clone()), (NO_LEADER, vec![1]), "1 stays, last");
+            assert_eq!(
+                (p.leader, p.isr.clone()),
+                (NO_LEADER, vec![1]),
+                "1 stays, last"
+            );
             assert_eq!(log.image.offline_replicas(&p), [1]);
         }
         assert_eq!(p.leader_epoch, 1);
@@ -232,10 +253,7 @@ fn the_topic_config_decides_unclean_election() {
     ));
     log.ok(&Command::AlterConfigs {
         resource: ConfigResource::Topic("t".into()),
-        changes: vec![(
-            "unclean.leader.election.enable".into(),
-            Some("true".into()),
-        )],
+        changes: vec![("unclean.leader.election.enable".into(), Some("true".into()))],
         replace: false,
     });
     let mut heartbeats = Heartbeats::new();
@@ -296,13 +314,19 @@ fn unregistering_leaves_partitions_first() {
 fn create_topic_places_over_active_brokers() {
     let mut log = Log::with_brokers(3);
     let too_many = topics::create_topic(&log.image, &request("t", 1, 4), Seed::default());
-    assert_eq!(too_many.unwrap_err().code, ErrorCode::InvalidReplicationFactor);
+    assert_eq!(
+        too_many.unwrap_err().code,
+        ErrorCode::InvalidReplicationFactor
+    );
     log.ok(&Command::FenceBroker {
         broker_id: 3,
         epoch: log.epoch(3),
     });
     let fenced_out = topics::create_topic(&log.image, &request("t", 1, 3), Seed::default());
-    assert_eq!(fenced_out.unwrap_err().code, ErrorCode::InvalidReplicationFactor);
+    assert_eq!(
+        fenced_out.unwrap_err().code,
+        ErrorCode::InvalidReplicationFactor
+    );
 
     let command = topics::create_topic(&log.image, &request("t", 4, 2), Seed::default()).unwrap();
     log.ok(&command);
@@ -339,7 +363,9 @@ fn explicit_assignments_keep_only_active_replicas_in_the_isr() {
     manual.assignment = Some(vec![vec![2]]);
     let all_fenced = topics::create_topic(&log.image, &manual, Seed::default()).unwrap_err();
     assert_eq!(all_fenced.code, ErrorCode::InvalidReplicaAssignment);
-    assert!(all_fenced.message.contains("fenced or in controlled shutdown"));
+    assert!(all_fenced
+        .message
+        .contains("fenced or in controlled shutdown"));
     manual.assignment = Some(vec![vec![1, 5]]);
     let unknown = topics::create_topic(&log.image, &manual, Seed::default()).unwrap_err();
     assert_eq!(unknown.code, ErrorCode::InvalidReplicaAssignment);
@@ -356,7 +382,11 @@ fn create_partitions_keeps_the_replication_factor() {
     assert!(topic.partitions.values().all(|p| p.replicas.len() == 2));
     let leaders: Vec<i32> = topic.partitions.values().map(|p| p.leader).collect();
     for broker in 1..=3 {
-        assert_eq!(leaders.iter().filter(|l| **l == broker).count(), 2, "{leaders:?}");
+        assert_eq!(
+            leaders.iter().filter(|l| **l == broker).count(),
+            2,
+            "{leaders:?}"
+        );
     }
 
     let code = |result: Result<Command, crate::cluster::command::Refusal>| result.unwrap_err().code;
@@ -375,13 +405,25 @@ fn create_partitions_keeps_the_replication_factor() {
     );
     let one = [vec![1, 2]];
     assert_eq!(
-        code(topics::create_partitions(&log.image, "t", 8, Some(&one), seed)),
+        code(topics::create_partitions(
+            &log.image,
+            "t",
+            8,
+            Some(&one),
+            seed
+        )),
         ErrorCode::InvalidReplicaAssignment,
         "two new partitions, one assignment"
     );
     let wrong_factor = [vec![1]];
     assert_eq!(
-        code(topics::create_partitions(&log.image, "t", 7, Some(&wrong_factor), seed)),
+        code(topics::create_partitions(
+            &log.image,
+            "t",
+            7,
+            Some(&wrong_factor),
+            seed
+        )),
         ErrorCode::InvalidReplicaAssignment
     );
     let manual = [vec![3, 1]];
@@ -410,32 +452,60 @@ fn alter_partition_follows_kafkas_checks() {
         leader_recovery_state: LeaderRecoveryState::Recovered,
     };
     let code = |log: &Log, request: AlterPartitionRequest| {
-        topics::alter_partition(&log.image, &request).unwrap_err().code
+        topics::alter_partition(&log.image, &request)
+            .unwrap_err()
+            .code
     };
     let with = |change: &dyn Fn(&mut AlterPartitionRequest)| {
         let mut request = shrink.clone();
         change(&mut request);
         request
     };
-    assert_eq!(code(&log, with(&|r| r.broker_epoch = 0)), ErrorCode::StaleBrokerEpoch);
-    assert_eq!(code(&log, with(&|r| r.topic_id = Uuid(5))), ErrorCode::UnknownTopicId);
-    assert_eq!(code(&log, with(&|r| r.partition = 3)), ErrorCode::UnknownTopicOrPartition);
-    assert_eq!(code(&log, with(&|r| r.leader_epoch = -1)), ErrorCode::FencedLeaderEpoch);
+    assert_eq!(
+        code(&log, with(&|r| r.broker_epoch = 0)),
+        ErrorCode::StaleBrokerEpoch
+    );
+    assert_eq!(
+        code(&log, with(&|r| r.topic_id = Uuid(5))),
+        ErrorCode::UnknownTopicId
+    );
+    assert_eq!(
+        code(&log, with(&|r| r.partition = 3)),
+        ErrorCode::UnknownTopicOrPartition
+    );
+    assert_eq!(
+        code(&log, with(&|r| r.leader_epoch = -1)),
+        ErrorCode::FencedLeaderEpoch
+    );
     let follower = with(&|r| {
         r.broker_id = 2;
         r.broker_epoch = log.epoch(2);
     });
     assert_eq!(code(&log, follower), ErrorCode::InvalidRequest);
-    assert_eq!(code(&log, with(&|r| r.partition_epoch = 4)), ErrorCode::InvalidUpdateVersion);
-    assert_eq!(code(&log, with(&|r| r.new_isr = vec![2, 3])), ErrorCode::InvalidRequest);
-    assert_eq!(code(&log, with(&|r| r.new_isr = vec![1, 4])), ErrorCode::IneligibleReplica);
     assert_eq!(
-        code(&log, with(&|r| r.leader_recovery_state = LeaderRecoveryState::Recovering)),
+        code(&log, with(&|r| r.partition_epoch = 4)),
+        ErrorCode::InvalidUpdateVersion
+    );
+    assert_eq!(
+        code(&log, with(&|r| r.new_isr = vec![2, 3])),
+        ErrorCode::InvalidRequest
+    );
+    assert_eq!(
+        code(&log, with(&|r| r.new_isr = vec![1, 4])),
+        ErrorCode::IneligibleReplica
+    );
+    assert_eq!(
+        code(
+            &log,
+            with(&|r| r.leader_recovery_state = LeaderRecoveryState::Recovering)
+        ),
         ErrorCode::InvalidRequest
     );
 
     // Accepted: the ISR shrinks, the partition epoch moves.
-    let command = topics::alter_partition(&log.image, &shrink).unwrap().unwrap();
+    let command = topics::alter_partition(&log.image, &shrink)
+        .unwrap()
+        .unwrap();
     log.ok(&command);
     assert_eq!(state(&log, "t", 0), (1, vec![1, 2], 0, 1));
     // The same request again is stale now.

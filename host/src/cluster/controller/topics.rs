@@ -265,9 +265,11 @@ pub fn alter_partition(
             ),
         ));
     }
-    if let Some(id) = request.new_isr.iter().find(|id| {
-        !partition.replicas.contains(id) || !image.cluster().is_active(**id)
-    }) {
+    if let Some(id) = request
+        .new_isr
+        .iter()
+        .find(|id| !partition.replicas.contains(id) || !image.cluster().is_active(**id))
+    {
         return Err(Refusal::new(
             ErrorCode::IneligibleReplica,
             format!(
@@ -287,7 +289,8 @@ pub fn alter_partition(
     if state == recovering && request.new_isr.len() > 1 {
         return invalid("A RECOVERING leader must be alone in the ISR.".to_string());
     }
-    let mut change = PartitionChangeRecord::new(topic.id, request.partition, partition.partition_epoch);
+    let mut change =
+        PartitionChangeRecord::new(topic.id, request.partition, partition.partition_epoch);
     if request.new_isr != partition.isr {
         change.isr = Some(request.new_isr.clone());
     }

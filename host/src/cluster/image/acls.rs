@@ -34,13 +34,7 @@ impl AclsImage {
     }
 
     pub(super) fn create(&mut self, bindings: &[AclBinding]) -> Response {
-        let key = |b: &AclBinding| {
-            (
-                b.resource_name.clone(),
-                b.principal.clone(),
-                b.host.clone(),
-            )
-        };
+        let key = |b: &AclBinding| (b.resource_name.clone(), b.principal.clone(), b.host.clone());
         let mut known: HashMap<(String, String, String), Vec<AclBinding>> = HashMap::new();
         for binding in &self.bindings {
             known.entry(key(binding)).or_default().push(binding.clone());

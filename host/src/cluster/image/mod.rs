@@ -74,14 +74,16 @@ impl MetadataImage {
         match command {
             Command::RegisterBroker(record) => self.cluster.register(index, record),
             Command::UnfenceBroker { broker_id, epoch } => {
-                self.cluster.change(*broker_id, *epoch, |b| b.fenced = false)
+                self.cluster
+                    .change(*broker_id, *epoch, |b| b.fenced = false)
             }
             Command::FenceBroker { broker_id, epoch } => {
                 self.cluster.change(*broker_id, *epoch, |b| b.fenced = true)
             }
-            Command::ControlledShutdown { broker_id, epoch } => self
-                .cluster
-                .change(*broker_id, *epoch, |b| b.in_controlled_shutdown = true),
+            Command::ControlledShutdown { broker_id, epoch } => {
+                self.cluster
+                    .change(*broker_id, *epoch, |b| b.in_controlled_shutdown = true)
+            }
             Command::UnregisterBroker { broker_id, epoch } => {
                 self.cluster.unregister(*broker_id, *epoch)
             }
@@ -133,9 +135,7 @@ impl MetadataImage {
                 self.scram.delete(user, *mechanism)
             }
             Command::AlterClientQuota { entity, ops } => self.quotas.alter(entity, ops),
-            Command::UpsertDelegationToken { token, create } => {
-                self.tokens.upsert(token, *create)
-            }
+            Command::UpsertDelegationToken { token, create } => self.tokens.upsert(token, *create),
             Command::RemoveDelegationToken { token_id } => self.tokens.remove(token_id),
             Command::SetFeatureLevel { name, level } => {
                 if *level <= 0 {
@@ -329,7 +329,8 @@ impl MetadataImage {
             .configs
             .get(&ConfigResource::Topic(topic.to_string()))
             .get(NAME);
-        let value = topic_value.or_else(|| self.configs.get(&ConfigResource::BrokerDefault).get(NAME));
+        let value =
+            topic_value.or_else(|| self.configs.get(&ConfigResource::BrokerDefault).get(NAME));
         match value.map(|v| v.trim().to_ascii_lowercase()) {
             Some(v) if v == "true" => true,
             Some(v) if v == "false" => false,

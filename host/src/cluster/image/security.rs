@@ -27,7 +27,9 @@ impl ScramImage {
 
     /// Every user with the mechanisms and iterations they have
     /// (DescribeUserScramCredentials).
-    pub fn users(&self) -> impl Iterator<Item = (&String, &BTreeMap<ScramMechanism, ScramCredential>)> {
+    pub fn users(
+        &self,
+    ) -> impl Iterator<Item = (&String, &BTreeMap<ScramMechanism, ScramCredential>)> {
         self.users.iter()
     }
 

@@ -143,7 +143,10 @@ fn every_command_kind_applies_and_the_image_round_trips_through_json() {
     let back: MetadataImage = serde_json::from_str(&text).unwrap();
     assert_eq!(&back, image);
     // The id index is rebuilt on load.
-    assert_eq!(back.topic_by_id(Uuid(77)).map(|t| t.name.as_str()), Some("orders"));
+    assert_eq!(
+        back.topic_by_id(Uuid(77)).map(|t| t.name.as_str()),
+        Some("orders")
+    );
     assert_eq!(back.authorizer(), Some("acl_authorizer"));
     assert_eq!(back.features()["transaction.version"], 2);
     assert_eq!(back.next_producer_id(), 1000);
@@ -180,7 +183,10 @@ fn broker_epochs_are_registration_indexes() {
     let mut log = Log::default();
     let first = log.ok(&Command::RegisterBroker(registration(1, 100)));
     assert_eq!(first, Applied::BrokerRegistered { epoch: 1 });
-    assert!(log.image.cluster().broker(1).unwrap().fenced, "starts fenced");
+    assert!(
+        log.image.cluster().broker(1).unwrap().fenced,
+        "starts fenced"
+    );
     // A retry of the same incarnation keeps its epoch.
     let retry = log.ok(&Command::RegisterBroker(registration(1, 100)));
     assert_eq!(retry, Applied::BrokerRegistered { epoch: 1 });
@@ -197,7 +203,10 @@ fn broker_epochs_are_registration_indexes() {
         broker_id: 9,
         epoch: 1,
     };
-    assert_eq!(refused(log.apply(&unknown)), ErrorCode::BrokerIdNotRegistered);
+    assert_eq!(
+        refused(log.apply(&unknown)),
+        ErrorCode::BrokerIdNotRegistered
+    );
     log.ok(&Command::UnfenceBroker {
         broker_id: 1,
         epoch: 3,
@@ -238,7 +247,10 @@ fn topics_are_created_once_on_registered_brokers() {
     assert_eq!(topic.id, id);
     assert_eq!(topic.partition_count(), 2);
     assert_eq!(topic.replication_factor(), 2);
-    assert_eq!(log.image.topic_by_id(id).map(|t| &t.name), Some(&topic.name));
+    assert_eq!(
+        log.image.topic_by_id(id).map(|t| &t.name),
+        Some(&topic.name)
+    );
     assert_eq!(log.image.leader("a.b", 1), Some(2));
 
     let again = |log: &mut Log, name: &str, id: u128, replicas: Vec<i32>| {
@@ -254,7 +266,10 @@ fn topics_are_created_once_on_registered_brokers() {
             configs: BTreeMap::new(),
         }))
     };
-    assert_eq!(refused(again(&mut log, "a.b", 5, vec![1])), ErrorCode::TopicAlreadyExists);
+    assert_eq!(
+        refused(again(&mut log, "a.b", 5, vec![1])),
+        ErrorCode::TopicAlreadyExists
+    );
     assert_eq!(
         refused(again(&mut log, "a_b", 5, vec![1])),
         ErrorCode::InvalidTopicException
@@ -287,7 +302,11 @@ fn partitions_are_added_after_the_last_one() {
     };
     assert_eq!(refused(log.apply(&add(2))), ErrorCode::InvalidPartitions);
     log.ok(&add(1));
-    assert_eq!(refused(log.apply(&add(1))), ErrorCode::InvalidPartitions, "raced");
+    assert_eq!(
+        refused(log.apply(&add(1))),
+        ErrorCode::InvalidPartitions,
+        "raced"
+    );
     assert_eq!(log.image.topic("t").unwrap().partition_count(), 2);
     let unknown = Command::CreatePartitions {
         topic_id: Uuid(999),
@@ -329,7 +348,10 @@ fn partition_changes_bump_epochs_like_kafka() {
     });
     assert_eq!(refused(log.apply(&outsider)), ErrorCode::InvalidRequest);
     let no_partition = Command::ChangePartition(change(id, 5, 0));
-    assert_eq!(refused(log.apply(&no_partition)), ErrorCode::UnknownTopicOrPartition);
+    assert_eq!(
+        refused(log.apply(&no_partition)),
+        ErrorCode::UnknownTopicOrPartition
+    );
     // Adding a broker fenced since the decision.
     log.ok(&Command::FenceBroker {
         broker_id: 3,
@@ -344,7 +366,10 @@ fn partition_changes_bump_epochs_like_kafka() {
         leader: Some(3),
         ..change(id, 0, 2)
     });
-    assert_eq!(refused(log.apply(&fenced_leader)), ErrorCode::IneligibleReplica);
+    assert_eq!(
+        refused(log.apply(&fenced_leader)),
+        ErrorCode::IneligibleReplica
+    );
     // Offline, and recovering after an unclean election.
     log.ok(&Command::ChangePartition(PartitionChangeRecord {
         leader: Some(NO_LEADER),
@@ -381,7 +406,10 @@ fn deleting_a_topic_takes_its_configs() {
         changes: vec![("retention.ms".into(), Some("1".into()))],
         replace: false,
     };
-    assert_eq!(refused(log.apply(&orphan)), ErrorCode::UnknownTopicOrPartition);
+    assert_eq!(
+        refused(log.apply(&orphan)),
+        ErrorCode::UnknownTopicOrPartition
+    );
 }
 
 #[test]
@@ -415,10 +443,7 @@ fn unclean_election_setting_falls_back_from_topic_to_cluster_to_static() {
     assert!(log.image.unclean_election_enabled("t", true));
     let set = |resource, value: &str| Command::AlterConfigs {
         resource,
-        changes: vec![(
-            "unclean.leader.election.enable".into(),
-            Some(value.into()),
-        )],
+        changes: vec![("unclean.leader.election.enable".into(), Some(value.into()))],
         replace: false,
     };
     log.ok(&set(ConfigResource::BrokerDefault, "true"));
@@ -443,7 +468,11 @@ fn atomic_batches_apply_whole_or_not_at_all() {
     ]);
     let refusal = log.apply(&batch).unwrap_err();
     assert_eq!(refusal.code, ErrorCode::StaleBrokerEpoch);
-    assert!(refusal.message.contains("change 2 of 2"), "{}", refusal.message);
+    assert!(
+        refusal.message.contains("change 2 of 2"),
+        "{}",
+        refusal.message
+    );
     assert_eq!(log.image.cluster(), before.cluster(), "nothing changed");
     assert_eq!(log.image.last_applied(), log.index, "the index still moves");
 
@@ -512,8 +541,14 @@ fn credentials_tokens_and_quotas() {
         token: token("t1", 20),
         create: false,
     });
-    assert_eq!(log.image.tokens().get("t1").unwrap().expiry_timestamp_ms, 20);
-    assert_eq!(log.image.tokens().by_hmac(&[1, 2, 3]).unwrap().token_id, "t1");
+    assert_eq!(
+        log.image.tokens().get("t1").unwrap().expiry_timestamp_ms,
+        20
+    );
+    assert_eq!(
+        log.image.tokens().by_hmac(&[1, 2, 3]).unwrap().token_id,
+        "t1"
+    );
     log.ok(&Command::RemoveDelegationToken {
         token_id: "t1".into(),
     });
@@ -522,7 +557,10 @@ fn credentials_tokens_and_quotas() {
         token: token("t1", 30),
         create: false,
     };
-    assert_eq!(refused(log.apply(&renewal)), ErrorCode::DelegationTokenNotFound);
+    assert_eq!(
+        refused(log.apply(&renewal)),
+        ErrorCode::DelegationTokenNotFound
+    );
     assert!(log.image.tokens().get("t1").is_none());
 
     let entity = BTreeMap::from([("client-id".to_string(), None)]);
@@ -533,7 +571,10 @@ fn credentials_tokens_and_quotas() {
     };
     log.ok(&Command::AlterClientQuota {
         entity: entity.clone(),
-        ops: vec![op("consumer_byte_rate", 10.0, false), op("request_percentage", 5.0, false)],
+        ops: vec![
+            op("consumer_byte_rate", 10.0, false),
+            op("request_percentage", 5.0, false),
+        ],
     });
     log.ok(&Command::AlterClientQuota {
         entity: entity.clone(),
@@ -558,11 +599,29 @@ fn producer_id_blocks_go_to_current_brokers_only() {
         broker_epoch: epoch,
     };
     let first = log.ok(&allocate(1, log.epoch(1)));
-    assert_eq!(first, Applied::ProducerIds { first: 0, size: 1000 });
+    assert_eq!(
+        first,
+        Applied::ProducerIds {
+            first: 0,
+            size: 1000
+        }
+    );
     let second = log.ok(&allocate(2, log.epoch(2)));
-    assert_eq!(second, Applied::ProducerIds { first: 1000, size: 1000 });
-    assert_eq!(refused(log.apply(&allocate(1, 0))), ErrorCode::StaleBrokerEpoch);
-    assert_eq!(refused(log.apply(&allocate(7, 0))), ErrorCode::BrokerIdNotRegistered);
+    assert_eq!(
+        second,
+        Applied::ProducerIds {
+            first: 1000,
+            size: 1000
+        }
+    );
+    assert_eq!(
+        refused(log.apply(&allocate(1, 0))),
+        ErrorCode::StaleBrokerEpoch
+    );
+    assert_eq!(
+        refused(log.apply(&allocate(7, 0))),
+        ErrorCode::BrokerIdNotRegistered
+    );
     assert_eq!(log.image.next_producer_id(), 2000);
 }
 
@@ -572,7 +631,10 @@ fn leadership_queries() {
     log.topic("a", &[&[1, 2], &[2, 3]]);
     log.topic("b", &[&[1, 3]]);
     let names = |found: Vec<(&TopicImage, i32)>| -> Vec<(String, i32)> {
-        found.into_iter().map(|(t, p)| (t.name.clone(), p)).collect()
+        found
+            .into_iter()
+            .map(|(t, p)| (t.name.clone(), p))
+            .collect()
     };
     assert_eq!(
         names(log.image.led_by(1)),
@@ -587,7 +649,11 @@ fn leadership_queries() {
         epoch: log.epoch(3),
     });
     let p = log.image.partition("b", 0).unwrap();
-    assert_eq!(log.image.offline_replicas(p), [3], "unregistered is offline");
+    assert_eq!(
+        log.image.offline_replicas(p),
+        [3],
+        "unregistered is offline"
+    );
     let endpoints: Vec<&Endpoint> = log
         .image
         .cluster()

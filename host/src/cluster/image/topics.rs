@@ -17,8 +17,8 @@ use serde::{Deserialize, Serialize};
 
 use super::cluster::ClusterImage;
 use crate::cluster::command::{
-    Applied, LeaderRecoveryState, NewTopicRecord, PartitionChangeRecord, PartitionRecord,
-    Refusal, Response, Uuid, NO_LEADER,
+    Applied, LeaderRecoveryState, NewTopicRecord, PartitionChangeRecord, PartitionRecord, Refusal,
+    Response, Uuid, NO_LEADER,
 };
 use crate::error_code::ErrorCode;
 
@@ -105,7 +105,10 @@ impl TopicImage {
 
     /// The replication factor (of partition 0, as Kafka takes it).
     pub fn replication_factor(&self) -> usize {
-        self.partitions.values().next().map_or(0, |p| p.replicas.len())
+        self.partitions
+            .values()
+            .next()
+            .map_or(0, |p| p.replicas.len())
     }
 }
 
@@ -167,7 +170,9 @@ impl TopicsImage {
 
     fn by_id_mut(&mut self, id: Uuid) -> Result<&mut TopicImage, Refusal> {
         let name = self.by_id.get(&id).ok_or_else(|| unknown_topic_id(id))?;
-        self.by_name.get_mut(name).ok_or_else(|| unknown_topic_id(id))
+        self.by_name
+            .get_mut(name)
+            .ok_or_else(|| unknown_topic_id(id))
     }
 
     /// TopicRecord + PartitionRecords: refused if the name or id is taken
@@ -192,7 +197,10 @@ impl TopicsImage {
         if let Some(holder) = self.by_id.get(&record.id) {
             return Err(Refusal::new(
                 ErrorCode::TopicAlreadyExists,
-                format!("Topic id {} is already used by topic '{holder}'.", record.id),
+                format!(
+                    "Topic id {} is already used by topic '{holder}'.",
+                    record.id
+                ),
             ));
         }
         if record.partitions.is_empty() {
