@@ -9,6 +9,22 @@
 //! it to answer clients and to drive their stores and logs; the active
 //! controller reads it to decide (`cluster::controller`).
 //!
+//! Where each single-node store's state goes, and the commands that
+//! change it:
+//!
+//! | host store today                       | image part        | commands |
+//! |----------------------------------------|-------------------|----------|
+//! | `metadata/store.rs` (topics.json)      | [`TopicsImage`]   | CreateTopic, CreatePartitions, ChangePartition, DeleteTopic |
+//! | topic configs (topics.json), `metadata/dynamic.rs` (configs.json) | [`ConfigsImage`] | AlterConfigs |
+//! | `security/acl_store.rs`                | [`AclsImage`]     | CreateAcls, DeleteAcls |
+//! | `security/credentials.rs`              | [`ScramImage`]    | Upsert/DeleteScramCredential |
+//! | `quota.rs` (quotas.json)               | [`QuotasImage`]   | AlterClientQuota |
+//! | `security/tokens.rs`                   | [`TokensImage`]   | UpsertDelegationToken, RemoveDelegationToken |
+//! | `producer_ids.rs` (producer-id-block)  | `next_producer_id`| AllocateProducerIds |
+//! | `plugins/authorization.rs` (authorizer.json) | `authorizer` | SetAuthorizer |
+//! | (none: UpdateFeatures finalizes nothing yet) | `features`  | SetFeatureLevel |
+//! | (none: one broker)                     | [`ClusterImage`]  | Register/Fence/Unfence/Unregister Broker, ControlledShutdown |
+//!
 //! `apply` is deterministic: the same commands in the same order give the
 //! same image on every node. Not here, on purpose:
 //! - the active controller's id: the quorum's `leader()` knows it;
