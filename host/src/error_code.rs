@@ -6,8 +6,9 @@
 //! a constant in every module that needs it. `.code()` is what goes on
 //! the wire.
 
-/// A Kafka error code (Kafka's name, in Rust's case).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// A Kafka error code (Kafka's name, in Rust's case). Serialized by name
+/// (the cluster's metadata commands answer with one).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[repr(i16)]
 pub enum ErrorCode {
     UnknownServerError = -1,
@@ -15,6 +16,8 @@ pub enum ErrorCode {
     OffsetOutOfRange = 1,
     CorruptMessage = 2,
     UnknownTopicOrPartition = 3,
+    LeaderNotAvailable = 5,
+    NotLeaderOrFollower = 6,
     MessageTooLarge = 10,
     OffsetMetadataTooLarge = 12,
     CoordinatorNotAvailable = 15,
@@ -34,6 +37,7 @@ pub enum ErrorCode {
     InvalidReplicationFactor = 38,
     InvalidReplicaAssignment = 39,
     InvalidConfig = 40,
+    NotController = 41,
     InvalidRequest = 42,
     UnsupportedForMessageFormat = 43,
     PolicyViolation = 44,
@@ -55,7 +59,9 @@ pub enum ErrorCode {
     InvalidPrincipalType = 67,
     NonEmptyGroup = 68,
     GroupIdNotFound = 69,
+    FencedLeaderEpoch = 74,
     UnsupportedCompressionType = 76,
+    StaleBrokerEpoch = 77,
     MemberIdRequired = 79,
     GroupMaxSizeReached = 81,
     FencedInstanceId = 82,
@@ -66,7 +72,14 @@ pub enum ErrorCode {
     ProducerFenced = 90,
     ResourceNotFound = 91,
     UnacceptableCredential = 93,
+    InvalidUpdateVersion = 95,
+    FeatureUpdateFailed = 96,
+    UnknownTopicId = 100,
+    DuplicateBrokerRegistration = 101,
+    BrokerIdNotRegistered = 102,
     TransactionalIdNotFound = 105,
+    IneligibleReplica = 107,
+    NewLeaderElected = 108,
     FencedMemberEpoch = 110,
     UnreleasedInstanceId = 111,
     UnsupportedAssignor = 112,

@@ -118,7 +118,7 @@ pub enum Match {
 }
 
 /// One change of AlterClientQuotas: a key set to a value or removed.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct QuotaOp {
     pub key: String,
     pub value: f64,

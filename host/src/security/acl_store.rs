@@ -13,7 +13,8 @@
 //! filter selects the bindings that would apply to the named resource
 //! (LITERAL equal, LITERAL `*`, PREFIXED prefixes).
 //!
-//! The store speaks its own types (Kafka's names); the plugin runtime
+//! The store speaks its own types (Kafka's names, also their serde form:
+//! the cluster's metadata commands carry them); the plugin runtime
 //! converts them to and from the WIT contract's (`plugins::imports::acls`),
 //! so the contract can evolve without touching storage.
 
@@ -34,7 +35,8 @@ pub const WILDCARD: &str = "*";
 const FORMAT_VERSION: u32 = 1;
 
 /// Kafka's ResourceType (ANY only in filters).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum ResourceType {
     Any,
     Topic,
@@ -46,7 +48,8 @@ pub enum ResourceType {
 }
 
 /// Kafka's AclOperation (ANY only in filters; ALL matches every operation).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum Operation {
     Any,
     All,
@@ -64,19 +67,21 @@ pub enum Operation {
     DescribeTokens,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum PatternType {
     Literal,
     Prefixed,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum Permission {
     Deny,
     Allow,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AclBinding {
     pub resource_type: ResourceType,
     pub resource_name: String,
@@ -103,7 +108,8 @@ impl AclBinding {
 }
 
 /// How a filter selects pattern types.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum PatternFilter {
     Any,
     Match,
@@ -111,7 +117,8 @@ pub enum PatternFilter {
     Prefixed,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum PermissionFilter {
     Any,
     Deny,
@@ -119,7 +126,7 @@ pub enum PermissionFilter {
 }
 
 /// Kafka's AclBindingFilter.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AclFilter {
     pub resource_type: ResourceType,
     pub resource_name: Option<String>,

@@ -34,9 +34,11 @@ pub const MAX_ITERATIONS: u32 = 16384;
 const SALT_BYTES: usize = 32;
 const FORMAT_VERSION: u32 = 1;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum ScramMechanism {
+    #[serde(rename = "SCRAM-SHA-256")]
     Sha256,
+    #[serde(rename = "SCRAM-SHA-512")]
     Sha512,
 }
 
@@ -88,7 +90,7 @@ impl ScramMechanism {
 }
 
 /// What the server keeps of one user's password for one mechanism.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ScramCredential {
     pub salt: Vec<u8>,
     pub stored_key: Vec<u8>,
