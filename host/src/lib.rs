@@ -21,6 +21,7 @@ pub mod apis;
 pub mod broker;
 pub mod cli;
 pub mod clock;
+pub mod cluster;
 pub mod config;
 pub mod config_admin;
 pub mod coordinator;
