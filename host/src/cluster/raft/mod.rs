@@ -17,6 +17,10 @@
 //!   the cluster when its storage is pristine; everyone else (and every
 //!   restart) just starts and follows. Membership changes are not offered
 //!   (they are rare and where Raft engines have had their bugs).
+//! - A voter whose disk is lost comes back empty and is sent a snapshot;
+//!   it has forgotten its vote, though, which Raft assumes never happens
+//!   (Kafka's KIP-853 adds directory ids for this): replace lost voters
+//!   one at a time, with the others up.
 //! - Files under the directory given (e.g. `<log.dirs>/__cluster_metadata`):
 //!   `log/<first index>.log` segments, `vote.json`, `purged.json`,
 //!   `snapshot.bin`.
@@ -334,6 +338,9 @@ impl<S: StateMachine> RaftQuorum<S> {
             .map(|proposed| (proposed.index, proposed.response))
     }
 
+    /// Sends `command` to `leader` on a connection of its own: proposals
+    /// are rare, and a fresh connection cannot fail on a stale one (which
+    /// would leave the outcome unknown).
     async fn forward(
         &self,
         leader: NodeId,

@@ -178,6 +178,8 @@ fn unexpected<E: std::error::Error>() -> RpcError<E> {
     RPCError::Network(NetworkError::new(&error))
 }
 
+// The error type is openraft's (its RaftNetwork methods return it).
+#[allow(clippy::result_large_err)]
 fn remote<T, E: std::error::Error>(
     target: NodeId,
     reply: Result<T, RaftError<NodeId, E>>,

@@ -46,6 +46,9 @@ pub struct SegmentLog {
     active: Option<File>,
 }
 
+/// A record as read back: its log index and bytes.
+pub type Record = (u64, Vec<u8>);
+
 fn segment_name(base: u64) -> String {
     format!("{base:020}.log")
 }
@@ -91,7 +94,7 @@ fn invalid(message: String) -> io::Error {
 impl SegmentLog {
     /// Opens (creating) the log in `dir`; returns it with every record as
     /// `(index, bytes)`, in order. A torn tail is cut off (with a warning).
-    pub fn open(dir: &Path, segment_bytes: u64) -> io::Result<(Self, Vec<(u64, Vec<u8>)>)> {
+    pub fn open(dir: &Path, segment_bytes: u64) -> io::Result<(Self, Vec<Record>)> {
         crate::durable::create_dir(dir)?;
         let mut found = Vec::new();
         for item in fs::read_dir(dir)? {
@@ -284,7 +287,7 @@ impl SegmentLog {
 mod tests {
     use super::*;
 
-    fn records(log: &Path) -> Vec<(u64, Vec<u8>)> {
+    fn records(log: &Path) -> Vec<Record> {
         SegmentLog::open(log, 64).unwrap().1
     }
 
