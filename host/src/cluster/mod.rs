@@ -1,8 +1,23 @@
+//! The cluster: several brokers that agree on one metadata log (DESIGN §11,
+//! Kafka's KRaft).
+//!
+//! Consensus is not written here: it comes from an existing, tested Raft
+//! engine (`openraft`, in [`raft`]) behind our own small [`quorum::Quorum`]
+//! trait, so the engine can be replaced without touching what sits on it.
+//! The trait is generic over the replicated [`quorum::StateMachine`], so the
+//! engine knows nothing of topics or brokers: the metadata image and its
+//! commands implement that trait in their own modules.
+
+// The consensus engine.
+pub mod quorum;
+pub mod raft;
+
+// What the quorum replicates: the metadata image, its commands, and the
+// controller's decisions and placement that produce them.
 pub mod command;
 pub mod config;
 pub mod controller;
 pub mod image;
 pub mod placement;
-pub mod state_machine;
 #[cfg(test)]
 pub(crate) mod testing;

@@ -5,7 +5,7 @@ use crate::cluster::command::{
     Response, Uuid,
 };
 use crate::cluster::image::MetadataImage;
-use crate::cluster::state_machine::StateMachine;
+use crate::cluster::quorum::StateMachine;
 
 /// An image and the index of the next command.
 #[derive(Debug, Clone, Default)]

@@ -14,7 +14,7 @@ use super::election;
 use super::heartbeats::Heartbeats;
 use crate::cluster::command::{BrokerRegistrationRecord, Command, Refusal};
 use crate::cluster::image::{BrokerRegistration, MetadataImage};
-use crate::cluster::state_machine::StateMachine;
+use crate::cluster::quorum::StateMachine;
 use crate::error_code::ErrorCode;
 
 /// BrokerRegistration: refused with DUPLICATE_BROKER_REGISTRATION while

@@ -53,7 +53,7 @@ pub use topics::{PartitionRegistration, TopicImage, TopicsImage};
 use crate::cluster::command::{
     Applied, Command, ConfigResource, Refusal, Response, Uuid, PRODUCER_ID_BLOCK_SIZE,
 };
-use crate::cluster::state_machine::StateMachine;
+use crate::cluster::quorum::StateMachine;
 use crate::error_code::ErrorCode;
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
