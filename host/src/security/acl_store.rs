@@ -28,6 +28,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::durable::JsonFile;
 use crate::metadata::bounds;
+use crate::sync;
 
 /// Kafka's wildcard resource name (with LITERAL).
 pub const WILDCARD: &str = "*";
@@ -238,10 +239,7 @@ impl AclStore {
 
     /// Every binding, as one consistent snapshot.
     pub fn snapshot(&self) -> Arc<Vec<AclBinding>> {
-        match self.bindings.read() {
-            Ok(guard) => Arc::clone(&guard),
-            Err(poisoned) => Arc::clone(&poisoned.into_inner()),
-        }
+        Arc::clone(&sync::read(&self.bindings))
     }
 
     /// Bumped by every change.
@@ -320,10 +318,7 @@ impl AclStore {
     }
 
     fn change<T>(&self, f: impl FnOnce(&[AclBinding]) -> (Vec<AclBinding>, T)) -> io::Result<T> {
-        let _writer = match self.writer.lock() {
-            Ok(guard) => guard,
-            Err(poisoned) => poisoned.into_inner(),
-        };
+        let _writer = sync::lock(&self.writer);
         let current = self.snapshot();
         let (next, answer) = f(&current);
         if next == *current {
@@ -332,10 +327,7 @@ impl AclStore {
         if let Some(file) = &self.file {
             file.store(&Document::encode(&next))?;
         }
-        match self.bindings.write() {
-            Ok(mut guard) => *guard = Arc::new(next),
-            Err(poisoned) => *poisoned.into_inner() = Arc::new(next),
-        }
+        *sync::write(&self.bindings) = Arc::new(next);
         self.generation.fetch_add(1, Ordering::AcqRel);
         Ok(answer)
     }
