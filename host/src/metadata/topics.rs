@@ -230,6 +230,7 @@ impl TopicManager {
             .put_topic(record_of(&topic))
             .map_err(TopicError::storage)?;
         self.open_partitions(&topic, 0..partitions)?;
+        self.write().insert(topic.name.clone(), topic.clone());
         info!(topic = %topic.name, partitions, "topic created");
         Ok(topic)
     }
@@ -288,8 +289,8 @@ impl TopicManager {
 
     /// The log settings for a topic with these overrides, from the current
     /// broker configs.
-    /// Creates the logs of `topic`'s partitions `range`, then publishes
-    /// the topic as it now is.
+    /// Opens (creating where needed) the logs of `topic`'s partitions
+    /// `range` with the topic's effective config.
     fn open_partitions(&self, topic: &Topic, range: Range<i32>) -> Result<(), TopicError> {
         let log_config = self.log_config(&topic.configs);
         for partition in range {
@@ -301,7 +302,6 @@ impl TopicManager {
                 .create_partition(&tp, log_config.clone())
                 .map_err(|error| TopicError::new(error.error_code(), error.to_string()))?;
         }
-        self.write().insert(topic.name.clone(), topic.clone());
         Ok(())
     }
 
@@ -355,17 +355,7 @@ impl TopicManager {
     }
 
     fn apply_log_config(&self, topic: &Topic) -> Result<(), TopicError> {
-        let log_config = self.log_config(&topic.configs);
-        for partition in 0..topic.partitions {
-            let tp = TopicPartition {
-                topic: topic.name.clone(),
-                partition,
-            };
-            self.logs
-                .create_partition(&tp, log_config.clone())
-                .map_err(|error| TopicError::new(error.error_code(), error.to_string()))?;
-        }
-        Ok(())
+        self.open_partitions(topic, 0..topic.partitions)
     }
 
     /// CreatePartitions: grows a topic to `total` partitions, as Kafka's
@@ -431,6 +421,7 @@ impl TopicManager {
             .put_topic(record_of(&topic))
             .map_err(TopicError::storage)?;
         self.open_partitions(&topic, current..total)?;
+        self.write().insert(topic.name.clone(), topic.clone());
         info!(topic = %name, from = current, to = total, "partitions created");
         Ok(topic)
     }
