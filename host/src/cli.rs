@@ -16,17 +16,11 @@ use anyhow::{bail, Context, Result};
 const DEFAULT_ADMIN: &str = "127.0.0.1:9644";
 
 pub fn run(args: &[String]) -> Result<()> {
-    let mut admin = DEFAULT_ADMIN.to_string();
     let mut name: Option<String> = None;
-    let mut positional = Vec::new();
-    let mut iter = args.iter();
-    while let Some(arg) = iter.next() {
-        match arg.as_str() {
-            "--admin" => admin = iter.next().context("--admin needs HOST:PORT")?.clone(),
-            "--name" => name = Some(iter.next().context("--name needs a value")?.clone()),
-            other => positional.push(other.to_string()),
-        }
-    }
+    let (admin, positional) = parse_args(args, &[("--name", "a value")], |_, value| {
+        name = Some(value.clone());
+        Ok(())
+    })?;
     let (status, body) = match positional.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
         ["list"] => request(&admin, "GET", "/plugins", &[])?,
         ["load", file] => {
@@ -49,6 +43,33 @@ pub fn run(args: &[String]) -> Result<()> {
         bail!("the admin endpoint answered HTTP {status}");
     }
     Ok(())
+}
+
+/// Splits a command's words into `--admin HOST:PORT`, the flags of `flags`
+/// (flag, what its value is), each handed to `take` as it comes, and the
+/// positional words.
+fn parse_args(
+    args: &[String],
+    flags: &[(&str, &str)],
+    mut take: impl FnMut(&str, &String) -> Result<()>,
+) -> Result<(String, Vec<String>)> {
+    let mut admin = DEFAULT_ADMIN.to_string();
+    let mut positional = Vec::new();
+    let mut iter = args.iter();
+    while let Some(arg) = iter.next() {
+        if arg == "--admin" {
+            admin = iter.next().context("--admin needs HOST:PORT")?.clone();
+        } else if let Some((flag, what)) = flags.iter().find(|(flag, _)| flag == arg) {
+            take(
+                flag,
+                iter.next()
+                    .with_context(|| format!("{flag} needs {what}"))?,
+            )?;
+        } else {
+            positional.push(arg.clone());
+        }
+    }
+    Ok((admin, positional))
 }
 
 fn request(admin: &str, method: &str, path: &str, body: &[u8]) -> Result<(u16, String)> {
@@ -82,28 +103,22 @@ const SECURITY_USAGE: &str = "usage: gregor users list | add NAME --password PAS
 /// (which authorizer module decides), through the admin endpoint of a
 /// running broker.
 pub fn run_security(command: &str, args: &[String]) -> Result<()> {
-    let mut admin = DEFAULT_ADMIN.to_string();
     let mut password: Option<String> = None;
     let mut mechanisms: Vec<String> = Vec::new();
     let mut iterations: Option<u32> = None;
-    let mut positional = Vec::new();
-    let mut iter = args.iter();
-    while let Some(arg) = iter.next() {
-        match arg.as_str() {
-            "--admin" => admin = iter.next().context("--admin needs HOST:PORT")?.clone(),
-            "--password" => {
-                password = Some(iter.next().context("--password needs a value")?.clone())
-            }
-            "--mechanism" => {
-                mechanisms.push(iter.next().context("--mechanism needs a value")?.clone())
-            }
-            "--iterations" => {
-                let raw = iter.next().context("--iterations needs a number")?;
-                iterations = Some(raw.parse().context("--iterations needs a number")?);
-            }
-            other => positional.push(other.to_string()),
+    let flags = [
+        ("--password", "a value"),
+        ("--mechanism", "a value"),
+        ("--iterations", "a number"),
+    ];
+    let (admin, positional) = parse_args(args, &flags, |flag, value| {
+        match flag {
+            "--password" => password = Some(value.clone()),
+            "--mechanism" => mechanisms.push(value.clone()),
+            _ => iterations = Some(value.parse().context("--iterations needs a number")?),
         }
-    }
+        Ok(())
+    })?;
     let positional: Vec<&str> = positional.iter().map(String::as_str).collect();
     let (status, body) = match (command, positional.as_slice()) {
         ("users", ["list"]) => request(&admin, "GET", "/users", &[])?,

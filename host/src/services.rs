@@ -29,6 +29,7 @@ use crate::security::acl_store::AclStore;
 use crate::security::credentials::{CredentialStore, ScramMechanism, MIN_ITERATIONS};
 use crate::security::settings;
 use crate::security::tokens::TokenManager;
+use crate::sync;
 use crate::telemetry::ClientMetricsManager;
 use crate::transactions::{PendingOffset, TransactionStore, TxnEffects};
 
@@ -154,18 +155,12 @@ impl Services {
     }
 
     pub fn set_advertised(&self, listeners: Vec<AdvertisedListener>) {
-        match self.advertised.write() {
-            Ok(mut guard) => *guard = listeners,
-            Err(poisoned) => *poisoned.into_inner() = listeners,
-        }
+        *sync::write(&self.advertised) = listeners;
     }
 
     /// The address clients of `listener` should use for this broker.
     pub fn advertised_for(&self, listener: &str) -> Option<AdvertisedListener> {
-        let advertised = match self.advertised.read() {
-            Ok(guard) => guard,
-            Err(poisoned) => poisoned.into_inner(),
-        };
+        let advertised = sync::read(&self.advertised);
         advertised
             .iter()
             .find(|candidate| candidate.name == listener)

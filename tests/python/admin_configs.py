@@ -32,18 +32,14 @@ from confluent_kafka.admin import (
     NewTopic,
 )
 
+from checks import check
+
 try:
     from confluent_kafka import ElectionType
 except ImportError:  # older confluent-kafka
     from confluent_kafka.admin import ElectionType
 
 TIMEOUT = 30
-
-
-def check(condition, message):
-    if not condition:
-        print(f"FAILED: {message}", file=sys.stderr)
-        sys.exit(1)
 
 
 def one(futures):

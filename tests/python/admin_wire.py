@@ -77,13 +77,9 @@ from kafka.protocol.types import (
     TaggedFields,
 )
 
+from checks import check
+
 TIMEOUT_MS = 30000
-
-
-def check(condition, message):
-    if not condition:
-        print(f"FAILED: {message}", file=sys.stderr)
-        sys.exit(1)
 
 
 # ---- request types kafka-python does not define ----

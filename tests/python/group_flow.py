@@ -16,14 +16,10 @@ import time
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 
+from checks import check
+
 PARTITIONS = 4
 TIMEOUT = 40.0
-
-
-def check(condition, message):
-    if not condition:
-        print(f"FAILED: {message}", file=sys.stderr)
-        sys.exit(1)
 
 
 def produce(bootstrap, topic, seqs):

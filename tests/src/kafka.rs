@@ -242,6 +242,25 @@ pub async fn create_topic(broker: &Broker, topic: &str, partitions: i32) {
     wait_for_topic(broker, topic, partitions);
 }
 
+/// Creates a topic with configs and waits for its metadata.
+pub async fn create_topic_with(
+    broker: &Broker,
+    topic: &str,
+    partitions: i32,
+    configs: &[(&str, &str)],
+) {
+    let mut new = NewTopic::new(topic, partitions, TopicReplication::Fixed(1));
+    for (k, v) in configs {
+        new = new.set(k, v);
+    }
+    let results = admin(broker)
+        .create_topics(&[new], &admin_options())
+        .await
+        .expect("CreateTopics request");
+    assert_eq!(results[0], Ok(topic.to_string()), "CreateTopics {topic}");
+    wait_for_topic(broker, topic, partitions);
+}
+
 /// Polls metadata until `topic` exists without error and has `partitions`
 /// partitions, each with a leader. Returns that metadata.
 pub fn wait_for_topic(broker: &Broker, topic: &str, partitions: i32) -> Metadata {

@@ -514,6 +514,14 @@ pub fn start_with_admin(settings: &[(&str, &str)]) -> (Broker, String) {
 /// `GET /metrics` on an admin endpoint: the Prometheus text (asserting a
 /// 200 answer).
 pub fn scrape_metrics(admin: &str) -> String {
+    let (head, body) = get_metrics(admin);
+    assert!(head.starts_with("HTTP/1.1 200"), "scrape failed: {head}");
+    body
+}
+
+/// `GET /metrics` on an admin endpoint: the response head and body, as
+/// they come.
+pub fn get_metrics(admin: &str) -> (String, String) {
     use std::io::Read;
     let mut stream = TcpStream::connect(admin).expect("connect to the admin endpoint");
     stream
@@ -528,8 +536,47 @@ pub fn scrape_metrics(admin: &str) -> String {
     let mut response = String::new();
     stream.read_to_string(&mut response).expect("read scrape");
     let (head, body) = response.split_once("\r\n\r\n").expect("HTTP response");
-    assert!(head.starts_with("HTTP/1.1 200"), "scrape failed: {head}");
-    body.to_string()
+    (head.to_string(), body.to_string())
+}
+
+/// Runs `tests/python/<script>` with `args`, asserting it succeeded: its
+/// stdout and stderr.
+pub fn run_python(script: &str, args: &[&str]) -> (String, String) {
+    let path = workspace_root().join("tests/python").join(script);
+    let output = Command::new("python3")
+        .arg(&path)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("run {script} (kafka-python is installed by .ci/deps.sh): {e}"));
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(
+        output.status.success(),
+        "{script} {args:?} failed ({}):\n{stdout}\n{stderr}",
+        output.status
+    );
+    (stdout, stderr)
+}
+
+/// A temporary plugin directory (named `prefix...`) with a copy of every
+/// standard module, for a test that changes what is loaded.
+pub fn private_plugin_dir(prefix: &str) -> tempfile::TempDir {
+    let dir = tempfile::Builder::new()
+        .prefix(prefix)
+        .tempdir()
+        .expect("create a plugin dir");
+    copy_modules(dir.path());
+    dir
+}
+
+/// Copies every module of [`plugin_dir`] into `dir`.
+fn copy_modules(dir: &Path) {
+    for entry in fs::read_dir(plugin_dir()).expect("read the plugin dir") {
+        let path = entry.expect("plugin dir entry").path();
+        if path.extension().is_some_and(|ext| ext == "wasm") {
+            fs::copy(&path, dir.join(path.file_name().expect("file name"))).expect("copy a module");
+        }
+    }
 }
 
 /// A temporary plugin directory with every standard module and the named
@@ -537,13 +584,7 @@ pub fn scrape_metrics(admin: &str) -> String {
 /// `build/examples`).
 pub fn plugin_dir_with_examples(examples: &[&str]) -> tempfile::TempDir {
     let plugins = tempfile::tempdir().expect("plugin dir");
-    for entry in fs::read_dir(plugin_dir()).expect("plugins") {
-        let path = entry.expect("entry").path();
-        if path.extension().is_some_and(|ext| ext == "wasm") {
-            fs::copy(&path, plugins.path().join(path.file_name().expect("name")))
-                .expect("copy a module");
-        }
-    }
+    copy_modules(plugins.path());
     let dir = std::env::var_os("GREGOR_EXAMPLE_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| workspace_root().join("build/examples"));

@@ -492,11 +492,27 @@ pub fn produce_request(
     partition: i32,
     records: &[u8],
 ) -> Vec<u8> {
+    transactional_produce_request(version, correlation_id, None, topic, partition, records)
+}
+
+/// [`produce_request`] with a transactional id (v3 to v8 only).
+pub fn transactional_produce_request(
+    version: i16,
+    correlation_id: i32,
+    transactional_id: Option<&str>,
+    topic: &str,
+    partition: i32,
+    records: &[u8],
+) -> Vec<u8> {
     assert!((3..=12).contains(&version), "produce_request: v{version}");
     let flexible = version >= 9;
+    assert!(!flexible || transactional_id.is_none());
     let mut body = Vec::new();
     if flexible {
         put_uvarint(&mut body, 0); // transactional id: null
+    } else if let Some(id) = transactional_id {
+        put_i16(&mut body, id.len() as i16);
+        body.extend_from_slice(id.as_bytes());
     } else {
         put_i16(&mut body, -1);
     }
@@ -522,6 +538,27 @@ pub fn produce_request(
         body.extend_from_slice(records);
     }
     request_frame(PRODUCE, version, correlation_id, flexible, &body)
+}
+
+/// Produce v3 (acks=all) of `records` to partition 0 of `topic` on a new
+/// connection, asserting the answer names one topic and partition 0: the
+/// partition's error code and base offset.
+pub fn produce_v3(
+    addr: SocketAddr,
+    transactional_id: Option<&str>,
+    topic: &str,
+    records: &[u8],
+    correlation_id: i32,
+) -> (i16, i64) {
+    let frame =
+        transactional_produce_request(3, correlation_id, transactional_id, topic, 0, records);
+    let response = Conn::connect(addr).round_trip(&frame, correlation_id);
+    let mut r = Reader::new(&response[4..]);
+    assert_eq!(r.i32(), 1, "one topic");
+    r.string();
+    assert_eq!(r.i32(), 1, "one partition");
+    assert_eq!(r.i32(), 0, "partition 0");
+    (r.i16(), r.i64())
 }
 
 /// The first partition of a Produce response (from [`produce_request`] of

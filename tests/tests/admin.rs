@@ -11,16 +11,13 @@
 //! the rdkafka crate produces and consumes.
 
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
-use std::net::TcpStream;
-use std::process::Command;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use gregor_tests::kafka::{self, CALL_TIMEOUT};
 use gregor_tests::wire::{self, put_i16, put_i32, request_frame, Conn};
-use gregor_tests::{free_port, wait_for, workspace_root, Broker};
+use gregor_tests::{free_port, wait_for, Broker};
 use rdkafka::admin::{AlterConfig, NewPartitions, ResourceSpecifier};
 use rdkafka::client::ClientContext;
 use rdkafka::config::ClientConfig;
@@ -35,19 +32,7 @@ use serde_json::Value;
 
 /// Runs a Python admin script and returns the JSON it printed last.
 fn python(script: &str, args: &[&str]) -> Value {
-    let path = workspace_root().join("tests/python").join(script);
-    let output = Command::new("python3")
-        .arg(&path)
-        .args(args)
-        .output()
-        .unwrap_or_else(|e| panic!("run {script}: {e}"));
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        output.status.success(),
-        "{script} {args:?} failed ({}):\n{stdout}\n{stderr}",
-        output.status
-    );
+    let (stdout, stderr) = gregor_tests::run_python(script, args);
     let line = stdout.lines().last().unwrap_or_default();
     serde_json::from_str(line)
         .unwrap_or_else(|e| panic!("{script} printed no JSON ({e}): {stdout}\n{stderr}"))
@@ -62,20 +47,7 @@ fn now_ms() -> i64 {
 
 /// GET /metrics on the admin endpoint.
 fn scrape(admin: &str) -> String {
-    let mut stream = TcpStream::connect(admin).expect("connect to the admin endpoint");
-    stream
-        .set_read_timeout(Some(Duration::from_secs(30)))
-        .expect("timeout");
-    stream
-        .write_all(
-            format!("GET /metrics HTTP/1.1\r\nHost: {admin}\r\nConnection: close\r\n\r\n")
-                .as_bytes(),
-        )
-        .expect("send scrape");
-    let mut response = String::new();
-    stream.read_to_string(&mut response).expect("read scrape");
-    let (_, body) = response.split_once("\r\n\r\n").expect("HTTP response");
-    body.to_string()
+    gregor_tests::get_metrics(admin).1
 }
 
 /// The value of a Prometheus sample line starting with `prefix`.

@@ -15,7 +15,6 @@ use std::time::Duration;
 use gregor_tests::kafka::{self, Isolation};
 use gregor_tests::wire::{self, Conn};
 use gregor_tests::Broker;
-use rdkafka::admin::{NewTopic, TopicReplication};
 use rdkafka::message::Message;
 
 const CORRUPT_MESSAGE: i16 = 2;
@@ -254,16 +253,7 @@ fn bad_batches() -> Vec<(String, Vec<u8>, i16)> {
 }
 
 async fn create_topic_with(broker: &Broker, topic: &str, configs: &[(&str, &str)]) {
-    let mut new = NewTopic::new(topic, 1, TopicReplication::Fixed(1));
-    for (k, v) in configs {
-        new = new.set(k, v);
-    }
-    let results = kafka::admin(broker)
-        .create_topics(&[new], &kafka::admin_options())
-        .await
-        .expect("CreateTopics request");
-    assert_eq!(results[0], Ok(topic.to_string()), "CreateTopics {topic}");
-    kafka::wait_for_topic(broker, topic, 1);
+    kafka::create_topic_with(broker, topic, 1, configs).await
 }
 
 /// Sends one raw Produce; returns (error code, base offset, message).

@@ -604,18 +604,9 @@ async fn rebalance_time_for_2_and_10_consumers() {
 #[test]
 fn the_group_flow_with_kafka_python() {
     let broker = Broker::start_with(NO_DELAY);
-    let script = gregor_tests::workspace_root().join("tests/python/group_flow.py");
-    let output = Command::new("python3")
-        .arg(&script)
-        .args([broker.bootstrap().as_str(), "python-topic", "python-group"])
-        .output()
-        .expect("run python3 (kafka-python is installed by .ci/deps.sh)");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        output.status.success(),
-        "group_flow.py failed ({}):\n{stdout}\n{stderr}",
-        output.status
+    let (stdout, _) = gregor_tests::run_python(
+        "group_flow.py",
+        &[broker.bootstrap().as_str(), "python-topic", "python-group"],
     );
     let summary = stdout.lines().last().unwrap_or_default();
     assert!(summary.contains("\"resumed\": 10"), "summary: {summary}");

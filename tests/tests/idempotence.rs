@@ -187,27 +187,7 @@ fn init_producer_id(broker: &Broker) -> (i16, i64, i16) {
 
 /// Produce v3, acks=all, one partition: (error code, base offset).
 fn produce(broker: &Broker, topic: &str, records: &[u8]) -> (i16, i64) {
-    let mut body = Vec::new();
-    wire::put_i16(&mut body, -1); // transactional id: null
-    wire::put_i16(&mut body, -1);
-    wire::put_i32(&mut body, 10_000);
-    wire::put_i32(&mut body, 1);
-    wire::put_i16(&mut body, topic.len() as i16);
-    body.extend_from_slice(topic.as_bytes());
-    wire::put_i32(&mut body, 1);
-    wire::put_i32(&mut body, 0);
-    wire::put_i32(&mut body, records.len() as i32);
-    body.extend_from_slice(records);
-    let frame = wire::request_frame(0, 3, 9, false, &body);
-    let response = Conn::connect(broker.addr()).round_trip(&frame, 9);
-    let mut r = wire::Reader::new(&response[4..]);
-    assert_eq!(r.i32(), 1, "topics");
-    r.string();
-    assert_eq!(r.i32(), 1, "partitions");
-    assert_eq!(r.i32(), 0, "partition index");
-    let error = r.i16();
-    let offset = (i64::from(r.i32()) << 32) | i64::from(r.i32() as u32);
-    (error, offset)
+    wire::produce_v3(broker.addr(), None, topic, records, 9)
 }
 
 /// A producer as DescribeProducers shows it: (id, epoch, last sequence).

@@ -39,18 +39,7 @@ fn example(name: &str) -> PathBuf {
 /// A private copy of the standard plugin directory, so a test can change
 /// it without touching other tests' brokers.
 fn private_plugin_dir() -> tempfile::TempDir {
-    let dir = tempfile::Builder::new()
-        .prefix("gregor-plugins-")
-        .tempdir()
-        .expect("create a plugin dir");
-    for entry in std::fs::read_dir(plugin_dir()).expect("read the plugin dir") {
-        let path = entry.expect("plugin dir entry").path();
-        if path.extension().is_some_and(|ext| ext == "wasm") {
-            std::fs::copy(&path, dir.path().join(path.file_name().expect("file name")))
-                .expect("copy a module");
-        }
-    }
-    dir
+    gregor_tests::private_plugin_dir("gregor-plugins-")
 }
 
 /// Puts a module in place the way the docs ask: write aside, then rename.

@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use gregor_tests::wire::{metadata_request, put_i16, put_i32, request_frame, Conn, Reader};
-use gregor_tests::{free_port, gregor_bin, kafka, plugin_dir, workspace_root, Broker};
+use gregor_tests::{free_port, gregor_bin, kafka, workspace_root, Broker};
 use rdkafka::admin::{AdminClient, NewTopic, TopicReplication};
 use rdkafka::client::ClientContext;
 use rdkafka::config::{ClientConfig, RDKafkaLogLevel};
@@ -266,18 +266,7 @@ fn cli(admin: &str, args: &[&str]) -> (bool, String) {
 /// A private copy of the standard plugin directory: the tests upload
 /// modules into it.
 fn private_plugin_dir() -> tempfile::TempDir {
-    let dir = tempfile::Builder::new()
-        .prefix("gregor-security-plugins-")
-        .tempdir()
-        .expect("create a plugin dir");
-    for entry in std::fs::read_dir(plugin_dir()).expect("read the plugin dir") {
-        let path = entry.expect("plugin dir entry").path();
-        if path.extension().is_some_and(|ext| ext == "wasm") {
-            std::fs::copy(&path, dir.path().join(path.file_name().expect("file name")))
-                .expect("copy a module");
-        }
-    }
-    dir
+    gregor_tests::private_plugin_dir("gregor-security-plugins-")
 }
 
 fn example(name: &str) -> PathBuf {

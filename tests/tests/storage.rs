@@ -13,7 +13,6 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use gregor_tests::kafka::{self, CALL_TIMEOUT};
 use gregor_tests::wire::{self, Conn};
 use gregor_tests::{wait_for, Broker};
-use rdkafka::admin::{NewTopic, TopicReplication};
 use rdkafka::consumer::{Consumer, StreamConsumer};
 use rdkafka::error::KafkaError;
 use rdkafka::message::Message;
@@ -37,16 +36,7 @@ async fn create_topic_with(
     partitions: i32,
     configs: &[(&str, &str)],
 ) {
-    let mut new = NewTopic::new(topic, partitions, TopicReplication::Fixed(1));
-    for (k, v) in configs {
-        new = new.set(k, v);
-    }
-    let results = kafka::admin(broker)
-        .create_topics(&[new], &kafka::admin_options())
-        .await
-        .expect("CreateTopics request");
-    assert_eq!(results[0], Ok(topic.to_string()), "CreateTopics {topic}");
-    kafka::wait_for_topic(broker, topic, partitions);
+    kafka::create_topic_with(broker, topic, partitions, configs).await
 }
 
 /// A record to send: key, value (none: a tombstone), timestamp and
@@ -921,25 +911,7 @@ async fn limits_and_corrupt_batches_append_nothing() {
 
 /// Produce v3 with one partition's records as given; returns its error code.
 fn produce_raw(broker: &Broker, topic: &str, records: &[u8]) -> i16 {
-    let mut body = Vec::new();
-    wire::put_i16(&mut body, -1); // transactional id: null
-    wire::put_i16(&mut body, -1); // acks=all
-    wire::put_i32(&mut body, 10_000);
-    wire::put_i32(&mut body, 1);
-    put_string(&mut body, topic);
-    wire::put_i32(&mut body, 1);
-    wire::put_i32(&mut body, 0);
-    wire::put_i32(&mut body, records.len() as i32);
-    body.extend_from_slice(records);
-    let frame = wire::request_frame(0, 3, 7, false, &body);
-    let mut conn = Conn::connect(broker.addr());
-    let response = conn.round_trip(&frame, 7);
-    let mut r = Bytes::new(&response[4..]);
-    assert_eq!(r.i32(), 1, "topics");
-    r.string();
-    assert_eq!(r.i32(), 1, "partitions");
-    assert_eq!(r.i32(), 0, "partition index");
-    r.i16()
+    wire::produce_v3(broker.addr(), None, topic, records, 7).0
 }
 
 fn put_string(buf: &mut Vec<u8>, s: &str) {

@@ -879,22 +879,6 @@ async fn describe_and_list_transactions_show_ongoing_and_completed_transactions(
     );
 }
 
-/// CRC-32C (Castagnoli), bit by bit: enough for one test batch.
-fn crc32c(bytes: &[u8]) -> u32 {
-    let mut crc = !0u32;
-    for byte in bytes {
-        crc ^= u32::from(*byte);
-        for _ in 0..8 {
-            crc = if crc & 1 != 0 {
-                (crc >> 1) ^ 0x82f6_3b78
-            } else {
-                crc >> 1
-            };
-        }
-    }
-    !crc
-}
-
 /// A v2 record batch of one record (no key, value `value`) from a
 /// transactional producer at `sequence`.
 fn transactional_batch(producer_id: i64, epoch: i16, sequence: i32, value: &[u8]) -> Vec<u8> {
@@ -921,8 +905,7 @@ fn transactional_batch(producer_id: i64, epoch: i16, sequence: i32, value: &[u8]
     batch.extend_from_slice(&1i32.to_be_bytes()); // records
     batch.push((record.len() as u8) << 1);
     batch.extend_from_slice(&record);
-    let crc = crc32c(&batch[21..]);
-    batch[17..21].copy_from_slice(&crc.to_be_bytes());
+    wire::set_batch_crc(&mut batch);
     batch
 }
 
@@ -933,24 +916,7 @@ fn put_string(body: &mut Vec<u8>, s: &str) {
 
 /// Produce v3 of one batch to partition 0: the partition's error code.
 fn produce_v3(broker: &Broker, transactional_id: &str, topic: &str, batch: &[u8]) -> i16 {
-    let mut body = Vec::new();
-    put_string(&mut body, transactional_id);
-    wire::put_i16(&mut body, -1); // acks
-    wire::put_i32(&mut body, 10_000);
-    wire::put_i32(&mut body, 1);
-    put_string(&mut body, topic);
-    wire::put_i32(&mut body, 1);
-    wire::put_i32(&mut body, 0);
-    wire::put_i32(&mut body, batch.len() as i32);
-    body.extend_from_slice(batch);
-    let frame = wire::request_frame(0, 3, 7, false, &body);
-    let response = Conn::connect(broker.addr()).round_trip(&frame, 7);
-    let mut r = wire::Reader::new(&response[4..]);
-    assert_eq!(r.i32(), 1, "one topic");
-    r.string();
-    assert_eq!(r.i32(), 1, "one partition");
-    assert_eq!(r.i32(), 0, "partition 0");
-    r.i16()
+    wire::produce_v3(broker.addr(), Some(transactional_id), topic, batch, 7).0
 }
 
 /// AddPartitionsToTxn v1 for partition 0: its error code.
@@ -1013,7 +979,7 @@ async fn a_transactional_batch_for_a_partition_outside_the_transaction_is_refuse
     );
     let mut control = transactional_batch(pid, epoch, 1, b"fake");
     control[21..23].copy_from_slice(&0x30i16.to_be_bytes());
-    let crc = crc32c(&control[21..]);
+    let crc = wire::crc32c(&control[21..]);
     control[17..21].copy_from_slice(&crc.to_be_bytes());
     assert_eq!(
         produce_v3(&broker, "verified", topic, &control),

@@ -3,12 +3,11 @@
 //! (`metadata::broker_config`) can change; a change reaches every
 //! partition log.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use super::{apply_ops, AlterEntry, ConfigError, ConfigResource, DescribedSynonym, Description};
+use super::{node_id_of, ConfigError, Configs, DescribedSynonym, Description, StoredConfigs};
 use crate::config::BrokerConfig;
-use crate::error_code::ErrorCode;
 use crate::metadata::broker_config::{self, ConfigType};
 use crate::metadata::dynamic::DynamicConfigs;
 use crate::metadata::topic_config::{BrokerView, Source, Synonym};
@@ -22,40 +21,71 @@ pub(super) struct BrokerConfigs {
     pub(super) topics: Arc<TopicManager>,
 }
 
-impl ConfigResource for BrokerConfigs {
-    fn describe(&self, name: &str) -> Result<Vec<Description>, ConfigError> {
+impl StoredConfigs for BrokerConfigs {
+    fn describe_configs(&self, name: &str) -> Result<Vec<Description>, ConfigError> {
         self.describe_broker(name)
     }
 
-    fn incremental_alter(
-        &self,
-        name: &str,
-        entries: &[AlterEntry],
-        validate_only: bool,
-    ) -> Result<(), ConfigError> {
-        let per_broker = self.broker_target(name, false)?;
+    fn check_name(&self, name: &str) -> Result<(), ConfigError> {
+        self.broker_target(name, false).map(drop)
+    }
+
+    fn current(&self, name: &str) -> Result<Configs, ConfigError> {
         let layers = self.dynamic.broker_layers();
-        let current = if per_broker {
+        Ok(if self.broker_target(name, false)? {
             layers.per_broker
         } else {
             layers.cluster_default
-        };
-        let next = apply_ops(&current, entries, &broker_is_list, &|name| {
-            broker_config::definition(name)
-                .and_then(|def| def.default)
-                .map(str::to_string)
-        })?;
-        self.store_broker(per_broker, next, validate_only)
+        })
     }
 
-    fn replace(
-        &self,
-        name: &str,
-        configs: BTreeMap<String, String>,
-        validate_only: bool,
-    ) -> Result<(), ConfigError> {
+    fn is_list(&self, config: &str) -> Result<bool, ConfigError> {
+        match broker_config::definition(config) {
+            Some(def) => Ok(def.config_type == ConfigType::List),
+            None => Err(ConfigError::invalid_config(format!(
+                "Unknown config name: {config}"
+            ))),
+        }
+    }
+
+    fn default_of(&self, config: &str) -> Option<String> {
+        broker_config::definition(config)
+            .and_then(|def| def.default)
+            .map(str::to_string)
+    }
+
+    /// Known and valid, and only dynamic configs.
+    fn validate(&self, _name: &str, configs: &Configs) -> Result<(), ConfigError> {
+        let mut read_only = Vec::new();
+        for (key, value) in configs {
+            let Some(def) = broker_config::definition(key) else {
+                return Err(ConfigError::invalid_config(format!(
+                    "Unknown broker config name: {key}"
+                )));
+            };
+            if !def.dynamic {
+                read_only.push(key.as_str());
+                continue;
+            }
+            broker_config::validate(def, value).map_err(ConfigError::invalid_config)?;
+        }
+        if !read_only.is_empty() {
+            return Err(ConfigError::invalid_request(format!(
+                "Cannot update these configs dynamically: Set({})",
+                read_only.join(", ")
+            )));
+        }
+        Ok(())
+    }
+
+    /// Every partition log follows the change.
+    fn persist(&self, name: &str, configs: Configs) -> Result<(), ConfigError> {
         let per_broker = self.broker_target(name, false)?;
-        self.store_broker(per_broker, configs, validate_only)
+        self.dynamic
+            .set_broker(per_broker, configs)
+            .map_err(ConfigError::storage)?;
+        self.topics.reapply_configs()?;
+        Ok(())
     }
 }
 
@@ -66,25 +96,13 @@ impl BrokerConfigs {
         if name.is_empty() {
             return Ok(false);
         }
-        let Ok(id) = name.parse::<i32>() else {
-            return Err(ConfigError::invalid_request(if describing {
-                format!("Broker id must be an integer, but it is: {name}")
-            } else {
-                format!("Node id must be an integer, but it is: {name}")
-            }));
-        };
+        let id = node_id_of(name, if describing { "Broker id" } else { "Node id" })?;
         if id != self.node_id {
-            return Err(ConfigError::invalid_request(if describing {
-                format!(
-                    "Unexpected broker id, expected {} or empty string, but received {name}",
-                    self.node_id
-                )
-            } else {
-                format!(
-                    "Unexpected broker id, expected {}, but received {name}",
-                    self.node_id
-                )
-            }));
+            return Err(ConfigError::invalid_request(format!(
+                "Unexpected broker id, expected {}{}, but received {name}",
+                self.node_id,
+                if describing { " or empty string" } else { "" }
+            )));
         }
         Ok(true)
     }
@@ -124,43 +142,6 @@ impl BrokerConfigs {
         names.extend(layers.per_broker.keys().cloned());
         names.extend(layers.cluster_default.keys().cloned());
         Ok(names.iter().map(|name| broker_entry(&view, name)).collect())
-    }
-
-    fn store_broker(
-        &self,
-        per_broker: bool,
-        configs: BTreeMap<String, String>,
-        validate_only: bool,
-    ) -> Result<(), ConfigError> {
-        let mut read_only = Vec::new();
-        for (key, value) in &configs {
-            let Some(def) = broker_config::definition(key) else {
-                return Err(ConfigError::invalid_config(format!(
-                    "Unknown broker config name: {key}"
-                )));
-            };
-            if !def.dynamic {
-                read_only.push(key.as_str());
-                continue;
-            }
-            broker_config::validate(def, value).map_err(ConfigError::invalid_config)?;
-        }
-        if !read_only.is_empty() {
-            return Err(ConfigError::invalid_request(format!(
-                "Cannot update these configs dynamically: Set({})",
-                read_only.join(", ")
-            )));
-        }
-        if validate_only {
-            return Ok(());
-        }
-        self.dynamic
-            .set_broker(per_broker, configs)
-            .map_err(|error| {
-                ConfigError::new(ErrorCode::KafkaStorageError.code(), error.to_string())
-            })?;
-        self.topics.reapply_configs()?;
-        Ok(())
     }
 }
 
@@ -217,14 +198,5 @@ fn broker_entry(view: &BrokerView<'_>, name: &str) -> Description {
             .collect(),
         config_type: def.map_or(ConfigType::String, |def| def.config_type),
         documentation: def.map(|def| def.doc.to_string()),
-    }
-}
-
-fn broker_is_list(name: &str) -> Result<bool, ConfigError> {
-    match broker_config::definition(name) {
-        Some(def) => Ok(def.config_type == ConfigType::List),
-        None => Err(ConfigError::invalid_config(format!(
-            "Unknown config name: {name}"
-        ))),
     }
 }

@@ -6,9 +6,7 @@
 //! deleting the root logger's level, APPEND and SUBTRACT are
 //! INVALID_REQUEST; the legacy AlterConfigs refuses the type.
 
-use std::collections::BTreeMap;
-
-use super::{AlterEntry, AlterOp, ConfigError, ConfigResource, Description};
+use super::{node_id_of, AlterEntry, AlterOp, ConfigError, ConfigResource, Configs, Description};
 use crate::error_code::ErrorCode;
 use crate::metadata::broker_config::ConfigType;
 use crate::metadata::topic_config::Source;
@@ -33,12 +31,7 @@ impl ConfigResource for BrokerLoggers {
     }
 
     /// Legacy AlterConfigs never supported broker loggers.
-    fn replace(
-        &self,
-        _name: &str,
-        _configs: BTreeMap<String, String>,
-        _validate_only: bool,
-    ) -> Result<(), ConfigError> {
+    fn replace(&self, _: &str, _: Configs, _: bool) -> Result<(), ConfigError> {
         Err(ConfigError::invalid_request("Unknown resource type 8"))
     }
 }
@@ -56,12 +49,7 @@ impl BrokerLoggers {
         if name.is_empty() {
             return Err(ConfigError::invalid_request("Broker id must not be empty"));
         }
-        let Ok(id) = name.parse::<i32>() else {
-            return Err(ConfigError::invalid_request(format!(
-                "Broker id must be an integer, but it is: {name}"
-            )));
-        };
-        if id != self.node_id {
+        if node_id_of(name, "Broker id")? != self.node_id {
             return Err(ConfigError::invalid_request(format!(
                 "Unexpected broker id, expected {} but received {name}",
                 self.node_id
@@ -92,12 +80,7 @@ impl BrokerLoggers {
         entries: &[AlterEntry],
         validate_only: bool,
     ) -> Result<(), ConfigError> {
-        let Ok(id) = name.parse::<i32>() else {
-            return Err(ConfigError::invalid_request(format!(
-                "Node id must be an integer, but it is: {name}"
-            )));
-        };
-        if id != self.node_id {
+        if node_id_of(name, "Node id")? != self.node_id {
             return Err(ConfigError::invalid_request(format!(
                 "Unexpected node id. Expected {}, but received {name}",
                 self.node_id

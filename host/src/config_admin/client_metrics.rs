@@ -8,42 +8,13 @@ use std::sync::Arc;
 
 use regex_automata::meta::Regex;
 
-use super::{apply_ops, AlterEntry, ConfigError, ConfigResource, Description};
-use crate::error_code::ErrorCode;
+use super::{ConfigError, Configs, Description, StoredConfigs};
 use crate::metadata::broker_config::ConfigType;
 use crate::metadata::dynamic::DynamicConfigs;
 use crate::metadata::topic_config::Source;
 
 pub(super) struct ClientMetricsConfigs {
     pub(super) dynamic: Arc<DynamicConfigs>,
-}
-
-impl ConfigResource for ClientMetricsConfigs {
-    fn describe(&self, name: &str) -> Result<Vec<Description>, ConfigError> {
-        self.describe_client_metrics(name)
-    }
-
-    fn incremental_alter(
-        &self,
-        name: &str,
-        entries: &[AlterEntry],
-        validate_only: bool,
-    ) -> Result<(), ConfigError> {
-        check_subscription_name(name)?;
-        let current = self.dynamic.client_metrics_of(name);
-        let next = apply_ops(&current, entries, &client_metrics_is_list, &|_| None)?;
-        self.store_client_metrics(name, next, validate_only)
-    }
-
-    fn replace(
-        &self,
-        name: &str,
-        configs: BTreeMap<String, String>,
-        validate_only: bool,
-    ) -> Result<(), ConfigError> {
-        check_subscription_name(name)?;
-        self.store_client_metrics(name, configs, validate_only)
-    }
 }
 
 /// The client-metrics subscription configs (KIP-714).
@@ -75,8 +46,8 @@ const CLIENT_MATCH_NAMES: &[&str] = &[
 ];
 pub const DEFAULT_PUSH_INTERVAL_MS: i32 = 5 * 60 * 1000;
 
-impl ClientMetricsConfigs {
-    fn describe_client_metrics(&self, name: &str) -> Result<Vec<Description>, ConfigError> {
+impl StoredConfigs for ClientMetricsConfigs {
+    fn describe_configs(&self, name: &str) -> Result<Vec<Description>, ConfigError> {
         if name.is_empty() {
             return Err(ConfigError::invalid_request(
                 "Client metrics subscription name must not be empty",
@@ -102,37 +73,34 @@ impl ClientMetricsConfigs {
             .collect())
     }
 
-    fn store_client_metrics(
-        &self,
-        name: &str,
-        configs: BTreeMap<String, String>,
-        validate_only: bool,
-    ) -> Result<(), ConfigError> {
-        validate_client_metrics(&configs)?;
-        if validate_only {
-            return Ok(());
+    fn check_name(&self, name: &str) -> Result<(), ConfigError> {
+        if name.is_empty() {
+            return Err(ConfigError::invalid_request(
+                "Subscription name can't be empty",
+            ));
         }
+        Ok(())
+    }
+
+    fn current(&self, name: &str) -> Result<Configs, ConfigError> {
+        Ok(self.dynamic.client_metrics_of(name))
+    }
+
+    fn is_list(&self, config: &str) -> Result<bool, ConfigError> {
+        Ok(CLIENT_METRICS_CONFIGS
+            .iter()
+            .any(|(n, t, _)| *n == config && *t == ConfigType::List))
+    }
+
+    fn validate(&self, _name: &str, configs: &Configs) -> Result<(), ConfigError> {
+        validate_client_metrics(configs)
+    }
+
+    fn persist(&self, name: &str, configs: Configs) -> Result<(), ConfigError> {
         self.dynamic
             .set_client_metrics(name, configs)
-            .map_err(|error| {
-                ConfigError::new(ErrorCode::KafkaStorageError.code(), error.to_string())
-            })
+            .map_err(ConfigError::storage)
     }
-}
-
-fn client_metrics_is_list(name: &str) -> Result<bool, ConfigError> {
-    Ok(CLIENT_METRICS_CONFIGS
-        .iter()
-        .any(|(n, t, _)| *n == name && *t == ConfigType::List))
-}
-
-fn check_subscription_name(name: &str) -> Result<(), ConfigError> {
-    if name.is_empty() {
-        return Err(ConfigError::invalid_request(
-            "Subscription name can't be empty",
-        ));
-    }
-    Ok(())
 }
 
 /// Kafka's ClientMetricsConfigs validation.
@@ -199,6 +167,7 @@ pub fn parse_match_patterns(value: &str) -> Result<Vec<MatchPattern>, ConfigErro
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error_code::ErrorCode;
 
     #[test]
     fn client_metrics_are_validated() {

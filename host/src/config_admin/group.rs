@@ -14,7 +14,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::{apply_ops, AlterEntry, ConfigError, ConfigResource, DescribedSynonym, Description};
+use super::{ConfigError, Configs, DescribedSynonym, Description, StoredConfigs};
 use crate::config::BrokerConfig;
 use crate::coordinator::group_configs;
 use crate::coordinator::GroupConfig;
@@ -28,53 +28,10 @@ pub(super) struct GroupConfigs {
     pub(super) dynamic: Arc<DynamicConfigs>,
 }
 
-impl ConfigResource for GroupConfigs {
-    fn describe(&self, name: &str) -> Result<Vec<Description>, ConfigError> {
-        self.describe_group(name)
-    }
-
-    fn incremental_alter(
-        &self,
-        name: &str,
-        entries: &[AlterEntry],
-        validate_only: bool,
-    ) -> Result<(), ConfigError> {
-        check_group_name(name)?;
-        let current = self.dynamic.group_configs_of(name);
-        // No group config is a LIST: APPEND and SUBTRACT are refused.
-        let next = apply_ops(&current, entries, &|_| Ok(false), &|_| None)?;
-        self.store_group(name, next, validate_only)
-    }
-
-    fn replace(
-        &self,
-        name: &str,
-        configs: BTreeMap<String, String>,
-        validate_only: bool,
-    ) -> Result<(), ConfigError> {
-        check_group_name(name)?;
-        self.store_group(name, configs, validate_only)
-    }
-}
-
-fn check_group_name(name: &str) -> Result<(), ConfigError> {
-    if name.is_empty() {
-        return Err(ConfigError::invalid_request("Group name must not be empty"));
-    }
-    Ok(())
-}
-
-impl GroupConfigs {
-    /// The broker's group coordinator settings (validated at startup).
-    fn group_settings(&self) -> Result<GroupConfig, ConfigError> {
-        GroupConfig::from_broker(&self.config).map_err(|error| {
-            ConfigError::new(ErrorCode::UnknownServerError.code(), error.to_string())
-        })
-    }
-
+impl StoredConfigs for GroupConfigs {
     /// Kafka's `createGroupConfigEntry` for every group config.
-    fn describe_group(&self, name: &str) -> Result<Vec<Description>, ConfigError> {
-        check_group_name(name)?;
+    fn describe_configs(&self, name: &str) -> Result<Vec<Description>, ConfigError> {
+        self.check_name(name)?;
         let settings = self.group_settings()?;
         let overrides = self.dynamic.group_configs_of(name);
         Ok(group_configs::GROUP_CONFIGS
@@ -83,24 +40,37 @@ impl GroupConfigs {
             .collect())
     }
 
-    /// Validates a group's new overrides and, unless validating only, stores
-    /// them (an empty set removes the group's configs).
-    fn store_group(
-        &self,
-        name: &str,
-        configs: BTreeMap<String, String>,
-        validate_only: bool,
-    ) -> Result<(), ConfigError> {
-        group_configs::validate(&configs, &self.group_settings()?)
-            .map_err(ConfigError::invalid_config)?;
-        if validate_only {
-            return Ok(());
+    fn check_name(&self, name: &str) -> Result<(), ConfigError> {
+        if name.is_empty() {
+            return Err(ConfigError::invalid_request("Group name must not be empty"));
         }
+        Ok(())
+    }
+
+    // No group config is a LIST: APPEND and SUBTRACT are refused.
+    fn current(&self, name: &str) -> Result<Configs, ConfigError> {
+        Ok(self.dynamic.group_configs_of(name))
+    }
+
+    fn validate(&self, _name: &str, configs: &Configs) -> Result<(), ConfigError> {
+        group_configs::validate(configs, &self.group_settings()?)
+            .map_err(ConfigError::invalid_config)
+    }
+
+    /// An empty set removes the group's configs.
+    fn persist(&self, name: &str, configs: Configs) -> Result<(), ConfigError> {
         self.dynamic
             .set_group_configs(name, configs)
-            .map_err(|error| {
-                ConfigError::new(ErrorCode::KafkaStorageError.code(), error.to_string())
-            })
+            .map_err(ConfigError::storage)
+    }
+}
+
+impl GroupConfigs {
+    /// The broker's group coordinator settings (validated at startup).
+    fn group_settings(&self) -> Result<GroupConfig, ConfigError> {
+        GroupConfig::from_broker(&self.config).map_err(|error| {
+            ConfigError::new(ErrorCode::UnknownServerError.code(), error.to_string())
+        })
     }
 }
 
@@ -166,13 +136,11 @@ mod tests {
             group_configs::CONSUMER_HEARTBEAT_INTERVAL_MS.to_string(),
             "7000".to_string(),
         )]);
-        let def = |name| group_configs::definition(name).unwrap();
-        let heartbeat = group_entry(
-            &config,
-            &settings,
-            &overrides,
-            def(group_configs::CONSUMER_HEARTBEAT_INTERVAL_MS),
-        );
+        let entry = |name| {
+            let def = group_configs::definition(name).unwrap();
+            group_entry(&config, &settings, &overrides, def)
+        };
+        let heartbeat = entry(group_configs::CONSUMER_HEARTBEAT_INTERVAL_MS);
         assert_eq!(heartbeat.value.as_deref(), Some("7000"));
         assert_eq!(heartbeat.source, Source::Group);
         assert_eq!(heartbeat.config_type, ConfigType::Int);
@@ -197,12 +165,7 @@ mod tests {
             ]
         );
         // No override: the broker's value, static since set in its config.
-        let session = group_entry(
-            &config,
-            &settings,
-            &overrides,
-            def(group_configs::CONSUMER_SESSION_TIMEOUT_MS),
-        );
+        let session = entry(group_configs::CONSUMER_SESSION_TIMEOUT_MS);
         assert_eq!(session.value.as_deref(), Some("50000"));
         assert_eq!(session.source, Source::StaticBroker);
         assert_eq!(
@@ -210,12 +173,7 @@ mod tests {
             "group.consumer.session.timeout.ms"
         );
         // No broker synonym: Kafka's default under the group key's name.
-        let reset = group_entry(
-            &config,
-            &settings,
-            &overrides,
-            def(group_configs::SHARE_AUTO_OFFSET_RESET),
-        );
+        let reset = entry(group_configs::SHARE_AUTO_OFFSET_RESET);
         assert_eq!(
             (reset.value.as_deref(), reset.source, reset.config_type),
             (Some("latest"), Source::Default, ConfigType::String)

@@ -65,6 +65,11 @@ impl ConfigError {
     pub(crate) fn invalid_config(message: impl Into<String>) -> Self {
         Self::new(ErrorCode::InvalidConfig.code(), message)
     }
+
+    /// A resource's configs could not be stored.
+    pub(crate) fn storage(error: impl std::fmt::Display) -> Self {
+        Self::new(ErrorCode::KafkaStorageError.code(), error.to_string())
+    }
 }
 
 impl From<topics::TopicError> for ConfigError {
@@ -138,12 +143,81 @@ trait ConfigResource {
 
     /// AlterConfigs (legacy): `configs` replace the resource's whole
     /// dynamic config.
+    fn replace(&self, name: &str, configs: Configs, validate_only: bool)
+        -> Result<(), ConfigError>;
+}
+
+/// A resource's dynamic config: config name to value.
+type Configs = BTreeMap<String, String>;
+
+/// A resource whose dynamic config is one [`Configs`] map: both alter
+/// requests compute the whole next map, which is validated and, unless
+/// validating only, persisted; a resource type says only how its name is
+/// checked and its map is read, typed, validated and stored (BROKER_LOGGER
+/// is not one: its changes are level changes, applied at once).
+trait StoredConfigs {
+    /// DescribeConfigs: every config of the resource `name`.
+    fn describe_configs(&self, name: &str) -> Result<Vec<Description>, ConfigError>;
+
+    /// Refuses a resource name that cannot be changed.
+    fn check_name(&self, name: &str) -> Result<(), ConfigError>;
+
+    /// The resource's current dynamic config (`name` already checked).
+    fn current(&self, name: &str) -> Result<Configs, ConfigError>;
+
+    /// Whether config `config` is a LIST (APPEND and SUBTRACT apply); by
+    /// default none is.
+    fn is_list(&self, _config: &str) -> Result<bool, ConfigError> {
+        Ok(false)
+    }
+
+    /// The value a LIST operation starts from where the resource has none.
+    fn default_of(&self, _config: &str) -> Option<String> {
+        None
+    }
+
+    /// Refuses a next config the resource cannot take.
+    fn validate(&self, name: &str, configs: &Configs) -> Result<(), ConfigError>;
+
+    /// Stores a validated next config.
+    fn persist(&self, name: &str, configs: Configs) -> Result<(), ConfigError>;
+}
+
+impl<T: StoredConfigs> ConfigResource for T {
+    fn describe(&self, name: &str) -> Result<Vec<Description>, ConfigError> {
+        self.describe_configs(name)
+    }
+
+    fn incremental_alter(
+        &self,
+        name: &str,
+        entries: &[AlterEntry],
+        validate_only: bool,
+    ) -> Result<(), ConfigError> {
+        self.check_name(name)?;
+        let current = self.current(name)?;
+        let next = apply_ops(
+            &current,
+            entries,
+            &|config| self.is_list(config),
+            &|config| self.default_of(config),
+        )?;
+        self.replace(name, next, validate_only)
+    }
+
     fn replace(
         &self,
         name: &str,
-        configs: BTreeMap<String, String>,
+        configs: Configs,
         validate_only: bool,
-    ) -> Result<(), ConfigError>;
+    ) -> Result<(), ConfigError> {
+        self.check_name(name)?;
+        self.validate(name, &configs)?;
+        if validate_only {
+            return Ok(());
+        }
+        self.persist(name, configs)
+    }
 }
 
 /// The config administration service: one handler per resource type, each
@@ -244,6 +318,14 @@ impl ConfigAdmin {
         self.resource(resource_type)
             .replace(resource_name, next, validate_only)
     }
+}
+
+/// A broker resource name as a node id; `what` names the id in the error
+/// ("Broker id" when describing, "Node id" when changing, as Kafka).
+fn node_id_of(name: &str, what: &str) -> Result<i32, ConfigError> {
+    name.parse::<i32>().map_err(|_| {
+        ConfigError::invalid_request(format!("{what} must be an integer, but it is: {name}"))
+    })
 }
 
 /// Kafka's preprocessing: no name twice, no null value except for DELETE.

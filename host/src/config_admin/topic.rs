@@ -2,10 +2,9 @@
 //! topic's overrides, stored with the topic and applied to its partition
 //! logs at once.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::{apply_ops, AlterEntry, ConfigError, ConfigResource, DescribedSynonym, Description};
+use super::{ConfigError, Configs, DescribedSynonym, Description, StoredConfigs};
 use crate::error_code::ErrorCode;
 use crate::metadata::broker_config::ConfigType;
 use crate::metadata::topic_config::{self, Kind, Synonym};
@@ -15,48 +14,11 @@ pub(super) struct TopicConfigs {
     pub(super) topics: Arc<TopicManager>,
 }
 
-impl ConfigResource for TopicConfigs {
-    fn describe(&self, name: &str) -> Result<Vec<Description>, ConfigError> {
-        self.describe_topic(name)
-    }
-
-    fn incremental_alter(
-        &self,
-        name: &str,
-        entries: &[AlterEntry],
-        validate_only: bool,
-    ) -> Result<(), ConfigError> {
-        check_topic_name(name)?;
-        let current = self
-            .topics
-            .get(name)
-            .map(|topic| topic.configs)
-            .unwrap_or_default();
-        let next = apply_ops(&current, entries, &topic_is_list, &|name| {
-            topic_config::definition(name).map(|def| def.default.to_string())
-        })?;
-        self.store_topic(name, next, validate_only)
-    }
-
-    fn replace(
-        &self,
-        name: &str,
-        configs: BTreeMap<String, String>,
-        validate_only: bool,
-    ) -> Result<(), ConfigError> {
-        check_topic_name(name)?;
-        self.store_topic(name, configs, validate_only)
-    }
-}
-
-impl TopicConfigs {
-    fn describe_topic(&self, name: &str) -> Result<Vec<Description>, ConfigError> {
+impl StoredConfigs for TopicConfigs {
+    fn describe_configs(&self, name: &str) -> Result<Vec<Description>, ConfigError> {
         topics::validate_name(name)?;
         let Some(configs) = self.topics.configs(name) else {
-            return Err(ConfigError::new(
-                ErrorCode::UnknownTopicOrPartition.code(),
-                format!("The topic '{name}' does not exist."),
-            ));
+            return Err(no_such_topic(name));
         };
         Ok(configs
             .into_iter()
@@ -76,29 +38,55 @@ impl TopicConfigs {
             .collect())
     }
 
-    /// Validates a topic's new overrides, then (unless validating only) checks
-    /// the topic exists and stores them, as the controller does.
-    fn store_topic(
-        &self,
-        name: &str,
-        configs: BTreeMap<String, String>,
-        validate_only: bool,
-    ) -> Result<(), ConfigError> {
-        for (key, value) in &configs {
+    fn check_name(&self, name: &str) -> Result<(), ConfigError> {
+        if name.is_empty() {
+            return Err(ConfigError::invalid_request(
+                "Default topic resources are not allowed.",
+            ));
+        }
+        topics::validate_name(name)?;
+        Ok(())
+    }
+
+    fn current(&self, name: &str) -> Result<Configs, ConfigError> {
+        Ok(self
+            .topics
+            .get(name)
+            .map(|topic| topic.configs)
+            .unwrap_or_default())
+    }
+
+    fn is_list(&self, config: &str) -> Result<bool, ConfigError> {
+        topic_is_list(config)
+    }
+
+    fn default_of(&self, config: &str) -> Option<String> {
+        topic_config::definition(config).map(|def| def.default.to_string())
+    }
+
+    /// The topic's new overrides, then (even when validating only) that the
+    /// topic exists, as the controller checks them.
+    fn validate(&self, name: &str, configs: &Configs) -> Result<(), ConfigError> {
+        for (key, value) in configs {
             topic_config::validate(key, value).map_err(ConfigError::invalid_config)?;
         }
         if self.topics.get(name).is_none() {
-            return Err(ConfigError::new(
-                ErrorCode::UnknownTopicOrPartition.code(),
-                format!("The topic '{name}' does not exist."),
-            ));
+            return Err(no_such_topic(name));
         }
-        if validate_only {
-            return Ok(());
-        }
+        Ok(())
+    }
+
+    fn persist(&self, name: &str, configs: Configs) -> Result<(), ConfigError> {
         self.topics.set_configs(name, configs)?;
         Ok(())
     }
+}
+
+fn no_such_topic(name: &str) -> ConfigError {
+    ConfigError::new(
+        ErrorCode::UnknownTopicOrPartition.code(),
+        format!("The topic '{name}' does not exist."),
+    )
 }
 
 fn described(synonym: Synonym) -> DescribedSynonym {
@@ -122,16 +110,6 @@ fn topic_type(kind: Kind) -> ConfigType {
 
 pub(super) fn topic_is_list(name: &str) -> Result<bool, ConfigError> {
     Ok(topic_config::definition(name).is_some_and(|def| matches!(def.kind, Kind::ListOf(_))))
-}
-
-fn check_topic_name(name: &str) -> Result<(), ConfigError> {
-    if name.is_empty() {
-        return Err(ConfigError::invalid_request(
-            "Default topic resources are not allowed.",
-        ));
-    }
-    topics::validate_name(name)?;
-    Ok(())
 }
 
 /// Short documentation of a topic config (DescribeConfigs v3+).

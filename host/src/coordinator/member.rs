@@ -78,25 +78,12 @@ impl Member {
 
     /// Answers a waiting JoinGroup, if any. Returns whether one waited.
     pub fn complete_join(&mut self, result: JoinResult) -> bool {
-        match self.awaiting_join.take() {
-            Some(sender) => {
-                // The caller may be gone (connection closed); nothing to do then.
-                let _ = sender.send(result);
-                true
-            }
-            None => false,
-        }
+        answer(&mut self.awaiting_join, result)
     }
 
     /// Answers a waiting SyncGroup, if any. Returns whether one waited.
     pub fn complete_sync(&mut self, result: SyncResult) -> bool {
-        match self.awaiting_sync.take() {
-            Some(sender) => {
-                let _ = sender.send(result);
-                true
-            }
-            None => false,
-        }
+        answer(&mut self.awaiting_sync, result)
     }
 }
 
@@ -132,6 +119,18 @@ fn take<const N: usize>(cursor: &mut &[u8]) -> Option<[u8; N]> {
     let (head, rest) = cursor.split_at(N);
     *cursor = rest;
     head.try_into().ok()
+}
+
+/// Answers the call waiting in `slot`, if any; whether one waited. The
+/// caller may be gone (connection closed); nothing to do then.
+fn answer<T>(slot: &mut Option<oneshot::Sender<T>>, result: T) -> bool {
+    match slot.take() {
+        Some(sender) => {
+            let _ = sender.send(result);
+            true
+        }
+        None => false,
+    }
 }
 
 #[cfg(test)]

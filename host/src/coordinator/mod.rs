@@ -68,6 +68,17 @@ pub enum Pending<T> {
     Later(std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send>>),
 }
 
+#[cfg(test)]
+impl<T> Pending<T> {
+    /// The answer, waited for if it comes later.
+    pub async fn settle(self) -> T {
+        match self {
+            Pending::Ready(result) => result,
+            Pending::Later(wait) => wait.await,
+        }
+    }
+}
+
 /// A JoinGroup as the coordinator sees it. The client id and host come
 /// from the request's connection.
 #[derive(Debug, Clone)]
@@ -346,10 +357,7 @@ impl GroupCoordinator {
     /// through [`GroupCoordinator::begin_join`].)
     #[cfg(test)]
     pub async fn join(&self, request: JoinRequest) -> JoinResult {
-        match self.begin_join(&request) {
-            Pending::Ready(result) => result,
-            Pending::Later(wait) => wait.await,
-        }
+        self.begin_join(&request).settle().await
     }
 
     /// JoinGroup without waiting: the answer, or what completes when the
@@ -375,10 +383,7 @@ impl GroupCoordinator {
     /// [`GroupCoordinator::begin_sync`].)
     #[cfg(test)]
     pub async fn sync(&self, request: SyncRequest) -> SyncResult {
-        match self.begin_sync(&request) {
-            Pending::Ready(result) => result,
-            Pending::Later(wait) => wait.await,
-        }
+        self.begin_sync(&request).settle().await
     }
 
     /// SyncGroup without waiting: the answer, or what completes with the

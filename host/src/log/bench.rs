@@ -45,44 +45,30 @@ fn append_throughput() {
     let batch = simple_batch(16, 1024, 1_700_000_000_000);
     let tp = TopicPartition::new("bench", 0);
 
-    let dir = bench_dir();
-    let m = LogManager::open(dir.path()).expect("open");
-    m.create_partition(&tp, LogConfig::default())
-        .expect("create");
-    let n = (1u64 << 30) / batch.len() as u64;
-    let started = Instant::now();
-    for _ in 0..n {
-        m.append(&tp, &batch, 0).expect("append");
-    }
-    report(
+    let one_partition = |what: &str, config: LogConfig, n: u64| {
+        let dir = bench_dir();
+        let m = LogManager::open(dir.path()).expect("open");
+        m.create_partition(&tp, config).expect("create");
+        let started = Instant::now();
+        for _ in 0..n {
+            m.append(&tp, &batch, 0).expect("append");
+        }
+        report(what, n * batch.len() as u64, n, n * 16, started.elapsed());
+    };
+    one_partition(
         "1 partition, page cache (1 GiB segments)",
-        n * batch.len() as u64,
-        n,
-        n * 16,
-        started.elapsed(),
+        LogConfig::default(),
+        (1u64 << 30) / batch.len() as u64,
     );
-    drop(m);
-
-    let dir = bench_dir();
-    let m = LogManager::open(dir.path()).expect("open");
     let durable = LogConfig {
         flush_messages: 1,
         ..LogConfig::default()
     };
-    m.create_partition(&tp, durable).expect("create");
-    let n = 2000u64;
-    let started = Instant::now();
-    for _ in 0..n {
-        m.append(&tp, &batch, 0).expect("append");
-    }
-    report(
+    one_partition(
         "1 partition, flush.messages=1 (fsync per append)",
-        n * batch.len() as u64,
-        n,
-        n * 16,
-        started.elapsed(),
+        durable,
+        2000,
     );
-    drop(m);
 
     let dir = bench_dir();
     let m = std::sync::Arc::new(LogManager::open(dir.path()).expect("open"));

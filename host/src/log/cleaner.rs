@@ -52,7 +52,7 @@ use std::path::Path;
 
 use super::batch::{self, BatchHeader, RecordInfo, Records, HEADER_SIZE};
 use super::batch_writer::{put_record, NewBatch};
-use super::partition::{remove_segment_files, Partition};
+use super::partition::{remove_index_files, remove_segment_files, Partition};
 use super::segment::{self, Segment, SegmentView, MAX_RELATIVE_OFFSET, MAX_SEGMENT_BYTES};
 use super::varint::{put_bytes, put_varint};
 use super::{codec, sync_dir, StorageError};
@@ -224,16 +224,7 @@ pub fn clean(partition: &Partition, now_ms: i64) -> Result<Option<CleanStats>, S
         for c in &group[1..] {
             remove_segment_files(&dir, c.base_offset)?;
         }
-        for index in [
-            super::index::offset_index_name(base),
-            super::index::time_index_name(base),
-        ] {
-            match fs::remove_file(dir.join(index)) {
-                Ok(()) => {}
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                Err(e) => return Err(e.into()),
-            }
-        }
+        remove_index_files(&dir, base)?;
         fs::rename(&swap, dir.join(segment::file_name(base)))?;
         sync_dir(&dir)?;
         // Rebuild the indexes (and re-check what was just written).

@@ -164,16 +164,7 @@ fn tidy_dir(dir: &Path) -> Result<(), StorageError> {
             }
         }
         fs::rename(dir.join(name), dir.join(log_name))?;
-        for index in [
-            super::index::offset_index_name(base),
-            super::index::time_index_name(base),
-        ] {
-            match fs::remove_file(dir.join(index)) {
-                Ok(()) => {}
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                Err(e) => return Err(e.into()),
-            }
-        }
+        remove_index_files(dir, base)?;
         tracing::info!(dir = %dir.display(), base, "completed an interrupted segment swap");
         changed = true;
     }
@@ -199,19 +190,23 @@ fn tidy_dir(dir: &Path) -> Result<(), StorageError> {
     Ok(())
 }
 
+/// Removes the segment `base`'s log and index files, those there are.
 pub(super) fn remove_segment_files(dir: &Path, base: i64) -> io::Result<()> {
-    for name in [
-        segment::file_name(base),
-        super::index::offset_index_name(base),
-        super::index::time_index_name(base),
-    ] {
-        match fs::remove_file(dir.join(name)) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(e) => return Err(e),
-        }
+    remove_if_present(&dir.join(segment::file_name(base)))?;
+    remove_index_files(dir, base)
+}
+
+/// Removes the segment `base`'s index files (rebuilt from its log).
+pub(super) fn remove_index_files(dir: &Path, base: i64) -> io::Result<()> {
+    remove_if_present(&dir.join(super::index::offset_index_name(base)))?;
+    remove_if_present(&dir.join(super::index::time_index_name(base)))
+}
+
+fn remove_if_present(path: &Path) -> io::Result<()> {
+    match fs::remove_file(path) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
     }
-    Ok(())
 }
 
 impl Partition {

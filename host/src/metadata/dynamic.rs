@@ -134,13 +134,7 @@ impl DynamicConfigs {
 
     /// Replaces a subscription's configs; an empty set removes it.
     pub fn set_client_metrics(&self, name: &str, configs: Configs) -> io::Result<()> {
-        self.update(|document| {
-            if configs.is_empty() {
-                document.client_metrics.remove(name);
-            } else {
-                document.client_metrics.insert(name.to_string(), configs);
-            }
-        })
+        self.update(|document| set_or_remove(&mut document.client_metrics, name, configs))
     }
 
     /// The groups with dynamic configs, sorted.
@@ -159,13 +153,16 @@ impl DynamicConfigs {
 
     /// Replaces a group's configs; an empty set removes the group.
     pub fn set_group_configs(&self, group: &str, configs: Configs) -> io::Result<()> {
-        self.update(|document| {
-            if configs.is_empty() {
-                document.groups.remove(group);
-            } else {
-                document.groups.insert(group.to_string(), configs);
-            }
-        })
+        self.update(|document| set_or_remove(&mut document.groups, group, configs))
+    }
+}
+
+/// Stores `configs` as `name`'s, or forgets `name` when they are empty.
+fn set_or_remove(map: &mut BTreeMap<String, Configs>, name: &str, configs: Configs) {
+    if configs.is_empty() {
+        map.remove(name);
+    } else {
+        map.insert(name.to_string(), configs);
     }
 }
 

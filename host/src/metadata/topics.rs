@@ -7,6 +7,7 @@
 //! on start every stored topic gets its partitions back with its config.
 
 use std::collections::BTreeMap;
+use std::ops::Range;
 use std::sync::{Arc, Mutex, RwLock};
 
 use anyhow::{Context, Result};
@@ -33,6 +34,11 @@ impl TopicError {
             code,
             message: message.into(),
         }
+    }
+
+    /// The topic metadata could not be stored.
+    fn storage(error: impl std::fmt::Display) -> Self {
+        Self::new(ErrorCode::KafkaStorageError.code(), error.to_string())
     }
 }
 
@@ -221,25 +227,9 @@ impl TopicManager {
             return Ok(topic);
         }
         store
-            .put_topic(TopicRecord {
-                name: topic.name.clone(),
-                id: topic.id.to_be_bytes(),
-                partitions: topic.partitions,
-                configs: topic.configs.clone(),
-            })
-            .map_err(|error| {
-                TopicError::new(ErrorCode::KafkaStorageError.code(), error.to_string())
-            })?;
-        let log_config = self.log_config(&topic.configs);
-        for partition in 0..partitions {
-            let tp = TopicPartition {
-                topic: topic.name.clone(),
-                partition,
-            };
-            self.logs
-                .create_partition(&tp, log_config.clone())
-                .map_err(|error| TopicError::new(error.error_code(), error.to_string()))?;
-        }
+            .put_topic(record_of(&topic))
+            .map_err(TopicError::storage)?;
+        self.open_partitions(&topic, 0..partitions)?;
         self.write().insert(topic.name.clone(), topic.clone());
         info!(topic = %topic.name, partitions, "topic created");
         Ok(topic)
@@ -276,9 +266,7 @@ impl TopicManager {
                 "This server does not host this topic-partition.",
             ));
         };
-        store.remove_topic(name).map_err(|error| {
-            TopicError::new(ErrorCode::KafkaStorageError.code(), error.to_string())
-        })?;
+        store.remove_topic(name).map_err(TopicError::storage)?;
         self.write().remove(name);
         drop(store);
         self.logs
@@ -301,6 +289,22 @@ impl TopicManager {
 
     /// The log settings for a topic with these overrides, from the current
     /// broker configs.
+    /// Opens (creating where needed) the logs of `topic`'s partitions
+    /// `range` with the topic's effective config.
+    fn open_partitions(&self, topic: &Topic, range: Range<i32>) -> Result<(), TopicError> {
+        let log_config = self.log_config(&topic.configs);
+        for partition in range {
+            let tp = TopicPartition {
+                topic: topic.name.clone(),
+                partition,
+            };
+            self.logs
+                .create_partition(&tp, log_config.clone())
+                .map_err(|error| TopicError::new(error.error_code(), error.to_string()))?;
+        }
+        Ok(())
+    }
+
     fn log_config(&self, overrides: &BTreeMap<String, String>) -> LogConfig {
         let layers = self.dynamic.broker_layers();
         log_config_for(
@@ -325,9 +329,9 @@ impl TopicManager {
             return Err(unknown_topic(name));
         };
         topic.configs = configs;
-        store.put_topic(record_of(&topic)).map_err(|error| {
-            TopicError::new(ErrorCode::KafkaStorageError.code(), error.to_string())
-        })?;
+        store
+            .put_topic(record_of(&topic))
+            .map_err(TopicError::storage)?;
         self.write().insert(topic.name.clone(), topic.clone());
         // Still under the store lock, so a concurrent delete cannot have
         // removed the logs this recreates.
@@ -351,17 +355,7 @@ impl TopicManager {
     }
 
     fn apply_log_config(&self, topic: &Topic) -> Result<(), TopicError> {
-        let log_config = self.log_config(&topic.configs);
-        for partition in 0..topic.partitions {
-            let tp = TopicPartition {
-                topic: topic.name.clone(),
-                partition,
-            };
-            self.logs
-                .create_partition(&tp, log_config.clone())
-                .map_err(|error| TopicError::new(error.error_code(), error.to_string()))?;
-        }
-        Ok(())
+        self.open_partitions(topic, 0..topic.partitions)
     }
 
     /// CreatePartitions: grows a topic to `total` partitions, as Kafka's
@@ -423,19 +417,10 @@ impl TopicManager {
         if validate_only {
             return Ok(topic);
         }
-        store.put_topic(record_of(&topic)).map_err(|error| {
-            TopicError::new(ErrorCode::KafkaStorageError.code(), error.to_string())
-        })?;
-        let log_config = self.log_config(&topic.configs);
-        for partition in current..total {
-            let tp = TopicPartition {
-                topic: topic.name.clone(),
-                partition,
-            };
-            self.logs
-                .create_partition(&tp, log_config.clone())
-                .map_err(|error| TopicError::new(error.error_code(), error.to_string()))?;
-        }
+        store
+            .put_topic(record_of(&topic))
+            .map_err(TopicError::storage)?;
+        self.open_partitions(&topic, current..total)?;
         self.write().insert(topic.name.clone(), topic.clone());
         info!(topic = %name, from = current, to = total, "partitions created");
         Ok(topic)

@@ -31,6 +31,7 @@ use crate::plugins::authorizer::LoadedAuthorizer;
 use crate::plugins::bindings::Action;
 use crate::security::acl_store::AclStore;
 use crate::security::session::Session;
+use crate::sync::{read, write};
 
 /// Decisions kept at most; the cache starts over when full.
 const MAX_CACHED_DECISIONS: usize = 100_000;
@@ -71,20 +72,6 @@ pub struct Authorization {
     choice: Option<JsonFile>,
     pub cache_hits: AtomicU64,
     pub cache_misses: AtomicU64,
-}
-
-fn read<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
-    match lock.read() {
-        Ok(guard) => guard,
-        Err(poisoned) => poisoned.into_inner(),
-    }
-}
-
-fn write<T>(lock: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
-    match lock.write() {
-        Ok(guard) => guard,
-        Err(poisoned) => poisoned.into_inner(),
-    }
 }
 
 impl Authorization {

@@ -138,10 +138,14 @@ impl LoadedAuthorizer {
     ) -> Option<Vec<bool>> {
         self.calls.fetch_add(1, Ordering::Relaxed);
         let count = actions.len();
-        match self
-            .try_authorize(session, principal, client_id, actions)
-            .await
-        {
+        let request = AuthorizableRequest {
+            principal: principal.to_string(),
+            client_host: session.client_host.clone(),
+            listener: session.listener.clone(),
+            security_protocol: session.security_protocol.clone(),
+            client_id: client_id.map(str::to_string),
+        };
+        match self.try_authorize(&request, &actions).await {
             Ok(answers) if answers.len() == count => Some(answers),
             Ok(answers) => {
                 self.failures.fetch_add(1, Ordering::Relaxed);
@@ -162,28 +166,19 @@ impl LoadedAuthorizer {
 
     async fn try_authorize(
         &self,
-        session: &Session,
-        principal: &str,
-        client_id: Option<&str>,
-        actions: Vec<Action>,
+        request: &AuthorizableRequest,
+        actions: &[Action],
     ) -> Result<Vec<bool>> {
         let pooled = self.idle.lock().ok().and_then(|mut idle| idle.pop());
         let mut live = match pooled {
             Some(live) => live,
             None => self.instantiate().await?,
         };
-        let request = AuthorizableRequest {
-            principal: principal.to_string(),
-            client_host: session.client_host.clone(),
-            listener: session.listener.clone(),
-            security_protocol: session.security_protocol.clone(),
-            client_id: client_id.map(str::to_string),
-        };
         live.store.set_epoch_deadline(self.deadline_ticks);
         let answers = live
             .bindings
             .gregor_broker_authorizer()
-            .call_authorize(&mut live.store, &request, &actions)
+            .call_authorize(&mut live.store, request, actions)
             .await?;
         if let Ok(mut idle) = self.idle.lock() {
             if idle.len() < MAX_IDLE_INSTANCES {

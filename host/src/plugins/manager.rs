@@ -254,13 +254,7 @@ impl PluginManager {
         let _guard = self.changes.lock().await;
         let authorizer = match name {
             Some(name) => Some(self.host.registry.authorizer(name).ok_or_else(|| {
-                let loaded: Vec<String> = self
-                    .host
-                    .registry
-                    .authorizers()
-                    .iter()
-                    .map(|a| a.source().name.to_string())
-                    .collect();
+                let loaded = self.loaded_authorizers();
                 format!(
                     "no authorizer named {name:?} is loaded (loaded: {})",
                     if loaded.is_empty() {
@@ -284,17 +278,21 @@ impl PluginManager {
         Ok(what)
     }
 
-    /// The active authorizer and the loaded ones, for the admin API.
-    pub fn authorizer_status(&self) -> Value {
-        use std::sync::atomic::Ordering::Relaxed;
-        let authorization = &self.host.authorization;
-        let loaded: Vec<String> = self
-            .host
+    /// The names of the loaded authorizers.
+    fn loaded_authorizers(&self) -> Vec<String> {
+        self.host
             .registry
             .authorizers()
             .iter()
             .map(|a| a.source().name.to_string())
-            .collect();
+            .collect()
+    }
+
+    /// The active authorizer and the loaded ones, for the admin API.
+    pub fn authorizer_status(&self) -> Value {
+        use std::sync::atomic::Ordering::Relaxed;
+        let authorization = &self.host.authorization;
+        let loaded = self.loaded_authorizers();
         json!({
             "active": authorization.active_name(),
             "loaded": loaded,

@@ -12,6 +12,7 @@ use std::time::SystemTime;
 use crate::plugins::authorizer::LoadedAuthorizer;
 use crate::plugins::bindings::ApiInfo;
 use crate::plugins::handler::LoadedHandler;
+use crate::sync::{read, write};
 
 type HandlerMap = BTreeMap<i16, Arc<LoadedHandler>>;
 
@@ -27,20 +28,6 @@ pub struct Registry {
     handlers: RwLock<Arc<HandlerMap>>,
     authorizers: RwLock<BTreeMap<String, Arc<LoadedAuthorizer>>>,
     failures: RwLock<BTreeMap<PathBuf, LoadFailure>>,
-}
-
-fn read<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
-    match lock.read() {
-        Ok(guard) => guard,
-        Err(poisoned) => poisoned.into_inner(),
-    }
-}
-
-fn write<T>(lock: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
-    match lock.write() {
-        Ok(guard) => guard,
-        Err(poisoned) => poisoned.into_inner(),
-    }
 }
 
 impl Registry {

@@ -29,57 +29,71 @@ use serde::{Deserialize, Serialize};
 
 use crate::durable::JsonFile;
 use crate::metadata::bounds;
+use crate::sync;
 
 /// Kafka's wildcard resource name (with LITERAL).
 pub const WILDCARD: &str = "*";
 const FORMAT_VERSION: u32 = 1;
 
-/// Kafka's ResourceType (ANY only in filters).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
-pub enum ResourceType {
-    Any,
-    Topic,
-    Group,
-    Cluster,
-    TransactionalId,
-    DelegationToken,
-    User,
+/// An enum with Kafka's name of each variant, written once: the enum
+/// (serialized by those names, as the metadata log stores them) and a
+/// table of (variant, name) pairs.
+macro_rules! named_enum {
+    ($(#[$meta:meta])* $name:ident, $table:ident, [$($variant:ident = $text:literal),* $(,)?]) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+        pub enum $name {
+            $(#[serde(rename = $text)] $variant),*
+        }
+
+        const $table: &[($name, &str)] = &[$(($name::$variant, $text)),*];
+    };
 }
 
-/// Kafka's AclOperation (ANY only in filters; ALL matches every operation).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
-pub enum Operation {
-    Any,
-    All,
-    Read,
-    Write,
-    Create,
-    Delete,
-    Alter,
-    Describe,
-    ClusterAction,
-    DescribeConfigs,
-    AlterConfigs,
-    IdempotentWrite,
-    CreateTokens,
-    DescribeTokens,
-}
+named_enum!(
+    /// Kafka's ResourceType (ANY only in filters).
+    ResourceType,
+    RESOURCE_TYPES,
+    [
+        Any = "ANY",
+        Topic = "TOPIC",
+        Group = "GROUP",
+        Cluster = "CLUSTER",
+        TransactionalId = "TRANSACTIONAL_ID",
+        DelegationToken = "DELEGATION_TOKEN",
+        User = "USER",
+    ]
+);
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
-pub enum PatternType {
-    Literal,
-    Prefixed,
-}
+named_enum!(
+    /// Kafka's AclOperation (ANY only in filters; ALL matches every operation).
+    Operation,
+    OPERATIONS,
+    [
+        Any = "ANY",
+        All = "ALL",
+        Read = "READ",
+        Write = "WRITE",
+        Create = "CREATE",
+        Delete = "DELETE",
+        Alter = "ALTER",
+        Describe = "DESCRIBE",
+        ClusterAction = "CLUSTER_ACTION",
+        DescribeConfigs = "DESCRIBE_CONFIGS",
+        AlterConfigs = "ALTER_CONFIGS",
+        IdempotentWrite = "IDEMPOTENT_WRITE",
+        CreateTokens = "CREATE_TOKENS",
+        DescribeTokens = "DESCRIBE_TOKENS",
+    ]
+);
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
-pub enum Permission {
-    Deny,
-    Allow,
-}
+named_enum!(
+    PatternType,
+    PATTERN_TYPES,
+    [Literal = "LITERAL", Prefixed = "PREFIXED"]
+);
+
+named_enum!(Permission, PERMISSIONS, [Deny = "DENY", Allow = "ALLOW"]);
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AclBinding {
@@ -245,10 +259,7 @@ impl AclStore {
 
     /// Every binding, as one consistent snapshot.
     pub fn snapshot(&self) -> Arc<Vec<AclBinding>> {
-        match self.bindings.read() {
-            Ok(guard) => Arc::clone(&guard),
-            Err(poisoned) => Arc::clone(&poisoned.into_inner()),
-        }
+        Arc::clone(&sync::read(&self.bindings))
     }
 
     /// Bumped by every change.
@@ -327,10 +338,7 @@ impl AclStore {
     }
 
     fn change<T>(&self, f: impl FnOnce(&[AclBinding]) -> (Vec<AclBinding>, T)) -> io::Result<T> {
-        let _writer = match self.writer.lock() {
-            Ok(guard) => guard,
-            Err(poisoned) => poisoned.into_inner(),
-        };
+        let _writer = sync::lock(&self.writer);
         let current = self.snapshot();
         let (next, answer) = f(&current);
         if next == *current {
@@ -339,10 +347,7 @@ impl AclStore {
         if let Some(file) = &self.file {
             file.store(&Document::encode(&next))?;
         }
-        match self.bindings.write() {
-            Ok(mut guard) => *guard = Arc::new(next),
-            Err(poisoned) => *poisoned.into_inner() = Arc::new(next),
-        }
+        *sync::write(&self.bindings) = Arc::new(next);
         self.generation.fetch_add(1, Ordering::AcqRel);
         Ok(answer)
     }
@@ -375,19 +380,11 @@ impl Document {
                 .map(|acl| StoredAcl {
                     resource_type: resource_type_name(acl.resource_type).to_string(),
                     resource_name: acl.resource_name.clone(),
-                    pattern_type: match acl.pattern_type {
-                        PatternType::Literal => "LITERAL",
-                        PatternType::Prefixed => "PREFIXED",
-                    }
-                    .to_string(),
+                    pattern_type: name_in(PATTERN_TYPES, acl.pattern_type).to_string(),
                     principal: acl.principal.clone(),
                     host: acl.host.clone(),
                     operation: operation_name(acl.operation).to_string(),
-                    permission: match acl.permission {
-                        Permission::Deny => "DENY",
-                        Permission::Allow => "ALLOW",
-                    }
-                    .to_string(),
+                    permission: name_in(PERMISSIONS, acl.permission).to_string(),
                 })
                 .collect(),
         }
@@ -401,78 +398,45 @@ impl Document {
             .into_iter()
             .map(|acl| {
                 Ok(AclBinding {
-                    resource_type: RESOURCE_TYPES
-                        .iter()
-                        .find(|(_, name)| *name == acl.resource_type)
-                        .map(|(value, _)| *value)
-                        .ok_or_else(|| format!("unknown resource type {:?}", acl.resource_type))?,
+                    resource_type: parse(RESOURCE_TYPES, &acl.resource_type, "resource type")?,
                     resource_name: acl.resource_name,
-                    pattern_type: match acl.pattern_type.as_str() {
-                        "LITERAL" => PatternType::Literal,
-                        "PREFIXED" => PatternType::Prefixed,
-                        other => return Err(format!("unknown pattern type {other:?}")),
-                    },
+                    pattern_type: parse(PATTERN_TYPES, &acl.pattern_type, "pattern type")?,
                     principal: acl.principal,
                     host: acl.host,
-                    operation: OPERATIONS
-                        .iter()
-                        .find(|(_, name)| *name == acl.operation)
-                        .map(|(value, _)| *value)
-                        .ok_or_else(|| format!("unknown operation {:?}", acl.operation))?,
-                    permission: match acl.permission.as_str() {
-                        "DENY" => Permission::Deny,
-                        "ALLOW" => Permission::Allow,
-                        other => return Err(format!("unknown permission {other:?}")),
-                    },
+                    operation: parse(OPERATIONS, &acl.operation, "operation")?,
+                    permission: parse(PERMISSIONS, &acl.permission, "permission")?,
                 })
             })
             .collect()
     }
 }
 
-const RESOURCE_TYPES: [(ResourceType, &str); 7] = [
-    (ResourceType::Any, "ANY"),
-    (ResourceType::Topic, "TOPIC"),
-    (ResourceType::Group, "GROUP"),
-    (ResourceType::Cluster, "CLUSTER"),
-    (ResourceType::TransactionalId, "TRANSACTIONAL_ID"),
-    (ResourceType::DelegationToken, "DELEGATION_TOKEN"),
-    (ResourceType::User, "USER"),
-];
-
-const OPERATIONS: [(Operation, &str); 14] = [
-    (Operation::Any, "ANY"),
-    (Operation::All, "ALL"),
-    (Operation::Read, "READ"),
-    (Operation::Write, "WRITE"),
-    (Operation::Create, "CREATE"),
-    (Operation::Delete, "DELETE"),
-    (Operation::Alter, "ALTER"),
-    (Operation::Describe, "DESCRIBE"),
-    (Operation::ClusterAction, "CLUSTER_ACTION"),
-    (Operation::DescribeConfigs, "DESCRIBE_CONFIGS"),
-    (Operation::AlterConfigs, "ALTER_CONFIGS"),
-    (Operation::IdempotentWrite, "IDEMPOTENT_WRITE"),
-    (Operation::CreateTokens, "CREATE_TOKENS"),
-    (Operation::DescribeTokens, "DESCRIBE_TOKENS"),
-];
-
 /// Kafka's name of a resource type (TOPIC, GROUP, ...).
 pub fn resource_type_name(resource_type: ResourceType) -> &'static str {
-    RESOURCE_TYPES
-        .iter()
-        .find(|(value, _)| *value == resource_type)
-        .map(|(_, name)| *name)
-        .unwrap_or("UNKNOWN")
+    name_in(RESOURCE_TYPES, resource_type)
 }
 
 /// Kafka's name of an operation (READ, WRITE, ...).
 pub fn operation_name(operation: Operation) -> &'static str {
-    OPERATIONS
+    name_in(OPERATIONS, operation)
+}
+
+/// `value`'s name in a [`named_enum!`] table.
+fn name_in<T: PartialEq>(table: &[(T, &'static str)], value: T) -> &'static str {
+    table
         .iter()
-        .find(|(value, _)| *value == operation)
-        .map(|(_, name)| *name)
-        .unwrap_or("UNKNOWN")
+        .find(|(candidate, _)| *candidate == value)
+        .map_or("UNKNOWN", |(_, name)| *name)
+}
+
+/// The variant named `name` in a [`named_enum!`] table; `what` the table
+/// holds, for the error.
+fn parse<T: Copy>(table: &[(T, &str)], name: &str, what: &str) -> Result<T, String> {
+    table
+        .iter()
+        .find(|(_, candidate)| *candidate == name)
+        .map(|(value, _)| *value)
+        .ok_or_else(|| format!("unknown {what} {name:?}"))
 }
 
 #[cfg(test)]
