@@ -77,15 +77,6 @@ impl Handler for ConsumerGroupHeartbeat {
         };
         response(result).into()
     }
-
-    /// Kafka's `getErrorResponse`: the error alone.
-    fn failed(
-        _: &RequestContext,
-        _: &ConsumerGroupHeartbeatRequest,
-        error_code: i16,
-    ) -> ConsumerGroupHeartbeatResponse {
-        ConsumerGroupHeartbeatResponse::default().with_error_code(error_code)
-    }
 }
 
 /// `group.coordinator.rebalance.protocols` (Kafka 4: classic,consumer).

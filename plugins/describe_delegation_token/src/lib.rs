@@ -61,15 +61,6 @@ impl Handler for DescribeDelegationToken {
         }
         response.into()
     }
-
-    /// Kafka's `getErrorResponse`: the error, no tokens.
-    fn failed(
-        _: &RequestContext,
-        _: &DescribeDelegationTokenRequest,
-        error_code: i16,
-    ) -> DescribeDelegationTokenResponse {
-        DescribeDelegationTokenResponse::default().with_error_code(error_code)
-    }
 }
 
 fn owner_or_renewer(token: &TokenInfo, principal: &str) -> bool {

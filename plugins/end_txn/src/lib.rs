@@ -47,11 +47,6 @@ impl Handler for EndTxn {
         };
         EndTxnResponse::default().with_error_code(error_code).into()
     }
-
-    /// Kafka's `getErrorResponse`: the error.
-    fn failed(_: &RequestContext, _: &EndTxnRequest, error_code: i16) -> EndTxnResponse {
-        EndTxnResponse::default().with_error_code(error_code)
-    }
 }
 
 gregor_sdk::export_handler!(EndTxn);

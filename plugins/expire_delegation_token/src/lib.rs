@@ -42,17 +42,8 @@ type ExpireDelegationToken = TokenLifetime<Expire>;
 
 gregor_sdk::export_handler!(ExpireDelegationToken);
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use gregor_sdk::testing::assert_encodes_for_served_versions;
-
-    #[test]
-    fn encodes_for_every_served_version() {
-        let request = ExpireDelegationTokenRequest::default().with_hmac(vec![1, 2, 3].into());
-        assert_encodes_for_served_versions::<ExpireDelegationToken>(
-            &[request],
-            &[ExpireDelegationTokenResponse::default().with_error_code(62)],
-        );
-    }
-}
+gregor_sdk::served_versions_test!(
+    ExpireDelegationToken,
+    [ExpireDelegationTokenRequest::default().with_hmac(vec![1, 2, 3].into())],
+    [ExpireDelegationTokenResponse::default().with_error_code(62)]
+);

@@ -35,11 +35,6 @@ impl Handler for Heartbeat {
         };
         HeartbeatResponse::default().with_error_code(error).into()
     }
-
-    /// Kafka's `getErrorResponse`: the error.
-    fn failed(_: &RequestContext, _: &HeartbeatRequest, error_code: i16) -> HeartbeatResponse {
-        HeartbeatResponse::default().with_error_code(error_code)
-    }
 }
 
 gregor_sdk::export_handler!(Heartbeat);
@@ -51,7 +46,6 @@ mod tests {
     use gregor_sdk::fake::{self, FakeHost};
     use gregor_sdk::kafka_protocol::messages::GroupId;
     use gregor_sdk::kafka_protocol::protocol::StrBytes;
-    use gregor_sdk::testing::assert_encodes_for_served_versions;
 
     fn request(group: &'static str) -> HeartbeatRequest {
         HeartbeatRequest::default()
@@ -60,14 +54,11 @@ mod tests {
             .with_member_id(StrBytes::from_static_str("m-1"))
     }
 
-    #[test]
-    fn encodes_for_every_served_version() {
-        let rebalancing = ResponseError::RebalanceInProgress.code();
-        assert_encodes_for_served_versions::<Heartbeat>(
-            &[request("g")],
-            &[HeartbeatResponse::default().with_error_code(rebalancing)],
-        );
-    }
+    gregor_sdk::served_versions_test!(
+        Heartbeat,
+        [request("g")],
+        [HeartbeatResponse::default().with_error_code(ResponseError::RebalanceInProgress.code())]
+    );
 
     /// A coordinator that knows group "g" at generation 3 only.
     struct Coordinator;

@@ -52,11 +52,6 @@ impl Handler for LeaveGroup {
         };
         response(request, &leaving, outcome, version).into()
     }
-
-    /// Kafka's `getErrorResponse`: the error alone, for every version.
-    fn failed(_: &RequestContext, _: &LeaveGroupRequest, error_code: i16) -> LeaveGroupResponse {
-        LeaveGroupResponse::default().with_error_code(error_code)
-    }
 }
 
 fn response(

@@ -74,15 +74,6 @@ impl Handler for ListConfigResources {
         }
         .into()
     }
-
-    /// Kafka's `getErrorResponse`: the error, no resources.
-    fn failed(
-        _: &RequestContext,
-        _: &ListConfigResourcesRequest,
-        error_code: i16,
-    ) -> ListConfigResourcesResponse {
-        refused(error_code)
-    }
 }
 
 /// The request answered with `error_code` and no resources.
@@ -204,7 +195,6 @@ mod tests {
     use gregor_sdk::fake::{self, FakeHost};
     use gregor_sdk::kafka_protocol::protocol::{Decodable, Encodable};
     use gregor_sdk::metadata::TopicInfo;
-    use gregor_sdk::testing::assert_encodes_for_served_versions;
     use gregor_sdk::Uuid;
 
     fn inventory() -> Inventory {
@@ -273,13 +263,12 @@ mod tests {
         assert_eq!(requested_types(0, &[TOPIC]), Err(unsupported));
     }
 
-    #[test]
-    fn encodes_for_every_served_version() {
-        let request = ListConfigResourcesRequest::default();
-        let listed = ListConfigResourcesResponse::default()
-            .with_config_resources(resources(&requested_types(1, &[]).unwrap(), &inventory()));
-        assert_encodes_for_served_versions::<ListConfigResources>(&[request], &[listed]);
-    }
+    gregor_sdk::served_versions_test!(
+        ListConfigResources,
+        [ListConfigResourcesRequest::default()],
+        [ListConfigResourcesResponse::default()
+            .with_config_resources(resources(&requested_types(1, &[]).unwrap(), &inventory()))]
+    );
 
     #[test]
     fn v0_clients_read_client_metrics_resources() {

@@ -47,11 +47,6 @@ impl Handler for ListGroups {
             .with_groups(listed.collect())
             .into()
     }
-
-    /// Kafka's `getErrorResponse`: the error and no groups.
-    fn failed(_: &RequestContext, _: &ListGroupsRequest, error_code: i16) -> ListGroupsResponse {
-        ListGroupsResponse::default().with_error_code(error_code)
-    }
 }
 
 fn listed_group(group: GroupOverview, version: i16) -> ListedGroup {

@@ -72,15 +72,6 @@ impl Handler for ListTransactions {
             .with_transaction_states(states.collect())
             .into()
     }
-
-    /// Kafka's `getErrorResponse`: the error and no transactions.
-    fn failed(
-        _: &RequestContext,
-        _: &ListTransactionsRequest,
-        error_code: i16,
-    ) -> ListTransactionsResponse {
-        ListTransactionsResponse::default().with_error_code(error_code)
-    }
 }
 
 /// The state filter split into the names Kafka knows and the others, each

@@ -76,7 +76,6 @@ mod tests {
     use gregor_sdk::kafka_protocol::messages::{GroupId, TopicName};
     use gregor_sdk::kafka_protocol::protocol::StrBytes;
     use gregor_sdk::metadata::TopicInfo;
-    use gregor_sdk::testing::assert_encodes_for_served_versions;
 
     fn request(group: &'static str, topics: &[(&'static str, &[i32])]) -> OffsetCommitRequest {
         let topic = |&(name, partitions): &(&'static str, &[i32])| {
@@ -110,15 +109,14 @@ mod tests {
         response.topics.iter().map(partitions).collect()
     }
 
-    #[test]
-    fn encodes_for_every_served_version() {
-        let partition = OffsetCommitResponsePartition::default().with_error_code(22);
-        let topic = OffsetCommitResponseTopic::default().with_partitions(vec![partition]);
-        assert_encodes_for_served_versions::<OffsetCommit>(
-            &[request("g", &[("a", &[0, 1]), ("b", &[2])])],
-            &[OffsetCommitResponse::default().with_topics(vec![topic])],
-        );
-    }
+    gregor_sdk::served_versions_test!(
+        OffsetCommit,
+        [request("g", &[("a", &[0, 1]), ("b", &[2])])],
+        [OffsetCommitResponse::default()
+            .with_topics(vec![OffsetCommitResponseTopic::default().with_partitions(
+                vec![OffsetCommitResponsePartition::default().with_error_code(22)]
+            )])]
+    );
 
     /// Topics "a" (2 partitions) and "secret" (1) exist; the principal may
     /// not read "secret" nor group "denied". The coordinator stores offsets

@@ -40,15 +40,6 @@ impl Handler for OffsetDelete {
         }
         .into()
     }
-
-    /// Kafka's `getErrorResponse`: the error alone.
-    fn failed(
-        _: &RequestContext,
-        _: &OffsetDeleteRequest,
-        error_code: i16,
-    ) -> OffsetDeleteResponse {
-        OffsetDeleteResponse::default().with_error_code(error_code)
-    }
 }
 
 /// Checks each partition and deletes the offsets of those that pass.
@@ -106,18 +97,11 @@ fn delete(request: &OffsetDeleteRequest) -> OffsetDeleteResponse {
 
 gregor_sdk::export_handler!(OffsetDelete);
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use gregor_sdk::testing::assert_encodes_for_served_versions;
-
-    #[test]
-    fn encodes_for_every_served_version() {
-        let partition = OffsetDeleteResponsePartition::default().with_error_code(86);
-        let topic = OffsetDeleteResponseTopic::default().with_partitions(vec![partition]);
-        assert_encodes_for_served_versions::<OffsetDelete>(
-            &[OffsetDeleteRequest::default()],
-            &[OffsetDeleteResponse::default().with_topics(vec![topic])],
-        );
-    }
-}
+gregor_sdk::served_versions_test!(
+    OffsetDelete,
+    [OffsetDeleteRequest::default()],
+    [OffsetDeleteResponse::default()
+        .with_topics(vec![OffsetDeleteResponseTopic::default().with_partitions(
+            vec![OffsetDeleteResponsePartition::default().with_error_code(86)]
+        )])]
+);

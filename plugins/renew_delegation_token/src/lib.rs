@@ -42,17 +42,8 @@ type RenewDelegationToken = TokenLifetime<Renew>;
 
 gregor_sdk::export_handler!(RenewDelegationToken);
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use gregor_sdk::testing::assert_encodes_for_served_versions;
-
-    #[test]
-    fn encodes_for_every_served_version() {
-        let request = RenewDelegationTokenRequest::default().with_hmac(vec![1, 2, 3].into());
-        assert_encodes_for_served_versions::<RenewDelegationToken>(
-            &[request],
-            &[RenewDelegationTokenResponse::default().with_expiry_timestamp_ms(5)],
-        );
-    }
-}
+gregor_sdk::served_versions_test!(
+    RenewDelegationToken,
+    [RenewDelegationTokenRequest::default().with_hmac(vec![1, 2, 3].into())],
+    [RenewDelegationTokenResponse::default().with_expiry_timestamp_ms(5)]
+);

@@ -3,8 +3,9 @@
 //!
 //! [`Handler`] is the typed layer every Kafka API is written against: a
 //! module names its request and response types, its versions, and writes
-//! `handle` (Kafka's `handleXxxRequest`) and `failed` (Kafka's
-//! `getErrorResponse`). Everything around them is done here, once:
+//! `handle` (Kafka's `handleXxxRequest`) and, where Kafka's
+//! `getErrorResponse` is more than the generic top-level error, `failed`.
+//! Everything around them is done here, once:
 //! decoding within the module's memory budget, counting the response's
 //! error codes, the request-quota throttle time, and encoding for the
 //! request's version. [`RawHandler`] is the escape hatch for a module that
@@ -67,7 +68,7 @@ pub trait Handler {
     /// The request message; its ApiKey is the one served.
     type Request: Request + Decodable + HeaderVersion;
     /// The response message.
-    type Response: Encodable + KafkaResponse;
+    type Response: Encodable + KafkaResponse + Default;
 
     /// The API's name, as Kafka's `ApiKeys` spells it.
     const NAME: &'static str;
@@ -81,9 +82,14 @@ pub trait Handler {
 
     /// Kafka's `getErrorResponse`: the request answered with `error_code`
     /// everywhere it can carry one. Sent when `handle` failed (it trapped
-    /// or ran out of time). Some APIs answer differently per version,
-    /// hence the context.
-    fn failed(ctx: &RequestContext, request: &Self::Request, error_code: i16) -> Self::Response;
+    /// or ran out of time). By default the generic one,
+    /// [`KafkaResponse::error_response`]; a handler whose message answers
+    /// per element of the request (per partition, per resource, ...) or
+    /// sets more than the code writes its own. Some APIs answer
+    /// differently per version, hence the context.
+    fn failed(_ctx: &RequestContext, _request: &Self::Request, error_code: i16) -> Self::Response {
+        Self::Response::error_response(error_code).unwrap_or_default()
+    }
 
     /// Whether a failed request is answered with [`Handler::failed`] at all;
     /// when not, the host closes the connection (acks=0 Produce).

@@ -1,5 +1,6 @@
 //! Checks every handler's tests share: its responses, and the error
-//! response `failed` builds, encode for every version it serves.
+//! response `failed` builds, encode for every version it serves
+//! ([`crate::served_versions_test!`] writes that test for a crate).
 
 use kafka_protocol::protocol::Encodable;
 
@@ -46,4 +47,22 @@ where
             );
         }
     }
+}
+
+/// Writes a handler crate's `encodes_for_every_served_version` test:
+/// `served_versions_test!(Handler, [requests...], [responses...])` is
+/// [`assert_encodes_for_served_versions`] for `Handler` with the requests
+/// (that name something, so `failed` must carry the error) and the
+/// responses (the shapes `handle` builds).
+#[macro_export]
+macro_rules! served_versions_test {
+    ($handler:ty, [$($request:expr),* $(,)?], [$($response:expr),* $(,)?] $(,)?) => {
+        #[test]
+        fn encodes_for_every_served_version() {
+            $crate::testing::assert_encodes_for_served_versions::<$handler>(
+                &[$($request),*],
+                &[$($response),*],
+            );
+        }
+    };
 }
