@@ -27,11 +27,7 @@ const FENCED_VERSION: i16 = 2;
 struct AddOffsetsToTxn;
 
 impl Handler for AddOffsetsToTxn {
-    type Request = AddOffsetsToTxnRequest;
-    type Response = AddOffsetsToTxnResponse;
-    const NAME: &'static str = "AddOffsetsToTxn";
-    const MIN_VERSION: i16 = 0;
-    const MAX_VERSION: i16 = 4;
+    gregor_sdk::api!(AddOffsetsToTxnRequest, 0..=4);
 
     fn handle(
         ctx: &RequestContext,

@@ -28,11 +28,7 @@ use gregor_sdk::KafkaError;
 struct Replace;
 
 impl ConfigEdit for Replace {
-    type Request = AlterConfigsRequest;
-    type Response = AlterConfigsResponse;
-    const NAME: &'static str = "AlterConfigs";
-    const MIN_VERSION: i16 = 0;
-    const MAX_VERSION: i16 = 2;
+    gregor_sdk::api!(AlterConfigsRequest, 0..=2);
 
     fn serves(kind: ResourceType) -> bool {
         kind != ResourceType::BrokerLogger

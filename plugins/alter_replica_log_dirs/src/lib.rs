@@ -35,11 +35,7 @@ use gregor_sdk::{log, Handler, Reply, RequestContext, ResponseError};
 struct AlterReplicaLogDirs;
 
 impl Handler for AlterReplicaLogDirs {
-    type Request = AlterReplicaLogDirsRequest;
-    type Response = AlterReplicaLogDirsResponse;
-    const NAME: &'static str = "AlterReplicaLogDirs";
-    const MIN_VERSION: i16 = 1;
-    const MAX_VERSION: i16 = 2;
+    gregor_sdk::api!(AlterReplicaLogDirsRequest, 1..=2);
 
     fn handle(
         _ctx: &RequestContext,

@@ -27,11 +27,7 @@ use gregor_sdk::{Handler, Reply, RequestContext};
 struct DescribeDelegationToken;
 
 impl Handler for DescribeDelegationToken {
-    type Request = DescribeDelegationTokenRequest;
-    type Response = DescribeDelegationTokenResponse;
-    const NAME: &'static str = "DescribeDelegationToken";
-    const MIN_VERSION: i16 = 1;
-    const MAX_VERSION: i16 = 3;
+    gregor_sdk::api!(DescribeDelegationTokenRequest, 1..=3);
 
     fn handle(
         ctx: &RequestContext,

@@ -27,11 +27,7 @@ use gregor_sdk::KafkaError;
 struct Expire;
 
 impl LifetimeChange for Expire {
-    type Request = ExpireDelegationTokenRequest;
-    type Response = ExpireDelegationTokenResponse;
-    const NAME: &'static str = "ExpireDelegationToken";
-    const MIN_VERSION: i16 = 1;
-    const MAX_VERSION: i16 = 2;
+    gregor_sdk::api!(ExpireDelegationTokenRequest, 1..=2);
 
     fn change(request: &ExpireDelegationTokenRequest) -> Result<i64, KafkaError> {
         delegation_tokens::expire(&request.hmac, request.expiry_time_period_ms)

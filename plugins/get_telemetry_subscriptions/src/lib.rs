@@ -25,11 +25,7 @@ use gregor_sdk::{Handler, Reply, RequestContext};
 struct GetTelemetrySubscriptions;
 
 impl Handler for GetTelemetrySubscriptions {
-    type Request = GetTelemetrySubscriptionsRequest;
-    type Response = GetTelemetrySubscriptionsResponse;
-    const NAME: &'static str = "GetTelemetrySubscriptions";
-    const MIN_VERSION: i16 = 0;
-    const MAX_VERSION: i16 = 0;
+    gregor_sdk::api!(GetTelemetrySubscriptionsRequest, 0..=0);
 
     fn handle(
         _: &RequestContext,

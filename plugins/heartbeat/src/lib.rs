@@ -16,11 +16,7 @@ use gregor_sdk::{Handler, Reply, RequestContext, ResponseError};
 struct Heartbeat;
 
 impl Handler for Heartbeat {
-    type Request = HeartbeatRequest;
-    type Response = HeartbeatResponse;
-    const NAME: &'static str = "Heartbeat";
-    const MIN_VERSION: i16 = 0;
-    const MAX_VERSION: i16 = 4;
+    gregor_sdk::api!(HeartbeatRequest, 0..=4);
 
     fn handle(_ctx: &RequestContext, request: &HeartbeatRequest) -> Reply<HeartbeatResponse> {
         let error = if !group_allowed(Operation::Read, &request.group_id) {

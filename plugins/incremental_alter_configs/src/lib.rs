@@ -40,11 +40,7 @@ use gregor_sdk::{KafkaError, ResponseError};
 struct Incremental;
 
 impl ConfigEdit for Incremental {
-    type Request = IncrementalAlterConfigsRequest;
-    type Response = IncrementalAlterConfigsResponse;
-    const NAME: &'static str = "IncrementalAlterConfigs";
-    const MIN_VERSION: i16 = 0;
-    const MAX_VERSION: i16 = 1;
+    gregor_sdk::api!(IncrementalAlterConfigsRequest, 0..=1);
 
     fn serves(_: ResourceType) -> bool {
         true

@@ -19,11 +19,7 @@ use gregor_sdk::{Handler, Reply, RequestContext, ResponseError, NONE};
 struct LeaveGroup;
 
 impl Handler for LeaveGroup {
-    type Request = LeaveGroupRequest;
-    type Response = LeaveGroupResponse;
-    const NAME: &'static str = "LeaveGroup";
-    const MIN_VERSION: i16 = 0;
-    const MAX_VERSION: i16 = 5;
+    gregor_sdk::api!(LeaveGroupRequest, 0..=5);
 
     fn handle(ctx: &RequestContext, request: &LeaveGroupRequest) -> Reply<LeaveGroupResponse> {
         let version = ctx.api_version;

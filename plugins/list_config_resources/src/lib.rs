@@ -51,11 +51,7 @@ const MAX_VERSION: i16 = 1;
 struct ListConfigResources;
 
 impl Handler for ListConfigResources {
-    type Request = ListConfigResourcesRequest;
-    type Response = ListConfigResourcesResponse;
-    const NAME: &'static str = "ListConfigResources";
-    const MIN_VERSION: i16 = 0;
-    const MAX_VERSION: i16 = MAX_VERSION;
+    gregor_sdk::api!(ListConfigResourcesRequest, 0..=MAX_VERSION);
 
     fn handle(
         ctx: &RequestContext,

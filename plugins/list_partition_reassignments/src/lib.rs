@@ -26,11 +26,7 @@ use gregor_sdk::{Handler, Reply, RequestContext, ResponseError};
 struct ListPartitionReassignments;
 
 impl Handler for ListPartitionReassignments {
-    type Request = ListPartitionReassignmentsRequest;
-    type Response = ListPartitionReassignmentsResponse;
-    const NAME: &'static str = "ListPartitionReassignments";
-    const MIN_VERSION: i16 = 0;
-    const MAX_VERSION: i16 = 0;
+    gregor_sdk::api!(ListPartitionReassignmentsRequest, 0..=0);
 
     fn handle(
         _ctx: &RequestContext,

@@ -31,11 +31,7 @@ use gregor_sdk::{Handler, Reply, RequestContext};
 struct ListTransactions;
 
 impl Handler for ListTransactions {
-    type Request = ListTransactionsRequest;
-    type Response = ListTransactionsResponse;
-    const NAME: &'static str = "ListTransactions";
-    const MIN_VERSION: i16 = 0;
-    const MAX_VERSION: i16 = 1;
+    gregor_sdk::api!(ListTransactionsRequest, 0..=1);
 
     fn handle(
         ctx: &RequestContext,

@@ -25,11 +25,7 @@ use gregor_sdk::{Handler, Reply, RequestContext, ResponseError, NONE};
 struct OffsetDelete;
 
 impl Handler for OffsetDelete {
-    type Request = OffsetDeleteRequest;
-    type Response = OffsetDeleteResponse;
-    const NAME: &'static str = "OffsetDelete";
-    const MIN_VERSION: i16 = 0;
-    const MAX_VERSION: i16 = 0;
+    gregor_sdk::api!(OffsetDeleteRequest, 0..=0);
 
     fn handle(_ctx: &RequestContext, request: &OffsetDeleteRequest) -> Reply<OffsetDeleteResponse> {
         if group_allowed(Operation::Delete, &request.group_id) {

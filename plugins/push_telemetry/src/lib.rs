@@ -28,11 +28,7 @@ const NO_COMPRESSION: i8 = 0;
 struct PushTelemetry;
 
 impl Handler for PushTelemetry {
-    type Request = PushTelemetryRequest;
-    type Response = PushTelemetryResponse;
-    const NAME: &'static str = "PushTelemetry";
-    const MIN_VERSION: i16 = 0;
-    const MAX_VERSION: i16 = 0;
+    gregor_sdk::api!(PushTelemetryRequest, 0..=0);
 
     fn handle(_: &RequestContext, request: &PushTelemetryRequest) -> Reply<PushTelemetryResponse> {
         let instance = from_kafka_uuid(request.client_instance_id);

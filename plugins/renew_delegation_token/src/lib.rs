@@ -27,11 +27,7 @@ use gregor_sdk::KafkaError;
 struct Renew;
 
 impl LifetimeChange for Renew {
-    type Request = RenewDelegationTokenRequest;
-    type Response = RenewDelegationTokenResponse;
-    const NAME: &'static str = "RenewDelegationToken";
-    const MIN_VERSION: i16 = 1;
-    const MAX_VERSION: i16 = 2;
+    gregor_sdk::api!(RenewDelegationTokenRequest, 1..=2);
 
     fn change(request: &RenewDelegationTokenRequest) -> Result<i64, KafkaError> {
         delegation_tokens::renew(&request.hmac, request.renew_period_ms)

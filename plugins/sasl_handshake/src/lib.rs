@@ -21,11 +21,7 @@ use gregor_sdk::{sasl, Handler, Reply, RequestContext};
 struct SaslHandshake;
 
 impl Handler for SaslHandshake {
-    type Request = SaslHandshakeRequest;
-    type Response = SaslHandshakeResponse;
-    const NAME: &'static str = "SaslHandshake";
-    const MIN_VERSION: i16 = 0;
-    const MAX_VERSION: i16 = 1;
+    gregor_sdk::api!(SaslHandshakeRequest, 0..=1);
 
     fn handle(_: &RequestContext, request: &SaslHandshakeRequest) -> Reply<SaslHandshakeResponse> {
         let result = sasl::handshake(request.mechanism.as_str());

@@ -121,6 +121,46 @@ pub trait Handler {
     }
 }
 
+/// The declarations every handler makes, in one line inside its
+/// `impl Handler` block: `gregor_sdk::api!(HeartbeatRequest, 0..=4)` names
+/// the request, the response `kafka-protocol` pairs with it, the versions
+/// served, and the API's name as Kafka's `ApiKeys` spells it (the request
+/// message's name without `Request`). Also fits the SDK's per-concern
+/// traits that declare the same items
+/// ([`crate::token_lifetime::LifetimeChange`],
+/// [`crate::config_alter::ConfigEdit`]).
+#[macro_export]
+macro_rules! api {
+    ($request:ident, $min:tt..=$max:tt) => {
+        type Request = $request;
+        type Response = <$request as $crate::kafka_protocol::protocol::Request>::Response;
+        const NAME: &'static str = $crate::handler::api_name(stringify!($request));
+        const MIN_VERSION: i16 = $min;
+        const MAX_VERSION: i16 = $max;
+    };
+}
+
+/// Kafka's name of the API whose request message is `request`:
+/// `HeartbeatRequest` is `Heartbeat`.
+pub const fn api_name(request: &'static str) -> &'static str {
+    const SUFFIX: &[u8] = b"Request";
+    let name = request.as_bytes();
+    assert!(
+        name.len() > SUFFIX.len(),
+        "a request message's name ends in Request"
+    );
+    let len = name.len() - SUFFIX.len();
+    let mut i = 0;
+    while i < SUFFIX.len() {
+        assert!(
+            name[len + i] == SUFFIX[i],
+            "a request message's name ends in Request"
+        );
+        i += 1;
+    }
+    request.split_at(len).0
+}
+
 /// Describes the handler for ApiVersions: its key, name and versions, with
 /// the first flexible version taken from the message schema.
 pub fn describe<H: Handler>() -> ApiInfo {
