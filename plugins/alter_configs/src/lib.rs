@@ -22,7 +22,7 @@
 use gregor_sdk::config_alter::{ConfigAlter, ConfigEdit};
 use gregor_sdk::configs::{self, ResourceType};
 use gregor_sdk::kafka_protocol::messages::alter_configs_request::AlterConfigsResource;
-use gregor_sdk::kafka_protocol::messages::{AlterConfigsRequest, AlterConfigsResponse};
+use gregor_sdk::kafka_protocol::messages::AlterConfigsRequest;
 use gregor_sdk::KafkaError;
 
 struct Replace;
@@ -62,6 +62,7 @@ mod tests {
     use super::*;
     use gregor_sdk::ids::str_bytes;
     use gregor_sdk::kafka_protocol::messages::alter_configs_response::AlterConfigsResourceResponse;
+    use gregor_sdk::kafka_protocol::messages::AlterConfigsResponse;
     use gregor_sdk::testing::assert_encodes_for_served_versions;
 
     #[test]

@@ -18,9 +18,7 @@
 //! ([`gregor_sdk::token_lifetime`]).
 
 use gregor_sdk::delegation_tokens;
-use gregor_sdk::kafka_protocol::messages::{
-    ExpireDelegationTokenRequest, ExpireDelegationTokenResponse,
-};
+use gregor_sdk::kafka_protocol::messages::ExpireDelegationTokenRequest;
 use gregor_sdk::token_lifetime::{LifetimeChange, TokenLifetime};
 use gregor_sdk::KafkaError;
 
@@ -41,5 +39,8 @@ gregor_sdk::export_handler!(ExpireDelegationToken);
 gregor_sdk::served_versions_test!(
     ExpireDelegationToken,
     [ExpireDelegationTokenRequest::default().with_hmac(vec![1, 2, 3].into())],
-    [ExpireDelegationTokenResponse::default().with_error_code(62)]
+    [
+        gregor_sdk::kafka_protocol::messages::ExpireDelegationTokenResponse::default()
+            .with_error_code(62)
+    ]
 );

@@ -32,9 +32,7 @@
 use gregor_sdk::config_alter::{error, ConfigAlter, ConfigEdit};
 use gregor_sdk::configs::{self, AlterEntry, AlterOp, ResourceType};
 use gregor_sdk::kafka_protocol::messages::incremental_alter_configs_request::AlterConfigsResource;
-use gregor_sdk::kafka_protocol::messages::{
-    IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
-};
+use gregor_sdk::kafka_protocol::messages::IncrementalAlterConfigsRequest;
 use gregor_sdk::{KafkaError, ResponseError};
 
 struct Incremental;
@@ -94,6 +92,7 @@ mod tests {
     use gregor_sdk::ids::str_bytes;
     use gregor_sdk::kafka_protocol::messages::incremental_alter_configs_request::AlterableConfig;
     use gregor_sdk::kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsResourceResponse;
+    use gregor_sdk::kafka_protocol::messages::IncrementalAlterConfigsResponse;
     use gregor_sdk::testing::assert_encodes_for_served_versions;
 
     fn resource(kind: i8, name: &str) -> AlterConfigsResource {

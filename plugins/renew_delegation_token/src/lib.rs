@@ -18,9 +18,7 @@
 //! ([`gregor_sdk::token_lifetime`]).
 
 use gregor_sdk::delegation_tokens;
-use gregor_sdk::kafka_protocol::messages::{
-    RenewDelegationTokenRequest, RenewDelegationTokenResponse,
-};
+use gregor_sdk::kafka_protocol::messages::RenewDelegationTokenRequest;
 use gregor_sdk::token_lifetime::{LifetimeChange, TokenLifetime};
 use gregor_sdk::KafkaError;
 
@@ -41,5 +39,8 @@ gregor_sdk::export_handler!(RenewDelegationToken);
 gregor_sdk::served_versions_test!(
     RenewDelegationToken,
     [RenewDelegationTokenRequest::default().with_hmac(vec![1, 2, 3].into())],
-    [RenewDelegationTokenResponse::default().with_expiry_timestamp_ms(5)]
+    [
+        gregor_sdk::kafka_protocol::messages::RenewDelegationTokenResponse::default()
+            .with_expiry_timestamp_ms(5)
+    ]
 );

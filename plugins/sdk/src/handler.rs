@@ -140,6 +140,27 @@ macro_rules! api {
     };
 }
 
+/// Writes a handler crate's `encodes_for_every_served_version` test:
+/// `served_versions_test!(Handler, [requests...], [responses...])` is
+/// [`crate::testing::assert_encodes_for_served_versions`] for `Handler`
+/// with the requests (that name something, so `failed` must carry the
+/// error) and the responses (the shapes `handle` builds). Defined for every
+/// target (a crate calls it outside its test module); the test exists only
+/// in test builds.
+#[macro_export]
+macro_rules! served_versions_test {
+    ($handler:ty, [$($request:expr),* $(,)?], [$($response:expr),* $(,)?] $(,)?) => {
+        #[cfg(test)]
+        #[test]
+        fn encodes_for_every_served_version() {
+            $crate::testing::assert_encodes_for_served_versions::<$handler>(
+                &[$($request),*],
+                &[$($response),*],
+            );
+        }
+    };
+}
+
 /// Kafka's name of the API whose request message is `request`:
 /// `HeartbeatRequest` is `Heartbeat`.
 pub const fn api_name(request: &'static str) -> &'static str {

@@ -48,21 +48,3 @@ where
         }
     }
 }
-
-/// Writes a handler crate's `encodes_for_every_served_version` test:
-/// `served_versions_test!(Handler, [requests...], [responses...])` is
-/// [`assert_encodes_for_served_versions`] for `Handler` with the requests
-/// (that name something, so `failed` must carry the error) and the
-/// responses (the shapes `handle` builds).
-#[macro_export]
-macro_rules! served_versions_test {
-    ($handler:ty, [$($request:expr),* $(,)?], [$($response:expr),* $(,)?] $(,)?) => {
-        #[test]
-        fn encodes_for_every_served_version() {
-            $crate::testing::assert_encodes_for_served_versions::<$handler>(
-                &[$($request),*],
-                &[$($response),*],
-            );
-        }
-    };
-}
