@@ -27,11 +27,7 @@ const FENCED_VERSION: i16 = 2;
 struct AddOffsetsToTxn;
 
 impl Handler for AddOffsetsToTxn {
-    type Request = AddOffsetsToTxnRequest;
-    type Response = AddOffsetsToTxnResponse;
-    const NAME: &'static str = "AddOffsetsToTxn";
-    const MIN_VERSION: i16 = 0;
-    const MAX_VERSION: i16 = 4;
+    gregor_sdk::api!(AddOffsetsToTxnRequest, 0..=4);
 
     fn handle(
         ctx: &RequestContext,
@@ -55,29 +51,12 @@ impl Handler for AddOffsetsToTxn {
             .with_error_code(error_code)
             .into()
     }
-
-    /// Kafka's `getErrorResponse`: the error.
-    fn failed(
-        _: &RequestContext,
-        _: &AddOffsetsToTxnRequest,
-        error_code: i16,
-    ) -> AddOffsetsToTxnResponse {
-        AddOffsetsToTxnResponse::default().with_error_code(error_code)
-    }
 }
 
 gregor_sdk::export_handler!(AddOffsetsToTxn);
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use gregor_sdk::testing::assert_encodes_for_served_versions;
-
-    #[test]
-    fn encodes_for_every_served_version() {
-        assert_encodes_for_served_versions::<AddOffsetsToTxn>(
-            &[AddOffsetsToTxnRequest::default()],
-            &[AddOffsetsToTxnResponse::default().with_error_code(47)],
-        );
-    }
-}
+gregor_sdk::served_versions_test!(
+    AddOffsetsToTxn,
+    [AddOffsetsToTxnRequest::default()],
+    [AddOffsetsToTxnResponse::default().with_error_code(47)]
+);

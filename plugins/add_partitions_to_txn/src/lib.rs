@@ -48,11 +48,7 @@ const BATCHED_VERSION: i16 = 4;
 struct AddPartitionsToTxn;
 
 impl Handler for AddPartitionsToTxn {
-    type Request = AddPartitionsToTxnRequest;
-    type Response = AddPartitionsToTxnResponse;
-    const NAME: &'static str = "AddPartitionsToTxn";
-    const MIN_VERSION: i16 = 0;
-    const MAX_VERSION: i16 = 5;
+    gregor_sdk::api!(AddPartitionsToTxnRequest, 0..=5);
 
     fn handle(
         ctx: &RequestContext,

@@ -36,11 +36,7 @@ use gregor_sdk::{Handler, KafkaError, Reply, RequestContext, ResponseError};
 struct AlterClientQuotas;
 
 impl Handler for AlterClientQuotas {
-    type Request = AlterClientQuotasRequest;
-    type Response = AlterClientQuotasResponse;
-    const NAME: &'static str = "AlterClientQuotas";
-    const MIN_VERSION: i16 = 0;
-    const MAX_VERSION: i16 = 1;
+    gregor_sdk::api!(AlterClientQuotasRequest, 0..=1);
 
     fn handle(
         _: &RequestContext,

@@ -22,17 +22,13 @@
 use gregor_sdk::config_alter::{ConfigAlter, ConfigEdit};
 use gregor_sdk::configs::{self, ResourceType};
 use gregor_sdk::kafka_protocol::messages::alter_configs_request::AlterConfigsResource;
-use gregor_sdk::kafka_protocol::messages::{AlterConfigsRequest, AlterConfigsResponse};
+use gregor_sdk::kafka_protocol::messages::AlterConfigsRequest;
 use gregor_sdk::KafkaError;
 
 struct Replace;
 
 impl ConfigEdit for Replace {
-    type Request = AlterConfigsRequest;
-    type Response = AlterConfigsResponse;
-    const NAME: &'static str = "AlterConfigs";
-    const MIN_VERSION: i16 = 0;
-    const MAX_VERSION: i16 = 2;
+    gregor_sdk::api!(AlterConfigsRequest, 0..=2);
 
     fn serves(kind: ResourceType) -> bool {
         kind != ResourceType::BrokerLogger
@@ -66,6 +62,7 @@ mod tests {
     use super::*;
     use gregor_sdk::ids::str_bytes;
     use gregor_sdk::kafka_protocol::messages::alter_configs_response::AlterConfigsResourceResponse;
+    use gregor_sdk::kafka_protocol::messages::AlterConfigsResponse;
     use gregor_sdk::testing::assert_encodes_for_served_versions;
 
     #[test]

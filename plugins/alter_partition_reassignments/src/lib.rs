@@ -34,11 +34,7 @@ use gregor_sdk::{Handler, KafkaError, Reply, RequestContext, ResponseError};
 struct AlterPartitionReassignments;
 
 impl Handler for AlterPartitionReassignments {
-    type Request = AlterPartitionReassignmentsRequest;
-    type Response = AlterPartitionReassignmentsResponse;
-    const NAME: &'static str = "AlterPartitionReassignments";
-    const MIN_VERSION: i16 = 0;
-    const MAX_VERSION: i16 = 1;
+    gregor_sdk::api!(AlterPartitionReassignmentsRequest, 0..=1);
 
     fn handle(
         _ctx: &RequestContext,

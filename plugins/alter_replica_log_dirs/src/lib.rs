@@ -35,11 +35,7 @@ use gregor_sdk::{log, Handler, Reply, RequestContext, ResponseError};
 struct AlterReplicaLogDirs;
 
 impl Handler for AlterReplicaLogDirs {
-    type Request = AlterReplicaLogDirsRequest;
-    type Response = AlterReplicaLogDirsResponse;
-    const NAME: &'static str = "AlterReplicaLogDirs";
-    const MIN_VERSION: i16 = 1;
-    const MAX_VERSION: i16 = 2;
+    gregor_sdk::api!(AlterReplicaLogDirsRequest, 1..=2);
 
     fn handle(
         _ctx: &RequestContext,
@@ -108,7 +104,6 @@ mod tests {
     use gregor_sdk::kafka_protocol::messages::alter_replica_log_dirs_request::{
         AlterReplicaLogDir, AlterReplicaLogDirTopic,
     };
-    use gregor_sdk::testing::assert_encodes_for_served_versions;
 
     fn dir(path: &str, topic: &str, partitions: Vec<i32>) -> AlterReplicaLogDir {
         AlterReplicaLogDir::default()
@@ -128,16 +123,14 @@ mod tests {
         assert_eq!(moves[&("t".to_string(), 1)], "/b");
     }
 
-    #[test]
-    fn encodes_for_every_served_version() {
-        let request = AlterReplicaLogDirsRequest::default()
-            .with_dirs(vec![dir("/a", "t", vec![0, 1]), dir("/b", "u", vec![2])]);
-        let result = AlterReplicaLogDirTopicResult::default().with_partitions(vec![
-            AlterReplicaLogDirPartitionResult::default().with_error_code(57),
-        ]);
-        assert_encodes_for_served_versions::<AlterReplicaLogDirs>(
-            &[request],
-            &[AlterReplicaLogDirsResponse::default().with_results(vec![result])],
-        );
-    }
+    gregor_sdk::served_versions_test!(
+        AlterReplicaLogDirs,
+        [AlterReplicaLogDirsRequest::default()
+            .with_dirs(vec![dir("/a", "t", vec![0, 1]), dir("/b", "u", vec![2])])],
+        [AlterReplicaLogDirsResponse::default().with_results(vec![
+            AlterReplicaLogDirTopicResult::default().with_partitions(vec![
+                AlterReplicaLogDirPartitionResult::default().with_error_code(57),
+            ])
+        ])]
+    );
 }

@@ -41,6 +41,23 @@ fn mechanism(code: i8) -> Option<Mechanism> {
     }
 }
 
+/// The mechanism a deletion or upsertion names, or why the change is
+/// refused before its own checks: an empty user name, then an unknown
+/// mechanism (Kafka checks them in this order for both).
+fn named_mechanism(user: &str, code: i8) -> Result<Mechanism, (ResponseError, String)> {
+    match mechanism(code) {
+        _ if user.is_empty() => Err((
+            ResponseError::UnacceptableCredential,
+            "Username must not be empty".to_string(),
+        )),
+        None => Err((
+            ResponseError::UnsupportedSaslMechanism,
+            "Unknown SCRAM mechanism".to_string(),
+        )),
+        Some(mechanism) => Ok(mechanism),
+    }
+}
+
 /// What to do for one user.
 enum Change {
     Delete(Deletion),
@@ -50,11 +67,7 @@ enum Change {
 type Verdict = Result<Change, (ResponseError, String)>;
 
 impl Handler for AlterUserScramCredentials {
-    type Request = AlterUserScramCredentialsRequest;
-    type Response = AlterUserScramCredentialsResponse;
-    const NAME: &'static str = "AlterUserScramCredentials";
-    const MIN_VERSION: i16 = 0;
-    const MAX_VERSION: i16 = 0;
+    gregor_sdk::api!(AlterUserScramCredentialsRequest, 0..=0);
 
     fn handle(
         _: &RequestContext,
@@ -119,46 +132,31 @@ fn alter(request: &AlterUserScramCredentialsRequest) -> AlterUserScramCredential
     };
     for deletion in &request.deletions {
         let user = deletion.name.to_string();
-        let verdict = match mechanism(deletion.mechanism) {
-            _ if user.is_empty() => Err((
-                ResponseError::UnacceptableCredential,
-                "Username must not be empty".to_string(),
-            )),
-            None => Err((
-                ResponseError::UnsupportedSaslMechanism,
-                "Unknown SCRAM mechanism".to_string(),
-            )),
-            Some(mechanism) => Ok(Change::Delete(Deletion {
+        let verdict = named_mechanism(&user, deletion.mechanism).map(|mechanism| {
+            Change::Delete(Deletion {
                 user: user.clone(),
                 mechanism,
-            })),
-        };
+            })
+        });
         note(user, verdict);
     }
     for upsertion in &request.upsertions {
         let user = upsertion.name.to_string();
-        let verdict = match mechanism(upsertion.mechanism) {
-            _ if user.is_empty() => Err((
-                ResponseError::UnacceptableCredential,
-                "Username must not be empty".to_string(),
-            )),
-            None => Err((
-                ResponseError::UnsupportedSaslMechanism,
-                "Unknown SCRAM mechanism".to_string(),
-            )),
-            Some(_) if upsertion.iterations < MIN_ITERATIONS => Err((
+        let verdict = match named_mechanism(&user, upsertion.mechanism) {
+            Err(refused) => Err(refused),
+            Ok(_) if upsertion.iterations < MIN_ITERATIONS => Err((
                 ResponseError::UnacceptableCredential,
                 "Too few iterations".to_string(),
             )),
-            Some(_) if upsertion.iterations > MAX_ITERATIONS => Err((
+            Ok(_) if upsertion.iterations > MAX_ITERATIONS => Err((
                 ResponseError::UnacceptableCredential,
                 "Too many iterations".to_string(),
             )),
-            Some(_) if upsertion.salt.is_empty() || upsertion.salted_password.is_empty() => Err((
+            Ok(_) if upsertion.salt.is_empty() || upsertion.salted_password.is_empty() => Err((
                 ResponseError::UnacceptableCredential,
                 "Salt and salted password must not be empty".to_string(),
             )),
-            Some(mechanism) => Ok(Change::Upsert(Upsertion {
+            Ok(mechanism) => Ok(Change::Upsert(Upsertion {
                 user: user.clone(),
                 mechanism,
                 iterations: upsertion.iterations,

@@ -21,11 +21,7 @@ const MAX_VERSION: i16 = 4;
 struct ApiVersions;
 
 impl Handler for ApiVersions {
-    type Request = ApiVersionsRequest;
-    type Response = ApiVersionsResponse;
-    const NAME: &'static str = "ApiVersions";
-    const MIN_VERSION: i16 = MIN_VERSION;
-    const MAX_VERSION: i16 = MAX_VERSION;
+    gregor_sdk::api!(ApiVersionsRequest, MIN_VERSION..=MAX_VERSION);
 
     fn handle(ctx: &RequestContext, request: &ApiVersionsRequest) -> Reply<ApiVersionsResponse> {
         if ctx.api_version >= 3 && !valid_client_software(request) {

@@ -167,6 +167,23 @@ mod tests {
         topic_acl(name, operation, PermissionType::Deny)
     }
 
+    /// A PREFIXED ALLOW for alice from any host.
+    fn allow_prefixed(prefix: &str, operation: Operation) -> AclBinding {
+        let literal = allow(prefix, operation);
+        AclBinding {
+            pattern_type: PatternType::Prefixed,
+            ..literal
+        }
+    }
+
+    /// Bob may read topic `name` (LITERAL) from any host.
+    fn bob_reads(name: &str) -> AclBinding {
+        AclBinding {
+            principal: "User:bob".to_string(),
+            ..allow(name, Operation::Read)
+        }
+    }
+
     fn topic(operation: Operation, name: &str) -> Action {
         Action {
             operation,
@@ -177,6 +194,13 @@ mod tests {
 
     fn check(acls: &[AclBinding], action: &Action) -> bool {
         authorize(&Config::default(), acls, ALICE, HOST, action)
+    }
+
+    /// Whether alice may read topic "orders" under `acls` when resources
+    /// without ACLs are open to everyone.
+    fn open_reads_orders(acls: &[AclBinding]) -> bool {
+        let open = Config::parse(None, Some("true"));
+        authorize(&open, acls, ALICE, HOST, &topic(Operation::Read, "orders"))
     }
 
     #[test]
@@ -248,32 +272,11 @@ mod tests {
 
     #[test]
     fn acls_on_resource_for_someone_else_deny_even_when_open() {
-        let open = Config::parse(None, Some("true"));
-        let for_bob = [acl(
-            ResourceType::Topic,
-            "orders",
-            PatternType::Literal,
-            "User:bob",
-            "*",
-            Operation::Read,
-            PermissionType::Allow,
-        )];
-        assert!(!authorize(
-            &open,
-            &for_bob,
-            ALICE,
-            HOST,
-            &topic(Operation::Read, "orders")
-        ));
+        let for_bob = [bob_reads("orders")];
+        assert!(!open_reads_orders(&for_bob));
         // Another operation's ACL on the resource also means "has ACLs".
         let write_only = [allow("orders", Operation::Write)];
-        assert!(!authorize(
-            &open,
-            &write_only,
-            ALICE,
-            HOST,
-            &topic(Operation::Read, "orders")
-        ));
+        assert!(!open_reads_orders(&write_only));
     }
 
     #[test]
@@ -438,48 +441,17 @@ mod tests {
         assert!(check(&acls, &topic(Operation::Read, "*")));
         assert!(!check(&acls, &topic(Operation::Write, "orders")));
         // A literal "*" ACL counts as an ACL on every resource of its type.
-        let open = Config::parse(None, Some("true"));
-        let for_bob = [acl(
-            ResourceType::Topic,
-            "*",
-            PatternType::Literal,
-            "User:bob",
-            "*",
-            Operation::Read,
-            PermissionType::Allow,
-        )];
-        assert!(!authorize(
-            &open,
-            &for_bob,
-            ALICE,
-            HOST,
-            &topic(Operation::Read, "orders")
-        ));
+        let for_bob = [bob_reads("*")];
+        assert!(!open_reads_orders(&for_bob));
         // A PREFIXED "*" is an ordinary prefix.
-        let acls = [acl(
-            ResourceType::Topic,
-            "*",
-            PatternType::Prefixed,
-            ALICE,
-            "*",
-            Operation::Read,
-            PermissionType::Allow,
-        )];
+        let acls = [allow_prefixed("*", Operation::Read)];
         assert!(!check(&acls, &topic(Operation::Read, "orders")));
         assert!(check(&acls, &topic(Operation::Read, "*orders")));
     }
 
     #[test]
     fn prefixed_patterns_match_names_that_start_with_them() {
-        let acls = [acl(
-            ResourceType::Topic,
-            "orders.",
-            PatternType::Prefixed,
-            ALICE,
-            "*",
-            Operation::Write,
-            PermissionType::Allow,
-        )];
+        let acls = [allow_prefixed("orders.", Operation::Write)];
         assert!(check(&acls, &topic(Operation::Write, "orders.eu")));
         assert!(check(&acls, &topic(Operation::Write, "orders.")));
         assert!(!check(&acls, &topic(Operation::Write, "orders")));

@@ -28,11 +28,7 @@ use gregor_sdk::{metadata, Handler, Reply, RequestContext, ResponseError};
 struct ConsumerGroupDescribe;
 
 impl Handler for ConsumerGroupDescribe {
-    type Request = ConsumerGroupDescribeRequest;
-    type Response = ConsumerGroupDescribeResponse;
-    const NAME: &'static str = "ConsumerGroupDescribe";
-    const MIN_VERSION: i16 = 0;
-    const MAX_VERSION: i16 = 1;
+    gregor_sdk::api!(ConsumerGroupDescribeRequest, 0..=1);
 
     fn handle(
         ctx: &RequestContext,

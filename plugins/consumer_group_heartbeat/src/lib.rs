@@ -35,11 +35,7 @@ use gregor_sdk::{metadata, Handler, Reply, RequestContext, ResponseError};
 struct ConsumerGroupHeartbeat;
 
 impl Handler for ConsumerGroupHeartbeat {
-    type Request = ConsumerGroupHeartbeatRequest;
-    type Response = ConsumerGroupHeartbeatResponse;
-    const NAME: &'static str = "ConsumerGroupHeartbeat";
-    const MIN_VERSION: i16 = 0;
-    const MAX_VERSION: i16 = 1;
+    gregor_sdk::api!(ConsumerGroupHeartbeatRequest, 0..=1);
 
     fn handle(
         ctx: &RequestContext,
@@ -76,15 +72,6 @@ impl Handler for ConsumerGroupHeartbeat {
             })
         };
         response(result).into()
-    }
-
-    /// Kafka's `getErrorResponse`: the error alone.
-    fn failed(
-        _: &RequestContext,
-        _: &ConsumerGroupHeartbeatRequest,
-        error_code: i16,
-    ) -> ConsumerGroupHeartbeatResponse {
-        ConsumerGroupHeartbeatResponse::default().with_error_code(error_code)
     }
 }
 

@@ -21,7 +21,7 @@
 
 use gregor_sdk::acl;
 use gregor_sdk::acl_admin;
-use gregor_sdk::authorize::{cluster_allowed, CLUSTER_NAME};
+use gregor_sdk::authorize::{on_cluster, CLUSTER_NAME};
 use gregor_sdk::authz::{Operation, ResourceType};
 use gregor_sdk::bindings::gregor::broker::types::AclBinding;
 use gregor_sdk::ids::str_bytes;
@@ -72,18 +72,10 @@ fn binding(creation: &AclCreation) -> Result<AclBinding, String> {
 }
 
 impl Handler for CreateAcls {
-    type Request = CreateAclsRequest;
-    type Response = CreateAclsResponse;
-    const NAME: &'static str = "CreateAcls";
-    const MIN_VERSION: i16 = 1;
-    const MAX_VERSION: i16 = 3;
+    gregor_sdk::api!(CreateAclsRequest, 1..=3);
 
     fn handle(ctx: &RequestContext, request: &CreateAclsRequest) -> Reply<CreateAclsResponse> {
-        if !cluster_allowed(Operation::Alter) {
-            let denied = ResponseError::ClusterAuthorizationFailed.code();
-            return Self::failed(ctx, request, denied).into();
-        }
-        create(request).into()
+        on_cluster::<Self>(ctx, request, Operation::Alter, || create(request))
     }
 
     /// Kafka's `getErrorResponse`: every creation with the error.

@@ -32,11 +32,7 @@ const ANONYMOUS: &str = "User:ANONYMOUS";
 struct CreateDelegationToken;
 
 impl Handler for CreateDelegationToken {
-    type Request = CreateDelegationTokenRequest;
-    type Response = CreateDelegationTokenResponse;
-    const NAME: &'static str = "CreateDelegationToken";
-    const MIN_VERSION: i16 = 1;
-    const MAX_VERSION: i16 = 3;
+    gregor_sdk::api!(CreateDelegationTokenRequest, 1..=3);
 
     fn handle(
         ctx: &RequestContext,

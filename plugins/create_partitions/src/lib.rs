@@ -47,11 +47,7 @@ const THROTTLED_MESSAGE: &str = "The throttling quota has been exceeded.";
 struct CreatePartitions;
 
 impl Handler for CreatePartitions {
-    type Request = CreatePartitionsRequest;
-    type Response = CreatePartitionsResponse;
-    const NAME: &'static str = "CreatePartitions";
-    const MIN_VERSION: i16 = 0;
-    const MAX_VERSION: i16 = 3;
+    gregor_sdk::api!(CreatePartitionsRequest, 0..=3);
 
     fn handle(
         ctx: &RequestContext,

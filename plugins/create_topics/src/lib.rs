@@ -62,11 +62,7 @@ const THROTTLED_MESSAGE: &str = "The throttling quota has been exceeded.";
 struct CreateTopics;
 
 impl Handler for CreateTopics {
-    type Request = CreateTopicsRequest;
-    type Response = CreateTopicsResponse;
-    const NAME: &'static str = "CreateTopics";
-    const MIN_VERSION: i16 = 2;
-    const MAX_VERSION: i16 = 7;
+    gregor_sdk::api!(CreateTopicsRequest, 2..=7);
 
     fn handle(ctx: &RequestContext, request: &CreateTopicsRequest) -> Reply<CreateTopicsResponse> {
         let mut count: HashMap<&str, usize> = HashMap::new();

@@ -18,7 +18,7 @@
 
 use gregor_sdk::acl::{self, binding_filter};
 use gregor_sdk::acl_admin;
-use gregor_sdk::authorize::cluster_allowed;
+use gregor_sdk::authorize::on_cluster;
 use gregor_sdk::authz::Operation;
 use gregor_sdk::bindings::gregor::broker::types::AclBinding;
 use gregor_sdk::ids::str_bytes;
@@ -48,18 +48,10 @@ fn filter_error(error_code: i16, message: Option<&str>) -> DeleteAclsFilterResul
 }
 
 impl Handler for DeleteAcls {
-    type Request = DeleteAclsRequest;
-    type Response = DeleteAclsResponse;
-    const NAME: &'static str = "DeleteAcls";
-    const MIN_VERSION: i16 = 1;
-    const MAX_VERSION: i16 = 3;
+    gregor_sdk::api!(DeleteAclsRequest, 1..=3);
 
     fn handle(ctx: &RequestContext, request: &DeleteAclsRequest) -> Reply<DeleteAclsResponse> {
-        if !cluster_allowed(Operation::Alter) {
-            let denied = ResponseError::ClusterAuthorizationFailed.code();
-            return Self::failed(ctx, request, denied).into();
-        }
-        delete(request).into()
+        on_cluster::<Self>(ctx, request, Operation::Alter, || delete(request))
     }
 
     /// Kafka's `getErrorResponse`: every filter with the error and no

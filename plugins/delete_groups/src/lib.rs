@@ -20,11 +20,7 @@ use gregor_sdk::{Handler, Reply, RequestContext, ResponseError};
 struct DeleteGroups;
 
 impl Handler for DeleteGroups {
-    type Request = DeleteGroupsRequest;
-    type Response = DeleteGroupsResponse;
-    const NAME: &'static str = "DeleteGroups";
-    const MIN_VERSION: i16 = 0;
-    const MAX_VERSION: i16 = 2;
+    gregor_sdk::api!(DeleteGroupsRequest, 0..=2);
 
     fn handle(_ctx: &RequestContext, request: &DeleteGroupsRequest) -> Reply<DeleteGroupsResponse> {
         let names = distinct_groups(request);

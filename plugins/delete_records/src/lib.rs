@@ -26,11 +26,7 @@ use gregor_sdk::{log, Handler, Reply, RequestContext, ResponseError, NONE};
 struct DeleteRecords;
 
 impl Handler for DeleteRecords {
-    type Request = DeleteRecordsRequest;
-    type Response = DeleteRecordsResponse;
-    const NAME: &'static str = "DeleteRecords";
-    const MIN_VERSION: i16 = 0;
-    const MAX_VERSION: i16 = 2;
+    gregor_sdk::api!(DeleteRecordsRequest, 0..=2);
 
     fn handle(
         _ctx: &RequestContext,

@@ -53,11 +53,7 @@ enum Target {
 }
 
 impl Handler for DeleteTopics {
-    type Request = DeleteTopicsRequest;
-    type Response = DeleteTopicsResponse;
-    const NAME: &'static str = "DeleteTopics";
-    const MIN_VERSION: i16 = 1;
-    const MAX_VERSION: i16 = 6;
+    gregor_sdk::api!(DeleteTopicsRequest, 1..=6);
 
     fn handle(ctx: &RequestContext, request: &DeleteTopicsRequest) -> Reply<DeleteTopicsResponse> {
         let references = references(request, ctx.api_version);

@@ -13,7 +13,7 @@
 
 use gregor_sdk::acl::{self, binding_filter};
 use gregor_sdk::acl_admin;
-use gregor_sdk::authorize::cluster_allowed;
+use gregor_sdk::authorize::on_cluster;
 use gregor_sdk::authz::Operation;
 use gregor_sdk::bindings::gregor::broker::types::AclBinding;
 use gregor_sdk::ids::str_bytes;
@@ -57,18 +57,10 @@ fn resources(bindings: Vec<AclBinding>) -> Vec<DescribeAclsResource> {
 }
 
 impl Handler for DescribeAcls {
-    type Request = DescribeAclsRequest;
-    type Response = DescribeAclsResponse;
-    const NAME: &'static str = "DescribeAcls";
-    const MIN_VERSION: i16 = 1;
-    const MAX_VERSION: i16 = 3;
+    gregor_sdk::api!(DescribeAclsRequest, 1..=3);
 
     fn handle(ctx: &RequestContext, request: &DescribeAclsRequest) -> Reply<DescribeAclsResponse> {
-        if !cluster_allowed(Operation::Describe) {
-            let denied = ResponseError::ClusterAuthorizationFailed.code();
-            return Self::failed(ctx, request, denied).into();
-        }
-        describe_acls(request).into()
+        on_cluster::<Self>(ctx, request, Operation::Describe, || describe_acls(request))
     }
 
     /// Kafka's `getErrorResponse`: the error, no resources.

@@ -28,11 +28,7 @@ use gregor_sdk::{Handler, KafkaError, Reply, RequestContext, ResponseError};
 struct DescribeClientQuotas;
 
 impl Handler for DescribeClientQuotas {
-    type Request = DescribeClientQuotasRequest;
-    type Response = DescribeClientQuotasResponse;
-    const NAME: &'static str = "DescribeClientQuotas";
-    const MIN_VERSION: i16 = 0;
-    const MAX_VERSION: i16 = 1;
+    gregor_sdk::api!(DescribeClientQuotasRequest, 0..=1);
 
     fn handle(
         _: &RequestContext,

@@ -32,11 +32,7 @@ const NOT_REQUESTED: i32 = i32::MIN;
 struct DescribeCluster;
 
 impl Handler for DescribeCluster {
-    type Request = DescribeClusterRequest;
-    type Response = DescribeClusterResponse;
-    const NAME: &'static str = "DescribeCluster";
-    const MIN_VERSION: i16 = 0;
-    const MAX_VERSION: i16 = 2;
+    gregor_sdk::api!(DescribeClusterRequest, 0..=2);
 
     fn handle(
         ctx: &RequestContext,

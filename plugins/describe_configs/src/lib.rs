@@ -36,11 +36,7 @@ use gregor_sdk::{Handler, Reply, RequestContext, ResponseError};
 struct DescribeConfigs;
 
 impl Handler for DescribeConfigs {
-    type Request = DescribeConfigsRequest;
-    type Response = DescribeConfigsResponse;
-    const NAME: &'static str = "DescribeConfigs";
-    const MIN_VERSION: i16 = 1;
-    const MAX_VERSION: i16 = 4;
+    gregor_sdk::api!(DescribeConfigsRequest, 1..=4);
 
     fn handle(
         _: &RequestContext,

@@ -27,11 +27,7 @@ use gregor_sdk::{Handler, Reply, RequestContext};
 struct DescribeDelegationToken;
 
 impl Handler for DescribeDelegationToken {
-    type Request = DescribeDelegationTokenRequest;
-    type Response = DescribeDelegationTokenResponse;
-    const NAME: &'static str = "DescribeDelegationToken";
-    const MIN_VERSION: i16 = 1;
-    const MAX_VERSION: i16 = 3;
+    gregor_sdk::api!(DescribeDelegationTokenRequest, 1..=3);
 
     fn handle(
         ctx: &RequestContext,
@@ -60,15 +56,6 @@ impl Handler for DescribeDelegationToken {
             }
         }
         response.into()
-    }
-
-    /// Kafka's `getErrorResponse`: the error, no tokens.
-    fn failed(
-        _: &RequestContext,
-        _: &DescribeDelegationTokenRequest,
-        error_code: i16,
-    ) -> DescribeDelegationTokenResponse {
-        DescribeDelegationTokenResponse::default().with_error_code(error_code)
     }
 }
 

@@ -26,11 +26,7 @@ use gregor_sdk::{Handler, Reply, RequestContext, ResponseError};
 struct DescribeGroups;
 
 impl Handler for DescribeGroups {
-    type Request = DescribeGroupsRequest;
-    type Response = DescribeGroupsResponse;
-    const NAME: &'static str = "DescribeGroups";
-    const MIN_VERSION: i16 = 0;
-    const MAX_VERSION: i16 = 6;
+    gregor_sdk::api!(DescribeGroupsRequest, 0..=6);
 
     fn handle(
         ctx: &RequestContext,

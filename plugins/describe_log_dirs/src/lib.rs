@@ -34,11 +34,7 @@ const ERROR_CODE_VERSION: i16 = 3;
 struct DescribeLogDirs;
 
 impl Handler for DescribeLogDirs {
-    type Request = DescribeLogDirsRequest;
-    type Response = DescribeLogDirsResponse;
-    const NAME: &'static str = "DescribeLogDirs";
-    const MIN_VERSION: i16 = 1;
-    const MAX_VERSION: i16 = 4;
+    gregor_sdk::api!(DescribeLogDirsRequest, 1..=4);
 
     fn handle(
         ctx: &RequestContext,

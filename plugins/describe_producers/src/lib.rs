@@ -28,11 +28,7 @@ use gregor_sdk::{txn, Handler, Reply, RequestContext, ResponseError};
 struct DescribeProducers;
 
 impl Handler for DescribeProducers {
-    type Request = DescribeProducersRequest;
-    type Response = DescribeProducersResponse;
-    const NAME: &'static str = "DescribeProducers";
-    const MIN_VERSION: i16 = 0;
-    const MAX_VERSION: i16 = 0;
+    gregor_sdk::api!(DescribeProducersRequest, 0..=0);
 
     fn handle(
         _ctx: &RequestContext,

@@ -41,11 +41,7 @@ const MAX_NAME_LENGTH: usize = 249;
 struct DescribeTopicPartitions;
 
 impl Handler for DescribeTopicPartitions {
-    type Request = DescribeTopicPartitionsRequest;
-    type Response = DescribeTopicPartitionsResponse;
-    const NAME: &'static str = "DescribeTopicPartitions";
-    const MIN_VERSION: i16 = 0;
-    const MAX_VERSION: i16 = 0;
+    gregor_sdk::api!(DescribeTopicPartitionsRequest, 0..=0);
 
     fn handle(
         ctx: &RequestContext,

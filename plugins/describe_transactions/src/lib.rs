@@ -30,11 +30,7 @@ use gregor_sdk::{Handler, Reply, RequestContext, ResponseError};
 struct DescribeTransactions;
 
 impl Handler for DescribeTransactions {
-    type Request = DescribeTransactionsRequest;
-    type Response = DescribeTransactionsResponse;
-    const NAME: &'static str = "DescribeTransactions";
-    const MIN_VERSION: i16 = 0;
-    const MAX_VERSION: i16 = 0;
+    gregor_sdk::api!(DescribeTransactionsRequest, 0..=0);
 
     fn handle(
         _ctx: &RequestContext,

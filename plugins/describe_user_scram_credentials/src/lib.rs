@@ -62,11 +62,7 @@ fn refused(
 }
 
 impl Handler for DescribeUserScramCredentials {
-    type Request = DescribeUserScramCredentialsRequest;
-    type Response = DescribeUserScramCredentialsResponse;
-    const NAME: &'static str = "DescribeUserScramCredentials";
-    const MIN_VERSION: i16 = 0;
-    const MAX_VERSION: i16 = 0;
+    gregor_sdk::api!(DescribeUserScramCredentialsRequest, 0..=0);
 
     fn handle(
         _: &RequestContext,

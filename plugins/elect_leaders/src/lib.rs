@@ -32,11 +32,7 @@ const ERROR_CODE_VERSION: i16 = 1;
 struct ElectLeaders;
 
 impl Handler for ElectLeaders {
-    type Request = ElectLeadersRequest;
-    type Response = ElectLeadersResponse;
-    const NAME: &'static str = "ElectLeaders";
-    const MIN_VERSION: i16 = 0;
-    const MAX_VERSION: i16 = 2;
+    gregor_sdk::api!(ElectLeadersRequest, 0..=2);
 
     fn handle(ctx: &RequestContext, request: &ElectLeadersRequest) -> Reply<ElectLeadersResponse> {
         let version = ctx.api_version;

@@ -26,11 +26,7 @@ const FENCED_VERSION: i16 = 2;
 struct EndTxn;
 
 impl Handler for EndTxn {
-    type Request = EndTxnRequest;
-    type Response = EndTxnResponse;
-    const NAME: &'static str = "EndTxn";
-    const MIN_VERSION: i16 = 0;
-    const MAX_VERSION: i16 = 4;
+    gregor_sdk::api!(EndTxnRequest, 0..=4);
 
     fn handle(ctx: &RequestContext, request: &EndTxnRequest) -> Reply<EndTxnResponse> {
         let transactional_id = request.transactional_id.as_str();
@@ -46,11 +42,6 @@ impl Handler for EndTxn {
             fenced_for_version(code, ctx.api_version, FENCED_VERSION)
         };
         EndTxnResponse::default().with_error_code(error_code).into()
-    }
-
-    /// Kafka's `getErrorResponse`: the error.
-    fn failed(_: &RequestContext, _: &EndTxnRequest, error_code: i16) -> EndTxnResponse {
-        EndTxnResponse::default().with_error_code(error_code)
     }
 }
 

@@ -18,20 +18,14 @@
 //! ([`gregor_sdk::token_lifetime`]).
 
 use gregor_sdk::delegation_tokens;
-use gregor_sdk::kafka_protocol::messages::{
-    ExpireDelegationTokenRequest, ExpireDelegationTokenResponse,
-};
+use gregor_sdk::kafka_protocol::messages::ExpireDelegationTokenRequest;
 use gregor_sdk::token_lifetime::{LifetimeChange, TokenLifetime};
 use gregor_sdk::KafkaError;
 
 struct Expire;
 
 impl LifetimeChange for Expire {
-    type Request = ExpireDelegationTokenRequest;
-    type Response = ExpireDelegationTokenResponse;
-    const NAME: &'static str = "ExpireDelegationToken";
-    const MIN_VERSION: i16 = 1;
-    const MAX_VERSION: i16 = 2;
+    gregor_sdk::api!(ExpireDelegationTokenRequest, 1..=2);
 
     fn change(request: &ExpireDelegationTokenRequest) -> Result<i64, KafkaError> {
         delegation_tokens::expire(&request.hmac, request.expiry_time_period_ms)
@@ -42,17 +36,11 @@ type ExpireDelegationToken = TokenLifetime<Expire>;
 
 gregor_sdk::export_handler!(ExpireDelegationToken);
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use gregor_sdk::testing::assert_encodes_for_served_versions;
-
-    #[test]
-    fn encodes_for_every_served_version() {
-        let request = ExpireDelegationTokenRequest::default().with_hmac(vec![1, 2, 3].into());
-        assert_encodes_for_served_versions::<ExpireDelegationToken>(
-            &[request],
-            &[ExpireDelegationTokenResponse::default().with_error_code(62)],
-        );
-    }
-}
+gregor_sdk::served_versions_test!(
+    ExpireDelegationToken,
+    [ExpireDelegationTokenRequest::default().with_hmac(vec![1, 2, 3].into())],
+    [
+        gregor_sdk::kafka_protocol::messages::ExpireDelegationTokenResponse::default()
+            .with_error_code(62)
+    ]
+);

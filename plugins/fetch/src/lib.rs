@@ -50,11 +50,7 @@ const READ_COMMITTED: i8 = 1;
 struct Fetch;
 
 impl Handler for Fetch {
-    type Request = FetchRequest;
-    type Response = FetchResponse;
-    const NAME: &'static str = "Fetch";
-    const MIN_VERSION: i16 = 4;
-    const MAX_VERSION: i16 = 17;
+    gregor_sdk::api!(FetchRequest, 4..=17);
 
     fn handle(ctx: &RequestContext, request: &FetchRequest) -> Reply<FetchResponse> {
         let version = ctx.api_version;

@@ -32,11 +32,7 @@ const SHARE: i8 = 2;
 struct FindCoordinator;
 
 impl Handler for FindCoordinator {
-    type Request = FindCoordinatorRequest;
-    type Response = FindCoordinatorResponse;
-    const NAME: &'static str = "FindCoordinator";
-    const MIN_VERSION: i16 = 0;
-    const MAX_VERSION: i16 = 6;
+    gregor_sdk::api!(FindCoordinatorRequest, 0..=6);
 
     fn handle(
         ctx: &RequestContext,

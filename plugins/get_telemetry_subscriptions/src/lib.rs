@@ -25,11 +25,7 @@ use gregor_sdk::{Handler, Reply, RequestContext};
 struct GetTelemetrySubscriptions;
 
 impl Handler for GetTelemetrySubscriptions {
-    type Request = GetTelemetrySubscriptionsRequest;
-    type Response = GetTelemetrySubscriptionsResponse;
-    const NAME: &'static str = "GetTelemetrySubscriptions";
-    const MIN_VERSION: i16 = 0;
-    const MAX_VERSION: i16 = 0;
+    gregor_sdk::api!(GetTelemetrySubscriptionsRequest, 0..=0);
 
     fn handle(
         _: &RequestContext,
@@ -54,30 +50,14 @@ impl Handler for GetTelemetrySubscriptions {
         }
         response.into()
     }
-
-    /// Kafka's `getErrorResponse`: the error alone.
-    fn failed(
-        _: &RequestContext,
-        _: &GetTelemetrySubscriptionsRequest,
-        error_code: i16,
-    ) -> GetTelemetrySubscriptionsResponse {
-        GetTelemetrySubscriptionsResponse::default().with_error_code(error_code)
-    }
 }
 
 gregor_sdk::export_handler!(GetTelemetrySubscriptions);
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use gregor_sdk::testing::assert_encodes_for_served_versions;
-
-    #[test]
-    fn encodes_for_every_served_version() {
-        let request = GetTelemetrySubscriptionsRequest::default();
-        let subscribed = GetTelemetrySubscriptionsResponse::default()
-            .with_requested_metrics(vec![str_bytes("org.apache.kafka.")])
-            .with_push_interval_ms(1000);
-        assert_encodes_for_served_versions::<GetTelemetrySubscriptions>(&[request], &[subscribed]);
-    }
-}
+gregor_sdk::served_versions_test!(
+    GetTelemetrySubscriptions,
+    [GetTelemetrySubscriptionsRequest::default()],
+    [GetTelemetrySubscriptionsResponse::default()
+        .with_requested_metrics(vec![str_bytes("org.apache.kafka.")])
+        .with_push_interval_ms(1000)]
+);

@@ -16,11 +16,7 @@ use gregor_sdk::{Handler, Reply, RequestContext, ResponseError};
 struct Heartbeat;
 
 impl Handler for Heartbeat {
-    type Request = HeartbeatRequest;
-    type Response = HeartbeatResponse;
-    const NAME: &'static str = "Heartbeat";
-    const MIN_VERSION: i16 = 0;
-    const MAX_VERSION: i16 = 4;
+    gregor_sdk::api!(HeartbeatRequest, 0..=4);
 
     fn handle(_ctx: &RequestContext, request: &HeartbeatRequest) -> Reply<HeartbeatResponse> {
         let error = if !group_allowed(Operation::Read, &request.group_id) {
@@ -35,11 +31,6 @@ impl Handler for Heartbeat {
         };
         HeartbeatResponse::default().with_error_code(error).into()
     }
-
-    /// Kafka's `getErrorResponse`: the error.
-    fn failed(_: &RequestContext, _: &HeartbeatRequest, error_code: i16) -> HeartbeatResponse {
-        HeartbeatResponse::default().with_error_code(error_code)
-    }
 }
 
 gregor_sdk::export_handler!(Heartbeat);
@@ -51,7 +42,6 @@ mod tests {
     use gregor_sdk::fake::{self, FakeHost};
     use gregor_sdk::kafka_protocol::messages::GroupId;
     use gregor_sdk::kafka_protocol::protocol::StrBytes;
-    use gregor_sdk::testing::assert_encodes_for_served_versions;
 
     fn request(group: &'static str) -> HeartbeatRequest {
         HeartbeatRequest::default()
@@ -60,14 +50,11 @@ mod tests {
             .with_member_id(StrBytes::from_static_str("m-1"))
     }
 
-    #[test]
-    fn encodes_for_every_served_version() {
-        let rebalancing = ResponseError::RebalanceInProgress.code();
-        assert_encodes_for_served_versions::<Heartbeat>(
-            &[request("g")],
-            &[HeartbeatResponse::default().with_error_code(rebalancing)],
-        );
-    }
+    gregor_sdk::served_versions_test!(
+        Heartbeat,
+        [request("g")],
+        [HeartbeatResponse::default().with_error_code(ResponseError::RebalanceInProgress.code())]
+    );
 
     /// A coordinator that knows group "g" at generation 3 only.
     struct Coordinator;

@@ -32,19 +32,13 @@
 use gregor_sdk::config_alter::{error, ConfigAlter, ConfigEdit};
 use gregor_sdk::configs::{self, AlterEntry, AlterOp, ResourceType};
 use gregor_sdk::kafka_protocol::messages::incremental_alter_configs_request::AlterConfigsResource;
-use gregor_sdk::kafka_protocol::messages::{
-    IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
-};
+use gregor_sdk::kafka_protocol::messages::IncrementalAlterConfigsRequest;
 use gregor_sdk::{KafkaError, ResponseError};
 
 struct Incremental;
 
 impl ConfigEdit for Incremental {
-    type Request = IncrementalAlterConfigsRequest;
-    type Response = IncrementalAlterConfigsResponse;
-    const NAME: &'static str = "IncrementalAlterConfigs";
-    const MIN_VERSION: i16 = 0;
-    const MAX_VERSION: i16 = 1;
+    gregor_sdk::api!(IncrementalAlterConfigsRequest, 0..=1);
 
     fn serves(_: ResourceType) -> bool {
         true
@@ -98,6 +92,7 @@ mod tests {
     use gregor_sdk::ids::str_bytes;
     use gregor_sdk::kafka_protocol::messages::incremental_alter_configs_request::AlterableConfig;
     use gregor_sdk::kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsResourceResponse;
+    use gregor_sdk::kafka_protocol::messages::IncrementalAlterConfigsResponse;
     use gregor_sdk::testing::assert_encodes_for_served_versions;
 
     fn resource(kind: i8, name: &str) -> AlterConfigsResource {

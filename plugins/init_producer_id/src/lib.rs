@@ -32,11 +32,7 @@ use gregor_sdk::{metadata, txn, Handler, Reply, RequestContext, ResponseError};
 struct InitProducerId;
 
 impl Handler for InitProducerId {
-    type Request = InitProducerIdRequest;
-    type Response = InitProducerIdResponse;
-    const NAME: &'static str = "InitProducerId";
-    const MIN_VERSION: i16 = 0;
-    const MAX_VERSION: i16 = 5;
+    gregor_sdk::api!(InitProducerIdRequest, 0..=5);
 
     fn handle(
         ctx: &RequestContext,

@@ -26,11 +26,7 @@ use gregor_sdk::{Handler, Reply, RequestContext, ResponseError};
 struct JoinGroup;
 
 impl Handler for JoinGroup {
-    type Request = JoinGroupRequest;
-    type Response = JoinGroupResponse;
-    const NAME: &'static str = "JoinGroup";
-    const MIN_VERSION: i16 = 0;
-    const MAX_VERSION: i16 = 9;
+    gregor_sdk::api!(JoinGroupRequest, 0..=9);
 
     fn handle(ctx: &RequestContext, request: &JoinGroupRequest) -> Reply<JoinGroupResponse> {
         let version = ctx.api_version;

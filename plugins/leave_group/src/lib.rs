@@ -19,11 +19,7 @@ use gregor_sdk::{Handler, Reply, RequestContext, ResponseError, NONE};
 struct LeaveGroup;
 
 impl Handler for LeaveGroup {
-    type Request = LeaveGroupRequest;
-    type Response = LeaveGroupResponse;
-    const NAME: &'static str = "LeaveGroup";
-    const MIN_VERSION: i16 = 0;
-    const MAX_VERSION: i16 = 5;
+    gregor_sdk::api!(LeaveGroupRequest, 0..=5);
 
     fn handle(ctx: &RequestContext, request: &LeaveGroupRequest) -> Reply<LeaveGroupResponse> {
         let version = ctx.api_version;
@@ -51,11 +47,6 @@ impl Handler for LeaveGroup {
             Err(ResponseError::GroupAuthorizationFailed.code())
         };
         response(request, &leaving, outcome, version).into()
-    }
-
-    /// Kafka's `getErrorResponse`: the error alone, for every version.
-    fn failed(_: &RequestContext, _: &LeaveGroupRequest, error_code: i16) -> LeaveGroupResponse {
-        LeaveGroupResponse::default().with_error_code(error_code)
     }
 }
 

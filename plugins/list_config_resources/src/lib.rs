@@ -51,11 +51,7 @@ const MAX_VERSION: i16 = 1;
 struct ListConfigResources;
 
 impl Handler for ListConfigResources {
-    type Request = ListConfigResourcesRequest;
-    type Response = ListConfigResourcesResponse;
-    const NAME: &'static str = "ListConfigResources";
-    const MIN_VERSION: i16 = 0;
-    const MAX_VERSION: i16 = MAX_VERSION;
+    gregor_sdk::api!(ListConfigResourcesRequest, 0..=MAX_VERSION);
 
     fn handle(
         ctx: &RequestContext,
@@ -73,15 +69,6 @@ impl Handler for ListConfigResources {
             }
         }
         .into()
-    }
-
-    /// Kafka's `getErrorResponse`: the error, no resources.
-    fn failed(
-        _: &RequestContext,
-        _: &ListConfigResourcesRequest,
-        error_code: i16,
-    ) -> ListConfigResourcesResponse {
-        refused(error_code)
     }
 }
 
@@ -204,7 +191,6 @@ mod tests {
     use gregor_sdk::fake::{self, FakeHost};
     use gregor_sdk::kafka_protocol::protocol::{Decodable, Encodable};
     use gregor_sdk::metadata::TopicInfo;
-    use gregor_sdk::testing::assert_encodes_for_served_versions;
     use gregor_sdk::Uuid;
 
     fn inventory() -> Inventory {
@@ -273,13 +259,12 @@ mod tests {
         assert_eq!(requested_types(0, &[TOPIC]), Err(unsupported));
     }
 
-    #[test]
-    fn encodes_for_every_served_version() {
-        let request = ListConfigResourcesRequest::default();
-        let listed = ListConfigResourcesResponse::default()
-            .with_config_resources(resources(&requested_types(1, &[]).unwrap(), &inventory()));
-        assert_encodes_for_served_versions::<ListConfigResources>(&[request], &[listed]);
-    }
+    gregor_sdk::served_versions_test!(
+        ListConfigResources,
+        [ListConfigResourcesRequest::default()],
+        [ListConfigResourcesResponse::default()
+            .with_config_resources(resources(&requested_types(1, &[]).unwrap(), &inventory()))]
+    );
 
     #[test]
     fn v0_clients_read_client_metrics_resources() {

@@ -20,11 +20,7 @@ use gregor_sdk::{Handler, Reply, RequestContext};
 struct ListGroups;
 
 impl Handler for ListGroups {
-    type Request = ListGroupsRequest;
-    type Response = ListGroupsResponse;
-    const NAME: &'static str = "ListGroups";
-    const MIN_VERSION: i16 = 0;
-    const MAX_VERSION: i16 = 5;
+    gregor_sdk::api!(ListGroupsRequest, 0..=5);
 
     fn handle(ctx: &RequestContext, request: &ListGroupsRequest) -> Reply<ListGroupsResponse> {
         let states: Vec<String> = request
@@ -46,11 +42,6 @@ impl Handler for ListGroups {
         ListGroupsResponse::default()
             .with_groups(listed.collect())
             .into()
-    }
-
-    /// Kafka's `getErrorResponse`: the error and no groups.
-    fn failed(_: &RequestContext, _: &ListGroupsRequest, error_code: i16) -> ListGroupsResponse {
-        ListGroupsResponse::default().with_error_code(error_code)
     }
 }
 

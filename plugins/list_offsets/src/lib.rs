@@ -37,11 +37,7 @@ const LEADER_EPOCH: i32 = 0;
 struct ListOffsets;
 
 impl Handler for ListOffsets {
-    type Request = ListOffsetsRequest;
-    type Response = ListOffsetsResponse;
-    const NAME: &'static str = "ListOffsets";
-    const MIN_VERSION: i16 = 1;
-    const MAX_VERSION: i16 = 10;
+    gregor_sdk::api!(ListOffsetsRequest, 1..=10);
 
     fn handle(ctx: &RequestContext, request: &ListOffsetsRequest) -> Reply<ListOffsetsResponse> {
         let version = ctx.api_version;

@@ -26,11 +26,7 @@ use gregor_sdk::{Handler, Reply, RequestContext, ResponseError};
 struct ListPartitionReassignments;
 
 impl Handler for ListPartitionReassignments {
-    type Request = ListPartitionReassignmentsRequest;
-    type Response = ListPartitionReassignmentsResponse;
-    const NAME: &'static str = "ListPartitionReassignments";
-    const MIN_VERSION: i16 = 0;
-    const MAX_VERSION: i16 = 0;
+    gregor_sdk::api!(ListPartitionReassignmentsRequest, 0..=0);
 
     fn handle(
         _ctx: &RequestContext,
@@ -73,7 +69,6 @@ mod tests {
     use gregor_sdk::authz::Action;
     use gregor_sdk::fake::{self, FakeHost};
     use gregor_sdk::kafka_protocol::messages::list_partition_reassignments_request::ListPartitionReassignmentsTopics;
-    use gregor_sdk::testing::assert_encodes_for_served_versions;
 
     fn request() -> ListPartitionReassignmentsRequest {
         ListPartitionReassignmentsRequest::default().with_topics(Some(vec![
@@ -83,13 +78,11 @@ mod tests {
         ]))
     }
 
-    #[test]
-    fn encodes_for_every_served_version() {
-        assert_encodes_for_served_versions::<ListPartitionReassignments>(
-            &[request()],
-            &[ListPartitionReassignmentsResponse::default()],
-        );
-    }
+    gregor_sdk::served_versions_test!(
+        ListPartitionReassignments,
+        [request()],
+        [ListPartitionReassignmentsResponse::default()]
+    );
 
     struct Denied;
 

@@ -31,11 +31,7 @@ use gregor_sdk::{Handler, Reply, RequestContext};
 struct ListTransactions;
 
 impl Handler for ListTransactions {
-    type Request = ListTransactionsRequest;
-    type Response = ListTransactionsResponse;
-    const NAME: &'static str = "ListTransactions";
-    const MIN_VERSION: i16 = 0;
-    const MAX_VERSION: i16 = 1;
+    gregor_sdk::api!(ListTransactionsRequest, 0..=1);
 
     fn handle(
         ctx: &RequestContext,
@@ -71,15 +67,6 @@ impl Handler for ListTransactions {
             .with_unknown_state_filters(unknown.iter().map(|s| str_bytes(s)).collect())
             .with_transaction_states(states.collect())
             .into()
-    }
-
-    /// Kafka's `getErrorResponse`: the error and no transactions.
-    fn failed(
-        _: &RequestContext,
-        _: &ListTransactionsRequest,
-        error_code: i16,
-    ) -> ListTransactionsResponse {
-        ListTransactionsResponse::default().with_error_code(error_code)
     }
 }
 

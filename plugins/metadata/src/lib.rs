@@ -55,11 +55,7 @@ use gregor_sdk::{log_warn, Handler, Reply, RequestContext, ResponseError};
 struct Metadata;
 
 impl Handler for Metadata {
-    type Request = MetadataRequest;
-    type Response = MetadataResponse;
-    const NAME: &'static str = "Metadata";
-    const MIN_VERSION: i16 = 0;
-    const MAX_VERSION: i16 = 13;
+    gregor_sdk::api!(MetadataRequest, 0..=13);
 
     fn handle(ctx: &RequestContext, request: &MetadataRequest) -> Reply<MetadataResponse> {
         let version = ctx.api_version;

@@ -24,11 +24,7 @@ use gregor_sdk::{Handler, Reply, RequestContext, ResponseError};
 struct OffsetCommit;
 
 impl Handler for OffsetCommit {
-    type Request = OffsetCommitRequest;
-    type Response = OffsetCommitResponse;
-    const NAME: &'static str = "OffsetCommit";
-    const MIN_VERSION: i16 = 2;
-    const MAX_VERSION: i16 = 9;
+    gregor_sdk::api!(OffsetCommitRequest, 2..=9);
 
     fn handle(_ctx: &RequestContext, request: &OffsetCommitRequest) -> Reply<OffsetCommitResponse> {
         let codes = if !group_allowed(Operation::Read, &request.group_id) {
@@ -76,7 +72,7 @@ mod tests {
     use gregor_sdk::kafka_protocol::messages::{GroupId, TopicName};
     use gregor_sdk::kafka_protocol::protocol::StrBytes;
     use gregor_sdk::metadata::TopicInfo;
-    use gregor_sdk::testing::assert_encodes_for_served_versions;
+    use gregor_sdk::offset_commit::CommitResponse;
 
     fn request(group: &'static str, topics: &[(&'static str, &[i32])]) -> OffsetCommitRequest {
         let topic = |&(name, partitions): &(&'static str, &[i32])| {
@@ -98,27 +94,14 @@ mod tests {
             .with_topics(topics.iter().map(topic).collect())
     }
 
-    /// Per topic, (partition, error code).
-    fn shape(response: &OffsetCommitResponse) -> Vec<(String, Vec<(i32, i16)>)> {
-        let partitions = |t: &OffsetCommitResponseTopic| {
-            let codes = t
-                .partitions
-                .iter()
-                .map(|p| (p.partition_index, p.error_code));
-            (t.name.to_string(), codes.collect())
-        };
-        response.topics.iter().map(partitions).collect()
-    }
-
-    #[test]
-    fn encodes_for_every_served_version() {
-        let partition = OffsetCommitResponsePartition::default().with_error_code(22);
-        let topic = OffsetCommitResponseTopic::default().with_partitions(vec![partition]);
-        assert_encodes_for_served_versions::<OffsetCommit>(
-            &[request("g", &[("a", &[0, 1]), ("b", &[2])])],
-            &[OffsetCommitResponse::default().with_topics(vec![topic])],
-        );
-    }
+    gregor_sdk::served_versions_test!(
+        OffsetCommit,
+        [request("g", &[("a", &[0, 1]), ("b", &[2])])],
+        [OffsetCommitResponse::default()
+            .with_topics(vec![OffsetCommitResponseTopic::default().with_partitions(
+                vec![OffsetCommitResponsePartition::default().with_error_code(22)]
+            )])]
+    );
 
     /// Topics "a" (2 partitions) and "secret" (1) exist; the principal may
     /// not read "secret" nor group "denied". The coordinator stores offsets
@@ -156,7 +139,7 @@ mod tests {
         let handled = fake::handle::<OffsetCommit>(Coordinator, 9, &request);
         let (denied, unknown) = (29, 3);
         assert_eq!(
-            handled.response.map(|r| shape(&r)),
+            handled.response.map(|r| r.codes_by_topic()),
             Some(vec![
                 ("secret".to_string(), vec![(0, denied)]),
                 ("a".to_string(), vec![(0, 12), (5, unknown), (1, 0)]),
@@ -172,7 +155,7 @@ mod tests {
         let handled = fake::handle::<OffsetCommit>(Coordinator, 2, &request);
         let denied = ResponseError::GroupAuthorizationFailed.code();
         assert_eq!(
-            handled.response.map(|r| shape(&r)),
+            handled.response.map(|r| r.codes_by_topic()),
             Some(vec![("a".to_string(), vec![(0, denied), (1, denied)])])
         );
     }

@@ -25,11 +25,7 @@ use gregor_sdk::{Handler, Reply, RequestContext, ResponseError, NONE};
 struct OffsetDelete;
 
 impl Handler for OffsetDelete {
-    type Request = OffsetDeleteRequest;
-    type Response = OffsetDeleteResponse;
-    const NAME: &'static str = "OffsetDelete";
-    const MIN_VERSION: i16 = 0;
-    const MAX_VERSION: i16 = 0;
+    gregor_sdk::api!(OffsetDeleteRequest, 0..=0);
 
     fn handle(_ctx: &RequestContext, request: &OffsetDeleteRequest) -> Reply<OffsetDeleteResponse> {
         if group_allowed(Operation::Delete, &request.group_id) {
@@ -39,15 +35,6 @@ impl Handler for OffsetDelete {
                 .with_error_code(ResponseError::GroupAuthorizationFailed.code())
         }
         .into()
-    }
-
-    /// Kafka's `getErrorResponse`: the error alone.
-    fn failed(
-        _: &RequestContext,
-        _: &OffsetDeleteRequest,
-        error_code: i16,
-    ) -> OffsetDeleteResponse {
-        OffsetDeleteResponse::default().with_error_code(error_code)
     }
 }
 
@@ -106,18 +93,11 @@ fn delete(request: &OffsetDeleteRequest) -> OffsetDeleteResponse {
 
 gregor_sdk::export_handler!(OffsetDelete);
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use gregor_sdk::testing::assert_encodes_for_served_versions;
-
-    #[test]
-    fn encodes_for_every_served_version() {
-        let partition = OffsetDeleteResponsePartition::default().with_error_code(86);
-        let topic = OffsetDeleteResponseTopic::default().with_partitions(vec![partition]);
-        assert_encodes_for_served_versions::<OffsetDelete>(
-            &[OffsetDeleteRequest::default()],
-            &[OffsetDeleteResponse::default().with_topics(vec![topic])],
-        );
-    }
-}
+gregor_sdk::served_versions_test!(
+    OffsetDelete,
+    [OffsetDeleteRequest::default()],
+    [OffsetDeleteResponse::default()
+        .with_topics(vec![OffsetDeleteResponseTopic::default().with_partitions(
+            vec![OffsetDeleteResponsePartition::default().with_error_code(86)]
+        )])]
+);

@@ -39,11 +39,7 @@ struct GroupAnswer {
 }
 
 impl Handler for OffsetFetch {
-    type Request = OffsetFetchRequest;
-    type Response = OffsetFetchResponse;
-    const NAME: &'static str = "OffsetFetch";
-    const MIN_VERSION: i16 = 1;
-    const MAX_VERSION: i16 = 9;
+    gregor_sdk::api!(OffsetFetchRequest, 1..=9);
 
     fn handle(ctx: &RequestContext, request: &OffsetFetchRequest) -> Reply<OffsetFetchResponse> {
         let version = ctx.api_version;

@@ -42,11 +42,7 @@ const READ_UNCOMMITTED: i8 = 0;
 struct OffsetForLeaderEpoch;
 
 impl Handler for OffsetForLeaderEpoch {
-    type Request = OffsetForLeaderEpochRequest;
-    type Response = OffsetForLeaderEpochResponse;
-    const NAME: &'static str = "OffsetForLeaderEpoch";
-    const MIN_VERSION: i16 = 2;
-    const MAX_VERSION: i16 = 4;
+    gregor_sdk::api!(OffsetForLeaderEpochRequest, 2..=4);
 
     fn handle(
         _ctx: &RequestContext,

@@ -43,11 +43,7 @@ const FIRST_SERVED_VERSION: i16 = 3;
 struct Produce;
 
 impl Handler for Produce {
-    type Request = ProduceRequest;
-    type Response = ProduceResponse;
-    const NAME: &'static str = "Produce";
-    const MIN_VERSION: i16 = 0;
-    const MAX_VERSION: i16 = 13;
+    gregor_sdk::api!(ProduceRequest, 0..=13);
 
     /// v0-2 are advertised but not served (nor decodable): closed.
     fn before_decode(ctx: &RequestContext) -> Option<Reply<ProduceResponse>> {

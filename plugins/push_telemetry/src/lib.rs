@@ -28,11 +28,7 @@ const NO_COMPRESSION: i8 = 0;
 struct PushTelemetry;
 
 impl Handler for PushTelemetry {
-    type Request = PushTelemetryRequest;
-    type Response = PushTelemetryResponse;
-    const NAME: &'static str = "PushTelemetry";
-    const MIN_VERSION: i16 = 0;
-    const MAX_VERSION: i16 = 0;
+    gregor_sdk::api!(PushTelemetryRequest, 0..=0);
 
     fn handle(_: &RequestContext, request: &PushTelemetryRequest) -> Reply<PushTelemetryResponse> {
         let instance = from_kafka_uuid(request.client_instance_id);
@@ -61,15 +57,6 @@ impl Handler for PushTelemetry {
         }
         response.into()
     }
-
-    /// Kafka's `getErrorResponse`: the error alone.
-    fn failed(
-        _: &RequestContext,
-        _: &PushTelemetryRequest,
-        error_code: i16,
-    ) -> PushTelemetryResponse {
-        PushTelemetryResponse::default().with_error_code(error_code)
-    }
 }
 
 fn export(request: &PushTelemetryRequest) -> Result<Vec<MetricPoint>, String> {
@@ -84,18 +71,8 @@ fn export(request: &PushTelemetryRequest) -> Result<Vec<MetricPoint>, String> {
 
 gregor_sdk::export_handler!(PushTelemetry);
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use gregor_sdk::testing::assert_encodes_for_served_versions;
-
-    #[test]
-    fn encodes_for_every_served_version() {
-        let request = PushTelemetryRequest::default().with_metrics(vec![1, 2, 3].into());
-        let too_large = ResponseError::TelemetryTooLarge.code();
-        assert_encodes_for_served_versions::<PushTelemetry>(
-            &[request],
-            &[PushTelemetryResponse::default().with_error_code(too_large)],
-        );
-    }
-}
+gregor_sdk::served_versions_test!(
+    PushTelemetry,
+    [PushTelemetryRequest::default().with_metrics(vec![1, 2, 3].into())],
+    [PushTelemetryResponse::default().with_error_code(ResponseError::TelemetryTooLarge.code())]
+);

@@ -18,20 +18,14 @@
 //! ([`gregor_sdk::token_lifetime`]).
 
 use gregor_sdk::delegation_tokens;
-use gregor_sdk::kafka_protocol::messages::{
-    RenewDelegationTokenRequest, RenewDelegationTokenResponse,
-};
+use gregor_sdk::kafka_protocol::messages::RenewDelegationTokenRequest;
 use gregor_sdk::token_lifetime::{LifetimeChange, TokenLifetime};
 use gregor_sdk::KafkaError;
 
 struct Renew;
 
 impl LifetimeChange for Renew {
-    type Request = RenewDelegationTokenRequest;
-    type Response = RenewDelegationTokenResponse;
-    const NAME: &'static str = "RenewDelegationToken";
-    const MIN_VERSION: i16 = 1;
-    const MAX_VERSION: i16 = 2;
+    gregor_sdk::api!(RenewDelegationTokenRequest, 1..=2);
 
     fn change(request: &RenewDelegationTokenRequest) -> Result<i64, KafkaError> {
         delegation_tokens::renew(&request.hmac, request.renew_period_ms)
@@ -42,17 +36,11 @@ type RenewDelegationToken = TokenLifetime<Renew>;
 
 gregor_sdk::export_handler!(RenewDelegationToken);
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use gregor_sdk::testing::assert_encodes_for_served_versions;
-
-    #[test]
-    fn encodes_for_every_served_version() {
-        let request = RenewDelegationTokenRequest::default().with_hmac(vec![1, 2, 3].into());
-        assert_encodes_for_served_versions::<RenewDelegationToken>(
-            &[request],
-            &[RenewDelegationTokenResponse::default().with_expiry_timestamp_ms(5)],
-        );
-    }
-}
+gregor_sdk::served_versions_test!(
+    RenewDelegationToken,
+    [RenewDelegationTokenRequest::default().with_hmac(vec![1, 2, 3].into())],
+    [
+        gregor_sdk::kafka_protocol::messages::RenewDelegationTokenResponse::default()
+            .with_expiry_timestamp_ms(5)
+    ]
+);

@@ -23,11 +23,7 @@ use gregor_sdk::{sasl, Handler, Reply, RequestContext, ResponseError};
 struct SaslAuthenticate;
 
 impl Handler for SaslAuthenticate {
-    type Request = SaslAuthenticateRequest;
-    type Response = SaslAuthenticateResponse;
-    const NAME: &'static str = "SaslAuthenticate";
-    const MIN_VERSION: i16 = 0;
-    const MAX_VERSION: i16 = 2;
+    gregor_sdk::api!(SaslAuthenticateRequest, 0..=2);
 
     fn handle(
         _: &RequestContext,

@@ -21,11 +21,7 @@ use gregor_sdk::{sasl, Handler, Reply, RequestContext};
 struct SaslHandshake;
 
 impl Handler for SaslHandshake {
-    type Request = SaslHandshakeRequest;
-    type Response = SaslHandshakeResponse;
-    const NAME: &'static str = "SaslHandshake";
-    const MIN_VERSION: i16 = 0;
-    const MAX_VERSION: i16 = 1;
+    gregor_sdk::api!(SaslHandshakeRequest, 0..=1);
 
     fn handle(_: &RequestContext, request: &SaslHandshakeRequest) -> Reply<SaslHandshakeResponse> {
         let result = sasl::handshake(request.mechanism.as_str());
@@ -34,15 +30,6 @@ impl Handler for SaslHandshake {
             .with_mechanisms(result.mechanisms.iter().map(|m| str_bytes(m)).collect())
             .into()
     }
-
-    /// Kafka's `getErrorResponse`: the error, no mechanisms.
-    fn failed(
-        _: &RequestContext,
-        _: &SaslHandshakeRequest,
-        error_code: i16,
-    ) -> SaslHandshakeResponse {
-        SaslHandshakeResponse::default().with_error_code(error_code)
-    }
 }
 
 gregor_sdk::export_handler!(SaslHandshake);
@@ -50,17 +37,13 @@ gregor_sdk::export_handler!(SaslHandshake);
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gregor_sdk::testing::assert_encodes_for_served_versions;
     use gregor_sdk::ResponseError;
 
-    #[test]
-    fn encodes_for_every_served_version() {
-        let unsupported = ResponseError::UnsupportedSaslMechanism.code();
-        assert_encodes_for_served_versions::<SaslHandshake>(
-            &[SaslHandshakeRequest::default().with_mechanism(str_bytes("PLAIN"))],
-            &[SaslHandshakeResponse::default()
-                .with_error_code(unsupported)
-                .with_mechanisms(vec![str_bytes("PLAIN"), str_bytes("SCRAM-SHA-256")])],
-        );
-    }
+    gregor_sdk::served_versions_test!(
+        SaslHandshake,
+        [SaslHandshakeRequest::default().with_mechanism(str_bytes("PLAIN"))],
+        [SaslHandshakeResponse::default()
+            .with_error_code(ResponseError::UnsupportedSaslMechanism.code())
+            .with_mechanisms(vec![str_bytes("PLAIN"), str_bytes("SCRAM-SHA-256")])]
+    );
 }

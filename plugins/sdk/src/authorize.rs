@@ -2,6 +2,7 @@
 //! does, and ask the host's active authorizer once.
 
 use crate::authz::{self, Action, Operation, ResourceType};
+use crate::{Handler, Reply, RequestContext};
 
 /// The name of the one Cluster resource, as Kafka's `CLUSTER_NAME`.
 pub const CLUSTER_NAME: &str = "kafka-cluster";
@@ -82,6 +83,23 @@ pub fn transactional_id_allowed(operation: Operation, transactional_id: &str) ->
 /// Is a cluster-level operation allowed?
 pub fn cluster_allowed(operation: Operation) -> bool {
     is_allowed(operation, ResourceType::Cluster, CLUSTER_NAME)
+}
+
+/// Kafka's opening of a cluster-level admin API (the ACL APIs): without
+/// `operation` on the Cluster the request is answered with its error
+/// response carrying CLUSTER_AUTHORIZATION_FAILED ([`Handler::failed`]);
+/// otherwise `handle` answers it.
+pub fn on_cluster<H: Handler>(
+    ctx: &RequestContext,
+    request: &H::Request,
+    operation: Operation,
+    handle: impl FnOnce() -> H::Response,
+) -> Reply<H::Response> {
+    if !cluster_allowed(operation) {
+        let denied = crate::ResponseError::ClusterAuthorizationFailed.code();
+        return H::failed(ctx, request, denied).into();
+    }
+    handle().into()
 }
 
 /// Kafka's `AclOperation` code, the bit an operation sets in an

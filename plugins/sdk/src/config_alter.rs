@@ -29,7 +29,10 @@ use crate::{Handler, KafkaError, Reply, RequestContext, ResponseError};
 /// One API's side of the shared body.
 pub trait ConfigEdit {
     type Request: Request + Decodable + HeaderVersion + AlterRequest;
-    type Response: Encodable + KafkaResponse + AlterResponse<Answer = Answer<Self::Request>>;
+    type Response: Encodable
+        + KafkaResponse
+        + Default
+        + AlterResponse<Answer = Answer<Self::Request>>;
     const NAME: &'static str;
     const MIN_VERSION: i16;
     const MAX_VERSION: i16;

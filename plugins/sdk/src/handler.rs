@@ -3,8 +3,9 @@
 //!
 //! [`Handler`] is the typed layer every Kafka API is written against: a
 //! module names its request and response types, its versions, and writes
-//! `handle` (Kafka's `handleXxxRequest`) and `failed` (Kafka's
-//! `getErrorResponse`). Everything around them is done here, once:
+//! `handle` (Kafka's `handleXxxRequest`) and, where Kafka's
+//! `getErrorResponse` is more than the generic top-level error, `failed`.
+//! Everything around them is done here, once:
 //! decoding within the module's memory budget, counting the response's
 //! error codes, the request-quota throttle time, and encoding for the
 //! request's version. [`RawHandler`] is the escape hatch for a module that
@@ -67,7 +68,7 @@ pub trait Handler {
     /// The request message; its ApiKey is the one served.
     type Request: Request + Decodable + HeaderVersion;
     /// The response message.
-    type Response: Encodable + KafkaResponse;
+    type Response: Encodable + KafkaResponse + Default;
 
     /// The API's name, as Kafka's `ApiKeys` spells it.
     const NAME: &'static str;
@@ -81,9 +82,14 @@ pub trait Handler {
 
     /// Kafka's `getErrorResponse`: the request answered with `error_code`
     /// everywhere it can carry one. Sent when `handle` failed (it trapped
-    /// or ran out of time). Some APIs answer differently per version,
-    /// hence the context.
-    fn failed(ctx: &RequestContext, request: &Self::Request, error_code: i16) -> Self::Response;
+    /// or ran out of time). By default the generic one,
+    /// [`KafkaResponse::error_response`]; a handler whose message answers
+    /// per element of the request (per partition, per resource, ...) or
+    /// sets more than the code writes its own. Some APIs answer
+    /// differently per version, hence the context.
+    fn failed(_ctx: &RequestContext, _request: &Self::Request, error_code: i16) -> Self::Response {
+        Self::Response::error_response(error_code).unwrap_or_default()
+    }
 
     /// Whether a failed request is answered with [`Handler::failed`] at all;
     /// when not, the host closes the connection (acks=0 Produce).
@@ -113,6 +119,67 @@ pub trait Handler {
     fn before_decode(_ctx: &RequestContext) -> Option<Reply<Self::Response>> {
         None
     }
+}
+
+/// The declarations every handler makes, in one line inside its
+/// `impl Handler` block: `gregor_sdk::api!(HeartbeatRequest, 0..=4)` names
+/// the request, the response `kafka-protocol` pairs with it, the versions
+/// served, and the API's name as Kafka's `ApiKeys` spells it (the request
+/// message's name without `Request`). Also fits the SDK's per-concern
+/// traits that declare the same items
+/// ([`crate::token_lifetime::LifetimeChange`],
+/// [`crate::config_alter::ConfigEdit`]).
+#[macro_export]
+macro_rules! api {
+    ($request:ident, $min:tt..=$max:tt) => {
+        type Request = $request;
+        type Response = <$request as $crate::kafka_protocol::protocol::Request>::Response;
+        const NAME: &'static str = $crate::handler::api_name(stringify!($request));
+        const MIN_VERSION: i16 = $min;
+        const MAX_VERSION: i16 = $max;
+    };
+}
+
+/// Writes a handler crate's `encodes_for_every_served_version` test:
+/// `served_versions_test!(Handler, [requests...], [responses...])` is
+/// [`crate::testing::assert_encodes_for_served_versions`] for `Handler`
+/// with the requests (that name something, so `failed` must carry the
+/// error) and the responses (the shapes `handle` builds). Defined for every
+/// target (a crate calls it outside its test module); the test exists only
+/// in test builds.
+#[macro_export]
+macro_rules! served_versions_test {
+    ($handler:ty, [$($request:expr),* $(,)?], [$($response:expr),* $(,)?] $(,)?) => {
+        #[cfg(test)]
+        #[test]
+        fn encodes_for_every_served_version() {
+            $crate::testing::assert_encodes_for_served_versions::<$handler>(
+                &[$($request),*],
+                &[$($response),*],
+            );
+        }
+    };
+}
+
+/// Kafka's name of the API whose request message is `request`:
+/// `HeartbeatRequest` is `Heartbeat`.
+pub const fn api_name(request: &'static str) -> &'static str {
+    const SUFFIX: &[u8] = b"Request";
+    let name = request.as_bytes();
+    assert!(
+        name.len() > SUFFIX.len(),
+        "a request message's name ends in Request"
+    );
+    let len = name.len() - SUFFIX.len();
+    let mut i = 0;
+    while i < SUFFIX.len() {
+        assert!(
+            name[len + i] == SUFFIX[i],
+            "a request message's name ends in Request"
+        );
+        i += 1;
+    }
+    request.split_at(len).0
 }
 
 /// Describes the handler for ApiVersions: its key, name and versions, with

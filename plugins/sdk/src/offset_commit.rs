@@ -6,7 +6,8 @@
 //! holding them pending) and the group-level checks before differ, and
 //! those stay in the handlers. The two messages' shapes (topics of
 //! partitions with an offset, answered with a code each) are alike too:
-//! [`CommitRequest`] reads and answers both.
+//! [`CommitRequest`] reads and answers both, [`CommitResponse`] reads the
+//! answers back (for the handlers' tests).
 
 use kafka_protocol::messages::{offset_commit_response, txn_offset_commit_response};
 use kafka_protocol::messages::{
@@ -45,7 +46,14 @@ pub trait CommitRequest {
     }
 }
 
-/// Implements [`CommitRequest`] for a request and its response types.
+/// An OffsetCommit or TxnOffsetCommit response, read back.
+pub trait CommitResponse {
+    /// Per topic, its name and each partition's (index, error code).
+    fn codes_by_topic(&self) -> Vec<(String, Vec<(i32, i16)>)>;
+}
+
+/// Implements [`CommitRequest`] for a request and its response types, and
+/// [`CommitResponse`] for the response.
 macro_rules! commit_request {
     ($request:ty => $response:ty, $topic:ty, $partition:ty) => {
         impl CommitRequest for $request {
@@ -81,6 +89,19 @@ macro_rules! commit_request {
                         .with_partitions(partitions.collect())
                 });
                 <$response>::default().with_topics(topics.collect())
+            }
+        }
+
+        impl CommitResponse for $response {
+            fn codes_by_topic(&self) -> Vec<(String, Vec<(i32, i16)>)> {
+                let partitions = |t: &$topic| {
+                    let codes = t
+                        .partitions
+                        .iter()
+                        .map(|p| (p.partition_index, p.error_code));
+                    (t.name.to_string(), codes.collect())
+                };
+                self.topics.iter().map(partitions).collect()
             }
         }
     };

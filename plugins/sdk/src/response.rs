@@ -1,6 +1,7 @@
 //! What the SDK needs to know of every response message: where its error
-//! codes are (for the broker's `gregor_response_errors_total`) and whether
-//! it carries a throttle time. Protocol knowledge, kept here once so that a
+//! codes are (for the broker's `gregor_response_errors_total`), whether
+//! it carries a throttle time, and, for a message whose error is one
+//! top-level code, Kafka's generic error response. Protocol knowledge, kept here once so that a
 //! handler (or a replacement handler someone writes for the same ApiKey)
 //! holds nothing but its logic.
 
@@ -18,12 +19,25 @@ pub trait KafkaResponse {
 
     /// Sets the throttle time; a message without the field ignores it.
     fn set_throttle_time_ms(&mut self, ms: i32);
+
+    /// Kafka's generic `getErrorResponse`, for a message whose error is its
+    /// top-level code: the empty message carrying `error_code`. None for a
+    /// message that answers an error per element of the request (its
+    /// handler writes `Handler::failed`).
+    fn error_response(error_code: i16) -> Option<Self>
+    where
+        Self: Sized,
+    {
+        let _ = error_code;
+        None
+    }
 }
 
 /// Implements [`KafkaResponse`] for messages with a `throttle_time_ms`
-/// field, given how to list each one's error codes.
+/// field, given how to list each one's error codes; `, top_level_error`
+/// after them gives the message Kafka's generic error response.
 macro_rules! throttled {
-    ($($ty:ty => |$r:ident| $codes:expr;)*) => {$(
+    ($($ty:ty => |$r:ident| $codes:expr $(, $generic:ident)?;)*) => {$(
         impl KafkaResponse for $ty {
             fn error_codes(&self) -> Vec<i16> {
                 let $r = self;
@@ -35,13 +49,14 @@ macro_rules! throttled {
             fn set_throttle_time_ms(&mut self, ms: i32) {
                 self.throttle_time_ms = ms;
             }
+            $(generic_error_response!($generic);)?
         }
     )*};
 }
 
 /// Implements [`KafkaResponse`] for messages without a throttle time.
 macro_rules! unthrottled {
-    ($($ty:ty => |$r:ident| $codes:expr;)*) => {$(
+    ($($ty:ty => |$r:ident| $codes:expr $(, $generic:ident)?;)*) => {$(
         impl KafkaResponse for $ty {
             fn error_codes(&self) -> Vec<i16> {
                 let $r = self;
@@ -51,8 +66,19 @@ macro_rules! unthrottled {
                 None
             }
             fn set_throttle_time_ms(&mut self, _ms: i32) {}
+            $(generic_error_response!($generic);)?
         }
     )*};
+}
+
+/// [`KafkaResponse::error_response`] for a message whose error response is
+/// its top-level `error_code` alone.
+macro_rules! generic_error_response {
+    (top_level_error) => {
+        fn error_response(error_code: i16) -> Option<Self> {
+            Some(Self::default().with_error_code(error_code))
+        }
+    };
 }
 
 /// The top-level code followed by `rest`.
@@ -61,29 +87,29 @@ fn top_then(code: i16, rest: impl IntoIterator<Item = i16>) -> Vec<i16> {
 }
 
 throttled! {
-    // The top-level error alone.
-    AddOffsetsToTxnResponse => |r| [r.error_code];
-    ApiVersionsResponse => |r| [r.error_code];
-    ConsumerGroupHeartbeatResponse => |r| [r.error_code];
-    CreateDelegationTokenResponse => |r| [r.error_code];
-    DescribeAclsResponse => |r| [r.error_code];
-    DescribeClientQuotasResponse => |r| [r.error_code];
-    DescribeClusterResponse => |r| [r.error_code];
-    DescribeDelegationTokenResponse => |r| [r.error_code];
-    EndTxnResponse => |r| [r.error_code];
-    ExpireDelegationTokenResponse => |r| [r.error_code];
-    GetTelemetrySubscriptionsResponse => |r| [r.error_code];
-    HeartbeatResponse => |r| [r.error_code];
-    InitProducerIdResponse => |r| [r.error_code];
-    JoinGroupResponse => |r| [r.error_code];
-    ListConfigResourcesResponse => |r| [r.error_code];
-    ListGroupsResponse => |r| [r.error_code];
-    ListPartitionReassignmentsResponse => |r| [r.error_code];
-    ListTransactionsResponse => |r| [r.error_code];
-    PushTelemetryResponse => |r| [r.error_code];
-    RenewDelegationTokenResponse => |r| [r.error_code];
-    SyncGroupResponse => |r| [r.error_code];
-    UpdateFeaturesResponse => |r| [r.error_code];
+    // The top-level error alone, also what Kafka's generic error response sets.
+    AddOffsetsToTxnResponse => |r| [r.error_code], top_level_error;
+    ApiVersionsResponse => |r| [r.error_code], top_level_error;
+    ConsumerGroupHeartbeatResponse => |r| [r.error_code], top_level_error;
+    CreateDelegationTokenResponse => |r| [r.error_code], top_level_error;
+    DescribeAclsResponse => |r| [r.error_code], top_level_error;
+    DescribeClientQuotasResponse => |r| [r.error_code], top_level_error;
+    DescribeClusterResponse => |r| [r.error_code], top_level_error;
+    DescribeDelegationTokenResponse => |r| [r.error_code], top_level_error;
+    EndTxnResponse => |r| [r.error_code], top_level_error;
+    ExpireDelegationTokenResponse => |r| [r.error_code], top_level_error;
+    GetTelemetrySubscriptionsResponse => |r| [r.error_code], top_level_error;
+    HeartbeatResponse => |r| [r.error_code], top_level_error;
+    InitProducerIdResponse => |r| [r.error_code], top_level_error;
+    JoinGroupResponse => |r| [r.error_code], top_level_error;
+    ListConfigResourcesResponse => |r| [r.error_code], top_level_error;
+    ListGroupsResponse => |r| [r.error_code], top_level_error;
+    ListPartitionReassignmentsResponse => |r| [r.error_code], top_level_error;
+    ListTransactionsResponse => |r| [r.error_code], top_level_error;
+    PushTelemetryResponse => |r| [r.error_code], top_level_error;
+    RenewDelegationTokenResponse => |r| [r.error_code], top_level_error;
+    SyncGroupResponse => |r| [r.error_code], top_level_error;
+    UpdateFeaturesResponse => |r| [r.error_code], top_level_error;
 
     // One code per element.
     AlterClientQuotasResponse => |r| r.entries.iter().map(|e| e.error_code);
@@ -106,7 +132,9 @@ throttled! {
         |r| top_then(r.error_code, r.results.iter().map(|e| e.error_code));
     FindCoordinatorResponse =>
         |r| top_then(r.error_code, r.coordinators.iter().map(|e| e.error_code));
-    LeaveGroupResponse => |r| top_then(r.error_code, r.members.iter().map(|e| e.error_code));
+    // Kafka's error response sets the top-level code only.
+    LeaveGroupResponse =>
+        |r| top_then(r.error_code, r.members.iter().map(|e| e.error_code)), top_level_error;
 
     // Per partition.
     AlterReplicaLogDirsResponse =>
@@ -133,10 +161,11 @@ throttled! {
         r.error_code,
         r.replica_election_results.iter().flat_map(|t| &t.partition_result).map(|p| p.error_code),
     );
+    // Kafka's error response sets the top-level code only.
     OffsetDeleteResponse => |r| top_then(
         r.error_code,
         r.topics.iter().flat_map(|t| &t.partitions).map(|p| p.error_code),
-    );
+    ), top_level_error;
 
     // Nested further.
     AddPartitionsToTxnResponse => |r| {
@@ -172,8 +201,8 @@ throttled! {
 }
 
 unthrottled! {
-    SaslAuthenticateResponse => |r| [r.error_code];
-    SaslHandshakeResponse => |r| [r.error_code];
+    SaslAuthenticateResponse => |r| [r.error_code], top_level_error;
+    SaslHandshakeResponse => |r| [r.error_code], top_level_error;
     WriteTxnMarkersResponse => |r| r
         .markers
         .iter()

@@ -1,5 +1,6 @@
 //! Checks every handler's tests share: its responses, and the error
-//! response `failed` builds, encode for every version it serves.
+//! response `failed` builds, encode for every version it serves
+//! ([`crate::served_versions_test!`] writes that test for a crate).
 
 use kafka_protocol::protocol::Encodable;
 

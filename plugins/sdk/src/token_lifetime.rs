@@ -17,7 +17,7 @@ use crate::{Handler, KafkaError, Reply, RequestContext};
 /// One API's side: its messages, versions and the host's change.
 pub trait LifetimeChange {
     type Request: Request + Decodable + HeaderVersion;
-    type Response: Encodable + KafkaResponse + ExpiryResponse;
+    type Response: Encodable + KafkaResponse + ExpiryResponse + Default;
     const NAME: &'static str;
     const MIN_VERSION: i16;
     const MAX_VERSION: i16;

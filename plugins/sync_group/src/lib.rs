@@ -19,11 +19,7 @@ use gregor_sdk::{Handler, Reply, RequestContext, ResponseError};
 struct SyncGroup;
 
 impl Handler for SyncGroup {
-    type Request = SyncGroupRequest;
-    type Response = SyncGroupResponse;
-    const NAME: &'static str = "SyncGroup";
-    const MIN_VERSION: i16 = 0;
-    const MAX_VERSION: i16 = 5;
+    gregor_sdk::api!(SyncGroupRequest, 0..=5);
 
     fn handle(ctx: &RequestContext, request: &SyncGroupRequest) -> Reply<SyncGroupResponse> {
         let version = ctx.api_version;

@@ -32,11 +32,7 @@ use gregor_sdk::{Handler, Reply, RequestContext, ResponseError};
 struct TxnOffsetCommit;
 
 impl Handler for TxnOffsetCommit {
-    type Request = TxnOffsetCommitRequest;
-    type Response = TxnOffsetCommitResponse;
-    const NAME: &'static str = "TxnOffsetCommit";
-    const MIN_VERSION: i16 = 0;
-    const MAX_VERSION: i16 = 4;
+    gregor_sdk::api!(TxnOffsetCommitRequest, 0..=4);
 
     fn handle(
         ctx: &RequestContext,
@@ -124,9 +120,9 @@ mod tests {
     use gregor_sdk::kafka_protocol::messages::txn_offset_commit_request::{
         TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic,
     };
-    use gregor_sdk::kafka_protocol::messages::txn_offset_commit_response::TxnOffsetCommitResponseTopic;
     use gregor_sdk::kafka_protocol::messages::{GroupId, TopicName, TransactionalId};
     use gregor_sdk::metadata::TopicInfo;
+    use gregor_sdk::offset_commit::CommitResponse;
     use gregor_sdk::testing::assert_encodes_for_served_versions;
     use gregor_sdk::txn::TxnPartitionResult;
 
@@ -149,24 +145,12 @@ mod tests {
             .with_topics(vec![topic("a", &[0, 1]), topic("b", &[0])])
     }
 
-    /// Per topic, (partition, error code).
-    fn shape(response: &TxnOffsetCommitResponse) -> Vec<(String, Vec<(i32, i16)>)> {
-        let partitions = |t: &TxnOffsetCommitResponseTopic| {
-            let codes = t
-                .partitions
-                .iter()
-                .map(|p| (p.partition_index, p.error_code));
-            (t.name.to_string(), codes.collect())
-        };
-        response.topics.iter().map(partitions).collect()
-    }
-
     #[test]
     fn encodes_for_every_served_version() {
         let ctx = fake::context::<TxnOffsetCommit>(0);
         let failed = TxnOffsetCommit::failed(&ctx, &request(), 53);
         assert_eq!(
-            shape(&failed),
+            failed.codes_by_topic(),
             vec![
                 ("a".to_string(), vec![(0, 53), (1, 53)]),
                 ("b".to_string(), vec![(0, 53)])
@@ -224,7 +208,7 @@ mod tests {
         let (loading, unavailable, unknown) = (14, 15, 3);
         let handled = fake::handle::<TxnOffsetCommit>(host(), 4, &request());
         assert_eq!(
-            handled.response.map(|r| shape(&r)),
+            handled.response.map(|r| r.codes_by_topic()),
             Some(vec![
                 ("a".to_string(), vec![(0, loading), (1, unknown)]),
                 ("b".to_string(), vec![(0, unknown)])

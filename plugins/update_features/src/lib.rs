@@ -68,11 +68,7 @@ struct Update {
 struct UpdateFeatures;
 
 impl Handler for UpdateFeatures {
-    type Request = UpdateFeaturesRequest;
-    type Response = UpdateFeaturesResponse;
-    const NAME: &'static str = "UpdateFeatures";
-    const MIN_VERSION: i16 = 0;
-    const MAX_VERSION: i16 = MAX_VERSION;
+    gregor_sdk::api!(UpdateFeaturesRequest, 0..=MAX_VERSION);
 
     fn handle(
         ctx: &RequestContext,

@@ -39,11 +39,7 @@ use gregor_sdk::{quotas, Handler, Reply, RequestContext, ResponseError};
 struct WriteTxnMarkers;
 
 impl Handler for WriteTxnMarkers {
-    type Request = WriteTxnMarkersRequest;
-    type Response = WriteTxnMarkersResponse;
-    const NAME: &'static str = "WriteTxnMarkers";
-    const MIN_VERSION: i16 = 1;
-    const MAX_VERSION: i16 = 1;
+    gregor_sdk::api!(WriteTxnMarkersRequest, 1..=1);
 
     fn handle(
         _ctx: &RequestContext,
