@@ -9,10 +9,10 @@ use crate::plugins::bindings::handler::gregor::broker::log::{
     self, AbortedTransaction, AppendResult, DeleteRecordsResult, FetchOptions, FetchPartition,
     FetchedPartition, LogDir, LogDirPartition, OffsetAnswer,
 };
+use crate::plugins::bindings::handler::gregor::broker::types::KafkaError;
 use crate::plugins::deferred::Memo;
 use crate::plugins::imports::{error_field, error_of, result_of};
 use crate::plugins::state::HandlerState;
-use crate::plugins::bindings::handler::gregor::broker::types::KafkaError;
 use crate::replica;
 
 /// Kafka's isolation level 1.
