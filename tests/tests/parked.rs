@@ -146,11 +146,11 @@ async fn a_parked_fetch_answers_empty_when_its_wait_is_over() {
     conn.api_versions(8);
 }
 
-/// The chaos example (ApiKey 1099) long-polls with the older waiting
-/// `log.fetch`: the host parks it by trapping the guest out of the call,
-/// which is not counted as a trap, and answers once a record arrives.
+/// The chaos example (ApiKey 1099), a raw handler, long-polls with
+/// `log.fetch-or-park` itself: the host parks it, which is not a trap,
+/// and answers once a record arrives.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_older_waiting_import_is_parked_too() {
+async fn a_raw_handler_long_poll_is_parked_too() {
     let plugins = plugin_dir_with_examples(&["chaos"]);
     let plugin_path = plugins.path().display().to_string();
     let (broker, admin) = start(&[("plugin.dir", plugin_path.as_str())]);

@@ -291,7 +291,38 @@ async fn refused_modules_leave_the_previous_version_serving() {
     );
     assert!(!ok, "a wrong-world module was accepted: {text}");
     assert!(
-        text.contains("must target world gregor:broker/kafka-handler@0.1.0"),
+        text.contains("must target world gregor:broker/kafka-handler@0.2.0"),
+        "{text}"
+    );
+
+    // A module built for the older contract is refused by version: a
+    // component exporting `gregor:broker/handler@0.1.0` (an empty instance).
+    let old_name = b"gregor:broker/handler@0.1.0";
+    let mut old = b"\0asm\x0d\x00\x01\x00\x05\x03\x01\x01\x00".to_vec();
+    old.extend([
+        0x0b,
+        old_name.len() as u8 + 6,
+        0x01,
+        0x00,
+        old_name.len() as u8,
+    ]);
+    old.extend(old_name);
+    old.extend([0x05, 0x00, 0x00]);
+    let old_component = plugins.path().join("old.bin");
+    std::fs::write(&old_component, &old).expect("write component");
+    let (ok, text) = cli(
+        &admin,
+        &[
+            "load",
+            &old_component.display().to_string(),
+            "--name",
+            "fetch",
+        ],
+    );
+    assert!(!ok, "a 0.1.0 module was accepted: {text}");
+    assert!(
+        text.contains("built for gregor:broker@0.1.0")
+            && text.contains("serves gregor:broker@0.2.0"),
         "{text}"
     );
 

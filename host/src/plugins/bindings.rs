@@ -1,10 +1,9 @@
 //! Host bindings generated from `wit/`. Only the imports that can wait
 //! (appends, long-poll fetches, JoinGroup and SyncGroup waiting for a
 //! rebalance, and authorization, which calls the authorizer module) are
-//! async; every export is called with `call_async`
-//! because the engine runs guests on fibers. The older waiting imports
-//! are trappable: they park their request by trapping the guest out of
-//! the call (`plugins::deferred`).
+//! async; every export is called with `call_async` because the engine runs
+//! guests on fibers. None traps: a long wait parks its request and answers
+//! none (`plugins::deferred`).
 
 pub mod handler {
     wasmtime::component::bindgen!({
@@ -12,12 +11,9 @@ pub mod handler {
         world: "kafka-handler",
         imports: {
             "gregor:broker/log.append": async,
-            "gregor:broker/log.fetch": async | trappable,
             "gregor:broker/log.fetch-or-park": async,
             "gregor:broker/authz.authorize": async,
-            "gregor:broker/groups.join": async | trappable,
             "gregor:broker/groups.join-or-park": async,
-            "gregor:broker/groups.sync": async | trappable,
             "gregor:broker/groups.sync-or-park": async,
         },
         exports: { default: async },

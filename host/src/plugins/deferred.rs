@@ -7,9 +7,8 @@
 //! consumer). So a waiting host call *parks* its request instead of
 //! suspending the guest: it leaves behind a future that holds nothing of
 //! the guest's (the wait, then the host's answer), the guest returns at
-//! once (`fetch-or-park` answers none) or is trapped out of the call (the
-//! older waiting imports), and its instance goes back to the pool (or,
-//! after a trap, away). When the wait completes, its answer is a [`Memo`]
+//! once (`fetch-or-park`, `join-or-park` and `sync-or-park` answer none),
+//! and its instance goes back to the pool. When the wait completes, its answer is a [`Memo`]
 //! and the request goes back into the request channel to be handled again
 //! from the start; the same call then returns the memo at once.
 //!
@@ -137,20 +136,6 @@ impl Deferral {
         self.memos.remove(index)
     }
 }
-
-/// The error an older waiting import (`log.fetch`, `groups.join`,
-/// `groups.sync`) returns once it parked its request: it traps the guest
-/// out of the call, which the runtime then treats as parked, not failed.
-#[derive(Debug)]
-pub struct ParkUnwind;
-
-impl fmt::Display for ParkUnwind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "request parked until its wait completes")
-    }
-}
-
-impl std::error::Error for ParkUnwind {}
 
 #[cfg(test)]
 mod tests {

@@ -221,8 +221,8 @@ impl LoadedHandler {
         report.peak_memory = instance.store.data().limits.peak_memory();
         let parked = instance.store.data_mut().deferral.take_parked();
         let outcome = match (result, parked) {
-            // Parked: the guest's outcome (or the trap that unwound it
-            // from an older waiting import) stands for nothing.
+            // Parked: the guest's outcome (or a trap after it parked)
+            // stands for nothing.
             (Ok(_), Some(wait)) => {
                 instance.calls += 1;
                 self.recycle(instance);

@@ -2,10 +2,13 @@
 //! cache) off the async runtime, check which world it targets, and build a
 //! handler (asking `describe()`) or an authorizer.
 //!
-//! A module must export `gregor:broker/handler@0.1.0` or
-//! `gregor:broker/authorizer@0.1.0` and import nothing but this package's
+//! A module must export `gregor:broker/handler@0.2.0` or
+//! `gregor:broker/authorizer@0.2.0` and import nothing but this package's
 //! interfaces at this version and WASI; anything else is refused with a
-//! message that says what it targets and what the broker provides.
+//! message that says what it targets and what the broker provides. A module
+//! built for another version of the contract is refused by name: the
+//! version it was built for and the one this broker serves (PLUGINS.md,
+//! "Evolving the contract": a breaking change bumps the version).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -26,9 +29,9 @@ use crate::plugins::{PluginHost, WasmContext};
 
 /// The contract package and version this broker provides.
 pub const PACKAGE: &str = "gregor:broker";
-pub const PACKAGE_VERSION: &str = "0.1.0";
-const HANDLER_EXPORT: &str = "gregor:broker/handler@0.1.0";
-const AUTHORIZER_EXPORT: &str = "gregor:broker/authorizer@0.1.0";
+pub const PACKAGE_VERSION: &str = "0.2.0";
+const HANDLER_EXPORT: &str = "gregor:broker/handler@0.2.0";
+const AUTHORIZER_EXPORT: &str = "gregor:broker/authorizer@0.2.0";
 
 /// A successfully loaded module.
 pub enum Loaded {
@@ -186,6 +189,12 @@ pub fn classify(engine: &Engine, component: &Component) -> Result<ModuleKind> {
         .imports(engine)
         .map(|(name, _)| name.to_string())
         .collect();
+    if let Some(version) = other_version(exports.iter().chain(&imports)) {
+        bail!(
+            "the module was built for {PACKAGE}@{version}, this broker serves \
+             {PACKAGE}@{PACKAGE_VERSION}: rebuild it against this broker's wit/"
+        );
+    }
     let kind = if exports.iter().any(|name| name == HANDLER_EXPORT) {
         ModuleKind::Handler
     } else if exports.iter().any(|name| name == AUTHORIZER_EXPORT) {
@@ -213,4 +222,63 @@ pub fn classify(engine: &Engine, component: &Component) -> Result<ModuleKind> {
         }
     }
     Ok(kind)
+}
+
+/// The version of this package a module names, when it is not the one
+/// this broker serves.
+fn other_version<'a>(names: impl IntoIterator<Item = &'a String>) -> Option<&'a str> {
+    names
+        .into_iter()
+        .filter_map(|name| name.strip_prefix(PACKAGE)?.strip_prefix('/'))
+        .filter_map(|rest| rest.split_once('@').map(|(_, version)| version))
+        .find(|version| *version != PACKAGE_VERSION)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A component exporting an empty instance named `name` (at most 127
+    /// bytes): enough for `classify`, which reads names only.
+    fn exporting(name: &str) -> Vec<u8> {
+        let len = u8::try_from(name.len()).expect("a short name");
+        let mut bytes = b"\0asm\x0d\x00\x01\x00".to_vec();
+        // Instance section: one instance of no inline exports.
+        bytes.extend([0x05, 0x03, 0x01, 0x01, 0x00]);
+        // Export section: that instance under `name`.
+        bytes.extend([0x0b, len + 6, 0x01, 0x00, len]);
+        bytes.extend(name.as_bytes());
+        bytes.extend([0x05, 0x00, 0x00]);
+        bytes
+    }
+
+    fn classified(name: &str) -> Result<ModuleKind> {
+        let mut config = wasmtime::Config::new();
+        config.wasm_component_model(true);
+        let engine = Engine::new(&config).expect("engine");
+        let component = Component::new(&engine, exporting(name)).expect("a component");
+        classify(&engine, &component)
+    }
+
+    #[test]
+    fn exports_name_this_version() {
+        assert!(HANDLER_EXPORT.ends_with(&format!("@{PACKAGE_VERSION}")));
+        assert!(AUTHORIZER_EXPORT.ends_with(&format!("@{PACKAGE_VERSION}")));
+        assert_eq!(
+            classified(HANDLER_EXPORT).expect("a handler"),
+            ModuleKind::Handler
+        );
+    }
+
+    #[test]
+    fn a_module_for_an_older_contract_is_refused_by_version() {
+        let refusal = classified("gregor:broker/handler@0.1.0")
+            .expect_err("a 0.1.0 handler is refused")
+            .to_string();
+        assert!(
+            refusal.contains("built for gregor:broker@0.1.0")
+                && refusal.contains("serves gregor:broker@0.2.0"),
+            "{refusal}"
+        );
+    }
 }

@@ -19,6 +19,7 @@ use gregor_sdk::authz::Operation;
 use gregor_sdk::groups::group_allowed;
 use gregor_sdk::kafka_protocol::messages::{AddOffsetsToTxnRequest, AddOffsetsToTxnResponse};
 use gregor_sdk::txn::{self, fenced_for_version};
+use gregor_sdk::AnswerError;
 use gregor_sdk::{Handler, Reply, RequestContext, ResponseError};
 
 /// The first version that may carry PRODUCER_FENCED (KIP-588).
@@ -44,7 +45,8 @@ impl Handler for AddOffsetsToTxn {
                 request.producer_id.0,
                 request.producer_epoch,
                 &request.group_id,
-            );
+            )
+            .error_code();
             fenced_for_version(code, ctx.api_version, FENCED_VERSION)
         };
         AddOffsetsToTxnResponse::default()

@@ -37,7 +37,7 @@ use gregor_sdk::kafka_protocol::messages::add_partitions_to_txn_response::{
 use gregor_sdk::kafka_protocol::messages::{
     AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, TopicName,
 };
-use gregor_sdk::txn::{self, by_topic, fenced_for_version, PartitionCodes, TxnPartition};
+use gregor_sdk::txn::{self, by_topic, fenced_for_version, PartitionCodes, TopicPartition};
 use gregor_sdk::{Handler, Reply, RequestContext, ResponseError};
 
 /// The first version that may carry PRODUCER_FENCED (KIP-588).
@@ -138,9 +138,9 @@ fn add(transaction: &Transaction, version: i16) -> Vec<AddPartitionsToTxnTopicRe
         Some(codes) => codes,
         None if partitions.is_empty() => Vec::new(),
         None => {
-            let asked: Vec<TxnPartition> = partitions
+            let asked: Vec<TopicPartition> = partitions
                 .iter()
-                .map(|(topic, partition)| TxnPartition {
+                .map(|(topic, partition)| TopicPartition {
                     topic: topic.clone(),
                     partition: *partition,
                 })

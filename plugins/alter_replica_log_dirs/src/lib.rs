@@ -18,6 +18,7 @@
 //!   directory with the error, as Kafka's
 //!   `AlterReplicaLogDirsRequest.getErrorResponse`.
 
+use gregor_sdk::AnswerError;
 use std::collections::BTreeMap;
 
 use gregor_sdk::authorize::cluster_allowed;
@@ -47,7 +48,7 @@ impl Handler for AlterReplicaLogDirs {
             BTreeMap::new();
         for ((topic, partition), dir) in moves {
             let error_code = if allowed {
-                log::alter_log_dir(&topic, partition, &dir)
+                log::alter_log_dir(&topic, partition, &dir).error_code()
             } else {
                 ResponseError::ClusterAuthorizationFailed.code()
             };

@@ -16,6 +16,7 @@
 //!   sorted, with the error, as Kafka's
 //!   `AlterUserScramCredentialsRequest.getErrorResponse`.
 
+use gregor_sdk::AnswerError;
 use std::collections::{BTreeSet, HashMap};
 
 use gregor_sdk::authorize::cluster_allowed;
@@ -188,7 +189,7 @@ fn alter(request: &AlterUserScramCredentialsRequest) -> AlterUserScramCredential
             .collect();
         let results = scram_credentials::alter(&deletions, &upsertions);
         for (user, result) in users.into_iter().zip(results) {
-            errors.insert(user, (result.code, result.message));
+            errors.insert(user, (result.error_code(), result.error_message()));
         }
     }
     let mut response = AlterUserScramCredentialsResponse::default();
@@ -290,16 +291,13 @@ mod tests {
             &self,
             deletions: &[Deletion],
             upsertions: &[Upsertion],
-        ) -> Vec<KafkaError> {
+        ) -> Vec<Option<KafkaError>> {
             assert!(self.allowed, "an unauthorized change reached the store");
-            let missing = KafkaError {
+            let missing = Some(KafkaError {
                 code: ResponseError::ResourceNotFound.code(),
                 message: Some("no such credential".to_string()),
-            };
-            let stored = KafkaError {
-                code: 0,
-                message: None,
-            };
+            });
+            let stored = None;
             let deleted = deletions.iter().map(|_| missing.clone());
             deleted
                 .chain(upsertions.iter().map(|_| stored.clone()))

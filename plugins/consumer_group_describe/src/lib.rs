@@ -23,6 +23,7 @@ use gregor_sdk::kafka_protocol::messages::{
     ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse, GroupId, TopicName,
 };
 use gregor_sdk::kafka_protocol::protocol::StrBytes;
+use gregor_sdk::AnswerError;
 use gregor_sdk::{metadata, Handler, Reply, RequestContext, ResponseError};
 
 struct ConsumerGroupDescribe;
@@ -54,7 +55,7 @@ impl Handler for ConsumerGroupDescribe {
         let described = groups::consumer_group_describe(&authorized);
         let found: Vec<&str> = described
             .iter()
-            .filter(|g| g.error_code == 0)
+            .filter(|g| g.error.error_code() == 0)
             .map(|g| g.group_id.as_str())
             .collect();
         let mut operations = if request.include_authorized_operations {
@@ -64,7 +65,7 @@ impl Handler for ConsumerGroupDescribe {
         }
         .into_iter();
         for group in described {
-            let ops = (request.include_authorized_operations && group.error_code == 0)
+            let ops = (request.include_authorized_operations && group.error.error_code() == 0)
                 .then(|| operations.next())
                 .flatten();
             let described = described_group(group, ctx.api_version, ops);
@@ -111,8 +112,8 @@ fn assignment(topics: Vec<TopicIdPartitions>) -> Assignment {
 
 fn described_group(group: ConsumerGroup, version: i16, operations: Option<i32>) -> DescribedGroup {
     let mut described = DescribedGroup::default()
-        .with_error_code(group.error_code)
-        .with_error_message(opt_str_bytes(group.error_message))
+        .with_error_code(group.error.error_code())
+        .with_error_message(opt_str_bytes(group.error.error_message()))
         .with_group_id(GroupId(StrBytes::from_string(group.group_id)))
         .with_group_state(StrBytes::from_string(group.state))
         .with_group_epoch(group.group_epoch)
@@ -172,8 +173,7 @@ mod tests {
             .collect();
         assert_eq!(answered, vec![("a", code), ("b", code)]);
         let group = ConsumerGroup {
-            error_code: 0,
-            error_message: None,
+            error: None,
             group_id: "g".into(),
             state: "Stable".into(),
             group_epoch: 3,

@@ -30,6 +30,8 @@ use gregor_sdk::kafka_protocol::messages::{
     ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse,
 };
 use gregor_sdk::kafka_protocol::protocol::StrBytes;
+use gregor_sdk::AnswerError;
+use gregor_sdk::KafkaError;
 use gregor_sdk::{metadata, Handler, Reply, RequestContext, ResponseError};
 
 struct ConsumerGroupHeartbeat;
@@ -121,8 +123,10 @@ fn invalid(request: &ConsumerGroupHeartbeatRequest, version: i16) -> Option<Stri
 
 fn error(error_code: i16, message: Option<String>) -> ConsumerHeartbeatResult {
     ConsumerHeartbeatResult {
-        error_code,
-        error_message: message,
+        error: Some(KafkaError {
+            code: error_code,
+            message,
+        }),
         member_id: None,
         member_epoch: -1,
         heartbeat_interval_ms: 0,
@@ -132,8 +136,8 @@ fn error(error_code: i16, message: Option<String>) -> ConsumerHeartbeatResult {
 
 fn response(result: ConsumerHeartbeatResult) -> ConsumerGroupHeartbeatResponse {
     ConsumerGroupHeartbeatResponse::default()
-        .with_error_code(result.error_code)
-        .with_error_message(opt_str_bytes(result.error_message))
+        .with_error_code(result.error.error_code())
+        .with_error_message(opt_str_bytes(result.error.error_message()))
         .with_member_id(result.member_id.map(StrBytes::from_string))
         .with_member_epoch(result.member_epoch)
         .with_heartbeat_interval_ms(result.heartbeat_interval_ms)
@@ -187,8 +191,7 @@ mod tests {
     #[test]
     fn encodes_for_every_served_version() {
         let result = ConsumerHeartbeatResult {
-            error_code: 0,
-            error_message: None,
+            error: None,
             member_id: Some("m".into()),
             member_epoch: 3,
             heartbeat_interval_ms: 5000,

@@ -29,6 +29,7 @@ use gregor_sdk::kafka_protocol::messages::create_acls_request::AclCreation;
 use gregor_sdk::kafka_protocol::messages::create_acls_response::AclCreationResult;
 use gregor_sdk::kafka_protocol::messages::{CreateAclsRequest, CreateAclsResponse};
 use gregor_sdk::request_caps;
+use gregor_sdk::AnswerError;
 use gregor_sdk::{Handler, Reply, RequestContext, ResponseError};
 
 struct CreateAcls;
@@ -101,12 +102,12 @@ fn create(request: &CreateAclsRequest) -> CreateAclsResponse {
     // not, gets the host's POLICY_VIOLATION.
     if let Some(refused) = stored
         .iter()
-        .find(|outcome| outcome.code == request_caps::POLICY_VIOLATION)
+        .find(|outcome| outcome.error_code() == request_caps::POLICY_VIOLATION)
     {
         let results = request
             .creations
             .iter()
-            .map(|_| result(refused.code, refused.message.as_deref()))
+            .map(|_| result(refused.error_code(), refused.error_message().as_deref()))
             .collect();
         return CreateAclsResponse::default().with_results(results);
     }
@@ -116,7 +117,7 @@ fn create(request: &CreateAclsRequest) -> CreateAclsResponse {
         .map(|checked| match checked {
             Err(message) => result(ResponseError::InvalidRequest.code(), Some(message)),
             Ok(_) => match stored.next() {
-                Some(outcome) => result(outcome.code, outcome.message.as_deref()),
+                Some(outcome) => result(outcome.error_code(), outcome.error_message().as_deref()),
                 None => result(ResponseError::UnknownServerError.code(), None),
             },
         })
@@ -206,13 +207,9 @@ mod tests {
         fn authorize(&self, _: &Action) -> bool {
             self.allowed
         }
-        fn create_acls(&self, bindings: &[AclBinding]) -> Vec<KafkaError> {
+        fn create_acls(&self, bindings: &[AclBinding]) -> Vec<Option<KafkaError>> {
             assert!(self.allowed, "an unauthorized creation reached the store");
-            let stored = KafkaError {
-                code: 0,
-                message: None,
-            };
-            vec![stored; bindings.len()]
+            vec![None; bindings.len()]
         }
     }
 

@@ -27,6 +27,7 @@
 //! - Error response (a trap or timeout): every topic with the error, as
 //!   Kafka's `CreatePartitionsRequest.getErrorResponse`.
 
+use gregor_sdk::AnswerError;
 use std::collections::HashMap;
 
 use gregor_sdk::authorize::allowed_names;
@@ -159,9 +160,9 @@ fn create(
     }
     let answer = quotas::record_mutations(u32::try_from(added).unwrap_or(u32::MAX), strict);
     *mutation_throttle = (*mutation_throttle).max(answer.throttle_time_ms);
-    if answer.error_code != 0 {
+    if answer.error.error_code() != 0 {
         return Err(KafkaError {
-            code: answer.error_code,
+            code: answer.error.error_code(),
             message: Some(THROTTLED_MESSAGE.into()),
         });
     }

@@ -34,6 +34,7 @@
 //! - Error response (a trap or timeout): every topic with the error, as
 //!   Kafka's `CreateTopicsRequest.getErrorResponse`.
 
+use gregor_sdk::AnswerError;
 use std::collections::{BTreeSet, HashMap};
 
 use gregor_sdk::authorize::{allowed_names, cluster_allowed};
@@ -235,9 +236,9 @@ fn create(
         let partitions = u32::try_from(checked.partitions.len()).unwrap_or(u32::MAX);
         let answer = quotas::record_mutations(partitions, version >= STRICT_SINCE_VERSION);
         *mutation_throttle = (*mutation_throttle).max(answer.throttle_time_ms);
-        if answer.error_code != 0 {
+        if answer.error.error_code() != 0 {
             Err(KafkaError {
-                code: answer.error_code,
+                code: answer.error.error_code(),
                 message: Some(THROTTLED_MESSAGE.into()),
             })
         } else {

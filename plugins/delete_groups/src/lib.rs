@@ -31,7 +31,7 @@ impl Handler for DeleteGroups {
         );
         let (authorized, denied): (Vec<String>, Vec<String>) =
             names.into_iter().partition(|name| allowed.contains(name));
-        let errors = groups::delete_groups(&authorized);
+        let errors = gregor_sdk::codes(groups::delete_groups(&authorized));
         let denied_code = ResponseError::GroupAuthorizationFailed.code();
         let denied = denied.into_iter().map(|name| (name, denied_code));
         response(authorized.into_iter().zip(errors).chain(denied)).into()
@@ -79,6 +79,7 @@ mod tests {
     use gregor_sdk::authz::Action;
     use gregor_sdk::fake::{self, FakeHost};
     use gregor_sdk::testing::assert_encodes_for_served_versions;
+    use gregor_sdk::{error_of, KafkaError};
 
     fn request(names: &[&'static str]) -> DeleteGroupsRequest {
         let names = names
@@ -115,13 +116,13 @@ mod tests {
         fn authorize(&self, action: &Action) -> bool {
             action.resource_name != "kept"
         }
-        fn delete_groups(&self, group_ids: &[String]) -> Vec<i16> {
+        fn delete_groups(&self, group_ids: &[String]) -> Vec<Option<KafkaError>> {
             let code = |id: &String| match id.as_str() {
                 "kept" => panic!("an unauthorized group reached the coordinator"),
                 "busy" => ResponseError::NonEmptyGroup.code(),
                 _ => 0,
             };
-            group_ids.iter().map(code).collect()
+            group_ids.iter().map(|id| error_of(code(id))).collect()
         }
     }
 

@@ -21,6 +21,7 @@ use gregor_sdk::authz::Operation;
 use gregor_sdk::kafka_protocol::messages::delete_records_response::DeleteRecordsTopicResult;
 use gregor_sdk::kafka_protocol::messages::{DeleteRecordsRequest, DeleteRecordsResponse};
 use gregor_sdk::partitions::{self, allowed_topics, TopicAnswer};
+use gregor_sdk::AnswerError;
 use gregor_sdk::{log, Handler, Reply, RequestContext, ResponseError, NONE};
 
 struct DeleteRecords;
@@ -42,8 +43,8 @@ impl Handler for DeleteRecords {
             |topic, partition| {
                 let index = partition.partition_index;
                 let outcome = log::delete_records(topic.name.as_str(), index, partition.offset);
-                let result = DeleteRecordsTopicResult::error(partition, outcome.error_code);
-                if outcome.error_code == NONE {
+                let result = DeleteRecordsTopicResult::error(partition, outcome.error.error_code());
+                if outcome.error.error_code() == NONE {
                     result.with_low_watermark(outcome.low_watermark)
                 } else {
                     result

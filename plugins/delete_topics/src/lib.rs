@@ -21,6 +21,7 @@
 //! - Error response (a trap or timeout): every topic named with the error,
 //!   as Kafka's `DeleteTopicsRequest.getErrorResponse`.
 
+use gregor_sdk::AnswerError;
 use std::collections::{HashMap, HashSet};
 
 use gregor_sdk::authorize::{allowed_names, cluster_allowed, Allowed};
@@ -248,11 +249,11 @@ fn delete(
     let partitions = metadata::topic_by_name(name).map_or(0, |topic| topic.partitions.len());
     let answer = quotas::record_mutations(u32::try_from(partitions).unwrap_or(u32::MAX), strict);
     *mutation_throttle = (*mutation_throttle).max(answer.throttle_time_ms);
-    if answer.error_code != gregor_sdk::NONE {
+    if answer.error.error_code() != gregor_sdk::NONE {
         return result(
             Some(name),
             requested_id,
-            answer.error_code,
+            answer.error.error_code(),
             Some(THROTTLED_MESSAGE),
         );
     }

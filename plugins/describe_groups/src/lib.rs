@@ -21,6 +21,7 @@ use gregor_sdk::kafka_protocol::messages::{
     DescribeGroupsRequest, DescribeGroupsResponse, GroupId,
 };
 use gregor_sdk::kafka_protocol::protocol::StrBytes;
+use gregor_sdk::AnswerError;
 use gregor_sdk::{Handler, Reply, RequestContext, ResponseError};
 
 struct DescribeGroups;
@@ -47,7 +48,7 @@ impl Handler for DescribeGroups {
         let with_operations = version >= 3 && request.include_authorized_operations;
         let found: Vec<&str> = described
             .iter()
-            .filter(|g| g.error_code == 0)
+            .filter(|g| g.error.error_code() == 0)
             .map(|g| g.group_id.as_str())
             .collect();
         let mut operations = if with_operations {
@@ -57,7 +58,7 @@ impl Handler for DescribeGroups {
         }
         .into_iter();
         for group in described {
-            let operations = if with_operations && group.error_code == 0 {
+            let operations = if with_operations && group.error.error_code() == 0 {
                 operations.next()
             } else {
                 None
@@ -93,20 +94,20 @@ fn described_group(
     version: i16,
     operations: Option<i32>,
 ) -> DescribedGroup {
-    let not_found = group.error_code == ResponseError::GroupIdNotFound.code();
+    let not_found = group.error.error_code() == ResponseError::GroupIdNotFound.code();
     let mut described = DescribedGroup::default()
         .with_group_id(GroupId(StrBytes::from_string(group.group_id.clone())))
         .with_group_state(StrBytes::from_string(group.state))
         .with_protocol_type(StrBytes::from_string(group.protocol_type))
         .with_protocol_data(StrBytes::from_string(group.protocol));
     if not_found && version >= 6 {
-        described.error_code = group.error_code;
+        described.error_code = group.error.error_code();
         described.error_message = Some(StrBytes::from_string(format!(
             "Group {} not found.",
             group.group_id
         )));
     } else if !not_found {
-        described.error_code = group.error_code;
+        described.error_code = group.error.error_code();
     }
     if let Some(operations) = operations {
         described.authorized_operations = operations;
@@ -142,7 +143,7 @@ mod tests {
 
     fn stable() -> GroupDescription {
         GroupDescription {
-            error_code: 0,
+            error: None,
             group_id: "g".into(),
             state: "Stable".into(),
             protocol_type: "consumer".into(),
@@ -161,7 +162,7 @@ mod tests {
     #[test]
     fn missing_groups_by_version() {
         let missing = GroupDescription {
-            error_code: ResponseError::GroupIdNotFound.code(),
+            error: gregor_sdk::error_of(ResponseError::GroupIdNotFound.code()),
             group_id: "x".into(),
             state: "Dead".into(),
             protocol_type: String::new(),

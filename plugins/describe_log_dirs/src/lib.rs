@@ -16,6 +16,7 @@
 //!   error, as Kafka's `DescribeLogDirsRequest.getErrorResponse` (before
 //!   v3 the response has no field to carry it).
 
+use gregor_sdk::AnswerError;
 use std::collections::{BTreeMap, HashSet};
 
 use gregor_sdk::authorize::cluster_allowed;
@@ -95,7 +96,7 @@ fn describe_dir(dir: LogDir, wanted: Option<&HashSet<(String, i32)>>) -> Describ
         );
     }
     DescribeLogDirsResult::default()
-        .with_error_code(dir.error_code)
+        .with_error_code(dir.error.error_code())
         .with_log_dir(str_bytes(&dir.path))
         .with_topics(
             topics
@@ -127,7 +128,7 @@ mod tests {
         };
         LogDir {
             path: "/data/a".to_string(),
-            error_code: 0,
+            error: None,
             partitions: vec![p("t", 0, 10), p("t", 1, 20), p("u", 0, 5)],
             total_bytes: 1000,
             usable_bytes: 400,

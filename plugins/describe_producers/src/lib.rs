@@ -60,7 +60,7 @@ impl Handler for DescribeProducers {
 fn partition(topic: &str, index: i32) -> PartitionResponse {
     let response = PartitionResponse::default().with_partition_index(index);
     match txn::describe_producers(topic, index) {
-        Err(error_code) => response.with_error_code(error_code),
+        Err(error) => response.with_error_code(error.code),
         Ok(producers) => response.with_active_producers(
             producers
                 .into_iter()

@@ -89,7 +89,7 @@ fn describe(id: &TransactionalId) -> Result<TransactionDescription, i16> {
         Ok(description) if description.state == "Dead" => {
             Err(ResponseError::TransactionalIdNotFound.code())
         }
-        answer => answer,
+        answer => answer.map_err(|error| error.code),
     }
 }
 
@@ -133,11 +133,11 @@ gregor_sdk::export_handler!(DescribeTransactions);
 mod tests {
     use super::*;
     use gregor_sdk::testing::assert_encodes_for_served_versions;
-    use gregor_sdk::txn::TxnPartition;
+    use gregor_sdk::txn::TopicPartition;
 
     #[test]
     fn partitions_are_grouped_by_topic_and_filtered() {
-        let partition = |topic: &str, partition| TxnPartition {
+        let partition = |topic: &str, partition| TopicPartition {
             topic: topic.into(),
             partition,
         };

@@ -18,6 +18,7 @@ use gregor_sdk::authorize::transactional_id_allowed;
 use gregor_sdk::authz::Operation;
 use gregor_sdk::kafka_protocol::messages::{EndTxnRequest, EndTxnResponse};
 use gregor_sdk::txn::{self, fenced_for_version};
+use gregor_sdk::AnswerError;
 use gregor_sdk::{Handler, Reply, RequestContext, ResponseError};
 
 /// The first version that may carry PRODUCER_FENCED (KIP-588).
@@ -38,7 +39,8 @@ impl Handler for EndTxn {
                 request.producer_id.0,
                 request.producer_epoch,
                 request.committed,
-            );
+            )
+            .error_code();
             fenced_for_version(code, ctx.api_version, FENCED_VERSION)
         };
         EndTxnResponse::default().with_error_code(error_code).into()

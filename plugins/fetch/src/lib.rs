@@ -41,6 +41,7 @@ use gregor_sdk::kafka_protocol::protocol::Encodable;
 use gregor_sdk::log::{self, FetchOptions, FetchedPartition};
 use gregor_sdk::partitions::{self, TopicAnswer};
 use gregor_sdk::quotas;
+use gregor_sdk::AnswerError;
 use gregor_sdk::{Handler, Reply, RequestContext, ResponseError, NONE};
 
 /// Session epochs of a full fetch: open a session (0) or fetch without one (-1).
@@ -171,7 +172,7 @@ fn partition_data(
     read_committed: bool,
     fetched: FetchedPartition,
 ) -> PartitionData {
-    let error_code = storage_error_for_version(version, fetched.error_code);
+    let error_code = storage_error_for_version(version, fetched.error.error_code());
     let aborted = (read_committed && error_code == NONE).then(|| {
         fetched
             .aborted_transactions
@@ -216,7 +217,7 @@ mod tests {
         FetchedPartition {
             topic: "t".to_string(),
             partition: 0,
-            error_code,
+            error: gregor_sdk::error_of(error_code),
             high_watermark: 10,
             last_stable_offset: 10,
             log_start_offset: 0,

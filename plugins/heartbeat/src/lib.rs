@@ -11,7 +11,7 @@
 use gregor_sdk::authz::Operation;
 use gregor_sdk::groups::{self, group_allowed, opt_string};
 use gregor_sdk::kafka_protocol::messages::{HeartbeatRequest, HeartbeatResponse};
-use gregor_sdk::{Handler, Reply, RequestContext, ResponseError};
+use gregor_sdk::{AnswerError, Handler, Reply, RequestContext, ResponseError};
 
 struct Heartbeat;
 
@@ -28,6 +28,7 @@ impl Handler for Heartbeat {
                 &request.member_id,
                 opt_string(&request.group_instance_id).as_deref(),
             )
+            .error_code()
         };
         HeartbeatResponse::default().with_error_code(error).into()
     }
@@ -42,6 +43,7 @@ mod tests {
     use gregor_sdk::fake::{self, FakeHost};
     use gregor_sdk::kafka_protocol::messages::GroupId;
     use gregor_sdk::kafka_protocol::protocol::StrBytes;
+    use gregor_sdk::{result_of, KafkaError};
 
     fn request(group: &'static str) -> HeartbeatRequest {
         HeartbeatRequest::default()
@@ -63,12 +65,18 @@ mod tests {
         fn authorize(&self, action: &Action) -> bool {
             action.resource_name != "secret"
         }
-        fn heartbeat(&self, group: &str, generation: i32, member: &str, _: Option<&str>) -> i16 {
-            match (group, generation, member) {
+        fn heartbeat(
+            &self,
+            group: &str,
+            generation: i32,
+            member: &str,
+            _: Option<&str>,
+        ) -> Result<(), KafkaError> {
+            result_of(match (group, generation, member) {
                 ("secret", ..) => panic!("an unauthorized heartbeat reached the coordinator"),
                 ("g", 3, "m-1") => 0,
                 _ => ResponseError::IllegalGeneration.code(),
-            }
+            })
         }
     }
 

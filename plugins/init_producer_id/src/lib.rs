@@ -27,6 +27,7 @@ use gregor_sdk::authz::{Operation, ResourceType};
 use gregor_sdk::kafka_protocol::messages::{
     InitProducerIdRequest, InitProducerIdResponse, ProducerId,
 };
+use gregor_sdk::AnswerError;
 use gregor_sdk::{metadata, txn, Handler, Reply, RequestContext, ResponseError};
 
 struct InitProducerId;
@@ -46,7 +47,7 @@ impl Handler for InitProducerId {
             _ => {
                 let answer = txn::init_idempotent_producer();
                 InitProducerIdResponse::default()
-                    .with_error_code(answer.error_code)
+                    .with_error_code(answer.error.error_code())
                     .with_producer_id(ProducerId(answer.producer_id))
                     .with_producer_epoch(answer.producer_epoch)
             }
@@ -89,7 +90,11 @@ fn transactional(
         request.producer_epoch,
     );
     InitProducerIdResponse::default()
-        .with_error_code(txn::fenced_for_version(answer.error_code, version, 4))
+        .with_error_code(txn::fenced_for_version(
+            answer.error.error_code(),
+            version,
+            4,
+        ))
         .with_producer_id(ProducerId(answer.producer_id))
         .with_producer_epoch(answer.producer_epoch)
 }

@@ -21,6 +21,7 @@ use gregor_sdk::kafka_protocol::messages::join_group_request::JoinGroupRequestPr
 use gregor_sdk::kafka_protocol::messages::join_group_response::JoinGroupResponseMember;
 use gregor_sdk::kafka_protocol::messages::{JoinGroupRequest, JoinGroupResponse};
 use gregor_sdk::kafka_protocol::protocol::StrBytes;
+use gregor_sdk::AnswerError;
 use gregor_sdk::{Handler, Reply, RequestContext, ResponseError};
 
 struct JoinGroup;
@@ -79,7 +80,7 @@ fn join_request(request: &JoinGroupRequest, version: i16) -> groups::JoinRequest
 /// protocol, leader, member id or members (Kafka's `UNKNOWN_*` values).
 fn failed(error_code: i16) -> JoinResult {
     JoinResult {
-        error_code,
+        error: gregor_sdk::error_of(error_code),
         generation_id: -1,
         protocol_type: None,
         protocol_name: None,
@@ -98,7 +99,7 @@ fn response(result: JoinResult, version: i16) -> JoinGroupResponse {
         name => name,
     };
     JoinGroupResponse::default()
-        .with_error_code(result.error_code)
+        .with_error_code(result.error.error_code())
         .with_generation_id(result.generation_id)
         .with_protocol_type(if version >= 7 {
             opt_str_bytes(result.protocol_type)
@@ -140,7 +141,7 @@ mod tests {
     fn encodes_for_every_served_version() {
         let joined = |version| {
             let result = JoinResult {
-                error_code: 0,
+                error: None,
                 generation_id: 3,
                 protocol_type: Some("consumer".into()),
                 protocol_name: Some("range".into()),

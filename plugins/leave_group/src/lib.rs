@@ -43,6 +43,8 @@ impl Handler for LeaveGroup {
         };
         let outcome = if group_allowed(Operation::Read, &request.group_id) {
             groups::leave(&request.group_id, &leaving)
+                .map(gregor_sdk::codes)
+                .map_err(|error| error.code)
         } else {
             Err(ResponseError::GroupAuthorizationFailed.code())
         };

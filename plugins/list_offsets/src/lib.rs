@@ -17,6 +17,7 @@
 //!   `getErrorResponse`: every partition with the error, offset and
 //!   timestamp -1.
 
+use gregor_sdk::AnswerError;
 use std::collections::HashSet;
 
 use gregor_sdk::authz::Operation;
@@ -106,7 +107,7 @@ fn timestamp_supported(timestamp: i64, version: i16) -> bool {
 }
 
 fn partition_answer(index: i32, version: i16, answer: OffsetAnswer) -> PartitionResponse {
-    let error_code = offset_error_for_version(version, answer.error_code);
+    let error_code = offset_error_for_version(version, answer.error.error_code());
     if error_code != NONE {
         return partition_error(index, error_code);
     }
@@ -182,7 +183,7 @@ mod tests {
     #[test]
     fn answers_map_like_kafka() {
         let answer = |error_code, offset| OffsetAnswer {
-            error_code,
+            error: gregor_sdk::error_of(error_code),
             offset,
             timestamp: 5,
         };
@@ -206,7 +207,7 @@ mod tests {
     #[test]
     fn encodes_for_every_served_version() {
         let answer = OffsetAnswer {
-            error_code: NONE,
+            error: None,
             offset: 42,
             timestamp: 5,
         };

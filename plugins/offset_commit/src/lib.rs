@@ -32,14 +32,14 @@ impl Handler for OffsetCommit {
             request.same_code(denied)
         } else {
             offset_commit::commit(request.topics(), |offsets| {
-                groups::commit_offsets(
+                gregor_sdk::codes(groups::commit_offsets(
                     &request.group_id,
                     request.generation_id_or_member_epoch,
                     &request.member_id,
                     opt_string(&request.group_instance_id).as_deref(),
                     request.retention_time_ms,
                     offsets,
-                )
+                ))
             })
         };
         request.answer(codes).into()
@@ -73,6 +73,7 @@ mod tests {
     use gregor_sdk::kafka_protocol::protocol::StrBytes;
     use gregor_sdk::metadata::TopicInfo;
     use gregor_sdk::offset_commit::CommitResponse;
+    use gregor_sdk::{error_of, KafkaError};
 
     fn request(group: &'static str, topics: &[(&'static str, &[i32])]) -> OffsetCommitRequest {
         let topic = |&(name, partitions): &(&'static str, &[i32])| {
@@ -126,10 +127,10 @@ mod tests {
             _: Option<&str>,
             _: i64,
             offsets: &[Offset],
-        ) -> Vec<i16> {
+        ) -> Vec<Option<KafkaError>> {
             assert_eq!(group, "g");
             let code = |o: &Offset| if o.offset >= 11 { 0 } else { 12 };
-            offsets.iter().map(code).collect()
+            offsets.iter().map(|o| error_of(code(o))).collect()
         }
     }
 

@@ -62,13 +62,13 @@ fn delete(request: &OffsetDeleteRequest) -> OffsetDeleteResponse {
     let mut top = NONE;
     if !doomed.is_empty() {
         match groups::delete_offsets(&request.group_id, &doomed) {
-            Ok(codes) => {
-                let mut codes = codes.into_iter();
+            Ok(entries) => {
+                let mut codes = gregor_sdk::codes(entries).into_iter();
                 for (_, _, code) in answers.iter_mut().filter(|a| a.2.is_none()) {
                     *code = codes.next();
                 }
             }
-            Err(error) => top = error,
+            Err(error) => top = error.code,
         }
     }
     let mut topics: Vec<OffsetDeleteResponseTopic> = Vec::new();

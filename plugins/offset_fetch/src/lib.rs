@@ -15,6 +15,7 @@
 //!   `getErrorResponse`: every named partition with the error (v1), the
 //!   error at the top level (v2-7), or every group with it (v8+).
 
+use gregor_sdk::AnswerError;
 use std::collections::HashMap;
 
 use gregor_sdk::authorize::allowed_names;
@@ -184,7 +185,7 @@ fn fetch_group(
     match topics {
         None => match groups::fetch_offsets(group_id, None, stable) {
             Err(error) => GroupAnswer {
-                error,
+                error: error.code,
                 topics: Vec::new(),
             },
             Ok(offsets) => {
@@ -234,7 +235,7 @@ fn fetch_group(
                 Ok(fetched) => fetched,
                 Err(error) => {
                     return GroupAnswer {
-                        error,
+                        error: error.code,
                         topics: Vec::new(),
                     }
                 }
@@ -276,7 +277,7 @@ fn unknown(topic: &str, partition: i32, error_code: i16) -> CommittedOffset {
         offset: -1,
         leader_epoch: -1,
         metadata: String::new(),
-        error_code,
+        error: gregor_sdk::error_of(error_code),
     }
 }
 
@@ -290,7 +291,7 @@ fn partition(offset: CommittedOffset, version: i16) -> OffsetFetchResponsePartit
             -1
         })
         .with_metadata(Some(StrBytes::from_string(offset.metadata)))
-        .with_error_code(offset.error_code)
+        .with_error_code(offset.error.error_code())
 }
 
 fn partitions(offset: CommittedOffset) -> OffsetFetchResponsePartitions {
@@ -299,7 +300,7 @@ fn partitions(offset: CommittedOffset) -> OffsetFetchResponsePartitions {
         .with_committed_offset(offset.offset)
         .with_committed_leader_epoch(offset.leader_epoch)
         .with_metadata(Some(StrBytes::from_string(offset.metadata)))
-        .with_error_code(offset.error_code)
+        .with_error_code(offset.error.error_code())
 }
 
 gregor_sdk::export_handler!(OffsetFetch);
@@ -321,7 +322,7 @@ mod tests {
             offset: 42,
             leader_epoch: 3,
             metadata: "meta".into(),
-            error_code: NONE,
+            error: None,
         }
     }
 

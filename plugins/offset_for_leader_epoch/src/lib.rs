@@ -28,6 +28,7 @@ use gregor_sdk::kafka_protocol::messages::{
     OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse,
 };
 use gregor_sdk::partitions::{self, allowed_topics, TopicAnswer};
+use gregor_sdk::AnswerError;
 use gregor_sdk::{log, Handler, Reply, RequestContext, ResponseError, NONE};
 
 /// The only leader epoch a single node's partitions have.
@@ -91,8 +92,8 @@ fn end_offset(topic: &str, partition: &OffsetForLeaderPartition) -> EpochEndOffs
         }
     }
     let end = log::list_offset(topic, index, LATEST, READ_UNCOMMITTED);
-    if end.error_code != NONE {
-        return error(end.error_code);
+    if end.error.error_code() != NONE {
+        return error(end.error.error_code());
     }
     let (epoch, offset) = match epoch_end(partition.leader_epoch, end.offset) {
         EpochEnd::Known(epoch, offset) => (epoch, offset),
@@ -100,7 +101,7 @@ fn end_offset(topic: &str, partition: &OffsetForLeaderPartition) -> EpochEndOffs
             let start = log::list_offset(topic, index, EARLIEST, READ_UNCOMMITTED);
             (
                 epoch,
-                if start.error_code == NONE {
+                if start.error.error_code() == NONE {
                     start.offset
                 } else {
                     0

@@ -35,6 +35,8 @@ use gregor_sdk::kafka_protocol::protocol::StrBytes;
 use gregor_sdk::log::{self, AppendResult};
 use gregor_sdk::partitions::{self, TopicAnswer};
 use gregor_sdk::quotas;
+use gregor_sdk::AnswerError;
+use gregor_sdk::KafkaError;
 use gregor_sdk::{log_info, log_warn, Handler, Reply, RequestContext, ResponseError, NONE};
 
 /// The oldest version served (message format v2).
@@ -88,11 +90,12 @@ impl Handler for Produce {
                     }
                     (_, Some(name)) => append(version, request, name, partition),
                 };
-                if request.acks == 0 && result.error_code != NONE {
+                if request.acks == 0 && result.error.error_code() != NONE {
                     let topic = name.clone().unwrap_or_else(|| topic.topic_id.to_string());
                     failures.push(format!(
                         "{topic}-{}: error {}",
-                        partition.index, result.error_code
+                        partition.index,
+                        result.error.error_code()
                     ));
                 }
                 partition_responses.push(partition_response(partition.index, result));
@@ -176,15 +179,16 @@ fn append(
         partition.index,
         records.unwrap_or_default(),
         request.acks,
-        request.timeout_ms,
     )
 }
 
 /// A partition that was not appended, as Kafka's `PartitionResponse(error)`.
 fn rejected(error: ResponseError, message: Option<String>) -> AppendResult {
     AppendResult {
-        error_code: error.code(),
-        error_message: message,
+        error: Some(KafkaError {
+            code: error.code(),
+            message,
+        }),
         base_offset: -1,
         log_append_time_ms: -1,
         log_start_offset: -1,
@@ -194,8 +198,8 @@ fn rejected(error: ResponseError, message: Option<String>) -> AppendResult {
 fn partition_response(index: i32, result: AppendResult) -> PartitionProduceResponse {
     PartitionProduceResponse::default()
         .with_index(index)
-        .with_error_code(result.error_code)
-        .with_error_message(result.error_message.map(StrBytes::from_string))
+        .with_error_code(result.error.error_code())
+        .with_error_message(result.error.error_message().map(StrBytes::from_string))
         .with_base_offset(result.base_offset)
         .with_log_append_time_ms(result.log_append_time_ms)
         .with_log_start_offset(result.log_start_offset)
@@ -212,8 +216,7 @@ mod tests {
         use gregor_sdk::kafka_protocol::messages::produce_request::TopicProduceData;
         use gregor_sdk::testing::assert_encodes_for_served_versions;
         let appended = AppendResult {
-            error_code: NONE,
-            error_message: None,
+            error: None,
             base_offset: 7,
             log_append_time_ms: -1,
             log_start_offset: 0,

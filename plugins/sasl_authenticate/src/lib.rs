@@ -18,6 +18,7 @@ use bytes::Bytes;
 use gregor_sdk::ids::str_bytes;
 use gregor_sdk::kafka_protocol::messages::{SaslAuthenticateRequest, SaslAuthenticateResponse};
 use gregor_sdk::kafka_protocol::protocol::StrBytes;
+use gregor_sdk::AnswerError;
 use gregor_sdk::{sasl, Handler, Reply, RequestContext, ResponseError};
 
 struct SaslAuthenticate;
@@ -31,8 +32,8 @@ impl Handler for SaslAuthenticate {
     ) -> Reply<SaslAuthenticateResponse> {
         let result = sasl::authenticate(&request.auth_bytes);
         SaslAuthenticateResponse::default()
-            .with_error_code(result.error_code)
-            .with_error_message(result.error_message.as_deref().map(str_bytes))
+            .with_error_code(result.error.error_code())
+            .with_error_message(result.error.error_message().as_deref().map(str_bytes))
             .with_auth_bytes(Bytes::from(result.auth_bytes))
             .with_session_lifetime_ms(result.session_lifetime_ms)
             .into()

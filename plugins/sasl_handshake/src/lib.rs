@@ -16,6 +16,7 @@
 
 use gregor_sdk::ids::str_bytes;
 use gregor_sdk::kafka_protocol::messages::{SaslHandshakeRequest, SaslHandshakeResponse};
+use gregor_sdk::AnswerError;
 use gregor_sdk::{sasl, Handler, Reply, RequestContext};
 
 struct SaslHandshake;
@@ -26,7 +27,7 @@ impl Handler for SaslHandshake {
     fn handle(_: &RequestContext, request: &SaslHandshakeRequest) -> Reply<SaslHandshakeResponse> {
         let result = sasl::handshake(request.mechanism.as_str());
         SaslHandshakeResponse::default()
-            .with_error_code(result.error_code)
+            .with_error_code(result.error.error_code())
             .with_mechanisms(result.mechanisms.iter().map(|m| str_bytes(m)).collect())
             .into()
     }

@@ -52,10 +52,10 @@ pub trait FakeHost {
         _generation_id: i32,
         _member_id: &str,
         _group_instance_id: Option<&str>,
-    ) -> i16 {
+    ) -> Result<(), KafkaError> {
         unfaked("groups.heartbeat")
     }
-    fn delete_groups(&self, _group_ids: &[String]) -> Vec<i16> {
+    fn delete_groups(&self, _group_ids: &[String]) -> Vec<Option<KafkaError>> {
         unfaked("groups.delete-groups")
     }
     fn list_groups(&self, _states: &[String], _types: &[String]) -> Vec<GroupOverview> {
@@ -74,7 +74,7 @@ pub trait FakeHost {
         _group_instance_id: Option<&str>,
         _retention_time_ms: i64,
         _offsets: &[OffsetCommit],
-    ) -> Vec<i16> {
+    ) -> Vec<Option<KafkaError>> {
         unfaked("groups.commit-offsets")
     }
     fn txn_offset_commit(
@@ -97,10 +97,10 @@ pub trait FakeHost {
         &self,
         _deletions: &[Deletion],
         _upsertions: &[Upsertion],
-    ) -> Vec<KafkaError> {
+    ) -> Vec<Option<KafkaError>> {
         unfaked("scram-credentials.alter")
     }
-    fn create_acls(&self, _bindings: &[AclBinding]) -> Vec<KafkaError> {
+    fn create_acls(&self, _bindings: &[AclBinding]) -> Vec<Option<KafkaError>> {
         unfaked("acl-admin.create-acls")
     }
 }
@@ -219,10 +219,10 @@ pub mod imports {
         generation_id: i32,
         member_id: &str,
         group_instance_id: Option<&str>,
-    ) -> i16 {
+    ) -> Result<(), KafkaError> {
         with_host(|host| host.heartbeat(group_id, generation_id, member_id, group_instance_id))
     }
-    pub fn delete_groups(group_ids: &[String]) -> Vec<i16> {
+    pub fn delete_groups(group_ids: &[String]) -> Vec<Option<KafkaError>> {
         with_host(|host| host.delete_groups(group_ids))
     }
     pub fn list_groups(states: &[String], types: &[String]) -> Vec<GroupOverview> {
@@ -249,7 +249,7 @@ pub mod imports {
         group_instance_id: Option<&str>,
         retention_time_ms: i64,
         offsets: &[OffsetCommit],
-    ) -> Vec<i16> {
+    ) -> Vec<Option<KafkaError>> {
         with_host(|host| {
             host.commit_offsets(
                 group_id,
@@ -288,10 +288,10 @@ pub mod imports {
     pub fn alter_scram_credentials(
         deletions: &[Deletion],
         upsertions: &[Upsertion],
-    ) -> Vec<KafkaError> {
+    ) -> Vec<Option<KafkaError>> {
         with_host(|host| host.alter_scram_credentials(deletions, upsertions))
     }
-    pub fn create_acls(bindings: &[AclBinding]) -> Vec<KafkaError> {
+    pub fn create_acls(bindings: &[AclBinding]) -> Vec<Option<KafkaError>> {
         with_host(|host| host.create_acls(bindings))
     }
 }

@@ -46,7 +46,9 @@ pub mod bindings {
 pub use bindings::gregor::broker::log;
 /// Host security services: SASL for this connection.
 pub use bindings::gregor::broker::sasl;
-pub use bindings::gregor::broker::types::{ApiInfo, KafkaError, Outcome, RequestContext, Uuid};
+pub use bindings::gregor::broker::types::{
+    ApiInfo, KafkaError, Outcome, RequestContext, TopicPartition, Uuid,
+};
 /// Delegation tokens and client telemetry.
 pub use bindings::gregor::broker::{delegation_tokens, telemetry};
 pub use handler::{Handler, RawHandler, Reply};
@@ -116,6 +118,64 @@ pub use uuid;
 
 /// Kafka's "no error" code.
 pub const NONE: i16 = 0;
+
+/// The Kafka error code and message of a host answer, read through the
+/// contract's error convention (`wit/types.wit`): a `kafka-error`, an
+/// `error: option<kafka-error>` field (none: success) or a
+/// `result<_, kafka-error>`. Success is NONE with no message.
+pub trait AnswerError {
+    fn error_code(&self) -> i16;
+    fn error_message(&self) -> Option<String>;
+}
+
+impl AnswerError for KafkaError {
+    fn error_code(&self) -> i16 {
+        self.code
+    }
+    fn error_message(&self) -> Option<String> {
+        self.message.clone()
+    }
+}
+
+impl AnswerError for Option<KafkaError> {
+    fn error_code(&self) -> i16 {
+        self.as_ref().map_or(NONE, |error| error.code)
+    }
+    fn error_message(&self) -> Option<String> {
+        self.as_ref().and_then(|error| error.message.clone())
+    }
+}
+
+impl<T> AnswerError for Result<T, KafkaError> {
+    fn error_code(&self) -> i16 {
+        self.as_ref().err().map_or(NONE, |error| error.code)
+    }
+    fn error_message(&self) -> Option<String> {
+        self.as_ref().err().and_then(|error| error.message.clone())
+    }
+}
+
+/// An error code as an `error` field or per-item entry of the contract:
+/// none for NONE (what a fake host answers).
+pub fn error_of(code: i16) -> Option<KafkaError> {
+    (code != NONE).then_some(KafkaError {
+        code,
+        message: None,
+    })
+}
+
+/// An error code as the answer of a call that returns nothing else.
+pub fn result_of(code: i16) -> Result<(), KafkaError> {
+    error_of(code).map_or(Ok(()), Err)
+}
+
+/// The error codes of per-item entries, NONE for success, in order.
+pub fn codes(entries: impl IntoIterator<Item = Option<KafkaError>>) -> Vec<i16> {
+    entries
+        .into_iter()
+        .map(|entry| entry.error_code())
+        .collect()
+}
 
 /// The throttle time for this response's `throttle_time_ms` (Kafka's
 /// `sendResponseMaybeThrottle`): records the request's handler time

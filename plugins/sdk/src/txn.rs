@@ -9,7 +9,7 @@ pub use crate::bindings::gregor::broker::txn::*;
 // Batch A (groups, offsets, transactions).
 #[cfg(not(target_arch = "wasm32"))]
 pub use crate::fake::imports::txn_offset_commit;
-use crate::ResponseError;
+use crate::{AnswerError, ResponseError};
 
 /// Kafka's transaction state names (`TransactionState.name`), the ones a
 /// ListTransactions state filter may name.
@@ -45,7 +45,7 @@ impl PartitionCodes {
             codes
                 .entry(result.topic)
                 .or_default()
-                .insert(result.partition, result.error_code);
+                .insert(result.partition, result.error.error_code());
         }
         Self(codes)
     }
@@ -113,7 +113,7 @@ mod tests {
         let codes = PartitionCodes::new([TxnPartitionResult {
             topic: "t".into(),
             partition: 0,
-            error_code: 0,
+            error: None,
         }]);
         assert_eq!(codes.get("t", 0), 0);
         let unknown = ResponseError::UnknownServerError.code();

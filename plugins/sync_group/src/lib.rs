@@ -14,6 +14,7 @@
 use gregor_sdk::authz::Operation;
 use gregor_sdk::groups::{self, group_allowed, opt_str_bytes, opt_string, SyncResult};
 use gregor_sdk::kafka_protocol::messages::{SyncGroupRequest, SyncGroupResponse};
+use gregor_sdk::AnswerError;
 use gregor_sdk::{Handler, Reply, RequestContext, ResponseError};
 
 struct SyncGroup;
@@ -60,7 +61,7 @@ impl Handler for SyncGroup {
 
 fn error(error_code: i16) -> SyncResult {
     SyncResult {
-        error_code,
+        error: gregor_sdk::error_of(error_code),
         protocol_type: None,
         protocol_name: None,
         assignment: Vec::new(),
@@ -69,7 +70,7 @@ fn error(error_code: i16) -> SyncResult {
 
 fn response(result: SyncResult, version: i16) -> SyncGroupResponse {
     let mut response = SyncGroupResponse::default()
-        .with_error_code(result.error_code)
+        .with_error_code(result.error.error_code())
         .with_assignment(result.assignment.into());
     if version >= 5 {
         response.protocol_type = opt_str_bytes(result.protocol_type);
@@ -90,7 +91,7 @@ mod tests {
     fn encodes_for_every_served_version() {
         let synced = |version| {
             let result = SyncResult {
-                error_code: 0,
+                error: None,
                 protocol_type: Some("consumer".into()),
                 protocol_name: Some("range".into()),
                 assignment: vec![0, 1],

@@ -194,7 +194,7 @@ mod tests {
             let result = |o: &TxnOffset| TxnPartitionResult {
                 topic: o.topic.clone(),
                 partition: o.partition,
-                error_code: loading,
+                error: gregor_sdk::error_of(loading),
             };
             offsets.iter().map(result).collect()
         }

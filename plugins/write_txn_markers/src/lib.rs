@@ -33,7 +33,7 @@ use gregor_sdk::kafka_protocol::messages::write_txn_markers_response::{
 use gregor_sdk::kafka_protocol::messages::{
     ProducerId, TopicName, WriteTxnMarkersRequest, WriteTxnMarkersResponse,
 };
-use gregor_sdk::txn::{self, by_topic, PartitionCodes, TxnPartition};
+use gregor_sdk::txn::{self, by_topic, PartitionCodes, TopicPartition};
 use gregor_sdk::{quotas, Handler, Reply, RequestContext, ResponseError};
 
 struct WriteTxnMarkers;
@@ -91,10 +91,10 @@ fn write(request: &WriteTxnMarkersRequest) -> WriteTxnMarkersResponse {
     let mut written = Vec::new();
     for marker in &request.markers {
         let partitions = marker_partitions(marker);
-        let known: Vec<TxnPartition> = partitions
+        let known: Vec<TopicPartition> = partitions
             .iter()
             .filter(|(topic, partition)| exists(topic, *partition))
-            .map(|(topic, partition)| TxnPartition {
+            .map(|(topic, partition)| TopicPartition {
                 topic: topic.clone(),
                 partition: *partition,
             })

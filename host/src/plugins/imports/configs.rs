@@ -9,7 +9,7 @@ use crate::plugins::bindings::handler::gregor::broker::configs::{
     self, AlterEntry as WitEntry, AlterOp, ConfigDescription, ConfigSynonym, ConfigType,
     ResourceType,
 };
-use crate::plugins::bindings::handler::gregor::broker::metadata::ConfigSource;
+use crate::plugins::bindings::handler::gregor::broker::types::ConfigSource;
 use crate::plugins::bindings::handler::gregor::broker::types::KafkaError;
 use crate::plugins::state::HandlerState;
 

@@ -14,8 +14,9 @@ use crate::plugins::bindings::handler::gregor::broker::groups::{
     LeavingMember, MemberDescription, OffsetCommit, SyncRequest, SyncResult, TopicIdPartitions,
     TopicPartition,
 };
-use crate::plugins::bindings::handler::gregor::broker::types::Uuid;
-use crate::plugins::deferred::{Memo, ParkUnwind};
+use crate::plugins::bindings::handler::gregor::broker::types::{KafkaError, Uuid};
+use crate::plugins::deferred::Memo;
+use crate::plugins::imports::{error_field, error_of, failure, result_of};
 use crate::plugins::state::HandlerState;
 
 fn by_topic_id(list: Vec<(u128, Vec<i32>)>) -> Vec<TopicIdPartitions> {
@@ -31,21 +32,17 @@ fn partitions(list: Vec<TopicPartition>) -> Vec<(String, i32)> {
     list.into_iter().map(|p| (p.topic, p.partition)).collect()
 }
 
-impl groups::Host for HandlerState {
-    async fn join(&mut self, request: JoinRequest) -> wasmtime::Result<JoinResult> {
-        self.join_deferred(request)
-            .await
-            .ok_or_else(|| wasmtime::Error::new(ParkUnwind))
-    }
+/// A group-level error, or one error code per item: in the contract's
+/// terms.
+fn per_item(answer: Result<Vec<i16>, i16>) -> Result<Vec<Option<KafkaError>>, KafkaError> {
+    answer
+        .map(|codes| codes.into_iter().map(error_of).collect())
+        .map_err(failure)
+}
 
+impl groups::Host for HandlerState {
     async fn join_or_park(&mut self, request: JoinRequest) -> Option<JoinResult> {
         self.join_deferred(request).await
-    }
-
-    async fn sync(&mut self, request: SyncRequest) -> wasmtime::Result<SyncResult> {
-        self.sync_deferred(request)
-            .await
-            .ok_or_else(|| wasmtime::Error::new(ParkUnwind))
     }
 
     async fn sync_or_park(&mut self, request: SyncRequest) -> Option<SyncResult> {
@@ -58,16 +55,20 @@ impl groups::Host for HandlerState {
         generation_id: i32,
         member_id: String,
         group_instance_id: Option<String>,
-    ) -> i16 {
-        self.services.groups.heartbeat(
+    ) -> Result<(), KafkaError> {
+        result_of(self.services.groups.heartbeat(
             &group_id,
             generation_id,
             &member_id,
             group_instance_id.as_deref(),
-        )
+        ))
     }
 
-    fn leave(&mut self, group_id: String, members: Vec<LeavingMember>) -> Result<Vec<i16>, i16> {
+    fn leave(
+        &mut self,
+        group_id: String,
+        members: Vec<LeavingMember>,
+    ) -> Result<Vec<Option<KafkaError>>, KafkaError> {
         let members: Vec<coord::LeavingMember> = members
             .into_iter()
             .map(|m| coord::LeavingMember {
@@ -76,7 +77,7 @@ impl groups::Host for HandlerState {
                 reason: m.reason,
             })
             .collect();
-        self.services.groups.leave(&group_id, &members)
+        per_item(self.services.groups.leave(&group_id, &members))
     }
 
     fn commit_offsets(
@@ -87,7 +88,7 @@ impl groups::Host for HandlerState {
         group_instance_id: Option<String>,
         retention_time_ms: i64,
         offsets: Vec<OffsetCommit>,
-    ) -> Vec<i16> {
+    ) -> Vec<Option<KafkaError>> {
         let request = coord::CommitRequest {
             group_id,
             generation_id,
@@ -105,7 +106,8 @@ impl groups::Host for HandlerState {
                 })
                 .collect(),
         };
-        self.services.groups.commit_offsets(&request)
+        let codes = self.services.groups.commit_offsets(&request);
+        codes.into_iter().map(error_of).collect()
     }
 
     fn fetch_offsets(
@@ -113,12 +115,13 @@ impl groups::Host for HandlerState {
         group_id: String,
         wanted: Option<Vec<TopicPartition>>,
         require_stable: bool,
-    ) -> Result<Vec<CommittedOffset>, i16> {
+    ) -> Result<Vec<CommittedOffset>, KafkaError> {
         let wanted = wanted.map(partitions);
-        let offsets =
-            self.services
-                .groups
-                .fetch_offsets(&group_id, wanted.as_deref(), require_stable)?;
+        let offsets = self
+            .services
+            .groups
+            .fetch_offsets(&group_id, wanted.as_deref(), require_stable)
+            .map_err(failure)?;
         // Offsets a transaction holds for the group are not stable yet.
         let pending = if require_stable {
             self.services.transactions.pending_offsets(&group_id)
@@ -130,11 +133,11 @@ impl groups::Host for HandlerState {
             .map(|o| {
                 let unstable = pending.contains(&(o.topic.clone(), o.partition));
                 CommittedOffset {
-                    error_code: if unstable {
+                    error: error_of(if unstable {
                         ErrorCode::UnstableOffsetCommit.code()
                     } else {
                         o.error_code
-                    },
+                    }),
                     offset: if unstable { -1 } else { o.offset },
                     topic: o.topic,
                     partition: o.partition,
@@ -149,10 +152,12 @@ impl groups::Host for HandlerState {
         &mut self,
         group_id: String,
         doomed: Vec<TopicPartition>,
-    ) -> Result<Vec<i16>, i16> {
-        self.services
-            .groups
-            .delete_offsets(&group_id, &partitions(doomed))
+    ) -> Result<Vec<Option<KafkaError>>, KafkaError> {
+        per_item(
+            self.services
+                .groups
+                .delete_offsets(&group_id, &partitions(doomed)),
+        )
     }
 
     fn list_groups(&mut self, states: Vec<String>, types: Vec<String>) -> Vec<GroupOverview> {
@@ -175,7 +180,7 @@ impl groups::Host for HandlerState {
             .describe_groups(&group_ids)
             .into_iter()
             .map(|g| GroupDescription {
-                error_code: g.error_code,
+                error: error_of(g.error_code),
                 group_id: g.group_id,
                 state: g.state,
                 protocol_type: g.protocol_type,
@@ -196,8 +201,9 @@ impl groups::Host for HandlerState {
             .collect()
     }
 
-    fn delete_groups(&mut self, group_ids: Vec<String>) -> Vec<i16> {
-        self.services.groups.delete_groups(&group_ids)
+    fn delete_groups(&mut self, group_ids: Vec<String>) -> Vec<Option<KafkaError>> {
+        let codes = self.services.groups.delete_groups(&group_ids);
+        codes.into_iter().map(error_of).collect()
     }
 
     fn consumer_heartbeat(&mut self, request: ConsumerHeartbeatRequest) -> ConsumerHeartbeatResult {
@@ -238,8 +244,7 @@ impl groups::Host for HandlerState {
         };
         let result = self.services.groups.consumer_heartbeat(&request, topics);
         ConsumerHeartbeatResult {
-            error_code: result.error_code,
-            error_message: result.error_message,
+            error: error_field(result.error_code, result.error_message),
             member_id: result.member_id,
             member_epoch: result.member_epoch,
             heartbeat_interval_ms: result.heartbeat_interval_ms,
@@ -253,8 +258,7 @@ impl groups::Host for HandlerState {
             .consumer_describe(&group_ids)
             .into_iter()
             .map(|g| ConsumerGroup {
-                error_code: g.error_code,
-                error_message: g.error_message,
+                error: error_field(g.error_code, g.error_message),
                 group_id: g.group_id,
                 state: g.state,
                 group_epoch: g.group_epoch,
@@ -321,7 +325,7 @@ impl HandlerState {
             }
         };
         Some(JoinResult {
-            error_code: result.error_code,
+            error: error_of(result.error_code),
             generation_id: result.generation_id,
             protocol_type: result.protocol_type,
             protocol_name: result.protocol_name,
@@ -368,7 +372,7 @@ impl HandlerState {
             }
         };
         Some(SyncResult {
-            error_code: result.error_code,
+            error: error_of(result.error_code),
             protocol_type: result.protocol_type,
             protocol_name: result.protocol_name,
             assignment: result.assignment,

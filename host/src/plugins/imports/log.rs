@@ -9,7 +9,9 @@ use crate::plugins::bindings::handler::gregor::broker::log::{
     self, AbortedTransaction, AppendResult, DeleteRecordsResult, FetchOptions, FetchPartition,
     FetchedPartition, LogDir, LogDirPartition, OffsetAnswer,
 };
-use crate::plugins::deferred::{Memo, ParkUnwind};
+use crate::plugins::bindings::handler::gregor::broker::types::KafkaError;
+use crate::plugins::deferred::Memo;
+use crate::plugins::imports::{error_field, error_of, result_of};
 use crate::plugins::state::HandlerState;
 use crate::replica;
 
@@ -23,7 +25,6 @@ impl log::Host for HandlerState {
         partition: i32,
         records: Vec<u8>,
         required_acks: i16,
-        _timeout_ms: i32,
     ) -> AppendResult {
         let started = Instant::now();
         let transactions = &self.services.transactions;
@@ -39,22 +40,10 @@ impl log::Host for HandlerState {
         );
         self.clock.add_host_wait(started.elapsed());
         AppendResult {
-            error_code: outcome.error_code,
-            error_message: outcome.error_message,
+            error: error_field(outcome.error_code, outcome.error_message),
             base_offset: outcome.base_offset,
             log_append_time_ms: outcome.log_append_time_ms,
             log_start_offset: outcome.log_start_offset,
-        }
-    }
-
-    async fn fetch(
-        &mut self,
-        partitions: Vec<FetchPartition>,
-        options: FetchOptions,
-    ) -> wasmtime::Result<Vec<FetchedPartition>> {
-        match self.fetch_deferred(partitions, options).await {
-            Some(results) => Ok(results),
-            None => Err(wasmtime::Error::new(ParkUnwind)),
         }
     }
 
@@ -80,7 +69,7 @@ impl log::Host for HandlerState {
             isolation_level == READ_COMMITTED,
         );
         OffsetAnswer {
-            error_code: answer.error_code,
+            error: error_of(answer.error_code),
             offset: answer.offset,
             timestamp: answer.timestamp,
         }
@@ -97,8 +86,7 @@ impl log::Host for HandlerState {
             .replica
             .delete_records(&topic, partition, offset);
         DeleteRecordsResult {
-            error_code: outcome.error_code,
-            error_message: outcome.error_message,
+            error: error_field(outcome.error_code, outcome.error_message),
             low_watermark: outcome.low_watermark,
         }
     }
@@ -110,7 +98,7 @@ impl log::Host for HandlerState {
             .into_iter()
             .map(|dir| LogDir {
                 path: dir.path,
-                error_code: dir.error_code,
+                error: error_of(dir.error_code),
                 partitions: dir
                     .partitions
                     .into_iter()
@@ -126,10 +114,17 @@ impl log::Host for HandlerState {
             .collect()
     }
 
-    fn alter_log_dir(&mut self, topic: String, partition: i32, log_dir: String) -> i16 {
-        self.services
-            .replica
-            .alter_log_dir(&topic, partition, &log_dir)
+    fn alter_log_dir(
+        &mut self,
+        topic: String,
+        partition: i32,
+        log_dir: String,
+    ) -> Result<(), KafkaError> {
+        result_of(
+            self.services
+                .replica
+                .alter_log_dir(&topic, partition, &log_dir),
+        )
     }
 }
 
@@ -184,7 +179,7 @@ fn to_wit(r: replica::FetchedPartition) -> FetchedPartition {
     FetchedPartition {
         topic: r.topic,
         partition: r.partition,
-        error_code: r.error_code,
+        error: error_of(r.error_code),
         high_watermark: r.high_watermark,
         last_stable_offset: r.last_stable_offset,
         log_start_offset: r.log_start_offset,

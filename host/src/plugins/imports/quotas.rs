@@ -8,6 +8,7 @@ use crate::plugins::bindings::handler::gregor::broker::quotas::{
     self, EntityPart, FilterComponent, MatchType, MutationAnswer, QuotaEntry, QuotaOp, QuotaValue,
 };
 use crate::plugins::bindings::handler::gregor::broker::types::KafkaError;
+use crate::plugins::imports::error_of;
 use crate::plugins::state::HandlerState;
 use crate::quota::{self as host, Client, QuotaError};
 
@@ -92,7 +93,7 @@ impl quotas::Host for HandlerState {
             .record_mutations(client, mutations, strict);
         self.quota.throttle(throttle_time_ms);
         MutationAnswer {
-            error_code,
+            error: error_of(error_code),
             throttle_time_ms,
         }
     }

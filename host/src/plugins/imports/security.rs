@@ -15,19 +15,13 @@ use crate::plugins::bindings::handler::gregor::broker::scram_credentials::{
 };
 use crate::plugins::bindings::handler::gregor::broker::types::{AclBinding, KafkaError};
 use crate::plugins::imports::acls::{from_wit_binding, to_wit_binding};
+use crate::plugins::imports::{error_field, error_of};
 use crate::plugins::state::HandlerState;
 use crate::security::acl_store::{AclChangeError, AclFilter, PatternFilter, PermissionFilter};
 use crate::security::credentials::{
     CredentialChange, CredentialError, ScramCredential, ScramMechanism, MAX_ITERATIONS,
     MIN_ITERATIONS,
 };
-
-fn ok() -> KafkaError {
-    KafkaError {
-        code: 0,
-        message: None,
-    }
-}
 
 fn error(code: i16, message: String) -> KafkaError {
     KafkaError {
@@ -40,13 +34,13 @@ impl sasl::Host for HandlerState {
     fn handshake(&mut self, mechanism: String) -> HandshakeResult {
         let Some(session) = &self.session else {
             return HandshakeResult {
-                error_code: ErrorCode::IllegalSaslState.code(),
+                error: error_of(ErrorCode::IllegalSaslState.code()),
                 mechanisms: Vec::new(),
             };
         };
         let outcome = session.auth.handshake(&mechanism);
         HandshakeResult {
-            error_code: outcome.error_code,
+            error: error_of(outcome.error_code),
             mechanisms: outcome.mechanisms,
         }
     }
@@ -54,8 +48,10 @@ impl sasl::Host for HandlerState {
     fn authenticate(&mut self, auth_bytes: Vec<u8>) -> AuthenticateResult {
         let Some(session) = &self.session else {
             return AuthenticateResult {
-                error_code: ErrorCode::IllegalSaslState.code(),
-                error_message: Some("no connection".to_string()),
+                error: Some(error(
+                    ErrorCode::IllegalSaslState.code(),
+                    "no connection".to_string(),
+                )),
                 auth_bytes: Vec::new(),
                 session_lifetime_ms: 0,
             };
@@ -64,8 +60,7 @@ impl sasl::Host for HandlerState {
             .auth
             .authenticate(&auth_bytes, &self.services.credentials);
         AuthenticateResult {
-            error_code: outcome.error_code,
-            error_message: outcome.error_message,
+            error: error_field(outcome.error_code, outcome.error_message),
             auth_bytes: outcome.token,
             session_lifetime_ms: 0,
         }
@@ -106,8 +101,13 @@ impl scram_credentials::Host for HandlerState {
             .collect()
     }
 
-    fn alter(&mut self, deletions: Vec<Deletion>, upsertions: Vec<Upsertion>) -> Vec<KafkaError> {
+    fn alter(
+        &mut self,
+        deletions: Vec<Deletion>,
+        upsertions: Vec<Upsertion>,
+    ) -> Vec<Option<KafkaError>> {
         let deletion_count = deletions.len();
+        // Some: refused before the store is asked.
         let mut answers: Vec<Option<KafkaError>> = Vec::new();
         let mut changes: Vec<CredentialChange> = Vec::new();
         for deletion in deletions {
@@ -141,20 +141,20 @@ impl scram_credentials::Host for HandlerState {
             .into_iter()
             .enumerate()
             .map(|(i, answer)| {
-                answer.unwrap_or_else(|| match results.next() {
-                    Some(Ok(())) => ok(),
-                    Some(Err(CredentialError::NotFound)) if i < deletion_count => error(
+                answer.or_else(|| match results.next() {
+                    Some(Ok(())) => None,
+                    Some(Err(CredentialError::NotFound)) if i < deletion_count => Some(error(
                         ErrorCode::ResourceNotFound.code(),
                         "Attempt to delete a user credential that does not exist".to_string(),
-                    ),
-                    Some(Err(CredentialError::NotFound)) => ok(),
+                    )),
+                    Some(Err(CredentialError::NotFound)) => None,
                     Some(Err(CredentialError::Io(message))) => {
-                        error(ErrorCode::UnknownServerError.code(), message)
+                        Some(error(ErrorCode::UnknownServerError.code(), message))
                     }
-                    None => error(
+                    None => Some(error(
                         ErrorCode::UnknownServerError.code(),
                         "no result".to_string(),
-                    ),
+                    )),
                 })
             })
             .collect()
@@ -193,12 +193,12 @@ fn acl_change_error(failure: &AclChangeError) -> KafkaError {
 }
 
 impl acl_admin::Host for HandlerState {
-    fn create_acls(&mut self, bindings: Vec<AclBinding>) -> Vec<KafkaError> {
+    fn create_acls(&mut self, bindings: Vec<AclBinding>) -> Vec<Option<KafkaError>> {
         let count = bindings.len();
         let bindings = bindings.into_iter().map(from_wit_binding).collect();
         match self.services.acls.create(bindings) {
-            Ok(()) => vec![ok(); count],
-            Err(failure) => vec![acl_change_error(&failure); count],
+            Ok(()) => vec![None; count],
+            Err(failure) => vec![Some(acl_change_error(&failure)); count],
         }
     }
 

@@ -10,8 +10,12 @@ use crate::error_code::ErrorCode;
 use crate::log::TopicPartition;
 use crate::plugins::bindings::handler::gregor::broker::txn::{
     self, ActiveProducer, ProducerIdAndEpoch, TransactionDescription, TransactionListing,
-    TxnGroupMember, TxnOffset, TxnPartition, TxnPartitionResult,
+    TxnGroupMember, TxnOffset, TxnPartitionResult,
 };
+use crate::plugins::bindings::handler::gregor::broker::types::{
+    KafkaError, TopicPartition as TxnPartition,
+};
+use crate::plugins::imports::{error_of, failure, result_of};
 use crate::plugins::state::HandlerState;
 use crate::transactions::{PendingOffset, ProducerRef};
 
@@ -19,14 +23,14 @@ impl txn::Host for HandlerState {
     fn init_idempotent_producer(&mut self) -> ProducerIdAndEpoch {
         match self.services.producer_ids.allocate() {
             Ok(producer_id) => ProducerIdAndEpoch {
-                error_code: 0,
+                error: None,
                 producer_id,
                 producer_epoch: 0,
             },
             Err(error) => {
                 tracing::error!("allocating a producer id failed: {error:#}");
                 ProducerIdAndEpoch {
-                    error_code: ErrorCode::KafkaStorageError.code(),
+                    error: Some(failure(ErrorCode::KafkaStorageError.code())),
                     producer_id: -1,
                     producer_epoch: -1,
                 }
@@ -49,7 +53,7 @@ impl txn::Host for HandlerState {
             (producer_id, producer_epoch),
         );
         ProducerIdAndEpoch {
-            error_code: answer.error_code,
+            error: error_of(answer.error_code),
             producer_id: answer.producer_id,
             producer_epoch: answer.producer_epoch,
         }
@@ -59,12 +63,12 @@ impl txn::Host for HandlerState {
         &mut self,
         topic: String,
         partition: i32,
-    ) -> Result<Vec<ActiveProducer>, i16> {
+    ) -> Result<Vec<ActiveProducer>, KafkaError> {
         let producers = self
             .services
             .replica
             .active_producers(&topic, partition)
-            .map_err(|error| error.error_code())?;
+            .map_err(|error| failure(error.error_code()))?;
         Ok(producers
             .into_iter()
             .map(|producer| ActiveProducer {
@@ -105,15 +109,15 @@ impl txn::Host for HandlerState {
         producer_id: i64,
         producer_epoch: i16,
         group_id: String,
-    ) -> i16 {
-        self.services.transactions.add_offsets(
+    ) -> Result<(), KafkaError> {
+        result_of(self.services.transactions.add_offsets(
             ProducerRef {
                 transactional_id: &transactional_id,
                 producer_id,
                 producer_epoch,
             },
             &group_id,
-        )
+        ))
     }
 
     fn txn_offset_commit(
@@ -131,7 +135,7 @@ impl txn::Host for HandlerState {
                 .map(|offset| TxnPartitionResult {
                     topic: offset.topic,
                     partition: offset.partition,
-                    error_code: code,
+                    error: error_of(code),
                 })
                 .collect()
         };
@@ -179,8 +183,8 @@ impl txn::Host for HandlerState {
         producer_id: i64,
         producer_epoch: i16,
         commit: bool,
-    ) -> i16 {
-        self.services.transactions.end_txn(
+    ) -> Result<(), KafkaError> {
+        result_of(self.services.transactions.end_txn(
             self.services.as_ref(),
             ProducerRef {
                 transactional_id: &transactional_id,
@@ -188,7 +192,7 @@ impl txn::Host for HandlerState {
                 producer_epoch,
             },
             commit,
-        )
+        ))
     }
 
     fn write_markers(
@@ -213,7 +217,7 @@ impl txn::Host for HandlerState {
                 TxnPartitionResult {
                     topic: partition.topic,
                     partition: partition.partition,
-                    error_code,
+                    error: error_of(error_code),
                 }
             })
             .collect()
@@ -222,12 +226,12 @@ impl txn::Host for HandlerState {
     fn describe_transaction(
         &mut self,
         transactional_id: String,
-    ) -> Result<TransactionDescription, i16> {
+    ) -> Result<TransactionDescription, KafkaError> {
         let found = self
             .services
             .transactions
             .describe(&transactional_id)
-            .ok_or(ErrorCode::TransactionalIdNotFound.code())?;
+            .ok_or_else(|| failure(ErrorCode::TransactionalIdNotFound.code()))?;
         Ok(TransactionDescription {
             state: found.state.name().to_string(),
             producer_id: found.producer_id,
@@ -287,7 +291,7 @@ fn results(partitions: Vec<TxnPartition>, codes: &[i16]) -> Vec<TxnPartitionResu
         .map(|(p, error_code)| TxnPartitionResult {
             topic: p.topic,
             partition: p.partition,
-            error_code,
+            error: error_of(error_code),
         })
         .collect()
 }

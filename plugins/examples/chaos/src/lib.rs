@@ -4,9 +4,10 @@
 //! The first body byte picks the behaviour: 1 traps (a panic), 2 loops
 //! forever, 3 allocates without bound, 4 writes a thousand log lines,
 //! 5 long-polls partition 0 of the topic named by the rest of the body
-//! (from the third byte) with the older waiting `log.fetch` and answers
-//! the bytes it read as a big-endian u32 (the host parks such a call by
-//! trapping the guest out of it); anything else echoes the body back. When the second byte is 1, the
+//! (from the third byte) with `log.fetch-or-park` straight from a raw
+//! handler and answers the bytes it read as a big-endian u32 (the host
+//! parks the request and calls `handle` again once a record arrives);
+//! anything else echoes the body back. When the second byte is 1, the
 //! module offers an error response for a failed call (the error code, as
 //! two bytes); otherwise it has none and the host closes the connection.
 
@@ -57,7 +58,11 @@ impl RawHandler for Chaos {
                     max_bytes: 1 << 20,
                     isolation_level: 0,
                 };
-                let fetched: usize = log::fetch(&wanted, options)
+                let Some(fetched) = log::fetch_or_park(&wanted, options) else {
+                    // Parked: the host discards this and calls again.
+                    return Outcome::NoResponse;
+                };
+                let fetched: usize = fetched
                     .iter()
                     .map(|partition| partition.records.len())
                     .sum();

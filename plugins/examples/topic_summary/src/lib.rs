@@ -24,6 +24,7 @@ use gregor_sdk::authorize::allowed_names;
 use gregor_sdk::authz::{Operation, ResourceType};
 use gregor_sdk::metadata::{self, TopicInfo};
 use gregor_sdk::wire::{custom_api_info, Reader, Writer};
+use gregor_sdk::AnswerError;
 use gregor_sdk::{log, ApiInfo, Outcome, RawHandler, RequestContext, ResponseError};
 
 pub const API_KEY: i16 = 1000;
@@ -115,10 +116,10 @@ fn write_topic(out: &mut Writer, topic: &TopicInfo) {
     for partition in &topic.partitions {
         let start = log::list_offset(&topic.name, partition.partition, -2, 0);
         let end = log::list_offset(&topic.name, partition.partition, -1, 0);
-        let error = if start.error_code != 0 {
-            start.error_code
+        let error = if start.error.error_code() != 0 {
+            start.error.error_code()
         } else {
-            end.error_code
+            end.error.error_code()
         };
         out.i32(partition.partition)
             .i16(error)
