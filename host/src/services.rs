@@ -387,6 +387,19 @@ fn load_or_create_cluster_id(log_dir: &Path, node_id: i32) -> Result<String> {
     Ok(id)
 }
 
+/// A cluster node's meta.properties: the cluster id the metadata quorum
+/// agreed on, marked as joined (a later start with another cluster's id
+/// refuses to run, `cluster::node`).
+pub fn write_cluster_id(log_dir: &Path, cluster_id: &str, node_id: i32) -> Result<()> {
+    let path = log_dir.join("meta.properties");
+    let text =
+        format!("version=1\ncluster.id={cluster_id}\nnode.id={node_id}\ncluster.joined=true\n");
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, text).with_context(|| format!("writing {}", tmp.display()))?;
+    std::fs::rename(&tmp, &path).with_context(|| format!("writing {}", path.display()))?;
+    Ok(())
+}
+
 /// Kafka cluster ids are 16 random bytes in URL-safe base64 without padding.
 fn base64_url(bytes: &[u8]) -> String {
     const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
