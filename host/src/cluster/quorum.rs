@@ -16,8 +16,6 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use serde::de::DeserializeOwned;
-use serde::Serialize;
 use tokio::sync::watch;
 
 /// A node's id in the quorum (Kafka's `node.id`).

@@ -29,6 +29,7 @@ use crate::cluster::controller::topics::{self, TopicRequest};
 use crate::cluster::image::{MetadataImage, TopicImage};
 use crate::cluster::placement::Seed;
 use crate::cluster::quorum::{Quorum, QuorumError};
+use crate::cluster::reconciler;
 use crate::error_code::ErrorCode;
 use crate::metadata::bounds;
 use crate::metadata::topics::{new_topic_id, NewTopic, TopicError, TopicManager};
@@ -74,9 +75,14 @@ impl BrokerMetadata {
         tokio::task::block_in_place(|| self.runtime.block_on(future))
     }
 
-    /// Proposes `command` and waits until it is applied here.
+    /// Proposes `command` and waits until it is applied here, then
+    /// brings the local topics and logs along at once (the reconciler
+    /// would, a moment later), so a client's next request finds them.
     fn propose(&self, command: Command) -> Result<Applied, TopicError> {
         let answer = self.block_on(self.quorum.propose(command));
+        let image = self.image();
+        let plan = reconciler::plan(&image, self.node_id, &self.topics.list());
+        reconciler::apply(plan, &self.topics, &|_| {});
         match answer {
             Ok(Ok(applied)) => Ok(applied),
             Ok(Err(refusal)) => Err(refused(refusal)),
