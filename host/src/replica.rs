@@ -11,7 +11,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use crate::clock::now_ms;
@@ -19,6 +19,7 @@ use crate::error_code::ErrorCode;
 use crate::log::producer_state::{self, AbortedTxn, ProducerBatch, ProducerStateMap, Verdict};
 use crate::log::{control, validate};
 use crate::log::{LogStore, PartitionOffsets, StorageError, TopicPartition};
+use crate::metadata::view::Leadership;
 use crate::metrics::Metrics;
 use crate::purgatory::FetchPurgatory;
 
@@ -92,6 +93,9 @@ pub struct ReplicaManager {
     producers: Mutex<HashMap<TopicPartition, Arc<Mutex<ProducerStateMap>>>>,
     /// `producer.id.expiration.ms`.
     producer_expiration_ms: AtomicI64,
+    /// In a cluster, which partitions this broker leads; unset on a
+    /// single node, which leads them all (and checks nothing).
+    leadership: OnceLock<Arc<dyn Leadership>>,
 }
 
 impl ReplicaManager {
@@ -103,7 +107,23 @@ impl ReplicaManager {
             metrics,
             producers: Mutex::new(HashMap::new()),
             producer_expiration_ms: AtomicI64::new(producer_state::DEFAULT_EXPIRATION_MS),
+            leadership: OnceLock::new(),
         }
+    }
+
+    /// From now on, partitions `leadership` says this broker does not
+    /// lead are answered NOT_LEADER_OR_FOLLOWER (Produce, consumer Fetch,
+    /// ListOffsets, OffsetForLeaderEpoch, DeleteRecords all come here).
+    /// Set once; a second call is ignored.
+    pub fn set_leadership(&self, leadership: Arc<dyn Leadership>) {
+        let _ = self.leadership.set(leadership);
+    }
+
+    /// Whether a client must be sent to the partition's leader.
+    fn not_leader(&self, topic: &str, partition: i32) -> bool {
+        self.leadership
+            .get()
+            .is_some_and(|leadership| !leadership.leads(topic, partition))
     }
 
     /// Sets `producer.id.expiration.ms`: how long a partition remembers an
@@ -133,6 +153,9 @@ impl ReplicaManager {
     ) -> AppendOutcome {
         if !matches!(acks, -1..=1) {
             return AppendOutcome::failed(ErrorCode::InvalidRequiredAcks.code(), None);
+        }
+        if self.not_leader(topic, partition) {
+            return AppendOutcome::failed(ErrorCode::NotLeaderOrFollower.code(), None);
         }
         // Kafka's LogValidator for AppendOrigin.CLIENT: no control batches
         // (only the coordinator writes markers), producer ids with sequences.
@@ -468,6 +491,10 @@ impl ReplicaManager {
                     records: Vec::new(),
                     aborted_transactions: Vec::new(),
                 };
+                if self.not_leader(&request.topic, request.partition) {
+                    fetched.error_code = ErrorCode::NotLeaderOrFollower.code();
+                    return fetched;
+                }
                 // Taken before the read: the records read may only grow
                 // past it, never hide a transaction opened since.
                 let stable = self.last_stable_offset(&tp);
@@ -524,6 +551,13 @@ impl ReplicaManager {
             offset,
             timestamp,
         };
+        if self.not_leader(topic, partition) {
+            return OffsetAnswer {
+                error_code: ErrorCode::NotLeaderOrFollower.code(),
+                offset: -1,
+                timestamp: -1,
+            };
+        }
         let result = match timestamp {
             -1 if read_committed => self.last_stable_offset(&tp).map(|lso| answer(lso, -1)),
             -1 => self.logs.offsets(&tp).map(|o| answer(o.high_watermark, -1)),
@@ -594,6 +628,13 @@ impl ReplicaManager {
     /// means the high watermark. On a single node the new low watermark is
     /// final at once, so there is nothing to wait for.
     pub fn delete_records(&self, topic: &str, partition: i32, offset: i64) -> DeleteRecordsOutcome {
+        if self.not_leader(topic, partition) {
+            return DeleteRecordsOutcome {
+                error_code: ErrorCode::NotLeaderOrFollower.code(),
+                error_message: None,
+                low_watermark: -1,
+            };
+        }
         let tp = TopicPartition::new(topic, partition);
         match self.logs.delete_records(&tp, offset) {
             Ok(low_watermark) => DeleteRecordsOutcome {

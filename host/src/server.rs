@@ -13,6 +13,8 @@ use tracing::{info, warn};
 
 use crate::apis::{self, KafkaApis};
 use crate::broker::Broker;
+use crate::cluster::config::ClusterConfig;
+use crate::cluster::node::ClusterNode;
 use crate::config::BrokerConfig;
 use crate::network::channel::RequestChannel;
 use crate::network::connection::ConnectionContext;
@@ -32,8 +34,17 @@ const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 pub async fn serve(config: BrokerConfig) -> Result<()> {
     let started = Instant::now();
     fd_limit::raise_to_hard_limit();
+    // Cluster settings are checked before anything is opened or bound:
+    // a misconfigured node exits with the offending key.
+    let cluster_config = ClusterConfig::from(&config)?;
     let config = Arc::new(config);
     let broker = Arc::new(Broker::open(Arc::clone(&config))?);
+    let cluster = match cluster_config {
+        Some(cluster_config) => {
+            Some(ClusterNode::start(&config, cluster_config, &broker.services).await?)
+        }
+        None => None,
+    };
 
     let limits = InstanceLimits {
         memory_max: config.plugin_memory_max_bytes()?,
@@ -60,6 +71,14 @@ pub async fn serve(config: BrokerConfig) -> Result<()> {
         bound.push(listener);
     }
     broker.services.set_advertised(advertised.clone());
+    let (stop, stopped) = watch::channel(false);
+    let mut fatal = match &cluster {
+        Some(node) => Some(
+            node.run(&config, &broker.services, &advertised, stopped.clone())
+                .await?,
+        ),
+        None => None,
+    };
 
     let channel = RequestChannel::new(config.queued_max_requests()?);
     let apis = Arc::new(KafkaApis::new(Arc::clone(&broker), channel.clone()));
@@ -79,7 +98,6 @@ pub async fn serve(config: BrokerConfig) -> Result<()> {
             Arc::clone(&broker.services.metrics),
         ),
     });
-    let (stop, stopped) = watch::channel(false);
     tokio::spawn(sweep_expired_tokens(
         Arc::clone(&broker.services),
         stopped.clone(),
@@ -128,7 +146,16 @@ pub async fn serve(config: BrokerConfig) -> Result<()> {
         "gregor started"
     );
 
-    wait_for_signal().await;
+    let failure = match fatal.as_mut() {
+        Some(fatal) => tokio::select! {
+            _ = wait_for_signal() => None,
+            error = fatal.recv() => error,
+        },
+        None => {
+            wait_for_signal().await;
+            None
+        }
+    };
     info!("shutting down: draining in-flight requests");
     let _ = stop.send(true);
     for listener in listeners {
@@ -147,6 +174,12 @@ pub async fn serve(config: BrokerConfig) -> Result<()> {
         warn!("in-flight requests did not finish within {DRAIN_TIMEOUT:?}");
     }
     broker.services.flush()?;
+    if let Some(node) = &cluster {
+        node.shutdown().await;
+    }
+    if let Some(error) = failure {
+        anyhow::bail!("{error}");
+    }
     info!("gregor stopped");
     Ok(())
 }

@@ -9,7 +9,7 @@
 //! runtime (`plugins::PluginHost`); `broker.rs` assembles the two.
 
 use std::path::Path;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, OnceLock};
 
 use anyhow::{Context, Result};
 
@@ -29,23 +29,22 @@ use crate::security::acl_store::AclStore;
 use crate::security::credentials::{CredentialStore, ScramMechanism, MIN_ITERATIONS};
 use crate::security::settings;
 use crate::security::tokens::TokenManager;
-use crate::sync;
 use crate::telemetry::ClientMetricsManager;
 use crate::transactions::{PendingOffset, TransactionStore, TxnEffects};
 
-/// A listener as clients should reach it (the bound port, not port 0).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AdvertisedListener {
-    pub name: String,
-    pub host: String,
-    pub port: u16,
-}
+pub use crate::metadata::view::AdvertisedListener;
+use crate::metadata::view::{Advertised, ClusterMetadata, Leadership, LocalMetadata};
 
 pub struct Services {
     pub config: Arc<BrokerConfig>,
     pub node_id: i32,
     pub cluster_id: String,
-    advertised: RwLock<Vec<AdvertisedListener>>,
+    advertised: Arc<Advertised>,
+    /// The single-node answers of the metadata seam.
+    local: LocalMetadata,
+    /// The cluster's, when this node runs on a metadata quorum (set once,
+    /// before the listeners are bound).
+    cluster: OnceLock<Arc<dyn ClusterMetadata>>,
     pub logs: Arc<dyn LogStore>,
     /// Topics and partitions (Kafka's MetadataCache and the topic half of
     /// its AdminManager).
@@ -121,10 +120,18 @@ impl Services {
         groups.start()?;
         let (acls, credentials) = open_security(&config, &log_dir)?;
         credentials.attach_tokens(Arc::clone(&tokens));
+        let advertised = Arc::new(Advertised::default());
         Ok(Self {
             node_id,
+            local: LocalMetadata {
+                node_id,
+                cluster_id: cluster_id.clone(),
+                topics: Arc::clone(&topics),
+                advertised: Arc::clone(&advertised),
+            },
+            cluster: OnceLock::new(),
             cluster_id,
-            advertised: RwLock::new(Vec::new()),
+            advertised,
             replica: ReplicaManager::new(
                 Arc::clone(&logs),
                 Arc::clone(&metrics),
@@ -155,17 +162,36 @@ impl Services {
     }
 
     pub fn set_advertised(&self, listeners: Vec<AdvertisedListener>) {
-        *sync::write(&self.advertised) = listeners;
+        self.advertised.set(listeners);
     }
 
     /// The address clients of `listener` should use for this broker.
     pub fn advertised_for(&self, listener: &str) -> Option<AdvertisedListener> {
-        let advertised = sync::read(&self.advertised);
-        advertised
-            .iter()
-            .find(|candidate| candidate.name == listener)
-            .or_else(|| advertised.first())
-            .cloned()
+        self.advertised.for_listener(listener)
+    }
+
+    /// Topics, partitions and brokers: the cluster's view when this node
+    /// runs on a quorum, else the single node's.
+    pub fn metadata(&self) -> &dyn ClusterMetadata {
+        match self.cluster.get() {
+            Some(cluster) => cluster.as_ref(),
+            None => &self.local,
+        }
+    }
+
+    /// Puts this node on the cluster's metadata and makes the log path
+    /// answer NOT_LEADER_OR_FOLLOWER for the partitions it does not lead.
+    /// Once, at start; a second call is refused.
+    pub fn join_cluster(
+        &self,
+        metadata: Arc<dyn ClusterMetadata>,
+        leadership: Arc<dyn Leadership>,
+    ) -> Result<()> {
+        if self.cluster.set(metadata).is_err() {
+            anyhow::bail!("the cluster metadata is already set");
+        }
+        self.replica.set_leadership(leadership);
+        Ok(())
     }
 
     /// Flushes every log and the group store (clean shutdown).
@@ -359,6 +385,19 @@ fn load_or_create_cluster_id(log_dir: &Path, node_id: i32) -> Result<String> {
     std::fs::write(&tmp, text).with_context(|| format!("writing {}", tmp.display()))?;
     std::fs::rename(&tmp, &path).with_context(|| format!("writing {}", path.display()))?;
     Ok(id)
+}
+
+/// A cluster node's meta.properties: the cluster id the metadata quorum
+/// agreed on, marked as joined (a later start with another cluster's id
+/// refuses to run, `cluster::node`).
+pub fn write_cluster_id(log_dir: &Path, cluster_id: &str, node_id: i32) -> Result<()> {
+    let path = log_dir.join("meta.properties");
+    let text =
+        format!("version=1\ncluster.id={cluster_id}\nnode.id={node_id}\ncluster.joined=true\n");
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, text).with_context(|| format!("writing {}", tmp.display()))?;
+    std::fs::rename(&tmp, &path).with_context(|| format!("writing {}", path.display()))?;
+    Ok(())
 }
 
 /// Kafka cluster ids are 16 random bytes in URL-safe base64 without padding.

@@ -113,6 +113,11 @@ pub enum Command {
 
     /// Gregor's own: the authorizer module every node uses (None: none).
     SetAuthorizer { name: Option<String> },
+    /// Gregor's own (Kafka formats it into every node's meta.properties
+    /// with `kafka-storage format`): the cluster id, proposed by every node
+    /// that finds none in the image; the first applied stays, later ones
+    /// change nothing.
+    SetClusterId { cluster_id: String },
 
     /// Kafka's atomic batch: all apply, or none (the image is left as it
     /// was and the first refusal is the answer). The controller fences a

@@ -9,3 +9,4 @@ pub mod dynamic;
 pub mod store;
 pub mod topic_config;
 pub mod topics;
+pub mod view;

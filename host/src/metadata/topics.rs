@@ -51,6 +51,14 @@ pub struct NewTopic {
     pub configs: Vec<(String, Option<String>)>,
 }
 
+/// A CreateTopics entry once checked: what the broker will create.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResolvedTopic {
+    pub partitions: i32,
+    pub replication_factor: i16,
+    pub configs: BTreeMap<String, String>,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Topic {
     pub name: String,
@@ -135,12 +143,14 @@ impl TopicManager {
         crate::sync::lock(&self.store)
     }
 
-    /// Creates a topic, or with `validate_only` checks that it could be.
-    ///
-    /// The partition count is bounded before anything else (Kafka's
-    /// `validateTotalNumberOfPartitions`), and the records the topic would
-    /// write before it is created or described, `validate_only` or not.
-    pub fn create(&self, request: &NewTopic, validate_only: bool) -> Result<Topic, TopicError> {
+    /// A CreateTopics entry checked and resolved against the broker's
+    /// defaults (Kafka's order of checks); `replicas_ok` judges the
+    /// resolved replication factor against the brokers there are.
+    pub fn resolve(
+        &self,
+        request: &NewTopic,
+        replicas_ok: &dyn Fn(i16) -> Result<(), TopicError>,
+    ) -> Result<ResolvedTopic, TopicError> {
         let default_partitions = self.config.num_partitions().unwrap_or(1);
         if bounds::requested_partitions(request.num_partitions, default_partitions)
             > bounds::MAX_PARTITIONS_PER_BATCH
@@ -181,14 +191,7 @@ impl TopicManager {
                 "Replication factor must be larger than 0, or -1 to use the default value.",
             ));
         }
-        if replication > 1 {
-            return Err(TopicError::new(
-                ErrorCode::InvalidReplicationFactor.code(),
-                format!(
-                    "Unable to replicate the partition {replication} time(s): The target replication factor of {replication} cannot be reached because only 1 broker(s) are registered."
-                ),
-            ));
-        }
+        replicas_ok(replication)?;
         let mut configs = BTreeMap::new();
         for (name, value) in &request.configs {
             let Some(value) = value else {
@@ -202,6 +205,34 @@ impl TopicManager {
             configs.insert(name.clone(), value.clone());
         }
 
+        Ok(ResolvedTopic {
+            partitions,
+            replication_factor: replication,
+            configs,
+        })
+    }
+
+    /// Creates a topic, or with `validate_only` checks that it could be.
+    ///
+    /// The partition count is bounded before anything else (Kafka's
+    /// `validateTotalNumberOfPartitions`), and the records the topic would
+    /// write before it is created or described, `validate_only` or not.
+    pub fn create(&self, request: &NewTopic, validate_only: bool) -> Result<Topic, TopicError> {
+        let ResolvedTopic {
+            partitions,
+            configs,
+            ..
+        } = self.resolve(request, &|replication| {
+            if replication > 1 {
+                return Err(TopicError::new(
+                    ErrorCode::InvalidReplicationFactor.code(),
+                    format!(
+                        "Unable to replicate the partition {replication} time(s): The target replication factor of {replication} cannot be reached because only 1 broker(s) are registered."
+                    ),
+                ));
+            }
+            Ok(())
+        })?;
         // Serialize creations so the existence check and the write agree.
         let mut store = self.lock_store();
         if let Some(existing) = self.collision(&request.name) {
@@ -274,6 +305,41 @@ impl TopicManager {
             .map_err(|error| TopicError::new(error.error_code(), error.to_string()))?;
         info!(topic = %name, "topic deleted");
         Ok(topic.id)
+    }
+
+    /// A topic as the cluster's metadata image has it (its reconciler):
+    /// recorded here with the image's id, partition count and configs, and
+    /// the logs of the partitions this broker holds a replica of (`local`)
+    /// created or given the topic's config. A topic of the same name with
+    /// another id is an older incarnation: it goes first, data and all.
+    /// Nothing is done when the topic is unchanged.
+    pub fn adopt(&self, topic: Topic, local: &[i32]) -> Result<(), TopicError> {
+        if self
+            .get(&topic.name)
+            .is_some_and(|known| known.id != topic.id)
+        {
+            self.delete(&topic.name)?;
+        }
+        let mut store = self.lock_store();
+        if self.get(&topic.name).as_ref() == Some(&topic) {
+            return Ok(());
+        }
+        store.put_topic(record_of(&topic)).map_err(|error| {
+            TopicError::new(ErrorCode::KafkaStorageError.code(), error.to_string())
+        })?;
+        let log_config = self.log_config(&topic.configs);
+        for partition in local {
+            let tp = TopicPartition {
+                topic: topic.name.clone(),
+                partition: *partition,
+            };
+            self.logs
+                .create_partition(&tp, log_config.clone())
+                .map_err(|error| TopicError::new(error.error_code(), error.to_string()))?;
+        }
+        info!(topic = %topic.name, partitions = topic.partitions, local = local.len(), "topic adopted from the metadata image");
+        self.write().insert(topic.name.clone(), topic);
+        Ok(())
     }
 
     /// Every config of a topic with its effective value and source.
@@ -525,7 +591,7 @@ pub fn validate_name(name: &str) -> Result<(), TopicError> {
 }
 
 /// A random (version 4) UUID that is never Kafka's zero or sentinel id.
-fn new_topic_id() -> u128 {
+pub fn new_topic_id() -> u128 {
     loop {
         let mut bytes = crate::uuid::random_bytes();
         bytes[6] = (bytes[6] & 0x0f) | 0x40;

@@ -73,6 +73,9 @@ pub struct MetadataImage {
     next_producer_id: i64,
     /// The authorizer module's name, if one decides.
     authorizer: Option<String>,
+    /// The cluster id, once a node proposed one (the first stays).
+    #[serde(default)]
+    cluster_id: Option<String>,
 }
 
 impl StateMachine for MetadataImage {
@@ -167,6 +170,12 @@ impl MetadataImage {
             } => self.allocate_producer_ids(*broker_id, *broker_epoch),
             Command::SetAuthorizer { name } => {
                 self.authorizer.clone_from(name);
+                Ok(Applied::Done)
+            }
+            Command::SetClusterId { cluster_id } => {
+                if self.cluster_id.is_none() {
+                    self.cluster_id = Some(cluster_id.clone());
+                }
                 Ok(Applied::Done)
             }
             Command::Atomic(commands) => self.apply_atomic(index, commands),
@@ -270,6 +279,11 @@ impl MetadataImage {
 
     pub fn authorizer(&self) -> Option<&str> {
         self.authorizer.as_deref()
+    }
+
+    /// The cluster id, once set.
+    pub fn cluster_id(&self) -> Option<&str> {
+        self.cluster_id.as_deref()
     }
 
     /// The live brokers reachable on `listener` (Metadata's broker list).

@@ -9,7 +9,8 @@
 use std::time::Instant;
 
 use crate::metadata::topic_config::BrokerView;
-use crate::metadata::topics::{NewTopic as CreateRequest, Topic};
+use crate::metadata::topics::{NewTopic as CreateRequest, TopicError};
+use crate::metadata::view::TopicView;
 use crate::plugins::bindings::handler::gregor::broker::metadata::{
     self, Broker as BrokerNode, Cluster, ConfigEntry, NewTopic, PartitionInfo, TopicInfo,
 };
@@ -24,73 +25,69 @@ const INTERNAL_TOPICS: &[&str] = &[
     "__share_group_state",
 ];
 
-fn topic_info(topic: &Topic, node_id: i32) -> TopicInfo {
+fn topic_info(topic: TopicView) -> TopicInfo {
     TopicInfo {
-        name: topic.name.clone(),
-        topic_id: Uuid::from(topic.id),
         is_internal: INTERNAL_TOPICS.contains(&topic.name.as_str()),
-        partitions: (0..topic.partitions)
-            .map(|partition| PartitionInfo {
-                partition,
-                leader_id: node_id,
-                leader_epoch: 0,
-                replicas: vec![node_id],
-                isr: vec![node_id],
-                offline_replicas: Vec::new(),
+        name: topic.name,
+        topic_id: Uuid::from(topic.id),
+        partitions: topic
+            .partitions
+            .into_iter()
+            .map(|p| PartitionInfo {
+                partition: p.partition,
+                leader_id: p.leader,
+                leader_epoch: p.leader_epoch,
+                replicas: p.replicas,
+                isr: p.isr,
+                offline_replicas: p.offline_replicas,
             })
             .collect(),
     }
 }
 
+fn kafka_error(error: TopicError) -> KafkaError {
+    KafkaError {
+        code: error.code,
+        message: Some(error.message),
+    }
+}
+
 impl metadata::Host for HandlerState {
     fn describe_cluster(&mut self) -> Cluster {
-        let broker = &self.services;
         let listener = self
             .session
             .as_ref()
             .map(|s| s.listener.clone())
             .unwrap_or_default();
-        let brokers = broker
-            .advertised_for(&listener)
-            .map(|advertised| BrokerNode {
-                node_id: broker.node_id,
-                host: advertised.host,
-                port: i32::from(advertised.port),
-                rack: None,
-            })
-            .into_iter()
-            .collect();
+        let cluster = self.services.metadata().cluster(&listener);
         Cluster {
-            cluster_id: broker.cluster_id.clone(),
-            controller_id: broker.node_id,
-            brokers,
+            cluster_id: cluster.cluster_id,
+            controller_id: cluster.controller_id,
+            brokers: cluster
+                .brokers
+                .into_iter()
+                .map(|node| BrokerNode {
+                    node_id: node.id,
+                    host: node.host,
+                    port: i32::from(node.port),
+                    rack: node.rack,
+                })
+                .collect(),
         }
     }
 
     fn list_topics(&mut self) -> Vec<TopicInfo> {
-        let node = self.services.node_id;
-        self.services
-            .topics
-            .list()
-            .iter()
-            .map(|t| topic_info(t, node))
-            .collect()
+        let topics = self.services.metadata().topics();
+        topics.into_iter().map(topic_info).collect()
     }
 
     fn topic_by_name(&mut self, name: String) -> Option<TopicInfo> {
-        let node = self.services.node_id;
-        self.services
-            .topics
-            .get(&name)
-            .map(|t| topic_info(&t, node))
+        self.services.metadata().topic(&name).map(topic_info)
     }
 
     fn topic_by_id(&mut self, id: Uuid) -> Option<TopicInfo> {
-        let node = self.services.node_id;
-        self.services
-            .topics
-            .by_id(u128::from(id))
-            .map(|t| topic_info(&t, node))
+        let id = u128::from(id);
+        self.services.metadata().topic_by_id(id).map(topic_info)
     }
 
     fn create_topic(
@@ -104,31 +101,25 @@ impl metadata::Host for HandlerState {
             replication_factor: topic.replication_factor,
             configs: topic.configs,
         };
-        let node = self.services.node_id;
         let started = Instant::now();
-        let created = self.services.topics.create(&request, validate_only);
+        let created = self
+            .services
+            .metadata()
+            .create_topic(&request, validate_only);
         // Creating partition logs is the broker's time, not the guest's.
         self.clock.add_host_wait(started.elapsed());
-        created
-            .map(|created| topic_info(&created, node))
-            .map_err(|error| KafkaError {
-                code: error.code,
-                message: Some(error.message),
-            })
+        created.map(topic_info).map_err(kafka_error)
     }
 
     fn delete_topic(&mut self, name: String) -> Result<Uuid, KafkaError> {
         let started = Instant::now();
-        let deleted = self.services.topics.delete(&name);
+        let deleted = self.services.metadata().delete_topic(&name);
         self.clock.add_host_wait(started.elapsed());
         deleted
             // Kafka drops the committed offsets of deleted partitions.
             .inspect(|_| self.services.groups.on_topic_deleted(&name))
             .map(Uuid::from)
-            .map_err(|error| KafkaError {
-                code: error.code,
-                message: Some(error.message),
-            })
+            .map_err(kafka_error)
     }
 
     fn topic_configs(&mut self, name: String) -> Option<Vec<ConfigEntry>> {
@@ -153,22 +144,15 @@ impl metadata::Host for HandlerState {
         assignments: Option<Vec<Vec<i32>>>,
         validate_only: bool,
     ) -> Result<TopicInfo, KafkaError> {
-        let node = self.services.node_id;
         let started = Instant::now();
-        let created = self.services.topics.create_partitions(
+        let created = self.services.metadata().create_partitions(
             &name,
             total,
             assignments.as_deref(),
-            node,
             validate_only,
         );
         self.clock.add_host_wait(started.elapsed());
-        created
-            .map(|topic| topic_info(&topic, node))
-            .map_err(|error| KafkaError {
-                code: error.code,
-                message: Some(error.message),
-            })
+        created.map(topic_info).map_err(kafka_error)
     }
 
     /// The effective value: dynamic (AlterConfigs) before static.

@@ -1,0 +1,300 @@
+//! A cluster node's answers to the metadata seam
+//! ([`ClusterMetadata`], [`Leadership`]): read from the replicated
+//! metadata image, topic changes proposed to the quorum.
+//!
+//! - Metadata and DescribeCluster list the live (unfenced) brokers with
+//!   their endpoint on the request's listener, the quorum leader as the
+//!   controller (Kafka's combined mode: the active controller is the
+//!   quorum leader), and each partition's leader, replicas, ISR and
+//!   offline replicas as the image has them.
+//! - CreateTopics, CreatePartitions and DeleteTopics are validated with
+//!   the single node's helpers (names, configs, defaults), decided with
+//!   `controller::topics` on this node's image (placement over the active
+//!   brokers, INVALID_REPLICATION_FACTOR beyond them) and proposed from
+//!   this node, which the quorum forwards to its leader; they are answered
+//!   once the command is applied here, so the topic is visible on this
+//!   broker when the client hears back. A decision made on a stale image
+//!   is refused by the image's guards and comes back as Kafka's error.
+//! - The seam is synchronous (the WIT imports are): a proposal blocks the
+//!   calling worker with `block_in_place`, so the runtime's other tasks
+//!   (the quorum's among them) keep running.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use tokio::runtime::Handle;
+
+use crate::cluster::command::{Applied, Command, Refusal, Uuid};
+use crate::cluster::controller::topics::{self, TopicRequest};
+use crate::cluster::image::{MetadataImage, TopicImage};
+use crate::cluster::placement::Seed;
+use crate::cluster::quorum::{Quorum, QuorumError};
+use crate::cluster::reconciler;
+use crate::error_code::ErrorCode;
+use crate::metadata::bounds;
+use crate::metadata::topics::{new_topic_id, NewTopic, TopicError, TopicManager};
+use crate::metadata::view::{
+    ClusterMetadata, ClusterView, Leadership, NodeView, PartitionView, TopicView,
+};
+
+/// Kafka's REQUEST_TIMED_OUT: a proposal whose outcome is unknown.
+const REQUEST_TIMED_OUT: i16 = 7;
+
+pub struct BrokerMetadata {
+    quorum: Arc<dyn Quorum<MetadataImage>>,
+    node_id: i32,
+    cluster_id: String,
+    /// Validation of requests (names, configs, defaults) as on one node.
+    topics: Arc<TopicManager>,
+    runtime: Handle,
+}
+
+impl BrokerMetadata {
+    pub fn new(
+        quorum: Arc<dyn Quorum<MetadataImage>>,
+        node_id: i32,
+        cluster_id: String,
+        topics: Arc<TopicManager>,
+        runtime: Handle,
+    ) -> Self {
+        Self {
+            quorum,
+            node_id,
+            cluster_id,
+            topics,
+            runtime,
+        }
+    }
+
+    fn image(&self) -> Arc<MetadataImage> {
+        self.quorum.image()
+    }
+
+    /// Runs a future to completion from the synchronous seam.
+    fn block_on<F: Future>(&self, future: F) -> F::Output {
+        tokio::task::block_in_place(|| self.runtime.block_on(future))
+    }
+
+    /// Proposes `command` and waits until it is applied here, then
+    /// brings the local topics and logs along at once (the reconciler
+    /// would, a moment later), so a client's next request finds them.
+    fn propose(&self, command: Command) -> Result<Applied, TopicError> {
+        let answer = self.block_on(self.quorum.propose(command));
+        let image = self.image();
+        let plan = reconciler::plan(&image, self.node_id, &self.topics.list());
+        reconciler::apply(plan, &self.topics, &|_| {});
+        match answer {
+            Ok(Ok(applied)) => Ok(applied),
+            Ok(Err(refusal)) => Err(refused(refusal)),
+            Err(error) => Err(quorum_failed(&error)),
+        }
+    }
+
+    fn view_of(&self, image: &MetadataImage, name: &str) -> Result<TopicView, TopicError> {
+        image
+            .topic(name)
+            .map(|t| topic_view(image, t))
+            .ok_or_else(|| TopicError {
+                code: ErrorCode::UnknownTopicOrPartition.code(),
+                message: format!("The topic '{name}' is not in this broker's metadata yet."),
+            })
+    }
+}
+
+/// A topic of the image as the `metadata` import describes it.
+pub fn topic_view(image: &MetadataImage, topic: &TopicImage) -> TopicView {
+    TopicView {
+        name: topic.name.clone(),
+        id: topic.id.0,
+        partitions: topic
+            .partitions
+            .iter()
+            .map(|(index, p)| PartitionView {
+                partition: *index,
+                leader: p.leader,
+                leader_epoch: p.leader_epoch,
+                replicas: p.replicas.clone(),
+                isr: p.isr.clone(),
+                offline_replicas: image.offline_replicas(p),
+            })
+            .collect(),
+    }
+}
+
+fn refused(refusal: Refusal) -> TopicError {
+    TopicError {
+        code: refusal.code.code(),
+        message: refusal.message,
+    }
+}
+
+/// No leader: NOT_CONTROLLER, which clients retry; an unknown outcome:
+/// REQUEST_TIMED_OUT (Kafka's answer when the controller did not answer).
+fn quorum_failed(error: &QuorumError) -> TopicError {
+    let code = match error {
+        QuorumError::NoLeader => ErrorCode::NotController.code(),
+        QuorumError::Indeterminate(_) => REQUEST_TIMED_OUT,
+        QuorumError::Stopped(_) => ErrorCode::UnknownServerError.code(),
+    };
+    TopicError {
+        code,
+        message: error.to_string(),
+    }
+}
+
+fn seed() -> Seed {
+    let bytes = crate::uuid::random_bytes();
+    let mut first = [0u8; 8];
+    first.copy_from_slice(&bytes[..8]);
+    Seed::from_random(first)
+}
+
+impl ClusterMetadata for BrokerMetadata {
+    fn cluster(&self, listener: &str) -> ClusterView {
+        let image = self.image();
+        let controller_id = self
+            .quorum
+            .leader()
+            .and_then(|id| i32::try_from(id).ok())
+            .unwrap_or(-1);
+        ClusterView {
+            cluster_id: self.cluster_id.clone(),
+            controller_id,
+            brokers: image
+                .live_brokers(listener)
+                .into_iter()
+                .map(|b| NodeView {
+                    id: b.id,
+                    host: b.host,
+                    port: b.port,
+                    rack: b.rack,
+                })
+                .collect(),
+        }
+    }
+
+    fn topics(&self) -> Vec<TopicView> {
+        let image = self.image();
+        image
+            .topics()
+            .iter()
+            .map(|t| topic_view(&image, t))
+            .collect()
+    }
+
+    fn topic(&self, name: &str) -> Option<TopicView> {
+        let image = self.image();
+        image.topic(name).map(|t| topic_view(&image, t))
+    }
+
+    fn topic_by_id(&self, id: u128) -> Option<TopicView> {
+        let image = self.image();
+        image.topic_by_id(Uuid(id)).map(|t| topic_view(&image, t))
+    }
+
+    fn create_topic(
+        &self,
+        request: &NewTopic,
+        validate_only: bool,
+    ) -> Result<TopicView, TopicError> {
+        // Placement judges the factor against the active brokers.
+        let resolved = self.topics.resolve(request, &|_| Ok(()))?;
+        let records = usize::try_from(resolved.partitions)
+            .unwrap_or(usize::MAX)
+            .saturating_add(1 + resolved.configs.len());
+        if !bounds::records_fit(records) {
+            return Err(TopicError {
+                code: ErrorCode::PolicyViolation.code(),
+                message: bounds::TOO_MANY_RECORDS.to_string(),
+            });
+        }
+        let decision = TopicRequest {
+            name: request.name.clone(),
+            id: Uuid(new_topic_id()),
+            num_partitions: resolved.partitions,
+            replication_factor: resolved.replication_factor,
+            assignment: None,
+            configs: resolved.configs,
+        };
+        let image = self.image();
+        let command = topics::create_topic(&image, &decision, seed()).map_err(refused)?;
+        if validate_only {
+            let mut scratch = (*image).clone();
+            crate::cluster::quorum::StateMachine::apply(
+                &mut scratch,
+                image.last_applied(),
+                &command,
+            )
+            .map_err(refused)?;
+            return self.view_of(&scratch, &request.name);
+        }
+        self.propose(command)?;
+        self.view_of(&self.image(), &request.name)
+    }
+
+    fn delete_topic(&self, name: &str) -> Result<u128, TopicError> {
+        let image = self.image();
+        let command = topics::delete_topic(&image, name).map_err(refused)?;
+        let Command::DeleteTopic { topic_id } = command else {
+            return Err(TopicError {
+                code: ErrorCode::UnknownServerError.code(),
+                message: "unexpected delete decision".to_string(),
+            });
+        };
+        self.propose(command)?;
+        Ok(topic_id.0)
+    }
+
+    fn create_partitions(
+        &self,
+        name: &str,
+        total: i32,
+        assignments: Option<&[Vec<i32>]>,
+        validate_only: bool,
+    ) -> Result<TopicView, TopicError> {
+        let image = self.image();
+        let additional = image
+            .topic(name)
+            .map_or(0, |t| total.saturating_sub(t.partition_count()));
+        if !bounds::records_fit(usize::try_from(additional).unwrap_or(0)) {
+            return Err(TopicError {
+                code: ErrorCode::PolicyViolation.code(),
+                message: bounds::TOO_MANY_RECORDS.to_string(),
+            });
+        }
+        let command =
+            topics::create_partitions(&image, name, total, assignments, seed()).map_err(refused)?;
+        if validate_only {
+            let mut scratch = (*image).clone();
+            crate::cluster::quorum::StateMachine::apply(
+                &mut scratch,
+                image.last_applied(),
+                &command,
+            )
+            .map_err(refused)?;
+            return self.view_of(&scratch, name);
+        }
+        self.propose(command)?;
+        self.view_of(&self.image(), name)
+    }
+}
+
+/// This broker leads a partition when the image names it leader. A
+/// partition the image does not know is left to the log (it answers
+/// UNKNOWN_TOPIC_OR_PARTITION, as Kafka does).
+pub struct ImageLeadership {
+    pub quorum: Arc<dyn Quorum<MetadataImage>>,
+    pub node_id: i32,
+}
+
+impl Leadership for ImageLeadership {
+    fn leads(&self, topic: &str, partition: i32) -> bool {
+        self.quorum
+            .image()
+            .partition(topic, partition)
+            .is_none_or(|p| p.leader == self.node_id)
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,198 @@
+//! The metadata seam: what the `metadata` import and the log path ask of
+//! "the cluster", whichever answers it.
+//!
+//! A single node answers from its own stores ([`LocalMetadata`]: the
+//! TopicManager, this broker as the only broker and controller, every
+//! partition led here), exactly as before the cluster existed. A node of a
+//! cluster answers from the replicated metadata image and proposes its
+//! changes to the quorum (`cluster::broker_metadata`). The import code
+//! does not know which: it holds a `dyn ClusterMetadata`.
+
+use std::sync::{Arc, RwLock};
+
+use crate::metadata::topics::{NewTopic, Topic, TopicError, TopicManager};
+
+/// A broker as Metadata and DescribeCluster list it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeView {
+    pub id: i32,
+    pub host: String,
+    pub port: u16,
+    pub rack: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterView {
+    pub cluster_id: String,
+    pub controller_id: i32,
+    pub brokers: Vec<NodeView>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionView {
+    pub partition: i32,
+    pub leader: i32,
+    pub leader_epoch: i32,
+    pub replicas: Vec<i32>,
+    pub isr: Vec<i32>,
+    pub offline_replicas: Vec<i32>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TopicView {
+    pub name: String,
+    pub id: u128,
+    pub partitions: Vec<PartitionView>,
+}
+
+/// Topics, partitions and brokers as the cluster sees them, and the
+/// topic changes that go through the controller.
+pub trait ClusterMetadata: Send + Sync {
+    /// The cluster as seen from `listener` (the request's listener).
+    fn cluster(&self, listener: &str) -> ClusterView;
+    fn topics(&self) -> Vec<TopicView>;
+    fn topic(&self, name: &str) -> Option<TopicView>;
+    fn topic_by_id(&self, id: u128) -> Option<TopicView>;
+    /// CreateTopics; answered once the topic is visible here.
+    fn create_topic(
+        &self,
+        request: &NewTopic,
+        validate_only: bool,
+    ) -> Result<TopicView, TopicError>;
+    /// DeleteTopics; the deleted topic's id.
+    fn delete_topic(&self, name: &str) -> Result<u128, TopicError>;
+    fn create_partitions(
+        &self,
+        name: &str,
+        total: i32,
+        assignments: Option<&[Vec<i32>]>,
+        validate_only: bool,
+    ) -> Result<TopicView, TopicError>;
+}
+
+/// Whether this broker leads a partition: the log path answers
+/// NOT_LEADER_OR_FOLLOWER for the others. A single node has none (it
+/// leads everything), so the log path checks nothing there.
+pub trait Leadership: Send + Sync {
+    fn leads(&self, topic: &str, partition: i32) -> bool;
+}
+
+/// A listener as clients should reach it (the bound port, not port 0).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AdvertisedListener {
+    pub name: String,
+    pub host: String,
+    pub port: u16,
+}
+
+/// The listeners this node advertises, set once they are bound.
+#[derive(Debug, Default)]
+pub struct Advertised(RwLock<Vec<AdvertisedListener>>);
+
+impl Advertised {
+    pub fn set(&self, listeners: Vec<AdvertisedListener>) {
+        *crate::sync::write(&self.0) = listeners;
+    }
+
+    pub fn all(&self) -> Vec<AdvertisedListener> {
+        crate::sync::read(&self.0).clone()
+    }
+
+    /// The address clients of `listener` should use (else the first).
+    pub fn for_listener(&self, listener: &str) -> Option<AdvertisedListener> {
+        let advertised = crate::sync::read(&self.0);
+        advertised
+            .iter()
+            .find(|candidate| candidate.name == listener)
+            .or_else(|| advertised.first())
+            .cloned()
+    }
+}
+
+/// The single-node broker: its own topics, itself as the one broker and
+/// the controller, one replica per partition.
+pub struct LocalMetadata {
+    pub node_id: i32,
+    pub cluster_id: String,
+    pub topics: Arc<TopicManager>,
+    pub advertised: Arc<Advertised>,
+}
+
+impl LocalMetadata {
+    fn view(&self, topic: &Topic) -> TopicView {
+        let node = self.node_id;
+        TopicView {
+            name: topic.name.clone(),
+            id: topic.id,
+            partitions: (0..topic.partitions)
+                .map(|partition| PartitionView {
+                    partition,
+                    leader: node,
+                    leader_epoch: 0,
+                    replicas: vec![node],
+                    isr: vec![node],
+                    offline_replicas: Vec::new(),
+                })
+                .collect(),
+        }
+    }
+}
+
+impl ClusterMetadata for LocalMetadata {
+    fn cluster(&self, listener: &str) -> ClusterView {
+        let brokers = self
+            .advertised
+            .for_listener(listener)
+            .map(|advertised| NodeView {
+                id: self.node_id,
+                host: advertised.host,
+                port: advertised.port,
+                rack: None,
+            })
+            .into_iter()
+            .collect();
+        ClusterView {
+            cluster_id: self.cluster_id.clone(),
+            controller_id: self.node_id,
+            brokers,
+        }
+    }
+
+    fn topics(&self) -> Vec<TopicView> {
+        self.topics.list().iter().map(|t| self.view(t)).collect()
+    }
+
+    fn topic(&self, name: &str) -> Option<TopicView> {
+        self.topics.get(name).map(|t| self.view(&t))
+    }
+
+    fn topic_by_id(&self, id: u128) -> Option<TopicView> {
+        self.topics.by_id(id).map(|t| self.view(&t))
+    }
+
+    fn create_topic(
+        &self,
+        request: &NewTopic,
+        validate_only: bool,
+    ) -> Result<TopicView, TopicError> {
+        self.topics
+            .create(request, validate_only)
+            .map(|t| self.view(&t))
+    }
+
+    fn delete_topic(&self, name: &str) -> Result<u128, TopicError> {
+        self.topics.delete(name)
+    }
+
+    fn create_partitions(
+        &self,
+        name: &str,
+        total: i32,
+        assignments: Option<&[Vec<i32>]>,
+        validate_only: bool,
+    ) -> Result<TopicView, TopicError> {
+        self.topics
+            .create_partitions(name, total, assignments, self.node_id, validate_only)
+            .map(|t| self.view(&t))
+    }
+}
