@@ -185,7 +185,7 @@ async fn kcat_keyed_messages_round_trip_with_offsets() {
     assert_eq!(got, expected);
 }
 
-/// librdkafka up to 2.0.x (Debian's kcat 1.7.1 is built on 2.0.2) sends
+/// librdkafka before 2.6.1 (Debian's kcat 1.7.1 is built on 2.0.2) sends
 /// its client nonce followed by the whole server nonce in SCRAM's
 /// client-final message; Kafka accepts any nonce ending with the server's,
 /// and so must Gregor, or Debian's kcat cannot log in with SCRAM.

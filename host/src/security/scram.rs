@@ -206,7 +206,7 @@ impl ScramServer {
             return Err(fail("Authentication failed: Invalid channel binding"));
         }
         // Kafka accepts any nonce that ends with the server's: librdkafka
-        // up to 2.0.x sends the client nonce followed by the whole server
+        // before 2.6.1 sends the client nonce followed by the whole server
         // nonce (which already starts with it). The proof below covers the
         // message as sent, so the client still proves it saw this nonce.
         if !nonce.ends_with(exchange.nonce) {
@@ -257,7 +257,7 @@ mod tests {
     }
 
     /// A client whose final nonce is `prefix` followed by the server's
-    /// (librdkafka up to 2.0.x repeats its own nonce in front).
+    /// (librdkafka before 2.6.1 repeats its own nonce in front).
     fn client_final_with_nonce(
         mechanism: ScramMechanism,
         password: &str,
