@@ -78,6 +78,7 @@ pub async fn serve(config: BrokerConfig) -> Result<()> {
             QuotaLimits::from_config(&config)?,
             Arc::clone(&broker.services.metrics),
         ),
+        credentials: Arc::clone(&broker.services.credentials),
     });
     let (stop, stopped) = watch::channel(false);
     tokio::spawn(sweep_expired_tokens(
