@@ -48,9 +48,19 @@ pub struct RecordError {
     pub message: String,
 }
 
-/// The records of a batch refused for their own content, in batch order.
+/// The records of a batch refused for their own content, in batch order:
+/// the first [`MAX_RECORD_ERRORS`] of `total`. (Kafka lists them all; a
+/// batch may hold millions of tiny records, so the host and the module
+/// keep a bounded list, and the producer fails the records past it as "a
+/// different record", which fails them all the same.)
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RecordErrors(pub Vec<RecordError>);
+pub struct RecordErrors {
+    pub errors: Vec<RecordError>,
+    pub total: usize,
+}
+
+/// How many record errors a refused batch names.
+pub const MAX_RECORD_ERRORS: usize = 1000;
 
 /// The line that starts each record error in [`RecordErrors::append_message`].
 pub const RECORD_ERROR_PREFIX: &str = "record-error ";
@@ -59,7 +69,7 @@ impl RecordErrors {
     /// Kafka's message for the whole batch (`LogValidator.processRecordErrors`).
     pub fn summary(&self) -> String {
         let shown: Vec<String> = self
-            .0
+            .errors
             .iter()
             .take(3)
             .map(|e| {
@@ -72,7 +82,7 @@ impl RecordErrors {
         format!(
             "One or more records have been rejected due to {} record errors in total, and only \
              showing the first three errors at most: [{}]",
-            self.0.len(),
+            self.total,
             shown.join(", ")
         )
     }
@@ -84,7 +94,7 @@ impl RecordErrors {
     /// know the lines passes them on as text).
     pub fn append_message(&self) -> String {
         let mut out = self.summary().replace('\n', " ");
-        for e in &self.0 {
+        for e in &self.errors {
             let message = e.message.replace('\n', " ");
             out.push_str(&format!(
                 "\n{RECORD_ERROR_PREFIX}{}: {message}",
@@ -146,6 +156,7 @@ struct Check {
     seen: i64,
     max_timestamp: i64,
     record_errors: Vec<RecordError>,
+    record_error_count: usize,
 }
 
 impl Check {
@@ -156,6 +167,7 @@ impl Check {
             seen: 0,
             max_timestamp: i64::MIN,
             record_errors: Vec::new(),
+            record_error_count: 0,
         }
     }
 
@@ -172,10 +184,13 @@ impl Check {
             )));
         }
         if self.compact && !has_key {
-            self.record_errors.push(RecordError {
-                batch_index: offset_delta,
-                message: "Compacted topic cannot accept message without key".into(),
-            });
+            self.record_error_count += 1;
+            if self.record_errors.len() < MAX_RECORD_ERRORS {
+                self.record_errors.push(RecordError {
+                    batch_index: offset_delta,
+                    message: "Compacted topic cannot accept message without key".into(),
+                });
+            }
         }
         self.max_timestamp = self.max_timestamp.max(timestamp);
         self.seen += 1;
@@ -189,8 +204,11 @@ impl Check {
                 self.count, self.seen
             )));
         }
-        if !self.record_errors.is_empty() {
-            return Err(StorageError::RecordErrors(RecordErrors(self.record_errors)));
+        if self.record_error_count > 0 {
+            return Err(StorageError::RecordErrors(RecordErrors {
+                errors: self.record_errors,
+                total: self.record_error_count,
+            }));
         }
         Ok(self.max_timestamp)
     }
@@ -387,7 +405,7 @@ mod tests {
             let Err(StorageError::RecordErrors(errors)) = check(&batch, compact) else {
                 panic!("codec {codec}: expected record errors");
             };
-            let indices: Vec<i32> = errors.0.iter().map(|e| e.batch_index).collect();
+            let indices: Vec<i32> = errors.errors.iter().map(|e| e.batch_index).collect();
             assert_eq!(indices, [1, 3, 4, 5], "codec {codec}");
             let summary = errors.summary();
             assert!(
@@ -405,6 +423,14 @@ mod tests {
             );
             assert_eq!(lines.len(), 5);
         }
+        // The list is bounded; the count is not.
+        let many = simple_batch(MAX_RECORD_ERRORS + 5, 1, 0);
+        let Err(StorageError::RecordErrors(errors)) = check(&many, compact) else {
+            panic!("expected record errors");
+        };
+        assert_eq!(errors.errors.len(), MAX_RECORD_ERRORS);
+        assert_eq!(errors.total, MAX_RECORD_ERRORS + 5);
+        assert!(errors.summary().contains("due to 1005 record errors"));
         // A framing error still refuses the batch as a whole.
         let mut bad = simple_batch(3, 10, 0);
         let second = HEADER_SIZE + 1 + usize::from(bad[HEADER_SIZE] >> 1);
