@@ -726,6 +726,7 @@ impl AppendOutcome {
 fn message_of(error: &StorageError) -> Option<String> {
     match error {
         StorageError::UnknownTopicOrPartition | StorageError::OffsetOutOfRange => None,
+        StorageError::RecordErrors(errors) => Some(errors.append_message()),
         other => Some(other.to_string()),
     }
 }

@@ -97,6 +97,7 @@ pub async fn serve(config: BrokerConfig) -> Result<()> {
             QuotaLimits::from_config(&config)?,
             Arc::clone(&broker.services.metrics),
         ),
+        credentials: Arc::clone(&broker.services.credentials),
     });
     tokio::spawn(sweep_expired_tokens(
         Arc::clone(&broker.services),

@@ -310,6 +310,23 @@ impl Conn {
         Ok(payload)
     }
 
+    /// Reads one size-prefixed token of SaslHandshake v0's unframed SASL
+    /// exchange (no response header; may be empty).
+    pub fn read_token(&mut self) -> io::Result<Vec<u8>> {
+        let mut size = [0u8; 4];
+        self.stream.read_exact(&mut size)?;
+        let size = i32::from_be_bytes(size);
+        if !(0..=MAX_RESPONSE).contains(&size) {
+            return Err(io::Error::new(
+                ErrorKind::InvalidData,
+                format!("token size {size}"),
+            ));
+        }
+        let mut token = vec![0u8; size as usize];
+        self.stream.read_exact(&mut token)?;
+        Ok(token)
+    }
+
     /// Sends a request frame and reads one response, checking that its
     /// correlation id matches.
     pub fn round_trip(&mut self, frame: &[u8], correlation_id: i32) -> Vec<u8> {

@@ -7,7 +7,9 @@
 //! huge sizes; batches expanding past the decompression limit; control
 //! batches from a client; bad offset deltas. A librdkafka consumer then
 //! reads every valid record written before, between and after them, with
-//! no error (a stored bad batch would stop it for good).
+//! no error (a stored bad batch would stop it for good). Compressed
+//! batches whose header leaves `max_timestamp` at -1 (sarama does) are
+//! found by time as Kafka finds them.
 
 use std::io::Write;
 use std::time::Duration;
@@ -15,7 +17,10 @@ use std::time::Duration;
 use gregor_tests::kafka::{self, Isolation};
 use gregor_tests::wire::{self, Conn};
 use gregor_tests::Broker;
+use rdkafka::admin::{NewTopic, TopicReplication};
+use rdkafka::consumer::Consumer;
 use rdkafka::message::Message;
+use rdkafka::{Offset, TopicPartitionList};
 
 const CORRUPT_MESSAGE: i16 = 2;
 const MESSAGE_TOO_LARGE: i16 = 10;
@@ -370,4 +375,90 @@ async fn valid_zstd_and_keys_inside_compressed_batches() {
         assert_eq!(error, INVALID_RECORD, "keyless, codec {codec}: {message:?}");
     }
     assert_eq!(high_watermark(&broker, "compact-raw"), 8);
+}
+
+/// A records section of one record per timestamp (deltas from the first),
+/// unkeyed, values `t-<i>`.
+fn timed_section(timestamps: &[i64]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for (i, ts) in timestamps.iter().enumerate() {
+        let value = format!("t-{i}");
+        let mut record = vec![0u8]; // attributes
+        wire::put_varint(&mut record, ts - timestamps[0]);
+        wire::put_varint(&mut record, i as i64); // offset delta
+        wire::put_varint(&mut record, -1); // no key
+        wire::put_varint(&mut record, value.len() as i64);
+        record.extend_from_slice(value.as_bytes());
+        wire::put_varint(&mut record, 0); // headers
+        wire::put_varint(&mut out, record.len() as i64);
+        out.extend_from_slice(&record);
+    }
+    out
+}
+
+/// sarama writes compressed batches whose header `max_timestamp` is -1.
+/// Kafka recomputes it from the records when it validates the produce and
+/// rewrites the header, so ListOffsets by time (here librdkafka's
+/// offsets_for_times) finds records inside such batches.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn time_lookups_find_records_in_batches_without_a_max_timestamp() {
+    let broker = Broker::start();
+    let topic = "sarama-times";
+    create_topic_with(&broker, topic, &[]).await;
+    let mut conn = Conn::connect(broker.addr());
+    let start = now_ms() - 3_600_000;
+    // One batch per codec, each 10 s after the last, records 1 s apart.
+    let codecs = [GZIP, SNAPPY, LZ4, ZSTD, NONE];
+    for (i, codec) in codecs.iter().enumerate() {
+        let first = start + 10_000 * i as i64;
+        let timestamps = [first, first + 1_000, first + 2_000];
+        let plain = timed_section(&timestamps);
+        let section = match *codec {
+            NONE => plain,
+            codec => compress(codec, &plain),
+        };
+        let mut batch = wire::record_batch(*codec, 3, first, &section);
+        batch[35..43].copy_from_slice(&(-1i64).to_be_bytes()); // max timestamp
+        wire::set_batch_crc(&mut batch);
+        let (error, base, message) = produce(&mut conn, 9, topic, &batch, i as i32 + 1);
+        assert_eq!((error, message), (NONE, None), "codec {codec}");
+        assert_eq!(base, 3 * i as i64, "codec {codec}");
+    }
+    let consumer = kafka::plain_consumer(&broker);
+    for (i, codec) in codecs.iter().enumerate() {
+        let first = start + 10_000 * i as i64;
+        // The first record at or after each time: inside the batch.
+        for (query, want) in [(first + 500, 1), (first + 1_500, 2), (first + 2_000, 2)] {
+            let mut list = TopicPartitionList::new();
+            list.add_partition_offset(topic, 0, Offset::Offset(query))
+                .expect("offsets_for_times list");
+            let result = consumer
+                .offsets_for_times(list, Duration::from_secs(10))
+                .expect("offsets_for_times");
+            let found = result
+                .find_partition(topic, 0)
+                .expect("the partition in the result");
+            assert_eq!(
+                found.offset(),
+                Offset::Offset(3 * i as i64 + want),
+                "codec {codec}, time {query}"
+            );
+        }
+    }
+    // Past the last record: none.
+    let mut list = TopicPartitionList::new();
+    list.add_partition_offset(topic, 0, Offset::Offset(start + 60_000))
+        .expect("offsets_for_times list");
+    let result = consumer
+        .offsets_for_times(list, Duration::from_secs(10))
+        .expect("offsets_for_times");
+    let found = result.find_partition(topic, 0).expect("the partition");
+    assert!(
+        matches!(
+            found.offset(),
+            Offset::End | Offset::Invalid | Offset::Offset(-1)
+        ),
+        "{:?}",
+        found.offset()
+    );
 }

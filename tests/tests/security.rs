@@ -388,9 +388,19 @@ fn kafka_string(buf: &mut Vec<u8>, value: &str) {
 
 /// SaslHandshake v1: the error code and the enabled mechanisms.
 fn handshake(conn: &mut Conn, mechanism: &str, correlation_id: i32) -> (i16, Vec<String>) {
+    handshake_version(conn, 1, mechanism, correlation_id)
+}
+
+/// SaslHandshake of `version` (v0 and v1 have the same layout).
+fn handshake_version(
+    conn: &mut Conn,
+    version: i16,
+    mechanism: &str,
+    correlation_id: i32,
+) -> (i16, Vec<String>) {
     let mut body = Vec::new();
     kafka_string(&mut body, mechanism);
-    let frame = request_frame(SASL_KEY_HANDSHAKE, 1, correlation_id, false, &body);
+    let frame = request_frame(SASL_KEY_HANDSHAKE, version, correlation_id, false, &body);
     let payload = conn.round_trip(&frame, correlation_id);
     let mut reader = Reader::new(&payload[4..]);
     let error = reader.i16();
@@ -522,6 +532,86 @@ fn sasl_state_machine_on_the_wire() {
     // A PLAINTEXT listener has no SASL: ILLEGAL_SASL_STATE, no mechanisms.
     let mut plain = Conn::connect(broker.addr());
     assert_eq!(handshake(&mut plain, "PLAIN", 1), (34, Vec::new()));
+}
+
+/// Sends one unframed SASL token (SaslHandshake v0) and reads the answer.
+fn unframed_token(conn: &mut Conn, token: &[u8]) -> Vec<u8> {
+    let mut frame = (token.len() as i32).to_be_bytes().to_vec();
+    frame.extend_from_slice(token);
+    conn.send(&frame).expect("send an unframed token");
+    conn.read_token().expect("the broker's unframed token")
+}
+
+/// SaslHandshake v0, as Kafka serves it (pre-KIP-152 clients): after the
+/// handshake the SASL tokens go unframed, size-prefixed without a request
+/// header, and come back the same way (empty for PLAIN); then the
+/// connection serves requests. A failed token closes the connection
+/// without an answer. PLAIN and SCRAM-SHA-256, computed here.
+#[test]
+fn sasl_handshake_v0_exchanges_unframed_tokens() {
+    use base64::engine::general_purpose::STANDARD as BASE64;
+    use base64::Engine as _;
+    use sha2::{Digest, Sha256};
+
+    let broker = sasl_broker(&[]);
+    let mut conn = sasl_conn(&broker);
+    conn.api_versions(1);
+    assert_eq!(handshake_version(&mut conn, 0, "PLAIN", 2).0, 0);
+    assert!(unframed_token(&mut conn, b"\0alice\0alice-secret").is_empty());
+    conn.round_trip(&metadata_request(1, 3), 3);
+
+    let mut conn = sasl_conn(&broker);
+    assert_eq!(handshake_version(&mut conn, 0, "PLAIN", 1).0, 0);
+    let mut wrong = 12i32.to_be_bytes().to_vec();
+    wrong.extend_from_slice(b"\0alice\0wrong");
+    conn.send(&wrong).expect("send a wrong password");
+    conn.expect_closed("after a failed unframed token");
+
+    let mut conn = sasl_conn(&broker);
+    assert_eq!(handshake_version(&mut conn, 0, "SCRAM-SHA-256", 1).0, 0);
+    let bare = "n=alice,r=v0clientnonce";
+    let first = unframed_token(&mut conn, format!("n,,{bare}").as_bytes());
+    let first = String::from_utf8(first).expect("server-first is text");
+    let mut fields = first.split(',');
+    let nonce = fields
+        .next()
+        .and_then(|f| f.strip_prefix("r="))
+        .expect("r=");
+    let salt = BASE64
+        .decode(
+            fields
+                .next()
+                .and_then(|f| f.strip_prefix("s="))
+                .expect("s="),
+        )
+        .expect("salt");
+    let iterations: u32 = fields
+        .next()
+        .and_then(|f| f.strip_prefix("i="))
+        .and_then(|i| i.parse().ok())
+        .expect("i=");
+    assert!(nonce.starts_with("v0clientnonce"), "{first}");
+    let salted = salted_password(ALICE.1, &salt, iterations);
+    let client_key = hmac_sha256(&salted, b"Client Key");
+    let stored_key: [u8; 32] = Sha256::digest(client_key).into();
+    let without_proof = format!("c=biws,r={nonce}");
+    let auth_message = format!("{bare},{first},{without_proof}");
+    let signature = hmac_sha256(&stored_key, auth_message.as_bytes());
+    let proof: Vec<u8> = client_key
+        .iter()
+        .zip(signature)
+        .map(|(k, s)| k ^ s)
+        .collect();
+    let last = format!("{without_proof},p={}", BASE64.encode(proof));
+    let server_final = unframed_token(&mut conn, last.as_bytes());
+    let server_key = hmac_sha256(&salted, b"Server Key");
+    let expected = hmac_sha256(&server_key, auth_message.as_bytes());
+    assert_eq!(
+        String::from_utf8_lossy(&server_final),
+        format!("v={}", BASE64.encode(expected)),
+        "server-final proves the server knows the credential"
+    );
+    conn.round_trip(&metadata_request(1, 2), 2);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -887,7 +887,7 @@ mod tests {
         // Keys inside a compressed batch on a compacted topic.
         assert!(matches!(
             prepare_append(&compressed_batch(&plain, 2), MAX, None, true).unwrap_err(),
-            StorageError::InvalidRecord(_)
+            StorageError::RecordErrors(_)
         ));
     }
 

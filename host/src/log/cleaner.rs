@@ -611,7 +611,7 @@ mod tests {
         )
         .unwrap();
         let err = p.append(&simple_batch(2, 5, 0), 0).unwrap_err();
-        assert!(matches!(err, StorageError::InvalidRecord(_)), "{err}");
+        assert!(matches!(err, StorageError::RecordErrors(_)), "{err}");
         assert_eq!(p.offsets().unwrap().high_watermark, 0);
     }
 
@@ -643,7 +643,7 @@ mod tests {
         let keyless = gzip_batch(&simple_batch(2, 5, 0));
         assert!(matches!(
             p.append(&keyless, 0),
-            Err(StorageError::InvalidRecord(_))
+            Err(StorageError::RecordErrors(_))
         ));
         clean(&p, 10_000).unwrap().unwrap();
         let after = contents(&p);

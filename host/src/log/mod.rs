@@ -221,6 +221,9 @@ pub enum StorageError {
     /// A batch is well formed but breaks a rule (empty append, record count
     /// inconsistent with the offset range, malformed records).
     InvalidRecord(String),
+    /// Records refused for their own content (INVALID_RECORD with each
+    /// record's batch index, KIP-467).
+    RecordErrors(validate::RecordErrors),
     /// A compressed batch whose records do not decompress: CORRUPT_MESSAGE.
     /// (Kafka's record iterator throws a plain `KafkaException` here, which
     /// its clients see as UNKNOWN_SERVER_ERROR, a broker fault; the batch is
@@ -249,7 +252,9 @@ impl StorageError {
         match self {
             StorageError::UnknownTopicOrPartition => ErrorCode::UnknownTopicOrPartition.code(),
             StorageError::CorruptMessage(_) => ErrorCode::CorruptMessage.code(),
-            StorageError::InvalidRecord(_) => ErrorCode::InvalidRecord.code(),
+            StorageError::InvalidRecord(_) | StorageError::RecordErrors(_) => {
+                ErrorCode::InvalidRecord.code()
+            }
             StorageError::Decompression(_) => ErrorCode::CorruptMessage.code(),
             StorageError::MessageTooLarge(_) => ErrorCode::MessageTooLarge.code(),
             StorageError::OffsetOutOfRange => ErrorCode::OffsetOutOfRange.code(),
@@ -272,6 +277,7 @@ impl fmt::Display for StorageError {
             }
             StorageError::CorruptMessage(m) => write!(f, "corrupt record batch: {m}"),
             StorageError::InvalidRecord(m) => write!(f, "invalid record: {m}"),
+            StorageError::RecordErrors(errors) => f.write_str(&errors.summary()),
             StorageError::Decompression(m) => {
                 write!(f, "failed to decompress the record stream: {m}")
             }

@@ -16,8 +16,13 @@
 //! `AppendOrigin.CLIENT`): no control batches, and a producer id needs a
 //! base sequence. Markers the coordinator writes skip them.
 //!
-//! Errors are Kafka's: framing inside the records, counts, offsets, keys
-//! and the client rules are INVALID_RECORD (`InvalidRecordException`); a
+//! Errors are Kafka's: framing inside the records, counts, offsets and
+//! the client rules are INVALID_RECORD (`InvalidRecordException`); records
+//! refused for their own content (a keyless record on a compacted topic)
+//! are collected over the whole batch and refused together as
+//! [`RecordErrors`] (Kafka's `RecordValidationException`: INVALID_RECORD
+//! with each record's batch index and message, KIP-467), so the producer
+//! fails exactly those records and the others as "a different record"; a
 //! stream that does not decompress is CORRUPT_MESSAGE (Kafka's record
 //! iterator wraps the codec's `IOException` in a plain `KafkaException`,
 //! which its clients see as UNKNOWN_SERVER_ERROR, a broker fault; here the
@@ -34,6 +39,71 @@ use super::batch::{BatchHeader, Records, HEADER_SIZE};
 use super::codec::{self, CodecError};
 use super::record_stream::{RecordStream, StreamError};
 use super::StorageError;
+
+/// One record refused for its own content, as Kafka's
+/// `ProduceResponse.RecordError`: its index in the batch and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RecordError {
+    pub batch_index: i32,
+    pub message: String,
+}
+
+/// The records of a batch refused for their own content, in batch order:
+/// the first [`MAX_RECORD_ERRORS`] of `total`. (Kafka lists them all; a
+/// batch may hold millions of tiny records, so the host and the module
+/// keep a bounded list, and the producer fails the records past it as "a
+/// different record", which fails them all the same.)
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RecordErrors {
+    pub errors: Vec<RecordError>,
+    pub total: usize,
+}
+
+/// How many record errors a refused batch names.
+pub const MAX_RECORD_ERRORS: usize = 1000;
+
+/// The line that starts each record error in [`RecordErrors::append_message`].
+pub const RECORD_ERROR_PREFIX: &str = "record-error ";
+
+impl RecordErrors {
+    /// Kafka's message for the whole batch (`LogValidator.processRecordErrors`).
+    pub fn summary(&self) -> String {
+        let shown: Vec<String> = self
+            .errors
+            .iter()
+            .take(3)
+            .map(|e| {
+                format!(
+                    "RecordError(batchIndex={}, message='{}')",
+                    e.batch_index, e.message
+                )
+            })
+            .collect();
+        format!(
+            "One or more records have been rejected due to {} record errors in total, and only \
+             showing the first three errors at most: [{}]",
+            self.total,
+            shown.join(", ")
+        )
+    }
+
+    /// The append result's error message, until the WIT's `append-result`
+    /// carries record errors: the summary, then one line per record,
+    /// `record-error <batch index>: <message>`, which the Produce module
+    /// turns into the response's `record_errors` (a module that does not
+    /// know the lines passes them on as text).
+    pub fn append_message(&self) -> String {
+        let mut out = self.summary().replace('\n', " ");
+        for e in &self.errors {
+            let message = e.message.replace('\n', " ");
+            out.push_str(&format!(
+                "\n{RECORD_ERROR_PREFIX}{}: {message}",
+                e.batch_index
+            ));
+        }
+        out
+    }
+}
 
 /// What the records of a batch must satisfy beyond their framing.
 #[derive(Clone, Copy, Debug)]
@@ -85,6 +155,8 @@ struct Check {
     compact: bool,
     seen: i64,
     max_timestamp: i64,
+    record_errors: Vec<RecordError>,
+    record_error_count: usize,
 }
 
 impl Check {
@@ -94,6 +166,8 @@ impl Check {
             compact,
             seen: 0,
             max_timestamp: i64::MIN,
+            record_errors: Vec::new(),
+            record_error_count: 0,
         }
     }
 
@@ -110,9 +184,13 @@ impl Check {
             )));
         }
         if self.compact && !has_key {
-            return Err(StorageError::InvalidRecord(
-                "Compacted topic cannot accept message without key".into(),
-            ));
+            self.record_error_count += 1;
+            if self.record_errors.len() < MAX_RECORD_ERRORS {
+                self.record_errors.push(RecordError {
+                    batch_index: offset_delta,
+                    message: "Compacted topic cannot accept message without key".into(),
+                });
+            }
         }
         self.max_timestamp = self.max_timestamp.max(timestamp);
         self.seen += 1;
@@ -125,6 +203,12 @@ impl Check {
                 "the batch declares {} records but holds {}",
                 self.count, self.seen
             )));
+        }
+        if self.record_error_count > 0 {
+            return Err(StorageError::RecordErrors(RecordErrors {
+                errors: self.record_errors,
+                total: self.record_error_count,
+            }));
         }
         Ok(self.max_timestamp)
     }
@@ -290,9 +374,72 @@ mod tests {
         let keyless = compressed_batch(&encode_batch(&[keyed, Rec::new(2, b"w")]), 1);
         assert!(matches!(
             check(&keyless, compact),
-            Err(StorageError::InvalidRecord(_))
+            Err(StorageError::RecordErrors(_))
         ));
         assert!(check(&keyless, RULES).is_ok());
+    }
+
+    #[test]
+    fn keyless_records_are_each_named_after_the_whole_batch_is_walked() {
+        let mut keyed = Rec::new(1, b"v");
+        keyed.key = Some(b"k".to_vec());
+        let compact = Rules {
+            compact: true,
+            ..RULES
+        };
+        let recs = [
+            keyed.clone(),
+            Rec::new(2, b"w"),
+            keyed,
+            Rec::new(3, b"x"),
+            Rec::new(4, b"y"),
+            Rec::new(5, b"z"),
+        ];
+        for codec in 0..=4 {
+            let plain = encode_batch(&recs);
+            let batch = if codec == 0 {
+                plain
+            } else {
+                compressed_batch(&plain, codec)
+            };
+            let Err(StorageError::RecordErrors(errors)) = check(&batch, compact) else {
+                panic!("codec {codec}: expected record errors");
+            };
+            let indices: Vec<i32> = errors.errors.iter().map(|e| e.batch_index).collect();
+            assert_eq!(indices, [1, 3, 4, 5], "codec {codec}");
+            let summary = errors.summary();
+            assert!(
+                summary
+                    .starts_with("One or more records have been rejected due to 4 record errors"),
+                "{summary}"
+            );
+            assert_eq!(summary.matches("RecordError(batchIndex=").count(), 3);
+            let message = errors.append_message();
+            let lines: Vec<&str> = message.lines().collect();
+            assert_eq!(lines[0], summary);
+            assert_eq!(
+                lines[1],
+                "record-error 1: Compacted topic cannot accept message without key"
+            );
+            assert_eq!(lines.len(), 5);
+        }
+        // The list is bounded; the count is not.
+        let many = simple_batch(MAX_RECORD_ERRORS + 5, 1, 0);
+        let Err(StorageError::RecordErrors(errors)) = check(&many, compact) else {
+            panic!("expected record errors");
+        };
+        assert_eq!(errors.errors.len(), MAX_RECORD_ERRORS);
+        assert_eq!(errors.total, MAX_RECORD_ERRORS + 5);
+        assert!(errors.summary().contains("due to 1005 record errors"));
+        // A framing error still refuses the batch as a whole.
+        let mut bad = simple_batch(3, 10, 0);
+        let second = HEADER_SIZE + 1 + usize::from(bad[HEADER_SIZE] >> 1);
+        bad[second + 3] = 10;
+        fix_crc(&mut bad);
+        assert!(matches!(
+            check(&bad, compact),
+            Err(StorageError::InvalidRecord(_))
+        ));
     }
 
     #[test]

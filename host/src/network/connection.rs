@@ -28,9 +28,14 @@ use crate::network::connection_quotas::ConnectionQuotas;
 use crate::network::frame::{Frame, FrameReader};
 use crate::network::header::{self, API_VERSIONS_KEY};
 use crate::network::memory_pool::MemoryPool;
+use crate::network::sasl_v0;
 use crate::plugins::registry::Registry;
+use crate::security::credentials::CredentialStore;
 use crate::security::sasl::Admission;
 use crate::security::session::Session;
+
+/// SaslHandshake, whose v0 is followed by unframed SASL tokens.
+const SASL_HANDSHAKE_KEY: i16 = 17;
 
 /// What every connection task shares.
 pub struct ConnectionContext {
@@ -42,6 +47,8 @@ pub struct ConnectionContext {
     pub memory_pool: Arc<MemoryPool>,
     /// `max.connections`, `max.connections.per.ip`.
     pub connection_quotas: Arc<ConnectionQuotas>,
+    /// What SaslHandshake v0's unframed tokens authenticate against.
+    pub credentials: Arc<CredentialStore>,
 }
 
 /// Why a connection ended, for the log.
@@ -211,6 +218,27 @@ where
         // been answered.
         if session.auth.failed() {
             return Ending::AuthenticationFailed;
+        }
+        // After a v0 handshake the SASL tokens come unframed.
+        if api_key == SASL_HANDSHAKE_KEY && api_version == 0 && session.auth.awaiting_token() {
+            let outcome = sasl_v0::exchange(
+                &mut reader,
+                &mut write_half,
+                session,
+                &ctx.credentials,
+                &ctx.memory_pool,
+            )
+            .await;
+            match outcome {
+                sasl_v0::Outcome::Authenticated => {}
+                sasl_v0::Outcome::Failed(reason) => {
+                    debug!(reason, "unframed SASL exchange failed");
+                    return Ending::AuthenticationFailed;
+                }
+                sasl_v0::Outcome::ClientClosed => return Ending::ClientClosed,
+                sasl_v0::Outcome::Violation(reason) => return Ending::Violation(reason),
+                sasl_v0::Outcome::WriteFailed(error) => return Ending::WriteFailed(error),
+            }
         }
         // A client quota was exceeded: the response went out at once with
         // its throttle time, and now the connection stays muted for that

@@ -95,6 +95,25 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
         max_bytes: usize,
         pool: &Arc<MemoryPool>,
     ) -> Result<Option<Frame>, FrameError> {
+        self.read_sized(MIN_REQUEST_BYTES, max_bytes, pool).await
+    }
+
+    /// Reads one size-prefixed SASL token of SaslHandshake v0's unframed
+    /// exchange: no request header, so any size from 0 up.
+    pub async fn read_token(
+        &mut self,
+        max_bytes: usize,
+        pool: &Arc<MemoryPool>,
+    ) -> Result<Option<Frame>, FrameError> {
+        self.read_sized(0, max_bytes, pool).await
+    }
+
+    async fn read_sized(
+        &mut self,
+        min_bytes: usize,
+        max_bytes: usize,
+        pool: &Arc<MemoryPool>,
+    ) -> Result<Option<Frame>, FrameError> {
         while self.buffer.len() < 4 {
             if self.fill().await? == 0 {
                 return if self.buffer.is_empty() {
@@ -108,7 +127,7 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
         let Ok(length) = usize::try_from(size) else {
             return Err(FrameError::InvalidSize(size));
         };
-        if length < MIN_REQUEST_BYTES {
+        if length < min_bytes {
             return Err(FrameError::InvalidSize(size));
         }
         if length > max_bytes {
@@ -219,6 +238,30 @@ mod tests {
         assert!(matches!(
             read(&[0, 0], 100).await,
             Err(FrameError::Truncated)
+        ));
+    }
+
+    #[tokio::test]
+    async fn unframed_sasl_tokens_may_be_small_or_empty() {
+        let mut bytes = 0i32.to_be_bytes().to_vec();
+        bytes.extend_from_slice(&3i32.to_be_bytes());
+        bytes.extend_from_slice(b"a\0b");
+        let mut reader = FrameReader::new(&bytes[..]);
+        let empty = reader.read_token(100, &pool()).await.unwrap().unwrap();
+        assert!(empty.bytes.is_empty());
+        let small = reader.read_token(100, &pool()).await.unwrap().unwrap();
+        assert_eq!(&small.bytes[..], b"a\0b");
+        assert!(reader.read_token(100, &pool()).await.unwrap().is_none());
+        // The same bytes are no request frame.
+        assert!(matches!(
+            read(&bytes, 100).await,
+            Err(FrameError::InvalidSize(0))
+        ));
+        let negative = (-1i32).to_be_bytes();
+        let mut reader = FrameReader::new(&negative[..]);
+        assert!(matches!(
+            reader.read_token(100, &pool()).await,
+            Err(FrameError::InvalidSize(-1))
         ));
     }
 

@@ -19,4 +19,5 @@ mod fuzz;
 pub mod header;
 pub mod listener;
 pub mod memory_pool;
+mod sasl_v0;
 pub mod tls;

@@ -8,7 +8,9 @@
 //! connection's principal with `User:<name>` for every later request; a
 //! failed one answers SASL_AUTHENTICATION_FAILED and the connection is
 //! closed once that answer is written. The SaslHandshake and
-//! SaslAuthenticate handler modules drive this through the `sasl` import.
+//! SaslAuthenticate handler modules drive this through the `sasl` import;
+//! after a SaslHandshake v0 the connection itself steps the exchange with
+//! the client's unframed tokens (`network::sasl_v0`).
 //!
 //! The principal sits in its own cell so that requests read it cheaply
 //! while the (rare) authentication step changes it.
@@ -141,6 +143,12 @@ impl ConnectionAuth {
                 Admission::Refuse(format!("unexpected request (api key {api_key}) {when}"))
             }
         }
+    }
+
+    /// Whether a mechanism is selected and its exchange not yet done.
+    pub fn awaiting_token(&self) -> bool {
+        self.with_stage(|stage| matches!(stage, Stage::Authenticate { .. }))
+            .unwrap_or(false)
     }
 
     /// Whether the connection must close once the current response is out.
@@ -300,8 +308,10 @@ mod tests {
             auth.admits(API_VERSIONS_KEY),
             Admission::Refuse(_)
         ));
+        assert!(auth.awaiting_token());
         let outcome = auth.authenticate(b"\0alice\0secret", &store);
         assert_eq!(outcome.error_code, 0, "{outcome:?}");
+        assert!(!auth.awaiting_token());
         assert_eq!(&*auth.principal(), "User:alice");
         assert_eq!(auth.admits(3), Admission::Admit);
         assert_eq!(

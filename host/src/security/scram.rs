@@ -205,7 +205,11 @@ impl ScramServer {
         if BASE64.decode(binding).ok().as_deref() != Some(exchange.gs2_header.as_bytes()) {
             return Err(fail("Authentication failed: Invalid channel binding"));
         }
-        if nonce != exchange.nonce {
+        // Kafka accepts any nonce that ends with the server's: librdkafka
+        // before 2.6.1 sends the client nonce followed by the whole server
+        // nonce (which already starts with it). The proof below covers the
+        // message as sent, so the client still proves it saw this nonce.
+        if !nonce.ends_with(exchange.nonce) {
             return Err(fail("Authentication failed: Invalid nonce"));
         }
         let proof = BASE64.decode(proof).map_err(|_| invalid())?;
@@ -249,6 +253,18 @@ mod tests {
         client_first_bare: &str,
         server_first: &str,
     ) -> String {
+        client_final_with_nonce(mechanism, password, client_first_bare, server_first, "")
+    }
+
+    /// A client whose final nonce is `prefix` followed by the server's
+    /// (librdkafka before 2.6.1 repeats its own nonce in front).
+    fn client_final_with_nonce(
+        mechanism: ScramMechanism,
+        password: &str,
+        client_first_bare: &str,
+        server_first: &str,
+        prefix: &str,
+    ) -> String {
         let mut fields = server_first.split(',');
         let nonce = fields.next().unwrap().strip_prefix("r=").unwrap();
         let salt = BASE64
@@ -264,7 +280,7 @@ mod tests {
         let salted = mechanism.salted_password(password.as_bytes(), &salt, iterations);
         let client_key = mechanism.hmac(&salted, b"Client Key");
         let stored_key = mechanism.hash(&client_key);
-        let without_proof = format!("c=biws,r={nonce}");
+        let without_proof = format!("c=biws,r={prefix}{nonce}");
         let auth_message = format!("{client_first_bare},{server_first},{without_proof}");
         let signature = mechanism.hmac(&stored_key, auth_message.as_bytes());
         let proof: Vec<u8> = client_key
@@ -338,5 +354,55 @@ mod tests {
         ] {
             assert!(ScramServer::new(mechanism).step(garbage, &store).is_err());
         }
+    }
+
+    /// The nonce check of Kafka's ScramSaslServer: the client-final nonce
+    /// must end with the server nonce; the proof covers what was sent.
+    #[test]
+    fn old_librdkafka_nonce_is_accepted_and_others_are_not() {
+        let (_dir, store) = store_with("alice", "secret");
+        let bare = "n=alice,r=clientnonce";
+        let exchange = |prefix: &str, suffix: &str| {
+            let mechanism = ScramMechanism::Sha256;
+            let mut server = ScramServer::new(mechanism);
+            let ScramStep::Continue(first) = server
+                .step(format!("n,,{bare}").as_bytes(), &store)
+                .unwrap()
+            else {
+                panic!("expected server-first");
+            };
+            let first = String::from_utf8(first).unwrap();
+            let mut last = client_final_with_nonce(mechanism, "secret", bare, &first, prefix);
+            if !suffix.is_empty() {
+                // A nonce that no longer ends with the server's.
+                let (start, proof) = last.rsplit_once(",p=").unwrap();
+                last = format!("{start}{suffix},p={proof}");
+            }
+            server.step(last.as_bytes(), &store)
+        };
+        assert!(matches!(
+            exchange("clientnonce", ""),
+            Ok(ScramStep::Complete { .. })
+        ));
+        assert_eq!(
+            exchange("", "x").unwrap_err().0,
+            "Authentication failed: Invalid nonce"
+        );
+        // The proof is over the message as sent: a nonce the proof did not
+        // cover fails even though it ends with the server's.
+        let mechanism = ScramMechanism::Sha512;
+        let mut server = ScramServer::new(mechanism);
+        let ScramStep::Continue(first) = server
+            .step(format!("n,,{bare}").as_bytes(), &store)
+            .unwrap()
+        else {
+            panic!("expected server-first");
+        };
+        let first = String::from_utf8(first).unwrap();
+        let last = client_final(mechanism, "secret", bare, &first).replacen("r=", "r=extra", 1);
+        assert_eq!(
+            server.step(last.as_bytes(), &store).unwrap_err().0,
+            "Authentication failed: Invalid client proof"
+        );
     }
 }

@@ -13,6 +13,12 @@
 //!   answered LEADER_NOT_AVAILABLE and shows up in the next Metadata. Without
 //!   CREATE it is TOPIC_AUTHORIZATION_FAILED; with auto-creation off it is
 //!   UNKNOWN_TOPIC_OR_PARTITION, or INVALID_TOPIC_EXCEPTION for a bad name.
+//!   Kafka's internal topic names (`__consumer_offsets`,
+//!   `__transaction_state`, `__share_group_state`) and `__cluster_metadata`
+//!   are never auto-created: Kafka creates the internal ones only as its
+//!   coordinators' own topics (Gregor keeps that state outside topics) and
+//!   refuses the last; they are answered UNKNOWN_TOPIC_OR_PARTITION,
+//!   flagged `is_internal` as Kafka flags them.
 //!   Topics one request would auto-create are bounded as Kafka's controller
 //!   bounds the CreateTopics its auto-creation sends (10000 records: one
 //!   per topic and per partition): over that none is created and each is
@@ -202,7 +208,7 @@ fn topic_metadata(
     // and none is created.
     let to_create = missing
         .iter()
-        .filter(|name| auto_create && may_create(name) && valid_topic_name(name))
+        .filter(|name| auto_create && may_create(name) && auto_creatable(name))
         .count();
     let per_topic =
         request_caps::requested_partitions(-1, 0, default_partitions()).saturating_add(1);
@@ -217,7 +223,7 @@ fn topic_metadata(
             None if !valid_topic_name(name) => {
                 missing_topic(name, ResponseError::InvalidTopicException.code())
             }
-            None if !auto_create => {
+            None if !auto_create || reserved_topic_name(name) => {
                 missing_topic(name, ResponseError::UnknownTopicOrPartition.code())
             }
             None if !within_cap => missing_topic(name, ResponseError::LeaderNotAvailable.code()),
@@ -402,6 +408,21 @@ fn failed(request: &MetadataRequest, error_code: i16) -> MetadataResponse {
     MetadataResponse::default().with_topics(topics)
 }
 
+/// Kafka's KRaft metadata log, which its controller refuses to create as
+/// a topic.
+const CLUSTER_METADATA_TOPIC: &str = "__cluster_metadata";
+
+/// Names auto-creation must not make user topics of: Kafka's internal
+/// topics and its metadata log.
+fn reserved_topic_name(name: &str) -> bool {
+    is_internal_topic(name) || name == CLUSTER_METADATA_TOPIC
+}
+
+/// A missing topic auto-creation makes: a valid, unreserved name.
+fn auto_creatable(name: &str) -> bool {
+    valid_topic_name(name) && !reserved_topic_name(name)
+}
+
 /// Kafka's `Topic.validate`: 1 to 249 of `[a-zA-Z0-9._-]`, not "." or "..".
 fn valid_topic_name(name: &str) -> bool {
     !name.is_empty()
@@ -488,6 +509,27 @@ mod tests {
         assert!(!valid_topic_name("with space"));
         assert!(!valid_topic_name(&"a".repeat(250)));
         assert!(valid_topic_name(&"a".repeat(249)));
+    }
+
+    #[test]
+    fn internal_names_are_not_auto_created() {
+        for name in [
+            "__consumer_offsets",
+            "__transaction_state",
+            "__share_group_state",
+            "__cluster_metadata",
+        ] {
+            assert!(!auto_creatable(name), "{name}");
+        }
+        assert!(auto_creatable("__my_topic"));
+        assert!(auto_creatable("orders"));
+        assert!(!auto_creatable("with space"));
+        let internal = missing_topic(
+            "__consumer_offsets",
+            ResponseError::UnknownTopicOrPartition.code(),
+        );
+        assert!(internal.is_internal);
+        assert!(!missing_topic("__cluster_metadata", 3).is_internal);
     }
 
     #[test]

@@ -13,7 +13,10 @@
 //! - Each partition carries exactly one magic-v2 batch (see [`records`]) and
 //!   acks must be 0, 1 or -1 (else INVALID_REQUIRED_ACKS); the host's
 //!   `log.append` validates the batch, assigns offsets and waits for `acks`.
-//!   Failures are per partition: the others are still appended.
+//!   Failures are per partition: the others are still appended. A batch
+//!   refused for some of its records (keyless records on a compacted
+//!   topic) is INVALID_RECORD with those records' batch indices and
+//!   messages in `record_errors` (v8+, KIP-467), as Kafka answers.
 //! - acks=0 gets no response, except that Kafka closes the connection when a
 //!   partition failed, so the producer notices and refreshes its metadata.
 //! - Client quotas (KIP-219): the request's size counts against the
@@ -21,6 +24,7 @@
 //!   (not for acks=0); the response carries the larger throttle time and
 //!   the host mutes the connection that long, also for acks=0.
 
+mod record_errors;
 mod records;
 
 use gregor_sdk::authorize::{allowed_names, is_allowed};
@@ -196,10 +200,18 @@ fn rejected(error: ResponseError, message: Option<String>) -> AppendResult {
 }
 
 fn partition_response(index: i32, result: AppendResult) -> PartitionProduceResponse {
+    let (message, record_errors) = match result.error.error_message() {
+        Some(message) => match record_errors::split(&message) {
+            Some((summary, errors)) => (Some(summary), errors),
+            None => (Some(message), Vec::new()),
+        },
+        None => (None, Vec::new()),
+    };
     PartitionProduceResponse::default()
         .with_index(index)
         .with_error_code(result.error.error_code())
-        .with_error_message(result.error.error_message().map(StrBytes::from_string))
+        .with_error_message(message.map(StrBytes::from_string))
+        .with_record_errors(record_errors)
         .with_base_offset(result.base_offset)
         .with_log_append_time_ms(result.log_append_time_ms)
         .with_log_start_offset(result.log_start_offset)
@@ -222,9 +234,14 @@ mod tests {
             log_start_offset: 0,
         };
         let failed = rejected(ResponseError::InvalidRecord, Some("bad".to_string()));
+        let with_record_errors = rejected(
+            ResponseError::InvalidRecord,
+            Some("One or more records\nrecord-error 0: no key".to_string()),
+        );
         let partitions = vec![
             partition_response(0, appended),
             partition_response(1, failed),
+            partition_response(2, with_record_errors),
         ];
         let topic = TopicProduceResponse::default().with_partition_responses(partitions);
         let request = ProduceRequest::default()
@@ -238,6 +255,22 @@ mod tests {
             &[request],
             &[ProduceResponse::default().with_responses(vec![topic])],
         );
+    }
+
+    #[test]
+    fn record_errors_from_the_host_become_the_response_field() {
+        let message = "One or more records\nrecord-error 2: no key".to_string();
+        let result = rejected(ResponseError::InvalidRecord, Some(message));
+        let response = partition_response(0, result);
+        assert_eq!(
+            response.error_message.as_deref(),
+            Some("One or more records")
+        );
+        assert_eq!(response.record_errors.len(), 1);
+        assert_eq!(response.record_errors[0].batch_index, 2);
+        let plain = partition_response(0, rejected(ResponseError::InvalidRecord, Some("x".into())));
+        assert_eq!(plain.error_message.as_deref(), Some("x"));
+        assert!(plain.record_errors.is_empty());
     }
 
     #[test]

@@ -7,9 +7,9 @@
 //!
 //! Versions 0 and 1 are advertised, as Kafka does: librdkafka requires v0
 //! in ApiVersions before it will use SASL at all, then speaks v1 with
-//! SaslAuthenticate. A client that really uses v0 would send the SASL
-//! tokens unframed (pre-KIP-152), which Gregor does not speak: such a
-//! connection is closed at its first token. No authorization: the client
+//! SaslAuthenticate. A client that really uses v0 sends the SASL tokens
+//! unframed (pre-KIP-152); the host reads and answers those itself once
+//! this response is out, as Kafka does. No authorization: the client
 //! has not said who it is yet. The response has no throttle time (the
 //! host records the request quota). A failed handler (trap or timeout) is
 //! answered as Kafka's `getErrorResponse`: the error and no mechanisms.
