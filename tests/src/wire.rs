@@ -107,6 +107,24 @@ pub fn metadata_request(version: i16, correlation_id: i32) -> Vec<u8> {
     request_frame(METADATA, version, correlation_id, flexible, &body)
 }
 
+/// Sends a flexible request (header v2) on a new connection to `addr`; the
+/// response after its header (v1) and throttle time, where the fields begin.
+pub fn flexible_call(
+    addr: SocketAddr,
+    api_key: i16,
+    version: i16,
+    correlation_id: i32,
+    body: &[u8],
+) -> Vec<u8> {
+    let frame = request_frame(api_key, version, correlation_id, true, body);
+    let response = Conn::connect(addr).round_trip(&frame, correlation_id);
+    let mut r = Reader::new(&response[4..]);
+    r.skip_tags();
+    r.i32(); // throttle
+    let fields = response.len() - r.remaining();
+    response[fields..].to_vec()
+}
+
 /// A cursor over a response body.
 pub struct Reader<'a> {
     buf: &'a [u8],

@@ -72,19 +72,9 @@ fn served_keys(broker: &Broker) -> Vec<i16> {
         .collect()
 }
 
+/// `gregor plugins <args>`.
 fn cli(admin: &str, args: &[&str]) -> (bool, String) {
-    let output = Command::new(gregor_bin())
-        .arg("plugins")
-        .args(args)
-        .args(["--admin", admin])
-        .output()
-        .expect("run gregor plugins");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    (output.status.success(), text)
+    gregor_tests::gregor_cli(&[&["plugins"], args].concat(), admin)
 }
 
 fn plugin_list(admin: &str) -> Value {

@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use gregor_tests::wire::{metadata_request, put_i16, put_i32, request_frame, Conn, Reader};
-use gregor_tests::{free_port, gregor_bin, kafka, workspace_root, Broker};
+use gregor_tests::{free_port, kafka, workspace_root, Broker};
 use rdkafka::admin::{AdminClient, NewTopic, TopicReplication};
 use rdkafka::client::ClientContext;
 use rdkafka::config::{ClientConfig, RDKafkaLogLevel};
@@ -250,17 +250,7 @@ fn acl_admin(broker: &Broker, args: &[&str]) -> Value {
 }
 
 fn cli(admin: &str, args: &[&str]) -> (bool, String) {
-    let output = Command::new(gregor_bin())
-        .args(args)
-        .args(["--admin", admin])
-        .output()
-        .expect("run gregor");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    (output.status.success(), text)
+    gregor_tests::gregor_cli(args, admin)
 }
 
 /// A private copy of the standard plugin directory: the tests upload

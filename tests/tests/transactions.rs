@@ -636,11 +636,8 @@ fn init_flexible(
     body.extend_from_slice(&expected.0.to_be_bytes());
     wire::put_i16(&mut body, expected.1);
     wire::put_uvarint(&mut body, 0); // tags
-    let frame = wire::request_frame(22, version, 4, true, &body);
-    let response = Conn::connect(broker.addr()).round_trip(&frame, 4);
-    let mut r = wire::Reader::new(&response[4..]);
-    r.skip_tags(); // response header v1
-    r.i32(); // throttle
+    let response = wire::flexible_call(broker.addr(), 22, version, 4, &body);
+    let mut r = wire::Reader::new(&response);
     let error = r.i16();
     let id = read_i64(&mut r);
     (error, id, r.i16())
@@ -702,11 +699,8 @@ fn describe_transactions(broker: &Broker, ids: &[&str]) -> BTreeMap<String, Desc
         wire::put_compact_string(&mut body, id);
     }
     wire::put_uvarint(&mut body, 0); // tags
-    let frame = wire::request_frame(65, 0, 7, true, &body);
-    let response = Conn::connect(broker.addr()).round_trip(&frame, 7);
-    let mut r = wire::Reader::new(&response[4..]);
-    r.skip_tags(); // response header v1
-    r.i32(); // throttle
+    let response = wire::flexible_call(broker.addr(), 65, 0, 7, &body);
+    let mut r = wire::Reader::new(&response);
     let mut out = BTreeMap::new();
     for _ in 1..r.uvarint() {
         let error = r.i16();
@@ -759,11 +753,8 @@ fn list_transactions(
         body.extend_from_slice(&id.to_be_bytes());
     }
     wire::put_uvarint(&mut body, 0); // tags
-    let frame = wire::request_frame(66, 0, 8, true, &body);
-    let response = Conn::connect(broker.addr()).round_trip(&frame, 8);
-    let mut r = wire::Reader::new(&response[4..]);
-    r.skip_tags(); // response header v1
-    r.i32(); // throttle
+    let response = wire::flexible_call(broker.addr(), 66, 0, 8, &body);
+    let mut r = wire::Reader::new(&response);
     assert_eq!(r.i16(), 0, "ListTransactions error code");
     let unknown: Vec<String> = (1..r.uvarint())
         .map(|_| r.compact_nullable_string().unwrap_or_default())

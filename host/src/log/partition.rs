@@ -965,7 +965,7 @@ mod tests {
         // Segment 0 holds offsets 0..5, segment 10 starts at 10 (as after
         // compaction): offsets 5..10 do not exist.
         let dir = tempfile::tempdir().unwrap();
-        let (path, p) = with_segments(
+        let (_, p) = with_segments(
             dir.path(),
             [(0, stored(0, &[2, 3])), (10, stored(10, &[4]))],
         );
