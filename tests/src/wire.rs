@@ -337,13 +337,17 @@ impl Conn {
         );
         self.send(frame)
             .unwrap_or_else(|e| panic!("send {what}: {e}"));
-        let payload = self
-            .read_frame()
-            .unwrap_or_else(|e| panic!("response to {what}: {e}"));
+        self.read_response(correlation_id, &format!("response to {what}"))
+    }
+
+    /// Reads the next response, which must carry `correlation_id` (as
+    /// responses come in request order); `what` names it in a failure.
+    pub fn read_response(&mut self, correlation_id: i32, what: &str) -> Vec<u8> {
+        let payload = self.read_frame().unwrap_or_else(|e| panic!("{what}: {e}"));
         assert_eq!(
             correlation_id_of(&payload),
             correlation_id,
-            "response correlation id"
+            "{what}: correlation id out of order"
         );
         payload
     }

@@ -132,22 +132,13 @@ fn consume(client: &Client, topic: &str, count: usize) -> Result<Vec<String>, Ka
         .add_partition_offset(topic, 0, Offset::Beginning)
         .expect("assignment");
     consumer.assign(&assignment).expect("assign");
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    let mut records = Vec::new();
-    while records.len() < count {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "consumed {} of {count} records of {topic} in time",
-            records.len()
-        );
-        match consumer.poll(Duration::from_millis(500)) {
-            Some(Ok(message)) => records
-                .push(String::from_utf8_lossy(message.payload().unwrap_or_default()).into_owned()),
-            Some(Err(error)) => return Err(error),
-            None => {}
-        }
-    }
-    Ok(records)
+    kafka::poll_values(
+        &consumer,
+        count,
+        Duration::from_millis(500),
+        Duration::from_secs(30),
+        topic,
+    )
 }
 
 /// A consumer that may not read `topic` gets none of its records. Whether

@@ -277,23 +277,9 @@ fn transformer(broker: &Broker, group: &str, topic: &str) -> BaseConsumer {
 /// Polls `consumer` (serving its group) until `n` records have arrived.
 fn poll_records(consumer: &BaseConsumer, n: usize) -> Vec<String> {
     blocking(|| {
-        let deadline = std::time::Instant::now() + WAIT;
-        let mut out = Vec::new();
-        while out.len() < n {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "consume-transform-produce: {} of {n} input records within {WAIT:?}",
-                out.len()
-            );
-            match consumer.poll(Duration::from_millis(100)) {
-                Some(Ok(m)) => {
-                    out.push(String::from_utf8_lossy(m.payload().unwrap_or_default()).into_owned())
-                }
-                Some(Err(e)) => panic!("consume-transform-produce input: {e}"),
-                None => {}
-            }
-        }
-        out
+        let what = "consume-transform-produce input";
+        kafka::poll_values(consumer, n, Duration::from_millis(100), WAIT, what)
+            .unwrap_or_else(|e| panic!("{what}: {e}"))
     })
 }
 
