@@ -261,73 +261,65 @@ fn run(args: &[String]) -> Result<(), String> {
         let _ = CLIENT_PROPERTIES.set(parse_client_properties(raw)?);
     }
     let bootstrap = options.text("bootstrap", "127.0.0.1:9092");
-    match command.as_str() {
-        "suite" => suite(&options),
-        "produce" => {
-            let run = produce::run(
-                &bootstrap,
-                options.number("records", 200_000)?,
-                options.number("size", 1024)?,
-                &options.text("acks", "1"),
-                options.number("partitions", 1)? as i32,
-                options.values.get("topic").cloned(),
-            )?;
-            println!("{}", run.json());
-            Ok(())
-        }
+    // Every run but the suite's and rtt's prints one JSON line.
+    let json = match command.as_str() {
+        "suite" => return suite(&options),
+        "produce" => produce::run(
+            &bootstrap,
+            options.number("records", 200_000)?,
+            options.number("size", 1024)?,
+            &options.text("acks", "1"),
+            options.number("partitions", 1)? as i32,
+            options.values.get("topic").cloned(),
+        )?
+        .json(),
         "consume" => {
             let topic = options.values.get("topic").ok_or("--topic is required")?;
-            let run = consume::run(
+            consume::run(
                 &bootstrap,
                 topic,
                 options.number("records", 200_000)?,
                 options.number("size", 1024)?,
-            )?;
-            println!("{}", run.json());
-            Ok(())
+            )?
+            .json()
         }
-        "e2e" => {
-            let run = e2e::run(
-                &bootstrap,
-                options.number("rate", 2000)?,
-                options.number("seconds", 10)?,
-                options.number("size", 1024)?,
-            )?;
-            println!("{}", run.json());
-            Ok(())
-        }
+        "e2e" => e2e::run(
+            &bootstrap,
+            options.number("rate", 2000)?,
+            options.number("seconds", 10)?,
+            options.number("size", 1024)?,
+        )?
+        .json(),
         "rtt" => {
             for rtt in rtt::run(&bootstrap, options.number("iterations", 5000)?)? {
                 println!("{}", rtt.json());
             }
-            Ok(())
+            return Ok(());
         }
-        "txn" => {
-            let run = txn::run(
-                &bootstrap,
-                options.number("transactions", 1000)?,
-                options.number("records-per-txn", RECORDS_PER_TXN)?,
-                options.number("size", 1024)?,
-                options.number("partitions", 1)? as i32,
-            )?;
-            println!("{}", run.json());
-            Ok(())
-        }
+        "txn" => txn::run(
+            &bootstrap,
+            options.number("transactions", 1000)?,
+            options.number("records-per-txn", RECORDS_PER_TXN)?,
+            options.number("size", 1024)?,
+            options.number("partitions", 1)? as i32,
+        )?
+        .json(),
         "parked" => {
             let admin = options.values.get("admin").ok_or("--admin is required")?;
             let pid = options.number("broker-pid", 0)?;
-            let run = parked::run(
+            parked::run(
                 &bootstrap,
                 admin,
                 u32::try_from(pid).map_err(|_| "--broker-pid: too large")?,
                 options.number("fetches", 10_000)?,
                 options.number("seconds", 5)?,
-            )?;
-            println!("{}", run.json());
-            Ok(())
+            )?
+            .json()
         }
-        other => Err(format!("unknown command {other}")),
-    }
+        other => return Err(format!("unknown command {other}")),
+    };
+    println!("{json}");
+    Ok(())
 }
 
 fn main() -> ExitCode {

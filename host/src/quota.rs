@@ -668,17 +668,7 @@ impl QuotaManager {
         }
         let _writer = crate::sync::lock(&self.write_lock);
         let mut entities = self.lock().entities.clone();
-        let values = entities.entry(validated.clone()).or_default();
-        for op in ops {
-            if op.remove {
-                values.remove(&op.key);
-            } else {
-                values.insert(op.key.clone(), op.value);
-            }
-        }
-        if values.is_empty() {
-            entities.remove(&validated);
-        }
+        apply_ops(&mut entities, &validated, ops);
         let document = Document {
             version: FORMAT_VERSION,
             entities: entities
@@ -702,6 +692,23 @@ impl QuotaManager {
         inner.entities = entities;
         info!(entity = ?validated, "client quotas changed");
         Ok(())
+    }
+}
+
+/// Applies validated `ops` to `entity`'s quotas in `entities`, dropping an
+/// entity left with none (Kafka then describes nothing for it). The broker's
+/// store and the metadata image's quotas both alter this way.
+pub fn apply_ops(entities: &mut BTreeMap<Entity, QuotaValues>, entity: &Entity, ops: &[QuotaOp]) {
+    let values = entities.entry(entity.clone()).or_default();
+    for op in ops {
+        if op.remove {
+            values.remove(&op.key);
+        } else {
+            values.insert(op.key.clone(), op.value);
+        }
+    }
+    if values.is_empty() {
+        entities.remove(entity);
     }
 }
 

@@ -270,14 +270,20 @@ impl Services {
     }
 }
 
-fn positive_ms(config: &BrokerConfig, name: &str, default: i64) -> Result<i64> {
+/// A setting that must be a positive number of milliseconds, or `default`
+/// when unset.
+fn positive_ms<T: std::str::FromStr + PartialOrd + Default>(
+    config: &BrokerConfig,
+    name: &str,
+    default: T,
+) -> Result<T> {
     match config.get(name) {
         None => Ok(default),
         Some(raw) => raw
             .trim()
-            .parse::<i64>()
+            .parse::<T>()
             .ok()
-            .filter(|ms| *ms > 0)
+            .filter(|ms| *ms > T::default())
             .with_context(|| format!("invalid value {raw:?} for {name}")),
     }
 }
@@ -285,29 +291,21 @@ fn positive_ms(config: &BrokerConfig, name: &str, default: i64) -> Result<i64> {
 /// `transaction.max.timeout.ms` (Kafka's default: 15 minutes): the
 /// longest transaction timeout a producer may ask for.
 fn transaction_max_timeout_ms(config: &BrokerConfig) -> Result<i32> {
-    match config.get("transaction.max.timeout.ms") {
-        None => Ok(crate::transactions::DEFAULT_MAX_TIMEOUT_MS),
-        Some(raw) => raw
-            .trim()
-            .parse::<i32>()
-            .ok()
-            .filter(|ms| *ms > 0)
-            .with_context(|| format!("invalid value {raw:?} for transaction.max.timeout.ms")),
-    }
+    positive_ms(
+        config,
+        "transaction.max.timeout.ms",
+        crate::transactions::DEFAULT_MAX_TIMEOUT_MS,
+    )
 }
 
 /// `producer.id.expiration.ms` (Kafka's default: one day): how long a
 /// partition keeps the sequence state of an idle idempotent producer.
 fn producer_id_expiration_ms(config: &BrokerConfig) -> Result<i64> {
-    match config.get("producer.id.expiration.ms") {
-        None => Ok(crate::log::producer_state::DEFAULT_EXPIRATION_MS),
-        Some(raw) => raw
-            .trim()
-            .parse::<i64>()
-            .ok()
-            .filter(|ms| *ms > 0)
-            .with_context(|| format!("invalid value {raw:?} for producer.id.expiration.ms")),
-    }
+    positive_ms(
+        config,
+        "producer.id.expiration.ms",
+        crate::log::producer_state::DEFAULT_EXPIRATION_MS,
+    )
 }
 
 /// The security state under `<log dir>/security`: ACLs and SCRAM

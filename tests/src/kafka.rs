@@ -216,6 +216,33 @@ pub async fn read_values(
     values
 }
 
+/// Polls `consumer` (every `poll`) until `n` records have arrived, failing
+/// after `within`: their values as text, or the first error it reports.
+pub fn poll_values(
+    consumer: &BaseConsumer,
+    n: usize,
+    poll: Duration,
+    within: Duration,
+    what: &str,
+) -> Result<Vec<String>, KafkaError> {
+    let deadline = Instant::now() + within;
+    let mut values = Vec::new();
+    while values.len() < n {
+        assert!(
+            Instant::now() < deadline,
+            "{what}: {} of {n} records within {within:?}",
+            values.len()
+        );
+        match consumer.poll(poll) {
+            Some(Ok(message)) => values
+                .push(String::from_utf8_lossy(message.payload().unwrap_or_default()).into_owned()),
+            Some(Err(error)) => return Err(error),
+            None => {}
+        }
+    }
+    Ok(values)
+}
+
 /// A consumer without group.id, for metadata, watermarks and
 /// offsets_for_times only.
 pub fn plain_consumer(broker: &Broker) -> BaseConsumer {

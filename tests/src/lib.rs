@@ -59,6 +59,22 @@ pub fn gregor_bin() -> PathBuf {
     target.join("release/gregor")
 }
 
+/// Runs the `gregor` command line with `args` against the admin endpoint
+/// `admin`: whether it succeeded, and its stdout followed by its stderr.
+pub fn gregor_cli(args: &[&str], admin: &str) -> (bool, String) {
+    let output = Command::new(gregor_bin())
+        .args(args)
+        .args(["--admin", admin])
+        .output()
+        .expect("run gregor");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    (output.status.success(), text)
+}
+
 /// The plugin directory: `$GREGOR_PLUGIN_DIR` or `<workspace>/build/plugins`.
 pub fn plugin_dir() -> PathBuf {
     match std::env::var_os("GREGOR_PLUGIN_DIR") {

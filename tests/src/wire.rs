@@ -107,6 +107,24 @@ pub fn metadata_request(version: i16, correlation_id: i32) -> Vec<u8> {
     request_frame(METADATA, version, correlation_id, flexible, &body)
 }
 
+/// Sends a flexible request (header v2) on a new connection to `addr`; the
+/// response after its header (v1) and throttle time, where the fields begin.
+pub fn flexible_call(
+    addr: SocketAddr,
+    api_key: i16,
+    version: i16,
+    correlation_id: i32,
+    body: &[u8],
+) -> Vec<u8> {
+    let frame = request_frame(api_key, version, correlation_id, true, body);
+    let response = Conn::connect(addr).round_trip(&frame, correlation_id);
+    let mut r = Reader::new(&response[4..]);
+    r.skip_tags();
+    r.i32(); // throttle
+    let fields = response.len() - r.remaining();
+    response[fields..].to_vec()
+}
+
 /// A cursor over a response body.
 pub struct Reader<'a> {
     buf: &'a [u8],
@@ -336,13 +354,17 @@ impl Conn {
         );
         self.send(frame)
             .unwrap_or_else(|e| panic!("send {what}: {e}"));
-        let payload = self
-            .read_frame()
-            .unwrap_or_else(|e| panic!("response to {what}: {e}"));
+        self.read_response(correlation_id, &format!("response to {what}"))
+    }
+
+    /// Reads the next response, which must carry `correlation_id` (as
+    /// responses come in request order); `what` names it in a failure.
+    pub fn read_response(&mut self, correlation_id: i32, what: &str) -> Vec<u8> {
+        let payload = self.read_frame().unwrap_or_else(|e| panic!("{what}: {e}"));
         assert_eq!(
             correlation_id_of(&payload),
             correlation_id,
-            "response correlation id"
+            "{what}: correlation id out of order"
         );
         payload
     }

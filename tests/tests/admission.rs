@@ -288,14 +288,13 @@ fn expect_refused(mut conn: Conn, what: &str) {
 
 #[test]
 fn max_connections_per_ip_and_overrides() {
-    let admin = format!("127.0.0.1:{}", free_port());
-    let mut settings = admin_settings(&admin);
-    settings.push(("max.connections.per.ip", "2"));
-    settings.push((
-        "max.connections.per.ip.overrides",
-        "127.0.0.2:3,127.0.0.3:0",
-    ));
-    let broker = Broker::start_with(&settings);
+    let (broker, admin) = gregor_tests::start_with_admin(&[
+        ("max.connections.per.ip", "2"),
+        (
+            "max.connections.per.ip.overrides",
+            "127.0.0.2:3,127.0.0.3:0",
+        ),
+    ]);
     let admin: SocketAddr = admin.parse().expect("admin address");
     // The harness's readiness probe may still be counted: wait for it to go.
     wait_for("no open connection", Duration::from_secs(10), || {

@@ -11,8 +11,8 @@ use std::net::Shutdown;
 
 use gregor_tests::kafka::{self, CALL_TIMEOUT};
 use gregor_tests::wire::{
-    api_versions_request, correlation_id_of, is_closed_error, metadata_request, parse_api_versions,
-    request_frame, ApiVersionsResponse, Conn, API_VERSIONS, METADATA, UNSUPPORTED_VERSION,
+    api_versions_request, is_closed_error, metadata_request, parse_api_versions, request_frame,
+    ApiVersionsResponse, Conn, API_VERSIONS, METADATA, UNSUPPORTED_VERSION,
 };
 use gregor_tests::Broker;
 use rdkafka::consumer::Consumer;
@@ -305,14 +305,7 @@ fn pipelined_requests_are_answered_in_request_order() {
     conn.send(&bytes).expect("send the pipelined requests");
 
     for (i, &(id, kind)) in plan.iter().enumerate() {
-        let payload = conn
-            .read_frame()
-            .unwrap_or_else(|e| panic!("response {i} of {REQUESTS} ({kind:?}): {e}"));
-        assert_eq!(
-            correlation_id_of(&payload),
-            id,
-            "response {i} ({kind:?}) out of order"
-        );
+        let payload = conn.read_response(id, &format!("response {i} of {REQUESTS} ({kind:?})"));
         match kind {
             Kind::ApiVersionsV0 | Kind::ApiVersionsV3 => {
                 let version = if matches!(kind, Kind::ApiVersionsV3) {

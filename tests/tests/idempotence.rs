@@ -209,11 +209,8 @@ fn describe_producers(
     }
     wire::put_uvarint(&mut body, 0); // topic tags
     wire::put_uvarint(&mut body, 0); // request tags
-    let frame = wire::request_frame(61, 0, 5, true, &body);
-    let response = Conn::connect(broker.addr()).round_trip(&frame, 5);
-    let mut r = wire::Reader::new(&response[4..]);
-    r.skip_tags(); // response header v1
-    r.i32(); // throttle
+    let response = wire::flexible_call(broker.addr(), 61, 0, 5, &body);
+    let mut r = wire::Reader::new(&response);
     assert_eq!(r.uvarint(), 2, "one topic");
     assert_eq!(r.compact_nullable_string().as_deref(), Some(topic));
     let mut out = Vec::new();

@@ -10,7 +10,7 @@ use gregor_tests::wire::{correlation_id_of, fetch_request, request_frame, Conn};
 use gregor_tests::{
     kafka, plugin_dir_with_examples, scrape_metrics, start_with_admin, wait_for, Broker,
 };
-use rdkafka::producer::FutureRecord;
+use rdkafka::producer::{FutureProducer, FutureRecord};
 
 /// More than the broker's 512 component instances.
 const WAITING: usize = 600;
@@ -54,6 +54,17 @@ fn traps(admin: &str) -> f64 {
         .sum()
 }
 
+/// Produces the record `wake-up` to `topic`, which the parked calls wait for.
+async fn wake_up(producer: &FutureProducer, topic: &str) {
+    producer
+        .send(
+            FutureRecord::<str, str>::to(topic).payload("wake-up"),
+            kafka::CALL_TIMEOUT,
+        )
+        .await
+        .expect("produce the record the parked calls wait for");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn more_waiting_fetches_than_instances_leave_the_broker_serving() {
     let (broker, admin) = start(&[]);
@@ -90,13 +101,7 @@ async fn more_waiting_fetches_than_instances_leave_the_broker_serving() {
 
     // One record ends every wait: each connection gets its own answer,
     // carrying the record.
-    producer
-        .send(
-            FutureRecord::<str, str>::to("quiet").payload("wake-up"),
-            kafka::CALL_TIMEOUT,
-        )
-        .await
-        .expect("produce the record the fetches wait for");
+    wake_up(&producer, "quiet").await;
     for (i, conn) in waiting.iter_mut().enumerate() {
         let payload = conn.read_frame().expect("the parked fetch is answered");
         assert_eq!(correlation_id_of(&payload), i as i32);
@@ -170,13 +175,7 @@ async fn a_raw_handler_long_poll_is_parked_too() {
         (parked(&admin) >= WAITING).then_some(())
     });
     let producer = kafka::producer(&broker, &[]);
-    producer
-        .send(
-            FutureRecord::<str, str>::to("legacy").payload("wake-up"),
-            kafka::CALL_TIMEOUT,
-        )
-        .await
-        .expect("produce the record the calls wait for");
+    wake_up(&producer, "legacy").await;
     for (i, conn) in waiting.iter_mut().enumerate() {
         let payload = conn.read_frame().expect("the parked call is answered");
         assert_eq!(correlation_id_of(&payload), i as i32);

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use gregor_tests::wire::{request_frame, Conn};
-use gregor_tests::{free_port, gregor_bin, kafka, plugin_dir, wait_for, workspace_root, Broker};
+use gregor_tests::{gregor_bin, kafka, plugin_dir, wait_for, workspace_root, Broker};
 use rdkafka::consumer::Consumer;
 use rdkafka::error::KafkaError;
 use rdkafka::message::Message;
@@ -38,6 +38,17 @@ fn example(name: &str) -> PathBuf {
 
 /// A private copy of the standard plugin directory, so a test can change
 /// it without touching other tests' brokers.
+/// A broker on a private copy of the plugin directory, with an admin
+/// listener and `settings`: the directory, the broker, the admin address.
+fn start_private(settings: &[(&str, &str)]) -> (tempfile::TempDir, Broker, String) {
+    let plugins = private_plugin_dir();
+    let plugin_path = plugins.path().display().to_string();
+    let mut all = vec![("plugin.dir", plugin_path.as_str())];
+    all.extend_from_slice(settings);
+    let (broker, admin) = gregor_tests::start_with_admin(&all);
+    (plugins, broker, admin)
+}
+
 fn private_plugin_dir() -> tempfile::TempDir {
     gregor_tests::private_plugin_dir("gregor-plugins-")
 }
@@ -72,19 +83,9 @@ fn served_keys(broker: &Broker) -> Vec<i16> {
         .collect()
 }
 
+/// `gregor plugins <args>`.
 fn cli(admin: &str, args: &[&str]) -> (bool, String) {
-    let output = Command::new(gregor_bin())
-        .arg("plugins")
-        .args(args)
-        .args(["--admin", admin])
-        .output()
-        .expect("run gregor plugins");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    (output.status.success(), text)
+    gregor_tests::gregor_cli(&[&["plugins"], args].concat(), admin)
 }
 
 fn plugin_list(admin: &str) -> Value {
@@ -188,13 +189,7 @@ async fn a_new_api_key_appears_with_its_module_and_answers_its_client() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn trapping_looping_and_hoarding_modules_are_contained_and_counted() {
-    let admin_port = free_port().to_string();
-    let admin = format!("127.0.0.1:{admin_port}");
-    let plugins = private_plugin_dir();
-    let plugin_path = plugins.path().display().to_string();
-    let broker = Broker::start_with(&[
-        ("plugin.dir", plugin_path.as_str()),
-        ("admin.listener", admin.as_str()),
+    let (_plugins, broker, admin) = start_private(&[
         ("plugin.call.timeout.ms", "1000"),
         ("plugin.memory.max.bytes", "33554432"),
     ]);
@@ -257,14 +252,7 @@ async fn trapping_looping_and_hoarding_modules_are_contained_and_counted() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn refused_modules_leave_the_previous_version_serving() {
-    let admin_port = free_port().to_string();
-    let admin = format!("127.0.0.1:{admin_port}");
-    let plugins = private_plugin_dir();
-    let plugin_path = plugins.path().display().to_string();
-    let broker = Broker::start_with(&[
-        ("plugin.dir", plugin_path.as_str()),
-        ("admin.listener", admin.as_str()),
-    ]);
+    let (plugins, broker, admin) = start_private(&[]);
     let before = handler_entry(&plugin_list(&admin), "produce").expect("produce listed");
 
     // A corrupt upload is refused with the compiler's reason.
@@ -364,15 +352,7 @@ async fn refused_modules_leave_the_previous_version_serving() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn produce_and_fetch_handlers_are_replaced_under_load_without_errors() {
-    let admin_port = free_port().to_string();
-    let admin = format!("127.0.0.1:{admin_port}");
-    let plugins = private_plugin_dir();
-    let plugin_path = plugins.path().display().to_string();
-    let broker = Broker::start_with(&[
-        ("plugin.dir", plugin_path.as_str()),
-        ("admin.listener", admin.as_str()),
-        ("plugin.watch.interval.ms", "50"),
-    ]);
+    let (plugins, broker, admin) = start_private(&[("plugin.watch.interval.ms", "50")]);
     let topic = "hot-reload";
     kafka::create_topic(&broker, topic, 2).await;
 
@@ -500,14 +480,8 @@ async fn futures_join_all<F: std::future::Future>(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn close_connection_policy_skips_the_error_response() {
-    let admin = format!("127.0.0.1:{}", free_port());
-    let plugins = private_plugin_dir();
-    let plugin_path = plugins.path().display().to_string();
-    let broker = Broker::start_with(&[
-        ("plugin.dir", plugin_path.as_str()),
-        ("admin.listener", admin.as_str()),
-        ("plugin.failure.policy.chaos", "close-connection"),
-    ]);
+    let (_plugins, broker, admin) =
+        start_private(&[("plugin.failure.policy.chaos", "close-connection")]);
     let chaos = example("chaos").display().to_string();
     let (ok, text) = cli(&admin, &["load", &chaos]);
     assert!(ok, "loading chaos failed: {text}");

@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use gregor_tests::wire::{metadata_request, put_i16, put_i32, request_frame, Conn, Reader};
-use gregor_tests::{free_port, gregor_bin, kafka, workspace_root, Broker};
+use gregor_tests::{free_port, kafka, workspace_root, Broker};
 use rdkafka::admin::{AdminClient, NewTopic, TopicReplication};
 use rdkafka::client::ClientContext;
 use rdkafka::config::{ClientConfig, RDKafkaLogLevel};
@@ -132,22 +132,13 @@ fn consume(client: &Client, topic: &str, count: usize) -> Result<Vec<String>, Ka
         .add_partition_offset(topic, 0, Offset::Beginning)
         .expect("assignment");
     consumer.assign(&assignment).expect("assign");
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    let mut records = Vec::new();
-    while records.len() < count {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "consumed {} of {count} records of {topic} in time",
-            records.len()
-        );
-        match consumer.poll(Duration::from_millis(500)) {
-            Some(Ok(message)) => records
-                .push(String::from_utf8_lossy(message.payload().unwrap_or_default()).into_owned()),
-            Some(Err(error)) => return Err(error),
-            None => {}
-        }
-    }
-    Ok(records)
+    kafka::poll_values(
+        &consumer,
+        count,
+        Duration::from_millis(500),
+        Duration::from_secs(30),
+        topic,
+    )
 }
 
 /// A consumer that may not read `topic` gets none of its records. Whether
@@ -250,17 +241,7 @@ fn acl_admin(broker: &Broker, args: &[&str]) -> Value {
 }
 
 fn cli(admin: &str, args: &[&str]) -> (bool, String) {
-    let output = Command::new(gregor_bin())
-        .args(args)
-        .args(["--admin", admin])
-        .output()
-        .expect("run gregor");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    (output.status.success(), text)
+    gregor_tests::gregor_cli(args, admin)
 }
 
 /// A private copy of the standard plugin directory: the tests upload

@@ -277,23 +277,9 @@ fn transformer(broker: &Broker, group: &str, topic: &str) -> BaseConsumer {
 /// Polls `consumer` (serving its group) until `n` records have arrived.
 fn poll_records(consumer: &BaseConsumer, n: usize) -> Vec<String> {
     blocking(|| {
-        let deadline = std::time::Instant::now() + WAIT;
-        let mut out = Vec::new();
-        while out.len() < n {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "consume-transform-produce: {} of {n} input records within {WAIT:?}",
-                out.len()
-            );
-            match consumer.poll(Duration::from_millis(100)) {
-                Some(Ok(m)) => {
-                    out.push(String::from_utf8_lossy(m.payload().unwrap_or_default()).into_owned())
-                }
-                Some(Err(e)) => panic!("consume-transform-produce input: {e}"),
-                None => {}
-            }
-        }
-        out
+        let what = "consume-transform-produce input";
+        kafka::poll_values(consumer, n, Duration::from_millis(100), WAIT, what)
+            .unwrap_or_else(|e| panic!("{what}: {e}"))
     })
 }
 
@@ -636,11 +622,8 @@ fn init_flexible(
     body.extend_from_slice(&expected.0.to_be_bytes());
     wire::put_i16(&mut body, expected.1);
     wire::put_uvarint(&mut body, 0); // tags
-    let frame = wire::request_frame(22, version, 4, true, &body);
-    let response = Conn::connect(broker.addr()).round_trip(&frame, 4);
-    let mut r = wire::Reader::new(&response[4..]);
-    r.skip_tags(); // response header v1
-    r.i32(); // throttle
+    let response = wire::flexible_call(broker.addr(), 22, version, 4, &body);
+    let mut r = wire::Reader::new(&response);
     let error = r.i16();
     let id = read_i64(&mut r);
     (error, id, r.i16())
@@ -702,11 +685,8 @@ fn describe_transactions(broker: &Broker, ids: &[&str]) -> BTreeMap<String, Desc
         wire::put_compact_string(&mut body, id);
     }
     wire::put_uvarint(&mut body, 0); // tags
-    let frame = wire::request_frame(65, 0, 7, true, &body);
-    let response = Conn::connect(broker.addr()).round_trip(&frame, 7);
-    let mut r = wire::Reader::new(&response[4..]);
-    r.skip_tags(); // response header v1
-    r.i32(); // throttle
+    let response = wire::flexible_call(broker.addr(), 65, 0, 7, &body);
+    let mut r = wire::Reader::new(&response);
     let mut out = BTreeMap::new();
     for _ in 1..r.uvarint() {
         let error = r.i16();
@@ -759,11 +739,8 @@ fn list_transactions(
         body.extend_from_slice(&id.to_be_bytes());
     }
     wire::put_uvarint(&mut body, 0); // tags
-    let frame = wire::request_frame(66, 0, 8, true, &body);
-    let response = Conn::connect(broker.addr()).round_trip(&frame, 8);
-    let mut r = wire::Reader::new(&response[4..]);
-    r.skip_tags(); // response header v1
-    r.i32(); // throttle
+    let response = wire::flexible_call(broker.addr(), 66, 0, 8, &body);
+    let mut r = wire::Reader::new(&response);
     assert_eq!(r.i16(), 0, "ListTransactions error code");
     let unknown: Vec<String> = (1..r.uvarint())
         .map(|_| r.compact_nullable_string().unwrap_or_default())

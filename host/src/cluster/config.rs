@@ -358,6 +358,11 @@ mod tests {
         message
     }
 
+    /// The error message for the combined node with one `change`, which must name `key`.
+    fn refused(change: &str, key: &str) -> String {
+        error_naming(combined(&[change]), key)
+    }
+
     #[test]
     fn no_quorum_is_the_single_node_broker() {
         assert_eq!(ClusterConfig::from(&BrokerConfig::default()).unwrap(), None);
@@ -485,17 +490,14 @@ mod tests {
             "1@:19092",
             "1@127.0.0.1:19092,,2@127.0.0.1:19093",
         ] {
-            let result = combined(&[&format!("controller.quorum.voters={bad}")]);
-            error_naming(result, QUORUM_VOTERS);
+            refused(&format!("controller.quorum.voters={bad}"), QUORUM_VOTERS);
         }
     }
 
     #[test]
     fn controller_listener_names() {
-        let missing = combined(&["controller.listener.names="]);
-        error_naming(missing, CONTROLLER_LISTENER_NAMES);
-        let unknown = combined(&["controller.listener.names=RAFT"]);
-        let message = error_naming(unknown, CONTROLLER_LISTENER_NAMES);
+        refused("controller.listener.names=", CONTROLLER_LISTENER_NAMES);
+        let message = refused("controller.listener.names=RAFT", CONTROLLER_LISTENER_NAMES);
         assert!(message.contains("RAFT"), "{message}");
         // A broker-only node must not listen as a controller.
         let broker_listening = combined(&["node.id=4", "process.roles=broker"]);
@@ -504,27 +506,19 @@ mod tests {
 
     #[test]
     fn inter_broker_listener() {
-        let unknown = combined(&["inter.broker.listener.name=REPLICATION"]);
-        error_naming(unknown, INTER_BROKER_LISTENER_NAME);
-        let controller = combined(&["inter.broker.listener.name=CONTROLLER"]);
-        error_naming(controller, INTER_BROKER_LISTENER_NAME);
-        let only_controller_listeners = combined(&["listeners=CONTROLLER://127.0.0.1:19093"]);
-        error_naming(only_controller_listeners, INTER_BROKER_LISTENER_NAME);
+        for change in [
+            "inter.broker.listener.name=REPLICATION",
+            "inter.broker.listener.name=CONTROLLER",
+            "listeners=CONTROLLER://127.0.0.1:19093",
+        ] {
+            refused(change, INTER_BROKER_LISTENER_NAME);
+        }
     }
 
     #[test]
     fn timeouts() {
-        error_naming(
-            combined(&["broker.session.timeout.ms=soon"]),
-            SESSION_TIMEOUT_MS,
-        );
-        error_naming(
-            combined(&["broker.heartbeat.interval.ms=0"]),
-            HEARTBEAT_INTERVAL_MS,
-        );
-        error_naming(
-            combined(&["broker.heartbeat.interval.ms=9000"]),
-            HEARTBEAT_INTERVAL_MS,
-        );
+        refused("broker.session.timeout.ms=soon", SESSION_TIMEOUT_MS);
+        refused("broker.heartbeat.interval.ms=0", HEARTBEAT_INTERVAL_MS);
+        refused("broker.heartbeat.interval.ms=9000", HEARTBEAT_INTERVAL_MS);
     }
 }

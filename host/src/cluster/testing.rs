@@ -1,8 +1,8 @@
 //! Test helpers: a metadata log applied in order to one image.
 
 use crate::cluster::command::{
-    Applied, BrokerRegistrationRecord, Command, Endpoint, NewTopicRecord, PartitionRecord,
-    Response, Uuid,
+    Applied, BrokerRegistrationRecord, Command, Endpoint, NewTopicRecord, PartitionChangeRecord,
+    PartitionRecord, Response, Uuid,
 };
 use crate::cluster::image::MetadataImage;
 use crate::cluster::quorum::StateMachine;
@@ -56,6 +56,23 @@ impl Log {
             .broker(id)
             .map(|b| b.epoch)
             .unwrap_or(-1)
+    }
+
+    /// Fences broker `id` at its current epoch.
+    pub fn fence(&mut self, id: i32) -> Applied {
+        let epoch = self.epoch(id);
+        self.ok(&Command::FenceBroker {
+            broker_id: id,
+            epoch,
+        })
+    }
+
+    /// Shrinks partition 0 of topic `id` to this ISR (at partition epoch 0).
+    pub fn shrink_isr(&mut self, id: Uuid, isr: Vec<i32>) -> Applied {
+        self.ok(&Command::ChangePartition(PartitionChangeRecord {
+            isr: Some(isr),
+            ..PartitionChangeRecord::new(id, 0, 0)
+        }))
     }
 
     /// A topic with these replicas per partition (all in the ISR, the

@@ -801,6 +801,32 @@ mod tests {
         }
     }
 
+    /// Five batches of five records appended at two batches a segment (to
+    /// offset 25, in three segments), the partition closed again; the batch.
+    fn five_batches_in_three_segments(path: &Path) -> Vec<u8> {
+        let batch = simple_batch(5, 50, 0);
+        let p = open(path, config(2 * batch.len() as u64)).unwrap();
+        for _ in 0..5 {
+            p.append(&batch, 0).unwrap();
+        }
+        batch
+    }
+
+    /// Partition `t-0` under `dir` made of these segment files (base
+    /// offset, contents) as a crash or compaction left them, then opened.
+    fn with_segments<const N: usize>(
+        dir: &Path,
+        segments: [(i64, Vec<u8>); N],
+    ) -> (PathBuf, Partition) {
+        let path = dir.join("t-0");
+        fs::create_dir(&path).unwrap();
+        for (base_offset, contents) in segments {
+            fs::write(path.join(segment::file_name(base_offset)), contents).unwrap();
+        }
+        let p = open(&path, LogConfig::default()).unwrap();
+        (path, p)
+    }
+
     fn open(path: &Path, config: LogConfig) -> Result<Partition, StorageError> {
         Partition::open(path.to_path_buf(), tp(), config, OpenHints::default())
     }
@@ -877,12 +903,7 @@ mod tests {
     fn reopening_after_a_roll_keeps_every_segment() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("t-0");
-        let batch = simple_batch(5, 50, 0);
-        let p = open(&path, config(2 * batch.len() as u64)).unwrap();
-        for _ in 0..5 {
-            p.append(&batch, 0).unwrap();
-        }
-        drop(p);
+        let batch = five_batches_in_three_segments(&path);
         let p = open(&path, config(2 * batch.len() as u64)).unwrap();
         assert_eq!(read(&p.state).segments.len(), 3);
         assert_eq!(p.offsets().unwrap().high_watermark, 25);
@@ -893,12 +914,7 @@ mod tests {
     fn corruption_in_an_older_segment_drops_the_later_ones() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("t-0");
-        let batch = simple_batch(5, 50, 0);
-        let p = open(&path, config(2 * batch.len() as u64)).unwrap();
-        for _ in 0..5 {
-            p.append(&batch, 0).unwrap();
-        }
-        drop(p);
+        let batch = five_batches_in_three_segments(&path);
         // Flip a byte in the second batch of the first segment.
         let first = path.join(segment::file_name(0));
         let mut bytes = fs::read(&first).unwrap();
@@ -949,11 +965,10 @@ mod tests {
         // Segment 0 holds offsets 0..5, segment 10 starts at 10 (as after
         // compaction): offsets 5..10 do not exist.
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("t-0");
-        fs::create_dir(&path).unwrap();
-        fs::write(path.join(segment::file_name(0)), stored(0, &[2, 3])).unwrap();
-        fs::write(path.join(segment::file_name(10)), stored(10, &[4])).unwrap();
-        let p = open(&path, LogConfig::default()).unwrap();
+        let (_, p) = with_segments(
+            dir.path(),
+            [(0, stored(0, &[2, 3])), (10, stored(10, &[4]))],
+        );
         assert_eq!(p.offsets().unwrap().high_watermark, 14);
         let r = p.read(7, 1 << 20, true).unwrap();
         assert_eq!(headers(&r.records)[0].base_offset, 10);
@@ -964,11 +979,7 @@ mod tests {
     #[test]
     fn an_empty_segment_left_by_a_crash_after_a_roll_is_used() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("t-0");
-        fs::create_dir(&path).unwrap();
-        fs::write(path.join(segment::file_name(0)), stored(0, &[2, 3])).unwrap();
-        fs::write(path.join(segment::file_name(5)), b"").unwrap();
-        let p = open(&path, LogConfig::default()).unwrap();
+        let (path, p) = with_segments(dir.path(), [(0, stored(0, &[2, 3])), (5, vec![])]);
         assert_eq!(p.offsets().unwrap().high_watermark, 5);
         assert_eq!(p.append(&simple_batch(1, 1, 0), 0).unwrap().base_offset, 5);
         assert!(
@@ -987,11 +998,7 @@ mod tests {
     #[test]
     fn an_overlapping_segment_is_discarded() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("t-0");
-        fs::create_dir(&path).unwrap();
-        fs::write(path.join(segment::file_name(0)), stored(0, &[2, 3])).unwrap();
-        fs::write(path.join(segment::file_name(3)), stored(3, &[4])).unwrap();
-        let p = open(&path, LogConfig::default()).unwrap();
+        let (path, p) = with_segments(dir.path(), [(0, stored(0, &[2, 3])), (3, stored(3, &[4]))]);
         assert_eq!(p.offsets().unwrap().high_watermark, 5);
         assert_eq!(segment_files(&path), vec![segment::file_name(0)]);
     }

@@ -315,30 +315,21 @@ mod tests {
         let plain = simple_batch(3, 10, 0);
         for codec in 0..=4 {
             // Two records' worth under a header that says three (count and
-            // last offset delta agree, so only the walk can tell).
-            let two = simple_batch(2, 10, 0);
-            let body = if codec == 0 {
-                two[HEADER_SIZE..].to_vec()
-            } else {
-                compress(codec, &two[HEADER_SIZE..])
-            };
-            let short = with_body(&plain, codec, &body);
-            assert!(
-                matches!(check(&short, RULES), Err(StorageError::InvalidRecord(_))),
-                "short {codec}"
-            );
-            // Four records' worth: bytes after the last.
-            let four = simple_batch(4, 10, 0);
-            let body = if codec == 0 {
-                four[HEADER_SIZE..].to_vec()
-            } else {
-                compress(codec, &four[HEADER_SIZE..])
-            };
-            let long = with_body(&plain, codec, &body);
-            assert!(
-                matches!(check(&long, RULES), Err(StorageError::InvalidRecord(_))),
-                "long {codec}"
-            );
+            // last offset delta agree, so only the walk can tell); four
+            // records' worth: bytes after the last.
+            for (records, name) in [(2, "short"), (4, "long")] {
+                let other = simple_batch(records, 10, 0);
+                let body = if codec == 0 {
+                    other[HEADER_SIZE..].to_vec()
+                } else {
+                    compress(codec, &other[HEADER_SIZE..])
+                };
+                let batch = with_body(&plain, codec, &body);
+                assert!(
+                    matches!(check(&batch, RULES), Err(StorageError::InvalidRecord(_))),
+                    "{name} {codec}"
+                );
+            }
         }
     }
 

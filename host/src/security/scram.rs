@@ -291,6 +291,16 @@ mod tests {
         format!("{without_proof},p={}", BASE64.encode(proof))
     }
 
+    /// Sends the client-first message for `bare`; the server-first answer.
+    fn server_first(server: &mut ScramServer, bare: &str, store: &CredentialStore) -> String {
+        let ScramStep::Continue(first) =
+            server.step(format!("n,,{bare}").as_bytes(), store).unwrap()
+        else {
+            panic!("expected server-first");
+        };
+        String::from_utf8(first).unwrap()
+    }
+
     fn store_with(user: &str, password: &str) -> (tempfile::TempDir, CredentialStore) {
         let dir = tempfile::tempdir().unwrap();
         let store = CredentialStore::open(dir.path()).unwrap();
@@ -306,13 +316,7 @@ mod tests {
         for mechanism in ScramMechanism::ALL {
             let mut server = ScramServer::new(mechanism);
             let bare = "n=al=2Cice,r=fyko+d2lbbFgONRv9qkxdawL";
-            let ScramStep::Continue(server_first) = server
-                .step(format!("n,,{bare}").as_bytes(), &store)
-                .unwrap()
-            else {
-                panic!("expected server-first");
-            };
-            let server_first = String::from_utf8(server_first).unwrap();
+            let server_first = server_first(&mut server, bare, &store);
             assert!(server_first.starts_with("r=fyko+d2lbbFgONRv9qkxdawL"));
             let last = client_final(mechanism, "secret", bare, &server_first);
             match server.step(last.as_bytes(), &store).unwrap() {
@@ -331,13 +335,8 @@ mod tests {
         let mechanism = ScramMechanism::Sha512;
         let mut server = ScramServer::new(mechanism);
         let bare = "n=alice,r=abc";
-        let ScramStep::Continue(first) = server
-            .step(format!("n,,{bare}").as_bytes(), &store)
-            .unwrap()
-        else {
-            panic!("expected server-first");
-        };
-        let last = client_final(mechanism, "wrong", bare, &String::from_utf8(first).unwrap());
+        let first = server_first(&mut server, bare, &store);
+        let last = client_final(mechanism, "wrong", bare, &first);
         assert!(server.step(last.as_bytes(), &store).is_err());
         assert!(ScramServer::new(mechanism)
             .step(b"n,,n=bob,r=abc", &store)

@@ -170,6 +170,17 @@ impl TokenManager {
         self.config.secret.is_some()
     }
 
+    /// Create, renew and expire answer DELEGATION_TOKEN_AUTH_DISABLED without a secret.
+    fn require_enabled(&self) -> Result<(), TokenError> {
+        if self.enabled() {
+            Ok(())
+        } else {
+            Err(TokenError::of(
+                ErrorCode::DelegationTokenAuthDisabled.code(),
+            ))
+        }
+    }
+
     pub fn check_interval(&self) -> Duration {
         self.config.check_interval
     }
@@ -222,11 +233,7 @@ impl TokenManager {
         renewers: &[String],
         max_lifetime_ms: i64,
     ) -> Result<TokenInfo, TokenError> {
-        if !self.enabled() {
-            return Err(TokenError::of(
-                ErrorCode::DelegationTokenAuthDisabled.code(),
-            ));
-        }
+        self.require_enabled()?;
         if renewers.iter().any(|renewer| !renewer.starts_with("User:")) {
             return Err(TokenError::of(ErrorCode::InvalidPrincipalType.code()));
         }
@@ -266,11 +273,7 @@ impl TokenManager {
         hmac: &[u8],
         renew_period_ms: i64,
     ) -> Result<i64, TokenError> {
-        if !self.enabled() {
-            return Err(TokenError::of(
-                ErrorCode::DelegationTokenAuthDisabled.code(),
-            ));
-        }
+        self.require_enabled()?;
         let now = now_ms();
         let renew_lifetime = if renew_period_ms > 0 {
             self.config.renew_lifetime_ms.min(renew_period_ms)
@@ -282,11 +285,7 @@ impl TokenManager {
             if token.expired(now) {
                 return Err(TokenError::of(ErrorCode::DelegationTokenExpired.code()));
             }
-            if !token.owner_or_renewer(principal) {
-                return Err(TokenError::of(
-                    ErrorCode::DelegationTokenOwnerMismatch.code(),
-                ));
-            }
+            require_owner_or_renewer(token, principal)?;
             token.expiry_timestamp_ms = token
                 .max_timestamp_ms
                 .min(now.saturating_add(renew_lifetime));
@@ -302,19 +301,11 @@ impl TokenManager {
         hmac: &[u8],
         expiry_period_ms: i64,
     ) -> Result<i64, TokenError> {
-        if !self.enabled() {
-            return Err(TokenError::of(
-                ErrorCode::DelegationTokenAuthDisabled.code(),
-            ));
-        }
+        self.require_enabled()?;
         let now = now_ms();
         let result = self.update(|tokens| {
             let token = by_hmac(tokens, hmac)?;
-            if !token.owner_or_renewer(principal) {
-                return Err(TokenError::of(
-                    ErrorCode::DelegationTokenOwnerMismatch.code(),
-                ));
-            }
+            require_owner_or_renewer(token, principal)?;
             if expiry_period_ms < 0 {
                 let id = token.token_id.clone();
                 tokens.remove(&id);
@@ -390,6 +381,17 @@ impl TokenManager {
             .map_or(token.owner.as_str(), |(_, name)| name)
             .to_string();
         Some((credential, owner))
+    }
+}
+
+/// Renew and expire are for the owner and renewers only (DELEGATION_TOKEN_OWNER_MISMATCH).
+fn require_owner_or_renewer(token: &TokenInfo, principal: &str) -> Result<(), TokenError> {
+    if token.owner_or_renewer(principal) {
+        Ok(())
+    } else {
+        Err(TokenError::of(
+            ErrorCode::DelegationTokenOwnerMismatch.code(),
+        ))
     }
 }
 

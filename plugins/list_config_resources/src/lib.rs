@@ -154,21 +154,16 @@ fn resources(types: &[i8], inventory: &Inventory) -> Vec<ConfigResource> {
                 .map(|name| resource(name, CLIENT_METRICS)),
         );
     }
-    if wants(BROKER_LOGGER) {
-        listed.extend(
-            inventory
-                .brokers
-                .iter()
-                .map(|node| resource(&node.to_string(), BROKER_LOGGER)),
-        );
-    }
-    if wants(BROKER) {
-        listed.extend(
-            inventory
-                .brokers
-                .iter()
-                .map(|node| resource(&node.to_string(), BROKER)),
-        );
+    // Every broker has a logger resource as well as its own.
+    for kind in [BROKER_LOGGER, BROKER] {
+        if wants(kind) {
+            listed.extend(
+                inventory
+                    .brokers
+                    .iter()
+                    .map(|node| resource(&node.to_string(), kind)),
+            );
+        }
     }
     if wants(TOPIC) {
         listed.extend(inventory.topics.iter().map(|name| resource(name, TOPIC)));

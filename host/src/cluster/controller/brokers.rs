@@ -107,21 +107,21 @@ pub fn heartbeat(
         }
     } else if broker.in_controlled_shutdown {
         decision.should_shut_down = leads_nothing;
-    } else if request.want_fence {
+    } else if request.want_fence || request.want_shutdown {
+        // Fencing wins over a controlled shutdown asked for in the same beat.
+        let departure = if request.want_fence {
+            Departure::Fenced
+        } else {
+            Departure::ControlledShutdown
+        };
         decision.command = Some(Command::Atomic(leaving(
             image,
             broker,
-            Departure::Fenced,
+            departure,
             unclean_default,
         )));
-        decision.is_fenced = true;
-    } else if request.want_shutdown {
-        decision.command = Some(Command::Atomic(leaving(
-            image,
-            broker,
-            Departure::ControlledShutdown,
-            unclean_default,
-        )));
+        // Not fenced here (the first branch), so only a fence changes it.
+        decision.is_fenced = request.want_fence;
     }
     Ok(decision)
 }

@@ -211,12 +211,7 @@ fn without_a_live_isr_member_the_partition_goes_offline_unless_unclean() {
         let mut log = Log::with_brokers(2);
         let id = log.topic("t", &[&[1, 2]]);
         // Broker 2 fell out of the ISR earlier.
-        log.ok(&Command::ChangePartition(
-            crate::cluster::command::PartitionChangeRecord {
-                isr: Some(vec![1]),
-                ..crate::cluster::command::PartitionChangeRecord::new(id, 0, 0)
-            },
-        ));
+        log.shrink_isr(id, vec![1]);
         let mut heartbeats = Heartbeats::new();
         let t0 = Instant::now();
         heartbeats.expired(&log.image, t0, TIMEOUT);
@@ -245,12 +240,7 @@ fn without_a_live_isr_member_the_partition_goes_offline_unless_unclean() {
 fn the_topic_config_decides_unclean_election() {
     let mut log = Log::with_brokers(2);
     let id = log.topic("t", &[&[1, 2]]);
-    log.ok(&Command::ChangePartition(
-        crate::cluster::command::PartitionChangeRecord {
-            isr: Some(vec![1]),
-            ..crate::cluster::command::PartitionChangeRecord::new(id, 0, 0)
-        },
-    ));
+    log.shrink_isr(id, vec![1]);
     log.ok(&Command::AlterConfigs {
         resource: ConfigResource::Topic("t".into()),
         changes: vec![("unclean.leader.election.enable".into(), Some("true".into()))],
@@ -318,10 +308,7 @@ fn create_topic_places_over_active_brokers() {
         too_many.unwrap_err().code,
         ErrorCode::InvalidReplicationFactor
     );
-    log.ok(&Command::FenceBroker {
-        broker_id: 3,
-        epoch: log.epoch(3),
-    });
+    log.fence(3);
     let fenced_out = topics::create_topic(&log.image, &request("t", 1, 3), Seed::default());
     assert_eq!(
         fenced_out.unwrap_err().code,
@@ -349,10 +336,7 @@ fn create_topic_places_over_active_brokers() {
 #[test]
 fn explicit_assignments_keep_only_active_replicas_in_the_isr() {
     let mut log = Log::with_brokers(3);
-    log.ok(&Command::FenceBroker {
-        broker_id: 2,
-        epoch: log.epoch(2),
-    });
+    log.fence(2);
     let mut manual = request("m", -1, -1);
     manual.assignment = Some(vec![vec![2, 1], vec![3, 2]]);
     log.ok(&topics::create_topic(&log.image, &manual, Seed::default()).unwrap());
@@ -514,10 +498,7 @@ fn alter_partition_follows_kafkas_checks() {
     let same = with(&|r| r.partition_epoch = 1);
     assert_eq!(topics::alter_partition(&log.image, &same), Ok(None));
     // A fenced broker cannot rejoin.
-    log.ok(&Command::FenceBroker {
-        broker_id: 3,
-        epoch: log.epoch(3),
-    });
+    log.fence(3);
     let expand = with(&|r| {
         r.partition_epoch = 1;
         r.new_isr = vec![1, 2, 3];

@@ -241,30 +241,22 @@ pub fn alter_partition(
         ));
     };
     let invalid = |message: String| Err(Refusal::new(ErrorCode::InvalidRequest, message));
-    if request.leader_epoch != partition.leader_epoch {
-        return Err(Refusal::new(
-            ErrorCode::FencedLeaderEpoch,
-            format!(
-                "The leader epoch {} is not the current {}.",
-                request.leader_epoch, partition.leader_epoch
-            ),
-        ));
-    }
+    current_epoch(
+        ErrorCode::FencedLeaderEpoch,
+        "leader epoch",
+        (request.leader_epoch, partition.leader_epoch),
+    )?;
     if request.broker_id != partition.leader {
         return invalid(format!(
             "Broker {} is not the leader of {}-{} (the leader is {}).",
             request.broker_id, topic.name, request.partition, partition.leader
         ));
     }
-    if request.partition_epoch != partition.partition_epoch {
-        return Err(Refusal::new(
-            ErrorCode::InvalidUpdateVersion,
-            format!(
-                "The partition epoch {} is not the current {}.",
-                request.partition_epoch, partition.partition_epoch
-            ),
-        ));
-    }
+    current_epoch(
+        ErrorCode::InvalidUpdateVersion,
+        "partition epoch",
+        (request.partition_epoch, partition.partition_epoch),
+    )?;
     if let Some(id) = request
         .new_isr
         .iter()
@@ -299,4 +291,16 @@ pub fn alter_partition(
     }
     let changed = change.isr.is_some() || change.leader_recovery_state.is_some();
     Ok(changed.then_some(Command::ChangePartition(change)))
+}
+
+/// Refuses with `code` when the epoch the request read (`read`) is not the
+/// `current` one: the request decided on a state that has moved on.
+fn current_epoch(code: ErrorCode, what: &str, (read, current): (i32, i32)) -> Result<(), Refusal> {
+    if read == current {
+        return Ok(());
+    }
+    Err(Refusal::new(
+        code,
+        format!("The {what} {read} is not the current {current}."),
+    ))
 }

@@ -324,27 +324,26 @@ impl MetadataImage {
 
     /// Every (topic, partition) `broker` leads, by topic name.
     pub fn led_by(&self, broker: i32) -> Vec<(&TopicImage, i32)> {
-        self.topics
-            .iter()
-            .flat_map(|topic| {
-                topic
-                    .partitions
-                    .iter()
-                    .filter(move |(_, p)| p.leader == broker)
-                    .map(move |(index, _)| (topic, *index))
-            })
-            .collect()
+        self.partitions_where(|p| p.leader == broker)
     }
 
     /// Every (topic, partition) with `broker` among its replicas.
     pub fn replicas_on(&self, broker: i32) -> Vec<(&TopicImage, i32)> {
+        self.partitions_where(|p| p.replicas.contains(&broker))
+    }
+
+    /// Every (topic, partition) whose registration satisfies `keep`, by topic name.
+    fn partitions_where(
+        &self,
+        keep: impl Fn(&PartitionRegistration) -> bool + Copy,
+    ) -> Vec<(&TopicImage, i32)> {
         self.topics
             .iter()
             .flat_map(|topic| {
                 topic
                     .partitions
                     .iter()
-                    .filter(move |(_, p)| p.replicas.contains(&broker))
+                    .filter(move |(_, p)| keep(p))
                     .map(move |(index, _)| (topic, *index))
             })
             .collect()

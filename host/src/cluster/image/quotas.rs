@@ -45,17 +45,7 @@ impl QuotasImage {
     }
 
     pub(super) fn alter(&mut self, entity: &Entity, ops: &[QuotaOp]) -> Response {
-        let values = self.entities.entry(entity.clone()).or_default();
-        for op in ops {
-            if op.remove {
-                values.remove(&op.key);
-            } else {
-                values.insert(op.key.clone(), op.value);
-            }
-        }
-        if values.is_empty() {
-            self.entities.remove(entity);
-        }
+        crate::quota::apply_ops(&mut self.entities, entity, ops);
         Ok(Applied::Done)
     }
 }

@@ -50,6 +50,16 @@ fn change(topic_id: Uuid, partition: i32, epoch: i32) -> PartitionChangeRecord {
     PartitionChangeRecord::new(topic_id, partition, epoch)
 }
 
+/// Partition `partition` on these replicas, led by broker 1, alone in the ISR.
+fn led_by_1(partition: i32, replicas: Vec<i32>) -> PartitionRecord {
+    PartitionRecord {
+        partition,
+        replicas,
+        isr: vec![1],
+        leader: 1,
+    }
+}
+
 /// One command of every kind, in an order that applies.
 fn every_kind() -> Vec<Command> {
     let topic = Uuid(77);
@@ -63,22 +73,12 @@ fn every_kind() -> Vec<Command> {
         Command::CreateTopic(NewTopicRecord {
             name: "orders".into(),
             id: topic,
-            partitions: vec![PartitionRecord {
-                partition: 0,
-                replicas: vec![1, 2],
-                isr: vec![1],
-                leader: 1,
-            }],
+            partitions: vec![led_by_1(0, vec![1, 2])],
             configs: BTreeMap::from([("retention.ms".into(), "1000".into())]),
         }),
         Command::CreatePartitions {
             topic_id: topic,
-            partitions: vec![PartitionRecord {
-                partition: 1,
-                replicas: vec![2, 1],
-                isr: vec![1],
-                leader: 1,
-            }],
+            partitions: vec![led_by_1(1, vec![2, 1])],
         },
         Command::ChangePartition(PartitionChangeRecord {
             isr: Some(vec![1]),
@@ -227,10 +227,7 @@ fn broker_epochs_are_registration_indexes() {
 #[test]
 fn live_brokers_per_listener() {
     let mut log = Log::with_brokers(3);
-    log.ok(&Command::FenceBroker {
-        broker_id: 2,
-        epoch: log.epoch(2),
-    });
+    log.fence(2);
     let live = log.image.live_brokers("INTERNAL");
     assert_eq!(live.iter().map(|b| b.id).collect::<Vec<_>>(), [1, 3]);
     assert_eq!(live[1].host, "10.0.0.3");
@@ -353,10 +350,7 @@ fn partition_changes_bump_epochs_like_kafka() {
         ErrorCode::UnknownTopicOrPartition
     );
     // Adding a broker fenced since the decision.
-    log.ok(&Command::FenceBroker {
-        broker_id: 3,
-        epoch: log.epoch(3),
-    });
+    log.fence(3);
     let fenced = Command::ChangePartition(PartitionChangeRecord {
         isr: Some(vec![1, 2, 3]),
         ..change(id, 0, 2)
@@ -452,11 +446,9 @@ fn unclean_election_setting_falls_back_from_topic_to_cluster_to_static() {
     assert!(!log.image.unclean_election_enabled("t", true));
 }
 
-#[test]
-fn atomic_batches_apply_whole_or_not_at_all() {
-    let mut log = Log::with_brokers(2);
-    let before = log.image.clone();
-    let batch = Command::Atomic(vec![
+/// Fencing broker 1 (accepted), then broker 2 at a stale epoch (refused).
+fn fence_1_then_stale_2(log: &Log) -> Vec<Command> {
+    vec![
         Command::FenceBroker {
             broker_id: 1,
             epoch: log.epoch(1),
@@ -465,7 +457,14 @@ fn atomic_batches_apply_whole_or_not_at_all() {
             broker_id: 2,
             epoch: 999,
         },
-    ]);
+    ]
+}
+
+#[test]
+fn atomic_batches_apply_whole_or_not_at_all() {
+    let mut log = Log::with_brokers(2);
+    let before = log.image.clone();
+    let batch = Command::Atomic(fence_1_then_stale_2(&log));
     let refusal = log.apply(&batch).unwrap_err();
     assert_eq!(refusal.code, ErrorCode::StaleBrokerEpoch);
     assert!(
@@ -476,16 +475,7 @@ fn atomic_batches_apply_whole_or_not_at_all() {
     assert_eq!(log.image.cluster(), before.cluster(), "nothing changed");
     assert_eq!(log.image.last_applied(), log.index, "the index still moves");
 
-    let each = Command::Each(vec![
-        Command::FenceBroker {
-            broker_id: 1,
-            epoch: log.epoch(1),
-        },
-        Command::FenceBroker {
-            broker_id: 2,
-            epoch: 999,
-        },
-    ]);
+    let each = Command::Each(fence_1_then_stale_2(&log));
     match log.ok(&each) {
         Applied::Each(answers) => {
             assert_eq!(answers[0], Ok(Applied::Done));

@@ -154,6 +154,24 @@ impl Cluster {
         (*image).clone()
     }
 
+    /// Proposes `command` on node `id`, which must accept it.
+    async fn propose(&self, id: NodeId, command: impl Into<String>) {
+        self.node(id).propose(command.into()).await.unwrap();
+    }
+
+    /// Three nodes that applied `{prefix}0` to `{prefix}4`: the cluster,
+    /// its leader and a follower.
+    async fn with_five_applied(prefix: &str) -> (Self, NodeId, NodeId) {
+        let cluster = Cluster::start(3, |_| {}).await;
+        let leader = cluster.leader().await;
+        let follower = cluster.follower(leader);
+        for n in 0..5 {
+            cluster.propose(leader, format!("{prefix}{n}")).await;
+        }
+        cluster.converge(leader).await;
+        (cluster, leader, follower)
+    }
+
     async fn shutdown(mut self) {
         for id in 1..=self.nodes.len() as u64 {
             self.stop(id).await;
@@ -217,7 +235,7 @@ async fn three_nodes_elect_a_leader_and_follower_proposals_apply_everywhere_in_o
 async fn when_the_leader_stops_another_is_elected_and_proposals_continue() {
     let mut cluster = Cluster::start(3, |_| {}).await;
     let leader = cluster.leader().await;
-    cluster.node(leader).propose("before".into()).await.unwrap();
+    cluster.propose(leader, "before").await;
     cluster.converge(leader).await;
     let stopped = Instant::now();
     cluster.stop(leader).await;
@@ -225,11 +243,7 @@ async fn when_the_leader_stops_another_is_elected_and_proposals_continue() {
     let elected = stopped.elapsed();
     assert_ne!(new_leader, leader);
     let follower = cluster.follower(new_leader);
-    cluster
-        .node(follower)
-        .propose("after".into())
-        .await
-        .unwrap();
+    cluster.propose(follower, "after").await;
     let journal = cluster.converge(new_leader).await;
     assert_eq!(journal.commands(), ["before", "after"]);
     eprintln!("new leader elected {elected:?} after the leader stopped");
@@ -238,13 +252,7 @@ async fn when_the_leader_stops_another_is_elected_and_proposals_continue() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restarted_node_recovers_its_log_and_catches_up() {
-    let mut cluster = Cluster::start(3, |_| {}).await;
-    let leader = cluster.leader().await;
-    let follower = cluster.follower(leader);
-    for n in 0..5 {
-        cluster.node(leader).propose(format!("a{n}")).await.unwrap();
-    }
-    cluster.converge(leader).await;
+    let (mut cluster, leader, follower) = Cluster::with_five_applied("a").await;
     let logged = cluster.node(follower).metrics().last_log_index.unwrap();
     cluster.stop(follower).await;
     // Its log and vote are on disk.
@@ -254,7 +262,7 @@ async fn a_restarted_node_recovers_its_log_and_catches_up() {
     assert!(log.read_vote().await.unwrap().is_some());
     drop(log);
     for n in 0..5 {
-        cluster.node(leader).propose(format!("b{n}")).await.unwrap();
+        cluster.propose(leader, format!("b{n}")).await;
     }
     cluster.restart(follower).await;
     let journal = cluster.converge(leader).await;
@@ -262,11 +270,7 @@ async fn a_restarted_node_recovers_its_log_and_catches_up() {
     // A restart of the node that formed the cluster does not form another.
     cluster.stop(1).await;
     cluster.restart(1).await;
-    cluster
-        .node(1)
-        .propose("after restarts".into())
-        .await
-        .unwrap();
+    cluster.propose(1, "after restarts").await;
     let leader = cluster.leader().await;
     assert_eq!(cluster.converge(leader).await.entries.len(), 11);
     cluster.shutdown().await;
@@ -274,13 +278,7 @@ async fn a_restarted_node_recovers_its_log_and_catches_up() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_torn_log_tail_is_cut_and_the_node_catches_up() {
-    let mut cluster = Cluster::start(3, |_| {}).await;
-    let leader = cluster.leader().await;
-    let follower = cluster.follower(leader);
-    for n in 0..5 {
-        cluster.node(leader).propose(format!("c{n}")).await.unwrap();
-    }
-    cluster.converge(leader).await;
+    let (mut cluster, leader, follower) = Cluster::with_five_applied("c").await;
     cluster.stop(follower).await;
     // A torn write: the last record lost its tail.
     let last = segment_files(&cluster.node_dir(follower)).pop().unwrap();
@@ -292,11 +290,7 @@ async fn a_torn_log_tail_is_cut_and_the_node_catches_up() {
         .set_len(len - 3)
         .unwrap();
     cluster.restart(follower).await;
-    cluster
-        .node(leader)
-        .propose("after the tear".into())
-        .await
-        .unwrap();
+    cluster.propose(leader, "after the tear").await;
     let journal = cluster.converge(leader).await;
     assert_eq!(journal.entries.len(), 6);
     cluster.shutdown().await;
@@ -313,10 +307,8 @@ async fn snapshots_bound_the_log_and_a_wiped_node_rejoins_by_snapshot() {
     let leader = cluster.leader().await;
     for n in 0..45 {
         cluster
-            .node(leader)
-            .propose(format!("entry {n:03} with some padding"))
-            .await
-            .unwrap();
+            .propose(leader, format!("entry {n:03} with some padding"))
+            .await;
     }
     cluster.converge(leader).await;
     let deadline = Instant::now() + WAIT;
@@ -349,11 +341,7 @@ async fn snapshots_bound_the_log_and_a_wiped_node_rejoins_by_snapshot() {
     cluster.stop(wiped).await;
     std::fs::remove_dir_all(cluster.node_dir(wiped)).unwrap();
     for n in 0..3 {
-        cluster
-            .node(leader)
-            .propose(format!("while wiped {n}"))
-            .await
-            .unwrap();
+        cluster.propose(leader, format!("while wiped {n}")).await;
     }
     cluster.restart(wiped).await;
     let journal = cluster.converge(leader).await;
