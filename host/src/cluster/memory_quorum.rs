@@ -5,8 +5,7 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::watch;
 
-use crate::cluster::quorum::{Applied, NodeId, Proposal, Quorum};
-use crate::cluster::quorum::StateMachine;
+use crate::cluster::quorum::{Applied, NodeId, Proposal, Quorum, StateMachine};
 
 pub struct MemoryQuorum<S: StateMachine> {
     id: NodeId,
