@@ -49,7 +49,7 @@ pub fn plan(image: &MetadataImage, node_id: i32, known: &[Topic]) -> Plan {
                 .get(&ConfigResource::Topic(topic.name.clone()))
                 .clone(),
         };
-        if known.iter().any(|k| *k == wanted) {
+        if known.contains(&wanted) {
             continue;
         }
         let local = topic
