@@ -346,15 +346,22 @@ async fn snapshots_bound_the_log_and_a_wiped_node_rejoins_by_snapshot() {
     cluster.restart(wiped).await;
     let journal = cluster.converge(leader).await;
     assert_eq!(journal.entries.len(), 48);
-    let metrics = cluster.node(wiped).metrics();
-    assert!(
-        metrics.snapshot.is_some(),
-        "no snapshot installed: {metrics:?}"
-    );
-    assert!(
-        metrics.purged.is_some_and(|purged| purged.index >= 30),
-        "{metrics:?}"
-    );
+    // The image comes from the installed snapshot; openraft publishes its
+    // metrics of the install a moment later.
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let metrics = cluster.node(wiped).metrics();
+        let installed =
+            metrics.snapshot.is_some() && metrics.purged.is_some_and(|purged| purged.index >= 30);
+        if installed {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no snapshot installed: {metrics:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     cluster.shutdown().await;
 }
 
