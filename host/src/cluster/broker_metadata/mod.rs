@@ -90,6 +90,30 @@ impl BrokerMetadata {
         }
     }
 
+    /// A decided topic change: with validate-only applied to a scratch
+    /// copy of the image (nothing proposed), else proposed; answered with
+    /// the topic as it then stands.
+    fn carry_out(
+        &self,
+        image: &MetadataImage,
+        command: Command,
+        name: &str,
+        validate_only: bool,
+    ) -> Result<TopicView, TopicError> {
+        if validate_only {
+            let mut scratch = image.clone();
+            crate::cluster::quorum::StateMachine::apply(
+                &mut scratch,
+                image.last_applied(),
+                &command,
+            )
+            .map_err(refused)?;
+            return self.view_of(&scratch, name);
+        }
+        self.propose(command)?;
+        self.view_of(&self.image(), name)
+    }
+
     fn view_of(&self, image: &MetadataImage, name: &str) -> Result<TopicView, TopicError> {
         image
             .topic(name)
@@ -218,18 +242,7 @@ impl ClusterMetadata for BrokerMetadata {
         };
         let image = self.image();
         let command = topics::create_topic(&image, &decision, seed()).map_err(refused)?;
-        if validate_only {
-            let mut scratch = (*image).clone();
-            crate::cluster::quorum::StateMachine::apply(
-                &mut scratch,
-                image.last_applied(),
-                &command,
-            )
-            .map_err(refused)?;
-            return self.view_of(&scratch, &request.name);
-        }
-        self.propose(command)?;
-        self.view_of(&self.image(), &request.name)
+        self.carry_out(&image, command, &request.name, validate_only)
     }
 
     fn delete_topic(&self, name: &str) -> Result<u128, TopicError> {
@@ -264,18 +277,7 @@ impl ClusterMetadata for BrokerMetadata {
         }
         let command =
             topics::create_partitions(&image, name, total, assignments, seed()).map_err(refused)?;
-        if validate_only {
-            let mut scratch = (*image).clone();
-            crate::cluster::quorum::StateMachine::apply(
-                &mut scratch,
-                image.last_applied(),
-                &command,
-            )
-            .map_err(refused)?;
-            return self.view_of(&scratch, name);
-        }
-        self.propose(command)?;
-        self.view_of(&self.image(), name)
+        self.carry_out(&image, command, name, validate_only)
     }
 }
 
