@@ -364,13 +364,7 @@ mod tests {
         let exchange = |prefix: &str, suffix: &str| {
             let mechanism = ScramMechanism::Sha256;
             let mut server = ScramServer::new(mechanism);
-            let ScramStep::Continue(first) = server
-                .step(format!("n,,{bare}").as_bytes(), &store)
-                .unwrap()
-            else {
-                panic!("expected server-first");
-            };
-            let first = String::from_utf8(first).unwrap();
+            let first = server_first(&mut server, bare, &store);
             let mut last = client_final_with_nonce(mechanism, "secret", bare, &first, prefix);
             if !suffix.is_empty() {
                 // A nonce that no longer ends with the server's.
@@ -391,13 +385,7 @@ mod tests {
         // cover fails even though it ends with the server's.
         let mechanism = ScramMechanism::Sha512;
         let mut server = ScramServer::new(mechanism);
-        let ScramStep::Continue(first) = server
-            .step(format!("n,,{bare}").as_bytes(), &store)
-            .unwrap()
-        else {
-            panic!("expected server-first");
-        };
-        let first = String::from_utf8(first).unwrap();
+        let first = server_first(&mut server, bare, &store);
         let last = client_final(mechanism, "secret", bare, &first).replacen("r=", "r=extra", 1);
         assert_eq!(
             server.step(last.as_bytes(), &store).unwrap_err().0,
