@@ -22,7 +22,7 @@ export GREGOR_BIN
 export GREGOR_PLUGIN_DIR := $(abspath $(PLUGIN_DIR))
 export GREGOR_EXAMPLE_DIR := $(abspath $(EXAMPLE_DIR))
 
-.PHONY: all build host plugins authorizers wasm-target test-deps run test unit-test integration-test lint fmt bench
+.PHONY: all build host plugins authorizers wasm-target test-deps run cluster test unit-test integration-test lint fmt bench bench-cluster
 .PHONY: fuzz
 
 all: build
@@ -65,6 +65,12 @@ $(AUTHORIZER_JS): $(JS_AUTHORIZER_DIR)/authorizer.js $(JS_AUTHORIZER_DIR)/build.
 run: build
 	$(GREGOR_BIN) serve --set listeners=PLAINTEXT://127.0.0.1:9092 --set log.dirs=$(DATA_DIR) --set plugin.dir=$(PLUGIN_DIR)
 
+# Three combined-mode nodes on 127.0.0.1 (clients: 9092, 9093, 9094), data
+# under $(DATA_DIR)/cluster/<node.id>, the same plugins as `run`; in the
+# foreground, each node's output prefixed; Ctrl-C stops all three.
+cluster: build
+	CLUSTER_DATA=$(DATA_DIR)/cluster scripts/cluster.sh
+
 # Client tools the integration tests drive (kcat, librdkafka's build deps).
 test-deps:
 	@command -v kcat >/dev/null && command -v cmake >/dev/null || bash .ci/deps.sh
@@ -91,6 +97,11 @@ fmt:
 bench: build
 	$(CARGO) build --release -p gregor-bench
 	python3 bench/run.py
+
+# Cluster figures on a local 3-node cluster (metadata propagation,
+# controller failover); never part of `make test`.
+bench-cluster: build
+	python3 bench/cluster.py
 
 # Longer fuzzing on demand; never part of `make test` (which runs the short,
 # seeded versions as unit tests). The SDK's bounded decode of every request
