@@ -20,7 +20,7 @@ use crate::log::manager::{LogManager, ManagerConfig};
 use crate::log::{LogStore, TopicPartition};
 use crate::metadata::dynamic::DynamicConfigs;
 use crate::metadata::store::MetadataStore;
-use crate::metadata::topics::TopicManager;
+use crate::metadata::topics::{Reopen, TopicManager};
 use crate::metrics::Metrics;
 use crate::producer_ids::ProducerIdManager;
 use crate::quota::QuotaManager;
@@ -93,11 +93,12 @@ impl Services {
         let dynamic = Arc::new(
             DynamicConfigs::open(&log_dir.join("metadata")).context("opening dynamic configs")?,
         );
-        let topics = Arc::new(TopicManager::open(
+        let topics = Arc::new(TopicManager::open_with(
             Arc::clone(&config),
             Arc::clone(&dynamic),
             Arc::clone(&logs),
             store,
+            reopen_for(&config),
         )?);
         let quotas = Arc::new(QuotaManager::from_config(
             &config,
@@ -203,6 +204,16 @@ impl Services {
             .shutdown()
             .map_err(|error| anyhow::anyhow!("{error}"))
             .context("flushing logs")
+    }
+}
+
+/// A node on a metadata quorum (`process.roles` set: `ClusterConfig::from`
+/// has checked the rest before this runs) reopens only the partition logs
+/// it finds; the image decides which it keeps.
+fn reopen_for(config: &BrokerConfig) -> Reopen {
+    match config.explicit("process.roles").map(str::trim) {
+        Some(roles) if !roles.is_empty() => Reopen::Found,
+        _ => Reopen::Every,
     }
 }
 

@@ -25,6 +25,10 @@ const NOT_LEADER_OR_FOLLOWER: i16 = 6;
 struct Node {
     id: i32,
     port: u16,
+    /// `gregor serve` and its settings, for a restart on the same ports
+    /// and data.
+    args: Vec<String>,
+    data: PathBuf,
     child: Option<Child>,
     log: PathBuf,
 }
@@ -40,6 +44,57 @@ impl Node {
 
     fn log_text(&self) -> String {
         fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Starts the process (its output appended to the node's log).
+    fn start(&mut self) {
+        let out = File::options()
+            .create(true)
+            .append(true)
+            .open(&self.log)
+            .unwrap();
+        let err = out.try_clone().unwrap();
+        let mut command = Command::new(gregor_bin());
+        command
+            .args(&self.args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::from(out))
+            .stderr(Stdio::from(err));
+        if std::env::var_os("RUST_LOG").is_none() {
+            command.env("RUST_LOG", "info");
+        }
+        self.child = Some(command.spawn().expect("spawn gregor"));
+    }
+
+    /// SIGKILL, and the exit reaped.
+    fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    fn is_running(&mut self) -> bool {
+        self.child
+            .as_mut()
+            .is_some_and(|c| matches!(c.try_wait(), Ok(None)))
+    }
+
+    /// Waits until the node accepts connections (panics if it exits).
+    fn await_listening(&mut self, timeout: Duration) {
+        let (addr, id) = (self.addr(), self.id);
+        wait_for(&format!("node {id} to listen"), timeout, || {
+            if let Some(status) = self
+                .child
+                .as_mut()
+                .and_then(|c| c.try_wait().ok().flatten())
+            {
+                panic!("node {id} exited: {status}\n{}", self.log_text());
+            }
+            TcpStream::connect_timeout(&addr, Duration::from_millis(200))
+                .ok()
+                .map(|_| ())
+        });
     }
 
     /// Waits for the process to exit, up to `timeout`.
@@ -61,10 +116,7 @@ impl Node {
 
 impl Drop for Node {
     fn drop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
+        self.kill();
         if std::thread::panicking() {
             let text = self.log_text();
             let tail: Vec<&str> = text.lines().rev().take(40).collect();
@@ -114,58 +166,62 @@ fn spawn(dir: &tempfile::TempDir, id: i32, voters: &str, extra: &[(&str, &str)])
         ("plugin.dir", plugin_dir().display().to_string()),
         ("admin.listener", String::new()),
     ];
-    let mut command = Command::new(gregor_bin());
-    command.arg("serve");
-    for (key, value) in &settings {
-        command.arg("--set").arg(format!("{key}={value}"));
+    let mut args = vec!["serve".to_string()];
+    let extra = extra.iter().map(|(k, v)| (*k, v.to_string()));
+    for (key, value) in settings.into_iter().chain(extra) {
+        args.push("--set".into());
+        args.push(format!("{key}={value}"));
     }
-    for (key, value) in extra {
-        command.arg("--set").arg(format!("{key}={value}"));
-    }
-    let out = File::create(&log).unwrap();
-    let err = out.try_clone().unwrap();
-    command
-        .stdin(Stdio::null())
-        .stdout(Stdio::from(out))
-        .stderr(Stdio::from(err));
-    if std::env::var_os("RUST_LOG").is_none() {
-        command.env("RUST_LOG", "info");
-    }
-    let child = command.spawn().expect("spawn gregor");
-    Node {
+    let mut node = Node {
         id,
         port,
-        child: Some(child),
+        args,
+        data,
+        child: None,
         log,
-    }
+    };
+    node.start();
+    node
 }
 
-/// Three nodes, started together, each accepting connections.
-fn cluster(dir: &tempfile::TempDir) -> Vec<Node> {
-    let quorum: Vec<(i32, u16)> = (1..=3).map(|id| (id, free_port())).collect();
-    let voters = voters(&quorum);
-    let mut nodes: Vec<Node> = (1..=3).map(|id| spawn(dir, id, &voters, &[])).collect();
+/// Voters 1 to 3 on free ports.
+fn three_voters() -> String {
+    voters(&[(1, free_port()), (2, free_port()), (3, free_port())])
+}
+
+/// Three nodes on `voters`, started together, each accepting connections.
+fn cluster_on(dir: &tempfile::TempDir, voters: &str) -> Vec<Node> {
+    let mut nodes: Vec<Node> = (1..=3).map(|id| spawn(dir, id, voters, &[])).collect();
     for node in &mut nodes {
-        let addr = node.addr();
-        let id = node.id;
-        wait_for(
-            &format!("node {id} to listen"),
-            Duration::from_secs(30),
-            || {
-                if let Some(status) = node
-                    .child
-                    .as_mut()
-                    .and_then(|c| c.try_wait().ok().flatten())
-                {
-                    panic!("node {id} exited: {status}\n{}", node.log_text());
-                }
-                TcpStream::connect_timeout(&addr, Duration::from_millis(200))
-                    .ok()
-                    .map(|_| ())
-            },
-        );
+        node.await_listening(Duration::from_secs(30));
     }
     nodes
+}
+
+fn cluster(dir: &tempfile::TempDir) -> Vec<Node> {
+    cluster_on(dir, &three_voters())
+}
+
+/// Waits until every node lists the brokers `ids` and one controller, the
+/// same on each; that controller.
+fn await_formed(nodes: &[&Node], ids: &[i64]) -> i64 {
+    let mut controller = None;
+    for node in nodes {
+        let md = wait_for(
+            &format!("node {} to list brokers {ids:?}", node.id),
+            Duration::from_secs(20),
+            || {
+                let md = python(&["metadata", &node.bootstrap()]);
+                (md["brokers"] == serde_json::json!(ids)
+                    && md["controller"].as_i64().is_some_and(|c| c >= 1))
+                .then_some(md)
+            },
+        );
+        let id = md["controller"].as_i64();
+        assert!(controller.is_none() || controller == id, "{md}");
+        controller = id;
+    }
+    controller.unwrap_or_default()
 }
 
 fn python(args: &[&str]) -> Value {
@@ -203,22 +259,7 @@ fn three_nodes_form_agree_on_placement_and_route_produce_to_leaders() {
 
     // The cluster forms: every broker lists the three brokers and one
     // controller, the same on each.
-    let mut controller = None;
-    for node in &nodes {
-        let md = wait_for(
-            &format!("node {} to list 3 brokers", node.id),
-            Duration::from_secs(20),
-            || {
-                let md = python(&["metadata", &node.bootstrap()]);
-                (md["brokers"] == serde_json::json!([1, 2, 3])
-                    && md["controller"].as_i64().is_some_and(|c| c >= 1))
-                .then_some(md)
-            },
-        );
-        let id = md["controller"].as_i64();
-        assert!(controller.is_none() || controller == id, "{md}");
-        controller = id;
-    }
+    await_formed(&nodes.iter().collect::<Vec<_>>(), &[1, 2, 3]);
 
     // RF 3 through one broker; the same placement on every broker.
     let created = python(&["create", &nodes[1].bootstrap(), "replicated", "3", "3"]);
@@ -295,8 +336,7 @@ fn three_nodes_form_agree_on_placement_and_route_produce_to_leaders() {
 fn a_node_without_a_quorum_exits_with_a_message() {
     let dir = tempfile::tempdir().unwrap();
     // Its peers are not there (or not at these addresses): no leader.
-    let voters = voters(&[(1, free_port()), (2, free_port()), (3, free_port())]);
-    let mut node = spawn(&dir, 1, &voters, &[]);
+    let mut node = spawn(&dir, 1, &three_voters(), &[]);
     let status = node
         .exit_within(Duration::from_secs(20))
         .expect("the node exits instead of hanging");
@@ -307,36 +347,25 @@ fn a_node_without_a_quorum_exits_with_a_message() {
         node.log_text()
     );
 
-    // Not among the voters: refused before anything is bound.
-    let voters = voters_of_others();
-    let mut node = spawn(&dir, 9, &voters, &[]);
-    let status = node.exit_within(Duration::from_secs(10)).expect("exits");
-    assert!(!status.success());
-    assert!(
-        node.log_text().contains("controller.quorum.voters"),
-        "{}",
-        node.log_text()
-    );
-}
-
-fn voters_of_others() -> String {
-    voters(&[(1, free_port()), (2, free_port())])
+    // Not among the voters, or a malformed entry: refused before anything
+    // is bound, naming the setting.
+    let others = voters(&[(1, free_port()), (2, free_port())]);
+    for (id, voters) in [(9, others.as_str()), (1, "1@127.0.0.1:19092,2@127.0.0.1")] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut node = spawn(&dir, id, voters, &[]);
+        let status = node.exit_within(Duration::from_secs(10)).expect("exits");
+        assert!(!status.success());
+        let log = node.log_text();
+        assert!(log.contains("controller.quorum.voters"), "{log}");
+        assert!(TcpStream::connect_timeout(&node.addr(), Duration::from_millis(200)).is_err());
+    }
 }
 
 #[test]
 fn a_duplicate_node_id_exits_with_a_message() {
     let dir = tempfile::tempdir().unwrap();
-    let quorum: Vec<(i32, u16)> = (1..=3).map(|id| (id, free_port())).collect();
-    let voters = voters(&quorum);
-    let nodes: Vec<Node> = (1..=3).map(|id| spawn(&dir, id, &voters, &[])).collect();
-    for node in &nodes {
-        let addr = node.addr();
-        wait_for("the cluster", Duration::from_secs(30), || {
-            TcpStream::connect_timeout(&addr, Duration::from_millis(200))
-                .ok()
-                .map(|_| ())
-        });
-    }
+    let voters = three_voters();
+    let mut nodes = cluster_on(&dir, &voters);
     let dup_dir = tempfile::tempdir().unwrap();
     let mut dup = spawn(&dup_dir, 2, &voters, &[]);
     let status = dup
@@ -345,5 +374,210 @@ fn a_duplicate_node_id_exits_with_a_message() {
     assert!(!status.success());
     let log = dup.log_text();
     assert!(log.contains("node.id=2"), "{log}");
-    drop(nodes);
+    // No split: the three go on as one cluster, the first node 2 with them.
+    assert!(nodes.iter_mut().all(Node::is_running));
+    await_formed(&nodes.iter().collect::<Vec<_>>(), &[1, 2, 3]);
+}
+
+/// SIGKILL of the active controller (the quorum leader): the survivors
+/// agree on another and CreateTopics through one works again. How long
+/// that took is printed, not asserted.
+#[test]
+fn killing_the_active_controller_moves_it_and_create_topics_works_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut nodes = cluster(&dir);
+    let controller = await_formed(&nodes.iter().collect::<Vec<_>>(), &[1, 2, 3]);
+    let killed_at = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis()
+        .to_string();
+    let victim = nodes.iter_mut().find(|n| i64::from(n.id) == controller);
+    victim.expect("the controller is a node").kill();
+    let survivors: Vec<String> = nodes
+        .iter()
+        .filter(|n| n.child.is_some())
+        .map(Node::bootstrap)
+        .collect();
+    let old = controller.to_string();
+    let mut args = vec!["failover", killed_at.as_str(), old.as_str()];
+    args.extend(survivors.iter().map(String::as_str));
+    let failover = python(&args);
+    let new = failover["controller"].as_i64().unwrap_or_default();
+    assert!(new >= 1 && new != controller, "{failover}");
+    eprintln!(
+        "controller failover: {controller} -> {new}, survivors agreed after {} ms, first \
+         CreateTopics after {} ms ({} attempt(s))",
+        failover["controller_ms"], failover["create_ms"], failover["attempts"]
+    );
+}
+
+/// Partition directories (`<topic>-<n>`) of a node's logs.
+fn partition_dirs(node: &Node) -> Vec<String> {
+    let mut names: Vec<String> = fs::read_dir(node.data.join("partitions"))
+        .unwrap()
+        .filter_map(|entry| entry.ok()?.file_name().into_string().ok())
+        .filter(|name| {
+            name.rsplit_once('-')
+                .is_some_and(|(_, n)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+        })
+        .collect();
+    names.sort();
+    names
+}
+
+/// A restarted node reopens the logs of its own replicas only (before, it
+/// recreated every partition of every topic it knew), keeps their data,
+/// and removes stray logs (a partition of no topic in the image) once its
+/// image has caught up.
+#[test]
+fn a_restarted_node_keeps_its_replicas_and_removes_stray_logs() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut nodes = cluster(&dir);
+    await_formed(&nodes.iter().collect::<Vec<_>>(), &[1, 2, 3]);
+    let created = python(&["create", &nodes[0].bootstrap(), "spread", "3", "1"]);
+    assert_eq!(created["error"], Value::Null, "{created}");
+    let produced = python(&["produce", &nodes[0].bootstrap(), "spread", "3"]);
+    assert_eq!(produced["errors"], serde_json::json!([]), "{produced}");
+    let topic = python(&["metadata", &nodes[0].bootstrap()])["topics"]["spread"].clone();
+    let node = &mut nodes[2];
+    let own: Vec<String> = topic
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter(|(_, p)| p["replicas"] == serde_json::json!([node.id]))
+        .map(|(partition, _)| format!("spread-{partition}"))
+        .collect();
+    assert_eq!(own.len(), 1, "one replica per node: {topic}");
+    assert_eq!(partition_dirs(node), own);
+
+    node.kill();
+    fs::create_dir_all(node.data.join("partitions/ghost-0")).unwrap();
+    node.start();
+    node.await_listening(Duration::from_secs(30));
+    let dirs = wait_for("the stray log to go", Duration::from_secs(20), || {
+        let dirs = partition_dirs(node);
+        (!dirs.contains(&"ghost-0".to_string())).then_some(dirs)
+    });
+    assert_eq!(dirs, own, "only its own replica came back");
+    let segment = node.data.join("partitions").join(&own[0]);
+    let segment = segment.join("00000000000000000000.log");
+    let size = fs::metadata(&segment).map(|m| m.len()).unwrap_or_default();
+    assert!(size > 0, "{} kept its data", segment.display());
+}
+
+/// The gregor processes whose parent is `parent`.
+fn gregor_children(parent: u32) -> Vec<u32> {
+    let mut pids = Vec::new();
+    for entry in fs::read_dir("/proc").unwrap().filter_map(Result::ok) {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let stat = fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+        // `pid (comm) state ppid ...`: comm may hold spaces, the rest not.
+        let Some((comm, rest)) = stat.split_once(" (").and_then(|(_, r)| r.rsplit_once(") "))
+        else {
+            continue;
+        };
+        let ppid = rest.split(' ').nth(1).and_then(|p| p.parse::<u32>().ok());
+        if comm == "gregor" && ppid == Some(parent) {
+            pids.push(pid);
+        }
+    }
+    pids
+}
+
+/// Gone, or a zombie nobody reaps yet: not running.
+fn is_alive(pid: u32) -> bool {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    stat.rsplit_once(") ")
+        .is_some_and(|(_, rest)| !rest.starts_with('Z'))
+}
+
+/// `make cluster`'s script: three nodes that form one cluster, output
+/// prefixed per node, and Ctrl-C (SIGINT to its process group, as a
+/// terminal sends it) stops every node cleanly, leaving none behind.
+#[test]
+fn the_cluster_script_forms_a_cluster_and_ctrl_c_stops_every_node() {
+    use std::os::unix::process::CommandExt;
+    let dir = tempfile::tempdir().unwrap();
+    let ports = |n: usize| -> String {
+        (0..n)
+            .map(|_| free_port().to_string())
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let client = ports(3);
+    let output = dir.path().join("cluster.out");
+    let out = File::create(&output).unwrap();
+    let mut script = Command::new(workspace_root().join("scripts/cluster.sh"))
+        .env("GREGOR_BIN", gregor_bin())
+        .env("GREGOR_PLUGIN_DIR", plugin_dir())
+        .env("CLUSTER_DATA", dir.path().join("data"))
+        .env("CLUSTER_PORTS", &client)
+        .env("CLUSTER_CONTROLLER_PORTS", ports(3))
+        .env("CLUSTER_QUORUM_PORTS", ports(3))
+        .env("CLUSTER_ADMIN_PORTS", ports(3))
+        .stdin(Stdio::null())
+        .stdout(Stdio::from(out.try_clone().unwrap()))
+        .stderr(Stdio::from(out))
+        .process_group(0)
+        .spawn()
+        .expect("run scripts/cluster.sh");
+    let text = || fs::read_to_string(&output).unwrap_or_default();
+    for port in client.split(' ') {
+        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+        wait_for(
+            "the script's nodes to listen",
+            Duration::from_secs(40),
+            || {
+                if let Ok(Some(status)) = script.try_wait() {
+                    panic!("cluster.sh exited: {status}\n{}", text());
+                }
+                TcpStream::connect_timeout(&addr, Duration::from_millis(200))
+                    .ok()
+                    .map(|_| ())
+            },
+        );
+    }
+    let first = format!("127.0.0.1:{}", client.split(' ').next().unwrap_or_default());
+    wait_for("the script's cluster", Duration::from_secs(20), || {
+        let md = python(&["metadata", &first]);
+        (md["brokers"] == serde_json::json!([1, 2, 3])).then_some(())
+    });
+    for id in 1..=3 {
+        assert!(text().contains(&format!("[node {id}] ")), "{}", text());
+        assert!(dir
+            .path()
+            .join(format!("data/{id}/meta.properties"))
+            .exists());
+    }
+    let nodes = gregor_children(script.id());
+    assert_eq!(nodes.len(), 3, "{nodes:?}");
+
+    let group = i32::try_from(script.id()).unwrap();
+    // SAFETY: kill(2) with a negative pid signals that process group.
+    assert_eq!(unsafe { libc::kill(-group, libc::SIGINT) }, 0);
+    let deadline = Instant::now() + Duration::from_secs(40);
+    let status = loop {
+        if let Ok(Some(status)) = script.try_wait() {
+            break status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "cluster.sh did not stop\n{}",
+            text()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(status.code(), Some(130), "{}", text());
+    for pid in nodes {
+        assert!(!is_alive(pid), "node pid {pid} outlived the script");
+    }
+    let stopped = text().matches("gregor stopped").count();
+    assert_eq!(stopped, 3, "every node stopped cleanly:\n{}", text());
 }

@@ -126,14 +126,15 @@ impl ClusterNode {
     ) -> Result<mpsc::Receiver<MembershipError>> {
         let quorum: Arc<dyn Quorum<MetadataImage>> = self.quorum.clone();
         let groups = Arc::clone(&services.groups);
+        let record = registration(broker_config, &self.config, advertised)?;
         tokio::spawn(reconciler::run(
             Arc::clone(&quorum),
             self.config.node_id,
+            record.incarnation_id,
             Arc::clone(&services.topics),
             Arc::new(move |name: &str| groups.on_topic_deleted(name)),
             stopped.clone(),
         ));
-        let record = registration(broker_config, &self.config, advertised)?;
         let epoch = membership::register(quorum.as_ref(), &record, self.timeout).await?;
         let (fatal, fatal_rx) = mpsc::channel(1);
         tokio::spawn(membership::heartbeat_loop(

@@ -344,16 +344,52 @@ impl LogManager {
         self.inner.flush_all()
     }
 
-    /// Every partition hosted, sorted.
-    #[cfg(test)]
-    pub fn partitions(&self) -> Vec<TopicPartition> {
-        let mut tps: Vec<_> = read(&self.inner.partitions).keys().cloned().collect();
-        tps.sort();
-        tps
-    }
-
     fn get(&self, tp: &TopicPartition) -> Result<Arc<Partition>, StorageError> {
         self.inner.get(tp)
+    }
+
+    /// Removes the partitions `doomed` picks, files and all: each
+    /// directory is renamed to a `-delete` one first (atomic), then removed.
+    fn remove_partitions(
+        &self,
+        doomed: impl Fn(&TopicPartition) -> bool,
+    ) -> Result<(), StorageError> {
+        let mut renamed = Vec::new();
+        let mut first_error = None;
+        {
+            let mut partitions = write(&self.inner.partitions);
+            let tps: Vec<TopicPartition> =
+                partitions.keys().filter(|tp| doomed(tp)).cloned().collect();
+            for tp in tps {
+                let Some(partition) = partitions.remove(&tp) else {
+                    continue;
+                };
+                partition.mark_deleted();
+                let dir = partition.dir();
+                let Some(parent) = dir.parent().map(Path::to_path_buf) else {
+                    continue;
+                };
+                let target = parent.join(unique_name(&tp, DELETE_SUFFIX));
+                match fs::rename(&dir, &target) {
+                    Ok(()) => renamed.push((parent, target)),
+                    Err(e) => {
+                        tracing::error!(partition = %tp, "cannot delete the partition directory: {e}");
+                        first_error.get_or_insert(e);
+                    }
+                }
+            }
+        }
+        for (parent, _) in &renamed {
+            sync_dir(parent)?;
+        }
+        for (_, path) in renamed {
+            // Not fatal: the renamed directory is removed at the next open.
+            remove_dir_logged(&path);
+        }
+        match first_error {
+            Some(e) => Err(e.into()),
+            None => Ok(()),
+        }
     }
 
     /// Runs one retention pass over every partition now (the scheduler does
@@ -590,45 +626,17 @@ impl LogStore for LogManager {
     }
 
     fn delete_topic(&self, topic: &str) -> Result<(), StorageError> {
-        let mut renamed = Vec::new();
-        let mut first_error = None;
-        {
-            let mut partitions = write(&self.inner.partitions);
-            let tps: Vec<TopicPartition> = partitions
-                .keys()
-                .filter(|tp| tp.topic == topic)
-                .cloned()
-                .collect();
-            for tp in tps {
-                let Some(partition) = partitions.remove(&tp) else {
-                    continue;
-                };
-                partition.mark_deleted();
-                let dir = partition.dir();
-                let Some(parent) = dir.parent().map(Path::to_path_buf) else {
-                    continue;
-                };
-                let target = parent.join(unique_name(&tp, DELETE_SUFFIX));
-                match fs::rename(&dir, &target) {
-                    Ok(()) => renamed.push((parent, target)),
-                    Err(e) => {
-                        tracing::error!(partition = %tp, "cannot delete the partition directory: {e}");
-                        first_error.get_or_insert(e);
-                    }
-                }
-            }
-        }
-        for (parent, _) in &renamed {
-            sync_dir(parent)?;
-        }
-        for (_, path) in renamed {
-            // Not fatal: the renamed directory is removed at the next open.
-            remove_dir_logged(&path);
-        }
-        match first_error {
-            Some(e) => Err(e.into()),
-            None => Ok(()),
-        }
+        self.remove_partitions(|tp| tp.topic == topic)
+    }
+
+    fn delete_partition(&self, tp: &TopicPartition) -> Result<(), StorageError> {
+        self.remove_partitions(|found| found == tp)
+    }
+
+    fn partitions(&self) -> Vec<TopicPartition> {
+        let mut tps: Vec<_> = read(&self.inner.partitions).keys().cloned().collect();
+        tps.sort();
+        tps
     }
 
     fn append(

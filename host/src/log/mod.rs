@@ -323,6 +323,13 @@ pub trait LogStore: Send + Sync {
     /// that has no partitions here succeeds (it may have been half deleted).
     fn delete_topic(&self, topic: &str) -> Result<(), StorageError>;
 
+    /// Removes one partition's log with its files (a stray replica in a
+    /// cluster); a partition that is not here is no error.
+    fn delete_partition(&self, tp: &TopicPartition) -> Result<(), StorageError>;
+
+    /// Every partition hosted, sorted.
+    fn partitions(&self) -> Vec<TopicPartition>;
+
     /// Validates `batches` (one or more v2 record batches as on the wire),
     /// assigns offsets from the log end offset and appends them, all or
     /// nothing. `now_ms` is the broker time for LogAppendTime.

@@ -7,7 +7,6 @@
 //! on start every stored topic gets its partitions back with its config.
 
 use std::collections::BTreeMap;
-use std::ops::Range;
 use std::sync::{Arc, Mutex, RwLock};
 
 use anyhow::{Context, Result};
@@ -74,16 +73,46 @@ pub struct TopicManager {
     logs: Arc<dyn LogStore>,
     store: Mutex<MetadataStore>,
     topics: RwLock<BTreeMap<String, Topic>>,
+    reopen: Reopen,
+}
+
+/// Which partition logs [`TopicManager::open_with`] gives back to the
+/// stored topics, and a config change reaches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reopen {
+    /// A single broker holds every partition: each one's log is opened,
+    /// created if it went missing.
+    Every,
+    /// In a cluster this broker holds only the partitions the metadata
+    /// image makes it a replica of, which is not known yet at start: the
+    /// logs found on disk get their topic's config and nothing is created.
+    /// The reconciler, once the image has caught up, creates the missing
+    /// replicas and removes the stray ones (`cluster::reconciler`); a
+    /// config change reaches the logs held and creates none.
+    Found,
 }
 
 impl TopicManager {
-    /// Loads the stored topics and reopens their partition logs.
+    /// Loads the stored topics and reopens their partition logs (a single
+    /// broker's: every partition).
     pub fn open(
         config: Arc<BrokerConfig>,
         dynamic: Arc<DynamicConfigs>,
         logs: Arc<dyn LogStore>,
         store: MetadataStore,
     ) -> Result<Self> {
+        Self::open_with(config, dynamic, logs, store, Reopen::Every)
+    }
+
+    /// Loads the stored topics and reopens the partition logs `reopen` says.
+    pub fn open_with(
+        config: Arc<BrokerConfig>,
+        dynamic: Arc<DynamicConfigs>,
+        logs: Arc<dyn LogStore>,
+        store: MetadataStore,
+        reopen: Reopen,
+    ) -> Result<Self> {
+        let found = logs.partitions();
         let mut topics = BTreeMap::new();
         let layers = dynamic.broker_layers();
         let view = BrokerView {
@@ -103,6 +132,9 @@ impl TopicManager {
                     topic: topic.name.clone(),
                     partition,
                 };
+                if reopen == Reopen::Found && found.binary_search(&tp).is_err() {
+                    continue;
+                }
                 logs.create_partition(&tp, log_config.clone())
                     .map_err(|error| anyhow::anyhow!("{error}"))
                     .with_context(|| format!("opening partition {}-{partition}", topic.name))?;
@@ -116,6 +148,7 @@ impl TopicManager {
             logs,
             store: Mutex::new(store),
             topics: RwLock::new(topics),
+            reopen,
         })
     }
 
@@ -327,18 +360,27 @@ impl TopicManager {
         store.put_topic(record_of(&topic)).map_err(|error| {
             TopicError::new(ErrorCode::KafkaStorageError.code(), error.to_string())
         })?;
-        let log_config = self.log_config(&topic.configs);
-        for partition in local {
-            let tp = TopicPartition {
-                topic: topic.name.clone(),
-                partition: *partition,
-            };
-            self.logs
-                .create_partition(&tp, log_config.clone())
-                .map_err(|error| TopicError::new(error.error_code(), error.to_string()))?;
-        }
+        self.open_partitions(&topic, local.iter().copied())?;
         info!(topic = %topic.name, partitions = topic.partitions, local = local.len(), "topic adopted from the metadata image");
         self.write().insert(topic.name.clone(), topic);
+        Ok(())
+    }
+
+    /// The partitions whose logs this broker holds, sorted.
+    pub fn local_partitions(&self) -> Vec<TopicPartition> {
+        self.logs.partitions()
+    }
+
+    /// Removes the logs of partitions this broker must not hold (stray
+    /// replicas in a cluster), data and all.
+    pub fn remove_logs(&self, stray: &[TopicPartition]) -> Result<(), TopicError> {
+        let _store = self.lock_store();
+        for tp in stray {
+            self.logs
+                .delete_partition(tp)
+                .map_err(|error| TopicError::new(error.error_code(), error.to_string()))?;
+            info!(partition = %tp, "stray partition log removed");
+        }
         Ok(())
     }
 
@@ -355,11 +397,15 @@ impl TopicManager {
 
     /// The log settings for a topic with these overrides, from the current
     /// broker configs.
-    /// Opens (creating where needed) the logs of `topic`'s partitions
-    /// `range` with the topic's effective config.
-    fn open_partitions(&self, topic: &Topic, range: Range<i32>) -> Result<(), TopicError> {
+    /// Opens (creating where needed) the logs of these partitions of
+    /// `topic` with the topic's effective config.
+    fn open_partitions(
+        &self,
+        topic: &Topic,
+        partitions: impl IntoIterator<Item = i32>,
+    ) -> Result<(), TopicError> {
         let log_config = self.log_config(&topic.configs);
-        for partition in range {
+        for partition in partitions {
             let tp = TopicPartition {
                 topic: topic.name.clone(),
                 partition,
@@ -421,7 +467,14 @@ impl TopicManager {
     }
 
     fn apply_log_config(&self, topic: &Topic) -> Result<(), TopicError> {
-        self.open_partitions(topic, 0..topic.partitions)
+        match self.reopen {
+            Reopen::Every => self.open_partitions(topic, 0..topic.partitions),
+            Reopen::Found => {
+                let held = self.logs.partitions().into_iter();
+                let held = held.filter(|tp| tp.topic == topic.name);
+                self.open_partitions(topic, held.map(|tp| tp.partition))
+            }
+        }
     }
 
     /// CreatePartitions: grows a topic to `total` partitions, as Kafka's
@@ -645,6 +698,64 @@ mod tests {
             },
         );
         assert_eq!(defaults, LogConfig::default());
+    }
+
+    /// A topic manager on `dir` (its logs under `dir/partitions`).
+    fn open_in(dir: &std::path::Path, reopen: Reopen) -> TopicManager {
+        let mut config = BrokerConfig::default();
+        config
+            .set_pair(&format!("log.dirs={}", dir.display()))
+            .unwrap();
+        let logs: Arc<dyn LogStore> =
+            Arc::new(crate::log::manager::LogManager::open(&dir.join("partitions")).unwrap());
+        let metadata = dir.join("metadata");
+        let dynamic = Arc::new(DynamicConfigs::open(&metadata).unwrap());
+        let store = MetadataStore::open(&metadata).unwrap();
+        TopicManager::open_with(Arc::new(config), dynamic, logs, store, reopen).unwrap()
+    }
+
+    #[test]
+    fn a_cluster_broker_reopens_only_the_logs_it_holds() {
+        let dir = tempfile::tempdir().unwrap();
+        let tps = |names: &[(&str, i32)]| -> Vec<TopicPartition> {
+            names
+                .iter()
+                .map(|(t, p)| TopicPartition::new(*t, *p))
+                .collect()
+        };
+        {
+            let topics = open_in(dir.path(), Reopen::Found);
+            let topic = Topic {
+                name: "t".into(),
+                id: 7,
+                partitions: 3,
+                configs: BTreeMap::new(),
+            };
+            // The image makes this broker a replica of partition 1 only.
+            topics.adopt(topic, &[1]).unwrap();
+            assert_eq!(topics.local_partitions(), tps(&[("t", 1)]));
+        }
+        // A restart in a cluster: the stored topic has 3 partitions, but
+        // only the log found comes back (no empty logs for the others).
+        {
+            let topics = open_in(dir.path(), Reopen::Found);
+            assert_eq!(topics.get("t").map(|t| t.partitions), Some(3));
+            assert_eq!(topics.local_partitions(), tps(&[("t", 1)]));
+            // A config change reaches the log held, and creates no other.
+            let configs = BTreeMap::from([("retention.ms".to_string(), "1000".to_string())]);
+            topics.set_configs("t", configs).unwrap();
+            topics.reapply_configs().unwrap();
+            assert_eq!(topics.local_partitions(), tps(&[("t", 1)]));
+            topics.remove_logs(&tps(&[("t", 1)])).unwrap();
+            assert!(topics.local_partitions().is_empty());
+            assert_eq!(topics.get("t").map(|t| t.partitions), Some(3));
+        }
+        // A single broker has every partition, recreated where missing.
+        let topics = open_in(dir.path(), Reopen::Every);
+        assert_eq!(
+            topics.local_partitions(),
+            tps(&[("t", 0), ("t", 1), ("t", 2)])
+        );
     }
 
     #[test]
