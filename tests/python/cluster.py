@@ -144,7 +144,7 @@ def until(check, timeout, pause=0.02):
     raise SystemExit(f"timed out after {timeout}s")
 
 
-def failover(killed_at_ms, old_controller, *bootstraps, timeout=45):
+def failover(killed_at_ms, old_controller, *bootstraps, timeout=25):
     killed_at = int(killed_at_ms) / 1000.0
     old = int(old_controller)
 
