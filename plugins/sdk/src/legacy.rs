@@ -103,10 +103,11 @@ pub const LATEST: i16 = i16::MAX;
 pub struct Legacy {
     /// The oldest version the crate decodes; older ones are rewritten.
     pub base: i16,
-    /// The request's fields.
-    pub request: &'static [Field],
-    /// The response's fields.
-    pub response: &'static [Field],
+    /// The request's fields, or None when the old versions' request is
+    /// the base version's, byte for byte.
+    pub request: Option<&'static [Field]>,
+    /// The response's fields, or None as for `request`.
+    pub response: Option<&'static [Field]>,
 }
 
 impl Legacy {
@@ -117,22 +118,34 @@ impl Legacy {
 
     /// A request body of `version` rewritten as one of the base version.
     pub fn request_to_base(&self, body: &[u8], version: i16) -> Result<Vec<u8>, DecodeError> {
-        rewrite(self.request, body, version, self.base)
+        same_or_rewrite(self.request, body, version, self.base)
     }
 
     /// A response body of the base version rewritten for `version`.
     pub fn response_from_base(&self, body: &[u8], version: i16) -> Result<Vec<u8>, DecodeError> {
-        rewrite(self.response, body, self.base, version)
+        same_or_rewrite(self.response, body, self.base, version)
     }
 
     /// The other two directions, for tests that play the client.
     pub fn request_from_base(&self, body: &[u8], version: i16) -> Result<Vec<u8>, DecodeError> {
-        rewrite(self.request, body, self.base, version)
+        same_or_rewrite(self.request, body, self.base, version)
     }
 
     /// See [`Legacy::request_from_base`].
     pub fn response_to_base(&self, body: &[u8], version: i16) -> Result<Vec<u8>, DecodeError> {
-        rewrite(self.response, body, version, self.base)
+        same_or_rewrite(self.response, body, version, self.base)
+    }
+}
+
+fn same_or_rewrite(
+    fields: Option<&[Field]>,
+    body: &[u8],
+    from: i16,
+    to: i16,
+) -> Result<Vec<u8>, DecodeError> {
+    match fields {
+        Some(fields) => rewrite(fields, body, from, to),
+        None => Ok(body.to_vec()),
     }
 }
 
