@@ -1,8 +1,9 @@
 //! OffsetCommit (ApiKey 8): a consumer stores its position, as Kafka's
 //! `KafkaApis.handleOffsetCommitRequest`.
 //!
-//! - Versions 2-9 (Kafka 4 dropped v0-1). v2-4 carry a retention time, v6
-//!   the leader epoch, v7 the group_instance_id.
+//! - Versions 0-9. Kafka 4 dropped v0-1 (KIP-896); Gregor serves them
+//!   through v2 for Kafka 3.x-era clients (see [`v0_1`]). v2-4 carry a
+//!   retention time, v6 the leader epoch, v7 the group_instance_id.
 //! - READ on the Group first (else every partition gets
 //!   GROUP_AUTHORIZATION_FAILED), then READ on each Topic (else
 //!   TOPIC_AUTHORIZATION_FAILED); a topic or partition that does not exist
@@ -15,7 +16,10 @@
 //! - A failed handler (trap or timeout) is answered as Kafka's
 //!   `getErrorResponse`: every partition with the error.
 
+mod v0_1;
+
 use gregor_sdk::authz::Operation;
+use gregor_sdk::legacy::Legacy;
 use gregor_sdk::groups::{self, group_allowed, opt_string};
 use gregor_sdk::kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse};
 use gregor_sdk::offset_commit::{self, CommitRequest};
@@ -24,7 +28,8 @@ use gregor_sdk::{Handler, Reply, RequestContext, ResponseError};
 struct OffsetCommit;
 
 impl Handler for OffsetCommit {
-    gregor_sdk::api!(OffsetCommitRequest, 2..=9);
+    gregor_sdk::api!(OffsetCommitRequest, 0..=9);
+    const LEGACY: Option<Legacy> = Some(v0_1::LEGACY);
 
     fn handle(_ctx: &RequestContext, request: &OffsetCommitRequest) -> Reply<OffsetCommitResponse> {
         let codes = if !group_allowed(Operation::Read, &request.group_id) {
@@ -159,5 +164,42 @@ mod tests {
             handled.response.map(|r| r.codes_by_topic()),
             Some(vec![("a".to_string(), vec![(0, denied), (1, denied)])])
         );
+    }
+
+    /// Asserts the generation and member a commit reaches the coordinator with.
+    struct Expect(i32, &'static str);
+
+    impl FakeHost for Expect {
+        fn list_topics(&self) -> Vec<TopicInfo> {
+            vec![fake::single_node_topic("a", 2)]
+        }
+        fn commit_offsets(
+            &self,
+            _: &str,
+            generation: i32,
+            member: &str,
+            _: Option<&str>,
+            retention: i64,
+            offsets: &[Offset],
+        ) -> Vec<Option<KafkaError>> {
+            assert_eq!((generation, member, retention), (self.0, self.1, -1));
+            assert_eq!(offsets.len(), 2);
+            vec![None; offsets.len()]
+        }
+    }
+
+    #[test]
+    fn v0_commits_without_a_generation_and_v1_with_it() {
+        let request = request("g", &[("a", &[0, 1])])
+            .with_generation_id_or_member_epoch(5)
+            .with_member_id(StrBytes::from_static_str("m"));
+        for (version, expect) in [(0, Expect(-1, "")), (1, Expect(5, "m"))] {
+            let handled = fake::handle::<OffsetCommit>(expect, version, &request);
+            assert_eq!(
+                handled.response.map(|r| r.codes_by_topic()),
+                Some(vec![("a".to_string(), vec![(0, 0), (1, 0)])]),
+                "v{version}"
+            );
+        }
     }
 }
