@@ -24,7 +24,6 @@ use std::collections::HashSet;
 mod v0;
 
 use gregor_sdk::authz::Operation;
-use gregor_sdk::legacy::Legacy;
 use gregor_sdk::kafka_protocol::messages::list_offsets_request::{
     ListOffsetsPartition, ListOffsetsTopic,
 };
@@ -32,6 +31,7 @@ use gregor_sdk::kafka_protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse as PartitionResponse, ListOffsetsTopicResponse as TopicResponse,
 };
 use gregor_sdk::kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
+use gregor_sdk::legacy::Legacy;
 use gregor_sdk::log::{self, OffsetAnswer};
 use gregor_sdk::partitions::{self, allowed_topics, TopicAnswer};
 use gregor_sdk::{Handler, Reply, RequestContext, ResponseError, NONE};

@@ -95,11 +95,10 @@ mod tests {
                 .with_partition_index(index)
                 .with_offset(offset)
         };
-        let response = ListOffsetsResponse::default().with_topics(vec![
-            ListOffsetsTopicResponse::default()
+        let response =
+            ListOffsetsResponse::default().with_topics(vec![ListOffsetsTopicResponse::default()
                 .with_name(StrBytes::from_static_str("t").into())
-                .with_partitions(vec![partition(0, 42), partition(1, -1)]),
-        ]);
+                .with_partitions(vec![partition(0, 42), partition(1, -1)])]);
         let mut v1 = Vec::new();
         response.encode(&mut v1, 1).unwrap();
         let v0 = LEGACY.response_from_base(&v1, 0).unwrap();

@@ -19,9 +19,9 @@
 mod v0_1;
 
 use gregor_sdk::authz::Operation;
-use gregor_sdk::legacy::Legacy;
 use gregor_sdk::groups::{self, group_allowed, opt_string};
 use gregor_sdk::kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse};
+use gregor_sdk::legacy::Legacy;
 use gregor_sdk::offset_commit::{self, CommitRequest};
 use gregor_sdk::{Handler, Reply, RequestContext, ResponseError};
 

@@ -241,7 +241,10 @@ pub fn decode<H: Handler>(ctx: &RequestContext, body: &[u8]) -> Result<H::Reques
 
 /// Encodes the response for the context's version, an old one rewritten
 /// from the base version's encoding; None (logged) when it cannot be.
-pub fn encode_response<H: Handler>(ctx: &RequestContext, response: &H::Response) -> Option<Vec<u8>> {
+pub fn encode_response<H: Handler>(
+    ctx: &RequestContext,
+    response: &H::Response,
+) -> Option<Vec<u8>> {
     let Some((legacy, base)) = legacy_for::<H>(ctx) else {
         return encode(ctx, response);
     };

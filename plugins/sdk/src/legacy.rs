@@ -111,6 +111,16 @@ pub struct Legacy {
 }
 
 impl Legacy {
+    /// Old versions whose messages are the base version's, byte for byte
+    /// (the base changed a behaviour only, such as throttling).
+    pub const fn same_as(base: i16) -> Self {
+        Legacy {
+            base,
+            request: None,
+            response: None,
+        }
+    }
+
     /// The version `version`'s messages are decoded and encoded at.
     pub fn wire_version(&self, version: i16) -> i16 {
         version.max(self.base)
@@ -151,12 +161,7 @@ fn same_or_rewrite(
 
 /// `body`, a message of version `from` described by `fields`, as one of
 /// version `to`.
-pub fn rewrite(
-    fields: &[Field],
-    body: &[u8],
-    from: i16,
-    to: i16,
-) -> Result<Vec<u8>, DecodeError> {
+pub fn rewrite(fields: &[Field], body: &[u8], from: i16, to: i16) -> Result<Vec<u8>, DecodeError> {
     let mut rewriter = Rewriter {
         body,
         at: 0,
