@@ -9,7 +9,7 @@ use gregor_sdk::legacy::{Field, Legacy, Ty, LATEST};
 const REQUEST: &[Field] = &[
     // The topics (name, partitions, replication factor, assignments,
     // configs) are the same in every version up to v4: copied as one.
-    Field::new("topics", Ty::Array(&Ty::Struct(TOPIC)), (0, LATEST)),
+    Field::new("topics", Ty::Structs(TOPIC), (0, LATEST)),
     Field::new("timeout_ms", Ty::Int32, (0, LATEST)),
     Field::new("validate_only", Ty::Bool, (1, LATEST)),
 ];
@@ -17,12 +17,8 @@ const TOPIC: &[Field] = &[
     Field::new("name", Ty::String, (0, LATEST)),
     Field::new("num_partitions", Ty::Int32, (0, LATEST)),
     Field::new("replication_factor", Ty::Int16, (0, LATEST)),
-    Field::new(
-        "assignments",
-        Ty::Array(&Ty::Struct(ASSIGNMENT)),
-        (0, LATEST),
-    ),
-    Field::new("configs", Ty::Array(&Ty::Struct(CONFIG)), (0, LATEST)),
+    Field::new("assignments", Ty::Structs(ASSIGNMENT), (0, LATEST)),
+    Field::new("configs", Ty::Structs(CONFIG), (0, LATEST)),
 ];
 const ASSIGNMENT: &[Field] = &[
     Field::new("partition_index", Ty::Int32, (0, LATEST)),
@@ -35,7 +31,7 @@ const CONFIG: &[Field] = &[
 
 const RESPONSE: &[Field] = &[
     Field::new("throttle_time_ms", Ty::Int32, (2, LATEST)),
-    Field::new("topics", Ty::Array(&Ty::Struct(RESULT)), (0, LATEST)),
+    Field::new("topics", Ty::Structs(RESULT), (0, LATEST)),
 ];
 const RESULT: &[Field] = &[
     Field::new("name", Ty::String, (0, LATEST)),

@@ -19,11 +19,11 @@ const PARTITION: &[Field] = &[
 ];
 const TOPIC: &[Field] = &[
     Field::new("name", Ty::String, (0, LATEST)),
-    Field::new("partitions", Ty::Array(&Ty::Struct(PARTITION)), (0, LATEST)),
+    Field::new("partitions", Ty::Structs(PARTITION), (0, LATEST)),
 ];
 const REQUEST: &[Field] = &[
     Field::new("replica_id", Ty::Int32, (0, LATEST)),
-    Field::new("topics", Ty::Array(&Ty::Struct(TOPIC)), (0, LATEST)),
+    Field::new("topics", Ty::Structs(TOPIC), (0, LATEST)),
 ];
 
 const PARTITION_RESPONSE: &[Field] = &[
@@ -35,15 +35,11 @@ const PARTITION_RESPONSE: &[Field] = &[
 ];
 const TOPIC_RESPONSE: &[Field] = &[
     Field::new("name", Ty::String, (0, LATEST)),
-    Field::new(
-        "partitions",
-        Ty::Array(&Ty::Struct(PARTITION_RESPONSE)),
-        (0, LATEST),
-    ),
+    Field::new("partitions", Ty::Structs(PARTITION_RESPONSE), (0, LATEST)),
 ];
 const RESPONSE: &[Field] = &[Field::new(
     "topics",
-    Ty::Array(&Ty::Struct(TOPIC_RESPONSE)),
+    Ty::Structs(TOPIC_RESPONSE),
     (0, LATEST),
 )];
 

@@ -20,14 +20,14 @@ const PARTITION: &[Field] = &[
 ];
 const TOPIC: &[Field] = &[
     Field::new("name", Ty::String, (0, LATEST)),
-    Field::new("partitions", Ty::Array(&Ty::Struct(PARTITION)), (0, LATEST)),
+    Field::new("partitions", Ty::Structs(PARTITION), (0, LATEST)),
 ];
 const REQUEST: &[Field] = &[
     Field::new("group_id", Ty::String, (0, LATEST)),
     Field::new("generation_id_or_member_epoch", Ty::Int32, (1, LATEST)).with_default(-1),
     Field::new("member_id", Ty::String, (1, LATEST)),
     Field::new("retention_time_ms", Ty::Int64, (2, 4)).with_default(-1),
-    Field::new("topics", Ty::Array(&Ty::Struct(TOPIC)), (0, LATEST)),
+    Field::new("topics", Ty::Structs(TOPIC), (0, LATEST)),
 ];
 
 /// v0 and v1 through v2.

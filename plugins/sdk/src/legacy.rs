@@ -24,6 +24,8 @@
 
 use crate::bounded::{DecodeError, DECODE_BUDGET};
 
+pub mod acl;
+
 /// The versions a field is present in, both ends included.
 pub type Versions = (i16, i16);
 
@@ -39,8 +41,8 @@ pub enum Ty {
     String,
     /// An INT32 count (-1 for a null array) and the elements.
     Array(&'static Ty),
-    /// A struct: its fields in order.
-    Struct(&'static [Field]),
+    /// An array of structs with these fields.
+    Structs(&'static [Field]),
 }
 
 /// Scalars (integers and booleans) of the struct being rewritten, by name,
@@ -225,26 +227,26 @@ impl Rewriter<'_> {
                 }
                 return Ok(None);
             }
-            Ty::Array(element) => {
-                let count = self.int(4, keep)?;
-                if count > (self.body.len() - self.at) as i64 {
-                    return Err(malformed("array count larger than the bytes left"));
-                }
-                for _ in 0..count.max(0) {
-                    self.element(*element, keep)?;
-                }
-                return Ok(None);
-            }
-            Ty::Struct(fields) => return self.nested(fields, keep).map(|()| None),
+            Ty::Array(element) => return self.array(keep, |r| r.value(*element, keep).map(drop)),
+            Ty::Structs(fields) => return self.array(keep, |r| r.nested(fields, keep)),
         };
         self.int(width, keep).map(Some)
     }
 
-    fn element(&mut self, ty: Ty, keep: bool) -> Result<(), DecodeError> {
-        match ty {
-            Ty::Struct(fields) => self.nested(fields, keep),
-            other => self.value(other, keep).map(|_| ()),
+    /// An array's count and its elements, each read by `element`.
+    fn array(
+        &mut self,
+        keep: bool,
+        mut element: impl FnMut(&mut Self) -> Result<(), DecodeError>,
+    ) -> Result<Option<i64>, DecodeError> {
+        let count = self.int(4, keep)?;
+        if count > (self.body.len() - self.at) as i64 {
+            return Err(malformed("array count larger than the bytes left"));
         }
+        for _ in 0..count.max(0) {
+            element(self)?;
+        }
+        Ok(None)
     }
 
     /// A struct: rewritten when kept, else read past.
@@ -290,13 +292,10 @@ fn put_default(field: &Field, out: &mut Vec<u8>) {
     match field.ty {
         Ty::Int8 | Ty::Bool => out.push(value as u8),
         Ty::Int16 | Ty::String => out.extend_from_slice(&(value as i16).to_be_bytes()),
-        Ty::Int32 | Ty::Array(_) => out.extend_from_slice(&(value as i32).to_be_bytes()),
-        Ty::Int64 => out.extend_from_slice(&value.to_be_bytes()),
-        Ty::Struct(fields) => {
-            for field in fields {
-                put_default(field, out);
-            }
+        Ty::Int32 | Ty::Array(_) | Ty::Structs(_) => {
+            out.extend_from_slice(&(value as i32).to_be_bytes())
         }
+        Ty::Int64 => out.extend_from_slice(&value.to_be_bytes()),
     }
 }
 

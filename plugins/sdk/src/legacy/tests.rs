@@ -8,7 +8,7 @@ const PARTITION: &[Field] = &[
 ];
 const TOPIC: &[Field] = &[
     Field::new("name", Ty::String, (0, LATEST)),
-    Field::new("partitions", Ty::Array(&Ty::Struct(PARTITION)), (0, LATEST)),
+    Field::new("partitions", Ty::Structs(PARTITION), (0, LATEST)),
 ];
 /// OffsetCommit's request up to v2.
 const REQUEST: &[Field] = &[
@@ -16,7 +16,7 @@ const REQUEST: &[Field] = &[
     Field::new("generation_id", Ty::Int32, (1, LATEST)).with_default(-1),
     Field::new("member_id", Ty::String, (1, LATEST)),
     Field::new("retention_time_ms", Ty::Int64, (2, 4)).with_default(-1),
-    Field::new("topics", Ty::Array(&Ty::Struct(TOPIC)), (0, LATEST)),
+    Field::new("topics", Ty::Structs(TOPIC), (0, LATEST)),
 ];
 
 fn string(out: &mut Vec<u8>, s: &str) {
