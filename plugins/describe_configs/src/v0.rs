@@ -79,13 +79,11 @@ mod tests {
         let mut v1 = Vec::new();
         response.encode(&mut v1, 1).unwrap();
         let v0 = LEGACY.response_from_base(&v1, 0).unwrap();
-        // throttle, 1 result: error 0, null message, type 0, name "", 2 configs.
-        let mut want = vec![
-            0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 255, 255, 0, 0, 0, 0, 0, 0, 0, 2,
-        ];
-        // name, null value, read-only false, is_default, sensitive false.
-        want.extend_from_slice(&[0, 1, b'a', 255, 255, 0, 1, 0]);
-        want.extend_from_slice(&[0, 1, b'b', 255, 255, 0, 0, 0]);
+        // throttle, 1 result: error 0, message "", type 0, name "", 2 configs.
+        let mut want = vec![0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2];
+        // name, value "", read-only false, is_default, sensitive false.
+        want.extend_from_slice(&[0, 1, b'a', 0, 0, 0, 1, 0]);
+        want.extend_from_slice(&[0, 1, b'b', 0, 0, 0, 0, 0]);
         assert_eq!(v0, want);
     }
 }
