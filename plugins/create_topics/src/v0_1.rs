@@ -4,44 +4,23 @@
 //! answers a throttle time (the request quota's throttle still applies
 //! through the host). v1's request is v2's.
 
-use gregor_sdk::legacy::{Field, Legacy, Ty, LATEST};
+use gregor_sdk::legacy::Ty::{Array, Bool, Int16, Int32, String, Structs};
+use gregor_sdk::legacy::{all, since, Field, Legacy};
 
+#[rustfmt::skip]
 const REQUEST: &[Field] = &[
-    // The topics (name, partitions, replication factor, assignments,
-    // configs) are the same in every version up to v4: copied as one.
-    Field::new("topics", Ty::Structs(TOPIC), (0, LATEST)),
-    Field::new("timeout_ms", Ty::Int32, (0, LATEST)),
-    Field::new("validate_only", Ty::Bool, (1, LATEST)),
-];
-const TOPIC: &[Field] = &[
-    Field::new("name", Ty::String, (0, LATEST)),
-    Field::new("num_partitions", Ty::Int32, (0, LATEST)),
-    Field::new("replication_factor", Ty::Int16, (0, LATEST)),
-    Field::new("assignments", Ty::Structs(ASSIGNMENT), (0, LATEST)),
-    Field::new("configs", Ty::Structs(CONFIG), (0, LATEST)),
-];
-const ASSIGNMENT: &[Field] = &[
-    Field::new("partition_index", Ty::Int32, (0, LATEST)),
-    Field::new("broker_ids", Ty::Array(&Ty::Int32), (0, LATEST)),
-];
-const CONFIG: &[Field] = &[
-    Field::new("name", Ty::String, (0, LATEST)),
-    Field::new("value", Ty::String, (0, LATEST)),
+    all("topics", Structs(&[
+        all("name", String), all("num_partitions", Int32), all("replication_factor", Int16),
+        all("assignments", Structs(&[all("partition_index", Int32), all("broker_ids", Array(&Int32))])),
+        all("configs", Structs(&[all("name", String), all("value", String)])),
+    ])),
+    all("timeout_ms", Int32), since(1, "validate_only", Bool),
 ];
 
-const RESPONSE: &[Field] = &[
-    Field::new("throttle_time_ms", Ty::Int32, (2, LATEST)),
-    Field::new("topics", Ty::Structs(RESULT), (0, LATEST)),
-];
-const RESULT: &[Field] = &[
-    Field::new("name", Ty::String, (0, LATEST)),
-    Field::new("error_code", Ty::Int16, (0, LATEST)),
-    Field::new("error_message", Ty::String, (1, LATEST)).with_default(-1),
-];
+#[rustfmt::skip]
+const RESPONSE: &[Field] = &[since(2, "throttle_time_ms", Int32), all("topics", Structs(&[
+    all("name", String), all("error_code", Int16), since(1, "error_message", String).with_default(-1),
+]))];
 
 /// v0 and v1 through v2.
-pub const LEGACY: Legacy = Legacy {
-    base: 2,
-    request: Some(REQUEST),
-    response: Some(RESPONSE),
-};
+pub const LEGACY: Legacy = Legacy::new(2, Some(REQUEST), Some(RESPONSE));

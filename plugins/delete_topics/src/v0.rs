@@ -2,20 +2,14 @@
 //! without v1's throttle time (the SDK rewrites v1's answer,
 //! [`gregor_sdk::legacy`]).
 
-use gregor_sdk::legacy::{Field, Legacy, Ty, LATEST};
+use gregor_sdk::legacy::Ty::{Int16, Int32, String, Structs};
+use gregor_sdk::legacy::{all, since, Field, Legacy};
 
-const RESULT: &[Field] = &[
-    Field::new("name", Ty::String, (0, LATEST)),
-    Field::new("error_code", Ty::Int16, (0, LATEST)),
-];
+#[rustfmt::skip]
 const RESPONSE: &[Field] = &[
-    Field::new("throttle_time_ms", Ty::Int32, (1, LATEST)),
-    Field::new("responses", Ty::Structs(RESULT), (0, LATEST)),
+    since(1, "throttle_time_ms", Int32),
+    all("responses", Structs(&[all("name", String), all("error_code", Int16)])),
 ];
 
 /// v0 through v1.
-pub const LEGACY: Legacy = Legacy {
-    base: 1,
-    request: None,
-    response: Some(RESPONSE),
-};
+pub const LEGACY: Legacy = Legacy::new(1, None, Some(RESPONSE));

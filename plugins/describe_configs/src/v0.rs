@@ -4,57 +4,43 @@
 //! (Kafka 3.9 sent false for every config in v0: its brokers no longer
 //! set the field; v0's clients read it as "not the default".)
 
-use gregor_sdk::legacy::{scalar, Field, Legacy, Ty, LATEST};
+use gregor_sdk::legacy::Ty::{Array, Bool, Int16, Int32, Int8, String, Structs};
+use gregor_sdk::legacy::{all, scalar, since, Field, Legacy};
 
 /// Kafka's ConfigSource.DEFAULT_CONFIG.
 const DEFAULT_CONFIG: i64 = 5;
 
-const RESOURCE: &[Field] = &[
-    Field::new("resource_type", Ty::Int8, (0, LATEST)),
-    Field::new("resource_name", Ty::String, (0, LATEST)),
-    Field::new("configuration_keys", Ty::Array(&Ty::String), (0, LATEST)),
-];
+#[rustfmt::skip]
 const REQUEST: &[Field] = &[
-    Field::new("resources", Ty::Structs(RESOURCE), (0, LATEST)),
-    Field::new("include_synonyms", Ty::Bool, (1, LATEST)),
+    all("resources", Structs(&[
+        all("resource_type", Int8), all("resource_name", String),
+        all("configuration_keys", Array(&String)),
+    ])),
+    since(1, "include_synonyms", Bool),
 ];
 
-const SYNONYM: &[Field] = &[
-    Field::new("name", Ty::String, (1, LATEST)),
-    Field::new("value", Ty::String, (1, LATEST)),
-    Field::new("source", Ty::Int8, (1, LATEST)),
-];
-const CONFIG: &[Field] = &[
-    Field::new("name", Ty::String, (0, LATEST)),
-    Field::new("value", Ty::String, (0, LATEST)),
-    Field::new("read_only", Ty::Bool, (0, LATEST)),
-    Field::new("config_source", Ty::Int8, (1, LATEST)).with_default(-1),
-    Field::new("is_default", Ty::Bool, (0, 0)).derived(|read, out| {
-        out.push(u8::from(
-            scalar(read, "config_source") == Some(DEFAULT_CONFIG),
-        ));
-    }),
-    Field::new("is_sensitive", Ty::Bool, (0, LATEST)),
-    Field::new("synonyms", Ty::Structs(SYNONYM), (1, LATEST)),
-];
-const RESULT: &[Field] = &[
-    Field::new("error_code", Ty::Int16, (0, LATEST)),
-    Field::new("error_message", Ty::String, (0, LATEST)),
-    Field::new("resource_type", Ty::Int8, (0, LATEST)),
-    Field::new("resource_name", Ty::String, (0, LATEST)),
-    Field::new("configs", Ty::Structs(CONFIG), (0, LATEST)),
-];
-const RESPONSE: &[Field] = &[
-    Field::new("throttle_time_ms", Ty::Int32, (0, LATEST)),
-    Field::new("results", Ty::Structs(RESULT), (0, LATEST)),
-];
+#[rustfmt::skip]
+const RESPONSE: &[Field] = &[all("throttle_time_ms", Int32), all("results", Structs(&[
+    all("error_code", Int16), all("error_message", String),
+    all("resource_type", Int8), all("resource_name", String),
+    all("configs", Structs(&[
+        all("name", String), all("value", String), all("read_only", Bool),
+        since(1, "config_source", Int8).with_default(-1),
+        Field::new("is_default", Bool, (0, 0)).derived(is_default),
+        all("is_sensitive", Bool),
+        since(1, "synonyms", Structs(&[all("name", String), all("value", String), all("source", Int8)])),
+    ])),
+]))];
+
+/// v0's `is_default`: the source is DEFAULT_CONFIG.
+fn is_default(read: &[(&'static str, i64)], out: &mut Vec<u8>) {
+    out.push(u8::from(
+        scalar(read, "config_source") == Some(DEFAULT_CONFIG),
+    ));
+}
 
 /// v0 through v1.
-pub const LEGACY: Legacy = Legacy {
-    base: 1,
-    request: Some(REQUEST),
-    response: Some(RESPONSE),
-};
+pub const LEGACY: Legacy = Legacy::new(1, Some(REQUEST), Some(RESPONSE));
 
 #[cfg(test)]
 mod tests {

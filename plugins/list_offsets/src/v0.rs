@@ -10,38 +10,25 @@
 //! looked up as v1 does (the first offset at or after it), not by file
 //! modification times.
 
-use gregor_sdk::legacy::{scalar, Field, Legacy, Ty, LATEST};
+use gregor_sdk::legacy::Ty::{Array, Int16, Int32, Int64, String, Structs};
+use gregor_sdk::legacy::{all, scalar, since, Field, Legacy};
 
-const PARTITION: &[Field] = &[
-    Field::new("partition_index", Ty::Int32, (0, LATEST)),
-    Field::new("timestamp", Ty::Int64, (0, LATEST)),
-    Field::new("max_num_offsets", Ty::Int32, (0, 0)).with_default(1),
-];
-const TOPIC: &[Field] = &[
-    Field::new("name", Ty::String, (0, LATEST)),
-    Field::new("partitions", Ty::Structs(PARTITION), (0, LATEST)),
-];
-const REQUEST: &[Field] = &[
-    Field::new("replica_id", Ty::Int32, (0, LATEST)),
-    Field::new("topics", Ty::Structs(TOPIC), (0, LATEST)),
-];
+#[rustfmt::skip]
+const REQUEST: &[Field] = &[all("replica_id", Int32), all("topics", Structs(&[
+    all("name", String), all("partitions", Structs(&[
+        all("partition_index", Int32), all("timestamp", Int64),
+        Field::new("max_num_offsets", Int32, (0, 0)).with_default(1),
+    ])),
+]))];
 
-const PARTITION_RESPONSE: &[Field] = &[
-    Field::new("partition_index", Ty::Int32, (0, LATEST)),
-    Field::new("error_code", Ty::Int16, (0, LATEST)),
-    Field::new("timestamp", Ty::Int64, (1, LATEST)).with_default(-1),
-    Field::new("offset", Ty::Int64, (1, LATEST)).with_default(-1),
-    Field::new("old_style_offsets", Ty::Array(&Ty::Int64), (0, 0)).derived(old_style_offsets),
-];
-const TOPIC_RESPONSE: &[Field] = &[
-    Field::new("name", Ty::String, (0, LATEST)),
-    Field::new("partitions", Ty::Structs(PARTITION_RESPONSE), (0, LATEST)),
-];
-const RESPONSE: &[Field] = &[Field::new(
-    "topics",
-    Ty::Structs(TOPIC_RESPONSE),
-    (0, LATEST),
-)];
+#[rustfmt::skip]
+const RESPONSE: &[Field] = &[all("topics", Structs(&[
+    all("name", String), all("partitions", Structs(&[
+        all("partition_index", Int32), all("error_code", Int16),
+        since(1, "timestamp", Int64).with_default(-1), since(1, "offset", Int64).with_default(-1),
+        Field::new("old_style_offsets", Array(&Int64), (0, 0)).derived(old_style_offsets),
+    ])),
+]))];
 
 /// v0's list: the offset found, if any.
 fn old_style_offsets(read: &[(&'static str, i64)], out: &mut Vec<u8>) {
@@ -55,11 +42,7 @@ fn old_style_offsets(read: &[(&'static str, i64)], out: &mut Vec<u8>) {
 }
 
 /// v0 through v1.
-pub const LEGACY: Legacy = Legacy {
-    base: 1,
-    request: Some(REQUEST),
-    response: Some(RESPONSE),
-};
+pub const LEGACY: Legacy = Legacy::new(1, Some(REQUEST), Some(RESPONSE));
 
 #[cfg(test)]
 mod tests {

@@ -111,8 +111,12 @@ mod tests {
 
     /// Topics "a" (2 partitions) and "secret" (1) exist; the principal may
     /// not read "secret" nor group "denied". The coordinator stores offsets
-    /// at or above 11 and refuses the others with OFFSET_METADATA_TOO_LARGE.
-    struct Coordinator;
+    /// at or above 11 and refuses the others with OFFSET_METADATA_TOO_LARGE;
+    /// it expects commits with this generation and member.
+    struct Coordinator(i32, &'static str);
+
+    /// A consumer without group management.
+    const UNMANAGED: Coordinator = Coordinator(-1, "");
 
     impl FakeHost for Coordinator {
         fn authorize(&self, action: &Action) -> bool {
@@ -127,13 +131,16 @@ mod tests {
         fn commit_offsets(
             &self,
             group: &str,
-            _: i32,
-            _: &str,
+            generation: i32,
+            member: &str,
             _: Option<&str>,
-            _: i64,
+            retention: i64,
             offsets: &[Offset],
         ) -> Vec<Option<KafkaError>> {
-            assert_eq!(group, "g");
+            assert_eq!(
+                (group, generation, member, retention),
+                ("g", self.0, self.1, -1)
+            );
             let code = |o: &Offset| if o.offset >= 11 { 0 } else { 12 };
             offsets.iter().map(|o| error_of(code(o))).collect()
         }
@@ -142,7 +149,7 @@ mod tests {
     #[test]
     fn partitions_are_checked_then_stored_in_request_order() {
         let request = request("g", &[("secret", &[0]), ("a", &[0, 5, 1]), ("b", &[0])]);
-        let handled = fake::handle::<OffsetCommit>(Coordinator, 9, &request);
+        let handled = fake::handle::<OffsetCommit>(UNMANAGED, 9, &request);
         let (denied, unknown) = (29, 3);
         assert_eq!(
             handled.response.map(|r| r.codes_by_topic()),
@@ -158,7 +165,7 @@ mod tests {
     #[test]
     fn an_unauthorized_group_fails_every_partition_without_the_coordinator() {
         let request = request("denied", &[("a", &[0, 1])]);
-        let handled = fake::handle::<OffsetCommit>(Coordinator, 2, &request);
+        let handled = fake::handle::<OffsetCommit>(UNMANAGED, 2, &request);
         let denied = ResponseError::GroupAuthorizationFailed.code();
         assert_eq!(
             handled.response.map(|r| r.codes_by_topic()),
@@ -166,38 +173,17 @@ mod tests {
         );
     }
 
-    /// Asserts the generation and member a commit reaches the coordinator with.
-    struct Expect(i32, &'static str);
-
-    impl FakeHost for Expect {
-        fn list_topics(&self) -> Vec<TopicInfo> {
-            vec![fake::single_node_topic("a", 2)]
-        }
-        fn commit_offsets(
-            &self,
-            _: &str,
-            generation: i32,
-            member: &str,
-            _: Option<&str>,
-            retention: i64,
-            offsets: &[Offset],
-        ) -> Vec<Option<KafkaError>> {
-            assert_eq!((generation, member, retention), (self.0, self.1, -1));
-            assert_eq!(offsets.len(), 2);
-            vec![None; offsets.len()]
-        }
-    }
-
     #[test]
     fn v0_commits_without_a_generation_and_v1_with_it() {
-        let request = request("g", &[("a", &[0, 1])])
+        let request = request("g", &[("a", &[1])])
             .with_generation_id_or_member_epoch(5)
             .with_member_id(StrBytes::from_static_str("m"));
-        for (version, expect) in [(0, Expect(-1, "")), (1, Expect(5, "m"))] {
-            let handled = fake::handle::<OffsetCommit>(expect, version, &request);
+        for (version, coordinator) in [(0, UNMANAGED), (1, Coordinator(5, "m"))] {
+            let handled = fake::handle::<OffsetCommit>(coordinator, version, &request);
+            let codes = handled.response.map(|r| r.codes_by_topic());
             assert_eq!(
-                handled.response.map(|r| r.codes_by_topic()),
-                Some(vec![("a".to_string(), vec![(0, 0), (1, 0)])]),
+                codes,
+                Some(vec![("a".to_string(), vec![(1, 0)])]),
                 "v{version}"
             );
         }

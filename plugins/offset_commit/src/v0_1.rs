@@ -10,29 +10,19 @@
 //!   counted the offset's expiry from it; Gregor's offsets expire from the
 //!   time the broker stored them, as from v2.
 
-use gregor_sdk::legacy::{Field, Legacy, Ty, LATEST};
+use gregor_sdk::legacy::Ty::{Int32, Int64, String, Structs};
+use gregor_sdk::legacy::{all, since, Field, Legacy};
 
-const PARTITION: &[Field] = &[
-    Field::new("partition_index", Ty::Int32, (0, LATEST)),
-    Field::new("committed_offset", Ty::Int64, (0, LATEST)),
-    Field::new("commit_timestamp", Ty::Int64, (1, 1)).with_default(-1),
-    Field::new("committed_metadata", Ty::String, (0, LATEST)),
-];
-const TOPIC: &[Field] = &[
-    Field::new("name", Ty::String, (0, LATEST)),
-    Field::new("partitions", Ty::Structs(PARTITION), (0, LATEST)),
-];
+#[rustfmt::skip]
 const REQUEST: &[Field] = &[
-    Field::new("group_id", Ty::String, (0, LATEST)),
-    Field::new("generation_id_or_member_epoch", Ty::Int32, (1, LATEST)).with_default(-1),
-    Field::new("member_id", Ty::String, (1, LATEST)),
-    Field::new("retention_time_ms", Ty::Int64, (2, 4)).with_default(-1),
-    Field::new("topics", Ty::Structs(TOPIC), (0, LATEST)),
+    all("group_id", String),
+    since(1, "generation_id_or_member_epoch", Int32).with_default(-1), since(1, "member_id", String),
+    Field::new("retention_time_ms", Int64, (2, 4)).with_default(-1),
+    all("topics", Structs(&[all("name", String), all("partitions", Structs(&[
+        all("partition_index", Int32), all("committed_offset", Int64),
+        Field::new("commit_timestamp", Int64, (1, 1)).with_default(-1), all("committed_metadata", String),
+    ]))])),
 ];
 
 /// v0 and v1 through v2.
-pub const LEGACY: Legacy = Legacy {
-    base: 2,
-    request: Some(REQUEST),
-    response: None,
-};
+pub const LEGACY: Legacy = Legacy::new(2, Some(REQUEST), None);

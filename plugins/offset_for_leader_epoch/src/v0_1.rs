@@ -3,37 +3,23 @@
 //! by the SDK ([`gregor_sdk::legacy`]): without a current leader epoch (so
 //! none is checked) nor a throttle time, and v0 answers no leader epoch.
 
-use gregor_sdk::legacy::{Field, Legacy, Ty, LATEST};
+use gregor_sdk::legacy::Ty::{Int16, Int32, Int64, String, Structs};
+use gregor_sdk::legacy::{all, since, Field, Legacy};
 
-const PARTITION: &[Field] = &[
-    Field::new("partition", Ty::Int32, (0, LATEST)),
-    Field::new("current_leader_epoch", Ty::Int32, (2, LATEST)).with_default(-1),
-    Field::new("leader_epoch", Ty::Int32, (0, LATEST)),
-];
-const TOPIC: &[Field] = &[
-    Field::new("topic", Ty::String, (0, LATEST)),
-    Field::new("partitions", Ty::Structs(PARTITION), (0, LATEST)),
-];
-const REQUEST: &[Field] = &[Field::new("topics", Ty::Structs(TOPIC), (0, LATEST))];
+#[rustfmt::skip]
+const REQUEST: &[Field] = &[all("topics", Structs(&[all("topic", String), all("partitions", Structs(&[
+    all("partition", Int32), since(2, "current_leader_epoch", Int32).with_default(-1),
+    all("leader_epoch", Int32),
+]))]))];
 
-const END_OFFSET: &[Field] = &[
-    Field::new("error_code", Ty::Int16, (0, LATEST)),
-    Field::new("partition", Ty::Int32, (0, LATEST)),
-    Field::new("leader_epoch", Ty::Int32, (1, LATEST)).with_default(-1),
-    Field::new("end_offset", Ty::Int64, (0, LATEST)),
-];
-const TOPIC_RESULT: &[Field] = &[
-    Field::new("topic", Ty::String, (0, LATEST)),
-    Field::new("partitions", Ty::Structs(END_OFFSET), (0, LATEST)),
-];
+#[rustfmt::skip]
 const RESPONSE: &[Field] = &[
-    Field::new("throttle_time_ms", Ty::Int32, (2, LATEST)),
-    Field::new("topics", Ty::Structs(TOPIC_RESULT), (0, LATEST)),
+    since(2, "throttle_time_ms", Int32),
+    all("topics", Structs(&[all("topic", String), all("partitions", Structs(&[
+        all("error_code", Int16), all("partition", Int32),
+        since(1, "leader_epoch", Int32).with_default(-1), all("end_offset", Int64),
+    ]))])),
 ];
 
 /// v0 and v1 through v2.
-pub const LEGACY: Legacy = Legacy {
-    base: 2,
-    request: Some(REQUEST),
-    response: Some(RESPONSE),
-};
+pub const LEGACY: Legacy = Legacy::new(2, Some(REQUEST), Some(RESPONSE));

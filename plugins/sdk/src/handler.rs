@@ -232,10 +232,19 @@ fn legacy_for<H: Handler>(ctx: &RequestContext) -> Option<(Legacy, RequestContex
 pub fn decode<H: Handler>(ctx: &RequestContext, body: &[u8]) -> Result<H::Request, DecodeError> {
     match legacy_for::<H>(ctx) {
         None => decode_request::<H::Request>(ctx, body),
-        Some((legacy, base)) => {
-            let body = legacy.request_to_base(body, ctx.api_version)?;
-            decode_request::<H::Request>(&base, &body)
-        }
+        Some((legacy, base)) => match legacy.request_to_base(body, ctx.api_version) {
+            Ok(body) => decode_request::<H::Request>(&base, &body),
+            Err(error) => {
+                crate::logging::log(
+                    crate::logging::Level::Warn,
+                    &format!(
+                        "request not rewritten (api key {}, version {}, correlation id {}): {error}",
+                        ctx.api_key, ctx.api_version, ctx.correlation_id
+                    ),
+                );
+                Err(error)
+            }
+        },
     }
 }
 

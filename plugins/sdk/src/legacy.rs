@@ -98,6 +98,16 @@ impl Field {
 /// "N+" in Kafka's schemas.
 pub const LATEST: i16 = i16::MAX;
 
+/// A field present in every version ("0+").
+pub const fn all(name: &'static str, ty: Ty) -> Field {
+    Field::new(name, ty, (0, LATEST))
+}
+
+/// A field present from version `first` on ("N+").
+pub const fn since(first: i16, name: &'static str, ty: Ty) -> Field {
+    Field::new(name, ty, (first, LATEST))
+}
+
 /// How a handler serves versions older than its message schema in
 /// `kafka-protocol`: the request and response described field by field,
 /// and the base version they are rewritten to and from.
@@ -107,63 +117,94 @@ pub struct Legacy {
     pub base: i16,
     /// The request's fields, or None when the old versions' request is
     /// the base version's, byte for byte.
-    pub request: Option<&'static [Field]>,
+    request: Option<&'static [Field]>,
     /// The response's fields, or None as for `request`.
-    pub response: Option<&'static [Field]>,
+    response: Option<&'static [Field]>,
+    /// Whether the base version is flexible (compact strings and arrays,
+    /// tagged fields); old versions never are.
+    flexible_base: bool,
 }
 
 impl Legacy {
-    /// Old versions whose messages are the base version's, byte for byte
-    /// (the base changed a behaviour only, such as throttling).
-    pub const fn same_as(base: i16) -> Self {
+    /// Old versions rewritten to and from the non-flexible `base`.
+    pub const fn new(
+        base: i16,
+        request: Option<&'static [Field]>,
+        response: Option<&'static [Field]>,
+    ) -> Self {
         Legacy {
             base,
-            request: None,
-            response: None,
+            request,
+            response,
+            flexible_base: false,
         }
     }
 
-    /// The version `version`'s messages are decoded and encoded at.
-    pub fn wire_version(&self, version: i16) -> i16 {
-        version.max(self.base)
+    /// Old versions whose messages are the base version's, byte for byte
+    /// (the base changed a behaviour only, such as throttling).
+    pub const fn same_as(base: i16) -> Self {
+        Legacy::new(base, None, None)
+    }
+
+    /// The same, with a flexible base version.
+    pub const fn flexible(mut self) -> Self {
+        self.flexible_base = true;
+        self
     }
 
     /// A request body of `version` rewritten as one of the base version.
     pub fn request_to_base(&self, body: &[u8], version: i16) -> Result<Vec<u8>, DecodeError> {
-        same_or_rewrite(self.request, body, version, self.base)
+        self.rewrite(self.request, body, (version, false), self.base_side())
     }
 
     /// A response body of the base version rewritten for `version`.
     pub fn response_from_base(&self, body: &[u8], version: i16) -> Result<Vec<u8>, DecodeError> {
-        same_or_rewrite(self.response, body, self.base, version)
+        self.rewrite(self.response, body, self.base_side(), (version, false))
     }
 
     /// The other two directions, for tests that play the client.
     pub fn request_from_base(&self, body: &[u8], version: i16) -> Result<Vec<u8>, DecodeError> {
-        same_or_rewrite(self.request, body, self.base, version)
+        self.rewrite(self.request, body, self.base_side(), (version, false))
     }
 
     /// See [`Legacy::request_from_base`].
     pub fn response_to_base(&self, body: &[u8], version: i16) -> Result<Vec<u8>, DecodeError> {
-        same_or_rewrite(self.response, body, version, self.base)
+        self.rewrite(self.response, body, (version, false), self.base_side())
+    }
+
+    fn base_side(&self) -> Side {
+        (self.base, self.flexible_base)
+    }
+
+    fn rewrite(
+        &self,
+        fields: Option<&[Field]>,
+        body: &[u8],
+        from: Side,
+        to: Side,
+    ) -> Result<Vec<u8>, DecodeError> {
+        match fields {
+            Some(fields) => rewrite_sides(fields, body, from, to),
+            None => Ok(body.to_vec()),
+        }
     }
 }
 
-fn same_or_rewrite(
-    fields: Option<&[Field]>,
-    body: &[u8],
-    from: i16,
-    to: i16,
-) -> Result<Vec<u8>, DecodeError> {
-    match fields {
-        Some(fields) => rewrite(fields, body, from, to),
-        None => Ok(body.to_vec()),
-    }
-}
+/// A version and whether it is flexible.
+type Side = (i16, bool);
 
-/// `body`, a message of version `from` described by `fields`, as one of
-/// version `to`.
+/// `body`, a message of (non-flexible) version `from` described by
+/// `fields`, as one of (non-flexible) version `to`.
 pub fn rewrite(fields: &[Field], body: &[u8], from: i16, to: i16) -> Result<Vec<u8>, DecodeError> {
+    rewrite_sides(fields, body, (from, false), (to, false))
+}
+
+fn rewrite_sides(
+    fields: &[Field],
+    body: &[u8],
+    from: Side,
+    to: Side,
+) -> Result<Vec<u8>, DecodeError> {
     let mut rewriter = Rewriter {
         body,
         at: 0,
@@ -186,15 +227,17 @@ struct Rewriter<'a> {
     body: &'a [u8],
     at: usize,
     out: Vec<u8>,
-    from: i16,
-    to: i16,
+    from: Side,
+    to: Side,
 }
 
 impl Rewriter<'_> {
+    /// A struct's fields, then (in flexible versions) its tagged fields:
+    /// read past, none written.
     fn fields(&mut self, fields: &[Field]) -> Result<(), DecodeError> {
         let mut scalars: Vec<(&'static str, i64)> = Vec::new();
         for field in fields {
-            match (field.present(self.from), field.present(self.to)) {
+            match (field.present(self.from.0), field.present(self.to.0)) {
                 (true, keep) => {
                     if let Some(value) = self.value(field.ty, keep)? {
                         scalars.push((field.name, value));
@@ -202,10 +245,20 @@ impl Rewriter<'_> {
                 }
                 (false, true) => match field.derive {
                     Some(derive) => derive(&scalars, &mut self.out),
-                    None => put_default(field, &mut self.out),
+                    None => self.put_default(field),
                 },
                 (false, false) => {}
             }
+        }
+        if self.from.1 {
+            for _ in 0..self.uvarint()? {
+                self.uvarint()?; // tag
+                let size = self.uvarint()?;
+                self.copy(size as usize, false)?;
+            }
+        }
+        if self.to.1 {
+            self.out.push(0);
         }
         if self.out.len() > DECODE_BUDGET {
             return Err(DecodeError::TooLarge);
@@ -221,7 +274,7 @@ impl Rewriter<'_> {
             Ty::Int32 => 4,
             Ty::Int64 => 8,
             Ty::String => {
-                let len = self.int(2, keep)?;
+                let len = self.length(2, keep)?;
                 if len > 0 {
                     self.copy(len as usize, keep)?;
                 }
@@ -239,7 +292,7 @@ impl Rewriter<'_> {
         keep: bool,
         mut element: impl FnMut(&mut Self) -> Result<(), DecodeError>,
     ) -> Result<Option<i64>, DecodeError> {
-        let count = self.int(4, keep)?;
+        let count = self.length(4, keep)?;
         if count > (self.body.len() - self.at) as i64 {
             return Err(malformed("array count larger than the bytes left"));
         }
@@ -260,6 +313,47 @@ impl Rewriter<'_> {
         self.out.truncate(mark);
         self.to = to;
         result
+    }
+
+    /// A string length or array count (-1: null), `width` bytes wide in a
+    /// non-flexible version, a varint of itself plus one in a flexible
+    /// one; written in the target's form when `keep`.
+    fn length(&mut self, width: usize, keep: bool) -> Result<i64, DecodeError> {
+        let length = if self.from.1 {
+            i64::from(self.uvarint()?) - 1
+        } else {
+            self.int(width, false)?
+        };
+        if keep {
+            self.put_length(length, width);
+        }
+        Ok(length)
+    }
+
+    fn put_length(&mut self, length: i64, width: usize) {
+        if self.to.1 {
+            let mut v = (length + 1).max(0) as u32;
+            while v >= 0x80 {
+                self.out.push((v as u8) | 0x80);
+                v >>= 7;
+            }
+            self.out.push(v as u8);
+        } else {
+            self.out
+                .extend_from_slice(&length.to_be_bytes()[8 - width..]);
+        }
+    }
+
+    fn uvarint(&mut self) -> Result<u32, DecodeError> {
+        let mut value = 0u32;
+        for shift in (0..35).step_by(7) {
+            let byte = self.copy(1, false)?[0];
+            value |= u32::from(byte & 0x7f) << shift;
+            if byte & 0x80 == 0 {
+                return Ok(value);
+            }
+        }
+        Err(malformed("varint longer than five bytes"))
     }
 
     /// A big-endian signed integer of `width` bytes.
@@ -285,17 +379,17 @@ impl Rewriter<'_> {
         }
         Ok(bytes)
     }
-}
 
-fn put_default(field: &Field, out: &mut Vec<u8>) {
-    let value = field.default;
-    match field.ty {
-        Ty::Int8 | Ty::Bool => out.push(value as u8),
-        Ty::Int16 | Ty::String => out.extend_from_slice(&(value as i16).to_be_bytes()),
-        Ty::Int32 | Ty::Array(_) | Ty::Structs(_) => {
-            out.extend_from_slice(&(value as i32).to_be_bytes())
+    fn put_default(&mut self, field: &Field) {
+        let value = field.default;
+        match field.ty {
+            Ty::Int8 | Ty::Bool => self.out.push(value as u8),
+            Ty::Int16 => self.out.extend_from_slice(&(value as i16).to_be_bytes()),
+            Ty::Int32 => self.out.extend_from_slice(&(value as i32).to_be_bytes()),
+            Ty::Int64 => self.out.extend_from_slice(&value.to_be_bytes()),
+            Ty::String => self.put_length(value, 2),
+            Ty::Array(_) | Ty::Structs(_) => self.put_length(value, 4),
         }
-        Ty::Int64 => out.extend_from_slice(&value.to_be_bytes()),
     }
 }
 

@@ -68,20 +68,12 @@ const DESCRIBE_RESPONSE: &[Field] = &[
 ];
 
 /// DescribeAcls v0 through v1.
-pub const DESCRIBE: Legacy = Legacy {
-    base: 1,
-    request: Some(&FILTER),
-    response: Some(DESCRIBE_RESPONSE),
-};
+pub const DESCRIBE: Legacy = Legacy::new(1, Some(&FILTER), Some(DESCRIBE_RESPONSE));
 
 const CREATION: [Field; 7] = binding("resource_type", "resource_name", "resource_pattern_type");
 
 /// CreateAcls v0 through v1 (its answer is v1's).
-pub const CREATE: Legacy = Legacy {
-    base: 1,
-    request: Some(&[array("creations", &CREATION)]),
-    response: None,
-};
+pub const CREATE: Legacy = Legacy::new(1, Some(&[array("creations", &CREATION)]), None);
 
 const MATCHING_ACL: [Field; 9] = {
     let acl = binding("resource_type", "resource_name", "pattern_type");
@@ -96,8 +88,5 @@ const DELETE_RESPONSE: &[Field] = &[
 ];
 
 /// DeleteAcls v0 through v1.
-pub const DELETE: Legacy = Legacy {
-    base: 1,
-    request: Some(&[array("filters", &FILTER)]),
-    response: Some(DELETE_RESPONSE),
-};
+pub const DELETE: Legacy =
+    Legacy::new(1, Some(&[array("filters", &FILTER)]), Some(DELETE_RESPONSE));
