@@ -57,7 +57,8 @@ def consumer(bootstrap, api_version, group=None):
         api_version=api_version,
         group_id=group,
         enable_auto_commit=False,
-        request_timeout_ms=TIMEOUT_MS,
+        # Before 0.10.1 it must exceed the session timeout (30 s).
+        request_timeout_ms=TIMEOUT_MS + 10000,
     )
 
 

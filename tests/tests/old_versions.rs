@@ -22,6 +22,16 @@ fn python(args: &[&str]) -> Value {
         .unwrap_or_else(|e| panic!("old_clients.py printed no JSON ({e}): {stdout}\n{stderr}"))
 }
 
+/// A broker with `topic` (one partition) holding `values`.
+async fn broker_with(topic: &str, values: &[&str]) -> Broker {
+    let broker = Broker::start();
+    kafka::create_topic(&broker, topic, 1).await;
+    let producer = kafka::producer(&broker, &[]);
+    let values: Vec<String> = values.iter().map(|v| v.to_string()).collect();
+    kafka::send_values(&producer, topic, 1, &values).await;
+    broker
+}
+
 fn put_string(buf: &mut Vec<u8>, s: &str) {
     put_i16(buf, s.len() as i16);
     buf.extend_from_slice(s.as_bytes());
@@ -52,11 +62,7 @@ async fn old_consumers_commit_and_fetch_offsets() {
 /// offsets with ListOffsets v0.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_old_consumer_lists_offsets_with_v0() {
-    let broker = Broker::start();
-    kafka::create_topic(&broker, "old-offsets", 1).await;
-    let producer = kafka::producer(&broker, &[]);
-    let values: Vec<String> = (0..3).map(|i| format!("v{i}")).collect();
-    kafka::send_values(&producer, "old-offsets", 1, &values).await;
+    let broker = broker_with("old-offsets", &["v0", "v1", "v2"]).await;
     let seen = python(&["list-offsets", &broker.bootstrap(), "old-offsets"]);
     assert_eq!(seen, json!({"earliest": 0, "latest": 3}), "{seen}");
 }
@@ -121,10 +127,7 @@ async fn list_offsets_v0_on_the_wire() {
 /// neither carries a throttle time.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn offset_for_leader_epoch_v0_and_v1_on_the_wire() {
-    let broker = Broker::start();
-    kafka::create_topic(&broker, "raw-epochs", 1).await;
-    let producer = kafka::producer(&broker, &[]);
-    kafka::send_values(&producer, "raw-epochs", 1, &["a".into(), "b".into()]).await;
+    let broker = broker_with("raw-epochs", &["a", "b"]).await;
     let mut body = Vec::new();
     put_i32(&mut body, 1);
     put_string(&mut body, "raw-epochs");
@@ -238,10 +241,7 @@ fn api_versions_advertise_the_old_versions() {
 /// and fetches an offset with OffsetCommit and OffsetFetch v1.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn librdkafka_with_old_fallback_versions() {
-    let broker = Broker::start();
-    kafka::create_topic(&broker, "old-rdkafka", 1).await;
-    let producer = kafka::producer(&broker, &[]);
-    kafka::send_values(&producer, "old-rdkafka", 1, &["x".into(), "y".into()]).await;
+    let broker = broker_with("old-rdkafka", &["x", "y"]).await;
     let seen = python(&["librdkafka", &broker.bootstrap(), "old-rdkafka", "old-rd"]);
     assert_eq!(
         seen,
