@@ -76,8 +76,8 @@ def commit(bootstrap, topic, group):
     for api_version, offset in [((0, 8, 1), 5), ((0, 8, 2), 7)]:
         c = consumer(bootstrap, api_version, group)
         c.assign([tp])
-        c.commit({tp: OffsetAndMetadata(offset, f"at {offset}", -1)})
-        committed = c.committed(tp, metadata=True)
+        c.commit({tp: OffsetAndMetadata(offset, f"at {offset}", -1)}, timeout_ms=TIMEOUT_MS)
+        committed = c.committed(tp, metadata=True, timeout_ms=TIMEOUT_MS)
         c.close()
         seen[".".join(map(str, api_version))] = [committed.offset, committed.metadata]
     return seen
