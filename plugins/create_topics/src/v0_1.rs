@@ -1,8 +1,8 @@
 //! CreateTopics v0 and v1 (Kafka 4 removed them, KIP-896), rewritten to
 //! and from v2 by the SDK ([`gregor_sdk::legacy`]). v0 has no
 //! `validate_only` (it creates) and answers no error message; neither
-//! answers a throttle time (the request quota's throttle still applies
-//! through the host). v1's request is v2's.
+//! answers a throttle time (the one v2 would carry is not sent). v1's
+//! request is v2's.
 
 use gregor_sdk::legacy::Ty::{Array, Bool, Int16, Int32, String, Structs};
 use gregor_sdk::legacy::{all, since, Field, Legacy};
