@@ -3,7 +3,8 @@
 //! `KafkaApis.handleAlterReplicaLogDirsRequest` and
 //! `ReplicaManager.alterReplicaLogDirs`.
 //!
-//! - Versions 1-2, as Kafka 4 serves them (v2 flexible).
+//! - Versions 0-2: Kafka 4 serves 1-2 (v2 flexible); v0, which KIP-896
+//!   removed, is v1's message and is served as v1.
 //! - ALTER on the Cluster is required: without it every partition gets
 //!   CLUSTER_AUTHORIZATION_FAILED.
 //! - Each partition goes to the host's `log.alter-log-dir`: a directory that
@@ -36,7 +37,8 @@ use gregor_sdk::{log, Handler, Reply, RequestContext, ResponseError};
 struct AlterReplicaLogDirs;
 
 impl Handler for AlterReplicaLogDirs {
-    gregor_sdk::api!(AlterReplicaLogDirsRequest, 1..=2);
+    gregor_sdk::api!(AlterReplicaLogDirsRequest, 0..=2);
+    const LEGACY: Option<gregor_sdk::legacy::Legacy> = Some(gregor_sdk::legacy::Legacy::same_as(1));
 
     fn handle(
         _ctx: &RequestContext,

@@ -1,6 +1,8 @@
 //! CreateAcls (ApiKey 30): add ACL bindings, as Kafka's AclApis and
 //! AclControlManager do.
 //!
+//! - Versions 0-3: v0, which Kafka 4 removed (KIP-896), is v1 with literal
+//!   patterns only ([`gregor_sdk::legacy::acl`]).
 //! - ALTER on the Cluster is required; without it every creation gets
 //!   CLUSTER_AUTHORIZATION_FAILED.
 //! - Each binding is validated alone (INVALID_REQUEST with Kafka's
@@ -73,7 +75,8 @@ fn binding(creation: &AclCreation) -> Result<AclBinding, String> {
 }
 
 impl Handler for CreateAcls {
-    gregor_sdk::api!(CreateAclsRequest, 1..=3);
+    gregor_sdk::api!(CreateAclsRequest, 0..=3);
+    const LEGACY: Option<gregor_sdk::legacy::Legacy> = Some(gregor_sdk::legacy::acl::CREATE);
 
     fn handle(ctx: &RequestContext, request: &CreateAclsRequest) -> Reply<CreateAclsResponse> {
         on_cluster::<Self>(ctx, request, Operation::Alter, || create(request))

@@ -2,7 +2,8 @@
 //! `KafkaApis.handleCreateTokenRequest` and the controller's
 //! `DelegationTokenControlManager.createDelegationToken`.
 //!
-//! - Versions 1-3 (Kafka 4 no longer serves v0). v3 may name another owner.
+//! - Versions 0-3. Kafka 4 no longer serves v0 (KIP-896), v1's message:
+//!   served as v1. v3 may name another owner.
 //! - In Kafka's order: a connection that may not manage tokens (plain
 //!   text, one-way SSL, itself token-authenticated) gets
 //!   DELEGATION_TOKEN_REQUEST_NOT_ALLOWED; creating a token for another
@@ -32,7 +33,8 @@ const ANONYMOUS: &str = "User:ANONYMOUS";
 struct CreateDelegationToken;
 
 impl Handler for CreateDelegationToken {
-    gregor_sdk::api!(CreateDelegationTokenRequest, 1..=3);
+    gregor_sdk::api!(CreateDelegationTokenRequest, 0..=3);
+    const LEGACY: Option<gregor_sdk::legacy::Legacy> = Some(gregor_sdk::legacy::Legacy::same_as(1));
 
     fn handle(
         ctx: &RequestContext,

@@ -31,8 +31,12 @@
 //!   topic, and a topic accepted is not throttled; older versions are
 //!   always accepted and throttled once over the quota. The response
 //!   carries the larger of that throttle time and the request quota's.
+//! - Versions 0-7: Kafka 4 removed v0-1 (KIP-896); Gregor serves them
+//!   through v2 for Kafka 3.x-era clients (see [`v0_1`]).
 //! - Error response (a trap or timeout): every topic with the error, as
 //!   Kafka's `CreateTopicsRequest.getErrorResponse`.
+
+mod v0_1;
 
 use gregor_sdk::AnswerError;
 use std::collections::{BTreeSet, HashMap};
@@ -63,7 +67,8 @@ const THROTTLED_MESSAGE: &str = "The throttling quota has been exceeded.";
 struct CreateTopics;
 
 impl Handler for CreateTopics {
-    gregor_sdk::api!(CreateTopicsRequest, 2..=7);
+    gregor_sdk::api!(CreateTopicsRequest, 0..=7);
+    const LEGACY: Option<gregor_sdk::legacy::Legacy> = Some(v0_1::LEGACY);
 
     fn handle(ctx: &RequestContext, request: &CreateTopicsRequest) -> Reply<CreateTopicsResponse> {
         let mut count: HashMap<&str, usize> = HashMap::new();

@@ -2,6 +2,8 @@
 //! filters, as Kafka's AclApis and AclControlManager do, in one durable
 //! step.
 //!
+//! - Versions 0-3: v0, which Kafka 4 removed (KIP-896), is v1 with literal
+//!   patterns only ([`gregor_sdk::legacy::acl`]).
 //! - ALTER on the Cluster is required; without it every filter gets
 //!   CLUSTER_AUTHORIZATION_FAILED.
 //! - Filters follow Kafka's AclBindingFilter (ANY, null, MATCH; see
@@ -48,7 +50,8 @@ fn filter_error(error_code: i16, message: Option<&str>) -> DeleteAclsFilterResul
 }
 
 impl Handler for DeleteAcls {
-    gregor_sdk::api!(DeleteAclsRequest, 1..=3);
+    gregor_sdk::api!(DeleteAclsRequest, 0..=3);
+    const LEGACY: Option<gregor_sdk::legacy::Legacy> = Some(gregor_sdk::legacy::acl::DELETE);
 
     fn handle(ctx: &RequestContext, request: &DeleteAclsRequest) -> Reply<DeleteAclsResponse> {
         on_cluster::<Self>(ctx, request, Operation::Alter, || delete(request))

@@ -1,6 +1,8 @@
 //! DeleteTopics (ApiKey 20): delete topics and their data, as Kafka's
 //! `handleDeleteTopics` (the KRaft controller's semantics).
 //!
+//! - Versions 0-6. Kafka 4 no longer serves v0 (KIP-896), v1's request
+//!   answered without a throttle time; Gregor does (see [`v0`]).
 //! - Topics are named by name, or from v6 by name or by id (KIP-516).
 //! - DELETE on the Cluster allows every topic; otherwise DELETE is asked per
 //!   topic. A topic named by name that the principal may not DESCRIBE gets
@@ -20,6 +22,8 @@
 //!   that throttle time and the request quota's.
 //! - Error response (a trap or timeout): every topic named with the error,
 //!   as Kafka's `DeleteTopicsRequest.getErrorResponse`.
+
+mod v0;
 
 use gregor_sdk::AnswerError;
 use std::collections::{HashMap, HashSet};
@@ -54,7 +58,8 @@ enum Target {
 }
 
 impl Handler for DeleteTopics {
-    gregor_sdk::api!(DeleteTopicsRequest, 1..=6);
+    gregor_sdk::api!(DeleteTopicsRequest, 0..=6);
+    const LEGACY: Option<gregor_sdk::legacy::Legacy> = Some(v0::LEGACY);
 
     fn handle(ctx: &RequestContext, request: &DeleteTopicsRequest) -> Reply<DeleteTopicsResponse> {
         let references = references(request, ctx.api_version);

@@ -1,6 +1,8 @@
 //! DescribeAcls (ApiKey 29): the ACL bindings matching one filter, grouped
 //! by resource pattern, as Kafka's AclApis answers.
 //!
+//! - Versions 0-3: v0, which Kafka 4 removed (KIP-896), is v1 with literal
+//!   patterns only ([`gregor_sdk::legacy::acl`]).
 //! - DESCRIBE on the Cluster is required; without it the response carries
 //!   CLUSTER_AUTHORIZATION_FAILED.
 //! - The filter follows Kafka's AclBindingFilter: ANY matches every type,
@@ -57,7 +59,8 @@ fn resources(bindings: Vec<AclBinding>) -> Vec<DescribeAclsResource> {
 }
 
 impl Handler for DescribeAcls {
-    gregor_sdk::api!(DescribeAclsRequest, 1..=3);
+    gregor_sdk::api!(DescribeAclsRequest, 0..=3);
+    const LEGACY: Option<gregor_sdk::legacy::Legacy> = Some(gregor_sdk::legacy::acl::DESCRIBE);
 
     fn handle(ctx: &RequestContext, request: &DescribeAclsRequest) -> Reply<DescribeAclsResponse> {
         on_cluster::<Self>(ctx, request, Operation::Describe, || describe_acls(request))

@@ -6,7 +6,8 @@
 //! `group.*` value), as Kafka's
 //! `KafkaApis.handleDescribeConfigsRequest` and `ConfigHelper`.
 //!
-//! - Versions 1-4 (Kafka 4 no longer serves v0).
+//! - Versions 0-4. Kafka 4 no longer serves v0 (KIP-896); Gregor does,
+//!   through v1 (see [`v0`]).
 //! - DESCRIBE_CONFIGS on the Topic for topics, on the Cluster for broker,
 //!   broker-logger and client-metrics resources (GROUP: on the Group).
 //!   Unauthorized resources get TOPIC_ / CLUSTER_ / GROUP_AUTHORIZATION_FAILED
@@ -19,6 +20,8 @@
 //!   for a broker or broker-logger id other than this node, ...).
 //! - Error response (a trap or timeout): every resource with the error and
 //!   no configs, as Kafka's `DescribeConfigsRequest.getErrorResponse`.
+
+mod v0;
 
 use gregor_sdk::authz::Operation;
 use gregor_sdk::configs::{
@@ -36,7 +39,8 @@ use gregor_sdk::{Handler, Reply, RequestContext, ResponseError};
 struct DescribeConfigs;
 
 impl Handler for DescribeConfigs {
-    gregor_sdk::api!(DescribeConfigsRequest, 1..=4);
+    gregor_sdk::api!(DescribeConfigsRequest, 0..=4);
+    const LEGACY: Option<gregor_sdk::legacy::Legacy> = Some(v0::LEGACY);
 
     fn handle(
         _: &RequestContext,

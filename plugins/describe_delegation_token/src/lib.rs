@@ -2,7 +2,8 @@
 //! `KafkaApis.handleDescribeTokensRequest` and
 //! `DelegationTokenManager.filterToken`.
 //!
-//! - Versions 1-3 (v3 adds the token requester).
+//! - Versions 0-3 (v0, which KIP-896 removed, is v1's message; v3 adds the
+//!   token requester).
 //! - Connections that may not manage tokens get
 //!   DELEGATION_TOKEN_REQUEST_NOT_ALLOWED; without a secret key,
 //!   DELEGATION_TOKEN_AUTH_DISABLED.
@@ -27,7 +28,8 @@ use gregor_sdk::{Handler, Reply, RequestContext};
 struct DescribeDelegationToken;
 
 impl Handler for DescribeDelegationToken {
-    gregor_sdk::api!(DescribeDelegationTokenRequest, 1..=3);
+    gregor_sdk::api!(DescribeDelegationTokenRequest, 0..=3);
+    const LEGACY: Option<gregor_sdk::legacy::Legacy> = Some(gregor_sdk::legacy::Legacy::same_as(1));
 
     fn handle(
         ctx: &RequestContext,

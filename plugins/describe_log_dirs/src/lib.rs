@@ -3,7 +3,8 @@
 //! `KafkaApis.handleDescribeLogDirsRequest` and
 //! `ReplicaManager.describeLogDirs`.
 //!
-//! - Versions 1-4, as Kafka 4 serves them (v2 flexible, v3 adds the
+//! - Versions 0-4: Kafka 4 serves 1-4; v0, which KIP-896 removed, is v1's
+//!   message and is served as v1 (v2 flexible, v3 adds the
 //!   top-level error code, v4 the file system's total and usable bytes).
 //! - DESCRIBE on the Cluster is required: without it the answer lists no
 //!   directory and, from v3, carries CLUSTER_AUTHORIZATION_FAILED.
@@ -35,7 +36,8 @@ const ERROR_CODE_VERSION: i16 = 3;
 struct DescribeLogDirs;
 
 impl Handler for DescribeLogDirs {
-    gregor_sdk::api!(DescribeLogDirsRequest, 1..=4);
+    gregor_sdk::api!(DescribeLogDirsRequest, 0..=4);
+    const LEGACY: Option<gregor_sdk::legacy::Legacy> = Some(gregor_sdk::legacy::Legacy::same_as(1));
 
     fn handle(
         ctx: &RequestContext,

@@ -2,7 +2,7 @@
 //! `KafkaApis.handleExpireTokenRequest` and the controller's
 //! `expireDelegationToken`.
 //!
-//! - Versions 1-2. The token is named by its HMAC; only its owner, its
+//! - Versions 0-2 (v0, which KIP-896 removed, is v1's message). The token is named by its HMAC; only its owner, its
 //!   requester and its renewers may expire it (else
 //!   DELEGATION_TOKEN_OWNER_MISMATCH); an unknown HMAC is
 //!   DELEGATION_TOKEN_NOT_FOUND. Connections that may not manage tokens get
@@ -25,7 +25,7 @@ use gregor_sdk::KafkaError;
 struct Expire;
 
 impl LifetimeChange for Expire {
-    gregor_sdk::api!(ExpireDelegationTokenRequest, 1..=2);
+    gregor_sdk::api!(ExpireDelegationTokenRequest, 0..=2);
 
     fn change(request: &ExpireDelegationTokenRequest) -> Result<i64, KafkaError> {
         delegation_tokens::expire(&request.hmac, request.expiry_time_period_ms)

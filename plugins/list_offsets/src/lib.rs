@@ -3,12 +3,13 @@
 //! `KafkaApis.handleListOffsetRequest` (v1 and above) and
 //! `ReplicaManager.fetchOffset`.
 //!
-//! - Versions 1-10 (Kafka 4 no longer serves v0).
+//! - Versions 0-10. Kafka 4 no longer serves v0 (KIP-896); Gregor does, for
+//!   Kafka 3.x-era clients, through v1 (see [`v0`]).
 //! - DESCRIBE on each Topic, asked once for the whole request; unauthorized
 //!   partitions get TOPIC_AUTHORIZATION_FAILED.
 //! - A partition named twice in a request is INVALID_REQUEST (each time), and
 //!   a special timestamp newer than the request version is
-//!   UNSUPPORTED_VERSION: -1 latest and -2 earliest from v1, -3 max timestamp
+//!   UNSUPPORTED_VERSION: -1 latest and -2 earliest from v0, -3 max timestamp
 //!   from v7, -4 earliest local from v8, -5 latest tiered from v9.
 //! - Everything else goes to the host's `log.list-offset` with the request's
 //!   isolation level. A found offset carries the leader epoch (v4+): always 0
@@ -20,6 +21,8 @@
 use gregor_sdk::AnswerError;
 use std::collections::HashSet;
 
+mod v0;
+
 use gregor_sdk::authz::Operation;
 use gregor_sdk::kafka_protocol::messages::list_offsets_request::{
     ListOffsetsPartition, ListOffsetsTopic,
@@ -28,6 +31,7 @@ use gregor_sdk::kafka_protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse as PartitionResponse, ListOffsetsTopicResponse as TopicResponse,
 };
 use gregor_sdk::kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
+use gregor_sdk::legacy::Legacy;
 use gregor_sdk::log::{self, OffsetAnswer};
 use gregor_sdk::partitions::{self, allowed_topics, TopicAnswer};
 use gregor_sdk::{Handler, Reply, RequestContext, ResponseError, NONE};
@@ -38,7 +42,8 @@ const LEADER_EPOCH: i32 = 0;
 struct ListOffsets;
 
 impl Handler for ListOffsets {
-    gregor_sdk::api!(ListOffsetsRequest, 1..=10);
+    gregor_sdk::api!(ListOffsetsRequest, 0..=10);
+    const LEGACY: Option<Legacy> = Some(v0::LEGACY);
 
     fn handle(ctx: &RequestContext, request: &ListOffsetsRequest) -> Reply<ListOffsetsResponse> {
         let version = ctx.api_version;
@@ -97,7 +102,7 @@ fn duplicate_partitions(topics: &[ListOffsetsTopic]) -> HashSet<(&str, i32)> {
 fn timestamp_supported(timestamp: i64, version: i16) -> bool {
     let since = match timestamp {
         0.. => return true,
-        -2..=-1 => 1,
+        -2..=-1 => 0,
         -3 => 7,
         -4 => 8,
         -5 => 9,
@@ -173,7 +178,7 @@ mod tests {
     #[test]
     fn special_timestamps_need_their_version() {
         assert!(timestamp_supported(1_700_000_000_000, 1));
-        assert!(timestamp_supported(-1, 1) && timestamp_supported(-2, 1));
+        assert!(timestamp_supported(-1, 0) && timestamp_supported(-2, 0));
         assert!(!timestamp_supported(-3, 6) && timestamp_supported(-3, 7));
         assert!(!timestamp_supported(-4, 7) && timestamp_supported(-4, 8));
         assert!(!timestamp_supported(-5, 8) && timestamp_supported(-5, 9));

@@ -1,8 +1,9 @@
 //! OffsetCommit (ApiKey 8): a consumer stores its position, as Kafka's
 //! `KafkaApis.handleOffsetCommitRequest`.
 //!
-//! - Versions 2-9 (Kafka 4 dropped v0-1). v2-4 carry a retention time, v6
-//!   the leader epoch, v7 the group_instance_id.
+//! - Versions 0-9. Kafka 4 dropped v0-1 (KIP-896); Gregor serves them
+//!   through v2 for Kafka 3.x-era clients (see [`v0_1`]). v2-4 carry a
+//!   retention time, v6 the leader epoch, v7 the group_instance_id.
 //! - READ on the Group first (else every partition gets
 //!   GROUP_AUTHORIZATION_FAILED), then READ on each Topic (else
 //!   TOPIC_AUTHORIZATION_FAILED); a topic or partition that does not exist
@@ -15,16 +16,20 @@
 //! - A failed handler (trap or timeout) is answered as Kafka's
 //!   `getErrorResponse`: every partition with the error.
 
+mod v0_1;
+
 use gregor_sdk::authz::Operation;
 use gregor_sdk::groups::{self, group_allowed, opt_string};
 use gregor_sdk::kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse};
+use gregor_sdk::legacy::Legacy;
 use gregor_sdk::offset_commit::{self, CommitRequest};
 use gregor_sdk::{Handler, Reply, RequestContext, ResponseError};
 
 struct OffsetCommit;
 
 impl Handler for OffsetCommit {
-    gregor_sdk::api!(OffsetCommitRequest, 2..=9);
+    gregor_sdk::api!(OffsetCommitRequest, 0..=9);
+    const LEGACY: Option<Legacy> = Some(v0_1::LEGACY);
 
     fn handle(_ctx: &RequestContext, request: &OffsetCommitRequest) -> Reply<OffsetCommitResponse> {
         let codes = if !group_allowed(Operation::Read, &request.group_id) {
@@ -106,8 +111,12 @@ mod tests {
 
     /// Topics "a" (2 partitions) and "secret" (1) exist; the principal may
     /// not read "secret" nor group "denied". The coordinator stores offsets
-    /// at or above 11 and refuses the others with OFFSET_METADATA_TOO_LARGE.
-    struct Coordinator;
+    /// at or above 11 and refuses the others with OFFSET_METADATA_TOO_LARGE;
+    /// it expects commits with this generation and member.
+    struct Coordinator(i32, &'static str);
+
+    /// A consumer without group management.
+    const UNMANAGED: Coordinator = Coordinator(-1, "");
 
     impl FakeHost for Coordinator {
         fn authorize(&self, action: &Action) -> bool {
@@ -122,13 +131,16 @@ mod tests {
         fn commit_offsets(
             &self,
             group: &str,
-            _: i32,
-            _: &str,
+            generation: i32,
+            member: &str,
             _: Option<&str>,
-            _: i64,
+            retention: i64,
             offsets: &[Offset],
         ) -> Vec<Option<KafkaError>> {
-            assert_eq!(group, "g");
+            assert_eq!(
+                (group, generation, member, retention),
+                ("g", self.0, self.1, -1)
+            );
             let code = |o: &Offset| if o.offset >= 11 { 0 } else { 12 };
             offsets.iter().map(|o| error_of(code(o))).collect()
         }
@@ -137,7 +149,7 @@ mod tests {
     #[test]
     fn partitions_are_checked_then_stored_in_request_order() {
         let request = request("g", &[("secret", &[0]), ("a", &[0, 5, 1]), ("b", &[0])]);
-        let handled = fake::handle::<OffsetCommit>(Coordinator, 9, &request);
+        let handled = fake::handle::<OffsetCommit>(UNMANAGED, 9, &request);
         let (denied, unknown) = (29, 3);
         assert_eq!(
             handled.response.map(|r| r.codes_by_topic()),
@@ -153,11 +165,27 @@ mod tests {
     #[test]
     fn an_unauthorized_group_fails_every_partition_without_the_coordinator() {
         let request = request("denied", &[("a", &[0, 1])]);
-        let handled = fake::handle::<OffsetCommit>(Coordinator, 2, &request);
+        let handled = fake::handle::<OffsetCommit>(UNMANAGED, 2, &request);
         let denied = ResponseError::GroupAuthorizationFailed.code();
         assert_eq!(
             handled.response.map(|r| r.codes_by_topic()),
             Some(vec![("a".to_string(), vec![(0, denied), (1, denied)])])
         );
+    }
+
+    #[test]
+    fn v0_commits_without_a_generation_and_v1_with_it() {
+        let request = request("g", &[("a", &[1])])
+            .with_generation_id_or_member_epoch(5)
+            .with_member_id(StrBytes::from_static_str("m"));
+        for (version, coordinator) in [(0, UNMANAGED), (1, Coordinator(5, "m"))] {
+            let handled = fake::handle::<OffsetCommit>(coordinator, version, &request);
+            let codes = handled.response.map(|r| r.codes_by_topic());
+            assert_eq!(
+                codes,
+                Some(vec![("a".to_string(), vec![(1, 0)])]),
+                "v{version}"
+            );
+        }
     }
 }

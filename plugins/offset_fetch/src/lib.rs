@@ -1,7 +1,9 @@
 //! OffsetFetch (ApiKey 9): a group's committed offsets, as Kafka's
 //! `KafkaApis.handleOffsetFetchRequest`.
 //!
-//! - Versions 1-9 (Kafka 4 dropped v0). From v2 no topic list means every
+//! - Versions 0-9. Kafka 4 dropped v0 (KIP-896), whose message is v1's;
+//!   Kafka 3.9 read v0's offsets from ZooKeeper (a KRaft broker refused it),
+//!   Gregor answers it from the group coordinator as v1. From v2 no topic list means every
 //!   partition with a committed offset and a group error is answered at the
 //!   top level (v1 repeats it on each partition); v5 adds the leader epoch,
 //!   v7 require_stable, and from v8 one request asks for many groups.
@@ -40,7 +42,8 @@ struct GroupAnswer {
 }
 
 impl Handler for OffsetFetch {
-    gregor_sdk::api!(OffsetFetchRequest, 1..=9);
+    gregor_sdk::api!(OffsetFetchRequest, 0..=9);
+    const LEGACY: Option<gregor_sdk::legacy::Legacy> = Some(gregor_sdk::legacy::Legacy::same_as(1));
 
     fn handle(ctx: &RequestContext, request: &OffsetFetchRequest) -> Reply<OffsetFetchResponse> {
         let version = ctx.api_version;

@@ -3,7 +3,8 @@
 //! and `LeaderEpochFileCache.endOffsetFor`. Consumers use it after a leader
 //! change to detect log truncation (KIP-320).
 //!
-//! - Versions 2-4 (Kafka 4 no longer serves v0-1).
+//! - Versions 0-4. Kafka 4 no longer serves v0-1 (KIP-896); Gregor serves
+//!   them through v2 (see [`v0_1`]).
 //! - CLUSTER_ACTION on the Cluster allows every topic; otherwise DESCRIBE on
 //!   each Topic, and unauthorized partitions get TOPIC_AUTHORIZATION_FAILED.
 //! - Leader epochs on a single node: every partition has had one leader
@@ -17,6 +18,8 @@
 //! - Error response (a trap or timeout): every partition with the error and
 //!   an undefined epoch and offset, as Kafka's
 //!   `OffsetsForLeaderEpochRequest.getErrorResponse`.
+
+mod v0_1;
 
 use gregor_sdk::authorize::cluster_allowed;
 use gregor_sdk::authz::Operation;
@@ -43,7 +46,8 @@ const READ_UNCOMMITTED: i8 = 0;
 struct OffsetForLeaderEpoch;
 
 impl Handler for OffsetForLeaderEpoch {
-    gregor_sdk::api!(OffsetForLeaderEpochRequest, 2..=4);
+    gregor_sdk::api!(OffsetForLeaderEpochRequest, 0..=4);
+    const LEGACY: Option<gregor_sdk::legacy::Legacy> = Some(v0_1::LEGACY);
 
     fn handle(
         _ctx: &RequestContext,

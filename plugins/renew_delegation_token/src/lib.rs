@@ -2,7 +2,7 @@
 //! `KafkaApis.handleRenewTokenRequest` and the controller's
 //! `renewDelegationToken`.
 //!
-//! - Versions 1-2. The token is named by its HMAC. Only its owner, its
+//! - Versions 0-2 (v0, which KIP-896 removed, is v1's message). The token is named by its HMAC. Only its owner, its
 //!   requester and its renewers may renew it (else
 //!   DELEGATION_TOKEN_OWNER_MISMATCH); an unknown HMAC is
 //!   DELEGATION_TOKEN_NOT_FOUND, an expired token DELEGATION_TOKEN_EXPIRED.
@@ -25,7 +25,7 @@ use gregor_sdk::KafkaError;
 struct Renew;
 
 impl LifetimeChange for Renew {
-    gregor_sdk::api!(RenewDelegationTokenRequest, 1..=2);
+    gregor_sdk::api!(RenewDelegationTokenRequest, 0..=2);
 
     fn change(request: &RenewDelegationTokenRequest) -> Result<i64, KafkaError> {
         delegation_tokens::renew(&request.hmac, request.renew_period_ms)

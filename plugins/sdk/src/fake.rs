@@ -160,10 +160,18 @@ where
     H::Request: Encodable,
     H::Response: Decodable + HeaderVersion,
 {
+    // An old version (see crate::legacy) is written as a client of it would.
+    let legacy = H::LEGACY.filter(|legacy| version < legacy.base);
+    let wire = legacy.map_or(version, |legacy| legacy.base);
     let mut body = BytesMut::new();
-    if let Err(error) = request.encode(&mut body, version) {
+    if let Err(error) = request.encode(&mut body, wire) {
         panic!("the test's request does not encode for v{version}: {error}");
     }
+    let body = match legacy.map(|legacy| legacy.request_from_base(&body, version)) {
+        Some(Ok(old)) => old,
+        Some(Err(error)) => panic!("the test's request does not rewrite for v{version}: {error}"),
+        None => body.to_vec(),
+    };
     HOST.with(|slot| *slot.borrow_mut() = Some(Box::new(host)));
     RECORDED.with(|recorded| *recorded.borrow_mut() = Recorded::default());
     let outcome = run::<H>(&context::<H>(version), &body);
@@ -171,8 +179,13 @@ where
     let recorded = RECORDED.with(|recorded| std::mem::take(&mut *recorded.borrow_mut()));
     let response = match &outcome {
         Outcome::Respond(bytes) => {
-            let mut bytes = bytes::Bytes::from(bytes.clone());
-            match H::Response::decode(&mut bytes, version) {
+            let bytes = match legacy.map(|legacy| legacy.response_to_base(bytes, version)) {
+                Some(Ok(base)) => base,
+                Some(Err(error)) => panic!("the response does not rewrite for v{version}: {error}"),
+                None => bytes.clone(),
+            };
+            let mut bytes = bytes::Bytes::from(bytes);
+            match H::Response::decode(&mut bytes, wire) {
                 Ok(response) => Some(response),
                 Err(error) => panic!("the response does not decode for v{version}: {error}"),
             }

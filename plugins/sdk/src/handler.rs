@@ -18,6 +18,7 @@ use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request};
 use crate::bindings::exports::gregor::broker::handler::Guest;
 use crate::bounded::DecodeError;
 use crate::codec::{decode_request, encode};
+use crate::legacy::Legacy;
 use crate::response::KafkaResponse;
 use crate::{ApiInfo, Outcome, RequestContext};
 
@@ -119,6 +120,12 @@ pub trait Handler {
     fn before_decode(_ctx: &RequestContext) -> Option<Reply<Self::Response>> {
         None
     }
+
+    /// Versions older than the ones `kafka-protocol` knows (Kafka 4 removed
+    /// them, KIP-896), served by rewriting them to and from the oldest it
+    /// knows ([`crate::legacy`]); `handle` still sees the request's version
+    /// in its context.
+    const LEGACY: Option<Legacy> = None;
 }
 
 /// The declarations every handler makes, in one line inside its
@@ -192,9 +199,9 @@ pub fn describe<H: Handler>() -> ApiInfo {
 /// does for every typed handler.
 pub fn run<H: Handler>(ctx: &RequestContext, body: &[u8]) -> Outcome {
     if let Some(reply) = H::before_decode(ctx) {
-        return finish(ctx, without_request(reply));
+        return finish::<H>(ctx, without_request(reply));
     }
-    let reply = match decode_request::<H::Request>(ctx, body) {
+    let reply = match decode::<H>(ctx, body) {
         Ok(request) => {
             let mut reply = H::handle(ctx, &request);
             if let Some(response) = reply.response_mut() {
@@ -208,7 +215,62 @@ pub fn run<H: Handler>(ctx: &RequestContext, body: &[u8]) -> Outcome {
         Err(DecodeError::TooLarge) => without_request(H::too_large(ctx)),
         Err(DecodeError::Malformed(_)) => Reply::Close,
     };
-    finish(ctx, reply)
+    finish::<H>(ctx, reply)
+}
+
+/// The handler's legacy rewriting, when `ctx`'s version needs it.
+fn legacy_for<H: Handler>(ctx: &RequestContext) -> Option<(Legacy, RequestContext)> {
+    let legacy = H::LEGACY.filter(|legacy| ctx.api_version < legacy.base)?;
+    let base = RequestContext {
+        api_version: legacy.base,
+        ..ctx.clone()
+    };
+    Some((legacy, base))
+}
+
+/// Decodes the request for the context's version, an old one rewritten first.
+pub fn decode<H: Handler>(ctx: &RequestContext, body: &[u8]) -> Result<H::Request, DecodeError> {
+    match legacy_for::<H>(ctx) {
+        None => decode_request::<H::Request>(ctx, body),
+        Some((legacy, base)) => match legacy.request_to_base(body, ctx.api_version) {
+            Ok(body) => decode_request::<H::Request>(&base, &body),
+            Err(error) => {
+                crate::logging::log(
+                    crate::logging::Level::Warn,
+                    &format!(
+                        "request not rewritten (api key {}, version {}, correlation id {}): {error}",
+                        ctx.api_key, ctx.api_version, ctx.correlation_id
+                    ),
+                );
+                Err(error)
+            }
+        },
+    }
+}
+
+/// Encodes the response for the context's version, an old one rewritten
+/// from the base version's encoding; None (logged) when it cannot be.
+pub fn encode_response<H: Handler>(
+    ctx: &RequestContext,
+    response: &H::Response,
+) -> Option<Vec<u8>> {
+    let Some((legacy, base)) = legacy_for::<H>(ctx) else {
+        return encode(ctx, response);
+    };
+    let body = encode(&base, response)?;
+    match legacy.response_from_base(&body, ctx.api_version) {
+        Ok(body) => Some(body),
+        Err(error) => {
+            crate::logging::log(
+                crate::logging::Level::Error,
+                &format!(
+                    "cannot rewrite the response for v{} (api key {}): {error}",
+                    ctx.api_version, ctx.api_key
+                ),
+            );
+            None
+        }
+    }
 }
 
 /// Counts and throttles a reply given without a decoded request.
@@ -229,9 +291,9 @@ pub fn with_request_quota<R: KafkaResponse>(response: &mut R) {
 }
 
 /// The outcome the host sees for a finished reply.
-fn finish<R: Encodable>(ctx: &RequestContext, reply: Reply<R>) -> Outcome {
+fn finish<H: Handler>(ctx: &RequestContext, reply: Reply<H::Response>) -> Outcome {
     match reply {
-        Reply::Respond(response) => match encode(ctx, &response) {
+        Reply::Respond(response) => match encode_response::<H>(ctx, &response) {
             Some(body) => Outcome::Respond(body),
             None => Outcome::CloseConnection,
         },
@@ -247,11 +309,11 @@ pub fn error_response<H: Handler>(
     body: &[u8],
     error_code: i16,
 ) -> Option<Vec<u8>> {
-    let request = decode_request::<H::Request>(ctx, body).ok()?;
+    let request = decode::<H>(ctx, body).ok()?;
     if !H::answers_failure(ctx, &request) {
         return None;
     }
-    encode(ctx, &H::failed(ctx, &request, error_code))
+    encode_response::<H>(ctx, &H::failed(ctx, &request, error_code))
 }
 
 /// A module that works on the raw request body: for an RPC the

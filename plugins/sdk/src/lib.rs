@@ -22,6 +22,7 @@ pub mod fake;
 pub mod groups;
 pub mod handler;
 pub mod ids;
+pub mod legacy;
 pub mod offset_commit;
 pub mod partitions;
 pub mod request_caps;

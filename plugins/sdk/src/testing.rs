@@ -2,16 +2,15 @@
 //! response `failed` builds, encode for every version it serves
 //! ([`crate::served_versions_test!`] writes that test for a crate).
 
-use kafka_protocol::protocol::Encodable;
-
 use crate::fake::context;
-use crate::handler::Handler;
+use crate::handler::{encode_response, Handler};
 use crate::response::KafkaResponse;
 
 /// Kafka's UNKNOWN_SERVER_ERROR, what the host answers a trapped handler with.
 const UNKNOWN_SERVER_ERROR: i16 = -1;
 
-/// Asserts, for every version `H` serves (not refused before decoding), that each of `responses` encodes
+/// Asserts, for every version `H` serves (not refused before decoding;
+/// old ones rewritten, see [`crate::legacy`]), that each of `responses` encodes
 /// and that `H::failed` for the empty request and for each of `requests`
 /// encodes; for the given requests the failure must also carry the error.
 pub fn assert_encodes_for_served_versions<H>(requests: &[H::Request], responses: &[H::Response])
@@ -26,20 +25,18 @@ where
             continue;
         }
         for (i, response) in responses.iter().enumerate() {
-            if let Err(error) = response.encode(&mut Vec::new(), version) {
-                panic!("response {i} does not encode for v{version}: {error}");
+            if encode_response::<H>(&ctx, response).is_none() {
+                panic!("response {i} does not encode for v{version}");
             }
         }
         let empty = H::failed(&ctx, &H::Request::default(), UNKNOWN_SERVER_ERROR);
-        if let Err(error) = empty.encode(&mut Vec::new(), version) {
-            panic!(
-                "the error response to an empty request does not encode for v{version}: {error}"
-            );
+        if encode_response::<H>(&ctx, &empty).is_none() {
+            panic!("the error response to an empty request does not encode for v{version}");
         }
         for (i, request) in requests.iter().enumerate() {
             let failed = H::failed(&ctx, request, UNKNOWN_SERVER_ERROR);
-            if let Err(error) = failed.encode(&mut Vec::new(), version) {
-                panic!("the error response to request {i} does not encode for v{version}: {error}");
+            if encode_response::<H>(&ctx, &failed).is_none() {
+                panic!("the error response to request {i} does not encode for v{version}");
             }
             assert!(
                 failed.error_codes().contains(&UNKNOWN_SERVER_ERROR),

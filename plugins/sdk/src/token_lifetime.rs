@@ -11,6 +11,7 @@ use std::marker::PhantomData;
 use kafka_protocol::messages::{ExpireDelegationTokenResponse, RenewDelegationTokenResponse};
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request};
 
+use crate::legacy::Legacy;
 use crate::response::KafkaResponse;
 use crate::{Handler, KafkaError, Reply, RequestContext};
 
@@ -35,6 +36,8 @@ impl<C: LifetimeChange> Handler for TokenLifetime<C> {
     const NAME: &'static str = C::NAME;
     const MIN_VERSION: i16 = C::MIN_VERSION;
     const MAX_VERSION: i16 = C::MAX_VERSION;
+    /// v0 of both (Kafka 4 removed it, KIP-896) is v1's message.
+    const LEGACY: Option<Legacy> = Some(Legacy::same_as(1));
 
     fn handle(_: &RequestContext, request: &C::Request) -> Reply<C::Response> {
         match C::change(request) {

@@ -6,7 +6,8 @@
 //! markers through the host, so here this is the admin's tool (and any
 //! other sender's).
 //!
-//! - Version 1 (flexible; Kafka 4 dropped v0).
+//! - Versions 0-1. Kafka 4 dropped v0 (KIP-896), v1's fields without
+//!   flexible encoding; Gregor serves it through v1 (see [`v0`]).
 //! - ALTER or CLUSTER_ACTION on the Cluster (Kafka asks for ALTER first so
 //!   an admin may abort), else every partition CLUSTER_AUTHORIZATION_FAILED.
 //! - Per marker (one producer): a partition that does not exist is
@@ -19,6 +20,8 @@
 //!   the response has no throttle.
 //! - A failed handler (trap or timeout) is answered as Kafka's
 //!   `getErrorResponse`: every partition of every marker with the error.
+
+mod v0;
 
 use std::collections::HashMap;
 
@@ -39,7 +42,8 @@ use gregor_sdk::{quotas, Handler, Reply, RequestContext, ResponseError};
 struct WriteTxnMarkers;
 
 impl Handler for WriteTxnMarkers {
-    gregor_sdk::api!(WriteTxnMarkersRequest, 1..=1);
+    gregor_sdk::api!(WriteTxnMarkersRequest, 0..=1);
+    const LEGACY: Option<gregor_sdk::legacy::Legacy> = Some(v0::LEGACY);
 
     fn handle(
         _ctx: &RequestContext,

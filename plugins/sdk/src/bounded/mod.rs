@@ -92,4 +92,4 @@ pub fn decode_bounded<R: Decodable>(
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

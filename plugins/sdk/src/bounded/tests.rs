@@ -165,7 +165,7 @@ fn seeded_mutations_of_every_request_never_trap() {
 
 /// Bit flips, truncation, huge INT32/varint lengths, small counts (to grow
 /// structure) and random tails.
-fn mutate(rng: &mut SmallRng, base: &[u8]) -> Vec<u8> {
+pub(crate) fn mutate(rng: &mut SmallRng, base: &[u8]) -> Vec<u8> {
     let mut out = base.to_vec();
     for _ in 0..rng.random_range(1..4) {
         let at = if out.is_empty() {
