@@ -21,6 +21,7 @@
 
 mod broker;
 mod broker_logger;
+mod catalog;
 pub mod client_metrics;
 mod group;
 mod topic;

@@ -16,9 +16,11 @@ pub enum ConfigType {
     Boolean,
     String,
     Int,
+    Short,
     Long,
     Double,
     List,
+    Class,
     Password,
 }
 
@@ -279,7 +281,7 @@ pub fn validate(def: &BrokerConfigDef, value: &str) -> Result<(), String> {
                 return invalid(&format!("String must be one of: {}", allowed.join(", ")));
             }
         }
-        ConfigType::Unknown | Password => {}
+        ConfigType::Unknown | ConfigType::Short | ConfigType::Class | Password => {}
     }
     Ok(())
 }
