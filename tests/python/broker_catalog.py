@@ -21,9 +21,7 @@ import sys
 
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource
-from kafka import KafkaAdminClient
-from kafka.protocol.admin import IncrementalAlterConfigsRequest_v0
-
+from admin_wire import admin_client, incremental
 from checks import check
 
 TIMEOUT = 30
@@ -82,10 +80,9 @@ def set_phase(bootstrap, seen):
     check(describe(admin)[RELOGIN].value == "120000", "a refused change altered the stored value")
 
     # The cluster-wide default takes cluster-wide configs, not per-broker ones.
-    wire = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=TIMEOUT * 1000)
+    wire = admin_client(bootstrap)
     for name, value, want in [(RELOGIN, "1000", 42), ("background.threads", "4", 0)]:
-        request = IncrementalAlterConfigsRequest_v0(resources=[(4, "", [(name, 0, value)])], validate_only=False)
-        ((code, message, _, _),) = wire.send_request(request).responses
+        code, message = incremental(wire, 4, "", [(name, 0, value)])
         check(code == want, f"cluster default {name}: {code} {message}")
         if code:
             check("broker id must be specified" in message, f"cluster default message {message!r}")
