@@ -27,28 +27,13 @@ pub(crate) enum Mode {
     ClusterWide,
 }
 
-/// Kafka's ConfigDef type names, as the page writes them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
-enum Kind {
-    Boolean,
-    String,
-    Int,
-    Short,
-    Long,
-    Double,
-    List,
-    Class,
-    Password,
-}
-
 /// One of Kafka's broker configs.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct KafkaConfig {
     pub(crate) name: String,
     #[serde(rename = "type")]
-    kind: Kind,
+    kind: ConfigType,
     pub(crate) default: Option<String>,
     #[serde(default)]
     min: Option<i64>,
@@ -99,17 +84,7 @@ pub(crate) fn lookup(name: &str) -> Option<&'static KafkaConfig> {
 
 impl KafkaConfig {
     pub(crate) fn config_type(&self) -> ConfigType {
-        match self.kind {
-            Kind::Boolean => ConfigType::Boolean,
-            Kind::String => ConfigType::String,
-            Kind::Int => ConfigType::Int,
-            Kind::Short => ConfigType::Short,
-            Kind::Long => ConfigType::Long,
-            Kind::Double => ConfigType::Double,
-            Kind::List => ConfigType::List,
-            Kind::Class => ConfigType::Class,
-            Kind::Password => ConfigType::Password,
-        }
+        self.kind
     }
 
     /// Whether AlterConfigs may set it at all.
@@ -142,22 +117,26 @@ impl KafkaConfig {
         let trimmed = value.trim();
         let not_a = |kind: &str| format!("Not a number of type {kind}");
         match self.kind {
-            Kind::Boolean => {
+            ConfigType::Boolean => {
                 if !trimmed.eq_ignore_ascii_case("true") && !trimmed.eq_ignore_ascii_case("false") {
                     return Err("Expected value to be either true or false".into());
                 }
             }
-            Kind::Int => self.in_range(trimmed.parse::<i32>().map_err(|_| not_a("INT"))?.into())?,
-            Kind::Short => {
+            ConfigType::Int => {
+                self.in_range(trimmed.parse::<i32>().map_err(|_| not_a("INT"))?.into())?
+            }
+            ConfigType::Short => {
                 self.in_range(trimmed.parse::<i16>().map_err(|_| not_a("SHORT"))?.into())?
             }
-            Kind::Long => self.in_range(trimmed.parse::<i64>().map_err(|_| not_a("LONG"))?)?,
-            Kind::Double => {
+            ConfigType::Long => {
+                self.in_range(trimmed.parse::<i64>().map_err(|_| not_a("LONG"))?)?
+            }
+            ConfigType::Double => {
                 if !trimmed.parse::<f64>().is_ok_and(f64::is_finite) {
                     return Err(not_a("DOUBLE"));
                 }
             }
-            Kind::List => {
+            ConfigType::List => {
                 let items: Vec<&str> = trimmed
                     .split(',')
                     .map(str::trim)
@@ -168,18 +147,18 @@ impl KafkaConfig {
                 }
                 items.iter().try_for_each(|item| self.one_of(item))?;
             }
-            Kind::String => {
+            ConfigType::String => {
                 if self.non_empty && trimmed.is_empty() {
                     return Err("String may not be empty".into());
                 }
                 self.one_of(trimmed)?;
             }
-            Kind::Class => {
+            ConfigType::Class => {
                 if !is_class_name(trimmed) {
                     return Err(format!("Class {trimmed} could not be found."));
                 }
             }
-            Kind::Password => {}
+            ConfigType::Password | ConfigType::Unknown => {}
         }
         Ok(())
     }

@@ -9,8 +9,10 @@
 //! units (`log.retention.hours`); the first one set wins, most precise
 //! first, as Kafka resolves them.
 
-/// Kafka's DescribeConfigs config types.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Kafka's DescribeConfigs config types (lower-case in Kafka's documented
+/// config list, which `config_admin::catalog` reads).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum ConfigType {
     Unknown,
     Boolean,
