@@ -33,7 +33,7 @@ pub(crate) enum Mode {
 pub(crate) struct KafkaConfig {
     pub(crate) name: String,
     #[serde(rename = "type")]
-    kind: ConfigType,
+    config_type: ConfigType,
     pub(crate) default: Option<String>,
     #[serde(default)]
     min: Option<i64>,
@@ -84,7 +84,7 @@ pub(crate) fn lookup(name: &str) -> Option<&'static KafkaConfig> {
 
 impl KafkaConfig {
     pub(crate) fn config_type(&self) -> ConfigType {
-        self.kind
+        self.config_type
     }
 
     /// Whether AlterConfigs may set it at all.
@@ -116,7 +116,7 @@ impl KafkaConfig {
     fn check_value(&self, value: &str) -> Result<(), String> {
         let trimmed = value.trim();
         let not_a = |kind: &str| format!("Not a number of type {kind}");
-        match self.kind {
+        match self.config_type {
             ConfigType::Boolean => {
                 if !trimmed.eq_ignore_ascii_case("true") && !trimmed.eq_ignore_ascii_case("false") {
                     return Err("Expected value to be either true or false".into());
