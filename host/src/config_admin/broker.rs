@@ -1,11 +1,14 @@
 //! BROKER: this broker (resource name = node id: every broker config) or
-//! the cluster-wide default (name ""): only the dynamic ones
-//! (`metadata::broker_config`) can change; a change reaches every
-//! partition log.
+//! the cluster-wide default (name ""): only the dynamic ones can change. The
+//! configs Gregor acts on are its own table's (`metadata::broker_config`),
+//! and a change of one reaches every partition log; every other config
+//! Kafka can change dynamically (`catalog`) is checked, stored and
+//! described back without effect, as Kafka would store it.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
+use super::catalog::{self, Mode};
 use super::{node_id_of, ConfigError, Configs, DescribedSynonym, Description, StoredConfigs};
 use crate::config::BrokerConfig;
 use crate::metadata::broker_config::{self, ConfigType};
@@ -40,8 +43,12 @@ impl StoredConfigs for BrokerConfigs {
     }
 
     fn is_list(&self, config: &str) -> Result<bool, ConfigError> {
-        match broker_config::definition(config) {
-            Some(def) => Ok(def.config_type == ConfigType::List),
+        let config_type = match broker_config::definition(config) {
+            Some(def) => Some(def.config_type),
+            None => catalog::lookup(config).map(catalog::KafkaConfig::config_type),
+        };
+        match config_type {
+            Some(config_type) => Ok(config_type == ConfigType::List),
             None => Err(ConfigError::invalid_config(format!(
                 "Unknown config name: {config}"
             ))),
@@ -49,33 +56,55 @@ impl StoredConfigs for BrokerConfigs {
     }
 
     fn default_of(&self, config: &str) -> Option<String> {
-        broker_config::definition(config)
-            .and_then(|def| def.default)
-            .map(str::to_string)
+        match broker_config::definition(config) {
+            Some(def) => def.default.map(str::to_string),
+            None => catalog::lookup(config).and_then(|kafka| kafka.default.clone()),
+        }
     }
 
-    /// Known and valid, and only dynamic configs.
-    fn validate(&self, _name: &str, configs: &Configs) -> Result<(), ConfigError> {
+    /// Known and valid, and only dynamic configs: Gregor's by its table,
+    /// the others by Kafka's catalog, refused with Kafka's messages in
+    /// Kafka's order (read-only, listener-only, then per-broker ones on
+    /// the cluster default).
+    fn validate(&self, name: &str, configs: &Configs) -> Result<(), ConfigError> {
+        let per_broker = self.broker_target(name, false)?;
         let mut read_only = Vec::new();
+        let mut listener_only = Vec::new();
+        let mut broker_only = Vec::new();
         for (key, value) in configs {
-            let Some(def) = broker_config::definition(key) else {
+            if let Some(def) = broker_config::definition(key) {
+                if def.dynamic {
+                    broker_config::validate(def, value).map_err(ConfigError::invalid_config)?;
+                } else {
+                    read_only.push(key.as_str());
+                }
+                continue;
+            }
+            let Some(kafka) = catalog::lookup(key) else {
                 return Err(ConfigError::invalid_config(format!(
                     "Unknown broker config name: {key}"
                 )));
             };
-            if !def.dynamic {
+            if !kafka.dynamic() {
                 read_only.push(key.as_str());
-                continue;
+            } else if kafka.listener_only {
+                listener_only.push(key.as_str());
+            } else {
+                kafka.check(value).map_err(ConfigError::invalid_config)?;
+                if kafka.mode == Mode::PerBroker && !per_broker {
+                    broker_only.push(key.as_str());
+                }
             }
-            broker_config::validate(def, value).map_err(ConfigError::invalid_config)?;
         }
-        if !read_only.is_empty() {
-            return Err(ConfigError::invalid_request(format!(
-                "Cannot update these configs dynamically: Set({})",
-                read_only.join(", ")
-            )));
-        }
-        Ok(())
+        refuse(&read_only, "Cannot update these configs dynamically")?;
+        refuse(
+            &listener_only,
+            "These security configs can be dynamically updated only per-listener using the listener prefix",
+        )?;
+        refuse(
+            &broker_only,
+            "Cannot update these configs at default cluster level, broker id must be specified",
+        )
     }
 
     /// Every partition log follows the change.
@@ -87,6 +116,17 @@ impl StoredConfigs for BrokerConfigs {
         self.topics.reapply_configs()?;
         Ok(())
     }
+}
+
+/// INVALID_REQUEST naming `names` as Kafka's `Set(...)`, if any.
+fn refuse(names: &[&str], message: &str) -> Result<(), ConfigError> {
+    if names.is_empty() {
+        return Ok(());
+    }
+    Err(ConfigError::invalid_request(format!(
+        "{message}: Set({})",
+        names.join(", ")
+    )))
 }
 
 impl BrokerConfigs {
@@ -138,6 +178,7 @@ impl BrokerConfigs {
             .iter()
             .map(|def| def.name.to_string())
             .collect();
+        names.extend(catalog::all().iter().map(|kafka| kafka.name.clone()));
         names.extend(self.config.known_names());
         names.extend(layers.per_broker.keys().cloned());
         names.extend(layers.cluster_default.keys().cloned());
@@ -150,18 +191,29 @@ impl BrokerConfigs {
 /// from that first one.
 fn broker_entry(view: &BrokerView<'_>, name: &str) -> Description {
     let def = broker_config::definition(name);
-    let sensitive = match def {
-        Some(def) => def.config_type == ConfigType::Password,
+    // Kafka's entry for a config outside Gregor's table.
+    let kafka = def.is_none().then(|| catalog::lookup(name)).flatten();
+    let config_type = match (def, kafka) {
+        (Some(def), _) => Some(def.config_type),
+        (None, kafka) => kafka.map(catalog::KafkaConfig::config_type),
+    };
+    let sensitive = match config_type {
+        Some(config_type) => config_type == ConfigType::Password,
         None => broker_config::looks_sensitive(name),
     };
     let group = broker_config::group_of(name);
     let mut synonyms: Vec<Synonym> = if group.is_empty() {
         let mut entries = view.entries(name);
         if entries.is_empty() {
-            if let Some(default) = view.config.get(name) {
+            let default = view
+                .config
+                .get(name)
+                .map(str::to_string)
+                .or_else(|| kafka.and_then(|kafka| kafka.default.clone()));
+            if let Some(default) = default {
                 entries.push(Synonym {
                     name: name.to_string(),
-                    value: default.to_string(),
+                    value: default,
                     source: Source::Default,
                 });
             }
@@ -186,7 +238,8 @@ fn broker_entry(view: &BrokerView<'_>, name: &str) -> Description {
             .filter(|_| !sensitive)
             .map(|head| head.value.clone()),
         source: head.as_ref().map_or(Source::Default, |head| head.source),
-        read_only: !def.is_some_and(|def| def.dynamic),
+        read_only: !(def.is_some_and(|def| def.dynamic)
+            || kafka.is_some_and(catalog::KafkaConfig::dynamic)),
         sensitive,
         synonyms: synonyms
             .into_iter()
@@ -196,7 +249,10 @@ fn broker_entry(view: &BrokerView<'_>, name: &str) -> Description {
                 source: s.source,
             })
             .collect(),
-        config_type: def.map_or(ConfigType::String, |def| def.config_type),
-        documentation: def.map(|def| def.doc.to_string()),
+        config_type: config_type.unwrap_or(ConfigType::String),
+        documentation: match (def, kafka) {
+            (Some(def), _) => Some(def.doc.to_string()),
+            (None, kafka) => kafka.map(catalog::KafkaConfig::documentation),
+        },
     }
 }

@@ -5,7 +5,8 @@
 //!
 //! - TOPIC (`topic`): a topic's overrides, stored with the topic;
 //! - BROKER (`broker`): this broker's or the cluster default's dynamic
-//!   broker configs;
+//!   broker configs: Gregor's own, and every other one Kafka 4 has
+//!   (`catalog`, generated data), stored without effect;
 //! - BROKER_LOGGER (`broker_logger`): this broker's log levels (KIP-412);
 //! - CLIENT_METRICS (`client_metrics`): KIP-714 subscriptions;
 //! - GROUP (`group`, KIP-848): a group's overrides of the coordinator
@@ -21,6 +22,7 @@
 
 mod broker;
 mod broker_logger;
+mod catalog;
 pub mod client_metrics;
 mod group;
 mod topic;

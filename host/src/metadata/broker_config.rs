@@ -9,16 +9,20 @@
 //! units (`log.retention.hours`); the first one set wins, most precise
 //! first, as Kafka resolves them.
 
-/// Kafka's DescribeConfigs config types.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Kafka's DescribeConfigs config types (lower-case in Kafka's documented
+/// config list, which `config_admin::catalog` reads).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum ConfigType {
     Unknown,
     Boolean,
     String,
     Int,
+    Short,
     Long,
     Double,
     List,
+    Class,
     Password,
 }
 
@@ -279,7 +283,7 @@ pub fn validate(def: &BrokerConfigDef, value: &str) -> Result<(), String> {
                 return invalid(&format!("String must be one of: {}", allowed.join(", ")));
             }
         }
-        ConfigType::Unknown | Password => {}
+        ConfigType::Unknown | ConfigType::Short | ConfigType::Class | Password => {}
     }
     Ok(())
 }

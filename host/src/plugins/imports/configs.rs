@@ -43,9 +43,11 @@ fn config_type(config_type: HostType) -> ConfigType {
         HostType::Boolean => ConfigType::Boolean,
         HostType::String => ConfigType::String,
         HostType::Int => ConfigType::Int,
+        HostType::Short => ConfigType::Short,
         HostType::Long => ConfigType::Long,
         HostType::Double => ConfigType::Double,
         HostType::List => ConfigType::List,
+        HostType::Class => ConfigType::Class,
         HostType::Password => ConfigType::Password,
     }
 }
