@@ -17,7 +17,7 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use crate::config::BrokerConfig;
 use crate::plugins::bindings::authorizer::exports::gregor::broker::authorizer::AuthorizableRequest;
 use crate::plugins::bindings::authorizer::{KafkaAuthorizer, KafkaAuthorizerPre};
-use crate::plugins::bindings::Action;
+use crate::plugins::bindings::{Action, Operation, ResourceType};
 use crate::plugins::engine::EPOCH_TICK;
 use crate::plugins::handler::ModuleSource;
 use crate::plugins::imports::LogBudget;
@@ -138,53 +138,105 @@ impl LoadedAuthorizer {
     ) -> Option<Vec<bool>> {
         self.calls.fetch_add(1, Ordering::Relaxed);
         let count = actions.len();
-        let request = AuthorizableRequest {
-            principal: principal.to_string(),
-            client_host: session.client_host.clone(),
-            listener: session.listener.clone(),
-            security_protocol: session.security_protocol.clone(),
-            client_id: client_id.map(str::to_string),
+        let request = authorizable(session, principal, client_id);
+        let answered = async {
+            let mut live = self.checkout().await?;
+            let answers = live
+                .bindings
+                .gregor_broker_authorizer()
+                .call_authorize(&mut live.store, &request, &actions)
+                .await?;
+            self.check_in(live);
+            anyhow::Ok(answers)
         };
-        match self.try_authorize(&request, &actions).await {
+        match answered.await {
             Ok(answers) if answers.len() == count => Some(answers),
             Ok(answers) => {
-                self.failures.fetch_add(1, Ordering::Relaxed);
-                warn!(
-                    plugin = %self.source.name,
+                self.failed(&format!(
                     "authorizer answered {} of {count} actions: denying all",
                     answers.len()
-                );
+                ));
                 None
             }
             Err(error) => {
-                self.failures.fetch_add(1, Ordering::Relaxed);
-                warn!(plugin = %self.source.name, "authorizer failed, denying: {error:#}");
+                self.failed(&format!("authorizer failed, denying: {error:#}"));
                 None
             }
         }
     }
 
-    async fn try_authorize(
+    /// Kafka's `authorizeByResourceType` from the module, for `principal`;
+    /// false (fail closed) when the module failed.
+    pub async fn authorize_by_resource_type(
         &self,
-        request: &AuthorizableRequest,
-        actions: &[Action],
-    ) -> Result<Vec<bool>> {
+        session: &Session,
+        principal: &str,
+        client_id: Option<&str>,
+        operation: Operation,
+        resource_type: ResourceType,
+    ) -> bool {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        let request = authorizable(session, principal, client_id);
+        let answered = async {
+            let mut live = self.checkout().await?;
+            let allowed = live
+                .bindings
+                .gregor_broker_authorizer()
+                .call_authorize_by_resource_type(
+                    &mut live.store,
+                    &request,
+                    operation,
+                    resource_type,
+                )
+                .await?;
+            self.check_in(live);
+            anyhow::Ok(allowed)
+        };
+        answered.await.unwrap_or_else(|error| {
+            self.failed(&format!(
+                "authorizer failed by resource type, denying: {error:#}"
+            ));
+            false
+        })
+    }
+
+    fn failed(&self, why: &str) {
+        self.failures.fetch_add(1, Ordering::Relaxed);
+        warn!(plugin = %self.source.name, "{why}");
+    }
+
+    /// A pooled instance (or a new one) with a fresh deadline. An instance
+    /// whose call failed is dropped rather than checked back in.
+    async fn checkout(&self) -> Result<LiveAuthorizer> {
         let pooled = self.idle.lock().ok().and_then(|mut idle| idle.pop());
         let mut live = match pooled {
             Some(live) => live,
             None => self.instantiate().await?,
         };
         live.store.set_epoch_deadline(self.deadline_ticks);
-        let answers = live
-            .bindings
-            .gregor_broker_authorizer()
-            .call_authorize(&mut live.store, request, actions)
-            .await?;
+        Ok(live)
+    }
+
+    fn check_in(&self, live: LiveAuthorizer) {
         if let Ok(mut idle) = self.idle.lock() {
             if idle.len() < MAX_IDLE_INSTANCES {
                 idle.push(live);
             }
         }
-        Ok(answers)
+    }
+}
+
+/// What the module is told about the request being authorized.
+fn authorizable(
+    session: &Session,
+    principal: &str,
+    client_id: Option<&str>,
+) -> AuthorizableRequest {
+    AuthorizableRequest {
+        principal: principal.to_string(),
+        client_host: session.client_host.clone(),
+        listener: session.listener.clone(),
+        security_protocol: session.security_protocol.clone(),
+        client_id: client_id.map(str::to_string),
     }
 }
