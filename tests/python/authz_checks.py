@@ -2,7 +2,7 @@
 """Authorization rules of Kafka 4 driven by real clients, for
 tests/tests/authorization.rs: librdkafka (confluent-kafka) where it offers
 the call, kafka-python's protocol classes over its SASL connection where
-no client offers it. Every command logs in over SASL/SCRAM-SHA-512 and
+no client offers it (kafka-python's own, or defined here). Every command logs in over SASL/SCRAM-SHA-512 and
 prints one JSON line; the Rust test judges.
 
 usage: authz_checks.py BOOTSTRAP USER PASSWORD COMMAND [ARGS...]
@@ -16,8 +16,9 @@ usage: authz_checks.py BOOTSTRAP USER PASSWORD COMMAND [ARGS...]
                           (kafka-python): {"error_code", "producer_id"}
   find-share-coordinator  FindCoordinator key type SHARE (kafka-python,
                           v2 as it knows it): {"error_code"}
-  describe-cluster        DescribeCluster with the cluster's authorized
-                          operations (confluent-kafka): {"operations"}
+  describe-cluster        DescribeCluster v0 with the cluster's authorized
+                          operations (kafka-python's connection, the
+                          request defined here): {"operations"}
   join GROUP TOPIC...     a consumer-protocol (KIP-848) member of GROUP
                           subscribed to TOPICs (confluent-kafka), polled
                           until assigned or 15 s: {"assigned", "errors"}
@@ -37,8 +38,11 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaAdminClient
 from kafka.admin import ACL, ACLOperation, ACLPermissionType, ACLResourcePatternType
 from kafka.admin import ResourcePattern, ResourceType
+from kafka.protocol.api import Request, Response
 from kafka.protocol.find_coordinator import FindCoordinatorRequest_v2
 from kafka.protocol.init_producer_id import InitProducerIdRequest_v1
+from kafka.protocol.types import (
+    Boolean, CompactArray, CompactString, Int16, Int32, Schema, TaggedFields)
 
 MECHANISM = "SCRAM-SHA-512"
 SHARE = 2
@@ -103,11 +107,47 @@ def find_share_coordinator(bootstrap, user, password):
     return {"error_code": response.error_code}
 
 
+class DescribeClusterResponse_v0(Response):
+    API_KEY = 60
+    API_VERSION = 0
+    FLEXIBLE_VERSION = True
+    SCHEMA = Schema(
+        ("throttle_time_ms", Int32),
+        ("error_code", Int16),
+        ("error_message", CompactString("utf-8")),
+        ("cluster_id", CompactString("utf-8")),
+        ("controller_id", Int32),
+        ("brokers", CompactArray(
+            ("broker_id", Int32),
+            ("host", CompactString("utf-8")),
+            ("port", Int32),
+            ("rack", CompactString("utf-8")),
+            ("tags", TaggedFields),
+        )),
+        ("cluster_authorized_operations", Int32),
+        ("tags", TaggedFields),
+    )
+
+
+class DescribeClusterRequest_v0(Request):
+    """DescribeCluster v0, which kafka-python lacks (and librdkafka's
+    describe_cluster sends Metadata instead)."""
+    API_KEY = 60
+    API_VERSION = 0
+    FLEXIBLE_VERSION = True
+    RESPONSE_TYPE = DescribeClusterResponse_v0
+    SCHEMA = Schema(
+        ("include_cluster_authorized_operations", Boolean),
+        ("tags", TaggedFields),
+    )
+
+
 def describe_cluster(bootstrap, user, password):
-    admin = AdminClient(librdkafka(bootstrap, user, password))
-    cluster = admin.describe_cluster(include_authorized_operations=True).result(timeout=20)
-    operations = cluster.authorized_operations
-    return {"operations": None if operations is None else sorted(op.name for op in operations)}
+    admin = kafka_python(bootstrap, user, password)
+    response = admin.send_request(
+        DescribeClusterRequest_v0(include_cluster_authorized_operations=True, tags={}))
+    bits = response.cluster_authorized_operations
+    return {"operations": sorted(op.name for op in ACLOperation if op.value > 0 and bits & 1 << op.value)}
 
 
 def member(bootstrap, user, password, group, topics):

@@ -2,8 +2,9 @@
 //! each against a broker with the ACL authorizer, a SASL listener and a
 //! super user, driven by real clients through `tests/python/authz_checks.py`:
 //! librdkafka (confluent-kafka) for the consumer protocol, describing
-//! consumer groups and the cluster; kafka-python's protocol classes for
-//! InitProducerId and FindCoordinator, which no client lets one send as is.
+//! consumer groups; kafka-python's connection and protocol classes for
+//! InitProducerId, FindCoordinator and DescribeCluster, which no client
+//! lets one send as is (librdkafka's describe_cluster sends Metadata).
 
 use std::path::PathBuf;
 
