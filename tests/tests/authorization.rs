@@ -137,22 +137,21 @@ fn example_authorizers_answer_by_resource_type_in_every_language() {
     }
 }
 
-#[test]
-fn consumer_group_members_need_describe_on_every_subscribed_topic() {
+/// Topics "visible" and "hidden"; alice may perform `operation` on the
+/// groups prefixed `alice-` and on "visible", nothing on "hidden".
+fn visible_and_hidden(operation: &str) -> Broker {
     let broker = acl_broker(&[]);
     create_topics(&broker, &["visible", "hidden"]);
-    grant(
-        &broker,
-        &[
-            "ALLOW:GROUP:PREFIXED:alice-:User:alice:READ",
-            "ALLOW:TOPIC:LITERAL:visible:User:alice:READ",
-        ],
-    );
-    let refused = checks(
-        &broker,
-        "alice",
-        &["join", "alice-both", "visible", "hidden"],
-    );
+    let group = format!("ALLOW:GROUP:PREFIXED:alice-:User:alice:{operation}");
+    let topic = format!("ALLOW:TOPIC:LITERAL:visible:User:alice:{operation}");
+    grant(&broker, &[&group, &topic]);
+    broker
+}
+
+#[test]
+fn consumer_group_members_need_describe_on_every_subscribed_topic() {
+    let broker = visible_and_hidden("READ");
+    let refused = checks(&broker, "alice", &["join", "alice-2", "visible", "hidden"]);
     assert_eq!(refused["assigned"], json!([]), "{refused}");
     assert!(
         refused["errors"]
@@ -160,21 +159,13 @@ fn consumer_group_members_need_describe_on_every_subscribed_topic() {
             .is_some_and(|e| e.contains(&json!(TOPIC_AUTHORIZATION_FAILED))),
         "{refused}"
     );
-    let joined = checks(&broker, "alice", &["join", "alice-visible", "visible"]);
+    let joined = checks(&broker, "alice", &["join", "alice-1", "visible"]);
     assert_eq!(joined["assigned"], json!(["visible"]), "{joined}");
 }
 
 #[test]
 fn consumer_groups_with_topics_the_caller_may_not_describe_are_hidden() {
-    let broker = acl_broker(&[]);
-    create_topics(&broker, &["visible", "hidden"]);
-    grant(
-        &broker,
-        &[
-            "ALLOW:GROUP:PREFIXED:alice-:User:alice:DESCRIBE",
-            "ALLOW:TOPIC:LITERAL:visible:User:alice:DESCRIBE",
-        ],
-    );
+    let broker = visible_and_hidden("DESCRIBE");
     let described = checks(
         &broker,
         "alice",

@@ -48,6 +48,13 @@ impl WasiView for AuthorizerState {
     }
 }
 
+/// What the module is asked: a batch of actions, or one question by
+/// resource type.
+enum Question<'a> {
+    Actions(&'a [Action]),
+    ByResourceType(Operation, ResourceType),
+}
+
 struct LiveAuthorizer {
     store: Store<AuthorizerState>,
     bindings: KafkaAuthorizer,
@@ -136,20 +143,9 @@ impl LoadedAuthorizer {
         client_id: Option<&str>,
         actions: Vec<Action>,
     ) -> Option<Vec<bool>> {
-        self.calls.fetch_add(1, Ordering::Relaxed);
         let count = actions.len();
         let request = authorizable(session, principal, client_id);
-        let answered = async {
-            let mut live = self.checkout().await?;
-            let answers = live
-                .bindings
-                .gregor_broker_authorizer()
-                .call_authorize(&mut live.store, &request, &actions)
-                .await?;
-            self.check_in(live);
-            anyhow::Ok(answers)
-        };
-        match answered.await {
+        match self.ask(&request, Question::Actions(&actions)).await {
             Ok(answers) if answers.len() == count => Some(answers),
             Ok(answers) => {
                 self.failed(&format!(
@@ -175,54 +171,64 @@ impl LoadedAuthorizer {
         operation: Operation,
         resource_type: ResourceType,
     ) -> bool {
-        self.calls.fetch_add(1, Ordering::Relaxed);
         let request = authorizable(session, principal, client_id);
-        let answered = async {
-            let mut live = self.checkout().await?;
-            let allowed = live
-                .bindings
-                .gregor_broker_authorizer()
-                .call_authorize_by_resource_type(
-                    &mut live.store,
-                    &request,
-                    operation,
-                    resource_type,
-                )
-                .await?;
-            self.check_in(live);
-            anyhow::Ok(allowed)
-        };
-        answered.await.unwrap_or_else(|error| {
-            self.failed(&format!(
-                "authorizer failed by resource type, denying: {error:#}"
-            ));
-            false
-        })
+        let question = Question::ByResourceType(operation, resource_type);
+        match self.ask(&request, question).await {
+            Ok(answer) => answer == [true],
+            Err(error) => {
+                self.failed(&format!(
+                    "authorizer failed by resource type, denying: {error:#}"
+                ));
+                false
+            }
+        }
     }
 
-    fn failed(&self, why: &str) {
-        self.failures.fetch_add(1, Ordering::Relaxed);
-        warn!(plugin = %self.source.name, "{why}");
-    }
-
-    /// A pooled instance (or a new one) with a fresh deadline. An instance
-    /// whose call failed is dropped rather than checked back in.
-    async fn checkout(&self) -> Result<LiveAuthorizer> {
+    /// One call into a pooled instance (or a new one) with a fresh
+    /// deadline; an instance whose call failed is dropped, not pooled. A
+    /// by-resource-type question is answered as one action would be.
+    async fn ask(
+        &self,
+        request: &AuthorizableRequest,
+        question: Question<'_>,
+    ) -> Result<Vec<bool>> {
+        self.calls.fetch_add(1, Ordering::Relaxed);
         let pooled = self.idle.lock().ok().and_then(|mut idle| idle.pop());
         let mut live = match pooled {
             Some(live) => live,
             None => self.instantiate().await?,
         };
         live.store.set_epoch_deadline(self.deadline_ticks);
-        Ok(live)
-    }
-
-    fn check_in(&self, live: LiveAuthorizer) {
+        let exports = live.bindings.gregor_broker_authorizer();
+        let answers = match question {
+            Question::Actions(actions) => {
+                exports
+                    .call_authorize(&mut live.store, request, actions)
+                    .await?
+            }
+            Question::ByResourceType(operation, resource_type) => {
+                let allowed = exports
+                    .call_authorize_by_resource_type(
+                        &mut live.store,
+                        request,
+                        operation,
+                        resource_type,
+                    )
+                    .await?;
+                vec![allowed]
+            }
+        };
         if let Ok(mut idle) = self.idle.lock() {
             if idle.len() < MAX_IDLE_INSTANCES {
                 idle.push(live);
             }
         }
+        Ok(answers)
+    }
+
+    fn failed(&self, why: &str) {
+        self.failures.fetch_add(1, Ordering::Relaxed);
+        warn!(plugin = %self.source.name, "{why}");
     }
 }
 

@@ -112,12 +112,12 @@ mod tests {
         );
     }
 
-    /// A single node whose principal may only DESCRIBE the cluster.
-    struct Node;
+    /// A single node whose principal may perform only this operation.
+    struct Node(Operation);
 
     impl FakeHost for Node {
         fn authorize(&self, action: &Action) -> bool {
-            action.operation == Operation::Describe
+            action.operation == self.0
         }
         fn describe_cluster(&self) -> metadata::Cluster {
             fake::single_node_cluster()
@@ -129,28 +129,17 @@ mod tests {
         let request = DescribeClusterRequest::default()
             .with_endpoint_type(BROKER_ENDPOINT)
             .with_include_cluster_authorized_operations(true);
-        let handled = fake::handle::<DescribeCluster>(Node, 1, &request);
+        let handled = fake::handle::<DescribeCluster>(Node(Operation::Describe), 1, &request);
         let response = handled.response.expect("a response");
         let ids: Vec<i32> = response.brokers.iter().map(|b| b.broker_id.0).collect();
         assert_eq!((response.controller_id.0, ids), (1, vec![1]));
         let describe = 1 << gregor_sdk::authorize::operation_code(Operation::Describe);
         assert_eq!(response.cluster_authorized_operations, describe);
         let plain = request.with_include_cluster_authorized_operations(false);
-        let response = fake::handle::<DescribeCluster>(Node, 1, &plain).response;
+        let response =
+            fake::handle::<DescribeCluster>(Node(Operation::Describe), 1, &plain).response;
         let operations = response.map(|r| r.cluster_authorized_operations);
         assert_eq!(operations, Some(NOT_REQUESTED));
-    }
-
-    /// A single node whose principal may ALTER the cluster, not DESCRIBE it.
-    struct AlterOnly;
-
-    impl FakeHost for AlterOnly {
-        fn authorize(&self, action: &Action) -> bool {
-            action.operation == Operation::Alter
-        }
-        fn describe_cluster(&self) -> metadata::Cluster {
-            fake::single_node_cluster()
-        }
     }
 
     #[test]
@@ -158,14 +147,15 @@ mod tests {
         let request = DescribeClusterRequest::default()
             .with_endpoint_type(BROKER_ENDPOINT)
             .with_include_cluster_authorized_operations(true);
-        let response = fake::handle::<DescribeCluster>(AlterOnly, 1, &request).response;
+        let response =
+            fake::handle::<DescribeCluster>(Node(Operation::Alter), 1, &request).response;
         assert_eq!(response.map(|r| r.cluster_authorized_operations), Some(0));
     }
 
     #[test]
     fn a_broker_is_no_controller_endpoint() {
         let request = DescribeClusterRequest::default().with_endpoint_type(2);
-        let handled = fake::handle::<DescribeCluster>(Node, 1, &request);
+        let handled = fake::handle::<DescribeCluster>(Node(Operation::Describe), 1, &request);
         let unsupported = ResponseError::UnsupportedEndpointType.code();
         let response = handled.response.expect("a response");
         assert_eq!(

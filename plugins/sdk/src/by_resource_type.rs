@@ -127,66 +127,59 @@ mod tests {
         allowed(ALICE, HOST, || false, bindings.iter().copied())
     }
 
+    fn allow(name: &str) -> Binding<'_> {
+        binding(true, false, name)
+    }
+
+    fn allow_prefix(name: &str) -> Binding<'_> {
+        binding(true, true, name)
+    }
+
+    fn deny(name: &str) -> Binding<'_> {
+        binding(false, false, name)
+    }
+
+    fn deny_prefix(name: &str) -> Binding<'_> {
+        binding(false, true, name)
+    }
+
     #[test]
     fn the_hardcoded_answer_wins_and_is_asked_first() {
-        let deny_all = [binding(false, false, "*")];
-        assert!(allowed(ALICE, HOST, || true, deny_all));
-        assert!(!check(&deny_all));
+        assert!(allowed(ALICE, HOST, || true, [deny("*")]));
+        assert!(!check(&[deny("*")]));
         assert!(!check(&[]));
     }
 
     #[test]
     fn any_allow_pattern_counts_whether_or_not_a_topic_exists() {
-        assert!(check(&[binding(true, false, "not-yet-created")]));
-        assert!(check(&[binding(true, true, "orders.")]));
-        assert!(check(&[binding(true, false, "*")]));
+        assert!(check(&[allow("not-yet-created")]));
+        assert!(check(&[allow_prefix("orders.")]));
+        assert!(check(&[allow("*")]));
     }
 
     #[test]
-    fn a_literal_deny_cancels_only_the_same_literal_allow() {
-        assert!(!check(&[binding(true, false, "t"), binding(false, false, "t")]));
+    fn literal_and_prefixed_denies_cancel_what_they_cover() {
+        assert!(!check(&[allow("t"), deny("t")]));
         // A LITERAL DENY does not cancel a PREFIXED ALLOW of the same name.
-        assert!(check(&[binding(true, true, "t"), binding(false, false, "t")]));
-        assert!(check(&[
-            binding(true, false, "t"),
-            binding(false, false, "u")
-        ]));
-    }
-
-    #[test]
-    fn a_prefixed_deny_cancels_the_allows_it_covers() {
-        assert!(!check(&[
-            binding(true, false, "orders.eu"),
-            binding(false, true, "orders")
-        ]));
-        assert!(!check(&[
-            binding(true, true, "orders."),
-            binding(false, true, "orders.")
-        ]));
+        assert!(check(&[allow_prefix("t"), deny("t")]));
+        assert!(check(&[allow("t"), deny("u")]));
+        assert!(!check(&[allow("orders.eu"), deny_prefix("orders")]));
+        assert!(!check(&[allow_prefix("orders."), deny_prefix("orders.")]));
         // A longer DENY prefix does not cover a shorter ALLOW prefix.
-        assert!(check(&[
-            binding(true, true, "orders"),
-            binding(false, true, "orders.eu")
-        ]));
+        assert!(check(&[allow_prefix("orders"), deny_prefix("orders.eu")]));
         // One surviving ALLOW is enough.
-        assert!(check(&[
-            binding(true, false, "orders.eu"),
-            binding(true, false, "payments"),
-            binding(false, true, "orders")
-        ]));
-    }
-
-    #[test]
-    fn a_wildcard_deny_denies_whatever_else_is_allowed() {
-        assert!(!check(&[binding(true, false, "*"), binding(false, false, "*")]));
-        assert!(!check(&[binding(true, true, "a"), binding(false, false, "*")]));
-        // A PREFIXED `*` is an ordinary prefix.
-        assert!(check(&[binding(true, false, "a"), binding(false, true, "*")]));
+        let some_survive = [allow("orders.eu"), allow("payments"), deny_prefix("orders")];
+        assert!(check(&some_survive));
+        // A LITERAL `*` DENY denies whatever else is allowed; a PREFIXED
+        // `*` is an ordinary prefix.
+        assert!(!check(&[allow("*"), deny("*")]));
+        assert!(!check(&[allow_prefix("a"), deny("*")]));
+        assert!(check(&[allow("a"), deny_prefix("*")]));
     }
 
     #[test]
     fn only_bindings_for_the_principal_host_and_operation_count() {
-        let allow = binding(true, false, "t");
+        let allow = allow("t");
         let bob = Binding {
             principal: "User:bob",
             ..allow
@@ -199,7 +192,10 @@ mod tests {
             host: "10.0.0.2",
             ..allow
         };
-        let here = Binding { host: HOST, ..allow };
+        let here = Binding {
+            host: HOST,
+            ..allow
+        };
         let other_operation = Binding {
             operation_matches: false,
             ..allow
@@ -212,7 +208,7 @@ mod tests {
         // A DENY for someone else does not cancel alice's ALLOW.
         let bob_denied = Binding {
             principal: "User:bob",
-            ..binding(false, true, "t")
+            ..deny_prefix("t")
         };
         assert!(check(&[allow, bob_denied]));
     }

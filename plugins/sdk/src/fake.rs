@@ -35,7 +35,11 @@ pub trait FakeHost {
         true
     }
     /// May the principal perform `operation` on some resource of the type?
-    fn authorize_by_resource_type(&self, _operation: Operation, _resource_type: ResourceType) -> bool {
+    fn authorize_by_resource_type(
+        &self,
+        _operation: Operation,
+        _resource_type: ResourceType,
+    ) -> bool {
         true
     }
     fn list_topics(&self) -> Vec<TopicInfo> {
