@@ -89,7 +89,12 @@ impl Guest for AclAuthorizer {
             prefixed: acl.pattern_type == PatternType::Prefixed,
             name: &acl.resource_name,
         });
-        by_resource_type::allowed(&request.principal, &request.client_host, hardcoded_allowed, bindings)
+        by_resource_type::allowed(
+            &request.principal,
+            &request.client_host,
+            hardcoded_allowed,
+            bindings,
+        )
     }
 }
 

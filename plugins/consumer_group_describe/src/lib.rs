@@ -121,10 +121,13 @@ fn hide_groups_with_unauthorized_topics(groups: &mut [DescribedGroup]) {
             .flat_map(member_topics)
             .any(|name| !allowed.contains(name));
         if hidden {
-            *group = group_error(&group.group_id, ResponseError::TopicAuthorizationFailed.code())
-                .with_error_message(Some(StrBytes::from_static_str(
-                    "The group has described topic(s) that the client is not authorized to describe.",
-                )));
+            *group = group_error(
+                &group.group_id,
+                ResponseError::TopicAuthorizationFailed.code(),
+            )
+            .with_error_message(Some(StrBytes::from_static_str(
+                "The group has described topic(s) that the client is not authorized to describe.",
+            )));
         }
     }
 }

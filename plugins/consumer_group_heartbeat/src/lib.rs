@@ -85,11 +85,19 @@ impl Handler for ConsumerGroupHeartbeat {
 /// DESCRIBE on every subscribed topic (KAFKA-18813): a member must not
 /// learn the ids and partitions of topics it may not see by subscribing.
 fn subscription_allowed(request: &ConsumerGroupHeartbeatRequest) -> bool {
-    let Some(names) = request.subscribed_topic_names.as_ref().filter(|n| !n.is_empty()) else {
+    let Some(names) = request
+        .subscribed_topic_names
+        .as_ref()
+        .filter(|n| !n.is_empty())
+    else {
         return true;
     };
     let names: Vec<&str> = names.iter().map(|name| name.as_str()).collect();
-    let allowed = allowed_names(Operation::Describe, ResourceType::Topic, names.iter().copied());
+    let allowed = allowed_names(
+        Operation::Describe,
+        ResourceType::Topic,
+        names.iter().copied(),
+    );
     names.iter().all(|name| allowed.contains(name))
 }
 

@@ -120,11 +120,7 @@ fn failed(
 }
 
 /// Kafka's `getCoordinator`: an error, or the coordinator's node.
-fn coordinator<'a>(
-    key_type: i8,
-    key: &str,
-    node: Option<&'a Broker>,
-) -> (i16, Option<&'a Broker>) {
+fn coordinator<'a>(key_type: i8, key: &str, node: Option<&'a Broker>) -> (i16, Option<&'a Broker>) {
     let denied = match key_type {
         GROUP => (!is_allowed(Operation::Describe, ResourceType::Group, key))
             .then_some(ResponseError::GroupAuthorizationFailed),
@@ -227,7 +223,11 @@ mod tests {
             .with_coordinator_keys(vec![StrBytes::from_static_str("g:t:0")]);
         let codes = |handled: fake::Handled<FindCoordinatorResponse>| {
             let response = handled.response.unwrap_or_default();
-            response.coordinators.iter().map(|c| c.error_code).collect::<Vec<_>>()
+            response
+                .coordinators
+                .iter()
+                .map(|c| c.error_code)
+                .collect::<Vec<_>>()
         };
         let denied = fake::handle::<FindCoordinator>(NoClusterAction, 6, &request);
         let cluster_denied = ResponseError::ClusterAuthorizationFailed.code();

@@ -122,7 +122,11 @@ mod tests {
         fn authorize(&self, action: &Action) -> bool {
             action.operation != Operation::IdempotentWrite
         }
-        fn authorize_by_resource_type(&self, operation: Operation, resource_type: ResourceType) -> bool {
+        fn authorize_by_resource_type(
+            &self,
+            operation: Operation,
+            resource_type: ResourceType,
+        ) -> bool {
             self.by_type && (operation, resource_type) == (Operation::Write, ResourceType::Topic)
         }
     }

@@ -41,7 +41,9 @@ fn allowed(principal: &str, action: &Action) -> bool {
 /// A tenant owns every name under its prefix, existing or not.
 fn allowed_by_type(principal: &str, resource_type: ResourceType) -> bool {
     principal == ADMIN
-        || principal.strip_prefix("User:").is_some_and(|n| !n.is_empty())
+        || principal
+            .strip_prefix("User:")
+            .is_some_and(|n| !n.is_empty())
             && matches!(resource_type, ResourceType::Topic | ResourceType::Group)
 }
 
