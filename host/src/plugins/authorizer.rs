@@ -1,8 +1,8 @@
 //! A loaded authorizer module (the `kafka-authorizer` world): Kafka's
-//! `Authorizer.authorize(ctx, actions)` as a Wasm component with read
-//! access to the ACL store and its config. Instances are pooled like
-//! handlers. It fails closed: a trap, a timeout or an answer of the wrong
-//! length denies every action of that batch.
+//! `Authorizer.authorize(ctx, actions)` and `authorizeByResourceType` as a
+//! Wasm component with read access to the ACL store and its config.
+//! Instances are pooled like handlers. It fails closed: a trap, a timeout
+//! or an answer of the wrong length denies every action of that batch.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
