@@ -12,6 +12,11 @@
 //! change happened are not kept. Denials caused by a failing authorizer
 //! are never cached.
 //!
+//! "By resource type" questions (Kafka's `authorizeByResourceType`, asked
+//! once per idempotent producer by InitProducerId) go to the module
+//! uncached: they are rare, and the answer depends on every ACL of the
+//! type rather than on one resource.
+//!
 //! The active authorizer can be switched live (admin API, `gregor
 //! authorizer use`); the choice is persisted in the security directory
 //! and wins over the `authorizer` config at the next start, as a dynamic
@@ -28,7 +33,7 @@ use tracing::warn;
 
 use crate::durable::JsonFile;
 use crate::plugins::authorizer::LoadedAuthorizer;
-use crate::plugins::bindings::Action;
+use crate::plugins::bindings::{Action, Operation, ResourceType};
 use crate::security::acl_store::AclStore;
 use crate::security::session::Session;
 use crate::sync::{read, write};
@@ -224,5 +229,31 @@ impl Authorization {
             }
             None => vec![false; actions.len()],
         }
+    }
+
+    /// May the request's principal perform `operation` on some resource of
+    /// `resource_type` (Kafka's `authorizeByResourceType`)? Allowed with no
+    /// authorizer; a question about `any` is refused, as Kafka refuses it.
+    pub async fn authorize_by_resource_type(
+        &self,
+        session: Option<&Session>,
+        client_id: Option<&str>,
+        operation: Operation,
+        resource_type: ResourceType,
+    ) -> bool {
+        let Some(authorizer) = self.active() else {
+            return true;
+        };
+        let Some(session) = session else {
+            warn!("authorization asked outside a request: denied");
+            return false;
+        };
+        if operation == Operation::Any || resource_type == ResourceType::Any {
+            return false;
+        }
+        let principal = session.principal();
+        authorizer
+            .authorize_by_resource_type(session, &principal, client_id, operation, resource_type)
+            .await
     }
 }

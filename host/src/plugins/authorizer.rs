@@ -1,8 +1,8 @@
 //! A loaded authorizer module (the `kafka-authorizer` world): Kafka's
-//! `Authorizer.authorize(ctx, actions)` as a Wasm component with read
-//! access to the ACL store and its config. Instances are pooled like
-//! handlers. It fails closed: a trap, a timeout or an answer of the wrong
-//! length denies every action of that batch.
+//! `Authorizer.authorize(ctx, actions)` and `authorizeByResourceType` as a
+//! Wasm component with read access to the ACL store and its config.
+//! Instances are pooled like handlers. It fails closed: a trap, a timeout
+//! or an answer of the wrong length denies every action of that batch.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -17,7 +17,7 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use crate::config::BrokerConfig;
 use crate::plugins::bindings::authorizer::exports::gregor::broker::authorizer::AuthorizableRequest;
 use crate::plugins::bindings::authorizer::{KafkaAuthorizer, KafkaAuthorizerPre};
-use crate::plugins::bindings::Action;
+use crate::plugins::bindings::{Action, Operation, ResourceType};
 use crate::plugins::engine::EPOCH_TICK;
 use crate::plugins::handler::ModuleSource;
 use crate::plugins::imports::LogBudget;
@@ -46,6 +46,13 @@ impl WasiView for AuthorizerState {
             table: &mut self.table,
         }
     }
+}
+
+/// What the module is asked: a batch of actions, or one question by
+/// resource type.
+enum Question<'a> {
+    Actions(&'a [Action]),
+    ByResourceType(Operation, ResourceType),
 }
 
 struct LiveAuthorizer {
@@ -136,55 +143,106 @@ impl LoadedAuthorizer {
         client_id: Option<&str>,
         actions: Vec<Action>,
     ) -> Option<Vec<bool>> {
-        self.calls.fetch_add(1, Ordering::Relaxed);
         let count = actions.len();
-        let request = AuthorizableRequest {
-            principal: principal.to_string(),
-            client_host: session.client_host.clone(),
-            listener: session.listener.clone(),
-            security_protocol: session.security_protocol.clone(),
-            client_id: client_id.map(str::to_string),
-        };
-        match self.try_authorize(&request, &actions).await {
+        let request = authorizable(session, principal, client_id);
+        match self.ask(&request, Question::Actions(&actions)).await {
             Ok(answers) if answers.len() == count => Some(answers),
             Ok(answers) => {
-                self.failures.fetch_add(1, Ordering::Relaxed);
-                warn!(
-                    plugin = %self.source.name,
+                self.failed(&format!(
                     "authorizer answered {} of {count} actions: denying all",
                     answers.len()
-                );
+                ));
                 None
             }
             Err(error) => {
-                self.failures.fetch_add(1, Ordering::Relaxed);
-                warn!(plugin = %self.source.name, "authorizer failed, denying: {error:#}");
+                self.failed(&format!("authorizer failed, denying: {error:#}"));
                 None
             }
         }
     }
 
-    async fn try_authorize(
+    /// Kafka's `authorizeByResourceType` from the module, for `principal`;
+    /// false (fail closed) when the module failed.
+    pub async fn authorize_by_resource_type(
+        &self,
+        session: &Session,
+        principal: &str,
+        client_id: Option<&str>,
+        operation: Operation,
+        resource_type: ResourceType,
+    ) -> bool {
+        let request = authorizable(session, principal, client_id);
+        let question = Question::ByResourceType(operation, resource_type);
+        match self.ask(&request, question).await {
+            Ok(answer) => answer == [true],
+            Err(error) => {
+                self.failed(&format!(
+                    "authorizer failed by resource type, denying: {error:#}"
+                ));
+                false
+            }
+        }
+    }
+
+    /// One call into a pooled instance (or a new one) with a fresh
+    /// deadline; an instance whose call failed is dropped, not pooled. A
+    /// by-resource-type question is answered as one action would be.
+    async fn ask(
         &self,
         request: &AuthorizableRequest,
-        actions: &[Action],
+        question: Question<'_>,
     ) -> Result<Vec<bool>> {
+        self.calls.fetch_add(1, Ordering::Relaxed);
         let pooled = self.idle.lock().ok().and_then(|mut idle| idle.pop());
         let mut live = match pooled {
             Some(live) => live,
             None => self.instantiate().await?,
         };
         live.store.set_epoch_deadline(self.deadline_ticks);
-        let answers = live
-            .bindings
-            .gregor_broker_authorizer()
-            .call_authorize(&mut live.store, request, actions)
-            .await?;
+        let exports = live.bindings.gregor_broker_authorizer();
+        let answers = match question {
+            Question::Actions(actions) => {
+                exports
+                    .call_authorize(&mut live.store, request, actions)
+                    .await?
+            }
+            Question::ByResourceType(operation, resource_type) => {
+                let allowed = exports
+                    .call_authorize_by_resource_type(
+                        &mut live.store,
+                        request,
+                        operation,
+                        resource_type,
+                    )
+                    .await?;
+                vec![allowed]
+            }
+        };
         if let Ok(mut idle) = self.idle.lock() {
             if idle.len() < MAX_IDLE_INSTANCES {
                 idle.push(live);
             }
         }
         Ok(answers)
+    }
+
+    fn failed(&self, why: &str) {
+        self.failures.fetch_add(1, Ordering::Relaxed);
+        warn!(plugin = %self.source.name, "{why}");
+    }
+}
+
+/// What the module is told about the request being authorized.
+fn authorizable(
+    session: &Session,
+    principal: &str,
+    client_id: Option<&str>,
+) -> AuthorizableRequest {
+    AuthorizableRequest {
+        principal: principal.to_string(),
+        client_host: session.client_host.clone(),
+        listener: session.listener.clone(),
+        security_protocol: session.security_protocol.clone(),
+        client_id: client_id.map(str::to_string),
     }
 }

@@ -13,6 +13,7 @@ pub mod handler {
             "gregor:broker/log.append": async,
             "gregor:broker/log.fetch-or-park": async,
             "gregor:broker/authz.authorize": async,
+            "gregor:broker/authz.authorize-by-resource-type": async,
             "gregor:broker/groups.join-or-park": async,
             "gregor:broker/groups.sync-or-park": async,
         },

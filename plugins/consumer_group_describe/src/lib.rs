@@ -9,10 +9,13 @@
 //!   authorized operations when asked for. A group that does not exist or
 //!   is a classic group is GROUP_ID_NOT_FOUND (clients then fall back to
 //!   DescribeGroups).
+//! - A group whose members are subscribed or assigned (currently or as
+//!   target) to a topic the caller may not DESCRIBE is answered
+//!   TOPIC_AUTHORIZATION_FAILED with no members (KAFKA-18813, Kafka 4.0).
 //! - A failed handler (trap or timeout) is answered as Kafka's
 //!   `getErrorResponse`: every group named with the error.
 
-use gregor_sdk::authorize::authorized_operations;
+use gregor_sdk::authorize::{allowed_names, authorized_operations};
 use gregor_sdk::authz::{Operation, ResourceType};
 use gregor_sdk::groups::{self, group_allowed, opt_str_bytes, ConsumerGroup, TopicIdPartitions};
 use gregor_sdk::ids::{to_kafka_uuid, topic_name_by_id};
@@ -64,6 +67,7 @@ impl Handler for ConsumerGroupDescribe {
             Vec::new()
         }
         .into_iter();
+        let first = response.groups.len();
         for group in described {
             let ops = (request.include_authorized_operations && group.error.error_code() == 0)
                 .then(|| operations.next())
@@ -71,6 +75,7 @@ impl Handler for ConsumerGroupDescribe {
             let described = described_group(group, ctx.api_version, ops);
             response.groups.push(described);
         }
+        hide_groups_with_unauthorized_topics(&mut response.groups[first..]);
         response.into()
     }
 
@@ -85,6 +90,45 @@ impl Handler for ConsumerGroupDescribe {
             .iter()
             .map(|id| group_error(id, error_code));
         ConsumerGroupDescribeResponse::default().with_groups(groups.collect())
+    }
+}
+
+/// The topics a described member is subscribed or assigned to, now or as
+/// its target.
+fn member_topics(member: &Member) -> impl Iterator<Item = &str> {
+    let assigned = [&member.assignment, &member.target_assignment]
+        .into_iter()
+        .flat_map(|a| a.topic_partitions.iter().map(|t| t.topic_name.as_str()));
+    member
+        .subscribed_topic_names
+        .iter()
+        .map(|name| name.as_str())
+        .chain(assigned)
+}
+
+/// KAFKA-18813: a group that involves a topic the caller may not DESCRIBE
+/// is answered TOPIC_AUTHORIZATION_FAILED with no members (nor anything
+/// else about it), all topics asked in one batch.
+fn hide_groups_with_unauthorized_topics(groups: &mut [DescribedGroup]) {
+    let names = groups
+        .iter()
+        .flat_map(|g| g.members.iter().flat_map(member_topics));
+    let allowed = allowed_names(Operation::Describe, ResourceType::Topic, names);
+    for group in groups {
+        let hidden = group
+            .members
+            .iter()
+            .flat_map(member_topics)
+            .any(|name| !allowed.contains(name));
+        if hidden {
+            *group = group_error(
+                &group.group_id,
+                ResponseError::TopicAuthorizationFailed.code(),
+            )
+            .with_error_message(Some(StrBytes::from_static_str(
+                "The group has described topic(s) that the client is not authorized to describe.",
+            )));
+        }
     }
 }
 

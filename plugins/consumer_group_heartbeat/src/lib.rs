@@ -8,7 +8,9 @@
 //!   coordinator pick it on the first join).
 //! - UNSUPPORTED_VERSION when `group.coordinator.rebalance.protocols` does
 //!   not list `consumer`, as Kafka answers when the protocol is off.
-//! - READ on the Group, else GROUP_AUTHORIZATION_FAILED.
+//! - READ on the Group, else GROUP_AUTHORIZATION_FAILED; then DESCRIBE on
+//!   every subscribed topic, else TOPIC_AUTHORIZATION_FAILED and no join
+//!   (KAFKA-18813, Kafka 4.0), before the request checks as in Kafka.
 //! - Kafka's request checks give INVALID_REQUEST with a message: a group
 //!   id, a member id (v1, or when not joining), a rebalance timeout and a
 //!   subscription on the first join, no owned partitions on a (re)join, an
@@ -17,7 +19,8 @@
 //! - A failed handler (trap or timeout) is answered as Kafka's
 //!   `getErrorResponse`: the error at the top level alone.
 
-use gregor_sdk::authz::Operation;
+use gregor_sdk::authorize::allowed_names;
+use gregor_sdk::authz::{Operation, ResourceType};
 use gregor_sdk::groups::{
     self, group_allowed, opt_str_bytes, opt_string, ConsumerHeartbeatRequest,
     ConsumerHeartbeatResult, TopicIdPartitions,
@@ -47,6 +50,8 @@ impl Handler for ConsumerGroupHeartbeat {
             error(ResponseError::UnsupportedVersion.code(), None)
         } else if !group_allowed(Operation::Read, &request.group_id) {
             error(ResponseError::GroupAuthorizationFailed.code(), None)
+        } else if !subscription_allowed(request) {
+            error(ResponseError::TopicAuthorizationFailed.code(), None)
         } else if let Some(problem) = invalid(request, ctx.api_version) {
             error(ResponseError::InvalidRequest.code(), Some(problem))
         } else {
@@ -75,6 +80,25 @@ impl Handler for ConsumerGroupHeartbeat {
         };
         response(result).into()
     }
+}
+
+/// DESCRIBE on every subscribed topic (KAFKA-18813): a member must not
+/// learn the ids and partitions of topics it may not see by subscribing.
+fn subscription_allowed(request: &ConsumerGroupHeartbeatRequest) -> bool {
+    let Some(names) = request
+        .subscribed_topic_names
+        .as_ref()
+        .filter(|n| !n.is_empty())
+    else {
+        return true;
+    };
+    let names: Vec<&str> = names.iter().map(|name| name.as_str()).collect();
+    let allowed = allowed_names(
+        Operation::Describe,
+        ResourceType::Topic,
+        names.iter().copied(),
+    );
+    names.iter().all(|name| allowed.contains(name))
 }
 
 /// `group.coordinator.rebalance.protocols` (Kafka 4: classic,consumer).

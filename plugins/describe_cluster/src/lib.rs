@@ -4,8 +4,9 @@
 //!
 //! - Versions 0-2. No authorization is needed to describe the cluster;
 //!   with `include_cluster_authorized_operations` the response carries the
-//!   operations the principal may perform on the Cluster, else Kafka's
-//!   "not requested" value (i32::MIN).
+//!   operations the principal may perform on the Cluster if it may
+//!   DESCRIBE the Cluster, 0 if not (Kafka's `AuthHelper`, as Metadata),
+//!   else Kafka's "not requested" value (i32::MIN).
 //! - v1+: a broker answers `endpoint_type` BROKER (1); asking it for
 //!   controllers (2) is UNSUPPORTED_ENDPOINT_TYPE.
 //! - The broker list is this node on the listener the request came in on;
@@ -15,8 +16,7 @@
 //! - Error response (a trap or timeout): the error and no brokers, as
 //!   Kafka's `DescribeClusterRequest.getErrorResponse`.
 
-use gregor_sdk::authorize::{authorized_operations, CLUSTER_NAME};
-use gregor_sdk::authz::ResourceType;
+use gregor_sdk::authorize::cluster_authorized_operations;
 use gregor_sdk::ids::str_bytes;
 use gregor_sdk::kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
 use gregor_sdk::kafka_protocol::messages::{
@@ -67,11 +67,7 @@ impl Handler for DescribeCluster {
             })
             .collect();
         if request.include_cluster_authorized_operations {
-            response.cluster_authorized_operations =
-                authorized_operations(ResourceType::Cluster, &[CLUSTER_NAME])
-                    .first()
-                    .copied()
-                    .unwrap_or(0);
+            response.cluster_authorized_operations = cluster_authorized_operations();
         }
         response.into()
     }
@@ -116,12 +112,12 @@ mod tests {
         );
     }
 
-    /// A single node whose principal may only DESCRIBE the cluster.
-    struct Node;
+    /// A single node whose principal may perform only this operation.
+    struct Node(Operation);
 
     impl FakeHost for Node {
         fn authorize(&self, action: &Action) -> bool {
-            action.operation == Operation::Describe
+            action.operation == self.0
         }
         fn describe_cluster(&self) -> metadata::Cluster {
             fake::single_node_cluster()
@@ -133,22 +129,33 @@ mod tests {
         let request = DescribeClusterRequest::default()
             .with_endpoint_type(BROKER_ENDPOINT)
             .with_include_cluster_authorized_operations(true);
-        let handled = fake::handle::<DescribeCluster>(Node, 1, &request);
+        let handled = fake::handle::<DescribeCluster>(Node(Operation::Describe), 1, &request);
         let response = handled.response.expect("a response");
         let ids: Vec<i32> = response.brokers.iter().map(|b| b.broker_id.0).collect();
         assert_eq!((response.controller_id.0, ids), (1, vec![1]));
         let describe = 1 << gregor_sdk::authorize::operation_code(Operation::Describe);
         assert_eq!(response.cluster_authorized_operations, describe);
         let plain = request.with_include_cluster_authorized_operations(false);
-        let response = fake::handle::<DescribeCluster>(Node, 1, &plain).response;
+        let response =
+            fake::handle::<DescribeCluster>(Node(Operation::Describe), 1, &plain).response;
         let operations = response.map(|r| r.cluster_authorized_operations);
         assert_eq!(operations, Some(NOT_REQUESTED));
     }
 
     #[test]
+    fn operations_are_reported_only_to_who_may_describe_the_cluster() {
+        let request = DescribeClusterRequest::default()
+            .with_endpoint_type(BROKER_ENDPOINT)
+            .with_include_cluster_authorized_operations(true);
+        let response =
+            fake::handle::<DescribeCluster>(Node(Operation::Alter), 1, &request).response;
+        assert_eq!(response.map(|r| r.cluster_authorized_operations), Some(0));
+    }
+
+    #[test]
     fn a_broker_is_no_controller_endpoint() {
         let request = DescribeClusterRequest::default().with_endpoint_type(2);
-        let handled = fake::handle::<DescribeCluster>(Node, 1, &request);
+        let handled = fake::handle::<DescribeCluster>(Node(Operation::Describe), 1, &request);
         let unsupported = ResponseError::UnsupportedEndpointType.code();
         let response = handled.response.expect("a response");
         assert_eq!(

@@ -26,8 +26,24 @@ function allowed(principal, action) {
   );
 }
 
+// Some operation on some resource of the type: a tenant owns every name
+// under its prefix, existing or not (the policy reads no ACLs).
+function allowedByType(principal, resourceType) {
+  if (principal === ADMIN) {
+    return true;
+  }
+  return (
+    principal.startsWith('User:') &&
+    principal.length > 'User:'.length &&
+    TENANT_RESOURCES.has(resourceType)
+  );
+}
+
 export const authorizer = {
   authorize(request, actions) {
     return actions.map((action) => allowed(request.principal, action));
+  },
+  authorizeByResourceType(request, operation, resourceType) {
+    return allowedByType(request.principal, resourceType);
   },
 };

@@ -14,7 +14,7 @@ loaded into a running broker and switched to with
 from typing import List
 
 from wit_world import exports
-from wit_world.imports.types import Action, ResourceType
+from wit_world.imports.types import Action, Operation, ResourceType
 from wit_world.exports.authorizer import AuthorizableRequest
 
 ADMIN = "User:admin"
@@ -34,6 +34,23 @@ def allowed(principal: str, action: Action) -> bool:
     )
 
 
+def allowed_by_type(principal: str, resource_type: ResourceType) -> bool:
+    """Some operation on some resource of the type: a tenant owns every
+    name under its prefix, existing or not (the policy reads no ACLs)."""
+    if principal == ADMIN:
+        return True
+    return (
+        principal.startswith("User:")
+        and len(principal) > len("User:")
+        and resource_type in TENANT_RESOURCES
+    )
+
+
 class Authorizer(exports.Authorizer):
     def authorize(self, request: AuthorizableRequest, actions: List[Action]) -> List[bool]:
         return [allowed(request.principal, action) for action in actions]
+
+    def authorize_by_resource_type(
+        self, request: AuthorizableRequest, operation: Operation, resource_type: ResourceType
+    ) -> bool:
+        return allowed_by_type(request.principal, resource_type)

@@ -7,15 +7,17 @@
 //! - Key type 0 (group) needs DESCRIBE on the Group, else
 //!   GROUP_AUTHORIZATION_FAILED; key type 1 (transaction) needs DESCRIBE on
 //!   the TransactionalId, else TRANSACTIONAL_ID_AUTHORIZATION_FAILED; key
-//!   type 2 (share) is INVALID_REQUEST (before v6, and here always: this
-//!   broker has no share coordinator), as is any other key type.
+//!   type 2 (share) needs CLUSTER_ACTION on the Cluster, checked first as
+//!   Kafka does (CLUSTER_AUTHORIZATION_FAILED), and is then INVALID_REQUEST
+//!   (before v6, and here always: this broker has no share coordinator),
+//!   as is any other key type.
 //! - On one broker every coordinator is this broker, as the request's
 //!   listener advertises it (`metadata.describe-cluster`).
 //! - A failed handler (trap or timeout) is answered as Kafka's
 //!   `getErrorResponse`: the error (and its message) for every key, with no
 //!   coordinator.
 
-use gregor_sdk::authorize::is_allowed;
+use gregor_sdk::authorize::{cluster_allowed, is_allowed};
 use gregor_sdk::authz::{Operation, ResourceType};
 use gregor_sdk::kafka_protocol::messages::find_coordinator_response::Coordinator;
 use gregor_sdk::kafka_protocol::messages::{
@@ -47,7 +49,7 @@ impl Handler for FindCoordinator {
         let mut response = FindCoordinatorResponse::default();
         if version >= 4 {
             for key in &request.coordinator_keys {
-                let (error, node) = coordinator(request.key_type, key, version, node.as_ref());
+                let (error, node) = coordinator(request.key_type, key, node.as_ref());
                 let (node_id, host, port) = node_fields(node);
                 response.coordinators.push(
                     Coordinator::default()
@@ -59,7 +61,7 @@ impl Handler for FindCoordinator {
                 );
             }
         } else {
-            let (error, node) = coordinator(request.key_type, &request.key, version, node.as_ref());
+            let (error, node) = coordinator(request.key_type, &request.key, node.as_ref());
             let (node_id, host, port) = node_fields(node);
             response = response
                 .with_error_code(error)
@@ -118,19 +120,18 @@ fn failed(
 }
 
 /// Kafka's `getCoordinator`: an error, or the coordinator's node.
-fn coordinator<'a>(
-    key_type: i8,
-    key: &str,
-    version: i16,
-    node: Option<&'a Broker>,
-) -> (i16, Option<&'a Broker>) {
+fn coordinator<'a>(key_type: i8, key: &str, node: Option<&'a Broker>) -> (i16, Option<&'a Broker>) {
     let denied = match key_type {
         GROUP => (!is_allowed(Operation::Describe, ResourceType::Group, key))
             .then_some(ResponseError::GroupAuthorizationFailed),
         TRANSACTION => (!is_allowed(Operation::Describe, ResourceType::TransactionalId, key))
             .then_some(ResponseError::TransactionalIdAuthorizationFailed),
-        SHARE if version < 6 => Some(ResponseError::InvalidRequest),
-        // No share coordinator here, and no other key type exists.
+        // Kafka checks CLUSTER_ACTION before it looks at the key type: a
+        // caller without it learns nothing about share support.
+        SHARE if !cluster_allowed(Operation::ClusterAction) => {
+            Some(ResponseError::ClusterAuthorizationFailed)
+        }
+        // No share coordinator here (nor before v6), and no other key type.
         _ => Some(ResponseError::InvalidRequest),
     };
     match (denied, node) {
@@ -161,6 +162,9 @@ fn message(error: i16) -> &'static str {
         }
         code if code == ResponseError::TransactionalIdAuthorizationFailed.code() => {
             "Transactional Id authorization failed."
+        }
+        code if code == ResponseError::ClusterAuthorizationFailed.code() => {
+            "Cluster authorization failed."
         }
         code if code == ResponseError::CoordinatorNotAvailable.code() => {
             "The coordinator is not available."
@@ -194,15 +198,47 @@ mod tests {
 
     #[test]
     fn unknown_key_types_are_invalid() {
-        let broker = broker();
-        let (error, node) = coordinator(SHARE, "g:t:0", 5, Some(&broker));
+        let (error, node) = coordinator(7, "k", None);
         assert_eq!(error, ResponseError::InvalidRequest.code());
         assert!(node.is_none());
-        assert_eq!(
-            coordinator(7, "k", 6, None).0,
-            ResponseError::InvalidRequest.code()
-        );
         assert_eq!(node_fields(None).2, -1);
+    }
+
+    /// A principal without CLUSTER_ACTION on the Cluster.
+    struct NoClusterAction;
+
+    impl FakeHost for NoClusterAction {
+        fn authorize(&self, action: &Action) -> bool {
+            action.operation != Operation::ClusterAction
+        }
+        fn describe_cluster(&self) -> Cluster {
+            OneBroker.describe_cluster()
+        }
+    }
+
+    #[test]
+    fn share_keys_need_cluster_action_before_anything_else() {
+        let request = FindCoordinatorRequest::default()
+            .with_key_type(SHARE)
+            .with_coordinator_keys(vec![StrBytes::from_static_str("g:t:0")]);
+        let codes = |handled: fake::Handled<FindCoordinatorResponse>| {
+            let response = handled.response.unwrap_or_default();
+            response
+                .coordinators
+                .iter()
+                .map(|c| c.error_code)
+                .collect::<Vec<_>>()
+        };
+        let denied = fake::handle::<FindCoordinator>(NoClusterAction, 6, &request);
+        let cluster_denied = ResponseError::ClusterAuthorizationFailed.code();
+        assert_eq!(codes(denied), vec![cluster_denied]);
+        let allowed = fake::handle::<FindCoordinator>(OneBroker, 6, &request);
+        assert_eq!(codes(allowed), vec![ResponseError::InvalidRequest.code()]);
+        let old = FindCoordinatorRequest::default()
+            .with_key_type(SHARE)
+            .with_key(StrBytes::from_static_str("g:t:0"));
+        let response = fake::handle::<FindCoordinator>(NoClusterAction, 3, &old).response;
+        assert_eq!(response.map(|r| r.error_code), Some(cluster_denied));
     }
 
     fn request() -> FindCoordinatorRequest {

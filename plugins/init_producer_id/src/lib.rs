@@ -4,9 +4,10 @@
 //!
 //! - Versions 0-5; flexible from v2.
 //! - Authorization as Kafka: IDEMPOTENT_WRITE on the Cluster, or WRITE on
-//!   topics (Kafka's `authorizeByResourceType`; the authz interface answers
-//!   per resource, so we ask for WRITE on every existing topic and accept
-//!   any). Refused: CLUSTER_AUTHORIZATION_FAILED.
+//!   some topic as the authorizer's `authorize-by-resource-type` answers
+//!   (Kafka's `authorizeByResourceType`: ACL patterns alone, so a WRITE ACL
+//!   on a topic not created yet counts). Refused:
+//!   CLUSTER_AUTHORIZATION_FAILED.
 //! - The host allocates the id (`txn.init-idempotent-producer`), durably, so
 //!   an id is never reused; the epoch is 0. As in Kafka, the producer id and
 //!   epoch a v3+ idempotent producer sends are ignored: it gets a new id.
@@ -22,13 +23,13 @@
 //! - A failed handler (trap or timeout) is answered as Kafka's
 //!   `getErrorResponse`: the error, producer id -1 and epoch -1.
 
-use gregor_sdk::authorize::{allowed_names, cluster_allowed, transactional_id_allowed};
-use gregor_sdk::authz::{Operation, ResourceType};
+use gregor_sdk::authorize::{cluster_allowed, transactional_id_allowed};
+use gregor_sdk::authz::{self, Operation, ResourceType};
 use gregor_sdk::kafka_protocol::messages::{
     InitProducerIdRequest, InitProducerIdResponse, ProducerId,
 };
 use gregor_sdk::AnswerError;
-use gregor_sdk::{metadata, txn, Handler, Reply, RequestContext, ResponseError};
+use gregor_sdk::{txn, Handler, Reply, RequestContext, ResponseError};
 
 struct InitProducerId;
 
@@ -65,14 +66,11 @@ impl Handler for InitProducerId {
     }
 }
 
-/// Kafka: IDEMPOTENT_WRITE on the Cluster, or WRITE on any topic.
+/// Kafka: IDEMPOTENT_WRITE on the Cluster, or WRITE on some topic by the
+/// authorizer's ACL patterns, whether or not a topic of that name exists.
 fn idempotent_write_allowed() -> bool {
-    if cluster_allowed(Operation::IdempotentWrite) {
-        return true;
-    }
-    let topics = metadata::list_topics();
-    let names = topics.iter().map(|topic| topic.name.as_str());
-    !allowed_names(Operation::Write, ResourceType::Topic, names).is_empty()
+    cluster_allowed(Operation::IdempotentWrite)
+        || authz::authorize_by_resource_type(Operation::Write, ResourceType::Topic)
 }
 
 fn transactional(
@@ -111,7 +109,35 @@ gregor_sdk::export_handler!(InitProducerId);
 #[cfg(test)]
 mod tests {
     use super::*;
+    use gregor_sdk::authz::Action;
+    use gregor_sdk::fake::{self, FakeHost};
     use gregor_sdk::testing::assert_encodes_for_served_versions;
+
+    /// No IDEMPOTENT_WRITE; WRITE on topics by type as `by_type` says.
+    struct Producer {
+        by_type: bool,
+    }
+
+    impl FakeHost for Producer {
+        fn authorize(&self, action: &Action) -> bool {
+            action.operation != Operation::IdempotentWrite
+        }
+        fn authorize_by_resource_type(
+            &self,
+            operation: Operation,
+            resource_type: ResourceType,
+        ) -> bool {
+            self.by_type && (operation, resource_type) == (Operation::Write, ResourceType::Topic)
+        }
+    }
+
+    #[test]
+    fn without_idempotent_write_the_authorizer_answers_by_resource_type() {
+        let request = InitProducerIdRequest::default();
+        let denied = fake::handle::<InitProducerId>(Producer { by_type: false }, 4, &request);
+        let code = denied.response.map(|r| r.error_code);
+        assert_eq!(code, Some(ResponseError::ClusterAuthorizationFailed.code()));
+    }
 
     #[test]
     fn encodes_for_every_served_version() {

@@ -42,7 +42,7 @@ use std::collections::HashSet;
 use std::hash::Hash;
 
 use gregor_sdk::authorize::{
-    allowed_names, authorized_operations, cluster_allowed, operation_code, CLUSTER_NAME,
+    allowed_names, authorized_operations, cluster_allowed, cluster_authorized_operations,
 };
 use gregor_sdk::authz::{Operation, ResourceType};
 use gregor_sdk::configs::broker_flag;
@@ -113,16 +113,7 @@ fn cluster_metadata(request: &MetadataRequest, version: i16) -> MetadataResponse
         })
         .collect();
     if (8..=10).contains(&version) && request.include_cluster_authorized_operations {
-        // Kafka reports the cluster's operations only to a principal that
-        // may DESCRIBE it, and 0 to anyone else.
-        let operations = authorized_operations(ResourceType::Cluster, &[CLUSTER_NAME]);
-        let operations = operations.first().copied().unwrap_or(0);
-        let describe = 1 << operation_code(Operation::Describe);
-        response.cluster_authorized_operations = if operations & describe != 0 {
-            operations
-        } else {
-            0
-        };
+        response.cluster_authorized_operations = cluster_authorized_operations();
     }
     response
 }

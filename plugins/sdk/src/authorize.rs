@@ -55,6 +55,9 @@ pub fn allowed_names<'a>(
     let mut unique: Vec<String> = names.into_iter().map(str::to_string).collect();
     unique.sort();
     unique.dedup();
+    if unique.is_empty() {
+        return Allowed::default();
+    }
     let actions: Vec<Action> = unique
         .iter()
         .map(|name| Action {
@@ -186,4 +189,17 @@ pub fn authorized_operations(resource_type: ResourceType, names: &[&str]) -> Vec
                 })
         })
         .collect()
+}
+
+/// The Cluster's authorized operations as Kafka's `AuthHelper` reports
+/// them (Metadata v8-10, DescribeCluster): only to a principal that may
+/// DESCRIBE the Cluster, 0 to anyone else.
+pub fn cluster_authorized_operations() -> i32 {
+    let operations = authorized_operations(ResourceType::Cluster, &[CLUSTER_NAME]);
+    let operations = operations.first().copied().unwrap_or(0);
+    if operations & 1 << operation_code(Operation::Describe) != 0 {
+        operations
+    } else {
+        0
+    }
 }

@@ -20,7 +20,9 @@ use crate::bindings::gregor::broker::logging::Level;
 use crate::bindings::gregor::broker::metadata::{Cluster, TopicInfo};
 use crate::bindings::gregor::broker::scram_credentials::{Deletion, Upsertion, UserCredentials};
 use crate::bindings::gregor::broker::txn::{TxnGroupMember, TxnOffset, TxnPartitionResult};
-use crate::bindings::gregor::broker::types::{AclBinding, Action, KafkaError};
+use crate::bindings::gregor::broker::types::{
+    AclBinding, Action, KafkaError, Operation, ResourceType,
+};
 use crate::handler::{run, Handler};
 use crate::{Outcome, RequestContext, Uuid};
 
@@ -30,6 +32,14 @@ use crate::{Outcome, RequestContext, Uuid};
 pub trait FakeHost {
     /// Is the action allowed for the request's principal?
     fn authorize(&self, _action: &Action) -> bool {
+        true
+    }
+    /// May the principal perform `operation` on some resource of the type?
+    fn authorize_by_resource_type(
+        &self,
+        _operation: Operation,
+        _resource_type: ResourceType,
+    ) -> bool {
         true
     }
     fn list_topics(&self) -> Vec<TopicInfo> {
@@ -214,6 +224,9 @@ pub mod imports {
 
     pub fn authorize(actions: &[Action]) -> Vec<bool> {
         with_host(|host| actions.iter().map(|a| host.authorize(a)).collect())
+    }
+    pub fn authorize_by_resource_type(operation: Operation, resource_type: ResourceType) -> bool {
+        with_host(|host| host.authorize_by_resource_type(operation, resource_type))
     }
     pub fn list_topics() -> Vec<TopicInfo> {
         with_host(|host| host.list_topics())

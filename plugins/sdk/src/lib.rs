@@ -14,6 +14,7 @@
 pub mod acl;
 pub mod authorize;
 pub mod bounded;
+pub mod by_resource_type;
 pub mod codec;
 pub mod config_alter;
 pub mod configs;
@@ -64,7 +65,7 @@ pub mod authz {
     pub use crate::bindings::gregor::broker::authz::*;
     pub use crate::bindings::gregor::broker::types::{Action, Operation, ResourceType};
     #[cfg(not(target_arch = "wasm32"))]
-    pub use crate::fake::imports::authorize;
+    pub use crate::fake::imports::{authorize, authorize_by_resource_type};
 }
 
 /// Topics, the cluster and broker configuration.

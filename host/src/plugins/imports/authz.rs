@@ -4,7 +4,7 @@
 use std::time::Instant;
 
 use crate::plugins::bindings::handler::gregor::broker::authz;
-use crate::plugins::bindings::Action;
+use crate::plugins::bindings::{Action, Operation, ResourceType};
 use crate::plugins::state::HandlerState;
 
 impl authz::Host for HandlerState {
@@ -16,5 +16,24 @@ impl authz::Host for HandlerState {
             .await;
         self.clock.add_host_wait(started.elapsed());
         answers
+    }
+
+    async fn authorize_by_resource_type(
+        &mut self,
+        operation: Operation,
+        resource_type: ResourceType,
+    ) -> bool {
+        let started = Instant::now();
+        let allowed = self
+            .authorization
+            .authorize_by_resource_type(
+                self.session.as_deref(),
+                self.client_id.as_deref(),
+                operation,
+                resource_type,
+            )
+            .await;
+        self.clock.add_host_wait(started.elapsed());
+        allowed
     }
 }

@@ -16,7 +16,7 @@ wit_bindgen::generate!({
 });
 
 use exports::gregor::broker::authorizer::{AuthorizableRequest, Guest};
-use gregor::broker::types::{Action, ResourceType};
+use gregor::broker::types::{Action, Operation, ResourceType};
 
 /// The principal that may do everything.
 const ADMIN: &str = "User:admin";
@@ -37,12 +37,32 @@ fn allowed(principal: &str, action: &Action) -> bool {
     ) && action.resource_name.starts_with(name)
 }
 
+/// May `principal` perform some operation on some resource of the type?
+/// A tenant owns every name under its prefix, existing or not.
+fn allowed_by_type(principal: &str, resource_type: ResourceType) -> bool {
+    principal == ADMIN
+        || principal
+            .strip_prefix("User:")
+            .is_some_and(|n| !n.is_empty())
+            && matches!(resource_type, ResourceType::Topic | ResourceType::Group)
+}
+
 impl Guest for PrefixAuthorizer {
     fn authorize(request: AuthorizableRequest, actions: Vec<Action>) -> Vec<bool> {
         actions
             .iter()
             .map(|action| allowed(&request.principal, action))
             .collect()
+    }
+
+    /// This policy reads no ACLs, so Kafka's default over ACL patterns
+    /// (the SDK's) does not apply: the answer follows the policy.
+    fn authorize_by_resource_type(
+        request: AuthorizableRequest,
+        _operation: Operation,
+        resource_type: ResourceType,
+    ) -> bool {
+        allowed_by_type(&request.principal, resource_type)
     }
 }
 
@@ -51,7 +71,6 @@ export!(PrefixAuthorizer);
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gregor::broker::types::Operation;
 
     fn action(resource_type: ResourceType, name: &str) -> Action {
         Action {
@@ -81,5 +100,15 @@ mod tests {
             "User:admin",
             &action(ResourceType::Cluster, "kafka-cluster")
         ));
+    }
+
+    #[test]
+    fn tenants_may_write_topics_they_have_not_created_yet() {
+        assert!(allowed_by_type("User:alice", ResourceType::Topic));
+        assert!(allowed_by_type("User:alice", ResourceType::Group));
+        assert!(!allowed_by_type("User:alice", ResourceType::Cluster));
+        assert!(!allowed_by_type("User:", ResourceType::Topic));
+        assert!(!allowed_by_type("Group:x", ResourceType::Topic));
+        assert!(allowed_by_type("User:admin", ResourceType::Cluster));
     }
 }
