@@ -698,9 +698,8 @@ mod tests {
         assert_eq!(defaults, LogConfig::default());
     }
 
-    #[test]
-    fn counts_over_kafkas_caps_are_refused_before_anything_is_created() {
-        let dir = tempfile::tempdir().unwrap();
+    /// A topic manager over `dir` and its broker's node id.
+    fn manager(dir: &tempfile::TempDir) -> (TopicManager, i32) {
         let mut config = BrokerConfig::default();
         config
             .set_pair(&format!("log.dirs={}", dir.path().display()))
@@ -712,7 +711,38 @@ mod tests {
         let metadata = dir.path().join("metadata");
         let dynamic = Arc::new(DynamicConfigs::open(&metadata).unwrap());
         let store = MetadataStore::open(&metadata).unwrap();
-        let topics = &TopicManager::open(Arc::new(config), dynamic, logs, store).unwrap();
+        let topics = TopicManager::open(Arc::new(config), dynamic, logs, store).unwrap();
+        (topics, node_id)
+    }
+
+    #[test]
+    fn manual_assignments_name_this_broker_with_both_counts_left_at_minus_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let (topics, node) = manager(&dir);
+        let new = |assignment: Vec<(i32, Vec<i32>)>, counts: (i32, i16)| NewTopic {
+            name: "manual".to_string(),
+            num_partitions: counts.0,
+            replication_factor: counts.1,
+            configs: Vec::new(),
+            replica_assignment: assignment,
+        };
+        let code = |request: &NewTopic| topics.create(request, node, true).map_err(|e| e.code);
+        let valid = vec![(1, vec![node]), (0, vec![node])];
+        let created = topics.create(&new(valid.clone(), (-1, -1)), node, false);
+        assert_eq!(created.map(|t| t.partitions), Ok(2));
+        let invalid_request = Err(ErrorCode::InvalidRequest.code());
+        assert_eq!(code(&new(valid.clone(), (2, -1))), invalid_request);
+        assert_eq!(code(&new(valid, (-1, 1))), invalid_request);
+        let invalid = Err(ErrorCode::InvalidReplicaAssignment.code());
+        assert_eq!(code(&new(vec![(0, vec![node + 1])], (-1, -1))), invalid);
+        assert_eq!(code(&new(vec![(1, vec![node])], (-1, -1))), invalid);
+    }
+
+    #[test]
+    fn counts_over_kafkas_caps_are_refused_before_anything_is_created() {
+        let dir = tempfile::tempdir().unwrap();
+        let (topics, node_id) = manager(&dir);
+        let topics = &topics;
         let new = |name: &str, num_partitions: i32| NewTopic {
             name: name.to_string(),
             num_partitions,

@@ -358,28 +358,6 @@ gregor_sdk::export_handler!(CreateTopics);
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gregor_sdk::kafka_protocol::messages::create_topics_request::CreatableReplicaAssignment;
-    use gregor_sdk::kafka_protocol::messages::BrokerId;
-
-    #[test]
-    fn assignments_go_to_the_host_as_named() {
-        let topic = CreatableTopic::default()
-            .with_num_partitions(-1)
-            .with_replication_factor(-1)
-            .with_assignments(
-                [(1, [2, 1]), (0, [1, 2])]
-                    .into_iter()
-                    .map(|(partition, brokers)| {
-                        CreatableReplicaAssignment::default()
-                            .with_partition_index(partition)
-                            .with_broker_ids(brokers.into_iter().map(BrokerId).collect())
-                    })
-                    .collect(),
-            );
-        let new = new_topic(&topic);
-        assert_eq!(new.replica_assignment, [(1, vec![2, 1]), (0, vec![1, 2])]);
-        assert_eq!((new.num_partitions, new.replication_factor), (-1, -1));
-    }
 
     #[test]
     fn encodes_for_every_served_version() {
@@ -398,5 +376,23 @@ mod tests {
             &[request],
             &[CreateTopicsResponse::default().with_topics(vec![refused, created])],
         );
+    }
+
+    #[test]
+    fn assignments_go_to_the_host_as_named() {
+        use gregor_sdk::kafka_protocol::messages::create_topics_request::CreatableReplicaAssignment;
+        use gregor_sdk::kafka_protocol::messages::BrokerId;
+        let assignment = |partition, brokers: [i32; 2]| {
+            CreatableReplicaAssignment::default()
+                .with_partition_index(partition)
+                .with_broker_ids(brokers.into_iter().map(BrokerId).collect())
+        };
+        let topic = CreatableTopic::default()
+            .with_num_partitions(-1)
+            .with_replication_factor(-1)
+            .with_assignments(vec![assignment(1, [2, 1]), assignment(0, [1, 2])]);
+        let new = new_topic(&topic);
+        assert_eq!(new.replica_assignment, [(1, vec![2, 1]), (0, vec![1, 2])]);
+        assert_eq!((new.num_partitions, new.replication_factor), (-1, -1));
     }
 }
