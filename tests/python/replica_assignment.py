@@ -31,7 +31,10 @@ def partitions(admin, topic):
 
 def create(bootstrap, topic, assignment):
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    new = NewTopic(topic, replica_assignment=json.loads(assignment))
+    replicas = json.loads(assignment)
+    # confluent-kafka wants the count the assignment has; librdkafka sends
+    # -1 for both counts with an assignment, as Kafka requires.
+    new = NewTopic(topic, num_partitions=len(replicas), replica_assignment=replicas)
     futures = admin.create_topics([new], operation_timeout=10, request_timeout=15)
     error = None
     try:
