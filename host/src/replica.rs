@@ -30,6 +30,9 @@ pub struct AppendOutcome {
     pub base_offset: i64,
     pub log_append_time_ms: i64,
     pub log_start_offset: i64,
+    /// The records refused for their own content (KIP-467), with
+    /// INVALID_RECORD; empty otherwise.
+    pub record_errors: Vec<validate::RecordError>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -161,7 +164,7 @@ impl ReplicaManager {
         // (only the coordinator writes markers), producer ids with sequences.
         if let Err(error) = validate::client_batches(records) {
             self.metrics.record_produce(topic, 0, 0, true);
-            return AppendOutcome::failed(error.error_code(), message_of(&error));
+            return AppendOutcome::refused(&error);
         }
         let tp = TopicPartition {
             topic: topic.to_string(),
@@ -176,7 +179,7 @@ impl ReplicaManager {
         let mut state = crate::sync::lock(&state);
         if let Err(error) = self.load_producer_state(&tp, &mut state) {
             self.metrics.record_produce(topic, 0, 0, true);
-            return AppendOutcome::failed(error.error_code(), message_of(&error));
+            return AppendOutcome::refused(&error);
         }
         let now = now_ms();
         state.expire(now, self.producer_expiration_ms.load(Ordering::Relaxed));
@@ -194,6 +197,7 @@ impl ReplicaManager {
                     base_offset: original.first_offset,
                     log_append_time_ms: -1,
                     log_start_offset,
+                    record_errors: Vec::new(),
                 };
             }
             Err(error) => {
@@ -384,11 +388,12 @@ impl ReplicaManager {
                     base_offset: info.base_offset,
                     log_append_time_ms: info.log_append_time_ms,
                     log_start_offset: info.log_start_offset,
+                    record_errors: Vec::new(),
                 }
             }
             Err(error) => {
                 self.metrics.record_produce(topic, 0, 0, true);
-                AppendOutcome::failed(error.error_code(), message_of(&error))
+                AppendOutcome::refused(&error)
             }
         }
     }
@@ -719,14 +724,23 @@ impl AppendOutcome {
             base_offset: -1,
             log_append_time_ms: -1,
             log_start_offset: -1,
+            record_errors: Vec::new(),
         }
+    }
+
+    /// Refused by the log: its error, message and any record errors.
+    fn refused(error: &StorageError) -> Self {
+        let mut outcome = Self::failed(error.error_code(), message_of(error));
+        if let StorageError::RecordErrors(errors) = error {
+            outcome.record_errors.clone_from(&errors.errors);
+        }
+        outcome
     }
 }
 
 fn message_of(error: &StorageError) -> Option<String> {
     match error {
         StorageError::UnknownTopicOrPartition | StorageError::OffsetOutOfRange => None,
-        StorageError::RecordErrors(errors) => Some(errors.append_message()),
         other => Some(other.to_string()),
     }
 }

@@ -279,40 +279,32 @@ async fn refused_modules_leave_the_previous_version_serving() {
     );
     assert!(!ok, "a wrong-world module was accepted: {text}");
     assert!(
-        text.contains("must target world gregor:broker/kafka-handler@0.2.0"),
+        text.contains("must target world gregor:broker/kafka-handler@0.3.0"),
         "{text}"
     );
 
-    // A module built for the older contract is refused by version: a
-    // component exporting `gregor:broker/handler@0.1.0` (an empty instance).
-    let old_name = b"gregor:broker/handler@0.1.0";
-    let mut old = b"\0asm\x0d\x00\x01\x00\x05\x03\x01\x01\x00".to_vec();
-    old.extend([
-        0x0b,
-        old_name.len() as u8 + 6,
-        0x01,
-        0x00,
-        old_name.len() as u8,
-    ]);
-    old.extend(old_name);
-    old.extend([0x05, 0x00, 0x00]);
-    let old_component = plugins.path().join("old.bin");
-    std::fs::write(&old_component, &old).expect("write component");
-    let (ok, text) = cli(
-        &admin,
-        &[
-            "load",
-            &old_component.display().to_string(),
-            "--name",
-            "fetch",
-        ],
-    );
-    assert!(!ok, "a 0.1.0 module was accepted: {text}");
-    assert!(
-        text.contains("built for gregor:broker@0.1.0")
-            && text.contains("serves gregor:broker@0.2.0"),
-        "{text}"
-    );
+    // A module built for an older contract is refused by version, naming
+    // both: a component exporting `gregor:broker/handler@<old>` (an empty
+    // instance).
+    for version in ["0.1.0", "0.2.0"] {
+        let old_component = plugins.path().join(format!("old-{version}.bin"));
+        std::fs::write(&old_component, exporting_handler(version)).expect("write component");
+        let (ok, text) = cli(
+            &admin,
+            &[
+                "load",
+                &old_component.display().to_string(),
+                "--name",
+                "fetch",
+            ],
+        );
+        assert!(!ok, "a {version} module was accepted: {text}");
+        assert!(
+            text.contains(&format!("built for gregor:broker@{version}"))
+                && text.contains("serves gregor:broker@0.3.0"),
+            "{text}"
+        );
+    }
 
     // A corrupt file dropped into the directory is refused too.
     install_file(b"garbage", plugins.path(), "produce");
@@ -348,6 +340,18 @@ async fn refused_modules_leave_the_previous_version_serving() {
         let sha = handler_entry(&list, "produce")?["sha256"].clone();
         (!refused && sha != before["sha256"]).then_some(())
     });
+}
+
+/// A component exporting an empty instance as
+/// `gregor:broker/handler@<version>`: all the loader reads of its names.
+fn exporting_handler(version: &str) -> Vec<u8> {
+    let name = format!("gregor:broker/handler@{version}");
+    let len = u8::try_from(name.len()).expect("a short name");
+    let mut bytes = b"\0asm\x0d\x00\x01\x00\x05\x03\x01\x01\x00".to_vec();
+    bytes.extend([0x0b, len + 6, 0x01, 0x00, len]);
+    bytes.extend(name.as_bytes());
+    bytes.extend([0x05, 0x00, 0x00]);
+    bytes
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -17,6 +17,7 @@
 
 use crate::cluster::command::Refusal;
 use crate::error_code::ErrorCode;
+use crate::metadata::assignment;
 
 /// The random part of a placement, drawn by the proposer (Kafka's
 /// `fixedStartIndex` and the initial `nextReplicaShift`).
@@ -111,48 +112,21 @@ fn invalid_factor() -> Refusal {
     )
 }
 
-/// Kafka's checks of an explicit assignment: every partition has replicas,
-/// each a registered broker (`registered`), none twice, and all the same
-/// number (`replication_factor` if given: CreatePartitions keeps the
-/// topic's). INVALID_REPLICA_ASSIGNMENT with Kafka's messages.
+/// Kafka's checks of an explicit assignment
+/// ([`assignment::check_replicas`] for each partition): every partition
+/// has replicas, each a registered broker (`registered`), none twice, and
+/// all the same number (`replication_factor` if given: CreatePartitions
+/// keeps the topic's). INVALID_REPLICA_ASSIGNMENT with Kafka's messages.
 pub fn validate_assignment(
     assignment: &[Vec<i32>],
     replication_factor: Option<usize>,
     registered: impl Fn(i32) -> bool,
 ) -> Result<(), Refusal> {
-    let invalid = |message: String| Err(refusal(ErrorCode::InvalidReplicaAssignment, message));
     let mut expected = replication_factor;
     for replicas in assignment {
-        if replicas.is_empty() {
-            return invalid(
-                "The manual partition assignment includes an empty replica list.".to_string(),
-            );
-        }
-        let mut sorted = replicas.clone();
-        sorted.sort_unstable();
-        if let Some(id) = sorted.iter().find(|id| !registered(**id)) {
-            return invalid(format!(
-                "The manual partition assignment includes broker {id}, but no such broker is \
-                 registered."
-            ));
-        }
-        if let Some(pair) = sorted.windows(2).find(|pair| pair[0] == pair[1]) {
-            return invalid(format!(
-                "The manual partition assignment includes the broker {} more than once.",
-                pair[0]
-            ));
-        }
-        match expected {
-            Some(factor) if factor != replicas.len() => {
-                return invalid(format!(
-                    "The manual partition assignment includes a partition with {} replica(s), \
-                     but this is not consistent with previous partitions, which have {factor} \
-                     replica(s).",
-                    replicas.len()
-                ));
-            }
-            _ => expected = Some(replicas.len()),
-        }
+        assignment::check_replicas(replicas, expected, &registered)
+            .map_err(|message| refusal(ErrorCode::InvalidReplicaAssignment, message))?;
+        expected = Some(replicas.len());
     }
     Ok(())
 }

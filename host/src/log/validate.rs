@@ -62,9 +62,6 @@ pub struct RecordErrors {
 /// How many record errors a refused batch names.
 pub const MAX_RECORD_ERRORS: usize = 1000;
 
-/// The line that starts each record error in [`RecordErrors::append_message`].
-pub const RECORD_ERROR_PREFIX: &str = "record-error ";
-
 impl RecordErrors {
     /// Kafka's message for the whole batch (`LogValidator.processRecordErrors`).
     pub fn summary(&self) -> String {
@@ -85,23 +82,6 @@ impl RecordErrors {
             self.total,
             shown.join(", ")
         )
-    }
-
-    /// The append result's error message, until the WIT's `append-result`
-    /// carries record errors: the summary, then one line per record,
-    /// `record-error <batch index>: <message>`, which the Produce module
-    /// turns into the response's `record_errors` (a module that does not
-    /// know the lines passes them on as text).
-    pub fn append_message(&self) -> String {
-        let mut out = self.summary().replace('\n', " ");
-        for e in &self.errors {
-            let message = e.message.replace('\n', " ");
-            out.push_str(&format!(
-                "\n{RECORD_ERROR_PREFIX}{}: {message}",
-                e.batch_index
-            ));
-        }
-        out
     }
 }
 
@@ -405,14 +385,10 @@ mod tests {
                 "{summary}"
             );
             assert_eq!(summary.matches("RecordError(batchIndex=").count(), 3);
-            let message = errors.append_message();
-            let lines: Vec<&str> = message.lines().collect();
-            assert_eq!(lines[0], summary);
             assert_eq!(
-                lines[1],
-                "record-error 1: Compacted topic cannot accept message without key"
+                errors.errors[0].message,
+                "Compacted topic cannot accept message without key"
             );
-            assert_eq!(lines.len(), 5);
         }
         // The list is bounded; the count is not.
         let many = simple_batch(MAX_RECORD_ERRORS + 5, 1, 0);

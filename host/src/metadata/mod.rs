@@ -3,6 +3,7 @@
 //! state), persisted crash-safely apart from the partition logs
 //! (DESIGN.md §6).
 
+pub mod assignment;
 pub mod bounds;
 pub mod broker_config;
 pub mod dynamic;

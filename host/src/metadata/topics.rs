@@ -15,6 +15,7 @@ use tracing::info;
 use crate::config::BrokerConfig;
 use crate::error_code::ErrorCode;
 use crate::log::{LogConfig, LogStore, TopicPartition};
+use crate::metadata::assignment;
 use crate::metadata::bounds;
 use crate::metadata::dynamic::DynamicConfigs;
 use crate::metadata::store::{MetadataStore, TopicRecord};
@@ -48,6 +49,9 @@ pub struct NewTopic {
     pub num_partitions: i32,
     pub replication_factor: i16,
     pub configs: Vec<(String, Option<String>)>,
+    /// The manual assignment as the request names it, (partition,
+    /// replicas); empty: placed by the broker.
+    pub replica_assignment: Vec<(i32, Vec<i32>)>,
 }
 
 /// A CreateTopics entry once checked: what the broker will create.
@@ -56,6 +60,8 @@ pub struct ResolvedTopic {
     pub partitions: i32,
     pub replication_factor: i16,
     pub configs: BTreeMap<String, String>,
+    /// The manual assignment, replicas of partitions 0..n in order.
+    pub assignment: Option<Vec<Vec<i32>>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -178,22 +184,55 @@ impl TopicManager {
 
     /// A CreateTopics entry checked and resolved against the broker's
     /// defaults (Kafka's order of checks); `replicas_ok` judges the
-    /// resolved replication factor against the brokers there are.
+    /// resolved replication factor against the brokers there are, and
+    /// `registered` the brokers a manual assignment names.
     pub fn resolve(
         &self,
         request: &NewTopic,
         replicas_ok: &dyn Fn(i16) -> Result<(), TopicError>,
+        registered: &dyn Fn(i32) -> bool,
     ) -> Result<ResolvedTopic, TopicError> {
         let default_partitions = self.config.num_partitions().unwrap_or(1);
-        if bounds::requested_partitions(request.num_partitions, default_partitions)
-            > bounds::MAX_PARTITIONS_PER_BATCH
-        {
+        let requested = match request.replica_assignment.len() {
+            0 => bounds::requested_partitions(request.num_partitions, default_partitions),
+            assigned => assigned,
+        };
+        if requested > bounds::MAX_PARTITIONS_PER_BATCH {
             return Err(TopicError::new(
                 ErrorCode::PolicyViolation.code(),
                 bounds::TOO_MANY_PARTITIONS,
             ));
         }
         validate_name(&request.name)?;
+        let (partitions, replication_factor, assignment) = if request.replica_assignment.is_empty()
+        {
+            let (partitions, replication) = self.counts(request, default_partitions)?;
+            replicas_ok(replication)?;
+            (partitions, replication, None)
+        } else {
+            let assignment = manual_assignment(request, registered)?;
+            let replication = assignment
+                .first()
+                .and_then(|replicas| i16::try_from(replicas.len()).ok())
+                .unwrap_or(i16::MAX);
+            let partitions = i32::try_from(assignment.len()).unwrap_or(i32::MAX);
+            (partitions, replication, Some(assignment))
+        };
+        Ok(ResolvedTopic {
+            partitions,
+            replication_factor,
+            configs: validate_configs(&request.configs)?,
+            assignment,
+        })
+    }
+
+    /// The partition count and replication factor a topic without a
+    /// manual assignment gets (-1: the broker's defaults).
+    fn counts(
+        &self,
+        request: &NewTopic,
+        default_partitions: i32,
+    ) -> Result<(i32, i16), TopicError> {
         if request.replication_factor < -1 || request.replication_factor == 0 {
             return Err(TopicError::new(
                 ErrorCode::InvalidReplicationFactor.code(),
@@ -224,25 +263,7 @@ impl TopicManager {
                 "Replication factor must be larger than 0, or -1 to use the default value.",
             ));
         }
-        replicas_ok(replication)?;
-        let mut configs = BTreeMap::new();
-        for (name, value) in &request.configs {
-            let Some(value) = value else {
-                return Err(TopicError::new(
-                    ErrorCode::InvalidConfig.code(),
-                    format!("Null value not supported for topic configs: {name}"),
-                ));
-            };
-            topic_config::validate(name, value)
-                .map_err(|message| TopicError::new(ErrorCode::InvalidConfig.code(), message))?;
-            configs.insert(name.clone(), value.clone());
-        }
-
-        Ok(ResolvedTopic {
-            partitions,
-            replication_factor: replication,
-            configs,
-        })
+        Ok((partitions, replication))
     }
 
     /// Creates a topic, or with `validate_only` checks that it could be.
@@ -250,12 +271,16 @@ impl TopicManager {
     /// The partition count is bounded before anything else (Kafka's
     /// `validateTotalNumberOfPartitions`), and the records the topic would
     /// write before it is created or described, `validate_only` or not.
-    pub fn create(&self, request: &NewTopic, validate_only: bool) -> Result<Topic, TopicError> {
-        let ResolvedTopic {
-            partitions,
-            configs,
-            ..
-        } = self.resolve(request, &|replication| {
+    ///
+    /// `node_id` is the only registered broker: the one broker a manual
+    /// assignment may name.
+    pub fn create(
+        &self,
+        request: &NewTopic,
+        node_id: i32,
+        validate_only: bool,
+    ) -> Result<Topic, TopicError> {
+        let replicas_ok = |replication: i16| {
             if replication > 1 {
                 return Err(TopicError::new(
                     ErrorCode::InvalidReplicationFactor.code(),
@@ -265,7 +290,12 @@ impl TopicManager {
                 ));
             }
             Ok(())
-        })?;
+        };
+        let ResolvedTopic {
+            partitions,
+            configs,
+            ..
+        } = self.resolve(request, &replicas_ok, &|id| id == node_id)?;
         // Serialize creations so the existence check and the write agree.
         let mut store = self.lock_store();
         if let Some(existing) = self.collision(&request.name) {
@@ -520,8 +550,11 @@ impl TopicManager {
                     ),
                 ));
             }
+            // The only registered broker is this one, so the topic's
+            // replication factor is 1 and needs no check of its own.
             for replicas in assignments {
-                validate_assignment(replicas, node_id)?;
+                assignment::check_replicas(replicas, None, &|id| id == node_id)
+                    .map_err(invalid_assignment)?;
             }
         }
         // One partition record per new partition, bounded before any is
@@ -562,32 +595,50 @@ fn record_of(topic: &Topic) -> TopicRecord {
     }
 }
 
-/// Kafka's checks of one manual partition assignment on a cluster whose
-/// only registered broker is `node_id`; new partitions keep the topic's
-/// replication factor, which is 1 here.
-fn validate_assignment(replicas: &[i32], node_id: i32) -> Result<(), TopicError> {
-    let invalid = |message: String| {
-        Err(TopicError::new(
-            ErrorCode::InvalidReplicaAssignment.code(),
-            message,
-        ))
-    };
-    if replicas.is_empty() {
-        return invalid("The manual partition assignment includes an empty replica list.".into());
+/// The topic configs of a CreateTopics entry, each validated.
+fn validate_configs(
+    requested: &[(String, Option<String>)],
+) -> Result<BTreeMap<String, String>, TopicError> {
+    let mut configs = BTreeMap::new();
+    for (name, value) in requested {
+        let Some(value) = value else {
+            return Err(TopicError::new(
+                ErrorCode::InvalidConfig.code(),
+                format!("Null value not supported for topic configs: {name}"),
+            ));
+        };
+        topic_config::validate(name, value)
+            .map_err(|message| TopicError::new(ErrorCode::InvalidConfig.code(), message))?;
+        configs.insert(name.clone(), value.clone());
     }
-    let mut sorted = replicas.to_vec();
-    sorted.sort_unstable();
-    if let Some(id) = sorted.iter().find(|id| **id != node_id) {
-        return invalid(format!(
-            "The manual partition assignment includes broker {id}, but no such broker is registered."
+    Ok(configs)
+}
+
+/// A CreateTopics entry's manual assignment, as Kafka's controller checks
+/// it: both counts left at -1 (else INVALID_REQUEST), then the
+/// assignment itself ([`assignment::in_partition_order`]).
+fn manual_assignment(
+    request: &NewTopic,
+    registered: &dyn Fn(i32) -> bool,
+) -> Result<Vec<Vec<i32>>, TopicError> {
+    let invalid_request =
+        |message: &str| TopicError::new(ErrorCode::InvalidRequest.code(), message);
+    if request.replication_factor != -1 {
+        return Err(invalid_request(
+            "A manual partition assignment was specified, but replication factor was not set to -1.",
         ));
     }
-    if sorted.windows(2).any(|pair| pair[0] == pair[1]) {
-        return invalid(format!(
-            "The manual partition assignment includes the broker {node_id} more than once."
+    if request.num_partitions != -1 {
+        return Err(invalid_request(
+            "A manual partition assignment was specified, but numPartitions was not set to -1.",
         ));
     }
-    Ok(())
+    assignment::in_partition_order(&request.replica_assignment, registered)
+        .map_err(invalid_assignment)
+}
+
+fn invalid_assignment(message: String) -> TopicError {
+    TopicError::new(ErrorCode::InvalidReplicaAssignment.code(), message)
 }
 
 /// The log settings a topic's partitions are opened with: each config's
@@ -758,9 +809,8 @@ mod tests {
         );
     }
 
-    #[test]
-    fn counts_over_kafkas_caps_are_refused_before_anything_is_created() {
-        let dir = tempfile::tempdir().unwrap();
+    /// A topic manager over `dir` and its broker's node id.
+    fn manager(dir: &tempfile::TempDir) -> (TopicManager, i32) {
         let mut config = BrokerConfig::default();
         config
             .set_pair(&format!("log.dirs={}", dir.path().display()))
@@ -772,12 +822,44 @@ mod tests {
         let metadata = dir.path().join("metadata");
         let dynamic = Arc::new(DynamicConfigs::open(&metadata).unwrap());
         let store = MetadataStore::open(&metadata).unwrap();
-        let topics = &TopicManager::open(Arc::new(config), dynamic, logs, store).unwrap();
+        let topics = TopicManager::open(Arc::new(config), dynamic, logs, store).unwrap();
+        (topics, node_id)
+    }
+
+    #[test]
+    fn manual_assignments_name_this_broker_with_both_counts_left_at_minus_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let (topics, node) = manager(&dir);
+        let new = |assignment: Vec<(i32, Vec<i32>)>, counts: (i32, i16)| NewTopic {
+            name: "manual".to_string(),
+            num_partitions: counts.0,
+            replication_factor: counts.1,
+            configs: Vec::new(),
+            replica_assignment: assignment,
+        };
+        let code = |request: &NewTopic| topics.create(request, node, true).map_err(|e| e.code);
+        let valid = vec![(1, vec![node]), (0, vec![node])];
+        let created = topics.create(&new(valid.clone(), (-1, -1)), node, false);
+        assert_eq!(created.map(|t| t.partitions), Ok(2));
+        let invalid_request = Err(ErrorCode::InvalidRequest.code());
+        assert_eq!(code(&new(valid.clone(), (2, -1))), invalid_request);
+        assert_eq!(code(&new(valid, (-1, 1))), invalid_request);
+        let invalid = Err(ErrorCode::InvalidReplicaAssignment.code());
+        assert_eq!(code(&new(vec![(0, vec![node + 1])], (-1, -1))), invalid);
+        assert_eq!(code(&new(vec![(1, vec![node])], (-1, -1))), invalid);
+    }
+
+    #[test]
+    fn counts_over_kafkas_caps_are_refused_before_anything_is_created() {
+        let dir = tempfile::tempdir().unwrap();
+        let (topics, node_id) = manager(&dir);
+        let topics = &topics;
         let new = |name: &str, num_partitions: i32| NewTopic {
             name: name.to_string(),
             num_partitions,
             replication_factor: 1,
             configs: Vec::new(),
+            replica_assignment: Vec::new(),
         };
         let refused = |result: Result<Topic, TopicError>| {
             let error = result.unwrap_err();
@@ -785,15 +867,15 @@ mod tests {
         };
         let policy = |message: &str| (ErrorCode::PolicyViolation.code(), message.to_string());
         for validate_only in [true, false] {
-            let huge = topics.create(&new("huge", i32::MAX), validate_only);
+            let huge = topics.create(&new("huge", i32::MAX), node_id, validate_only);
             assert_eq!(refused(huge), policy(bounds::TOO_MANY_PARTITIONS));
             // 10000 partitions and the topic record are 10001 records.
-            let edge = topics.create(&new("edge", 10_000), validate_only);
+            let edge = topics.create(&new("edge", 10_000), node_id, validate_only);
             assert_eq!(refused(edge), policy(bounds::TOO_MANY_RECORDS));
         }
         assert!(topics.list().is_empty());
 
-        topics.create(&new("small", 1), false).unwrap();
+        topics.create(&new("small", 1), node_id, false).unwrap();
         for validate_only in [true, false] {
             let grown = topics.create_partitions("small", i32::MAX, None, node_id, validate_only);
             assert_eq!(refused(grown), policy(bounds::TOO_MANY_RECORDS));

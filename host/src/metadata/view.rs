@@ -176,7 +176,7 @@ impl ClusterMetadata for LocalMetadata {
         validate_only: bool,
     ) -> Result<TopicView, TopicError> {
         self.topics
-            .create(request, validate_only)
+            .create(request, self.node_id, validate_only)
             .map(|t| self.view(&t))
     }
 

@@ -10,10 +10,12 @@
 //!   against the brokers and the configs, and answers Kafka's error codes
 //!   (TOPIC_ALREADY_EXISTS, INVALID_PARTITIONS, ...), passed on per topic
 //!   with their message.
-//! - Manual replica assignments must name registered brokers, each once, the
-//!   same number per partition, for partitions 0..n, with num_partitions and
-//!   replication_factor left at -1; anything else is INVALID_REPLICA_ASSIGNMENT
-//!   or INVALID_REQUEST as in Kafka.
+//! - Manual replica assignments go to the host as the request names them
+//!   (`new-topic.replica-assignment`), which checks them as Kafka's
+//!   controller does (registered brokers, each once, the same number per
+//!   partition, partitions 0..n, num_partitions and replication_factor left
+//!   at -1: else INVALID_REPLICA_ASSIGNMENT or INVALID_REQUEST) and places
+//!   the replicas as they say.
 //! - Kafka's controller caps, checked before anything is created, with
 //!   `validate_only` too: if the topics it would consider (duplicates and
 //!   unauthorized ones left out) ask for more than 10000 partitions, or the
@@ -39,7 +41,7 @@
 mod v0_1;
 
 use gregor_sdk::AnswerError;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 
 use gregor_sdk::authorize::{allowed_names, cluster_allowed};
 use gregor_sdk::authz::{Operation, ResourceType};
@@ -219,7 +221,7 @@ fn default_partitions() -> i32 {
 
 /// Checks one topic through the host without creating it.
 fn validate(topic: &CreatableTopic) -> Result<(NewTopic, TopicInfo), KafkaError> {
-    let new_topic = new_topic(topic)?;
+    let new_topic = new_topic(topic);
     let checked = metadata::create_topic(&new_topic, true)?;
     Ok((new_topic, checked))
 }
@@ -275,95 +277,29 @@ fn create(
     result
 }
 
-/// The host's new-topic for a request topic. Manual assignments become a
-/// partition count and replication factor once they are checked as Kafka's
-/// controller checks them.
-fn new_topic(topic: &CreatableTopic) -> Result<NewTopic, KafkaError> {
-    let (num_partitions, replication_factor) = if topic.assignments.is_empty() {
-        (topic.num_partitions, topic.replication_factor)
-    } else {
-        let cluster = metadata::describe_cluster();
-        let registered: BTreeSet<i32> = cluster.brokers.iter().map(|b| b.node_id).collect();
-        manual_assignment(topic, &registered)?
-    };
-    Ok(NewTopic {
+/// The host's new-topic for a request topic, manual assignments as the
+/// request names them.
+fn new_topic(topic: &CreatableTopic) -> NewTopic {
+    NewTopic {
         name: topic.name.to_string(),
-        num_partitions,
-        replication_factor,
+        num_partitions: topic.num_partitions,
+        replication_factor: topic.replication_factor,
         configs: topic
             .configs
             .iter()
             .map(|c| (c.name.to_string(), c.value.as_ref().map(|v| v.to_string())))
             .collect(),
-    })
-}
-
-/// Checks manual replica assignments as Kafka's controller does (registered
-/// brokers, each once per partition, the same count for every partition,
-/// partitions 0..n, counts left at -1) and returns the partition count and
-/// replication factor they describe.
-fn manual_assignment(
-    topic: &CreatableTopic,
-    registered: &BTreeSet<i32>,
-) -> Result<(i32, i16), KafkaError> {
-    let invalid_request = |message: &str| error(ResponseError::InvalidRequest, message.to_string());
-    if topic.replication_factor != -1 {
-        return Err(invalid_request(
-            "A manual partition assignment was specified, but replication factor was not set to -1.",
-        ));
+        replica_assignment: topic
+            .assignments
+            .iter()
+            .map(|a| {
+                (
+                    a.partition_index,
+                    a.broker_ids.iter().map(|id| id.0).collect(),
+                )
+            })
+            .collect(),
     }
-    if topic.num_partitions != -1 {
-        return Err(invalid_request(
-            "A manual partition assignment was specified, but numPartitions was not set to -1.",
-        ));
-    }
-    let invalid = |message: String| error(ResponseError::InvalidReplicaAssignment, message);
-    let mut partitions = BTreeSet::new();
-    let mut replication_factor: Option<usize> = None;
-    for assignment in &topic.assignments {
-        let partition = assignment.partition_index;
-        if !partitions.insert(partition) {
-            return Err(invalid(format!(
-                "Found multiple manual partition assignments for partition {partition}"
-            )));
-        }
-        let mut brokers: Vec<i32> = assignment.broker_ids.iter().map(|id| id.0).collect();
-        if brokers.is_empty() {
-            return Err(invalid(
-                "The manual partition assignment includes an empty replica list.".to_string(),
-            ));
-        }
-        brokers.sort_unstable();
-        if let Some(id) = brokers.iter().find(|id| !registered.contains(id)) {
-            return Err(invalid(format!(
-                "The manual partition assignment includes broker {id}, but no such broker is registered."
-            )));
-        }
-        if let Some(pair) = brokers.windows(2).find(|pair| pair[0] == pair[1]) {
-            return Err(invalid(format!(
-                "The manual partition assignment includes the broker {} more than once.",
-                pair[0]
-            )));
-        }
-        match replication_factor {
-            Some(expected) if expected != brokers.len() => {
-                return Err(invalid(format!(
-                    "The manual partition assignment includes a partition with {} replica(s), but \
-                     this is not consistent with previous partitions, which have {expected} replica(s).",
-                    brokers.len()
-                )));
-            }
-            _ => replication_factor = Some(brokers.len()),
-        }
-    }
-    let count = i32::try_from(partitions.len()).unwrap_or(i32::MAX);
-    if !partitions.iter().copied().eq(0..count) {
-        return Err(invalid(
-            "partitions should be a consecutive 0-based integer sequence".to_string(),
-        ));
-    }
-    let replication_factor = replication_factor.and_then(|n| i16::try_from(n).ok());
-    Ok((count, replication_factor.unwrap_or(i16::MAX)))
 }
 
 /// The replication factor of a created topic: the replica count of its
@@ -422,75 +358,11 @@ fn failed(topic: &CreatableTopic, error_code: i16, message: Option<&str>) -> Cre
         .with_error_message(message.map(str_bytes))
 }
 
-fn error(code: ResponseError, message: String) -> KafkaError {
-    KafkaError {
-        code: code.code(),
-        message: Some(message),
-    }
-}
-
 gregor_sdk::export_handler!(CreateTopics);
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gregor_sdk::kafka_protocol::messages::create_topics_request::CreatableReplicaAssignment;
-    use gregor_sdk::kafka_protocol::messages::BrokerId;
-
-    fn topic(assignments: &[(i32, &[i32])]) -> CreatableTopic {
-        CreatableTopic::default()
-            .with_num_partitions(-1)
-            .with_replication_factor(-1)
-            .with_assignments(
-                assignments
-                    .iter()
-                    .map(|(partition, brokers)| {
-                        CreatableReplicaAssignment::default()
-                            .with_partition_index(*partition)
-                            .with_broker_ids(brokers.iter().copied().map(BrokerId).collect())
-                    })
-                    .collect(),
-            )
-    }
-
-    fn check(topic: &CreatableTopic) -> Result<(i32, i16), i16> {
-        manual_assignment(topic, &BTreeSet::from([1, 2])).map_err(|e| e.code)
-    }
-
-    #[test]
-    fn valid_assignments_give_counts() {
-        assert_eq!(
-            check(&topic(&[(0, &[1]), (1, &[1]), (2, &[2])])),
-            Ok((3, 1))
-        );
-        assert_eq!(check(&topic(&[(1, &[2, 1]), (0, &[1, 2])])), Ok((2, 2)));
-    }
-
-    #[test]
-    fn invalid_assignments_are_rejected_as_kafka_does() {
-        let invalid = Err(ResponseError::InvalidReplicaAssignment.code());
-        assert_eq!(check(&topic(&[(0, &[3])])), invalid, "unregistered broker");
-        assert_eq!(check(&topic(&[(0, &[])])), invalid, "no replicas");
-        assert_eq!(check(&topic(&[(0, &[1, 1])])), invalid, "broker twice");
-        assert_eq!(
-            check(&topic(&[(0, &[1]), (0, &[2])])),
-            invalid,
-            "partition twice"
-        );
-        assert_eq!(check(&topic(&[(0, &[1]), (2, &[1])])), invalid, "gap");
-        assert_eq!(check(&topic(&[(1, &[1])])), invalid, "not from 0");
-        assert_eq!(check(&topic(&[(0, &[1]), (1, &[1, 2])])), invalid, "uneven");
-        let counts_set = topic(&[(0, &[1])]).with_num_partitions(1);
-        assert_eq!(
-            check(&counts_set),
-            Err(ResponseError::InvalidRequest.code())
-        );
-        let factor_set = topic(&[(0, &[1])]).with_replication_factor(1);
-        assert_eq!(
-            check(&factor_set),
-            Err(ResponseError::InvalidRequest.code())
-        );
-    }
 
     #[test]
     fn encodes_for_every_served_version() {
@@ -509,5 +381,23 @@ mod tests {
             &[request],
             &[CreateTopicsResponse::default().with_topics(vec![refused, created])],
         );
+    }
+
+    #[test]
+    fn assignments_go_to_the_host_as_named() {
+        use gregor_sdk::kafka_protocol::messages::create_topics_request::CreatableReplicaAssignment;
+        use gregor_sdk::kafka_protocol::messages::BrokerId;
+        let assignment = |partition, brokers: [i32; 2]| {
+            CreatableReplicaAssignment::default()
+                .with_partition_index(partition)
+                .with_broker_ids(brokers.into_iter().map(BrokerId).collect())
+        };
+        let topic = CreatableTopic::default()
+            .with_num_partitions(-1)
+            .with_replication_factor(-1)
+            .with_assignments(vec![assignment(1, [2, 1]), assignment(0, [1, 2])]);
+        let new = new_topic(&topic);
+        assert_eq!(new.replica_assignment, [(1, vec![2, 1]), (0, vec![1, 2])]);
+        assert_eq!((new.num_partitions, new.replication_factor), (-1, -1));
     }
 }

@@ -339,6 +339,7 @@ fn auto_create_topic(name: &str) -> i16 {
         num_partitions: -1,
         replication_factor: -1,
         configs: Vec::new(),
+        replica_assignment: Vec::new(),
     };
     match metadata::create_topic(&topic, false) {
         Ok(_) => ResponseError::LeaderNotAvailable.code(),

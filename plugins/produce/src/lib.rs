@@ -24,7 +24,6 @@
 //!   (not for acks=0); the response carries the larger throttle time and
 //!   the host mutes the connection that long, also for acks=0.
 
-mod record_errors;
 mod records;
 
 use gregor_sdk::authorize::{allowed_names, is_allowed};
@@ -32,7 +31,7 @@ use gregor_sdk::authz::{Operation, ResourceType};
 use gregor_sdk::ids::topic_name_by_id;
 use gregor_sdk::kafka_protocol::messages::produce_request::PartitionProduceData;
 use gregor_sdk::kafka_protocol::messages::produce_response::{
-    PartitionProduceResponse, TopicProduceResponse,
+    BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse,
 };
 use gregor_sdk::kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 use gregor_sdk::kafka_protocol::protocol::StrBytes;
@@ -196,21 +195,26 @@ fn rejected(error: ResponseError, message: Option<String>) -> AppendResult {
         base_offset: -1,
         log_append_time_ms: -1,
         log_start_offset: -1,
+        record_errors: Vec::new(),
     }
 }
 
+/// The host's answer as Kafka's partition response; its record errors
+/// become `record_errors` (sent from v8).
 fn partition_response(index: i32, result: AppendResult) -> PartitionProduceResponse {
-    let (message, record_errors) = match result.error.error_message() {
-        Some(message) => match record_errors::split(&message) {
-            Some((summary, errors)) => (Some(summary), errors),
-            None => (Some(message), Vec::new()),
-        },
-        None => (None, Vec::new()),
-    };
+    let record_errors = result
+        .record_errors
+        .into_iter()
+        .map(|e| {
+            BatchIndexAndErrorMessage::default()
+                .with_batch_index(e.batch_index)
+                .with_batch_index_error_message(e.message.map(StrBytes::from_string))
+        })
+        .collect();
     PartitionProduceResponse::default()
         .with_index(index)
         .with_error_code(result.error.error_code())
-        .with_error_message(message.map(StrBytes::from_string))
+        .with_error_message(result.error.error_message().map(StrBytes::from_string))
         .with_record_errors(record_errors)
         .with_base_offset(result.base_offset)
         .with_log_append_time_ms(result.log_append_time_ms)
@@ -232,12 +236,10 @@ mod tests {
             base_offset: 7,
             log_append_time_ms: -1,
             log_start_offset: 0,
+            record_errors: Vec::new(),
         };
         let failed = rejected(ResponseError::InvalidRecord, Some("bad".to_string()));
-        let with_record_errors = rejected(
-            ResponseError::InvalidRecord,
-            Some("One or more records\nrecord-error 0: no key".to_string()),
-        );
+        let with_record_errors = with_record_error("One or more records", 0);
         let partitions = vec![
             partition_response(0, appended),
             partition_response(1, failed),
@@ -257,17 +259,31 @@ mod tests {
         );
     }
 
+    /// INVALID_RECORD naming the record at `index`, as the host answers.
+    fn with_record_error(message: &str, index: i32) -> AppendResult {
+        let mut result = rejected(ResponseError::InvalidRecord, Some(message.to_string()));
+        result.record_errors.push(log::RecordError {
+            batch_index: index,
+            message: Some("no key".to_string()),
+        });
+        result
+    }
+
     #[test]
     fn record_errors_from_the_host_become_the_response_field() {
-        let message = "One or more records\nrecord-error 2: no key".to_string();
-        let result = rejected(ResponseError::InvalidRecord, Some(message));
-        let response = partition_response(0, result);
+        let response = partition_response(0, with_record_error("One or more records", 2));
         assert_eq!(
             response.error_message.as_deref(),
             Some("One or more records")
         );
         assert_eq!(response.record_errors.len(), 1);
         assert_eq!(response.record_errors[0].batch_index, 2);
+        assert_eq!(
+            response.record_errors[0]
+                .batch_index_error_message
+                .as_deref(),
+            Some("no key")
+        );
         let plain = partition_response(0, rejected(ResponseError::InvalidRecord, Some("x".into())));
         assert_eq!(plain.error_message.as_deref(), Some("x"));
         assert!(plain.record_errors.is_empty());

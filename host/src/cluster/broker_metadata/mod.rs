@@ -10,7 +10,8 @@
 //! - CreateTopics, CreatePartitions and DeleteTopics are validated with
 //!   the single node's helpers (names, configs, defaults), decided with
 //!   `controller::topics` on this node's image (placement over the active
-//!   brokers, INVALID_REPLICATION_FACTOR beyond them) and proposed from
+//!   brokers, INVALID_REPLICATION_FACTOR beyond them, or the request's
+//!   replica assignment over registered brokers) and proposed from
 //!   this node, which the quorum forwards to its leader; they are answered
 //!   once the command is applied here, so the topic is visible on this
 //!   broker when the client hears back. A decision made on a stale image
@@ -221,8 +222,11 @@ impl ClusterMetadata for BrokerMetadata {
         request: &NewTopic,
         validate_only: bool,
     ) -> Result<TopicView, TopicError> {
-        // Placement judges the factor against the active brokers.
-        let resolved = self.topics.resolve(request, &|_| Ok(()))?;
+        // Placement judges the factor against the active brokers; an
+        // assignment may name any registered broker (fenced ones too).
+        let image = self.image();
+        let registered = |id| image.cluster().broker(id).is_some();
+        let resolved = self.topics.resolve(request, &|_| Ok(()), &registered)?;
         let records = usize::try_from(resolved.partitions)
             .unwrap_or(usize::MAX)
             .saturating_add(1 + resolved.configs.len());
@@ -237,10 +241,9 @@ impl ClusterMetadata for BrokerMetadata {
             id: Uuid(new_topic_id()),
             num_partitions: resolved.partitions,
             replication_factor: resolved.replication_factor,
-            assignment: None,
+            assignment: resolved.assignment,
             configs: resolved.configs,
         };
-        let image = self.image();
         let command = topics::create_topic(&image, &decision, seed()).map_err(refused)?;
         self.carry_out(&image, command, &request.name, validate_only)
     }

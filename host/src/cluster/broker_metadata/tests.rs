@@ -66,6 +66,7 @@ fn new_topic(name: &str, partitions: i32, replication: i16) -> NewTopic {
         num_partitions: partitions,
         replication_factor: replication,
         configs: vec![("retention.ms".into(), Some("1000".into()))],
+        replica_assignment: Vec::new(),
     }
 }
 

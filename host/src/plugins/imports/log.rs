@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use crate::plugins::bindings::handler::gregor::broker::log::{
     self, AbortedTransaction, AppendResult, DeleteRecordsResult, FetchOptions, FetchPartition,
-    FetchedPartition, LogDir, LogDirPartition, OffsetAnswer,
+    FetchedPartition, LogDir, LogDirPartition, OffsetAnswer, RecordError,
 };
 use crate::plugins::bindings::handler::gregor::broker::types::KafkaError;
 use crate::plugins::deferred::Memo;
@@ -44,6 +44,14 @@ impl log::Host for HandlerState {
             base_offset: outcome.base_offset,
             log_append_time_ms: outcome.log_append_time_ms,
             log_start_offset: outcome.log_start_offset,
+            record_errors: outcome
+                .record_errors
+                .into_iter()
+                .map(|e| RecordError {
+                    batch_index: e.batch_index,
+                    message: Some(e.message),
+                })
+                .collect(),
         }
     }
 

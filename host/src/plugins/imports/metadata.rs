@@ -100,6 +100,7 @@ impl metadata::Host for HandlerState {
             num_partitions: topic.num_partitions,
             replication_factor: topic.replication_factor,
             configs: topic.configs,
+            replica_assignment: topic.replica_assignment,
         };
         let started = Instant::now();
         let created = self
