@@ -25,9 +25,19 @@ pub trait ConfigLog: Send + Sync {
 /// A resource type whose validated changes go to the log instead of its
 /// store; everything else is the type's own.
 pub(super) struct Logged<'a, T> {
-    pub(super) stored: &'a T,
-    pub(super) log: &'a dyn ConfigLog,
-    pub(super) resource_type: ResourceType,
+    stored: &'a T,
+    log: &'a dyn ConfigLog,
+    resource_type: ResourceType,
+}
+
+impl<'a, T> Logged<'a, T> {
+    pub(super) fn new(stored: &'a T, log: &'a dyn ConfigLog, resource_type: ResourceType) -> Self {
+        Self {
+            stored,
+            log,
+            resource_type,
+        }
+    }
 }
 
 impl<T: StoredConfigs> StoredConfigs for Logged<'_, T> {

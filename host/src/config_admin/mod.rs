@@ -282,26 +282,12 @@ impl ConfigAdmin {
         };
         let log = log.as_ref();
         match resource_type {
-            ResourceType::Topic => change(&log::Logged {
-                stored: &self.topic,
-                log,
-                resource_type,
-            }),
-            ResourceType::Broker => change(&log::Logged {
-                stored: &self.broker,
-                log,
-                resource_type,
-            }),
-            ResourceType::ClientMetrics => change(&log::Logged {
-                stored: &self.client_metrics,
-                log,
-                resource_type,
-            }),
-            ResourceType::Group => change(&log::Logged {
-                stored: &self.group,
-                log,
-                resource_type,
-            }),
+            ResourceType::Topic => change(&log::Logged::new(&self.topic, log, resource_type)),
+            ResourceType::Broker => change(&log::Logged::new(&self.broker, log, resource_type)),
+            ResourceType::ClientMetrics => {
+                change(&log::Logged::new(&self.client_metrics, log, resource_type))
+            }
+            ResourceType::Group => change(&log::Logged::new(&self.group, log, resource_type)),
             ResourceType::BrokerLogger => change(&self.broker_logger),
         }
     }

@@ -24,60 +24,41 @@ use tokio::runtime::Handle;
 use tracing::warn;
 
 use crate::cluster::command::{Applied, Command, ConfigResource, Refusal, Response};
-use crate::cluster::image::MetadataImage;
+use crate::cluster::image::{Configs, MetadataImage};
 use crate::cluster::quorum::Quorum;
 use crate::cluster::reconciler;
 use crate::config_admin::{ConfigError, ConfigLog, ResourceType};
 use crate::error_code::ErrorCode;
-use crate::metadata::dynamic::DynamicConfigs;
-use crate::metadata::topics::{TopicError, TopicManager};
-use crate::quota::{Entity, QuotaError, QuotaLog, QuotaManager, QuotaOp};
-use crate::security::acl_store::{AclBinding, AclChangeError, AclFilter, AclLog, AclStore};
+use crate::metadata::topics::TopicError;
+use crate::quota::{Entity, QuotaError, QuotaLog, QuotaOp};
+use crate::security::acl_store::{AclBinding, AclChangeError, AclFilter, AclLog};
 use crate::security::credentials::{
-    CredentialChange, CredentialError, CredentialLog, CredentialStore, ScramCredential,
-    ScramMechanism, MIN_ITERATIONS,
+    CredentialChange, CredentialError, CredentialLog, ScramCredential, ScramMechanism,
+    MIN_ITERATIONS,
 };
-use crate::security::tokens::{TokenError, TokenInfo, TokenLog, TokenManager};
+use crate::security::tokens::{TokenError, TokenInfo, TokenLog};
 use crate::services::Services;
-
-/// The stores that follow the image.
-pub struct Stores {
-    pub topics: Arc<TopicManager>,
-    pub dynamic: Arc<DynamicConfigs>,
-    pub acls: Arc<AclStore>,
-    pub credentials: Arc<CredentialStore>,
-    pub tokens: Arc<TokenManager>,
-    pub quotas: Arc<QuotaManager>,
-}
-
-impl Stores {
-    pub fn of(services: &Services) -> Self {
-        Self {
-            topics: Arc::clone(&services.topics),
-            dynamic: Arc::clone(&services.dynamic),
-            acls: Arc::clone(&services.acls),
-            credentials: Arc::clone(&services.credentials),
-            tokens: Arc::clone(&services.tokens),
-            quotas: Arc::clone(&services.quotas),
-        }
-    }
-}
 
 pub struct StoreFollower {
     quorum: Arc<dyn Quorum<MetadataImage>>,
     node_id: i32,
-    stores: Stores,
+    /// Its stores are the ones that follow.
+    services: Arc<Services>,
     /// One sync at a time, each on the image newest when it starts, so an
     /// older image never overwrites a newer one's state.
     syncing: Mutex<()>,
 }
 
 impl StoreFollower {
-    pub fn new(quorum: Arc<dyn Quorum<MetadataImage>>, node_id: i32, stores: Stores) -> Self {
+    pub fn new(
+        quorum: Arc<dyn Quorum<MetadataImage>>,
+        node_id: i32,
+        services: Arc<Services>,
+    ) -> Self {
         Self {
             quorum,
             node_id,
-            stores,
+            services,
             syncing: Mutex::new(()),
         }
     }
@@ -87,7 +68,7 @@ impl StoreFollower {
     pub fn sync(&self) {
         let _one = crate::sync::lock(&self.syncing);
         let image = self.quorum.image();
-        let stores = &self.stores;
+        let stores = &self.services;
         self.sync_configs(&image);
         if let Err(error) = stores.acls.replace(image.acls().bindings()) {
             warn!(%error, "following the metadata log's ACLs");
@@ -121,7 +102,7 @@ impl StoreFollower {
     /// Dynamic configs: this broker's and the cluster default (every
     /// partition log follows a change), groups', client-metrics'.
     fn sync_configs(&self, image: &MetadataImage) {
-        let dynamic = &self.stores.dynamic;
+        let dynamic = &self.services.dynamic;
         let configs = image.configs();
         let layers = dynamic.broker_layers();
         let per_broker = configs.get(&ConfigResource::Broker(self.node_id));
@@ -134,35 +115,46 @@ impl StoreFollower {
             written.push(dynamic.set_broker(false, default.clone()));
         }
         let brokers_changed = !written.is_empty();
-        let groups: BTreeMap<&String, _> = configs.groups().collect();
-        for name in dynamic.group_config_names() {
-            if !groups.contains_key(&name) {
-                written.push(dynamic.set_group_configs(&name, BTreeMap::new()));
-            }
-        }
-        for (name, wanted) in groups {
-            if dynamic.group_configs_of(name) != *wanted {
-                written.push(dynamic.set_group_configs(name, wanted.clone()));
-            }
-        }
-        let subscriptions: BTreeMap<&String, _> = configs.client_metrics().collect();
-        for name in dynamic.client_metrics_names() {
-            if !subscriptions.contains_key(&name) {
-                written.push(dynamic.set_client_metrics(&name, BTreeMap::new()));
-            }
-        }
-        for (name, wanted) in subscriptions {
-            if dynamic.client_metrics_of(name) != *wanted {
-                written.push(dynamic.set_client_metrics(name, wanted.clone()));
-            }
-        }
+        follow_named(
+            &mut written,
+            configs.groups().collect(),
+            dynamic.group_config_names(),
+            &|name| dynamic.group_configs_of(name),
+            &|name, configs| dynamic.set_group_configs(name, configs),
+        );
+        follow_named(
+            &mut written,
+            configs.client_metrics().collect(),
+            dynamic.client_metrics_names(),
+            &|name| dynamic.client_metrics_of(name),
+            &|name, configs| dynamic.set_client_metrics(name, configs),
+        );
         for error in written.into_iter().filter_map(Result::err) {
             warn!(%error, "following the metadata log's dynamic configs");
         }
         if brokers_changed {
-            if let Err(error) = self.stores.topics.reapply_configs() {
+            if let Err(error) = self.services.topics.reapply_configs() {
                 warn!(error = %error.message, "applying changed broker configs to the logs");
             }
+        }
+    }
+}
+
+/// Brings named config sets (groups', subscriptions') to `wanted`: the
+/// ones the image lacks are removed (set empty), the differing ones set.
+fn follow_named(
+    written: &mut Vec<std::io::Result<()>>,
+    wanted: BTreeMap<&String, &Configs>,
+    known: Vec<String>,
+    current: &dyn Fn(&str) -> Configs,
+    set: &dyn Fn(&str, Configs) -> std::io::Result<()>,
+) {
+    for name in known.iter().filter(|name| !wanted.contains_key(name)) {
+        written.push(set(name, Configs::new()));
+    }
+    for (name, configs) in wanted {
+        if current(name) != *configs {
+            written.push(set(name, configs.clone()));
         }
     }
 }
@@ -185,12 +177,12 @@ async fn follow(quorum: Arc<dyn Quorum<MetadataImage>>, follower: Arc<StoreFollo
 pub async fn attach(
     quorum: Arc<dyn Quorum<MetadataImage>>,
     node_id: i32,
-    services: &Services,
+    services: &Arc<Services>,
 ) -> anyhow::Result<()> {
     let follower = Arc::new(StoreFollower::new(
         Arc::clone(&quorum),
         node_id,
-        Stores::of(services),
+        Arc::clone(services),
     ));
     let log = Arc::new(StoreLog {
         quorum: Arc::clone(&quorum),
@@ -398,7 +390,7 @@ impl ConfigLog for StoreLog {
         });
         if topic {
             // A topic's configs live with the topic and its logs.
-            let stores = &self.follower.stores;
+            let stores = &self.follower.services;
             let image = self.quorum.image();
             let plan = reconciler::plan(&image, self.follower.node_id, &stores.topics.list());
             reconciler::apply(plan, &stores.topics, &|_| {});
