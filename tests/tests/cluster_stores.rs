@@ -17,7 +17,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use gregor_tests::{free_port, gregor_bin, plugin_dir, wait_for, workspace_root};
+use gregor_tests::{free_port, gregor_bin, plugin_dir, run_python, wait_for};
 use serde_json::{json, Value};
 
 /// One `gregor serve` of the cluster, restartable on its ports and data.
@@ -38,31 +38,30 @@ impl Member {
             "PLAINTEXT://127.0.0.1:{plain},SASL_PLAINTEXT://127.0.0.1:{sasl},\
              CONTROLLER://127.0.0.1:{controller}"
         );
-        let settings: Vec<(&str, String)> = vec![
-            ("node.id", id.to_string()),
-            ("process.roles", "broker,controller".into()),
-            ("controller.quorum.voters", voters.into()),
-            ("listeners", listeners),
-            (
-                "listener.security.protocol.map",
-                "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT".into(),
-            ),
-            ("controller.listener.names", "CONTROLLER".into()),
-            ("inter.broker.listener.name", "PLAINTEXT".into()),
-            ("broker.heartbeat.interval.ms", "500".into()),
-            ("broker.session.timeout.ms", "3000".into()),
-            ("initial.broker.registration.timeout.ms", "8000".into()),
-            ("authorizer", "authorizer_acl".into()),
-            ("super.users", "User:ANONYMOUS".into()),
-            ("log.dirs", data.display().to_string()),
-            ("plugin.dir", plugin_dir().display().to_string()),
-            ("admin.listener", String::new()),
-        ];
+        let settings = format!(
+            "node.id={id}
+process.roles=broker,controller
+controller.quorum.voters={voters}
+listeners={listeners}
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT
+controller.listener.names=CONTROLLER
+inter.broker.listener.name=PLAINTEXT
+broker.heartbeat.interval.ms=500
+broker.session.timeout.ms=3000
+initial.broker.registration.timeout.ms=8000
+authorizer=authorizer_acl
+super.users=User:ANONYMOUS
+log.dirs={}
+plugin.dir={}
+admin.listener=",
+            data.display(),
+            plugin_dir().display()
+        );
         let args = std::iter::once("serve".to_string())
             .chain(
                 settings
-                    .into_iter()
-                    .flat_map(|(key, value)| ["--set".to_string(), format!("{key}={value}")]),
+                    .lines()
+                    .flat_map(|line| ["--set".to_string(), line.to_string()]),
             )
             .collect();
         let mut member = Self {
@@ -145,17 +144,7 @@ impl Drop for Member {
 
 /// A script of `tests/python` with these arguments: its last JSON line.
 fn script(name: &str, args: &[&str]) -> Value {
-    let output = Command::new("python3")
-        .arg(workspace_root().join("tests/python").join(name))
-        .args(args)
-        .output()
-        .expect("run python3");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "{name} {args:?}:\n{stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let (stdout, _) = run_python(name, args);
     let last = stdout.lines().last().unwrap_or_default();
     serde_json::from_str(last).unwrap_or_else(|e| panic!("{name} printed no JSON ({e}): {stdout}"))
 }

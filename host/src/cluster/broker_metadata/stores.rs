@@ -70,33 +70,21 @@ impl StoreFollower {
         let image = self.quorum.image();
         let stores = &self.services;
         self.sync_configs(&image);
-        if let Err(error) = stores.acls.replace(image.acls().bindings()) {
-            warn!(%error, "following the metadata log's ACLs");
-        }
-        let users = image
-            .scram()
-            .users()
-            .map(|(user, credentials)| (user.clone(), credentials.clone()))
-            .collect();
-        if let Err(error) = stores.credentials.replace(users) {
-            warn!(?error, "following the metadata log's SCRAM credentials");
-        }
+        let acls = stores.acls.replace(image.acls().bindings());
+        logged("ACLs", acls.map_err(|error| error.to_string()));
+        let scram = image.scram().users();
+        let users = scram.map(|(user, mechanisms)| (user.clone(), mechanisms.clone()));
+        logged(
+            "SCRAM credentials",
+            stores.credentials.replace(users.collect()),
+        );
         let tokens = image
             .tokens()
             .iter()
-            .map(|token| (token.token_id.clone(), token.clone()))
-            .collect();
-        if let Err(error) = stores.tokens.replace(tokens) {
-            warn!(?error, "following the metadata log's delegation tokens");
-        }
-        let quotas = image
-            .quotas()
-            .iter()
-            .map(|(entity, values)| (entity.clone(), values.clone()))
-            .collect();
-        if let Err(error) = stores.quotas.replace(quotas) {
-            warn!(?error, "following the metadata log's client quotas");
-        }
+            .map(|t| (t.token_id.clone(), t.clone()));
+        logged("delegation tokens", stores.tokens.replace(tokens.collect()));
+        let quotas = image.quotas().iter().map(|(e, v)| (e.clone(), v.clone()));
+        logged("client quotas", stores.quotas.replace(quotas.collect()));
     }
 
     /// Dynamic configs: this broker's and the cluster default (every
@@ -115,20 +103,17 @@ impl StoreFollower {
             written.push(dynamic.set_broker(false, default.clone()));
         }
         let brokers_changed = !written.is_empty();
-        follow_named(
-            &mut written,
-            configs.groups().collect(),
-            dynamic.group_config_names(),
-            &|name| dynamic.group_configs_of(name),
-            &|name, configs| dynamic.set_group_configs(name, configs),
-        );
-        follow_named(
-            &mut written,
+        let groups = (configs.groups().collect(), dynamic.group_config_names());
+        let group_of = |name: &str| dynamic.group_configs_of(name);
+        let set_group = |name: &str, configs| dynamic.set_group_configs(name, configs);
+        follow_named(&mut written, groups, &group_of, &set_group);
+        let metrics = (
             configs.client_metrics().collect(),
             dynamic.client_metrics_names(),
-            &|name| dynamic.client_metrics_of(name),
-            &|name, configs| dynamic.set_client_metrics(name, configs),
         );
+        let metrics_of = |name: &str| dynamic.client_metrics_of(name);
+        let set_metrics = |name: &str, configs| dynamic.set_client_metrics(name, configs);
+        follow_named(&mut written, metrics, &metrics_of, &set_metrics);
         for error in written.into_iter().filter_map(Result::err) {
             warn!(%error, "following the metadata log's dynamic configs");
         }
@@ -140,12 +125,18 @@ impl StoreFollower {
     }
 }
 
+/// A store that could not follow the image (tried again on the next change).
+fn logged<E: std::fmt::Debug>(what: &str, result: Result<(), E>) {
+    if let Err(error) = result {
+        warn!(?error, "following the metadata log's {what}");
+    }
+}
+
 /// Brings named config sets (groups', subscriptions') to `wanted`: the
 /// ones the image lacks are removed (set empty), the differing ones set.
 fn follow_named(
     written: &mut Vec<std::io::Result<()>>,
-    wanted: BTreeMap<&String, &Configs>,
-    known: Vec<String>,
+    (wanted, known): (BTreeMap<&String, &Configs>, Vec<String>),
     current: &dyn Fn(&str) -> Configs,
     set: &dyn Fn(&str, Configs) -> std::io::Result<()>,
 ) {
