@@ -18,11 +18,16 @@
 //!   has been set since start-up.
 //! - **Durable admin state.** Quota entities live in a crash-safe JSON
 //!   document beside the topic store; a change is durable, then visible.
+//! - **One seam for a cluster.** On a node of a cluster the quotas are the
+//!   metadata log's: a validated change goes to a [`QuotaLog`] (the
+//!   cluster proposes it), and the store follows what the log applied
+//!   ([`QuotaManager::replace`]). A single node has no log and works as
+//!   before.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io;
 use std::path::Path;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
@@ -293,7 +298,16 @@ struct Inner {
     last_purge: Instant,
 }
 
+/// Where a validated quota change goes on a node of a cluster: proposed
+/// to the metadata log and, once applied, brought into this store
+/// ([`QuotaManager::replace`]) before the answer.
+pub trait QuotaLog: Send + Sync {
+    fn alter(&self, entity: &Entity, ops: &[QuotaOp]) -> Result<(), QuotaError>;
+}
+
 pub struct QuotaManager {
+    /// Set on a node of a cluster: changes go there.
+    log: OnceLock<Arc<dyn QuotaLog>>,
     file: JsonFile,
     window: WindowConfig,
     started: Instant,
@@ -364,6 +378,7 @@ impl QuotaManager {
             info!(entities = inner.entities.len(), "client quotas loaded");
         }
         Ok(Self {
+            log: OnceLock::new(),
             file,
             window: WindowConfig {
                 samples: samples.max(1),
@@ -666,9 +681,41 @@ impl QuotaManager {
         if validate_only {
             return Ok(());
         }
+        if let Some(log) = self.log.get() {
+            return log.alter(&validated, ops);
+        }
         let _writer = crate::sync::lock(&self.write_lock);
         let mut entities = self.lock().entities.clone();
         apply_ops(&mut entities, &validated, ops);
+        self.store(entities)?;
+        info!(entity = ?validated, "client quotas changed");
+        Ok(())
+    }
+
+    /// Sends every later change to `log` (a node of a cluster).
+    pub fn follow(&self, log: Arc<dyn QuotaLog>) {
+        let _ = self.log.set(log);
+    }
+
+    /// Every entity with its quotas.
+    pub fn entities(&self) -> BTreeMap<Entity, QuotaValues> {
+        self.lock().entities.clone()
+    }
+
+    /// Makes the store hold exactly `entities` (what the metadata log
+    /// applied), durably; nothing happens when it already does.
+    pub fn replace(&self, entities: BTreeMap<Entity, QuotaValues>) -> Result<(), QuotaError> {
+        let _writer = crate::sync::lock(&self.write_lock);
+        if self.lock().entities == entities {
+            return Ok(());
+        }
+        self.store(entities)
+    }
+
+    /// Persists `entities`, then makes them the quotas in force (a quota
+    /// type, once set, stays enabled, as in Kafka). The caller holds the
+    /// write lock.
+    fn store(&self, entities: BTreeMap<Entity, QuotaValues>) -> Result<(), QuotaError> {
         let document = Document {
             version: FORMAT_VERSION,
             entities: entities
@@ -684,13 +731,14 @@ impl QuotaManager {
             message: error.to_string(),
         })?;
         let mut inner = self.lock();
-        for op in ops.iter().filter(|op| !op.remove) {
-            if let Some(kind) = QuotaKind::from_key(&op.key) {
-                enable(&mut inner.enabled[kind.index()], &validated);
+        for (entity, values) in &entities {
+            for key in values.keys() {
+                if let Some(kind) = QuotaKind::from_key(key) {
+                    enable(&mut inner.enabled[kind.index()], entity);
+                }
             }
         }
         inner.entities = entities;
-        info!(entity = ?validated, "client quotas changed");
         Ok(())
     }
 }

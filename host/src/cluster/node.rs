@@ -12,8 +12,9 @@
 //!    image's, writes it to a fresh meta.properties, and refuses to start
 //!    when its existing one names another cluster (Kafka's
 //!    INCONSISTENT_CLUSTER_ID at startup);
-//! 4. the metadata seam on the image ([`BrokerMetadata`]), the reconciler
-//!    of local topics and logs;
+//! 4. the metadata seam on the image ([`BrokerMetadata`]), the stores on
+//!    the log (`broker_metadata::stores`), the reconciler of local topics
+//!    and logs;
 //! 5. once the listeners are bound: registration and heartbeats
 //!    ([`membership`]).
 
@@ -103,10 +104,12 @@ impl ClusterNode {
                 tokio::runtime::Handle::current(),
             )),
             Arc::new(ImageLeadership {
-                quorum: dyn_quorum,
+                quorum: Arc::clone(&dyn_quorum),
                 node_id,
             }),
         )?;
+        crate::cluster::broker_metadata::stores::attach(dyn_quorum.clone(), node_id, services)
+            .await?;
         Ok(Self {
             config,
             quorum,

@@ -16,6 +16,10 @@
 //! no name twice, no null value except for DELETE), applies incremental
 //! operations to a resource's current config, and routes by type.
 //!
+//! On a node of a cluster, validated changes (all but BROKER_LOGGER's,
+//! which are per node) go to the metadata log (`log`) instead of the
+//! stores, which follow the log.
+//!
 //! Errors: unknown names and invalid values are INVALID_CONFIG with a
 //! message; a malformed request (duplicate or null entries, a broker id
 //! other than this node, a non-dynamic broker config) is INVALID_REQUEST.
@@ -25,10 +29,13 @@ mod broker_logger;
 mod catalog;
 pub mod client_metrics;
 mod group;
+mod log;
 mod topic;
 
+pub use log::{differences, ConfigLog};
+
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use crate::config::BrokerConfig;
 use crate::error_code::ErrorCode;
@@ -230,6 +237,8 @@ pub struct ConfigAdmin {
     broker_logger: broker_logger::BrokerLoggers,
     client_metrics: client_metrics::ClientMetricsConfigs,
     group: group::GroupConfigs,
+    /// Set on a node of a cluster: changes go there.
+    log: OnceLock<Arc<dyn ConfigLog>>,
 }
 
 impl ConfigAdmin {
@@ -254,6 +263,34 @@ impl ConfigAdmin {
                 dynamic: Arc::clone(&dynamic),
             },
             group: group::GroupConfigs { config, dynamic },
+            log: OnceLock::new(),
+        }
+    }
+
+    /// Sends every later validated change to `log` (a node of a cluster).
+    pub fn follow(&self, log: Arc<dyn ConfigLog>) {
+        let _ = self.log.set(log);
+    }
+
+    /// Runs a change on the resource type's handler: on a node of a
+    /// cluster one whose validated changes go to the log.
+    fn altering<R>(
+        &self,
+        resource_type: ResourceType,
+        change: impl FnOnce(&dyn ConfigResource) -> R,
+    ) -> R {
+        let Some(log) = self.log.get() else {
+            return change(self.resource(resource_type));
+        };
+        let log = log.as_ref();
+        match resource_type {
+            ResourceType::Topic => change(&log::Logged::new(&self.topic, log, resource_type)),
+            ResourceType::Broker => change(&log::Logged::new(&self.broker, log, resource_type)),
+            ResourceType::ClientMetrics => {
+                change(&log::Logged::new(&self.client_metrics, log, resource_type))
+            }
+            ResourceType::Group => change(&log::Logged::new(&self.group, log, resource_type)),
+            ResourceType::BrokerLogger => change(&self.broker_logger),
         }
     }
 
@@ -295,8 +332,9 @@ impl ConfigAdmin {
                 e.op != AlterOp::Delete && e.value.is_none(),
             )
         }))?;
-        self.resource(resource_type)
-            .incremental_alter(resource_name, entries, validate_only)
+        self.altering(resource_type, |resource| {
+            resource.incremental_alter(resource_name, entries, validate_only)
+        })
     }
 
     /// AlterConfigs (legacy) for one resource: `configs` replace the
@@ -317,8 +355,9 @@ impl ConfigAdmin {
             .iter()
             .filter_map(|(name, value)| value.as_ref().map(|v| (name.clone(), v.clone())))
             .collect();
-        self.resource(resource_type)
-            .replace(resource_name, next, validate_only)
+        self.altering(resource_type, |resource| {
+            resource.replace(resource_name, next, validate_only)
+        })
     }
 }
 

@@ -17,13 +17,17 @@
 //! the cluster's metadata commands carry them); the plugin runtime
 //! converts them to and from the WIT contract's (`plugins::imports::acls`),
 //! so the contract can evolve without touching storage.
+//!
+//! On a node of a cluster the bindings are the metadata log's: changes go
+//! to an [`AclLog`] and the store follows what the log applied
+//! ([`AclStore::replace`], which bumps the generation on every node).
 
 use std::collections::HashMap;
 use std::fmt;
 use std::io;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
 use serde::{Deserialize, Serialize};
 
@@ -202,6 +206,8 @@ pub enum AclChangeError {
     TooLarge(String),
     /// Storing the change failed.
     Io(io::Error),
+    /// The metadata log did not answer: Kafka's error code and message.
+    Log { code: i16, message: String },
 }
 
 impl fmt::Display for AclChangeError {
@@ -209,6 +215,7 @@ impl fmt::Display for AclChangeError {
         match self {
             Self::TooLarge(message) => f.write_str(message),
             Self::Io(error) => write!(f, "storing ACLs failed: {error}"),
+            Self::Log { message, .. } => f.write_str(message),
         }
     }
 }
@@ -230,8 +237,18 @@ fn key_of(binding: &AclBinding) -> (&str, &str, &str) {
     )
 }
 
+/// Where ACL changes go on a node of a cluster: proposed to the metadata
+/// log and, once applied, brought into this store before the answer
+/// (the same answers as [`AclStore::create`] and [`AclStore::delete`]).
+pub trait AclLog: Send + Sync {
+    fn create(&self, bindings: Vec<AclBinding>) -> Result<(), AclChangeError>;
+    fn delete(&self, filters: &[AclFilter]) -> Result<Vec<Vec<AclBinding>>, AclChangeError>;
+}
+
 #[derive(Default)]
 pub struct AclStore {
+    /// Set on a node of a cluster: changes go there.
+    log: OnceLock<Arc<dyn AclLog>>,
     bindings: RwLock<Arc<Vec<AclBinding>>>,
     /// None: in memory only (tools that need no persistence).
     file: Option<JsonFile>,
@@ -250,6 +267,7 @@ impl AclStore {
             None => Vec::new(),
         };
         Ok(Self {
+            log: OnceLock::new(),
             bindings: RwLock::new(Arc::new(bindings)),
             file: Some(file),
             writer: Mutex::new(()),
@@ -280,6 +298,9 @@ impl AclStore {
     /// controller writes a record per new binding and refuses more than
     /// `MAX_RECORDS_PER_USER_OP` in one operation: then nothing changes.
     pub fn create(&self, bindings: Vec<AclBinding>) -> Result<(), AclChangeError> {
+        if let Some(log) = self.log.get() {
+            return log.create(bindings);
+        }
         self.change(|current| {
             let mut known: HashMap<(&str, &str, &str), Vec<&AclBinding>> = HashMap::new();
             for binding in current {
@@ -309,6 +330,9 @@ impl AclStore {
     /// `MAX_RECORDS_PER_USER_OP` bindings at once is refused (Kafka's
     /// AclControlManager) and changes nothing.
     pub fn delete(&self, filters: &[AclFilter]) -> Result<Vec<Vec<AclBinding>>, AclChangeError> {
+        if let Some(log) = self.log.get() {
+            return log.delete(filters);
+        }
         self.change(|current| {
             let removed = current
                 .iter()
@@ -335,6 +359,18 @@ impl AclStore {
                 .collect();
             (next, Ok(matched))
         })?
+    }
+
+    /// Sends every later change to `log` (a node of a cluster).
+    pub fn follow(&self, log: Arc<dyn AclLog>) {
+        let _ = self.log.set(log);
+    }
+
+    /// Makes the store hold exactly `bindings` (what the metadata log
+    /// applied), durably; nothing happens (and the generation stays) when
+    /// it already does.
+    pub fn replace(&self, bindings: &[AclBinding]) -> io::Result<()> {
+        self.change(|_| (bindings.to_vec(), ()))
     }
 
     fn change<T>(&self, f: impl FnOnce(&[AclBinding]) -> (Vec<AclBinding>, T)) -> io::Result<T> {

@@ -11,6 +11,9 @@
 //!
 //! The store is a crash-safe JSON document (see [`super::durable`]);
 //! changes are serialized by one lock, made durable, and only then visible.
+//! On a node of a cluster the credentials are the metadata log's: changes
+//! go to a [`CredentialLog`] and the store follows what the log applied
+//! ([`CredentialStore::replace`]).
 
 use std::collections::BTreeMap;
 use std::io;
@@ -141,6 +144,12 @@ pub enum CredentialError {
     /// Deleting a credential that does not exist.
     NotFound,
     Io(String),
+    /// The metadata log refused the change or did not answer: Kafka's
+    /// error code and message.
+    Log {
+        code: i16,
+        message: String,
+    },
 }
 
 /// The on-disk form: base64 byte strings, mechanism names as keys.
@@ -158,12 +167,22 @@ struct Document {
     users: BTreeMap<String, BTreeMap<String, StoredCredential>>,
 }
 
-type Users = BTreeMap<String, BTreeMap<ScramMechanism, ScramCredential>>;
+/// Credentials by user and mechanism.
+pub type Users = BTreeMap<String, BTreeMap<ScramMechanism, ScramCredential>>;
 
 /// A change to apply: set (Some) or delete (None) a user's credential.
 pub type CredentialChange = (String, ScramMechanism, Option<ScramCredential>);
 
+/// Where credential changes go on a node of a cluster: proposed to the
+/// metadata log and, once applied, brought into this store before the
+/// answers (one per change, as [`CredentialStore::apply`] gives them).
+pub trait CredentialLog: Send + Sync {
+    fn apply(&self, changes: Vec<CredentialChange>) -> Vec<Result<(), CredentialError>>;
+}
+
 pub struct CredentialStore {
+    /// Set on a node of a cluster: changes go there.
+    log: OnceLock<Arc<dyn CredentialLog>>,
     file: JsonFile,
     users: RwLock<Arc<Users>>,
     writer: Mutex<()>,
@@ -181,6 +200,7 @@ impl CredentialStore {
             None => Users::new(),
         };
         Ok(Self {
+            log: OnceLock::new(),
             file,
             users: RwLock::new(Arc::new(users)),
             writer: Mutex::new(()),
@@ -242,6 +262,9 @@ impl CredentialStore {
     /// order. A deletion of a missing credential fails alone (NotFound)
     /// and the other changes still apply, as Kafka answers per user.
     pub fn apply(&self, changes: Vec<CredentialChange>) -> Vec<Result<(), CredentialError>> {
+        if let Some(log) = self.log.get() {
+            return log.apply(changes);
+        }
         let _writer = crate::sync::lock(&self.writer);
         let mut next = Users::clone(&self.snapshot());
         let mut results = Vec::with_capacity(changes.len());
@@ -273,6 +296,30 @@ impl CredentialStore {
             *crate::sync::write(&self.users) = Arc::new(next)
         }
         results
+    }
+
+    /// Sends every later change to `log` (a node of a cluster).
+    pub fn follow(&self, log: Arc<dyn CredentialLog>) {
+        let _ = self.log.set(log);
+    }
+
+    /// Every credential.
+    pub fn users(&self) -> Arc<Users> {
+        self.snapshot()
+    }
+
+    /// Makes the store hold exactly `users` (what the metadata log
+    /// applied), durably; nothing happens when it already does.
+    pub fn replace(&self, users: Users) -> Result<(), CredentialError> {
+        let _writer = crate::sync::lock(&self.writer);
+        if *self.snapshot() == users {
+            return Ok(());
+        }
+        self.file
+            .store(&encode(&users))
+            .map_err(|error| CredentialError::Io(error.to_string()))?;
+        *crate::sync::write(&self.users) = Arc::new(users);
+        Ok(())
     }
 
     /// Sets `user`'s password for each mechanism (admin API, config

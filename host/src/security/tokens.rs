@@ -13,11 +13,17 @@
 //! name, the base64 HMAC as password and the `tokenauth=true` extension;
 //! the connection then acts as the token's owner ([`TokenManager::scram_credential`]
 //! gives the SCRAM server the credential of a token id).
+//!
+//! On a node of a cluster the tokens are the metadata log's: what a
+//! change would do to the tokens is sent to a [`TokenLog`] instead of the
+//! file (the ids, HMACs and timestamps are decided here, so every node
+//! applies the same), and the store follows what the log applied
+//! ([`TokenManager::replace`]).
 
 use std::collections::BTreeMap;
 use std::io;
 use std::path::Path;
-use std::sync::{Mutex, RwLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
@@ -96,7 +102,25 @@ struct Document {
     tokens: Vec<TokenInfo>,
 }
 
+/// Where a token change goes on a node of a cluster: tokens created or
+/// updated (with whether each is new) and token ids removed, proposed to
+/// the metadata log and, once applied, brought into this store before the
+/// answer. Removing a token already gone is no error (two nodes' sweeps
+/// may race).
+pub trait TokenLog: Send + Sync {
+    fn change(
+        &self,
+        upserts: Vec<(TokenInfo, bool)>,
+        removals: Vec<String>,
+    ) -> Result<(), TokenError>;
+}
+
+/// Tokens by id.
+pub type Tokens = BTreeMap<String, TokenInfo>;
+
 pub struct TokenManager {
+    /// Set on a node of a cluster: changes go there.
+    log: OnceLock<Arc<dyn TokenLog>>,
     config: TokenConfig,
     file: JsonFile,
     write_lock: Mutex<()>,
@@ -159,6 +183,7 @@ impl TokenManager {
             .map(|token| (token.token_id.clone(), token))
             .collect();
         Ok(Self {
+            log: OnceLock::new(),
             config,
             file,
             write_lock: Mutex::new(()),
@@ -195,9 +220,55 @@ impl TokenManager {
         &self,
         change: impl FnOnce(&mut BTreeMap<String, TokenInfo>) -> Result<T, TokenError>,
     ) -> Result<T, TokenError> {
+        if let Some(log) = self.log.get() {
+            let current = self.read().clone();
+            let mut next = current.clone();
+            let answer = change(&mut next)?;
+            let upserts: Vec<(TokenInfo, bool)> = next
+                .values()
+                .filter(|token| current.get(&token.token_id) != Some(*token))
+                .map(|token| (token.clone(), !current.contains_key(&token.token_id)))
+                .collect();
+            let removals: Vec<String> = current
+                .keys()
+                .filter(|id| !next.contains_key(*id))
+                .cloned()
+                .collect();
+            if !upserts.is_empty() || !removals.is_empty() {
+                log.change(upserts, removals)?;
+            }
+            return Ok(answer);
+        }
         let _writer = crate::sync::lock(&self.write_lock);
         let mut next = self.read().clone();
         let answer = change(&mut next)?;
+        self.store(next)?;
+        Ok(answer)
+    }
+
+    /// Sends every later change to `log` (a node of a cluster).
+    pub fn follow(&self, log: Arc<dyn TokenLog>) {
+        let _ = self.log.set(log);
+    }
+
+    /// Every token, expired ones included.
+    pub fn tokens(&self) -> Tokens {
+        self.read().clone()
+    }
+
+    /// Makes the store hold exactly `tokens` (what the metadata log
+    /// applied), durably; nothing happens when it already does.
+    pub fn replace(&self, tokens: Tokens) -> Result<(), TokenError> {
+        let _writer = crate::sync::lock(&self.write_lock);
+        if *self.read() == tokens {
+            return Ok(());
+        }
+        self.store(tokens)
+    }
+
+    /// Persists `next`, then makes it visible (the caller holds the write
+    /// lock).
+    fn store(&self, next: Tokens) -> Result<(), TokenError> {
         let document = Document {
             version: FORMAT_VERSION,
             tokens: next.values().cloned().collect(),
@@ -207,7 +278,7 @@ impl TokenManager {
             message: Some(error.to_string()),
         })?;
         *crate::sync::write(&self.tokens) = next;
-        Ok(answer)
+        Ok(())
     }
 
     fn hmac(&self, token_id: &str) -> Result<Vec<u8>, TokenError> {

@@ -151,6 +151,7 @@ impl scram_credentials::Host for HandlerState {
                     Some(Err(CredentialError::Io(message))) => {
                         Some(error(ErrorCode::UnknownServerError.code(), message))
                     }
+                    Some(Err(CredentialError::Log { code, message })) => Some(error(code, message)),
                     None => Some(error(
                         ErrorCode::UnknownServerError.code(),
                         "no result".to_string(),
@@ -188,6 +189,7 @@ fn acl_change_error(failure: &AclChangeError) -> KafkaError {
     let code = match failure {
         AclChangeError::TooLarge(_) => ErrorCode::PolicyViolation.code(),
         AclChangeError::Io(_) => ErrorCode::UnknownServerError.code(),
+        AclChangeError::Log { code, .. } => *code,
     };
     error(code, failure.to_string())
 }
