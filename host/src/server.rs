@@ -98,6 +98,10 @@ pub async fn serve(config: BrokerConfig) -> Result<()> {
             Arc::clone(&broker.services.metrics),
         ),
         credentials: Arc::clone(&broker.services.credentials),
+        controller_listeners: cluster
+            .as_ref()
+            .map(ClusterNode::controller_listeners)
+            .unwrap_or_default(),
     });
     tokio::spawn(sweep_expired_tokens(
         Arc::clone(&broker.services),

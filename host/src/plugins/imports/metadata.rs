@@ -11,6 +11,7 @@ use std::time::Instant;
 use crate::metadata::topic_config::BrokerView;
 use crate::metadata::topics::{NewTopic as CreateRequest, TopicError};
 use crate::metadata::view::TopicView;
+use crate::network::exposure::serves_on;
 use crate::plugins::bindings::handler::gregor::broker::metadata::{
     self, Broker as BrokerNode, Cluster, ConfigEntry, NewTopic, PartitionInfo, TopicInfo,
 };
@@ -166,7 +167,23 @@ impl metadata::Host for HandlerState {
         .map(|(value, _)| value)
     }
 
+    /// What the request's listener serves (`network::exposure`).
     fn supported_apis(&mut self) -> Vec<ApiInfo> {
-        self.registry.supported_apis()
+        let controllers = self
+            .services
+            .controller
+            .get()
+            .map(|c| c.listeners().to_vec())
+            .unwrap_or_default();
+        let (listener, protocol) = self
+            .session
+            .as_ref()
+            .map(|s| (s.listener.as_str(), s.security_protocol.as_str()))
+            .unwrap_or_default();
+        self.registry
+            .supported_apis()
+            .into_iter()
+            .filter(|api| serves_on(api.api_key, listener, protocol, &controllers))
+            .collect()
     }
 }
