@@ -45,6 +45,9 @@ pub async fn serve(config: BrokerConfig) -> Result<()> {
         }
         None => None,
     };
+    if let Some(active) = cluster.as_ref().and_then(|node| node.active.clone()) {
+        let _ = broker.plugins.controller.set(active);
+    }
 
     let limits = InstanceLimits {
         memory_max: config.plugin_memory_max_bytes()?,

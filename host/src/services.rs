@@ -45,8 +45,6 @@ pub struct Services {
     /// The cluster's, when this node runs on a metadata quorum (set once,
     /// before the listeners are bound).
     cluster: OnceLock<Arc<dyn ClusterMetadata>>,
-    /// The active controller seam, on a node with the controller role.
-    pub controller: OnceLock<Arc<crate::cluster::controller::active::ActiveController>>,
     pub logs: Arc<dyn LogStore>,
     /// Topics and partitions (Kafka's MetadataCache and the topic half of
     /// its AdminManager).
@@ -132,7 +130,6 @@ impl Services {
                 advertised: Arc::clone(&advertised),
             },
             cluster: OnceLock::new(),
-            controller: OnceLock::new(),
             cluster_id,
             advertised,
             replica: ReplicaManager::new(

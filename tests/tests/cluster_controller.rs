@@ -44,30 +44,21 @@ impl Process {
         let (port, controller_port) = (free_port(), free_port());
         let data = dir.join(format!("node-{id}"));
         fs::create_dir_all(&data).unwrap();
-        let settings = [
-            ("node.id", id.to_string()),
-            ("process.roles", "broker,controller".into()),
-            ("controller.quorum.voters", voters.into()),
-            (
-                "listeners",
-                format!("PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}"),
-            ),
-            (
-                "listener.security.protocol.map",
-                "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT".into(),
-            ),
-            ("controller.listener.names", "CONTROLLER".into()),
-            ("inter.broker.listener.name", "PLAINTEXT".into()),
-            ("broker.heartbeat.interval.ms", "300".into()),
-            ("broker.session.timeout.ms", SESSION_TIMEOUT_MS.to_string()),
-            ("initial.broker.registration.timeout.ms", "15000".into()),
-            ("log.dirs", data.display().to_string()),
-            ("plugin.dir", plugin_dir().display().to_string()),
-            ("admin.listener", String::new()),
-        ];
+        // Whitespace-separated key=value pairs, each one --set.
+        let settings = format!(
+            "node.id={id} process.roles=broker,controller controller.quorum.voters={voters} \
+             listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port} \
+             listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT \
+             controller.listener.names=CONTROLLER inter.broker.listener.name=PLAINTEXT \
+             broker.heartbeat.interval.ms=300 broker.session.timeout.ms={SESSION_TIMEOUT_MS} \
+             initial.broker.registration.timeout.ms=15000 log.dirs={} plugin.dir={} \
+             admin.listener=",
+            data.display(),
+            plugin_dir().display(),
+        );
         let args = settings
-            .iter()
-            .flat_map(|(key, value)| ["--set".to_string(), format!("{key}={value}")])
+            .split_whitespace()
+            .flat_map(|pair| ["--set".to_string(), pair.to_string()])
             .collect();
         let mut process = Self {
             id,

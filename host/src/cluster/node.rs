@@ -34,7 +34,7 @@ use tracing::info;
 use crate::cluster::broker_metadata::{BrokerMetadata, ImageLeadership};
 use crate::cluster::command::{Applied, BrokerRegistrationRecord, Command, Endpoint, Uuid};
 use crate::cluster::config::ClusterConfig;
-use crate::cluster::controller::active::{ActiveController, QuorumStatus};
+use crate::cluster::controller::active::{ActiveController, ControllerSettings, QuorumStatus};
 use crate::cluster::image::MetadataImage;
 use crate::cluster::membership::wire::ControllerChannel;
 use crate::cluster::membership::{self, Member, MembershipError};
@@ -58,6 +58,9 @@ pub struct ClusterNode {
     pub config: ClusterConfig,
     pub quorum: Arc<RaftQuorum<MetadataImage>>,
     pub cluster_id: String,
+    /// The active controller seam, on a node with the controller role
+    /// (the controller APIs call it).
+    pub active: Option<Arc<ActiveController>>,
     timeout: Duration,
 }
 
@@ -116,23 +119,25 @@ impl ClusterNode {
                 node_id,
             }),
         )?;
-        if config.roles.is_controller() {
-            let active = ActiveController::new(
-                Arc::clone(&dyn_quorum),
+        let active = if config.roles.is_controller() {
+            let settings = ControllerSettings {
                 node_id,
-                config.controller_listener_names.clone(),
-                config.session_timeout,
-                broker_config.get("unclean.leader.election.enable") == Some("true"),
-                status_source(Arc::clone(&quorum)),
-            );
-            if services.controller.set(Arc::new(active)).is_err() {
-                bail!("the active controller seam is already set");
-            }
-        }
+                listeners: config.controller_listener_names.clone(),
+                session_timeout: config.session_timeout,
+                unclean_default: broker_config.get("unclean.leader.election.enable")
+                    == Some("true"),
+            };
+            let status = status_source(Arc::clone(&quorum));
+            let active = ActiveController::new(Arc::clone(&dyn_quorum), settings, status);
+            Some(Arc::new(active))
+        } else {
+            None
+        };
         Ok(Self {
             config,
             quorum,
             cluster_id,
+            active,
             timeout,
         })
     }
@@ -155,8 +160,10 @@ impl ClusterNode {
             Arc::new(move |name: &str| groups.on_topic_deleted(name)),
             stopped.clone(),
         ));
-        if let Some(active) = services.controller.get() {
-            let endpoints = controller_endpoints(broker_config, &self.config, advertised)?;
+        if let Some(active) = &self.active {
+            let controllers = &self.config.controller_listener_names;
+            let endpoints =
+                endpoints(broker_config, advertised, |name| controllers.contains(name))?;
             tokio::spawn(register_controller(
                 Arc::clone(&quorum),
                 self.config.node_id,
@@ -226,19 +233,10 @@ fn registration(
     config: &ClusterConfig,
     advertised: &[AdvertisedListener],
 ) -> Result<BrokerRegistrationRecord> {
-    let mut listeners = Vec::new();
-    for listener in advertised {
-        if config.controller_listener_names.contains(&listener.name) {
-            continue;
-        }
-        let protocol = settings::listener_protocol(broker_config, &listener.name)?;
-        listeners.push(Endpoint {
-            name: listener.name.clone(),
-            host: listener.host.clone(),
-            port: listener.port,
-            security_protocol: protocol.name().to_string(),
-        });
-    }
+    let controllers = &config.controller_listener_names;
+    let listeners = endpoints(broker_config, advertised, |name| {
+        !controllers.contains(name)
+    })?;
     Ok(BrokerRegistrationRecord {
         broker_id: config.node_id,
         incarnation_id: Uuid(u128::from_be_bytes(crate::uuid::random_bytes())),
@@ -278,17 +276,14 @@ fn status_source(
     })
 }
 
-/// This controller's controller listeners as others reach them.
-fn controller_endpoints(
+/// The advertised listeners `keep` selects, as others reach them.
+fn endpoints(
     broker_config: &BrokerConfig,
-    config: &ClusterConfig,
     advertised: &[AdvertisedListener],
+    keep: impl Fn(&String) -> bool,
 ) -> Result<Vec<Endpoint>> {
     let mut endpoints = Vec::new();
-    for listener in advertised {
-        if !config.controller_listener_names.contains(&listener.name) {
-            continue;
-        }
+    for listener in advertised.iter().filter(|l| keep(&l.name)) {
         let protocol = settings::listener_protocol(broker_config, &listener.name)?;
         endpoints.push(Endpoint {
             name: listener.name.clone(),

@@ -9,12 +9,12 @@
 //! and address), `memory_pool` the bytes of requests in flight. The
 //! request channel (`channel`, Kafka's `kafka.network.RequestChannel`)
 //! is the queue between the connections and the handler workers.
-//! `exposure` keeps the controller's APIs to the controller listeners.
+//! `plugins::exposure` keeps the controller's APIs to the controller
+//! listeners.
 
 pub mod channel;
 pub mod connection;
 pub mod connection_quotas;
-pub mod exposure;
 pub mod frame;
 #[cfg(test)]
 mod fuzz;

@@ -8,39 +8,23 @@
 //!   a quorum command), so no two brokers ever get the same ids; errors
 //!   STALE_BROKER_EPOCH, BROKER_ID_NOT_REGISTERED, NOT_CONTROLLER.
 
-use gregor_sdk::authorize::on_cluster;
-use gregor_sdk::authz::Operation;
 use gregor_sdk::controller;
 use gregor_sdk::kafka_protocol::messages::{
     AllocateProducerIdsRequest, AllocateProducerIdsResponse, ProducerId,
 };
-use gregor_sdk::{AnswerError, Handler, Reply, RequestContext};
+use gregor_sdk::{AnswerError, RequestContext};
 
-struct AllocateProducerIds;
+gregor_sdk::cluster_api!(AllocateProducerIds: AllocateProducerIdsRequest, 0..=0, ClusterAction => allocate, failed);
 
-impl Handler for AllocateProducerIds {
-    gregor_sdk::api!(AllocateProducerIdsRequest, 0..=0);
-
-    fn handle(
-        ctx: &RequestContext,
-        request: &AllocateProducerIdsRequest,
-    ) -> Reply<AllocateProducerIdsResponse> {
-        on_cluster::<Self>(ctx, request, Operation::ClusterAction, || {
-            match controller::allocate_producer_ids(request.broker_id.0, request.broker_epoch) {
-                Ok(block) => AllocateProducerIdsResponse::default()
-                    .with_producer_id_start(ProducerId(block.first))
-                    .with_producer_id_len(block.size),
-                Err(error) => failed(error.error_code()),
-            }
-        })
-    }
-
-    fn failed(
-        _: &RequestContext,
-        _: &AllocateProducerIdsRequest,
-        code: i16,
-    ) -> AllocateProducerIdsResponse {
-        failed(code)
+fn allocate(
+    _: &RequestContext,
+    request: &AllocateProducerIdsRequest,
+) -> AllocateProducerIdsResponse {
+    match controller::allocate_producer_ids(request.broker_id.0, request.broker_epoch) {
+        Ok(block) => AllocateProducerIdsResponse::default()
+            .with_producer_id_start(ProducerId(block.first))
+            .with_producer_id_len(block.size),
+        Err(error) => failed(error.error_code()),
     }
 }
 
@@ -51,8 +35,6 @@ fn failed(code: i16) -> AllocateProducerIdsResponse {
         .with_producer_id_start(ProducerId(-1))
 }
 
-gregor_sdk::export_handler!(AllocateProducerIds);
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -61,10 +43,13 @@ mod tests {
     use gregor_sdk::kafka_protocol::messages::BrokerId;
     use gregor_sdk::{KafkaError, ResponseError};
 
-    fn request(epoch: i64) -> AllocateProducerIdsRequest {
-        AllocateProducerIdsRequest::default()
-            .with_broker_id(BrokerId(2))
-            .with_broker_epoch(epoch)
+    fn request(broker_epoch: i64) -> AllocateProducerIdsRequest {
+        let broker_id = BrokerId(2);
+        AllocateProducerIdsRequest {
+            broker_id,
+            broker_epoch,
+            ..Default::default()
+        }
     }
 
     gregor_sdk::served_versions_test!(

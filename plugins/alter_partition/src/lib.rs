@@ -10,32 +10,18 @@
 //!   a stale partition epoch, INELIGIBLE_REPLICA, UNKNOWN_TOPIC_ID, ...;
 //!   STALE_BROKER_EPOCH or NOT_CONTROLLER answer the whole request.
 
-use gregor_sdk::authorize::on_cluster;
-use gregor_sdk::authz::Operation;
 use gregor_sdk::controller::{self, PartitionChange, PartitionState};
 use gregor_sdk::ids::from_kafka_uuid;
 use gregor_sdk::kafka_protocol::messages::alter_partition_response::{PartitionData, TopicData};
 use gregor_sdk::kafka_protocol::messages::{
     AlterPartitionRequest, AlterPartitionResponse, BrokerId,
 };
-use gregor_sdk::{AnswerError, Handler, Reply, RequestContext};
+use gregor_sdk::{AnswerError, RequestContext};
 
-struct AlterPartition;
+gregor_sdk::cluster_api!(AlterPartition: AlterPartitionRequest, 2..=3, ClusterAction => alter);
 
-impl Handler for AlterPartition {
-    gregor_sdk::api!(AlterPartitionRequest, 2..=3);
-
-    fn handle(
-        ctx: &RequestContext,
-        request: &AlterPartitionRequest,
-    ) -> Reply<AlterPartitionResponse> {
-        on_cluster::<Self>(ctx, request, Operation::ClusterAction, || {
-            alter(ctx.api_version, request)
-        })
-    }
-}
-
-fn alter(version: i16, request: &AlterPartitionRequest) -> AlterPartitionResponse {
+fn alter(ctx: &RequestContext, request: &AlterPartitionRequest) -> AlterPartitionResponse {
+    let version = ctx.api_version;
     let changes: Vec<PartitionChange> = request
         .topics
         .iter()
@@ -95,12 +81,10 @@ fn partition(index: i32, state: PartitionState) -> PartitionData {
         .with_partition_epoch(state.partition_epoch)
 }
 
-gregor_sdk::export_handler!(AlterPartition);
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gregor_sdk::authz::Action;
+    use gregor_sdk::authz::{Action, Operation};
     use gregor_sdk::fake::{self, FakeHost};
     use gregor_sdk::kafka_protocol::messages::alter_partition_request::{
         BrokerState, PartitionData as Change, TopicData as Topic,

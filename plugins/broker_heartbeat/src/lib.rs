@@ -8,45 +8,26 @@
 //!   STALE_BROKER_EPOCH, BROKER_ID_NOT_REGISTERED, NOT_CONTROLLER. A failed
 //!   heartbeat answers fenced and not caught up, as Kafka's error response.
 
-use gregor_sdk::authorize::on_cluster;
-use gregor_sdk::authz::Operation;
 use gregor_sdk::controller::{self, Heartbeat};
 use gregor_sdk::kafka_protocol::messages::{BrokerHeartbeatRequest, BrokerHeartbeatResponse};
-use gregor_sdk::{AnswerError, Handler, Reply, RequestContext};
+use gregor_sdk::{AnswerError, RequestContext};
 
-struct BrokerHeartbeat;
+gregor_sdk::cluster_api!(BrokerHeartbeat: BrokerHeartbeatRequest, 0..=1, ClusterAction => heartbeat, failed);
 
-impl Handler for BrokerHeartbeat {
-    gregor_sdk::api!(BrokerHeartbeatRequest, 0..=1);
-
-    fn handle(
-        ctx: &RequestContext,
-        request: &BrokerHeartbeatRequest,
-    ) -> Reply<BrokerHeartbeatResponse> {
-        on_cluster::<Self>(ctx, request, Operation::ClusterAction, || {
-            let answer = controller::broker_heartbeat(Heartbeat {
-                broker_id: request.broker_id.0,
-                broker_epoch: request.broker_epoch,
-                current_metadata_offset: request.current_metadata_offset,
-                want_fence: request.want_fence,
-                want_shut_down: request.want_shut_down,
-            });
-            match answer {
-                Ok(state) => BrokerHeartbeatResponse::default()
-                    .with_is_caught_up(state.is_caught_up)
-                    .with_is_fenced(state.is_fenced)
-                    .with_should_shut_down(state.should_shut_down),
-                Err(error) => failed(error.error_code()),
-            }
-        })
-    }
-
-    fn failed(
-        _: &RequestContext,
-        _: &BrokerHeartbeatRequest,
-        code: i16,
-    ) -> BrokerHeartbeatResponse {
-        failed(code)
+fn heartbeat(_: &RequestContext, request: &BrokerHeartbeatRequest) -> BrokerHeartbeatResponse {
+    let answer = controller::broker_heartbeat(Heartbeat {
+        broker_id: request.broker_id.0,
+        broker_epoch: request.broker_epoch,
+        current_metadata_offset: request.current_metadata_offset,
+        want_fence: request.want_fence,
+        want_shut_down: request.want_shut_down,
+    });
+    match answer {
+        Ok(state) => BrokerHeartbeatResponse::default()
+            .with_is_caught_up(state.is_caught_up)
+            .with_is_fenced(state.is_fenced)
+            .with_should_shut_down(state.should_shut_down),
+        Err(error) => failed(error.error_code()),
     }
 }
 
@@ -57,12 +38,10 @@ fn failed(code: i16) -> BrokerHeartbeatResponse {
         .with_is_fenced(true)
 }
 
-gregor_sdk::export_handler!(BrokerHeartbeat);
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gregor_sdk::authz::Action;
+    use gregor_sdk::authz::{Action, Operation};
     use gregor_sdk::controller::HeartbeatState;
     use gregor_sdk::fake::{self, FakeHost};
     use gregor_sdk::kafka_protocol::messages::BrokerId;

@@ -7,39 +7,25 @@
 //!   broker epoch, or INCONSISTENT_CLUSTER_ID, DUPLICATE_BROKER_REGISTRATION,
 //!   NOT_CONTROLLER (a broker then asks the active controller).
 
-use gregor_sdk::authorize::on_cluster;
-use gregor_sdk::authz::Operation;
 use gregor_sdk::controller::{self, BrokerRegistration as Registration, Endpoint, FeatureRange};
 use gregor_sdk::ids::from_kafka_uuid;
 use gregor_sdk::kafka_protocol::messages::{BrokerRegistrationRequest, BrokerRegistrationResponse};
-use gregor_sdk::{AnswerError, Handler, Reply, RequestContext};
+use gregor_sdk::RequestContext;
 
-struct BrokerRegistration;
+gregor_sdk::cluster_api!(BrokerRegistration: BrokerRegistrationRequest, 0..=4, ClusterAction => register, failed);
 
-impl Handler for BrokerRegistration {
-    gregor_sdk::api!(BrokerRegistrationRequest, 0..=4);
-
-    fn handle(
-        ctx: &RequestContext,
-        request: &BrokerRegistrationRequest,
-    ) -> Reply<BrokerRegistrationResponse> {
-        on_cluster::<Self>(ctx, request, Operation::ClusterAction, || {
-            let answer = controller::register_broker(&registration(request));
-            BrokerRegistrationResponse::default()
-                .with_error_code(answer.error_code())
-                .with_broker_epoch(answer.unwrap_or(-1))
-        })
+fn register(_: &RequestContext, request: &BrokerRegistrationRequest) -> BrokerRegistrationResponse {
+    match controller::register_broker(&registration(request)) {
+        Ok(epoch) => BrokerRegistrationResponse::default().with_broker_epoch(epoch),
+        Err(error) => failed(error.code),
     }
+}
 
-    fn failed(
-        _: &RequestContext,
-        _: &BrokerRegistrationRequest,
-        code: i16,
-    ) -> BrokerRegistrationResponse {
-        BrokerRegistrationResponse::default()
-            .with_error_code(code)
-            .with_broker_epoch(-1)
-    }
+/// Kafka's error response: no epoch.
+fn failed(code: i16) -> BrokerRegistrationResponse {
+    BrokerRegistrationResponse::default()
+        .with_error_code(code)
+        .with_broker_epoch(-1)
 }
 
 /// The request as the controller's record of it.
@@ -71,12 +57,10 @@ fn registration(request: &BrokerRegistrationRequest) -> Registration {
     }
 }
 
-gregor_sdk::export_handler!(BrokerRegistration);
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gregor_sdk::authz::Action;
+    use gregor_sdk::authz::{Action, Operation};
     use gregor_sdk::fake::{self, FakeHost};
     use gregor_sdk::kafka_protocol::messages::broker_registration_request::Listener;
     use gregor_sdk::kafka_protocol::messages::BrokerId;

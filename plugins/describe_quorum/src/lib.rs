@@ -9,10 +9,9 @@
 //!   lead the quorum answers NOT_LEADER_OR_FOLLOWER for it, as Kafka's Raft
 //!   client does.
 
-use gregor_sdk::authorize::on_cluster;
-use gregor_sdk::authz::Operation;
 use gregor_sdk::controller::{self, QuorumState};
 use gregor_sdk::ids::str_bytes;
+use gregor_sdk::kafka_protocol::messages::describe_quorum_request::TopicData as AskedTopic;
 use gregor_sdk::kafka_protocol::messages::describe_quorum_response::{
     Listener, Node, PartitionData, ReplicaState, TopicData,
 };
@@ -20,29 +19,14 @@ use gregor_sdk::kafka_protocol::messages::{
     BrokerId, DescribeQuorumRequest, DescribeQuorumResponse, TopicName,
 };
 use gregor_sdk::kafka_protocol::protocol::StrBytes;
-use gregor_sdk::{Handler, Reply, RequestContext, ResponseError};
+use gregor_sdk::{RequestContext, ResponseError};
 
 /// The metadata log's topic partition (Kafka's `__cluster_metadata-0`).
 const METADATA_TOPIC: &str = "__cluster_metadata";
 
-struct DescribeQuorum;
+gregor_sdk::cluster_api!(DescribeQuorum: DescribeQuorumRequest, 0..=2, Describe => describe);
 
-impl Handler for DescribeQuorum {
-    gregor_sdk::api!(DescribeQuorumRequest, 0..=2);
-
-    fn handle(
-        ctx: &RequestContext,
-        request: &DescribeQuorumRequest,
-    ) -> Reply<DescribeQuorumResponse> {
-        on_cluster::<Self>(ctx, request, Operation::Describe, || describe(request))
-    }
-
-    fn failed(_: &RequestContext, _: &DescribeQuorumRequest, code: i16) -> DescribeQuorumResponse {
-        DescribeQuorumResponse::default().with_error_code(code)
-    }
-}
-
-fn describe(request: &DescribeQuorumRequest) -> DescribeQuorumResponse {
+fn describe(_: &RequestContext, request: &DescribeQuorumRequest) -> DescribeQuorumResponse {
     let asks_for_metadata = matches!(
         request.topics.as_slice(),
         [topic] if topic.topic_name.0.as_str() == METADATA_TOPIC
@@ -60,25 +44,17 @@ fn describe(request: &DescribeQuorumRequest) -> DescribeQuorumResponse {
 /// Kafka's `getPartitionLevelErrorResponse`: each asked partition with the
 /// error.
 fn partition_error(request: &DescribeQuorumRequest, code: i16) -> DescribeQuorumResponse {
-    let topics = request
-        .topics
-        .iter()
-        .map(|topic| {
-            let partitions = topic
-                .partitions
-                .iter()
-                .map(|p| {
-                    PartitionData::default()
-                        .with_partition_index(p.partition_index)
-                        .with_error_code(code)
-                })
-                .collect();
-            TopicData::default()
-                .with_topic_name(topic.topic_name.clone())
-                .with_partitions(partitions)
-        })
-        .collect();
-    DescribeQuorumResponse::default().with_topics(topics)
+    let asked = |topic: &AskedTopic| {
+        let partitions = topic.partitions.iter().map(|p| {
+            PartitionData::default()
+                .with_partition_index(p.partition_index)
+                .with_error_code(code)
+        });
+        TopicData::default()
+            .with_topic_name(topic.topic_name.clone())
+            .with_partitions(partitions.collect())
+    };
+    DescribeQuorumResponse::default().with_topics(request.topics.iter().map(asked).collect())
 }
 
 fn answer(state: QuorumState) -> DescribeQuorumResponse {
@@ -124,16 +100,12 @@ fn answer(state: QuorumState) -> DescribeQuorumResponse {
         .with_nodes(nodes)
 }
 
-gregor_sdk::export_handler!(DescribeQuorum);
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use gregor_sdk::controller::{Endpoint, VoterState};
     use gregor_sdk::fake::{self, FakeHost};
-    use gregor_sdk::kafka_protocol::messages::describe_quorum_request::{
-        PartitionData as Asked, TopicData as AskedTopic,
-    };
+    use gregor_sdk::kafka_protocol::messages::describe_quorum_request::PartitionData as Asked;
     use gregor_sdk::KafkaError;
 
     fn request(topic: &'static str) -> DescribeQuorumRequest {
@@ -189,12 +161,15 @@ mod tests {
         }
     }
 
+    /// DescribeQuorum for `topic` at `version`, answered by a leader or not.
+    fn ask(leading: bool, version: i16, topic: &'static str) -> DescribeQuorumResponse {
+        let handled = fake::handle::<DescribeQuorum>(Quorum { leading }, version, &request(topic));
+        handled.response.expect("a response")
+    }
+
     #[test]
     fn the_leader_describes_the_voters() {
-        let response =
-            fake::handle::<DescribeQuorum>(Quorum { leading: true }, 2, &request(METADATA_TOPIC))
-                .response
-                .unwrap();
+        let response = ask(true, 2, METADATA_TOPIC);
         let partition = &response.topics[0].partitions[0];
         assert_eq!((partition.leader_id.0, partition.leader_epoch), (2, 5));
         let voters: Vec<i32> = partition
@@ -208,20 +183,10 @@ mod tests {
 
     #[test]
     fn a_follower_or_another_partition_answers_a_partition_error() {
-        let follower =
-            fake::handle::<DescribeQuorum>(Quorum { leading: false }, 0, &request(METADATA_TOPIC))
-                .response
-                .unwrap();
-        assert_eq!(
-            follower.topics[0].partitions[0].error_code,
-            ResponseError::NotLeaderOrFollower.code()
-        );
-        let other = fake::handle::<DescribeQuorum>(Quorum { leading: true }, 1, &request("t"))
-            .response
-            .unwrap();
-        assert_eq!(
-            other.topics[0].partitions[0].error_code,
-            ResponseError::UnknownTopicOrPartition.code()
-        );
+        let code = |response: DescribeQuorumResponse| response.topics[0].partitions[0].error_code;
+        let not_leader = ResponseError::NotLeaderOrFollower.code();
+        assert_eq!(code(ask(false, 0, METADATA_TOPIC)), not_leader);
+        let unknown = ResponseError::UnknownTopicOrPartition.code();
+        assert_eq!(code(ask(true, 1, "t")), unknown);
     }
 }

@@ -9,37 +9,24 @@
 //!   leadership and removes it; errors BROKER_ID_NOT_REGISTERED,
 //!   NOT_CONTROLLER.
 
-use gregor_sdk::authorize::on_cluster;
-use gregor_sdk::authz::Operation;
 use gregor_sdk::controller;
 use gregor_sdk::kafka_protocol::messages::{UnregisterBrokerRequest, UnregisterBrokerResponse};
 use gregor_sdk::kafka_protocol::protocol::StrBytes;
-use gregor_sdk::{AnswerError, Handler, Reply, RequestContext};
+use gregor_sdk::{AnswerError, RequestContext};
 
-struct UnregisterBroker;
+gregor_sdk::cluster_api!(UnregisterBroker: UnregisterBrokerRequest, 0..=0, Alter => unregister);
 
-impl Handler for UnregisterBroker {
-    gregor_sdk::api!(UnregisterBrokerRequest, 0..=0);
-
-    fn handle(
-        ctx: &RequestContext,
-        request: &UnregisterBrokerRequest,
-    ) -> Reply<UnregisterBrokerResponse> {
-        on_cluster::<Self>(ctx, request, Operation::Alter, || {
-            let answer = controller::unregister_broker(request.broker_id.0);
-            UnregisterBrokerResponse::default()
-                .with_error_code(answer.error_code())
-                .with_error_message(answer.error_message().map(StrBytes::from_string))
-        })
-    }
+fn unregister(_: &RequestContext, request: &UnregisterBrokerRequest) -> UnregisterBrokerResponse {
+    let answer = controller::unregister_broker(request.broker_id.0);
+    UnregisterBrokerResponse::default()
+        .with_error_code(answer.error_code())
+        .with_error_message(answer.error_message().map(StrBytes::from_string))
 }
-
-gregor_sdk::export_handler!(UnregisterBroker);
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gregor_sdk::authz::Action;
+    use gregor_sdk::authz::{Action, Operation};
     use gregor_sdk::fake::{self, FakeHost};
     use gregor_sdk::kafka_protocol::messages::BrokerId;
     use gregor_sdk::{KafkaError, ResponseError};
@@ -61,8 +48,7 @@ mod tests {
 
     impl FakeHost for Controller {
         fn authorize(&self, action: &Action) -> bool {
-            assert_eq!(action.operation, Operation::Alter);
-            self.allow
+            self.allow && action.operation == Operation::Alter
         }
         fn unregister_broker(&self, broker_id: i32) -> Result<(), KafkaError> {
             assert!(self.allow, "an unauthorized request reached the controller");

@@ -56,13 +56,22 @@ struct Sessions {
     active: bool,
 }
 
+/// What a controller is configured with.
+#[derive(Debug, Clone)]
+pub struct ControllerSettings {
+    pub node_id: i32,
+    /// The controller listeners it serves on.
+    pub listeners: Vec<String>,
+    /// `broker.session.timeout.ms`.
+    pub session_timeout: Duration,
+    /// `unclean.leader.election.enable` of the broker config.
+    pub unclean_default: bool,
+}
+
 pub struct ActiveController {
     quorum: Arc<dyn Quorum<MetadataImage>>,
     node_id: i32,
-    /// The controller listeners it serves on.
-    listeners: Vec<String>,
-    session_timeout: Duration,
-    unclean_default: bool,
+    settings: ControllerSettings,
     status: StatusSource,
     sessions: Mutex<Sessions>,
     runtime: Handle,
@@ -89,18 +98,13 @@ fn quorum_failed(node_id: i32, error: &QuorumError) -> Refusal {
 impl ActiveController {
     pub fn new(
         quorum: Arc<dyn Quorum<MetadataImage>>,
-        node_id: i32,
-        listeners: Vec<String>,
-        session_timeout: Duration,
-        unclean_default: bool,
+        settings: ControllerSettings,
         status: StatusSource,
     ) -> Self {
         Self {
+            node_id: settings.node_id,
             quorum,
-            node_id,
-            listeners,
-            session_timeout,
-            unclean_default,
+            settings,
             status,
             sessions: Mutex::new(Sessions::default()),
             runtime: Handle::current(),
@@ -109,7 +113,7 @@ impl ActiveController {
 
     /// The controller listeners this node serves on.
     pub fn listeners(&self) -> &[String] {
-        &self.listeners
+        &self.settings.listeners
     }
 
     fn is_leader(&self) -> bool {
@@ -169,8 +173,8 @@ impl ActiveController {
                 heartbeats,
                 record,
                 Instant::now(),
-                self.session_timeout,
-                self.unclean_default,
+                self.settings.session_timeout,
+                self.settings.unclean_default,
             )
         })??;
         let epoch = registered_epoch(&self.propose(command)?).ok_or_else(|| {
@@ -190,7 +194,7 @@ impl ActiveController {
                 heartbeats,
                 request,
                 Instant::now(),
-                self.unclean_default,
+                self.settings.unclean_default,
             )
         })??;
         if let Some(command) = decision.command.take() {
@@ -214,7 +218,7 @@ impl ActiveController {
         let image = self.quorum.image();
         let command = self.with_sessions(|heartbeats| {
             heartbeats.remove(broker_id);
-            brokers::unregister(&image, broker_id, self.unclean_default)
+            brokers::unregister(&image, broker_id, self.settings.unclean_default)
         })??;
         self.propose(command).map(|_| ())
     }
@@ -302,8 +306,8 @@ impl ActiveController {
                 &image,
                 heartbeats,
                 Instant::now(),
-                self.session_timeout,
-                self.unclean_default,
+                self.settings.session_timeout,
+                self.settings.unclean_default,
             )
         })
         .ok()
@@ -366,14 +370,14 @@ mod tests {
         timeout: Duration,
     ) -> (Arc<dyn Quorum<MetadataImage>>, Arc<ActiveController>) {
         let quorum: Arc<dyn Quorum<MetadataImage>> = Arc::new(MemoryQuorum::new(1));
-        let active = Arc::new(ActiveController::new(
-            Arc::clone(&quorum),
-            id,
-            vec!["CONTROLLER".to_string()],
-            timeout,
-            false,
-            Box::new(QuorumStatus::default),
-        ));
+        let settings = ControllerSettings {
+            node_id: id,
+            listeners: vec!["CONTROLLER".to_string()],
+            session_timeout: timeout,
+            unclean_default: false,
+        };
+        let status = Box::new(QuorumStatus::default);
+        let active = Arc::new(ActiveController::new(Arc::clone(&quorum), settings, status));
         (quorum, active)
     }
 

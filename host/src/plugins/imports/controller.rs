@@ -123,14 +123,10 @@ impl HandlerState {
     /// The active controller seam, or NOT_CONTROLLER on a node without
     /// the controller role.
     fn controller(&self) -> Result<&ActiveController, KafkaError> {
-        self.services
-            .controller
-            .get()
-            .map(|c| c.as_ref())
-            .ok_or(KafkaError {
-                code: ErrorCode::NotController.code(),
-                message: Some("This node is not a controller.".to_string()),
-            })
+        self.controller.get().map(|c| c.as_ref()).ok_or(KafkaError {
+            code: ErrorCode::NotController.code(),
+            message: Some("This node is not a controller.".to_string()),
+        })
     }
 }
 

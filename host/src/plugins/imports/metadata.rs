@@ -11,11 +11,11 @@ use std::time::Instant;
 use crate::metadata::topic_config::BrokerView;
 use crate::metadata::topics::{NewTopic as CreateRequest, TopicError};
 use crate::metadata::view::TopicView;
-use crate::network::exposure::serves_on;
 use crate::plugins::bindings::handler::gregor::broker::metadata::{
     self, Broker as BrokerNode, Cluster, ConfigEntry, NewTopic, PartitionInfo, TopicInfo,
 };
 use crate::plugins::bindings::handler::gregor::broker::types::{ApiInfo, KafkaError, Uuid};
+use crate::plugins::exposure::serves_on;
 use crate::plugins::imports::configs::source_of;
 use crate::plugins::state::HandlerState;
 
@@ -170,7 +170,6 @@ impl metadata::Host for HandlerState {
     /// What the request's listener serves (`network::exposure`).
     fn supported_apis(&mut self) -> Vec<ApiInfo> {
         let controllers = self
-            .services
             .controller
             .get()
             .map(|c| c.listeners().to_vec())
