@@ -44,12 +44,10 @@ mod tests {
     use gregor_sdk::{KafkaError, ResponseError};
 
     fn request(broker_epoch: i64) -> AllocateProducerIdsRequest {
-        let broker_id = BrokerId(2);
-        AllocateProducerIdsRequest {
-            broker_id,
-            broker_epoch,
-            ..Default::default()
-        }
+        let mut request = AllocateProducerIdsRequest::default();
+        request.broker_id = BrokerId(2);
+        request.broker_epoch = broker_epoch;
+        request
     }
 
     gregor_sdk::served_versions_test!(

@@ -26,7 +26,7 @@ const METADATA_TOPIC: &str = "__cluster_metadata";
 
 gregor_sdk::cluster_api!(DescribeQuorum: DescribeQuorumRequest, 0..=2, Describe => describe);
 
-fn describe(_: &RequestContext, request: &DescribeQuorumRequest) -> DescribeQuorumResponse {
+fn describe(ctx: &RequestContext, request: &DescribeQuorumRequest) -> DescribeQuorumResponse {
     let asks_for_metadata = matches!(
         request.topics.as_slice(),
         [topic] if topic.topic_name.0.as_str() == METADATA_TOPIC
@@ -36,7 +36,7 @@ fn describe(_: &RequestContext, request: &DescribeQuorumRequest) -> DescribeQuor
         return partition_error(request, ResponseError::UnknownTopicOrPartition.code());
     }
     match controller::describe_quorum() {
-        Ok(state) => answer(state),
+        Ok(state) => answer(state, ctx.api_version),
         Err(error) => partition_error(request, error.code),
     }
 }
@@ -57,7 +57,11 @@ fn partition_error(request: &DescribeQuorumRequest, code: i16) -> DescribeQuorum
     DescribeQuorumResponse::default().with_topics(request.topics.iter().map(asked).collect())
 }
 
-fn answer(state: QuorumState) -> DescribeQuorumResponse {
+/// The quorum at `version` (the voters' listeners from v2).
+fn answer(mut state: QuorumState, version: i16) -> DescribeQuorumResponse {
+    if version < 2 {
+        state.nodes.clear();
+    }
     let voters = state
         .voters
         .iter()
@@ -140,7 +144,7 @@ mod tests {
     gregor_sdk::served_versions_test!(
         DescribeQuorum,
         [request(METADATA_TOPIC)],
-        [answer(quorum())]
+        [answer(quorum(), 0)]
     );
 
     /// The leader answers; `leading: false` is a follower.
