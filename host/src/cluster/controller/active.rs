@@ -45,6 +45,9 @@ pub struct QuorumStatus {
 /// Where the status comes from (the Raft engine's metrics).
 pub type StatusSource = Box<dyn Fn() -> QuorumStatus + Send + Sync>;
 
+/// Each voter's registered controller listeners (DescribeQuorum's nodes).
+pub type ControllerNodes = Vec<(i32, Vec<Endpoint>)>;
+
 /// What AlterPartition answers per partition: the partition as it stands
 /// and the refusal, if any.
 pub type PartitionAnswer = (Option<Refusal>, Option<PartitionRegistration>);
@@ -277,7 +280,7 @@ impl ActiveController {
 
     /// DescribeQuorum: the status, with each voter's registered
     /// controller listeners; NOT_LEADER_OR_FOLLOWER off the leader.
-    pub fn describe_quorum(&self) -> Result<(QuorumStatus, Vec<(i32, Vec<Endpoint>)>), Refusal> {
+    pub fn describe_quorum(&self) -> Result<(QuorumStatus, ControllerNodes), Refusal> {
         let status = (self.status)();
         if status.leader != u64::try_from(self.node_id).ok() {
             return Err(Refusal::new(
