@@ -39,6 +39,7 @@ impl Broker {
                 services: Arc::clone(&services),
                 registry: Arc::new(Registry::default()),
                 authorization: Arc::new(authorization),
+                controller: Default::default(),
             },
             services,
         })

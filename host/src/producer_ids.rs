@@ -9,10 +9,15 @@
 //! returned: `<log dir>/producer-id-block` holds it, replaced by write to a
 //! temporary file, fsync, rename and directory fsync. A crash loses at most
 //! the unused rest of a block, never reuses an id.
+//!
+//! On a cluster node the blocks come from the metadata log instead
+//! ([`BlockSource`], Kafka's RPCProducerIdManager): the controller's
+//! ProducerIdsRecord hands each block out once across the cluster, so no
+//! file is needed; a restarted broker simply asks for a new block.
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, OnceLock};
 
 use anyhow::{Context, Result};
 
@@ -20,10 +25,18 @@ use anyhow::{Context, Result};
 const BLOCK_SIZE: i64 = 1000;
 const FILE_NAME: &str = "producer-id-block";
 
+/// Where a cluster node's blocks come from.
+pub trait BlockSource: Send + Sync {
+    /// A fresh block `first .. end`, never handed to anyone before.
+    fn next_block(&self) -> Result<(i64, i64)>;
+}
+
 pub struct ProducerIdManager {
     path: PathBuf,
-    /// (next id to hand out, end of the durable reservation).
+    /// (next id to hand out, end of the durable reservation or block).
     state: Mutex<(i64, i64)>,
+    /// Set on a cluster node: blocks from the controller, not the file.
+    source: OnceLock<Arc<dyn BlockSource>>,
 }
 
 impl ProducerIdManager {
@@ -44,13 +57,29 @@ impl ProducerIdManager {
         Ok(Self {
             path,
             state: Mutex::new((reserved, reserved)),
+            source: OnceLock::new(),
         })
+    }
+
+    /// Takes the ids from `source`'s blocks from now on (a cluster node).
+    pub fn use_blocks_from(&self, source: Arc<dyn BlockSource>) {
+        if self.source.set(source).is_ok() {
+            *crate::sync::lock(&self.state) = (0, 0);
+        }
     }
 
     /// A producer id no one has had before.
     pub fn allocate(&self) -> Result<i64> {
         let mut state = crate::sync::lock(&self.state);
         let (next, reserved) = *state;
+        if let Some(source) = self.source.get() {
+            if next >= reserved {
+                *state = source.next_block()?;
+            }
+            let next = state.0;
+            state.0 = next + 1;
+            return Ok(next);
+        }
         if next >= reserved {
             let end = next
                 .checked_add(BLOCK_SIZE)
@@ -84,6 +113,29 @@ mod tests {
         // A restart (or crash) skips the rest of the reserved block.
         let second = ProducerIdManager::open(&dir).unwrap();
         assert_eq!(second.allocate().unwrap(), BLOCK_SIZE);
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Blocks of 2 from 10, 20, ...
+    struct Blocks(Mutex<i64>);
+
+    impl BlockSource for Blocks {
+        fn next_block(&self) -> Result<(i64, i64)> {
+            let mut next = crate::sync::lock(&self.0);
+            *next += 10;
+            Ok((*next, *next + 2))
+        }
+    }
+
+    #[test]
+    fn a_cluster_node_takes_its_ids_from_the_controller_blocks() {
+        let dir = std::env::temp_dir().join(format!("gregor-pid-blocks-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let ids = ProducerIdManager::open(&dir).unwrap();
+        ids.use_blocks_from(Arc::new(Blocks(Mutex::new(0))));
+        let got: Vec<i64> = (0..5).map(|_| ids.allocate().unwrap()).collect();
+        assert_eq!(got, vec![10, 11, 20, 21, 30]);
+        assert!(!dir.join(FILE_NAME).exists());
         fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -45,6 +45,9 @@ pub async fn serve(config: BrokerConfig) -> Result<()> {
         }
         None => None,
     };
+    if let Some(active) = cluster.as_ref().and_then(|node| node.active.clone()) {
+        let _ = broker.plugins.controller.set(active);
+    }
 
     let limits = InstanceLimits {
         memory_max: config.plugin_memory_max_bytes()?,
@@ -98,6 +101,10 @@ pub async fn serve(config: BrokerConfig) -> Result<()> {
             Arc::clone(&broker.services.metrics),
         ),
         credentials: Arc::clone(&broker.services.credentials),
+        controller_listeners: cluster
+            .as_ref()
+            .map(ClusterNode::controller_listeners)
+            .unwrap_or_default(),
     });
     tokio::spawn(sweep_expired_tokens(
         Arc::clone(&broker.services),

@@ -53,6 +53,12 @@ pub enum Command {
     ControlledShutdown { broker_id: i32, epoch: i64 },
     /// UnregisterBrokerRecord.
     UnregisterBroker { broker_id: i32, epoch: i64 },
+    /// ControllerRegistrationRecord (KIP-919): where a controller serves
+    /// the controller APIs, so brokers can reach the active one.
+    RegisterController {
+        controller_id: i32,
+        listeners: Vec<Endpoint>,
+    },
 
     /// TopicRecord, its PartitionRecords and ConfigRecords together.
     CreateTopic(NewTopicRecord),

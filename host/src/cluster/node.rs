@@ -15,10 +15,16 @@
 //! 4. the metadata seam on the image ([`BrokerMetadata`]), the stores on
 //!    the log (`broker_metadata::stores`), the reconciler of local topics
 //!    and logs;
-//! 5. once the listeners are bound: registration and heartbeats
-//!    ([`membership`]).
+//! 5. on a controller, the active controller seam the controller APIs
+//!    call ([`ActiveController`]);
+//! 6. once the listeners are bound: a controller registers its
+//!    controller listeners (so brokers find the active one) and runs the
+//!    fencing clock; a broker registers and heartbeats over the wire
+//!    ([`membership`]) and takes its producer ids from the controller's
+//!    blocks.
 
 use std::path::Path;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -27,14 +33,17 @@ use tokio::sync::{mpsc, watch};
 use tracing::info;
 
 use crate::cluster::broker_metadata::{BrokerMetadata, ImageLeadership};
-use crate::cluster::command::{BrokerRegistrationRecord, Command, Endpoint, Uuid};
+use crate::cluster::command::{Applied, BrokerRegistrationRecord, Command, Endpoint, Uuid};
 use crate::cluster::config::ClusterConfig;
+use crate::cluster::controller::active::{ActiveController, ControllerSettings, QuorumStatus};
 use crate::cluster::image::MetadataImage;
-use crate::cluster::membership::{self, MembershipError};
+use crate::cluster::membership::wire::ControllerChannel;
+use crate::cluster::membership::{self, Member, MembershipError};
 use crate::cluster::quorum::Quorum;
 use crate::cluster::raft::{QuorumConfig, RaftQuorum, Voter};
 use crate::cluster::reconciler;
 use crate::config::BrokerConfig;
+use crate::producer_ids::BlockSource;
 use crate::security::settings;
 use crate::services::{AdvertisedListener, Services};
 
@@ -50,6 +59,9 @@ pub struct ClusterNode {
     pub config: ClusterConfig,
     pub quorum: Arc<RaftQuorum<MetadataImage>>,
     pub cluster_id: String,
+    /// The active controller seam, on a node with the controller role
+    /// (the controller APIs call it).
+    pub active: Option<Arc<ActiveController>>,
     timeout: Duration,
 }
 
@@ -110,10 +122,25 @@ impl ClusterNode {
         )?;
         crate::cluster::broker_metadata::stores::attach(dyn_quorum.clone(), node_id, services)
             .await?;
+        let active = if config.roles.is_controller() {
+            let settings = ControllerSettings {
+                node_id,
+                listeners: config.controller_listener_names.clone(),
+                session_timeout: config.session_timeout,
+                unclean_default: broker_config.get("unclean.leader.election.enable")
+                    == Some("true"),
+            };
+            let status = status_source(Arc::clone(&quorum));
+            let active = ActiveController::new(Arc::clone(&dyn_quorum), settings, status);
+            Some(Arc::new(active))
+        } else {
+            None
+        };
         Ok(Self {
             config,
             quorum,
             cluster_id,
+            active,
             timeout,
         })
     }
@@ -138,17 +165,65 @@ impl ClusterNode {
             Arc::new(move |name: &str| groups.on_topic_deleted(name)),
             stopped.clone(),
         ));
-        let epoch = membership::register(quorum.as_ref(), &record, self.timeout).await?;
+        if let Some(active) = &self.active {
+            let controllers = &self.config.controller_listener_names;
+            let endpoints =
+                endpoints(broker_config, advertised, |name| controllers.contains(name))?;
+            tokio::spawn(register_controller(
+                Arc::clone(&quorum),
+                self.config.node_id,
+                endpoints,
+                stopped.clone(),
+            ));
+            // Several rounds per session timeout, so a silent broker is
+            // fenced soon after its session expires.
+            let every = (self.config.session_timeout / 8).max(Duration::from_millis(50));
+            tokio::spawn(Arc::clone(active).run_fencing(every, stopped.clone()));
+        }
         let (fatal, fatal_rx) = mpsc::channel(1);
-        tokio::spawn(membership::heartbeat_loop(
-            quorum,
-            record,
-            epoch,
-            self.config.heartbeat_interval,
-            fatal,
-            stopped,
-        ));
+        if self.config.roles.is_broker() {
+            let epoch = Arc::new(AtomicI64::new(-1));
+            services
+                .producer_ids
+                .use_blocks_from(Arc::new(ProducerIdBlocks {
+                    quorum: Arc::clone(&quorum),
+                    broker_id: self.config.node_id,
+                    epoch: Arc::clone(&epoch),
+                    runtime: tokio::runtime::Handle::current(),
+                }));
+            let member = Member {
+                record,
+                cluster_id: self.cluster_id.clone(),
+                interval: self.config.heartbeat_interval,
+                registration_timeout: self.timeout,
+                epoch,
+            };
+            let channel = ControllerChannel::new(
+                Arc::clone(&quorum),
+                self.config.controller_listener_names.clone(),
+                self.config.node_id,
+            );
+            tokio::spawn(membership::run(quorum, channel, member, fatal, stopped));
+        } else {
+            // A controller alone has no membership: nothing is fatal, but
+            // the channel stays open until shutdown.
+            let mut stopped = stopped;
+            tokio::spawn(async move {
+                let _open = fatal;
+                let _ = stopped.changed().await;
+            });
+        }
         Ok(fatal_rx)
+    }
+
+    /// The listeners that serve the controller APIs: this node's
+    /// controller listeners if it has the controller role, else none.
+    pub fn controller_listeners(&self) -> Vec<String> {
+        if self.config.roles.is_controller() {
+            self.config.controller_listener_names.clone()
+        } else {
+            Vec::new()
+        }
     }
 
     pub async fn shutdown(&self) {
@@ -163,19 +238,10 @@ fn registration(
     config: &ClusterConfig,
     advertised: &[AdvertisedListener],
 ) -> Result<BrokerRegistrationRecord> {
-    let mut listeners = Vec::new();
-    for listener in advertised {
-        if config.controller_listener_names.contains(&listener.name) {
-            continue;
-        }
-        let protocol = settings::listener_protocol(broker_config, &listener.name)?;
-        listeners.push(Endpoint {
-            name: listener.name.clone(),
-            host: listener.host.clone(),
-            port: listener.port,
-            security_protocol: protocol.name().to_string(),
-        });
-    }
+    let controllers = &config.controller_listener_names;
+    let listeners = endpoints(broker_config, advertised, |name| {
+        !controllers.contains(name)
+    })?;
     Ok(BrokerRegistrationRecord {
         broker_id: config.node_id,
         incarnation_id: Uuid(u128::from_be_bytes(crate::uuid::random_bytes())),
@@ -183,6 +249,110 @@ fn registration(
         rack: broker_config.get("broker.rack").map(str::to_string),
         features: Default::default(),
     })
+}
+
+/// The quorum's status from openraft's metrics, for DescribeQuorum.
+fn status_source(
+    quorum: Arc<RaftQuorum<MetadataImage>>,
+) -> crate::cluster::controller::active::StatusSource {
+    Box::new(move || {
+        let metrics = quorum.metrics();
+        let replication = metrics.replication.as_ref();
+        let voters = metrics
+            .membership_config
+            .membership()
+            .voter_ids()
+            .map(|id| {
+                let matched = match replication {
+                    Some(replication) => {
+                        replication.get(&id).copied().flatten().map(|log| log.index)
+                    }
+                    None => None,
+                };
+                (id, matched)
+            })
+            .collect();
+        QuorumStatus {
+            leader: metrics.current_leader,
+            term: metrics.current_term,
+            applied: metrics.last_applied.map_or(0, |log| log.index),
+            voters,
+        }
+    })
+}
+
+/// The advertised listeners `keep` selects, as others reach them.
+fn endpoints(
+    broker_config: &BrokerConfig,
+    advertised: &[AdvertisedListener],
+    keep: impl Fn(&String) -> bool,
+) -> Result<Vec<Endpoint>> {
+    let mut endpoints = Vec::new();
+    for listener in advertised.iter().filter(|l| keep(&l.name)) {
+        let protocol = settings::listener_protocol(broker_config, &listener.name)?;
+        endpoints.push(Endpoint {
+            name: listener.name.clone(),
+            host: listener.host.clone(),
+            port: listener.port,
+            security_protocol: protocol.name().to_string(),
+        });
+    }
+    Ok(endpoints)
+}
+
+/// Proposes this controller's registration until it is applied (Kafka's
+/// ControllerRegistrationManager).
+async fn register_controller(
+    quorum: Arc<dyn Quorum<MetadataImage>>,
+    controller_id: i32,
+    listeners: Vec<Endpoint>,
+    stopped: watch::Receiver<bool>,
+) {
+    let command = Command::RegisterController {
+        controller_id,
+        listeners,
+    };
+    while !*stopped.borrow() {
+        match quorum.propose(command.clone()).await {
+            Ok(Ok(_)) => {
+                info!(
+                    controller = controller_id,
+                    "registered the controller listeners"
+                );
+                return;
+            }
+            Ok(Err(refusal)) => tracing::warn!(%refusal, "controller registration refused"),
+            Err(error) => tracing::warn!(%error, "controller registration not committed yet"),
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// A broker's producer-id blocks: ProducerIdsRecords of the metadata log
+/// (Kafka's AllocateProducerIds, decided by the image, so no block is
+/// handed out twice), for this broker's current epoch.
+struct ProducerIdBlocks {
+    quorum: Arc<dyn Quorum<MetadataImage>>,
+    broker_id: i32,
+    epoch: Arc<AtomicI64>,
+    runtime: tokio::runtime::Handle,
+}
+
+impl BlockSource for ProducerIdBlocks {
+    fn next_block(&self) -> Result<(i64, i64)> {
+        let command = Command::AllocateProducerIds {
+            broker_id: self.broker_id,
+            broker_epoch: self.epoch.load(Ordering::Acquire),
+        };
+        let answer =
+            tokio::task::block_in_place(|| self.runtime.block_on(self.quorum.propose(command)));
+        match answer {
+            Ok(Ok(Applied::ProducerIds { first, size })) => Ok((first, first + i64::from(size))),
+            Ok(Ok(other)) => bail!("unexpected answer to AllocateProducerIds: {other:?}"),
+            Ok(Err(refusal)) => bail!("no producer id block: {refusal}"),
+            Err(error) => bail!("no producer id block: {error}"),
+        }
+    }
 }
 
 /// Step 3: the image's cluster id, proposed from this node's if the image

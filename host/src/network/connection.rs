@@ -29,6 +29,7 @@ use crate::network::frame::{Frame, FrameReader};
 use crate::network::header::{self, API_VERSIONS_KEY};
 use crate::network::memory_pool::MemoryPool;
 use crate::network::sasl_v0;
+use crate::plugins::exposure;
 use crate::plugins::registry::Registry;
 use crate::security::credentials::CredentialStore;
 use crate::security::sasl::Admission;
@@ -49,6 +50,9 @@ pub struct ConnectionContext {
     pub connection_quotas: Arc<ConnectionQuotas>,
     /// What SaslHandshake v0's unframed tokens authenticate against.
     pub credentials: Arc<CredentialStore>,
+    /// This node's controller listeners (`exposure`): none unless it has
+    /// the controller role.
+    pub controller_listeners: Vec<String>,
 }
 
 /// Why a connection ended, for the log.
@@ -260,7 +264,13 @@ fn parse(frame: Bytes, session: &Session, ctx: &ConnectionContext) -> Result<Par
     let Some((api_key, api_version)) = header::peek_key_and_version(&frame) else {
         return Err("frame too short for a request header".to_string());
     };
-    let Some(handler) = ctx.registry.handler(api_key) else {
+    let served = exposure::serves_on(
+        api_key,
+        &session.listener,
+        &session.security_protocol,
+        &ctx.controller_listeners,
+    );
+    let Some(handler) = ctx.registry.handler(api_key).filter(|_| served) else {
         return Err(format!(
             "unknown api key {api_key} (version {api_version}) from {}",
             session.client_host

@@ -9,6 +9,8 @@
 //! and address), `memory_pool` the bytes of requests in flight. The
 //! request channel (`channel`, Kafka's `kafka.network.RequestChannel`)
 //! is the queue between the connections and the handler workers.
+//! `plugins::exposure` keeps the controller's APIs to the controller
+//! listeners.
 
 pub mod channel;
 pub mod connection;

@@ -1,6 +1,8 @@
 //! What the plugin runtime is handed by the broker that assembles it.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
+
+use crate::cluster::controller::active::ActiveController;
 
 use crate::plugins::authorization::Authorization;
 use crate::plugins::registry::Registry;
@@ -14,4 +16,7 @@ pub struct PluginHost {
     pub services: Arc<Services>,
     pub registry: Arc<Registry>,
     pub authorization: Arc<Authorization>,
+    /// The active controller seam, set at start on a node with the
+    /// controller role (the `controller` import).
+    pub controller: Arc<OnceLock<Arc<ActiveController>>>,
 }

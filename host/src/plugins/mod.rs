@@ -14,6 +14,7 @@ pub mod bindings;
 pub mod cache;
 pub mod deferred;
 pub mod engine;
+pub mod exposure;
 pub mod handler;
 mod host;
 pub mod imports;

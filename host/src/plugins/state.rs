@@ -7,12 +7,13 @@
 //! (a long-poll fetch may rightly wait for seconds): the per-call deadline
 //! applies to guest time only.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use wasmtime::component::ResourceTable;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
+use crate::cluster::controller::active::ActiveController;
 use crate::plugins::authorization::Authorization;
 use crate::plugins::deferred::Deferral;
 use crate::plugins::imports::LogBudget;
@@ -31,6 +32,8 @@ pub struct HandlerState {
     pub registry: Arc<Registry>,
     /// Answers the `authz` import.
     pub authorization: Arc<Authorization>,
+    /// Answers the `controller` import, on a controller.
+    pub controller: Arc<OnceLock<Arc<ActiveController>>>,
     /// The module's name, for log lines.
     pub plugin: Arc<str>,
     /// The session of the request being handled (authorization uses it).
@@ -118,6 +121,7 @@ impl HandlerState {
             services: Arc::clone(&host.services),
             registry: Arc::clone(&host.registry),
             authorization: Arc::clone(&host.authorization),
+            controller: Arc::clone(&host.controller),
             plugin,
             session: None,
             client_id: None,

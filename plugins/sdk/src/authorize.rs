@@ -203,3 +203,38 @@ pub fn cluster_authorized_operations() -> i32 {
         0
     }
 }
+
+/// Declares and exports the handler of an API that needs `operation` on
+/// the Cluster (the controller's APIs): `answer(ctx, request)` once the
+/// principal may, else CLUSTER_AUTHORIZATION_FAILED in `failed(code)` (or,
+/// without `failed`, the generic error response), as [`on_cluster`].
+///
+/// `cluster_api!(Handler: XxxRequest, min..=max, Operation => answer[, failed]);`
+#[macro_export]
+macro_rules! cluster_api {
+    ($handler:ident: $request:ident, $min:tt..=$max:tt, $operation:ident => $answer:path $(, $failed:path)?) => {
+        struct $handler;
+
+        impl $crate::Handler for $handler {
+            $crate::api!($request, $min..=$max);
+
+            fn handle(
+                ctx: &$crate::RequestContext,
+                request: &$request,
+            ) -> $crate::Reply<Self::Response> {
+                let operation = $crate::authz::Operation::$operation;
+                $crate::authorize::on_cluster::<Self>(ctx, request, operation, || {
+                    $answer(ctx, request)
+                })
+            }
+
+            $(
+                fn failed(_: &$crate::RequestContext, _: &$request, code: i16) -> Self::Response {
+                    $failed(code)
+                }
+            )?
+        }
+
+        $crate::export_handler!($handler);
+    };
+}

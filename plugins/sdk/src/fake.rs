@@ -15,6 +15,10 @@ use std::cell::RefCell;
 use bytes::BytesMut;
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion};
 
+use crate::bindings::gregor::broker::controller::{
+    BrokerRegistration, Heartbeat, HeartbeatState, PartitionChange, PartitionState,
+    ProducerIdBlock, QuorumState,
+};
 use crate::bindings::gregor::broker::groups::{GroupOverview, OffsetCommit};
 use crate::bindings::gregor::broker::logging::Level;
 use crate::bindings::gregor::broker::metadata::{Cluster, TopicInfo};
@@ -112,6 +116,35 @@ pub trait FakeHost {
     }
     fn create_acls(&self, _bindings: &[AclBinding]) -> Vec<Option<KafkaError>> {
         unfaked("acl-admin.create-acls")
+    }
+
+    // The active controller (`controller.wit`).
+    fn register_broker(&self, _registration: &BrokerRegistration) -> Result<i64, KafkaError> {
+        unfaked("controller.register-broker")
+    }
+    fn broker_heartbeat(&self, _heartbeat: Heartbeat) -> Result<HeartbeatState, KafkaError> {
+        unfaked("controller.broker-heartbeat")
+    }
+    fn unregister_broker(&self, _broker_id: i32) -> Result<(), KafkaError> {
+        unfaked("controller.unregister-broker")
+    }
+    fn allocate_producer_ids(
+        &self,
+        _broker_id: i32,
+        _broker_epoch: i64,
+    ) -> Result<ProducerIdBlock, KafkaError> {
+        unfaked("controller.allocate-producer-ids")
+    }
+    fn alter_partition(
+        &self,
+        _broker_id: i32,
+        _broker_epoch: i64,
+        _changes: &[PartitionChange],
+    ) -> Result<Vec<PartitionState>, KafkaError> {
+        unfaked("controller.alter-partition")
+    }
+    fn describe_quorum(&self) -> Result<QuorumState, KafkaError> {
+        unfaked("controller.describe-quorum")
     }
 }
 
@@ -316,6 +349,31 @@ pub mod imports {
         upsertions: &[Upsertion],
     ) -> Vec<Option<KafkaError>> {
         with_host(|host| host.alter_scram_credentials(deletions, upsertions))
+    }
+    pub fn register_broker(registration: &BrokerRegistration) -> Result<i64, KafkaError> {
+        with_host(|host| host.register_broker(registration))
+    }
+    pub fn broker_heartbeat(heartbeat: Heartbeat) -> Result<HeartbeatState, KafkaError> {
+        with_host(|host| host.broker_heartbeat(heartbeat))
+    }
+    pub fn unregister_broker(broker_id: i32) -> Result<(), KafkaError> {
+        with_host(|host| host.unregister_broker(broker_id))
+    }
+    pub fn allocate_producer_ids(
+        broker_id: i32,
+        broker_epoch: i64,
+    ) -> Result<ProducerIdBlock, KafkaError> {
+        with_host(|host| host.allocate_producer_ids(broker_id, broker_epoch))
+    }
+    pub fn alter_partition(
+        broker_id: i32,
+        broker_epoch: i64,
+        changes: &[PartitionChange],
+    ) -> Result<Vec<PartitionState>, KafkaError> {
+        with_host(|host| host.alter_partition(broker_id, broker_epoch, changes))
+    }
+    pub fn describe_quorum() -> Result<QuorumState, KafkaError> {
+        with_host(|host| host.describe_quorum())
     }
     pub fn create_acls(bindings: &[AclBinding]) -> Vec<Option<KafkaError>> {
         with_host(|host| host.create_acls(bindings))

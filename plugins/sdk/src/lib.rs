@@ -75,6 +75,17 @@ pub mod metadata {
     pub use crate::fake::imports::{describe_cluster, list_topics, topic_by_id, topic_by_name};
 }
 
+/// The active controller (the controller's request APIs ask it; it
+/// decides).
+pub mod controller {
+    pub use crate::bindings::gregor::broker::controller::*;
+    #[cfg(not(target_arch = "wasm32"))]
+    pub use crate::fake::imports::{
+        allocate_producer_ids, alter_partition, broker_heartbeat, describe_quorum, register_broker,
+        unregister_broker,
+    };
+}
+
 /// Client quotas.
 pub mod quotas {
     pub use crate::bindings::gregor::broker::quotas::*;

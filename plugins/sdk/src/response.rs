@@ -89,7 +89,10 @@ fn top_then(code: i16, rest: impl IntoIterator<Item = i16>) -> Vec<i16> {
 throttled! {
     // The top-level error alone, also what Kafka's generic error response sets.
     AddOffsetsToTxnResponse => |r| [r.error_code], top_level_error;
+    AllocateProducerIdsResponse => |r| [r.error_code], top_level_error;
     ApiVersionsResponse => |r| [r.error_code], top_level_error;
+    BrokerHeartbeatResponse => |r| [r.error_code], top_level_error;
+    BrokerRegistrationResponse => |r| [r.error_code], top_level_error;
     ConsumerGroupHeartbeatResponse => |r| [r.error_code], top_level_error;
     CreateDelegationTokenResponse => |r| [r.error_code], top_level_error;
     DescribeAclsResponse => |r| [r.error_code], top_level_error;
@@ -109,6 +112,7 @@ throttled! {
     PushTelemetryResponse => |r| [r.error_code], top_level_error;
     RenewDelegationTokenResponse => |r| [r.error_code], top_level_error;
     SyncGroupResponse => |r| [r.error_code], top_level_error;
+    UnregisterBrokerResponse => |r| [r.error_code], top_level_error;
     UpdateFeaturesResponse => |r| [r.error_code], top_level_error;
 
     // One code per element.
@@ -153,6 +157,10 @@ throttled! {
         |r| r.topics.iter().flat_map(|t| &t.partitions).map(|p| p.error_code);
 
     // The top level and per partition.
+    AlterPartitionResponse => |r| top_then(
+        r.error_code,
+        r.topics.iter().flat_map(|t| &t.partitions).map(|p| p.error_code),
+    ), top_level_error;
     AlterPartitionReassignmentsResponse => |r| top_then(
         r.error_code,
         r.responses.iter().flat_map(|t| &t.partitions).map(|p| p.error_code),
@@ -201,6 +209,10 @@ throttled! {
 }
 
 unthrottled! {
+    DescribeQuorumResponse => |r| top_then(
+        r.error_code,
+        r.topics.iter().flat_map(|t| &t.partitions).map(|p| p.error_code),
+    ), top_level_error;
     SaslAuthenticateResponse => |r| [r.error_code], top_level_error;
     SaslHandshakeResponse => |r| [r.error_code], top_level_error;
     WriteTxnMarkersResponse => |r| r

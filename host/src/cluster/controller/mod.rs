@@ -16,10 +16,13 @@
 //!   ISRs when a broker leaves or comes back;
 //! - [`topics`]: CreateTopics, CreatePartitions, DeleteTopics and
 //!   AlterPartition;
+//! - [`active`]: the active controller the controller's request APIs
+//!   call: leadership check, decision, proposal, and the fencing clock;
 //! - [`heartbeats`]: broker sessions, kept in the controller's memory only
 //!   (as in Kafka: a new active controller gives every broker a fresh
 //!   session).
 
+pub mod active;
 pub mod brokers;
 pub mod election;
 pub mod heartbeats;

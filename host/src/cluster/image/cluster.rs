@@ -53,6 +53,9 @@ pub struct BrokerEndpoint {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ClusterImage {
     brokers: BTreeMap<i32, BrokerRegistration>,
+    /// The controllers' controller listeners, by id (KIP-919).
+    #[serde(default)]
+    controllers: BTreeMap<i32, Vec<Endpoint>>,
 }
 
 impl ClusterImage {
@@ -130,6 +133,17 @@ impl ClusterImage {
             },
         );
         Ok(Applied::BrokerRegistered { epoch })
+    }
+
+    /// ControllerRegistrationRecord: the latest listeners of a controller.
+    pub(super) fn register_controller(&mut self, id: i32, listeners: &[Endpoint]) -> Response {
+        self.controllers.insert(id, listeners.to_vec());
+        Ok(Applied::Done)
+    }
+
+    /// Where controller `id` serves the controller APIs, if it registered.
+    pub fn controller_endpoints(&self, id: i32) -> Option<&[Endpoint]> {
+        self.controllers.get(&id).map(Vec::as_slice)
     }
 
     /// The registration of `id`, or BROKER_ID_NOT_REGISTERED.

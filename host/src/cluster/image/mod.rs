@@ -92,6 +92,10 @@ impl MetadataImage {
     fn apply_one(&mut self, index: u64, command: &Command) -> Response {
         match command {
             Command::RegisterBroker(record) => self.cluster.register(index, record),
+            Command::RegisterController {
+                controller_id,
+                listeners,
+            } => self.cluster.register_controller(*controller_id, listeners),
             Command::UnfenceBroker { broker_id, epoch } => {
                 self.cluster
                     .change(*broker_id, *epoch, |b| b.fenced = false)

@@ -15,6 +15,7 @@ use crate::plugins::bindings::handler::gregor::broker::metadata::{
     self, Broker as BrokerNode, Cluster, ConfigEntry, NewTopic, PartitionInfo, TopicInfo,
 };
 use crate::plugins::bindings::handler::gregor::broker::types::{ApiInfo, KafkaError, Uuid};
+use crate::plugins::exposure::serves_on;
 use crate::plugins::imports::configs::source_of;
 use crate::plugins::state::HandlerState;
 
@@ -167,7 +168,22 @@ impl metadata::Host for HandlerState {
         .map(|(value, _)| value)
     }
 
+    /// What the request's listener serves (`network::exposure`).
     fn supported_apis(&mut self) -> Vec<ApiInfo> {
-        self.registry.supported_apis()
+        let controllers = self
+            .controller
+            .get()
+            .map(|c| c.listeners().to_vec())
+            .unwrap_or_default();
+        let (listener, protocol) = self
+            .session
+            .as_ref()
+            .map(|s| (s.listener.as_str(), s.security_protocol.as_str()))
+            .unwrap_or_default();
+        self.registry
+            .supported_apis()
+            .into_iter()
+            .filter(|api| serves_on(api.api_key, listener, protocol, &controllers))
+            .collect()
     }
 }

@@ -4,6 +4,7 @@
 pub mod acls;
 mod authz;
 pub mod configs;
+mod controller;
 mod groups;
 mod log;
 mod logging;
