@@ -227,6 +227,7 @@ async fn config_changes_are_proposed_as_differences_and_followed() {
         num_partitions: 1,
         replication_factor: 1,
         configs: Vec::new(),
+        replica_assignment: Vec::new(),
     };
     let metadata = super::super::BrokerMetadata::new(
         node.quorum.clone(),
