@@ -26,8 +26,10 @@ use crate::network::channel::{Reply, Request, RequestChannel, Response, Route};
 use crate::network::header::encode_response;
 use crate::plugins::bindings::{Outcome, RequestContext};
 use crate::plugins::deferred::{Deferral, Wait};
+use crate::plugins::exposure;
 use crate::plugins::handler::CallOutcome;
 use crate::quota::Client;
+use crate::security::session::Session;
 
 /// Requests one worker keeps in progress at once.
 const REQUESTS_PER_WORKER: usize = 256;
@@ -107,7 +109,7 @@ impl KafkaApis {
                 Response::Send(encode_response(
                     request.header.correlation_id,
                     false,
-                    &self.unsupported_api_versions_body(),
+                    &self.unsupported_api_versions_body(&request.session),
                 )),
                 RequestEnd::UnsupportedVersion,
             ),
@@ -262,10 +264,23 @@ impl KafkaApis {
         });
     }
 
-    /// ApiVersions v0 with UNSUPPORTED_VERSION and the served APIs, so an
-    /// old or new client can pick a version it shares with us.
-    fn unsupported_api_versions_body(&self) -> Vec<u8> {
-        let apis = self.broker.registry().supported_apis();
+    /// ApiVersions v0 with UNSUPPORTED_VERSION and the APIs the session's
+    /// listener serves, so an old or new client can pick a version it
+    /// shares with us.
+    fn unsupported_api_versions_body(&self, session: &Session) -> Vec<u8> {
+        let controllers = self
+            .broker
+            .plugins
+            .controller
+            .get()
+            .map(|c| c.listeners().to_vec())
+            .unwrap_or_default();
+        let apis = exposure::served_apis(
+            self.broker.registry().supported_apis(),
+            &session.listener,
+            &session.security_protocol,
+            &controllers,
+        );
         let mut body = Vec::with_capacity(6 + apis.len() * 6);
         body.extend_from_slice(&ErrorCode::UnsupportedVersion.code().to_be_bytes());
         body.extend_from_slice(&(apis.len() as i32).to_be_bytes());

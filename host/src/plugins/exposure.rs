@@ -34,6 +34,20 @@ pub fn serves_on(api_key: i16, listener: &str, protocol: &str, controllers: &[St
     serves(api_key, controller, protocol.starts_with("SASL_"))
 }
 
+/// The APIs a session's listener serves, out of what the registry holds:
+/// what ApiVersions advertises there, answered by the handler or (for a
+/// version we do not serve) by the host.
+pub fn served_apis(
+    apis: Vec<crate::plugins::bindings::ApiInfo>,
+    listener: &str,
+    protocol: &str,
+    controllers: &[String],
+) -> Vec<crate::plugins::bindings::ApiInfo> {
+    apis.into_iter()
+        .filter(|api| serves_on(api.api_key, listener, protocol, controllers))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

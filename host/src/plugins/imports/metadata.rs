@@ -15,7 +15,7 @@ use crate::plugins::bindings::handler::gregor::broker::metadata::{
     self, Broker as BrokerNode, Cluster, ConfigEntry, NewTopic, PartitionInfo, TopicInfo,
 };
 use crate::plugins::bindings::handler::gregor::broker::types::{ApiInfo, KafkaError, Uuid};
-use crate::plugins::exposure::serves_on;
+use crate::plugins::exposure::served_apis;
 use crate::plugins::imports::configs::source_of;
 use crate::plugins::state::HandlerState;
 
@@ -180,10 +180,11 @@ impl metadata::Host for HandlerState {
             .as_ref()
             .map(|s| (s.listener.as_str(), s.security_protocol.as_str()))
             .unwrap_or_default();
-        self.registry
-            .supported_apis()
-            .into_iter()
-            .filter(|api| serves_on(api.api_key, listener, protocol, &controllers))
-            .collect()
+        served_apis(
+            self.registry.supported_apis(),
+            listener,
+            protocol,
+            &controllers,
+        )
     }
 }
