@@ -10,10 +10,13 @@ use std::sync::Mutex;
 use super::*;
 use crate::transactions::journal::JOURNAL;
 
+/// A marker written: topic, partition, producer id, epoch, committed.
+type Marker = (String, i32, i64, i16, bool);
+
 /// Records markers and offsets; `failing` partitions refuse markers.
 #[derive(Default)]
 struct Recorder {
-    markers: Mutex<Vec<(String, i32, i64, i16, bool)>>,
+    markers: Mutex<Vec<Marker>>,
     offsets: Mutex<Vec<(String, Vec<PendingOffset>)>>,
     failing: Mutex<Vec<String>>,
 }

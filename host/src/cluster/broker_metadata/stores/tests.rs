@@ -143,7 +143,9 @@ async fn credentials_tokens_and_quotas_go_through_the_log() {
         value: 1024.0,
         remove: false,
     };
-    quotas.alter(&entity, &[op.clone()], false).unwrap();
+    quotas
+        .alter(&entity, std::slice::from_ref(&op), false)
+        .unwrap();
     let entity: Entity = entity.into_iter().collect();
     let values = node.quorum.image().quotas().get(&entity).cloned();
     assert_eq!(
