@@ -93,10 +93,13 @@ lint:
 fmt:
 	$(CARGO) fmt --all
 
-# Benchmarks with real clients against a fresh broker; never part of `make test`.
+# Benchmarks with real clients against a fresh broker, then side by side
+# with the peer broker and the native floor; never part of `make test`.
+# BENCH_QUICK=1: every scenario once, briefly (a check, not figures);
+# BENCH_ONLY=suite|peer: one of the two parts.
 bench: build
 	$(CARGO) build --release -p gregor-bench
-	python3 bench/run.py
+	python3 bench/run.py $(if $(BENCH_QUICK),--quick) $(if $(BENCH_ONLY),--only $(BENCH_ONLY))
 
 # Cluster figures on a local 3-node cluster (metadata propagation,
 # controller failover); never part of `make test`.
