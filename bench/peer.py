@@ -51,6 +51,12 @@ def name(kind, size, acks, partitions):
     return f"consume {label} p{partitions}"
 
 
+def records_for(ctx, size):
+    """Records of a run: 4x as many of 100 B as of 1 KiB, so that a run moves
+    enough bytes for the CPU clock's 10 ms ticks to resolve its cost."""
+    return ctx["records"] * (4 if size < 1024 else 1)
+
+
 def topic(size, acks, partitions, round_no):
     return f"side-{size}b-acks{acks}-p{partitions}-r{round_no}"
 
@@ -74,11 +80,19 @@ class Broker:
     def __init__(self, label, argv, env, port, log_path):
         self.label = label
         self.port = port
+        self.log_path = log_path
         self.log = open(log_path, "a")
         self.proc = subprocess.Popen(argv, stdout=self.log, stderr=self.log, env=env)
 
     def alive(self):
         return self.proc.poll() is None
+
+    def exited(self, when):
+        """Why it is gone: the exit status and the last line it logged."""
+        self.log.flush()
+        with open(self.log_path, errors="replace") as log:
+            tail = last_line(log.read())
+        return f"{self.label} exited {when} (exit {self.proc.returncode}: {tail})"
 
     def stop(self):
         if self.alive():
@@ -95,14 +109,14 @@ def measured(broker, argv, timeout, payload_bytes):
     """Runs one client command against `broker`; its JSON line, the broker's
     CPU per GiB of payload, or the reason it failed."""
     if not broker.alive():
-        return {"failed": f"{broker.label} is not running (exit {broker.proc.returncode})"}
+        return {"failed": broker.exited("before the run")}
     before = cpu_seconds(broker.proc.pid)
     try:
         run = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         return {"failed": f"no result within {timeout} s"}
     if not broker.alive():
-        return {"failed": f"{broker.label} exited during the run (exit {broker.proc.returncode})"}
+        return {"failed": broker.exited("during the run")}
     after = cpu_seconds(broker.proc.pid)
     if run.returncode != 0:
         return {"failed": last_line(run.stderr or run.stdout)}
@@ -116,7 +130,7 @@ def measured(broker, argv, timeout, payload_bytes):
 def kafka_round(ctx, broker, round_no):
     """Every scenario against one running Kafka-compatible broker."""
     bench, bootstrap = ctx["bench"], f"127.0.0.1:{broker.port}"
-    records, timeout = ctx["records"], ctx["timeout"]
+    timeout = ctx["timeout"]
     # Warm-up outside the measurement (compiles, first connections, topic
     # creation paths): the same small run for both brokers.
     warm = f"side-warmup-r{round_no}"
@@ -126,6 +140,7 @@ def kafka_round(ctx, broker, round_no):
              timeout, 0)
     out = {}
     for kind, size, acks, partitions in produce_scenarios():
+        records = records_for(ctx, size)
         out[name(kind, size, acks, partitions)] = measured(
             broker, [bench, "produce", "--bootstrap", bootstrap, "--records", str(records),
                      "--size", str(size), "--acks", acks, "--partitions", str(partitions),
@@ -136,6 +151,7 @@ def kafka_round(ctx, broker, round_no):
         if "failed" in out[source]:
             out[name(kind, size, None, partitions)] = {"failed": f"nothing to read ({source} failed)"}
             continue
+        records = records_for(ctx, size)
         out[name(kind, size, None, partitions)] = measured(
             broker, [bench, "consume", "--bootstrap", bootstrap, "--records", str(records),
                      "--topic", topic(size, "1", partitions, round_no)],
@@ -298,13 +314,13 @@ def cell(figures, unit_key="mb_per_sec"):
 
 
 def times(value, suffix="×"):
-    return f"{value:.2f}{suffix}" if value is not None else "n/a"
+    return f"{value:.3g}{suffix}" if value is not None else "n/a"
 
 
 def print_tables(section):
     s = section
     print(f"\n## Side by side with {s['peer']} ({s['rounds']} alternating round(s), "
-          f"median, {s['records_per_run']} records per run)\n")
+          f"median; {s['records_per_run']} records of 1 KiB, 4x as many of 100 B per run)\n")
     print(f"Load average before/after: {s['load_average_before']} / {s['load_average_after']}\n")
     print("| scenario | Gregor | peer | Gregor / peer speed | Gregor / peer cost | Gregor / floor cost | peer / floor cost |")
     print("|---|---|---|---|---|---|---|")

@@ -209,7 +209,7 @@ def side_by_side(results, work, cache, quick):
     ctx = {"work": work, "plugin_dir": plugin_dir, "cache": cache, "gregor": BIN, "bench": BENCH,
            "floor": FLOOR, "free_port": free_port, "wait_port": wait_port, "quick": quick,
            "rounds": 1 if quick else int(os.environ.get("BENCH_ROUNDS", "3")),
-           "records": 30000 if quick else int(RECORDS), "rate": 2000,
+           "records": 40000 if quick else int(RECORDS), "rate": 2000,
            "e2e_seconds": 3 if quick else 10, "timeout": 90 if quick else 300}
     section, vs_peer, vs_floor = peer.compare(ctx)
     results["side_by_side"] = section
