@@ -22,7 +22,7 @@ export GREGOR_BIN
 export GREGOR_PLUGIN_DIR := $(abspath $(PLUGIN_DIR))
 export GREGOR_EXAMPLE_DIR := $(abspath $(EXAMPLE_DIR))
 
-.PHONY: all build host plugins authorizers wasm-target test-deps run cluster test unit-test integration-test lint fmt bench bench-cluster
+.PHONY: all build host plugins authorizers wasm-target test-deps run cluster test unit-test integration-test lint fmt bench bench-cluster bench-rps
 .PHONY: fuzz
 
 all: build
@@ -100,6 +100,15 @@ fmt:
 bench: build
 	$(CARGO) build --release -p gregor-bench
 	python3 bench/run.py $(if $(BENCH_QUICK),--quick) $(if $(BENCH_ONLY),--only $(BENCH_ONLY))
+
+# Requests per second of small requests (ApiVersions, Metadata, 1-record
+# Produce) over 1, 10 and 100 connections against a fresh broker; never part
+# of `make test`. Before/after, back to back under the same load:
+# RPS_ARGS="--gregor-bin OLD --gregor-bin $(GREGOR_BIN) --rounds 3".
+bench-rps: build
+	$(CARGO) build --release -p gregor-bench --bin rps
+	mkdir -p bench/results
+	$(TARGET_DIR)/release/rps $(or $(RPS_ARGS),--gregor-bin $(GREGOR_BIN)) --json bench/results/rps.json
 
 # Cluster figures on a local 3-node cluster (metadata propagation,
 # controller failover); never part of `make test`.

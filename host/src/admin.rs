@@ -63,9 +63,7 @@ impl AdminState {
             idle_ratio: self.worker_idle.ratio(),
             plugins,
         };
-        let mut text = self.broker.services.metrics.render(&gauges);
-        text.push_str(&self.broker.services.telemetry.render_prometheus());
-        text
+        self.broker.services.metrics.render(&gauges)
     }
 }
 
