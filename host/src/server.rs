@@ -118,6 +118,8 @@ pub async fn serve(config: BrokerConfig) -> Result<()> {
     ));
     tokio::spawn(Arc::clone(&plugins).watch(config.plugin_watch_interval()?, stopped.clone()));
     if let Some(address) = config.admin_listener()? {
+        let authorizer_chosen = broker.authorization().active_name().is_some();
+        let admin_settings = admin::EndpointSettings::from_config(&config, authorizer_chosen)?;
         let admin_listener = tokio::net::TcpListener::bind(address)
             .await
             .with_context(|| format!("binding the admin endpoint on {address}"))?;
@@ -131,6 +133,7 @@ pub async fn serve(config: BrokerConfig) -> Result<()> {
         tokio::spawn(admin::serve(
             admin_listener,
             Arc::new(admin_state),
+            admin_settings,
             stopped.clone(),
         ));
     }
