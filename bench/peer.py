@@ -212,8 +212,7 @@ def one_broker(ctx, work, which, round_no):
     except OSError as error:
         return {s: {"failed": f"did not start: {error}"} for s in scenario_names()}
     try:
-        # A cold compile cache makes Gregor's first start slow on a busy machine.
-        ctx["wait_port"](port, 300)
+        ctx["wait_port"](port)
         return kafka_round(ctx, broker, round_no)
     except SystemExit as error:
         return {s: {"failed": f"did not start: {error}"} for s in scenario_names()}

@@ -57,7 +57,8 @@ def free_port():
         return s.getsockname()[1]
 
 
-def wait_port(port, timeout=60):
+def wait_port(port, timeout=300):
+    # A cold compile cache on a busy machine takes minutes to start.
     deadline = time.time() + timeout
     while time.time() < deadline:
         try:
@@ -80,7 +81,11 @@ def start(work, plugin_dir, cache, port, admin):
          "--set", f"admin.listener=127.0.0.1:{admin}",
          "--set", "plugin.watch.interval.ms=50"],
         stdout=log, stderr=log, env=env)
-    wait_port(port)
+    try:
+        wait_port(port)
+    except SystemExit:
+        proc.kill()
+        raise
     return proc, (time.time() - began) * 1000
 
 

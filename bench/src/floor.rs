@@ -74,9 +74,7 @@ fn receive(mut stream: TcpStream, path: &str, buffer: &mut [u8]) -> Result<(), S
 fn send_file(mut stream: TcpStream, path: &str, buffer: &mut [u8]) -> Result<(), String> {
     let mut file = File::open(path).map_err(|e| format!("open {path}: {e}"))?;
     loop {
-        let n = file
-            .read(buffer)
-            .map_err(|e| format!("read {path}: {e}"))?;
+        let n = file.read(buffer).map_err(|e| format!("read {path}: {e}"))?;
         if n == 0 {
             return Ok(());
         }
@@ -96,7 +94,11 @@ fn serve(args: &[String]) -> Result<(), String> {
         let mut stream = stream.map_err(|e| format!("accept: {e}"))?;
         let mut direction = [0u8; 1];
         // A connection that closes at once is the readiness probe.
-        if stream.read(&mut direction).map_err(|e| format!("read: {e}"))? == 0 {
+        if stream
+            .read(&mut direction)
+            .map_err(|e| format!("read: {e}"))?
+            == 0
+        {
             continue;
         }
         let served = match direction[0] {
@@ -158,9 +160,7 @@ fn consume(args: &[String]) -> Result<(), String> {
     stream.write_all(b"C").map_err(|e| format!("send: {e}"))?;
     let mut bytes = 0u64;
     loop {
-        let n = stream
-            .read(&mut buffer)
-            .map_err(|e| format!("read: {e}"))?;
+        let n = stream.read(&mut buffer).map_err(|e| format!("read: {e}"))?;
         if n == 0 {
             break;
         }
