@@ -22,7 +22,7 @@
 use std::collections::BTreeMap;
 use std::io::Write as _;
 use std::net::TcpListener;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
@@ -281,8 +281,6 @@ async fn connection(
 }
 
 struct Row {
-    kind: Kind,
-    connections: usize,
     requests: u64,
     seconds: f64,
     p50_us: u32,
@@ -402,7 +400,7 @@ impl Drop for Started {
     }
 }
 
-fn start(bin: &PathBuf, plugin_dir: &PathBuf) -> Result<Started, String> {
+fn start(bin: &Path, plugin_dir: &Path) -> Result<Started, String> {
     let port = TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map_err(|e| e.to_string())?
@@ -484,8 +482,6 @@ async fn measure(
     };
     let requests = latencies.len() as u64;
     Ok(Row {
-        kind,
-        connections,
         requests,
         seconds: o.seconds,
         p50_us: at(0.5),
@@ -501,7 +497,11 @@ async fn measure(
 
 fn median(values: &mut [f64]) -> f64 {
     values.sort_by(f64::total_cmp);
-    values.get(values.len() / 2).copied().unwrap_or(f64::NAN)
+    match values.len() {
+        0 => f64::NAN,
+        n if n % 2 == 0 => (values[n / 2 - 1] + values[n / 2]) / 2.0,
+        n => values[n / 2],
+    }
 }
 
 fn run(o: &Options) -> Result<(), String> {
