@@ -126,9 +126,8 @@ pub async fn serve(
         credentials: Arc::clone(&state.broker.services.credentials),
         settings: settings.auth,
     });
-    let app = routes::router(state, settings.upload_max_bytes).layer(
-        axum::middleware::from_fn_with_state(auth, auth::guard),
-    );
+    let app = routes::router(state, settings.upload_max_bytes)
+        .layer(axum::middleware::from_fn_with_state(auth, auth::guard));
     let stopped = async move {
         while !*shutdown.borrow_and_update() {
             if shutdown.changed().await.is_err() {

@@ -144,7 +144,7 @@ pub struct AdminArgs {
         hide_env_values = true,
         value_name = "PASSWORD"
     )]
-    pub password: Option<String>,
+    pub admin_password: Option<String>,
     /// A bearer token (the broker's admin.auth.token.file)
     #[arg(
         long,
@@ -327,7 +327,7 @@ fn credentials(admin: &AdminArgs) -> Result<Credentials, Failure> {
         ))),
         (Some(token), None) => Ok(Credentials::Token(token)),
         (None, Some(user)) => {
-            let (user, password) = match (user.split_once(':'), &admin.password) {
+            let (user, password) = match (user.split_once(':'), &admin.admin_password) {
                 (Some((user, password)), _) => (user.to_string(), password.to_string()),
                 (None, Some(password)) => (user.clone(), password.clone()),
                 (None, None) => {
@@ -366,6 +366,25 @@ mod tests {
         assert_eq!(admin.admin, "h:1");
         assert_eq!(admin.output, Output::Json);
         assert!(Cli::try_parse_from(["gregor", "users", "add", "bob"]).is_err());
+        // The new user's password and the admin's are different options.
+        let cli = Cli::try_parse_from([
+            "gregor",
+            "users",
+            "add",
+            "bob",
+            "--password",
+            "new",
+            "--user",
+            "ops",
+            "--admin-password",
+            "old",
+        ])
+        .unwrap();
+        let Some(Command::Users { command, admin }) = cli.command else {
+            panic!("not users");
+        };
+        assert!(matches!(command, UsersCommand::Add { password, .. } if password == "new"));
+        assert_eq!(admin.admin_password.as_deref(), Some("old"));
     }
 
     #[test]

@@ -24,7 +24,10 @@ fn http(admin: &str, method: &str, path: &str, headers: &[(&str, &str)], body: &
     for (name, value) in headers {
         head.push_str(&format!("{name}: {value}\r\n"));
     }
-    if !headers.iter().any(|(name, _)| name.eq_ignore_ascii_case("transfer-encoding")) {
+    if !headers
+        .iter()
+        .any(|(name, _)| name.eq_ignore_ascii_case("transfer-encoding"))
+    {
         head.push_str(&format!("Content-Length: {}\r\n", body.len()));
     }
     head.push_str("\r\n");
@@ -147,7 +150,10 @@ fn put_authorizer_needs_a_super_user() {
     let anonymous = off(&[]);
     assert_eq!(anonymous.status, 401, "{anonymous:?}");
     assert!(
-        anonymous.head.to_ascii_lowercase().contains("www-authenticate: basic realm="),
+        anonymous
+            .head
+            .to_ascii_lowercase()
+            .contains("www-authenticate: basic realm="),
         "{anonymous:?}"
     );
     assert_eq!(anonymous.json()["error"], "authentication required");
@@ -162,10 +168,17 @@ fn put_authorizer_needs_a_super_user() {
     let alice = off(&[("Authorization", &basic("alice", "alice-secret"))]);
     assert_eq!(alice.status, 403, "{alice:?}");
     assert!(
-        alice.json()["error"].as_str().unwrap_or_default().contains("User:alice"),
+        alice.json()["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("User:alice"),
         "{alice:?}"
     );
-    assert_eq!(active_authorizer(&admin), "authorizer_acl", "nothing changed");
+    assert_eq!(
+        active_authorizer(&admin),
+        "authorizer_acl",
+        "nothing changed"
+    );
 
     let log = broker.log_tail(400);
     let refused: Vec<&str> = log
@@ -173,15 +186,15 @@ fn put_authorizer_needs_a_super_user() {
         .filter(|line| line.contains("admin request refused"))
         .collect();
     assert!(
-        refused
-            .iter()
-            .any(|line| line.contains("User:alice") && line.contains("/authorizer") && line.contains("403")),
+        refused.iter().any(|line| line.contains("User:alice")
+            && line.contains("/authorizer")
+            && line.contains("403")),
         "{log}"
     );
     assert!(
-        refused
-            .iter()
-            .any(|line| line.contains("User:ANONYMOUS") && line.contains("PUT") && line.contains("401")),
+        refused.iter().any(|line| line.contains("User:ANONYMOUS")
+            && line.contains("PUT")
+            && line.contains("401")),
         "{log}"
     );
     assert!(!log.contains("not-the-password"), "a password was logged");
@@ -211,9 +224,21 @@ fn reads_and_changes_with_basic_credentials_and_the_cli() {
     let scraped = http(&admin, "GET", "/metrics", &[("Authorization", &alice)], b"");
     assert_eq!(scraped.status, 200, "{scraped:?}");
     let add_bob = br#"{"password": "bob-secret"}"#;
-    let refused = http(&admin, "PUT", "/users/bob", &[("Authorization", &alice)], add_bob);
+    let refused = http(
+        &admin,
+        "PUT",
+        "/users/bob",
+        &[("Authorization", &alice)],
+        add_bob,
+    );
     assert_eq!(refused.status, 403, "{refused:?}");
-    let refused = http(&admin, "DELETE", "/plugins/produce", &[("Authorization", &alice)], b"");
+    let refused = http(
+        &admin,
+        "DELETE",
+        "/plugins/produce",
+        &[("Authorization", &alice)],
+        b"",
+    );
     assert_eq!(refused.status, 403, "{refused:?}");
     assert!(plugins.path().join("produce.wasm").is_file());
 
@@ -222,12 +247,22 @@ fn reads_and_changes_with_basic_credentials_and_the_cli() {
     let load = ["plugins", "load", chaos.as_str(), "--admin", admin.as_str()];
     let (code, text) = gregor(&load, &[]);
     assert_eq!(code, 3, "{text}");
-    assert!(text.contains("authentication required") && text.contains("401"), "{text}");
-    let (code, text) = gregor(&[&load[..], &["--user", "alice:alice-secret"]].concat(), &[]);
+    assert!(
+        text.contains("authentication required") && text.contains("401"),
+        "{text}"
+    );
+    let (code, text) = gregor(
+        &[&load[..], &["--user", "alice:alice-secret"]].concat(),
+        &[],
+    );
     assert_eq!(code, 3, "{text}");
     assert!(text.contains("403"), "{text}");
     let (code, text) = gregor(
-        &[&load[..], &["--user", "admin", "--admin-password", "admin-secret"]].concat(),
+        &[
+            &load[..],
+            &["--user", "admin", "--admin-password", "admin-secret"],
+        ]
+        .concat(),
         &[],
     );
     assert_eq!(code, 0, "{text}");
@@ -246,17 +281,41 @@ fn reads_and_changes_with_basic_credentials_and_the_cli() {
     let (code, text) = gregor(&["plugins", "list"], &env);
     assert_eq!(code, 0, "{text}");
     assert!(
-        text.lines().next().unwrap_or_default().starts_with("HANDLER"),
+        text.lines()
+            .next()
+            .unwrap_or_default()
+            .starts_with("HANDLER"),
         "{text}"
     );
-    assert!(text.lines().any(|line| line.starts_with("chaos ")), "{text}");
+    assert!(
+        text.lines().any(|line| line.starts_with("chaos ")),
+        "{text}"
+    );
     // bob is a user now, not a super user.
     let (code, text) = gregor(
-        &["authorizer", "use", "none", "--admin", &admin, "--user", "bob:bob-secret"],
+        &[
+            "authorizer",
+            "use",
+            "none",
+            "--admin",
+            &admin,
+            "--user",
+            "bob:bob-secret",
+        ],
         &[],
     );
     assert_eq!(code, 3, "{text}");
-    let (code, text) = gregor(&["authorizer", "show", "--admin", &admin, "--user", "bob:bob-secret"], &[]);
+    let (code, text) = gregor(
+        &[
+            "authorizer",
+            "show",
+            "--admin",
+            &admin,
+            "--user",
+            "bob:bob-secret",
+        ],
+        &[],
+    );
     assert_eq!(code, 0, "{text}");
     assert!(text.contains("active: authorizer_acl"), "{text}");
 }
@@ -292,12 +351,24 @@ fn bearer_token_from_a_file_and_streamed_uploads() {
     let anonymous = unload(&[]);
     assert_eq!(anonymous.status, 401, "{anonymous:?}");
     assert!(
-        anonymous.head.to_ascii_lowercase().contains("www-authenticate: bearer"),
+        anonymous
+            .head
+            .to_ascii_lowercase()
+            .contains("www-authenticate: bearer"),
         "{anonymous:?}"
     );
-    assert_eq!(unload(&[("Authorization", "Bearer wrong-token")]).status, 401);
+    assert_eq!(
+        unload(&[("Authorization", "Bearer wrong-token")]).status,
+        401
+    );
     // Wrong credentials are refused even where none are needed.
-    let wrong_read = http(&admin, "GET", "/plugins", &[("Authorization", "Bearer wrong")], b"");
+    let wrong_read = http(
+        &admin,
+        "GET",
+        "/plugins",
+        &[("Authorization", "Bearer wrong")],
+        b"",
+    );
     assert_eq!(wrong_read.status, 401, "{wrong_read:?}");
 
     // A chunked upload of a real module, in pieces.
@@ -327,7 +398,10 @@ fn bearer_token_from_a_file_and_streamed_uploads() {
         )
         .as_bytes(),
     );
-    assert_eq!(declared.status, 413, "answered without the body: {declared:?}");
+    assert_eq!(
+        declared.status, 413,
+        "answered without the body: {declared:?}"
+    );
     let mut chunked = format!(
         "PUT /plugins/big HTTP/1.1\r\nHost: {admin}\r\nConnection: close\r\n\
          Authorization: Bearer first-token\r\nTransfer-Encoding: chunked\r\n\r\n"
@@ -343,16 +417,36 @@ fn bearer_token_from_a_file_and_streamed_uploads() {
     assert!(!plugins.path().join("big.wasm").exists());
     // Errors keep their JSON shape.
     let unknown = http(&admin, "GET", "/nowhere", &[], b"");
-    assert_eq!((unknown.status, unknown.json()["error"].clone()), (404, "no such endpoint".into()));
-    let method = http(&admin, "POST", "/health", &[("Authorization", "Bearer first-token")], b"");
+    assert_eq!(
+        (unknown.status, unknown.json()["error"].clone()),
+        (404, "no such endpoint".into())
+    );
+    let method = http(
+        &admin,
+        "POST",
+        "/health",
+        &[("Authorization", "Bearer first-token")],
+        b"",
+    );
     assert_eq!(method.status, 405, "{method:?}");
 
     // Rotation: the old token stops working at once, the new one works;
     // the CLI reads it from a file.
     std::fs::write(&token_file, "second-token").expect("rotate the token");
-    assert_eq!(unload(&[("Authorization", "Bearer first-token")]).status, 401);
+    assert_eq!(
+        unload(&[("Authorization", "Bearer first-token")]).status,
+        401
+    );
     let (code, text) = gregor(
-        &["plugins", "unload", "chaos", "--admin", &admin, "--token-file", &token_path],
+        &[
+            "plugins",
+            "unload",
+            "chaos",
+            "--admin",
+            &admin,
+            "--token-file",
+            &token_path,
+        ],
         &[],
     );
     assert_eq!(code, 0, "{text}");
@@ -451,7 +545,10 @@ fn an_open_endpoint_on_a_secured_broker_is_refused_at_start() {
     );
     let (code, text) = gregor(&["authorizer", "use", "none", "--admin", &admin], &[]);
     assert_eq!(code, 0, "{text}");
-    let (code, text) = gregor(&["authorizer", "show", "--admin", &admin, "-o", "json"], &[]);
+    let (code, text) = gregor(
+        &["authorizer", "show", "--admin", &admin, "-o", "json"],
+        &[],
+    );
     assert_eq!(code, 0, "{text}");
     assert!(text.contains("\"active\":null"), "{text}");
 }

@@ -309,9 +309,10 @@ pub async fn guard(State(auth): State<Arc<AdminAuth>>, request: Request, next: N
     let mut response = error_reply(refusal.status, &refusal.reason).into_response();
     if refusal.status == StatusCode::UNAUTHORIZED {
         for challenge in auth.challenges() {
-            response
-                .headers_mut()
-                .append(header::WWW_AUTHENTICATE, HeaderValue::from_static(challenge));
+            response.headers_mut().append(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static(challenge),
+            );
         }
     }
     response
@@ -327,6 +328,9 @@ fn presented_user(headers: &HeaderMap) -> String {
         .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("basic"))
         .and_then(|(_, encoded)| BASE64.decode(encoded.trim()).ok())
         .and_then(|decoded| String::from_utf8(decoded).ok())
-        .and_then(|text| text.split_once(':').map(|(user, _)| format!("User:{user} (unauthenticated)")))
+        .and_then(|text| {
+            text.split_once(':')
+                .map(|(user, _)| format!("User:{user} (unauthenticated)"))
+        })
         .unwrap_or_else(|| ANONYMOUS.to_string())
 }

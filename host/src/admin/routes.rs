@@ -33,7 +33,10 @@ pub fn router(state: Arc<AdminState>, upload_max_bytes: usize) -> Router {
         .route("/plugins", get(list_plugins))
         .route("/plugins/{name}", axum::routing::put(upload).delete(unload))
         .route("/users", get(list_users))
-        .route("/users/{name}", axum::routing::put(set_user).delete(delete_user))
+        .route(
+            "/users/{name}",
+            axum::routing::put(set_user).delete(delete_user),
+        )
         .route("/authorizer", get(show_authorizer).put(use_authorizer))
         .method_not_allowed_fallback(|| async {
             error_reply(StatusCode::METHOD_NOT_ALLOWED, "method not allowed")
@@ -80,11 +83,7 @@ async fn health() -> Response {
 
 async fn metrics(State(served): State<Served>) -> Response {
     let text = served.state.metrics_text();
-    (
-        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        text,
-    )
-        .into_response()
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
 }
 
 async fn list_plugins(State(served): State<Served>) -> Response {

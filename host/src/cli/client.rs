@@ -80,7 +80,12 @@ impl AdminClient {
     }
 
     /// One request; the answer's body when the status is 2xx.
-    pub fn request(&self, method: &str, path: &str, body: Option<&[u8]>) -> Result<String, Failure> {
+    pub fn request(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&[u8]>,
+    ) -> Result<String, Failure> {
         let request = self.builder(method, path);
         let response = match body {
             Some(body) => request.body(body).map(|request| self.agent.run(request)),

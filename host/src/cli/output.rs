@@ -52,18 +52,27 @@ const REFUSED_COLUMNS: &[Column] = &[
 ];
 
 /// `gregor users list`.
-const USER_COLUMNS: &[Column] = &[("USER", |u| text(&u["name"])), ("CREDENTIALS", |u| {
-    u["credentials"]
-        .as_array()
-        .map(|credentials| {
-            credentials
-                .iter()
-                .map(|c| format!("{} ({} iterations)", text(&c["mechanism"]), text(&c["iterations"])))
-                .collect::<Vec<_>>()
-                .join(", ")
-        })
-        .unwrap_or_default()
-})];
+const USER_COLUMNS: &[Column] = &[
+    ("USER", |u| text(&u["name"])),
+    ("CREDENTIALS", |u| {
+        u["credentials"]
+            .as_array()
+            .map(|credentials| {
+                credentials
+                    .iter()
+                    .map(|c| {
+                        format!(
+                            "{} ({} iterations)",
+                            text(&c["mechanism"]),
+                            text(&c["iterations"])
+                        )
+                    })
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            })
+            .unwrap_or_default()
+    }),
+];
 
 /// Prints an answer's body as `output` asks.
 pub fn print(view: View, output: Output, body: &str) -> Result<()> {
@@ -71,8 +80,9 @@ pub fn print(view: View, output: Output, body: &str) -> Result<()> {
         println!("{}", body.trim());
         return Ok(());
     }
-    let value: Value = serde_json::from_str(body)
-        .with_context(|| format!("the admin endpoint answered something other than JSON: {body}"))?;
+    let value: Value = serde_json::from_str(body).with_context(|| {
+        format!("the admin endpoint answered something other than JSON: {body}")
+    })?;
     print!("{}", render(view, &value));
     Ok(())
 }
@@ -192,7 +202,10 @@ mod tests {
 
     #[test]
     fn results_users_and_the_authorizer() {
-        assert_eq!(render(View::Result, &json!({"result": "loaded x"})), "loaded x\n");
+        assert_eq!(
+            render(View::Result, &json!({"result": "loaded x"})),
+            "loaded x\n"
+        );
         let users = json!({"users": [{"name": "carol", "credentials": [
             {"mechanism": "SCRAM-SHA-512", "iterations": 4096}]}]});
         assert_eq!(
@@ -201,6 +214,7 @@ mod tests {
         );
         let authorizer = json!({"active": null, "loaded": ["authorizer_acl"],
             "cache_hits": 1, "cache_misses": 2});
-        assert!(render(View::Authorizer, &authorizer).starts_with("active: none\nloaded: authorizer_acl\n"));
+        assert!(render(View::Authorizer, &authorizer)
+            .starts_with("active: none\nloaded: authorizer_acl\n"));
     }
 }
