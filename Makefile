@@ -13,6 +13,8 @@ PLUGINS := $(filter-out sdk,$(patsubst plugins/%/Cargo.toml,%,$(wildcard plugins
 PLUGIN_WASM := $(addprefix $(TARGET_DIR)/wasm32-wasip2/plugin/,$(addsuffix .wasm,$(PLUGINS)))
 # Example modules: not loaded by default (drop one into the plugin dir to try it).
 EXAMPLES := topic_summary chaos
+# Least privilege: a module that writes ACLs and records, loaded only when granted.
+EXAMPLES += provision_reader
 # Security: the Rust example authorizer (the Python and JavaScript ones: `authorizers`).
 EXAMPLES += authorizer_prefix
 EXAMPLE_DIR ?= build/examples

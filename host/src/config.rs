@@ -185,6 +185,10 @@ impl BrokerConfig {
             {
                 bail!("{name} must be error-response or close-connection, not {value:?}");
             }
+            if name.starts_with(crate::plugins::grants::CONFIG_PREFIX) {
+                crate::plugins::grants::parse(value)
+                    .map_err(|error| anyhow::anyhow!("{name}: {error}"))?;
+            }
         }
         self.plugin_memory_recycle_bytes()?;
         self.fetch_max_bytes()?;

@@ -370,6 +370,13 @@ impl Broker {
             // Off unless a test asks for it: parallel brokers would fight
             // over the default admin port.
             ("admin.listener", String::new()),
+            // What the example handlers use (PLUGINS.md, "Grants"), as an
+            // operator would grant it; tests/tests/grants.rs overrides it.
+            (
+                "plugin.grants.topic_summary",
+                "authz,log.read,metadata.read".to_string(),
+            ),
+            ("plugin.grants.chaos", "log.read".to_string()),
         ];
         for (key, value) in own
             .iter()
