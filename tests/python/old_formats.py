@@ -9,9 +9,10 @@
   v1; 0.10: Fetch v2) reads N records of partition 0 from the beginning;
   prints [offset, key, value, timestamp] of each.
 - rdkafka BOOTSTRAP TOPIC N: confluent-kafka (librdkafka) with
-  `api.version.request=false` as a client of 0.10.0 (Produce v2, Fetch
-  v2, magic v1) sends N values r0.. gzip-compressed, then reads the
-  partition from the beginning; prints the values it read.
+  `api.version.request=false` as a client of 0.9.0 (Produce v1, Fetch
+  v1, magic v0; librdkafka takes any fallback from 0.10 on as a broker
+  answering ApiVersions) sends N values r0.. gzip-compressed, then reads
+  the partition from the beginning; prints the offsets and values read.
 
 Prints one JSON line; exits non-zero on a failed check.
 """
@@ -76,7 +77,7 @@ def rdkafka(bootstrap, topic, n):
     old = {
         "bootstrap.servers": bootstrap,
         "api.version.request": "false",
-        "broker.version.fallback": "0.10.0",
+        "broker.version.fallback": "0.9.0",
     }
     p = Producer({**old, "compression.codec": "gzip", "linger.ms": 100})
     errors = []
