@@ -12,6 +12,7 @@ pub mod handler {
         imports: {
             "gregor:broker/log.append": async,
             "gregor:broker/log.fetch-or-park": async,
+            "gregor:broker/log.fetch-legacy-or-park": async,
             "gregor:broker/authz.authorize": async,
             "gregor:broker/authz.authorize-by-resource-type": async,
             "gregor:broker/groups.join-or-park": async,
