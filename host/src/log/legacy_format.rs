@@ -225,7 +225,7 @@ pub fn up_convert(
     {
         return Err(invalid("unknown compression codec in a legacy message"));
     }
-    let codec = outer.iter().map(Message::codec).filter(|&c| c != 0).last();
+    let codec = outer.iter().map(Message::codec).rfind(|&c| c != 0);
     let inner_bytes;
     let records: Vec<Converted<'_>> = match codec {
         None => outer
@@ -547,7 +547,12 @@ mod tests {
 
     /// (offset, timestamp, key, value) of each legacy message of a fetch
     /// answer, inner messages of wrappers included (v1 ones made absolute).
-    fn read_back(bytes: &[u8]) -> Vec<(i64, i64, Option<Vec<u8>>, Option<Vec<u8>>)> {
+    /// (offset, timestamp, key, value).
+    type Read = (i64, i64, Option<Vec<u8>>, Option<Vec<u8>>);
+    /// (timestamp, key, value).
+    type Rec2 = (i64, Option<Vec<u8>>, Option<Vec<u8>>);
+
+    fn read_back(bytes: &[u8]) -> Vec<Read> {
         let mut out = Vec::new();
         for m in messages(bytes, None) {
             let m = m.unwrap();
@@ -582,7 +587,7 @@ mod tests {
     }
 
     /// (timestamp, key, value) of each record of a v2 batch.
-    fn records_of(batch: &[u8]) -> Vec<(i64, Option<Vec<u8>>, Option<Vec<u8>>)> {
+    fn records_of(batch: &[u8]) -> Vec<Rec2> {
         let header = BatchHeader::parse(batch).unwrap();
         let section = record_section(batch, &header, LIMIT).unwrap();
         Records::in_section(&section, &header)
@@ -758,10 +763,7 @@ mod tests {
                 assert_eq!(read_back(&out), want(0), "magic {magic} codec {codec}");
                 // What an old producer would send comes back up the same.
                 let again = up_convert(&out, LIMIT, LIMIT).unwrap();
-                let got: Vec<_> = records_of(&again)
-                    .into_iter()
-                    .map(|(t, k, v)| (t, k, v))
-                    .collect();
+                let got: Vec<_> = records_of(&again);
                 let expected: Vec<_> = recs
                     .iter()
                     .map(|r| (ts(r.timestamp), r.key.clone(), r.value.clone()))
