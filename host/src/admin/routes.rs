@@ -73,9 +73,8 @@ fn outcome(result: Result<String, String>, failed: StatusCode) -> Response {
 
 /// The `{name}` of a route, or a 400 naming what is wrong with it.
 fn segment(name: Result<Path<String>, PathRejection>) -> Result<String, Box<Response>> {
-    name.map(|Path(name)| name).map_err(|rejection| {
-        Box::new(error_reply(StatusCode::BAD_REQUEST, &rejection.body_text()))
-    })
+    name.map(|Path(name)| name)
+        .map_err(|rejection| Box::new(error_reply(StatusCode::BAD_REQUEST, &rejection.body_text())))
 }
 
 async fn health() -> Response {
