@@ -72,9 +72,9 @@ fn outcome(result: Result<String, String>, failed: StatusCode) -> Response {
 }
 
 /// The `{name}` of a route, or a 400 naming what is wrong with it.
-fn segment(name: Result<Path<String>, PathRejection>) -> Result<String, Response> {
+fn segment(name: Result<Path<String>, PathRejection>) -> Result<String, Box<Response>> {
     name.map(|Path(name)| name)
-        .map_err(|rejection| error_reply(StatusCode::BAD_REQUEST, &rejection.body_text()))
+        .map_err(|rejection| Box::new(error_reply(StatusCode::BAD_REQUEST, &rejection.body_text())))
 }
 
 async fn health() -> Response {
@@ -98,7 +98,7 @@ async fn upload(
 ) -> Response {
     let name = match segment(name) {
         Ok(name) => name,
-        Err(response) => return response,
+        Err(response) => return *response,
     };
     let module = match read_body(&headers, body, served.upload_max_bytes, true).await {
         Ok(module) => module,
@@ -119,7 +119,7 @@ async fn unload(
             served.state.plugins.unload(&name).await,
             StatusCode::NOT_FOUND,
         ),
-        Err(response) => response,
+        Err(response) => *response,
     }
 }
 
@@ -138,7 +138,7 @@ async fn set_user(
 ) -> Response {
     let name = match segment(name) {
         Ok(name) => name,
-        Err(response) => return response,
+        Err(response) => return *response,
     };
     let body = match read_body(&headers, body, SMALL_BODY_BYTES, true).await {
         Ok(body) => body,
@@ -159,7 +159,7 @@ async fn delete_user(
             users::delete_user(&served.state.broker.services.credentials, &name),
             StatusCode::NOT_FOUND,
         ),
-        Err(response) => response,
+        Err(response) => *response,
     }
 }
 
