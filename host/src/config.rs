@@ -185,8 +185,8 @@ impl BrokerConfig {
             {
                 bail!("{name} must be error-response or close-connection, not {value:?}");
             }
-            if name.starts_with(crate::plugins::grants::CONFIG_PREFIX) {
-                crate::plugins::grants::parse(value)
+            if name.starts_with(crate::plugin_grants::CONFIG_PREFIX) {
+                crate::plugin_grants::parse(value)
                     .map_err(|error| anyhow::anyhow!("{name}: {error}"))?;
             }
         }

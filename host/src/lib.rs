@@ -34,6 +34,7 @@ pub mod log;
 pub mod metadata;
 pub mod metrics;
 pub mod network;
+pub mod plugin_grants;
 pub mod plugins;
 pub mod producer_ids;
 pub mod purgatory;

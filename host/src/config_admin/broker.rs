@@ -17,7 +17,7 @@ use crate::metadata::broker_config::{self, ConfigType};
 use crate::metadata::dynamic::DynamicConfigs;
 use crate::metadata::topic_config::{BrokerView, Source, Synonym};
 use crate::metadata::topics::TopicManager;
-use crate::plugins::grants;
+use crate::plugin_grants as grants;
 
 pub(super) struct BrokerConfigs {
     pub(super) node_id: i32,

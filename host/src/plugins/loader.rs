@@ -128,7 +128,7 @@ impl Loader {
         // anything of it runs.
         let grants = match kind {
             ModuleKind::Handler => {
-                let needed = grants::required(&self.engine, &component)?;
+                let needed = grants::required(&self.engine, &component, PACKAGE, PACKAGE_VERSION)?;
                 let layers = host.services.dynamic.broker_layers();
                 let resolved = grants::resolve(&name, &host.services.config, &layers)?;
                 grants::check(&name, &needed, resolved)?
