@@ -53,6 +53,8 @@ pub struct ConnectionContext {
     /// This node's controller listeners (`exposure`): none unless it has
     /// the controller role.
     pub controller_listeners: Vec<String>,
+    /// Whether broker listeners serve the forwarded controller APIs.
+    pub forwards_controller_apis: bool,
 }
 
 /// Why a connection ended, for the log.
@@ -268,6 +270,7 @@ fn parse(frame: Bytes, session: &Session, ctx: &ConnectionContext) -> Result<Par
         &session.listener,
         &session.security_protocol,
         &ctx.controller_listeners,
+        ctx.forwards_controller_apis,
     );
     let Some(handler) = ctx.registry.handler(api_key).filter(|_| served) else {
         return Err(format!(

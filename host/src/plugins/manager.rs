@@ -291,7 +291,8 @@ impl PluginManager {
     /// authorizer, everything allowed), live: the next authorization asks
     /// it, and decisions cached for the previous one are dropped. The
     /// choice is persisted and wins over the `authorizer` config at the
-    /// next start.
+    /// next start. On a cluster node it is proposed to the metadata log and
+    /// every node switches.
     pub async fn use_authorizer(&self, name: Option<&str>) -> Result<String, String> {
         let _guard = self.changes.lock().await;
         let authorizer = match name {
@@ -308,10 +309,16 @@ impl PluginManager {
             })?),
             None => None,
         };
-        self.host
-            .authorization
-            .choose(name, authorizer)
-            .map_err(|error| format!("persisting the authorizer choice: {error}"))?;
+        match self.host.authorization.choice_log() {
+            // A cluster node: every node follows the log's choice, this
+            // one included by the time the proposal is answered.
+            Some(log) => log.choose(name.map(str::to_string)).await?,
+            None => self
+                .host
+                .authorization
+                .choose(name, authorizer)
+                .map_err(|error| format!("persisting the authorizer choice: {error}"))?,
+        }
         let what = match name {
             Some(name) => format!("authorizer {name} active"),
             None => "no authorizer active: every action is allowed".to_string(),
