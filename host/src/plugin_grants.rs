@@ -55,7 +55,12 @@ pub const CAPABILITIES: &[Capability] = &[
     cap(
         "log.read",
         "log",
-        &["fetch-or-park", "list-offset", "describe-log-dirs"],
+        &[
+            "fetch-or-park",
+            "fetch-legacy-or-park",
+            "list-offset",
+            "describe-log-dirs",
+        ],
     ),
     cap("log.append", "log", &["append"]),
     cap("log.admin", "log", &["delete-records", "alter-log-dir"]),
