@@ -18,6 +18,7 @@
 
 pub mod admin;
 pub mod apis;
+pub mod authorizer_choice;
 pub mod broker;
 pub mod cli;
 pub mod clock;

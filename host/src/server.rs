@@ -49,7 +49,7 @@ pub async fn serve(config: BrokerConfig) -> Result<()> {
     };
     if let Some(node) = &cluster {
         let quorum: Arc<dyn Quorum<MetadataImage>> = node.quorum.clone();
-        crate::cluster::broker_metadata::authorizer::attach(quorum, &broker.plugins);
+        crate::authorizer_choice::attach(quorum, &broker.plugins);
         if let Some(forwarder) = node.forwarder(&config)? {
             let _ = broker.plugins.forwarder.set(Arc::new(forwarder));
         }

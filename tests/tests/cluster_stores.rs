@@ -235,8 +235,13 @@ fn the_authorizer_chosen_on_one_broker_decides_on_every_broker() {
     assert!(answer.contains("every action is allowed"), "{answer}");
     alice_allowed(b, "guarded");
     alice_allowed(c, "guarded");
-    let (ok, status) = gregor_cli(&["authorizer", "show"], &c.admin());
-    assert!(ok && status.replace(char::is_whitespace, "").contains("\"active\":null"), "{status}");
+    let (ok, status) = gregor_cli(&["authorizer", "show", "--output", "json"], &c.admin());
+    assert!(
+        ok && status
+            .replace(char::is_whitespace, "")
+            .contains("\"active\":null"),
+        "{status}"
+    );
 
     // B restarted keeps the cluster's choice over its `authorizer` config.
     nodes[1].kill();

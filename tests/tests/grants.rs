@@ -44,7 +44,7 @@ fn cli(admin: &str, args: &[&str]) -> (bool, String) {
 }
 
 fn plugin_list(admin: &str) -> Value {
-    let (ok, text) = cli(admin, &["list"]);
+    let (ok, text) = cli(admin, &["list", "--output", "json"]);
     assert!(ok, "gregor plugins list failed: {text}");
     let json = text.lines().next().unwrap_or_default();
     serde_json::from_str(json).unwrap_or_else(|e| panic!("plugins list is not JSON ({e}): {text}"))

@@ -34,6 +34,7 @@ const HANDLER_COLUMNS: &[Column] = &[
     ("CALLS", |h| text(&h["calls"])),
     ("ERRORS", |h| text(&h["errors"])),
     ("SHA256", |h| short_hash(&h["sha256"])),
+    ("GRANTS", |h| names(&h["grants"]["granted"])),
 ];
 
 /// `gregor plugins list`: the authorizers.
@@ -163,6 +164,18 @@ fn text(value: &Value) -> String {
     }
 }
 
+/// A list of names as one cell (`-` when absent or empty).
+fn names(value: &Value) -> String {
+    let names: Vec<String> = value
+        .as_array()
+        .map_or_else(Vec::new, |names| names.iter().map(text).collect());
+    if names.is_empty() {
+        "-".to_string()
+    } else {
+        names.join(",")
+    }
+}
+
 /// The first 12 hex digits of a content hash.
 fn short_hash(value: &Value) -> String {
     text(value).chars().take(12).collect()
@@ -189,11 +202,11 @@ mod tests {
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(
             lines[0],
-            "HANDLER       API_KEY  API          VERSIONS  CALLS  ERRORS  SHA256"
+            "HANDLER       API_KEY  API          VERSIONS  CALLS  ERRORS  SHA256        GRANTS"
         );
         assert_eq!(
             lines[1],
-            "produce       0        Produce      3-11      12     0       0123456789ab"
+            "produce       0        Produce      3-11      12     0       0123456789ab  -"
         );
         assert!(!text.contains("AUTHORIZER"), "{text}");
         assert_eq!(lines[4], "REFUSED      REASON");

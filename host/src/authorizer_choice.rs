@@ -1,5 +1,6 @@
-//! The authorizer choice on the metadata log: `gregor authorizer use` on
-//! any node proposes `SetAuthorizer`, and every node makes the image's
+//! The authorizer choice on the metadata log, a module above both the
+//! cluster and the plugin runtime (so the cluster never reaches into the
+//! runtime): `gregor authorizer use` on any node proposes `SetAuthorizer`, and every node makes the image's
 //! choice its own, so one switch holds cluster-wide (authorization must
 //! not depend on which broker a client reaches).
 //!
