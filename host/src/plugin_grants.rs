@@ -256,7 +256,8 @@ mod tests {
     #[test]
     fn every_handler_function_has_exactly_one_capability() {
         let declared = declared();
-        assert!(declared.len() > 80, "{declared:?}");
+        // The parse found the world (77 functions in 0.3.0), not a few.
+        assert!(declared.len() > 70, "{declared:?}");
         for (interface, function) in &declared {
             let covering = CAPABILITIES
                 .iter()
