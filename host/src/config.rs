@@ -105,6 +105,18 @@ impl BrokerConfig {
         Ok(config)
     }
 
+    /// A config of `key=value` pairs, for tests (panics on a bad pair).
+    #[cfg(test)]
+    pub fn from_pairs(pairs: &[&str]) -> Self {
+        let mut config = Self::default();
+        for pair in pairs {
+            if let Err(error) = config.set_pair(pair) {
+                panic!("config pair {pair}: {error}");
+            }
+        }
+        config
+    }
+
     /// Applies one `key=value` override.
     pub fn set_pair(&mut self, pair: &str) -> Result<()> {
         let Some((key, value)) = pair.split_once('=') else {

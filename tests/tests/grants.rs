@@ -9,23 +9,14 @@ use std::time::Duration;
 
 use gregor_tests::kafka::{self, Isolation};
 use gregor_tests::wire::{request_frame, Conn, Reader};
-use gregor_tests::{run_python, wait_for, workspace_root, Broker};
+use gregor_tests::{run_python, wait_for, Broker};
 use serde_json::Value;
 
 const TOPIC_SUMMARY_KEY: i16 = 1000;
 const PROVISION_KEY: i16 = 1001;
 
 fn example(name: &str) -> PathBuf {
-    let dir = std::env::var_os("GREGOR_EXAMPLE_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| workspace_root().join("build/examples"));
-    let path = dir.join(format!("{name}.wasm"));
-    assert!(
-        path.is_file(),
-        "example module {} not built (make plugins)",
-        path.display()
-    );
-    path
+    gregor_tests::example_module(name)
 }
 
 /// A broker on a private copy of the standard modules, with an admin

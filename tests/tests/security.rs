@@ -251,12 +251,7 @@ fn private_plugin_dir() -> tempfile::TempDir {
 }
 
 fn example(name: &str) -> PathBuf {
-    let dir = std::env::var_os("GREGOR_EXAMPLE_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| workspace_root().join("build/examples"));
-    let path = dir.join(format!("{name}.wasm"));
-    assert!(path.is_file(), "{} not built (make build)", path.display());
-    path
+    gregor_tests::example_module(name)
 }
 
 // ---- certificates ----

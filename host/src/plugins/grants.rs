@@ -413,11 +413,7 @@ mod tests {
     }
 
     fn config(pairs: &[&str]) -> BrokerConfig {
-        let mut config = BrokerConfig::default();
-        for pair in pairs {
-            config.set_pair(pair).expect("a pair");
-        }
-        config
+        BrokerConfig::from_pairs(pairs)
     }
 
     #[test]

@@ -247,11 +247,7 @@ mod tests {
     use crate::security::scram::{ScramServer, ScramStep};
 
     fn config(pairs: &[&str]) -> BrokerConfig {
-        let mut config = BrokerConfig::default();
-        for pair in pairs {
-            config.set_pair(pair).unwrap();
-        }
-        config
+        BrokerConfig::from_pairs(pairs)
     }
 
     #[test]
