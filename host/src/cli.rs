@@ -1,13 +1,15 @@
 //! The `gregor` command line (clap): `gregor serve` starts a broker (run
 //! by `main.rs`); `gregor plugins|users|authorizer ...` are the command-line
 //! face of a running broker's admin endpoint (`client.rs` speaks to it,
-//! `output.rs` prints what it answers).
+//! `output.rs` prints what it answers); `gregor topic|group|produce|
+//! consume|cluster ...` speak the Kafka protocol to any broker (`kafka/`).
 //!
 //! Exit codes: 0 done; 1 the endpoint refused the request or a local
 //! error; 2 a usage error; 3 authentication or authorization refused
 //! (HTTP 401/403); 4 the endpoint could not be reached.
 
 mod client;
+mod kafka;
 mod output;
 
 use std::path::{Path, PathBuf};
@@ -19,6 +21,9 @@ use serde_json::json;
 
 pub use client::percent_encode;
 use client::{AdminClient, Credentials, Failure};
+use kafka::{
+    ClusterCommand, ConsumeArgs, GroupCommand, KafkaArgs, KafkaCommand, ProduceArgs, TopicCommand,
+};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -57,6 +62,41 @@ pub enum Command {
         command: AuthorizerCommand,
         #[command(flatten)]
         admin: AdminArgs,
+    },
+    /// Create, list, describe or delete topics, change their configs (Kafka protocol, any broker)
+    Topic {
+        #[command(subcommand)]
+        command: TopicCommand,
+        #[command(flatten)]
+        kafka: KafkaArgs,
+    },
+    /// List, describe (with lag), seek or delete consumer groups (Kafka protocol)
+    Group {
+        #[command(subcommand)]
+        command: GroupCommand,
+        #[command(flatten)]
+        kafka: KafkaArgs,
+    },
+    /// Produce stdin's lines as records (Kafka protocol)
+    Produce {
+        #[command(flatten)]
+        produce: ProduceArgs,
+        #[command(flatten)]
+        kafka: KafkaArgs,
+    },
+    /// Print a topic's records (Kafka protocol, no group)
+    Consume {
+        #[command(flatten)]
+        consume: ConsumeArgs,
+        #[command(flatten)]
+        kafka: KafkaArgs,
+    },
+    /// The cluster's id, controller and brokers (Kafka protocol)
+    Cluster {
+        #[command(subcommand)]
+        command: ClusterCommand,
+        #[command(flatten)]
+        kafka: KafkaArgs,
     },
 }
 
@@ -184,14 +224,37 @@ pub fn exit_code(failure: &Failure) -> ExitCode {
     })
 }
 
-/// Runs an admin command against a running broker; prints what it answers.
-pub fn run_admin(command: Command) -> Result<(), Failure> {
+/// Runs a command against a running broker (its admin endpoint or its
+/// Kafka listeners); prints what it answers.
+pub fn run(command: Command) -> Result<(), Failure> {
+    let kafka =
+        |command: KafkaCommand, args: KafkaArgs| kafka::run(command, &args).map_err(Failure::Local);
     let (admin, call) = match command {
         Command::Serve(_) => {
             return Err(Failure::Local(anyhow::anyhow!(
-                "serve is not an admin command"
+                "serve is not a client command"
             )))
         }
+        Command::Topic {
+            command,
+            kafka: args,
+        } => return kafka(KafkaCommand::Topic(command), args),
+        Command::Group {
+            command,
+            kafka: args,
+        } => return kafka(KafkaCommand::Group(command), args),
+        Command::Produce {
+            produce,
+            kafka: args,
+        } => return kafka(KafkaCommand::Produce(produce), args),
+        Command::Consume {
+            consume,
+            kafka: args,
+        } => return kafka(KafkaCommand::Consume(consume), args),
+        Command::Cluster {
+            command,
+            kafka: args,
+        } => return kafka(KafkaCommand::Cluster(command), args),
         Command::Plugins { command, admin } => (admin, plugins_call(command)?),
         Command::Users { command, admin } => (admin, users_call(command)),
         Command::Authorizer { command, admin } => (admin, authorizer_call(command)),

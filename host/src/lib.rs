@@ -31,6 +31,7 @@ pub mod error_code;
 pub mod fd_limit;
 #[cfg(test)]
 pub mod fuzz_input;
+pub mod kafka_wire;
 pub mod log;
 pub mod metadata;
 pub mod metrics;

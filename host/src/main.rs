@@ -5,7 +5,9 @@
 //! the broker: it opens storage, loads every module of the plugin
 //! directory, binds the listeners and serves until SIGTERM or Ctrl-C, then
 //! drains in-flight requests and flushes the logs. `gregor plugins`,
-//! `users` and `authorizer` talk to a running broker's admin endpoint.
+//! `users` and `authorizer` talk to a running broker's admin endpoint;
+//! `topic`, `group`, `produce`, `consume` and `cluster` to its Kafka
+//! listeners.
 
 use std::process::ExitCode;
 
@@ -27,8 +29,8 @@ fn main() -> ExitCode {
     };
     let args = match command {
         Command::Serve(args) => args,
-        admin_command => {
-            return match cli::run_admin(admin_command) {
+        client_command => {
+            return match cli::run(client_command) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(failure) => {
                     eprintln!("gregor: {failure}");

@@ -57,6 +57,7 @@ mod batch_writer;
 mod bench;
 mod checkpoint;
 mod cleaner;
+pub mod client_records;
 mod codec;
 pub mod control;
 #[cfg(test)]

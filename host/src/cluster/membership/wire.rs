@@ -18,16 +18,15 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::{Buf, BufMut, Bytes, BytesMut};
-use kafka_protocol::messages::{
-    RequestHeader, ResponseHeader, SaslAuthenticateRequest, SaslHandshakeRequest,
-};
+use bytes::Bytes;
+use kafka_protocol::messages::{SaslAuthenticateRequest, SaslHandshakeRequest};
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use crate::cluster::image::MetadataImage;
 use crate::cluster::quorum::Quorum;
+use crate::kafka_wire;
 use crate::security::sasl_client::{SaslClient, SaslCredentials};
 
 /// How long one request may take (connect, send, answer).
@@ -222,7 +221,7 @@ impl ControllerChannel {
     {
         self.correlation_id = self.correlation_id.wrapping_add(1);
         let correlation_id = self.correlation_id;
-        let frame = encode(request, version, correlation_id, &self.client_id)?;
+        let frame = kafka_wire::encode_request(request, version, correlation_id, &self.client_id)?;
         stream
             .write_all(&frame)
             .await
@@ -241,88 +240,6 @@ impl ControllerChannel {
             .read_exact(&mut body)
             .await
             .map_err(|e| format!("reading from controller {leader}: {e}"))?;
-        decode::<R>(Bytes::from(body), version, correlation_id)
-    }
-}
-
-/// A size-prefixed request frame.
-fn encode<R>(
-    request: &R,
-    version: i16,
-    correlation_id: i32,
-    client_id: &str,
-) -> Result<Vec<u8>, String>
-where
-    R: Request + Encodable + HeaderVersion,
-{
-    let header = RequestHeader::default()
-        .with_request_api_key(R::KEY)
-        .with_request_api_version(version)
-        .with_correlation_id(correlation_id)
-        .with_client_id(Some(StrBytes::from_string(client_id.to_string())));
-    let mut body = BytesMut::new();
-    header
-        .encode(&mut body, R::header_version(version))
-        .and_then(|()| request.encode(&mut body, version))
-        .map_err(|e| format!("encoding api key {} v{version}: {e}", R::KEY))?;
-    let size = i32::try_from(body.len()).map_err(|_| "request too large".to_string())?;
-    let mut frame = Vec::with_capacity(body.len() + 4);
-    frame.put_i32(size);
-    frame.extend_from_slice(&body);
-    Ok(frame)
-}
-
-fn decode<R>(mut body: Bytes, version: i16, correlation_id: i32) -> Result<R::Response, String>
-where
-    R: Request,
-    R::Response: Decodable + HeaderVersion,
-{
-    let header = ResponseHeader::decode(&mut body, R::Response::header_version(version))
-        .map_err(|e| format!("decoding a response header: {e}"))?;
-    if header.correlation_id != correlation_id {
-        return Err(format!(
-            "the controller answered correlation id {} to {correlation_id}",
-            header.correlation_id
-        ));
-    }
-    let response = R::Response::decode(&mut body, version)
-        .map_err(|e| format!("decoding api key {} v{version}: {e}", R::KEY))?;
-    if body.has_remaining() {
-        return Err(format!("{} bytes after the response", body.remaining()));
-    }
-    Ok(response)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use kafka_protocol::messages::{BrokerHeartbeatRequest, BrokerHeartbeatResponse, BrokerId};
-
-    #[test]
-    fn a_request_frame_and_its_response_round_trip() {
-        let request = BrokerHeartbeatRequest::default()
-            .with_broker_id(BrokerId(2))
-            .with_broker_epoch(9);
-        let frame = encode(&request, 0, 5, "broker-2").unwrap();
-        let size = i32::from_be_bytes(frame[..4].try_into().unwrap());
-        assert_eq!(usize::try_from(size).unwrap(), frame.len() - 4);
-        let mut body = Bytes::copy_from_slice(&frame[4..]);
-        let header = RequestHeader::decode(&mut body, 2).unwrap();
-        assert_eq!((header.request_api_key, header.correlation_id), (63, 5));
-        assert_eq!(
-            BrokerHeartbeatRequest::decode(&mut body, 0).unwrap(),
-            request
-        );
-
-        let mut answer = BytesMut::new();
-        ResponseHeader::default()
-            .with_correlation_id(5)
-            .encode(&mut answer, 1)
-            .unwrap();
-        let response = BrokerHeartbeatResponse::default().with_is_fenced(true);
-        response.encode(&mut answer, 0).unwrap();
-        let decoded = decode::<BrokerHeartbeatRequest>(answer.clone().freeze(), 0, 5).unwrap();
-        assert_eq!(decoded, response);
-        assert!(decode::<BrokerHeartbeatRequest>(answer.freeze(), 0, 6).is_err());
+        kafka_wire::decode_response::<R>(Bytes::from(body), version, correlation_id)
     }
 }
