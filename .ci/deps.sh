@@ -76,6 +76,18 @@ else
     python3 -m pip install --quiet "confluent-kafka==$CONFLUENT_KAFKA"         || python3 -m pip install --quiet --break-system-packages "confluent-kafka==$CONFLUENT_KAFKA"
 fi
 
+# prometheus-client: the reference Python parser of OpenMetrics text, for
+# the OpenMetrics scrape test (tests/tests/metrics.rs; promtool reads only
+# the Prometheus text format).
+PROMETHEUS_CLIENT=0.21.1
+if python3 -c "import importlib.metadata as m, sys; sys.exit(m.version('prometheus-client') != '$PROMETHEUS_CLIENT')" 2>/dev/null; then
+    echo "deps.sh: prometheus-client $PROMETHEUS_CLIENT already installed"
+else
+    python3 -m pip --version >/dev/null 2>&1 || apt-get install -y --no-install-recommends python3-pip
+    python3 -m pip install --quiet "prometheus-client==$PROMETHEUS_CLIENT" \
+        || python3 -m pip install --quiet --break-system-packages "prometheus-client==$PROMETHEUS_CLIENT"
+fi
+
 # The example authorizers in other languages (`make authorizers`):
 # componentize-py for Python, and node with the componentize-js package
 # (plugins/examples/authorizer_prefix_js/package-lock.json) for JavaScript.

@@ -36,7 +36,7 @@ use tracing::{info, warn};
 use crate::apis::{ParkedGauge, WorkerIdle};
 use crate::broker::Broker;
 use crate::config::BrokerConfig;
-use crate::metrics::{PluginCounters, ScrapeGauges};
+use crate::metrics::{Exposition, PluginCounters, ScrapeGauges};
 use crate::network::channel::RequestChannel;
 use crate::plugins::manager::PluginManager;
 
@@ -52,7 +52,7 @@ pub struct AdminState {
 }
 
 impl AdminState {
-    fn metrics_text(&self) -> String {
+    fn metrics_text(&self, format: Exposition) -> String {
         use std::sync::atomic::Ordering::Relaxed;
         let plugins = self
             .broker
@@ -73,7 +73,7 @@ impl AdminState {
             idle_ratio: self.worker_idle.ratio(),
             plugins,
         };
-        self.broker.services.metrics.render(&gauges)
+        self.broker.services.metrics.render_as(&gauges, format)
     }
 }
 

@@ -563,14 +563,20 @@ pub fn scrape_metrics(admin: &str) -> String {
 /// `GET /metrics` on an admin endpoint: the response head and body, as
 /// they come.
 pub fn get_metrics(admin: &str) -> (String, String) {
+    get_metrics_accepting(admin, None)
+}
+
+/// `GET /metrics` with an `Accept` header: the response head and body.
+pub fn get_metrics_accepting(admin: &str, accept: Option<&str>) -> (String, String) {
     use std::io::Read;
+    let accept = accept.map_or(String::new(), |a| format!("Accept: {a}\r\n"));
     let mut stream = TcpStream::connect(admin).expect("connect to the admin endpoint");
     stream
         .set_read_timeout(Some(Duration::from_secs(30)))
         .expect("timeout");
     stream
         .write_all(
-            format!("GET /metrics HTTP/1.1\r\nHost: {admin}\r\nConnection: close\r\n\r\n")
+            format!("GET /metrics HTTP/1.1\r\nHost: {admin}\r\n{accept}Connection: close\r\n\r\n")
                 .as_bytes(),
         )
         .expect("send scrape");

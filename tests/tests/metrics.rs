@@ -291,3 +291,44 @@ async fn promtool_accepts_the_exposition_after_traffic() {
         "request-phase histograms: {histograms}\n{text}"
     );
 }
+
+/// An OpenMetrics scrape (what Prometheus asks for first) after traffic:
+/// the content type says OpenMetrics 1.0, and the reference parser
+/// (Python's `prometheus_client.openmetrics.parser`, strict: `# EOF`,
+/// counter families without `_total`, float `le`s) reads every family,
+/// with the topic's message counter at what was produced.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn openmetrics_when_the_scraper_asks() {
+    let (broker, admin) = gregor_tests::start_with_admin(&[]);
+    kafka::create_topic(&broker, "open", 1).await;
+    let producer = kafka::producer(&broker, &[]);
+    for i in 0..7 {
+        producer
+            .send(
+                FutureRecord::<str, str>::to("open").payload(&format!("r{i}")),
+                Duration::from_secs(30),
+            )
+            .await
+            .expect("produce");
+    }
+    let accept = "application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5";
+    let (head, body) = gregor_tests::get_metrics_accepting(&admin, Some(accept));
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert!(
+        head.to_ascii_lowercase()
+            .contains("content-type: application/openmetrics-text; version=1.0.0"),
+        "{head}"
+    );
+    assert!(body.ends_with("# EOF\n"), "{body}");
+    let (stdout, _) = gregor_tests::run_python("openmetrics_check.py", &[&body]);
+    let parsed: serde_json::Value = serde_json::from_str(stdout.trim()).expect("parser output");
+    assert!(parsed["families"].as_u64() > Some(20), "{parsed}");
+    assert_eq!(
+        parsed["samples"]["gregor_topic_messages_in_total{topic=open}"], 7.0,
+        "{parsed}"
+    );
+    // Plain scrapers still get Prometheus text.
+    let (head, body) = gregor_tests::get_metrics(&admin);
+    assert!(head.contains("text/plain"), "{head}");
+    assert!(!body.contains("# EOF"));
+}

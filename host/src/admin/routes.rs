@@ -15,6 +15,7 @@ use serde_json::{json, Value};
 
 use super::body::read_body;
 use super::AdminState;
+use crate::metrics::Exposition;
 use crate::security::admin as users;
 
 /// The largest body of the small JSON or text requests (users, authorizer).
@@ -81,9 +82,12 @@ async fn health() -> Response {
     ([(header::CONTENT_TYPE, "text/plain")], "ok\n").into_response()
 }
 
-async fn metrics(State(served): State<Served>) -> Response {
-    let text = served.state.metrics_text();
-    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
+/// Prometheus text, or OpenMetrics when the scraper's `Accept` prefers it.
+async fn metrics(State(served): State<Served>, headers: HeaderMap) -> Response {
+    let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
+    let format = Exposition::from_accept(accept);
+    let text = served.state.metrics_text(format);
+    ([(header::CONTENT_TYPE, format.content_type())], text).into_response()
 }
 
 async fn list_plugins(State(served): State<Served>) -> Response {
