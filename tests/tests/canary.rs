@@ -89,20 +89,21 @@ fn run_producer(
         let mut sent = Sent::new();
         let mut seq = 0u64;
         while !stop.load(Ordering::Relaxed) {
-            let batch: Vec<(u64, i32)> = (seq..seq + 20).map(|s| (s, (s % 2) as i32)).collect();
+            let batch: Vec<(u64, i32, String)> = (seq..seq + 20)
+                .map(|s| (s, (s % 2) as i32, s.to_string()))
+                .collect();
             seq += 20;
             let mut pending = Vec::new();
-            for (s, partition) in &batch {
-                let payload = s.to_string();
+            for (_, partition, payload) in &batch {
                 let record = FutureRecord::<(), _>::to(topic)
-                    .payload(&payload)
+                    .payload(payload)
                     .partition(*partition);
                 pending.push(producer.send(record, Duration::from_secs(60)));
             }
-            for ((s, partition), delivery) in batch.iter().zip(pending) {
-                let delivery = delivery
-                    .await
-                    .unwrap_or_else(|(e, _)| panic!("delivery of {s} failed during the rollout: {e}"));
+            for ((s, partition, _), delivery) in batch.iter().zip(pending) {
+                let delivery = delivery.await.unwrap_or_else(|(e, _)| {
+                    panic!("delivery of {s} failed during the rollout: {e}")
+                });
                 assert_eq!(delivery.partition, *partition);
                 sent.entry(*partition).or_default().push(*s);
             }
@@ -180,10 +181,21 @@ async fn canaries_at_half_are_promoted_and_rolled_back_under_load_without_client
 
     // New versions of Produce and Fetch each serve half of their requests.
     let produce_v1 = new_version(versions.path(), "produce", 1);
-    let answer = plugins(&admin, &["canary", &produce_v1.display().to_string(), "--percent", "50"]);
+    let answer = plugins(
+        &admin,
+        &[
+            "canary",
+            &produce_v1.display().to_string(),
+            "--percent",
+            "50",
+        ],
+    );
     assert!(answer.contains("serving 50% of requests"), "{answer}");
     let fetch_v1 = new_version(versions.path(), "fetch", 1);
-    plugins(&admin, &["canary", &fetch_v1.display().to_string(), "--percent", "50"]);
+    plugins(
+        &admin,
+        &["canary", &fetch_v1.display().to_string(), "--percent", "50"],
+    );
     served_by_canary(&admin, "produce", 20);
     served_by_canary(&admin, "fetch", 20);
 
@@ -191,7 +203,8 @@ async fn canaries_at_half_are_promoted_and_rolled_back_under_load_without_client
     let metrics = gregor_tests::scrape_metrics(&admin);
     for role in ["serving", "canary"] {
         assert!(
-            metrics.lines().any(|line| line.starts_with("gregor_plugin_version_calls_total{api=\"Produce\"")
+            metrics.lines().any(|line| line
+                .starts_with("gregor_plugin_version_calls_total{api=\"Produce\"")
                 && line.contains(&format!("role=\"{role}\""))),
             "no {role} Produce series in /metrics"
         );
@@ -199,7 +212,10 @@ async fn canaries_at_half_are_promoted_and_rolled_back_under_load_without_client
     let status = rollouts(&admin);
     let canary = active(&status, "produce").expect("the produce canary");
     assert_eq!(canary["candidate"]["total"]["traps"], 0, "{canary}");
-    assert_eq!(canary["candidate"]["total"]["error_responses"], 0, "{canary}");
+    assert_eq!(
+        canary["candidate"]["total"]["error_responses"], 0,
+        "{canary}"
+    );
 
     // Promote Produce: the new version serves everything, from its file.
     let promoted = plugins(&admin, &["promote", "produce"]);
@@ -217,7 +233,15 @@ async fn canaries_at_half_are_promoted_and_rolled_back_under_load_without_client
 
     // A second Produce canary, rolled back under load too.
     let produce_v2 = new_version(versions.path(), "produce", 2);
-    plugins(&admin, &["canary", &produce_v2.display().to_string(), "--percent", "50"]);
+    plugins(
+        &admin,
+        &[
+            "canary",
+            &produce_v2.display().to_string(),
+            "--percent",
+            "50",
+        ],
+    );
     served_by_canary(&admin, "produce", 20);
     plugins(&admin, &["rollback", "produce"]);
     assert_eq!(handler_hash(&admin, "produce"), sha256_hex(&bytes));
@@ -228,7 +252,10 @@ async fn canaries_at_half_are_promoted_and_rolled_back_under_load_without_client
     let received = reader.await.expect("consumer task");
     let total: usize = sent.values().map(Vec::len).sum();
     assert!(total > 0, "nothing was produced");
-    assert_eq!(received, sent, "consumed exactly what was produced, in order, once");
+    assert_eq!(
+        received, sent,
+        "consumed exactly what was produced, in order, once"
+    );
     let ended = rollouts(&admin)["ended"].clone();
     let outcomes: Vec<&str> = ended
         .as_array()
@@ -236,7 +263,11 @@ async fn canaries_at_half_are_promoted_and_rolled_back_under_load_without_client
         .iter()
         .filter_map(|e| e["outcome"].as_str())
         .collect();
-    assert_eq!(outcomes, ["rolled back", "rolled back", "promoted"], "{ended}");
+    assert_eq!(
+        outcomes,
+        ["rolled back", "rolled back", "promoted"],
+        "{ended}"
+    );
     eprintln!("canary: {total} records through two canaries at 50%, a promote and two rollbacks");
 }
 
@@ -255,7 +286,14 @@ async fn a_broken_canary_is_rolled_back_automatically_and_clients_recover() {
     let broken = gregor_tests::example_module("produce_unready");
     plugins(
         &admin,
-        &["canary", &broken.display().to_string(), "--name", "produce", "--percent", "50"],
+        &[
+            "canary",
+            &broken.display().to_string(),
+            "--name",
+            "produce",
+            "--percent",
+            "50",
+        ],
     );
     let ended = wait_for(
         "the broken canary to be rolled back",
@@ -272,9 +310,14 @@ async fn a_broken_canary_is_rolled_back_automatically_and_clients_recover() {
     assert_eq!(ended["outcome"], "rolled back automatically", "{ended}");
     let reason = ended["reason"].as_str().unwrap_or_default();
     assert!(reason.starts_with("error rate 100.0%"), "{reason}");
-    assert!(ended["candidate_calls"].as_u64().unwrap_or(0) >= 10, "{ended}");
     assert!(
-        broker.log_tail(400).contains("canary rolled back automatically"),
+        ended["candidate_calls"].as_u64().unwrap_or(0) >= 10,
+        "{ended}"
+    );
+    assert!(
+        broker
+            .log_tail(400)
+            .contains("canary rolled back automatically"),
         "the rollback is logged"
     );
     // After the rollback the serving version takes everything again.
@@ -282,8 +325,14 @@ async fn a_broken_canary_is_rolled_back_automatically_and_clients_recover() {
     stop.store(true, Ordering::Relaxed);
     let sent = writer.await.expect("producer task");
     let received = reader.await.expect("consumer task");
-    assert!(sent.values().map(Vec::len).sum::<usize>() > 0, "nothing was produced");
-    assert_eq!(received, sent, "every record was delivered once, in order, after retries");
+    assert!(
+        sent.values().map(Vec::len).sum::<usize>() > 0,
+        "nothing was produced"
+    );
+    assert_eq!(
+        received, sent,
+        "every record was delivered once, in order, after retries"
+    );
 }
 
 fn sha256_hex(bytes: &[u8]) -> String {

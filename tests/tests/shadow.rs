@@ -75,24 +75,48 @@ async fn a_changed_error_code_is_caught_and_never_reaches_clients() {
     let changed = gregor_tests::example_module("produce_unready");
     let answer = plugins(
         &admin,
-        &["shadow", &changed.display().to_string(), "--name", "produce"],
+        &[
+            "shadow",
+            &changed.display().to_string(),
+            "--name",
+            "produce",
+        ],
     );
     assert!(answer.contains("writes dry-run"), "{answer}");
 
     let sent = values(20, "caught");
     // Every delivery succeeds: clients get the serving version's answers.
     produce_each(&broker, topic, &sent).await;
-    let read = kafka::read_values(&broker, topic, 1, Isolation::ReadUncommitted, 20, Duration::from_secs(30)).await;
+    let read = kafka::read_values(
+        &broker,
+        topic,
+        1,
+        Isolation::ReadUncommitted,
+        20,
+        Duration::from_secs(30),
+    )
+    .await;
     assert_eq!(read[&0], sent);
 
     let field = "responses[].partition_responses[].error_code";
-    let differences = wait_for("the shadow's differences to be counted", Duration::from_secs(30), || {
-        metric(&admin, "gregor_plugin_shadow_differences_total{", &format!("field=\"{field}\""))
+    let differences = wait_for(
+        "the shadow's differences to be counted",
+        Duration::from_secs(30),
+        || {
+            metric(
+                &admin,
+                "gregor_plugin_shadow_differences_total{",
+                &format!("field=\"{field}\""),
+            )
             .filter(|count| *count > 0.0)
-    });
+        },
+    );
     assert!(differences > 0.0);
     let status = shadow_status(&admin, "produce").expect("the shadow is running");
-    assert!(status["shadow"]["mismatches"].as_u64().unwrap_or(0) > 0, "{status}");
+    assert!(
+        status["shadow"]["mismatches"].as_u64().unwrap_or(0) > 0,
+        "{status}"
+    );
     let logged = broker.log_tail(400);
     let line = logged
         .lines()
@@ -125,11 +149,15 @@ async fn a_shadow_produce_appends_nothing_and_matches() {
 
     let sent = values(30, "dry");
     produce_each(&broker, topic, &sent).await;
-    let compared = wait_for("the shadow to compare what was produced", Duration::from_secs(30), || {
-        let status = shadow_status(&admin, "produce")?;
-        let compared = status["shadow"]["compared"].as_u64()?;
-        (compared >= 10).then_some(status)
-    });
+    let compared = wait_for(
+        "the shadow to compare what was produced",
+        Duration::from_secs(30),
+        || {
+            let status = shadow_status(&admin, "produce")?;
+            let compared = status["shadow"]["compared"].as_u64()?;
+            (compared >= 10).then_some(status)
+        },
+    );
     assert_eq!(
         compared["shadow"]["mismatches"], 0,
         "a dry-run append answers as the real one (offsets aside): {compared}"
@@ -137,7 +165,15 @@ async fn a_shadow_produce_appends_nothing_and_matches() {
     // Nothing the shadow appended is visible: exactly what was sent.
     let end = kafka::end_offsets(&broker, topic, 1, Isolation::ReadUncommitted);
     assert_eq!(end, vec![30], "the shadow appended records");
-    let read = kafka::read_values(&broker, topic, 1, Isolation::ReadUncommitted, 30, Duration::from_secs(30)).await;
+    let read = kafka::read_values(
+        &broker,
+        topic,
+        1,
+        Isolation::ReadUncommitted,
+        30,
+        Duration::from_secs(30),
+    )
+    .await;
     assert_eq!(read[&0], sent);
 
     // A module whose writes have no dry-run variant cannot shadow.

@@ -134,7 +134,10 @@ async fn shadow(
     reply(result, StatusCode::BAD_REQUEST)
 }
 
-async fn promote(State(served): State<Served>, name: Result<Path<String>, PathRejection>) -> Response {
+async fn promote(
+    State(served): State<Served>,
+    name: Result<Path<String>, PathRejection>,
+) -> Response {
     let name = match module(name) {
         Ok(name) => name,
         Err(response) => return response,
@@ -144,7 +147,10 @@ async fn promote(State(served): State<Served>, name: Result<Path<String>, PathRe
     reply(result, StatusCode::NOT_FOUND)
 }
 
-async fn rollback(State(served): State<Served>, name: Result<Path<String>, PathRejection>) -> Response {
+async fn rollback(
+    State(served): State<Served>,
+    name: Result<Path<String>, PathRejection>,
+) -> Response {
     let name = match module(name) {
         Ok(name) => name,
         Err(response) => return response,
@@ -224,7 +230,8 @@ mod tests {
 
     #[test]
     fn selectors_from_queries() {
-        let selector = selector("percent=10&principals=User%3Aalice,User:bob&client_ids=beta").expect("parses");
+        let selector = selector("percent=10&principals=User%3Aalice,User:bob&client_ids=beta")
+            .expect("parses");
         assert_eq!(selector.percent, 10);
         assert_eq!(selector.principals, vec!["User:alice", "User:bob"]);
         assert_eq!(selector.client_ids, vec!["beta"]);

@@ -147,7 +147,10 @@ fn render(view: View, value: &Value) -> String {
         View::Users => table(USER_COLUMNS, &value["users"]),
         View::Rollouts => {
             let mut out = table(ROLLOUT_COLUMNS, &value["active"]);
-            if value["ended"].as_array().is_some_and(|rows| !rows.is_empty()) {
+            if value["ended"]
+                .as_array()
+                .is_some_and(|rows| !rows.is_empty())
+            {
                 out.push('\n');
                 out.push_str(&table(ENDED_COLUMNS, &value["ended"]));
             }

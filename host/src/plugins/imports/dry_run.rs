@@ -44,11 +44,7 @@ const WRITING: &[(&str, bool)] = &[
 /// a module using any of them cannot run as a shadow.
 pub fn without_dry_run(used: &[String]) -> Vec<String> {
     used.iter()
-        .filter(|name| {
-            WRITING
-                .iter()
-                .any(|(writing, dry)| writing == name && !dry)
-        })
+        .filter(|name| WRITING.iter().any(|(writing, dry)| writing == name && !dry))
         .cloned()
         .collect()
 }

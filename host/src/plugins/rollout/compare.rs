@@ -54,9 +54,10 @@ pub fn differences(
     shadow: &[u8],
     ignored: &[String],
 ) -> Vec<Difference> {
-    let (Some(serving_fields), Some(shadow_fields)) =
-        (fields(api_key, version, serving), fields(api_key, version, shadow))
-    else {
+    let (Some(serving_fields), Some(shadow_fields)) = (
+        fields(api_key, version, serving),
+        fields(api_key, version, shadow),
+    ) else {
         return if serving == shadow {
             Vec::new()
         } else {
@@ -164,10 +165,7 @@ fn flatten(debug: &str) -> BTreeMap<String, String> {
 /// `name: rest` when the line starts with a field name.
 fn split_field(line: &str) -> Option<(&str, &str)> {
     let (name, rest) = line.split_once(": ")?;
-    let is_name = !name.is_empty()
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_');
+    let is_name = !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
     is_name.then_some((name, rest))
 }
 
@@ -215,7 +213,10 @@ mod tests {
             "responses[].partition_responses[].error_code"
         );
         assert!(differences(0, 9, &serving, &produce_response(0, 12), &ignored).is_empty());
-        assert_eq!(differences(0, 9, &serving, &produce_response(0, 12), &[]).len(), 1);
+        assert_eq!(
+            differences(0, 9, &serving, &produce_response(0, 12), &[]).len(),
+            1
+        );
     }
 
     #[test]

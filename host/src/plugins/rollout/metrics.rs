@@ -102,7 +102,10 @@ pub fn render(handlers: &[std::sync::Arc<LoadedHandler>], rollouts: &Rollouts) -
     let mut codes = Vec::new();
     for (version, handler) in &versions {
         for (code, count) in handler.stats.error_code_counts() {
-            codes.push(format!("{{{},error_code=\"{code}\"}} {count}", version.labels()));
+            codes.push(format!(
+                "{{{},error_code=\"{code}\"}} {count}",
+                version.labels()
+            ));
         }
     }
     family(
@@ -119,11 +122,7 @@ pub fn render(handlers: &[std::sync::Arc<LoadedHandler>], rollouts: &Rollouts) -
         let window = rollout.settings.window();
         let candidate = rollout.candidate.as_ref();
         let roles = [
-            (
-                short(&rollout.serving_hash),
-                "serving",
-                &rollout.serving,
-            ),
+            (short(&rollout.serving_hash), "serving", &rollout.serving),
             (
                 short(&candidate.source().content_hash),
                 match rollout.mode {
@@ -142,7 +141,10 @@ pub fn render(handlers: &[std::sync::Arc<LoadedHandler>], rollouts: &Rollouts) -
             }
             .labels();
             let totals = stats.totals(window);
-            sums.push(format!("{{{labels}}} {}", stats.latency_sum().as_secs_f64()));
+            sums.push(format!(
+                "{{{labels}}} {}",
+                stats.latency_sum().as_secs_f64()
+            ));
             counts.push(format!("{{{labels}}} {}", totals.calls));
             p99.push(format!("{{{labels}}} {}", totals.p99_ms / 1000.0));
         }
@@ -183,7 +185,13 @@ pub fn render(handlers: &[std::sync::Arc<LoadedHandler>], rollouts: &Rollouts) -
         "Responses of a shadow compared with the serving version's.",
         shadows
             .iter()
-            .map(|r| format!("{{{}}} {}", shadow_labels(r), r.shadow.compared.load(Relaxed)))
+            .map(|r| {
+                format!(
+                    "{{{}}} {}",
+                    shadow_labels(r),
+                    r.shadow.compared.load(Relaxed)
+                )
+            })
             .collect(),
     );
     family(
@@ -192,7 +200,13 @@ pub fn render(handlers: &[std::sync::Arc<LoadedHandler>], rollouts: &Rollouts) -
         "Shadow responses with at least one field differing from the serving version's.",
         shadows
             .iter()
-            .map(|r| format!("{{{}}} {}", shadow_labels(r), r.shadow.mismatches.load(Relaxed)))
+            .map(|r| {
+                format!(
+                    "{{{}}} {}",
+                    shadow_labels(r),
+                    r.shadow.mismatches.load(Relaxed)
+                )
+            })
             .collect(),
     );
     let mut fields = Vec::new();

@@ -24,8 +24,8 @@
 
 pub mod compare;
 pub mod metrics;
-pub mod settings;
 pub mod ops;
+pub mod settings;
 mod shadow;
 pub mod window;
 
@@ -238,7 +238,8 @@ pub fn judge(settings: &RolloutSettings, canary: &Summary, serving: &Summary) ->
             settings.max_error_rate_increase
         ));
     }
-    if serving.calls >= settings.min_calls && canary.p99_ms > serving.p99_ms + settings.max_p99_increase_ms
+    if serving.calls >= settings.min_calls
+        && canary.p99_ms > serving.p99_ms + settings.max_p99_increase_ms
     {
         return Some(format!(
             "p99 {:.1} ms against the serving version's {:.1} ms over the last {} canary calls \
@@ -339,7 +340,10 @@ impl Rollouts {
         {
             let mut active = write(&self.active);
             let key = rollout.api_key();
-            if !active.get(&key).is_some_and(|current| Arc::ptr_eq(current, rollout)) {
+            if !active
+                .get(&key)
+                .is_some_and(|current| Arc::ptr_eq(current, rollout))
+            {
                 return false;
             }
             active.remove(&key);
@@ -508,14 +512,24 @@ mod tests {
             percent: 10,
             ..Selector::default()
         };
-        let picked: Vec<u64> = (0..100).filter(|&n| selector.selects(n, "User:a", None)).collect();
+        let picked: Vec<u64> = (0..100)
+            .filter(|&n| selector.selects(n, "User:a", None))
+            .collect();
         assert_eq!(picked.len(), 10);
-        assert!(picked.windows(2).all(|pair| pair[1] - pair[0] == 10), "{picked:?}");
+        assert!(
+            picked.windows(2).all(|pair| pair[1] - pair[0] == 10),
+            "{picked:?}"
+        );
         let half = Selector {
             percent: 50,
             ..Selector::default()
         };
-        assert_eq!((0..1000).filter(|&n| half.selects(n, "User:a", None)).count(), 500);
+        assert_eq!(
+            (0..1000)
+                .filter(|&n| half.selects(n, "User:a", None))
+                .count(),
+            500
+        );
         let none = Selector::default();
         assert!(!(0..1000).any(|n| none.selects(n, "User:a", None)));
     }
@@ -542,10 +556,16 @@ mod tests {
         let erring = judge(&settings, &summary(40, 0, 40, 1.0), &healthy).expect("rolled back");
         assert!(erring.starts_with("error rate 100.0%"), "{erring}");
         // Within the margin of a serving version that errs as much.
-        assert_eq!(judge(&settings, &summary(40, 0, 2, 1.0), &summary(40, 0, 1, 1.0)), None);
+        assert_eq!(
+            judge(&settings, &summary(40, 0, 2, 1.0), &summary(40, 0, 1, 1.0)),
+            None
+        );
         let slow = judge(&settings, &summary(40, 0, 0, 900.0), &healthy).expect("rolled back");
         assert!(slow.starts_with("p99 900.0 ms"), "{slow}");
-        assert_eq!(judge(&settings, &summary(40, 0, 0, 900.0), &summary(3, 0, 0, 1.0)), None);
+        assert_eq!(
+            judge(&settings, &summary(40, 0, 0, 900.0), &summary(3, 0, 0, 1.0)),
+            None
+        );
     }
 
     #[test]

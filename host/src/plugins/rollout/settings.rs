@@ -71,7 +71,11 @@ impl RolloutSettings {
     }
 }
 
-fn number<T: std::str::FromStr>(config: &BrokerConfig, name: &str, default: T) -> Result<T, String> {
+fn number<T: std::str::FromStr>(
+    config: &BrokerConfig,
+    name: &str,
+    default: T,
+) -> Result<T, String> {
     match config.get(name) {
         None => Ok(default),
         Some(raw) => raw
@@ -99,7 +103,9 @@ mod tests {
         let defaults = RolloutSettings::from_config(&BrokerConfig::default()).expect("defaults");
         assert_eq!(defaults.min_calls, 20);
         assert!(defaults.auto_rollback);
-        assert!(defaults.shadow_ignore_fields.contains(&"base_offset".to_string()));
+        assert!(defaults
+            .shadow_ignore_fields
+            .contains(&"base_offset".to_string()));
         let config = BrokerConfig::from_pairs(&[
             "plugin.canary.min.calls=5",
             "plugin.canary.auto.rollback=false",
@@ -115,6 +121,9 @@ mod tests {
     fn bad_values_name_the_setting() {
         let config = BrokerConfig::from_pairs(&["plugin.canary.max.error.rate.increase=5"]);
         let error = RolloutSettings::from_config(&config).expect_err("refused");
-        assert!(error.contains("plugin.canary.max.error.rate.increase"), "{error}");
+        assert!(
+            error.contains("plugin.canary.max.error.rate.increase"),
+            "{error}"
+        );
     }
 }

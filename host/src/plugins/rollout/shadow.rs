@@ -123,7 +123,14 @@ fn record(rollout: &Rollout, ctx: &RequestContext, found: &[Difference]) {
     let summary = found
         .iter()
         .take(8)
-        .map(|d| format!("{}: serving {} / shadow {}", d.field, shown(&d.serving), shown(&d.shadow)))
+        .map(|d| {
+            format!(
+                "{}: serving {} / shadow {}",
+                d.field,
+                shown(&d.serving),
+                shown(&d.shadow)
+            )
+        })
         .collect::<Vec<_>>()
         .join("; ");
     if let Ok(mut last) = stats.last.lock() {

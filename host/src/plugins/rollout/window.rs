@@ -180,6 +180,9 @@ mod tests {
     #[test]
     fn percentile_of_nothing_is_zero() {
         assert_eq!(percentile(&[], 0.99), Duration::ZERO);
-        assert_eq!(percentile(&[Duration::from_millis(3)], 0.99), Duration::from_millis(3));
+        assert_eq!(
+            percentile(&[Duration::from_millis(3)], 0.99),
+            Duration::from_millis(3)
+        );
     }
 }
