@@ -61,9 +61,9 @@ fn reply(result: Result<String, String>, failed: StatusCode) -> Response {
     }
 }
 
-fn module(name: Result<Path<String>, PathRejection>) -> Result<String, Response> {
+fn module(name: Result<Path<String>, PathRejection>) -> Result<String, Box<Response>> {
     name.map(|Path(name)| name)
-        .map_err(|rejection| error_reply(StatusCode::BAD_REQUEST, &rejection.body_text()))
+        .map_err(|rejection| Box::new(error_reply(StatusCode::BAD_REQUEST, &rejection.body_text())))
 }
 
 async fn status(State(served): State<Served>) -> Response {
@@ -85,7 +85,7 @@ async fn canary(
 ) -> Response {
     let name = match module(name) {
         Ok(name) => name,
-        Err(response) => return response,
+        Err(response) => return *response,
     };
     let selector = match selector(uri.query().unwrap_or("")) {
         Ok(selector) => selector,
@@ -116,7 +116,7 @@ async fn shadow(
 ) -> Response {
     let name = match module(name) {
         Ok(name) => name,
-        Err(response) => return response,
+        Err(response) => return *response,
     };
     let bytes = match read_body(&headers, body, served.upload_max_bytes, true).await {
         Ok(bytes) => bytes,
@@ -140,7 +140,7 @@ async fn promote(
 ) -> Response {
     let name = match module(name) {
         Ok(name) => name,
-        Err(response) => return response,
+        Err(response) => return *response,
     };
     let state = &served.state;
     let result = ops::promote(&state.plugins, state.broker.registry(), &name).await;
@@ -153,7 +153,7 @@ async fn rollback(
 ) -> Response {
     let name = match module(name) {
         Ok(name) => name,
-        Err(response) => return response,
+        Err(response) => return *response,
     };
     reply(
         ops::rollback(served.state.broker.registry(), &name),
@@ -230,11 +230,11 @@ mod tests {
 
     #[test]
     fn selectors_from_queries() {
-        let selector = selector("percent=10&principals=User%3Aalice,User:bob&client_ids=beta")
+        let parsed = selector("percent=10&principals=User%3Aalice,User:bob&client_ids=beta")
             .expect("parses");
-        assert_eq!(selector.percent, 10);
-        assert_eq!(selector.principals, vec!["User:alice", "User:bob"]);
-        assert_eq!(selector.client_ids, vec!["beta"]);
+        assert_eq!(parsed.percent, 10);
+        assert_eq!(parsed.principals, vec!["User:alice", "User:bob"]);
+        assert_eq!(parsed.client_ids, vec!["beta"]);
         assert!(selector("percent=101").is_err());
         assert!(selector("").is_err());
         assert!(selector("colour=red").is_err());

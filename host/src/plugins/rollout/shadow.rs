@@ -136,7 +136,7 @@ fn record(rollout: &Rollout, ctx: &RequestContext, found: &[Difference]) {
     if let Ok(mut last) = stats.last.lock() {
         *last = Some(summary.clone());
     }
-    if mismatch % rollout.settings.shadow_log_every == 0 {
+    if mismatch.is_multiple_of(rollout.settings.shadow_log_every) {
         warn!(
             module = %rollout.module,
             version = short(&rollout.candidate.source().content_hash),
