@@ -17,6 +17,8 @@ EXAMPLES := topic_summary chaos
 EXAMPLES += provision_reader
 # Security: the Rust example authorizer (the Python and JavaScript ones: `authorizers`).
 EXAMPLES += authorizer_prefix
+# Rollouts: a deliberately broken new version of Produce (canary, shadow).
+EXAMPLES += produce_unready
 EXAMPLE_DIR ?= build/examples
 EXAMPLE_WASM := $(addprefix $(TARGET_DIR)/wasm32-wasip2/plugin/,$(addsuffix .wasm,$(EXAMPLES)))
 

@@ -21,9 +21,11 @@
 //! - `GET /authorizer` — the active authorizer and the loaded ones.
 //! - `PUT /authorizer` — body is an authorizer module's name, or `none`:
 //!   switch live; decisions cached for the old one are dropped.
+//! - `/rollouts...` — canary and shadow rollouts (`rollout.rs`).
 
 mod auth;
 mod body;
+mod rollout;
 mod routes;
 
 use std::sync::Arc;
@@ -73,7 +75,17 @@ impl AdminState {
             idle_ratio: self.worker_idle.ratio(),
             plugins,
         };
-        self.broker.services.metrics.render_as(&gauges, format)
+        let text = self.broker.services.metrics.render_as(&gauges, format);
+        let rollouts = crate::plugins::rollout::metrics::render(
+            &self.broker.registry().handlers(),
+            &self.broker.registry().rollouts,
+            format,
+        );
+        // The per-version families go before OpenMetrics' closing `# EOF`.
+        match text.strip_suffix("# EOF\n") {
+            Some(families) => format!("{families}{rollouts}# EOF\n"),
+            None => text + &rollouts,
+        }
     }
 }
 
@@ -126,7 +138,8 @@ pub async fn serve(
         credentials: Arc::clone(&state.broker.services.credentials),
         settings: settings.auth,
     });
-    let app = routes::router(state, settings.upload_max_bytes)
+    let app = routes::router(Arc::clone(&state), settings.upload_max_bytes)
+        .merge(rollout::router(state, settings.upload_max_bytes))
         .layer(axum::middleware::from_fn_with_state(auth, auth::guard));
     let stopped = async move {
         while !*shutdown.borrow_and_update() {

@@ -28,6 +28,7 @@ use crate::plugins::bindings::{Outcome, RequestContext};
 use crate::plugins::deferred::{Deferral, Wait};
 use crate::plugins::exposure;
 use crate::plugins::handler::CallOutcome;
+use crate::plugins::rollout;
 use crate::quota::Client;
 use crate::security::session::Session;
 
@@ -142,6 +143,10 @@ impl KafkaApis {
                     report.instantiate_time,
                     report.peak_memory,
                 );
+                let rollouts = &self.broker.registry().rollouts;
+                if !matches!(outcome, Ok(CallOutcome::Parked(_))) {
+                    rollouts.record(&handler, rollout::sample(&outcome, &report));
+                }
                 let outcome = match outcome {
                     Ok(CallOutcome::Parked(wait)) => {
                         request.timings.remote += report.host_wait;
@@ -165,6 +170,21 @@ impl KafkaApis {
                     throttle_ms = throttle_ms.max(request_ms);
                 }
                 throttle = Duration::from_millis(u64::try_from(throttle_ms).unwrap_or(0));
+                if let (Ok(Outcome::Respond(body)), Some(shadow)) =
+                    (&outcome, rollouts.get(request.header.api_key))
+                {
+                    if matches!(shadow.mode, rollout::Mode::Shadow) {
+                        rollout::mirror(
+                            &self.broker.plugins,
+                            shadow,
+                            &request.session,
+                            &ctx,
+                            &request.body,
+                            request.size,
+                            body.clone(),
+                        );
+                    }
+                }
                 match outcome {
                     Ok(Outcome::Respond(body)) => (
                         Response::Send(encode_response(

@@ -127,6 +127,43 @@ pub enum PluginsCommand {
         /// The module name
         name: String,
     },
+    /// Serve a share of a module's requests with a new version of it
+    Canary {
+        /// The new version's .wasm component
+        file: PathBuf,
+        /// The loaded module it is a new version of (default: the file's stem)
+        #[arg(long)]
+        name: Option<String>,
+        /// Share of the requests not selected otherwise (0-100)
+        #[arg(long, default_value_t = 0)]
+        percent: u32,
+        /// Send every request of this principal to it (repeatable)
+        #[arg(long = "principal", value_name = "PRINCIPAL")]
+        principals: Vec<String>,
+        /// Send every request of this client id to it (repeatable)
+        #[arg(long = "client-id", value_name = "CLIENT_ID")]
+        client_ids: Vec<String>,
+    },
+    /// Run a new version on copies of live requests, writes dry-run, and compare
+    Shadow {
+        /// The new version's .wasm component
+        file: PathBuf,
+        /// The loaded module it is a new version of (default: the file's stem)
+        #[arg(long)]
+        name: Option<String>,
+    },
+    /// Make the new version of a module serve everything (written over its file)
+    Promote {
+        /// The module name
+        name: String,
+    },
+    /// Stop a canary or shadow: the serving version serves everything
+    Rollback {
+        /// The module name
+        name: String,
+    },
+    /// Rollouts in progress, per version, and the last ended ones
+    Rollouts,
 }
 
 #[derive(Debug, Subcommand)]
@@ -307,6 +344,60 @@ fn plugins_call(command: PluginsCommand) -> Result<Call, Failure> {
             path: format!("/plugins/{}", percent_encode(&name)),
             body: Body::None,
             view: output::View::Result,
+        },
+        PluginsCommand::Canary {
+            file,
+            name,
+            percent,
+            principals,
+            client_ids,
+        } => {
+            let name = match name {
+                Some(name) => name,
+                None => module_name(&file).map_err(Failure::Local)?,
+            };
+            let mut query = format!("percent={percent}");
+            for (key, values) in [("principals", &principals), ("client_ids", &client_ids)] {
+                if !values.is_empty() {
+                    query.push_str(&format!("&{key}={}", percent_encode(&values.join(","))));
+                }
+            }
+            Call {
+                method: "PUT",
+                path: format!("/rollouts/{}/canary?{query}", percent_encode(&name)),
+                body: Body::File(file),
+                view: output::View::Result,
+            }
+        }
+        PluginsCommand::Shadow { file, name } => {
+            let name = match name {
+                Some(name) => name,
+                None => module_name(&file).map_err(Failure::Local)?,
+            };
+            Call {
+                method: "PUT",
+                path: format!("/rollouts/{}/shadow", percent_encode(&name)),
+                body: Body::File(file),
+                view: output::View::Result,
+            }
+        }
+        PluginsCommand::Promote { name } => Call {
+            method: "POST",
+            path: format!("/rollouts/{}/promote", percent_encode(&name)),
+            body: Body::None,
+            view: output::View::Result,
+        },
+        PluginsCommand::Rollback { name } => Call {
+            method: "POST",
+            path: format!("/rollouts/{}/rollback", percent_encode(&name)),
+            body: Body::None,
+            view: output::View::Result,
+        },
+        PluginsCommand::Rollouts => Call {
+            method: "GET",
+            path: "/rollouts".into(),
+            body: Body::None,
+            view: output::View::Rollouts,
         },
     })
 }

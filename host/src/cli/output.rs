@@ -18,7 +18,46 @@ pub enum View {
     Users,
     /// `GET /authorizer`.
     Authorizer,
+    /// `GET /rollouts`.
+    Rollouts,
 }
+
+/// `gregor plugins rollouts`: the versions of each rollout in progress.
+const ROLLOUT_COLUMNS: &[Column] = &[
+    ("MODULE", |r| text(&r["module"])),
+    ("MODE", |r| text(&r["mode"])),
+    ("SERVING", |r| text(&r["serving"]["version"])),
+    ("NEW", |r| text(&r["candidate"]["version"])),
+    ("SHARE", |r| match r["selector"]["percent"].as_u64() {
+        Some(percent) => format!("{percent}%"),
+        None => "copy".to_string(),
+    }),
+    ("CALLS(S/N)", |r| {
+        format!(
+            "{}/{}",
+            text(&r["serving"]["total"]["calls"]),
+            text(&r["candidate"]["total"]["calls"])
+        )
+    }),
+    ("TRAPS(N)", |r| text(&r["candidate"]["total"]["traps"])),
+    ("ERRORS(S/N)", |r| {
+        format!(
+            "{}/{}",
+            text(&r["serving"]["total"]["error_responses"]),
+            text(&r["candidate"]["total"]["error_responses"])
+        )
+    }),
+    ("DIFFERING", |r| text(&r["shadow"]["mismatches"])),
+];
+
+/// The last ended rollouts.
+const ENDED_COLUMNS: &[Column] = &[
+    ("ENDED", |r| text(&r["module"])),
+    ("MODE", |r| text(&r["mode"])),
+    ("VERSION", |r| text(&r["version"])),
+    ("OUTCOME", |r| text(&r["outcome"])),
+    ("REASON", |r| text(&r["reason"])),
+];
 
 /// A table column: its header and how a row's cell is made.
 type Column = (&'static str, fn(&Value) -> String);
@@ -106,6 +145,17 @@ fn render(view: View, value: &Value) -> String {
             out
         }
         View::Users => table(USER_COLUMNS, &value["users"]),
+        View::Rollouts => {
+            let mut out = table(ROLLOUT_COLUMNS, &value["active"]);
+            if value["ended"]
+                .as_array()
+                .is_some_and(|rows| !rows.is_empty())
+            {
+                out.push('\n');
+                out.push_str(&table(ENDED_COLUMNS, &value["ended"]));
+            }
+            out
+        }
         View::Authorizer => {
             let active = value["active"].as_str().unwrap_or("none");
             let loaded = value["loaded"]

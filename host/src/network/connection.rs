@@ -307,5 +307,12 @@ fn parse(frame: Bytes, session: &Session, ctx: &ConnectionContext) -> Result<Par
     let (header, body) =
         header::parse_request(frame, flexible).map_err(|error| error.to_string())?;
     let flexible_response = header::flexible_response_header(api_key, flexible);
+    // A canary of this ApiKey may take the request (`plugins::rollout`).
+    let handler = ctx.registry.rollouts.route(
+        handler,
+        api_version,
+        &session.principal(),
+        header.client_id.as_deref(),
+    );
     Ok((header, body, Route::Handler(handler), flexible_response))
 }

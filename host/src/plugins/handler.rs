@@ -7,6 +7,7 @@
 //! bound, and after `plugin.instance.max.calls` calls. A call that parks
 //! its request (`plugins::deferred`) gives its instance back at once.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
@@ -46,13 +47,35 @@ pub struct ModuleSource {
     pub grants: crate::plugins::grants::Grants,
 }
 
-/// Call and failure counters of a module.
+/// Call and failure counters of a module version, and the error codes
+/// its responses reported (the `stats` import), by code.
 #[derive(Debug, Default)]
 pub struct HandlerStats {
     pub calls: AtomicU64,
     pub traps: AtomicU64,
     pub timeouts: AtomicU64,
     pub instantiations: AtomicU64,
+    pub error_codes: Mutex<BTreeMap<i16, u64>>,
+}
+
+impl HandlerStats {
+    /// Counts the non-zero codes of one response.
+    pub fn count_error_codes(&self, codes: &[i16]) {
+        let Ok(mut counts) = self.error_codes.lock() else {
+            return;
+        };
+        for &code in codes.iter().filter(|&&code| code != 0) {
+            *counts.entry(code).or_default() += 1;
+        }
+    }
+
+    /// The error codes counted so far.
+    pub fn error_code_counts(&self) -> BTreeMap<i16, u64> {
+        self.error_codes
+            .lock()
+            .map(|counts| counts.clone())
+            .unwrap_or_default()
+    }
 }
 
 /// What one call cost, for the request and plugin metrics.
@@ -67,6 +90,8 @@ pub struct CallReport {
     pub peak_memory: usize,
     /// Guest time of the call (the request quota's thread time).
     pub guest_time: Duration,
+    /// Non-zero error codes the response reported (`stats` import).
+    pub error_codes: u32,
     /// What client quotas asked: mute the connection this long, and
     /// whether the handler recorded the request quota itself.
     pub quota: CallQuota,
@@ -117,7 +142,10 @@ pub struct LoadedHandler {
     pre: KafkaHandlerPre<HandlerState>,
     limits: InstanceLimits,
     idle: Mutex<Vec<LiveInstance>>,
-    pub stats: HandlerStats,
+    pub stats: Arc<HandlerStats>,
+    /// A shadow version: every instance runs its writes dry
+    /// (`plugins::rollout`).
+    dry_run: bool,
 }
 
 impl LoadedHandler {
@@ -130,7 +158,8 @@ impl LoadedHandler {
         limits: InstanceLimits,
         host: &PluginHost,
     ) -> Result<Self> {
-        let mut instance = instantiate(engine, &pre, &source.name, &limits, host)
+        let stats = Arc::new(HandlerStats::default());
+        let mut instance = instantiate(engine, &pre, &source.name, &limits, host, &stats, false)
             .await
             .context("instantiating")?;
         instance.store.data_mut().clock = CallClock::new(limits.call_timeout);
@@ -150,7 +179,8 @@ impl LoadedHandler {
             pre,
             limits,
             idle: Mutex::new(vec![instance]),
-            stats: HandlerStats::default(),
+            stats,
+            dry_run: false,
         };
         handler.stats.instantiations.fetch_add(1, Ordering::Relaxed);
         Ok(handler)
@@ -162,6 +192,22 @@ impl LoadedHandler {
 
     pub fn source(&self) -> &ModuleSource {
         &self.source
+    }
+
+    /// This version as a shadow: its instances, the pooled ones included,
+    /// take the dry-run variants of the host calls that write.
+    pub fn into_dry_run(mut self) -> Self {
+        self.dry_run = true;
+        if let Ok(idle) = self.idle.get_mut() {
+            for instance in idle.iter_mut() {
+                instance.store.data_mut().dry_run = true;
+            }
+        }
+        self
+    }
+
+    pub fn is_dry_run(&self) -> bool {
+        self.dry_run
     }
 
     /// Handles one request on a pooled (or new) instance; `request_size`
@@ -189,6 +235,8 @@ impl LoadedHandler {
                     &self.source.name,
                     &self.limits,
                     host,
+                    &self.stats,
+                    self.dry_run,
                 )
                 .await;
                 report.instantiate_time = Some(started.elapsed());
@@ -209,6 +257,7 @@ impl LoadedHandler {
             state.api_label = Arc::clone(&self.label);
             state.quota = CallQuota::for_request(request_size);
             state.deferral = deferral;
+            state.call_errors = 0;
         }
         instance.store.set_epoch_deadline(1);
         let result = instance
@@ -221,6 +270,7 @@ impl LoadedHandler {
         report.guest_time = instance.store.data().clock.guest_time();
         report.quota = instance.store.data().quota;
         report.peak_memory = instance.store.data().limits.peak_memory();
+        report.error_codes = instance.store.data().call_errors;
         let parked = instance.store.data_mut().deferral.take_parked();
         let outcome = match (result, parked) {
             // Parked: the guest's outcome (or a trap after it parked)
@@ -266,6 +316,8 @@ impl LoadedHandler {
             &self.source.name,
             &self.limits,
             host,
+            &self.stats,
+            self.dry_run,
         )
         .await
         .ok()?;
@@ -312,13 +364,17 @@ async fn instantiate(
     name: &Arc<str>,
     limits: &InstanceLimits,
     host: &PluginHost,
+    stats: &Arc<HandlerStats>,
+    dry_run: bool,
 ) -> Result<LiveInstance> {
-    let state = HandlerState::new(
+    let mut state = HandlerState::new(
         host,
         Arc::clone(name),
         limits.memory_max,
         limits.call_timeout,
     );
+    state.stats = Arc::clone(stats);
+    state.dry_run = dry_run;
     let mut store = Store::new(engine, state);
     store.limiter(|state| &mut state.limits);
     store.epoch_deadline_callback(|ctx| {

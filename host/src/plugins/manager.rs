@@ -22,6 +22,7 @@ use tokio::sync::watch;
 use tracing::{error, info, warn};
 
 use crate::plugins::grants;
+use crate::plugins::handler::LoadedHandler;
 use crate::plugins::loader::{Loaded, Loader};
 use crate::plugins::PluginHost;
 
@@ -270,6 +271,68 @@ impl PluginManager {
         self.remember(&path);
         let what = self.install(loaded)?;
         info!(module = %path.display(), "{what} (uploaded)");
+        Ok(what)
+    }
+
+    /// Loads `bytes` as a new version of the loaded handler module `name`,
+    /// under that module's name, file and grants, without installing it
+    /// (a canary or a shadow, `plugins::rollout`). Answers the serving
+    /// version and the new one, which must serve the same ApiKey.
+    pub async fn load_version(
+        &self,
+        name: &str,
+        bytes: Vec<u8>,
+    ) -> Result<(Arc<LoadedHandler>, LoadedHandler), String> {
+        let _guard = self.changes.lock().await;
+        let handlers = self.host.registry.handlers();
+        let Some(serving) = handlers
+            .iter()
+            .find(|handler| handler.source().name.as_ref() == name)
+            .cloned()
+        else {
+            let loaded: Vec<&str> = handlers.iter().map(|h| h.source().name.as_ref()).collect();
+            return Err(format!(
+                "no handler module named {name:?} is loaded: a new version rolls out beside \
+                 the module it would replace (name it with --name; loaded: {})",
+                loaded.join(", ")
+            ));
+        };
+        let path = serving.source().path.clone();
+        let loaded = self
+            .loader
+            .load_bytes(&path, bytes, &self.host)
+            .await
+            .map_err(|error| format!("{error:#}"))?;
+        let Loaded::Handler(candidate) = loaded else {
+            return Err("the module is an authorizer, not a handler".to_string());
+        };
+        let (want, got) = (serving.info().api_key, candidate.info().api_key);
+        if want != got {
+            return Err(format!(
+                "the new version serves api key {got}, {name} serves api key {want}"
+            ));
+        }
+        Ok((serving, candidate))
+    }
+
+    /// Makes `bytes` the serving version of the handler loaded from
+    /// `path`: written over the module's file (aside, then renamed), then
+    /// loaded and swapped in as a hot reload is (the compile cache makes
+    /// the load cheap). Requests in flight finish on the version they had.
+    pub async fn promote_version(&self, path: &Path, bytes: &[u8]) -> Result<String, String> {
+        let _guard = self.changes.lock().await;
+        let loaded = self
+            .loader
+            .load_bytes(path, bytes.to_vec(), &self.host)
+            .await
+            .map_err(|error| format!("{error:#}"))?;
+        let tmp = path.with_extension("promote");
+        std::fs::write(&tmp, bytes)
+            .and_then(|()| std::fs::rename(&tmp, path))
+            .map_err(|error| format!("writing {}: {error}", path.display()))?;
+        self.remember(path);
+        let what = self.install(loaded)?;
+        info!(module = %path.display(), "{what} (promoted)");
         Ok(what)
     }
 

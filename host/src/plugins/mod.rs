@@ -1,6 +1,7 @@
 //! The plugin runtime: a wasmtime component engine, a compile cache on
 //! disk, the loader that checks a module's world and self-description, the
-//! registry of ApiKey -> handler, pools of live instances, the active
+//! registry of ApiKey -> handler, pools of live instances, canary and
+//! shadow rollouts of new versions (`rollout`), the active
 //! authorizer with its decision cache, and the host side of every WIT
 //! import (thin: each calls into a broker service).
 //!
@@ -23,6 +24,7 @@ pub mod limits;
 pub mod loader;
 pub mod manager;
 pub mod registry;
+pub mod rollout;
 pub mod state;
 
 pub use host::PluginHost;

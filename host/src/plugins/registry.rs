@@ -12,6 +12,7 @@ use std::time::SystemTime;
 use crate::plugins::authorizer::LoadedAuthorizer;
 use crate::plugins::bindings::ApiInfo;
 use crate::plugins::handler::LoadedHandler;
+use crate::plugins::rollout::Rollouts;
 use crate::sync::{read, write};
 
 type HandlerMap = BTreeMap<i16, Arc<LoadedHandler>>;
@@ -28,6 +29,8 @@ pub struct Registry {
     handlers: RwLock<Arc<HandlerMap>>,
     authorizers: RwLock<BTreeMap<String, Arc<LoadedAuthorizer>>>,
     failures: RwLock<BTreeMap<PathBuf, LoadFailure>>,
+    /// New versions rolled out beside the serving ones.
+    pub rollouts: Rollouts,
 }
 
 impl Registry {

@@ -17,6 +17,7 @@ use crate::cluster::controller::active::ActiveController;
 use crate::cluster::membership::forward::ControllerForwarder;
 use crate::plugins::authorization::Authorization;
 use crate::plugins::deferred::Deferral;
+use crate::plugins::handler::HandlerStats;
 use crate::plugins::imports::LogBudget;
 use crate::plugins::limits::GuestLimits;
 use crate::plugins::registry::Registry;
@@ -52,6 +53,13 @@ pub struct HandlerState {
     /// Whether the current call parked its request, and the answers of
     /// the waits of a replayed one.
     pub deferral: Deferral,
+    /// A shadow instance (`plugins::rollout`): its writing host calls take
+    /// their dry-run variants, which validate and change nothing.
+    pub dry_run: bool,
+    /// The module version's own counters (error codes it reports).
+    pub stats: Arc<HandlerStats>,
+    /// Error codes the current call's response reported (`stats` import).
+    pub call_errors: u32,
 }
 
 /// Client quota bookkeeping of one call (KIP-219): the longest throttle
@@ -135,6 +143,9 @@ impl HandlerState {
             quota: CallQuota::default(),
             api_label: Arc::from(""),
             deferral: Deferral::default(),
+            dry_run: false,
+            stats: Arc::default(),
+            call_errors: 0,
         }
     }
 }

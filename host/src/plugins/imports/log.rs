@@ -28,6 +28,9 @@ impl log::Host for HandlerState {
         records: Vec<u8>,
         required_acks: i16,
     ) -> AppendResult {
+        if self.dry_run {
+            return self.dry_append(&topic, partition, &records, required_acks);
+        }
         let started = Instant::now();
         let transactions = &self.services.transactions;
         let in_transaction = |producer_id: i64, producer_epoch: i16| {

@@ -5,6 +5,7 @@ pub mod acls;
 mod authz;
 pub mod configs;
 mod controller;
+pub mod dry_run;
 mod groups;
 mod log;
 mod logging;

@@ -33,6 +33,9 @@ impl HandlerState {
 
 impl quotas::Host for HandlerState {
     fn record_produce(&mut self) -> i32 {
+        if self.dry_run {
+            return 0;
+        }
         let (principal, client_id) = self.quota_identity();
         let client = Client::new(&principal, client_id.as_deref());
         let throttle = self
@@ -51,6 +54,9 @@ impl quotas::Host for HandlerState {
     }
 
     fn record_fetch(&mut self, response_bytes: i64) -> i32 {
+        if self.dry_run {
+            return 0;
+        }
         let (principal, client_id) = self.quota_identity();
         let client = Client::new(&principal, client_id.as_deref());
         let throttle = self.services.quotas.record_fetch(client, response_bytes);
@@ -59,6 +65,9 @@ impl quotas::Host for HandlerState {
     }
 
     fn unrecord_fetch(&mut self, response_bytes: i64) {
+        if self.dry_run {
+            return;
+        }
         let (principal, client_id) = self.quota_identity();
         self.services.quotas.unrecord_fetch(
             Client::new(&principal, client_id.as_deref()),
@@ -67,7 +76,7 @@ impl quotas::Host for HandlerState {
     }
 
     fn record_request(&mut self, exempt: bool) -> i32 {
-        if self.quota.request_recorded {
+        if self.quota.request_recorded || self.dry_run {
             return 0;
         }
         self.quota.request_recorded = true;
@@ -85,6 +94,12 @@ impl quotas::Host for HandlerState {
     }
 
     fn record_mutations(&mut self, mutations: u32, strict: bool) -> MutationAnswer {
+        if self.dry_run {
+            return MutationAnswer {
+                error: None,
+                throttle_time_ms: 0,
+            };
+        }
         let (principal, client_id) = self.quota_identity();
         let client = Client::new(&principal, client_id.as_deref());
         let (error_code, throttle_time_ms) = self
