@@ -379,7 +379,8 @@ impl SegmentIndex {
     /// Writes both indexes' entries as new files in `dir` (a partition
     /// move copies a segment's indexes this way).
     pub fn write_copy(&self, dir: &Path, base_offset: i64) -> io::Result<()> {
-        let mut offsets = IndexFile::<OffsetEntry>::create(dir.join(offset_index_name(base_offset)))?;
+        let mut offsets =
+            IndexFile::<OffsetEntry>::create(dir.join(offset_index_name(base_offset)))?;
         offsets.entries = self.offsets.entries.clone();
         offsets.sync()?;
         let mut times = IndexFile::<TimeEntry>::create(dir.join(time_index_name(base_offset)))?;

@@ -617,18 +617,18 @@ impl LogStore for LogManager {
         };
         let path = dir.path.join(dir_name(tp));
         let fresh = !path.exists();
-        let partition = match Partition::open(path.clone(), tp.clone(), config, OpenHints::default())
-        {
-            Ok(partition) => partition,
-            Err(e) => {
-                // Out of descriptors or space: leave no half-made directory
-                // for a later start to find.
-                if fresh {
-                    remove_dir_logged(&path);
+        let partition =
+            match Partition::open(path.clone(), tp.clone(), config, OpenHints::default()) {
+                Ok(partition) => partition,
+                Err(e) => {
+                    // Out of descriptors or space: leave no half-made directory
+                    // for a later start to find.
+                    if fresh {
+                        remove_dir_logged(&path);
+                    }
+                    return Err(e);
                 }
-                return Err(e);
-            }
-        };
+            };
         partitions.insert(tp.clone(), Arc::new(partition));
         Ok(())
     }
@@ -1649,7 +1649,11 @@ mod tests {
         for t in &tps {
             let p = m.get(t).unwrap();
             let state = read(&p.state);
-            assert!(state.segments.len() >= 5, "{} segments", state.segments.len());
+            assert!(
+                state.segments.len() >= 5,
+                "{} segments",
+                state.segments.len()
+            );
             let pinned: Vec<bool> = state.segments.iter().map(|s| s.is_pinned()).collect();
             let (last, sealed) = pinned.split_last().unwrap();
             assert!(*last && sealed.iter().all(|p| !p), "{pinned:?}");

@@ -766,7 +766,11 @@ mod tests {
                 .unwrap();
             let next = segment.next_offset();
             p.assign_offsets(next);
-            segment.file().unwrap().write_all_at(&p.buf, segment.size()).unwrap();
+            segment
+                .file()
+                .unwrap()
+                .write_all_at(&p.buf, segment.size())
+                .unwrap();
             segment.push_batch(
                 p.buf.len() as u64,
                 next,
@@ -810,21 +814,30 @@ mod tests {
             let batch_pos = offset as u64 * (s.size() / 200);
             assert!(start <= batch_pos && batch_pos - start < INDEX_INTERVAL_BYTES + 300);
             let got = s
-                .view(start).unwrap()
+                .view(start)
+                .unwrap()
                 .read_from_offset(offset, 1, true)
                 .unwrap()
                 .unwrap();
             assert_eq!(headers(&got)[0].base_offset, offset);
             let ts_start = s.position_for_timestamp(1000 + offset);
             assert!(ts_start <= batch_pos && batch_pos - ts_start < INDEX_INTERVAL_BYTES + 300);
-            let found = s.view(ts_start).unwrap().find_timestamp(1000 + offset).unwrap();
+            let found = s
+                .view(ts_start)
+                .unwrap()
+                .find_timestamp(1000 + offset)
+                .unwrap();
             assert_eq!(found, Some((offset, 1000 + offset)));
         }
         assert_eq!(s.view(0).unwrap().find_timestamp(5000).unwrap(), None);
-        assert_eq!(s.view(0).unwrap().read_from_offset(200, 100, true).unwrap(), None);
+        assert_eq!(
+            s.view(0).unwrap().read_from_offset(200, 100, true).unwrap(),
+            None
+        );
         assert_eq!(s.max_timestamp(), Some(1199));
         assert_eq!(
-            s.view(s.position_for_timestamp(1199)).unwrap()
+            s.view(s.position_for_timestamp(1199))
+                .unwrap()
                 .find_max_timestamp(1199)
                 .unwrap(),
             Some((199, 1199))
