@@ -26,7 +26,7 @@ export GREGOR_BIN
 export GREGOR_PLUGIN_DIR := $(abspath $(PLUGIN_DIR))
 export GREGOR_EXAMPLE_DIR := $(abspath $(EXAMPLE_DIR))
 
-.PHONY: all build host plugins authorizers wasm-target test-deps run cluster test unit-test integration-test lint fmt bench bench-cluster bench-rps
+.PHONY: all build host plugins authorizers wasm-target test-deps run cluster test unit-test integration-test lint fmt bench bench-cluster bench-rps bench-scale
 .PHONY: fuzz
 
 all: build
@@ -113,6 +113,12 @@ bench-rps: build
 	$(CARGO) build --release -p gregor-bench --bin rps
 	mkdir -p bench/results
 	$(TARGET_DIR)/release/rps $(or $(RPS_ARGS),--gregor-bin $(GREGOR_BIN)) --json bench/results/rps.json
+
+# How cost grows: throughput, memory and descriptors at 1 to 10,000
+# partitions, Metadata and start-up with 10,000 topics, memory per idle
+# connection (bench/scale.py); never part of `make test`.
+bench-scale: build
+	python3 bench/scale.py
 
 # Cluster figures on a local 3-node cluster (metadata propagation,
 # controller failover); never part of `make test`.

@@ -21,6 +21,10 @@ pub fn raise_to_hard_limit() {
         return;
     }
     if limit.rlim_cur >= limit.rlim_max {
+        info!(
+            limit = limit.rlim_cur,
+            "the open-file soft limit is already the hard limit"
+        );
         return;
     }
     let soft = limit.rlim_cur;

@@ -165,6 +165,9 @@ pub struct Broker {
     settings: Vec<(String, String)>,
     /// Listeners besides the harness's PLAINTEXT one: name and port.
     extra_listeners: Vec<(String, u16)>,
+    /// A command the broker runs under (`prlimit ...`, `unshare ...`),
+    /// which must exec the broker with the arguments it is given.
+    wrapper: Vec<String>,
     starts: u32,
 }
 
@@ -186,6 +189,13 @@ impl Broker {
     /// protocols come from the names or `listener.security.protocol.map`
     /// in `settings`; [`Broker::listener_bootstrap`] gives their address.
     pub fn start_with_listeners(extra: &[&str], settings: &[(&str, &str)]) -> Broker {
+        Broker::start_wrapped(&[], extra, settings)
+    }
+
+    /// Starts the broker under `wrapper` (a command and its arguments,
+    /// such as `prlimit --nofile=500`, that execs the broker binary with
+    /// the arguments after it, keeping the process id).
+    pub fn start_wrapped(wrapper: &[&str], extra: &[&str], settings: &[(&str, &str)]) -> Broker {
         let bin = gregor_bin();
         assert!(
             bin.is_file(),
@@ -220,6 +230,7 @@ impl Broker {
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
             extra_listeners: extra.iter().map(|name| (name.to_string(), 0)).collect(),
+            wrapper: wrapper.iter().map(|w| w.to_string()).collect(),
             starts: 0,
         };
         // The port was free when picked, but another process (a client's
@@ -419,7 +430,14 @@ impl Broker {
             args.join(" ")
         );
         let stdout: File = log.try_clone().expect("clone the log file handle");
-        let mut command = Command::new(gregor_bin());
+        let mut command = match self.wrapper.split_first() {
+            Some((program, wrapper_args)) => {
+                let mut command = Command::new(program);
+                command.args(wrapper_args).arg(gregor_bin());
+                command
+            }
+            None => Command::new(gregor_bin()),
+        };
         command
             .args(&args)
             .stdin(Stdio::null())

@@ -127,13 +127,15 @@ pub fn clean(partition: &Partition, now_ms: i64) -> Result<Option<CleanStats>, S
         }
         let candidates: Vec<Candidate> = segments[..cleanable]
             .iter()
-            .map(|s| Candidate {
-                view: s.view(0),
-                base_offset: s.base_offset(),
-                next_offset: s.next_offset(),
-                size: s.size(),
+            .map(|s| {
+                Ok(Candidate {
+                    view: s.view(0)?,
+                    base_offset: s.base_offset(),
+                    next_offset: s.next_offset(),
+                    size: s.size(),
+                })
             })
-            .collect();
+            .collect::<Result<_, StorageError>>()?;
         (config, candidates, first_dirty, end_offset)
     };
 

@@ -13,13 +13,16 @@
 //! is a binary search that puts a scan at most about one interval before the
 //! batch it wants.
 //!
-//! The files are append-only and written through to the page cache with each
-//! entry; they are fsynced with the log. They are derived data: a file that
-//! fails its sanity check when loaded (size not a multiple of the entry, an
-//! entry out of order or past the end of the log) is simply rebuilt from the
-//! log, and a segment that crash recovery re-validates gets both rebuilt.
-//! A write that fails marks the file stale; the next flush rewrites it from
-//! memory.
+//! Lookups use the entries in memory, so the files hold no descriptor: new
+//! entries are appended to a file when the log is flushed (the file opened
+//! for that, written, fsynced and closed), which is also when they must be
+//! durable. They are derived data: a file that fails its sanity check when
+//! loaded (size not a multiple of the entry, an entry out of order or past
+//! the end of the log) is simply rebuilt from the log, and a segment that
+//! crash recovery re-validates gets both rebuilt; a segment whose entries
+//! were not flushed before a crash lies after the recovery point, so it is
+//! re-validated and re-indexed. A write that fails marks the file stale;
+//! the next flush rewrites it from memory.
 
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -56,8 +59,9 @@ pub struct TimeEntry {
 #[derive(Debug)]
 struct IndexFile<E> {
     path: PathBuf,
-    file: Arc<File>,
     entries: Vec<E>,
+    /// How many of `entries` the file holds.
+    written: usize,
     /// A write failed: the file no longer matches `entries`.
     stale: bool,
     /// Entries appended since the last fsync.
@@ -101,59 +105,69 @@ impl Entry for TimeEntry {
 }
 
 impl<E: Entry> IndexFile<E> {
-    fn open(path: PathBuf, truncate: bool) -> io::Result<Self> {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(truncate)
-            .open(&path)?;
+    /// An index of no entries whose file is created empty (truncating
+    /// what was there).
+    fn create(path: PathBuf) -> io::Result<Self> {
+        open_file(&path, true)?;
         Ok(IndexFile {
             path,
-            file: Arc::new(file),
             entries: Vec::new(),
+            written: 0,
             stale: false,
-            dirty: truncate,
+            dirty: true,
         })
     }
 
     /// Reads the file's entries; `None` if its size is not a whole number
     /// of entries.
-    fn read_all(&self) -> io::Result<Option<Vec<E>>> {
-        let len = self.file.metadata()?.len();
+    fn read(path: PathBuf) -> io::Result<Option<Self>> {
+        let file = super::handles::retrying(|| File::open(&path))?;
+        let len = file.metadata()?.len();
         if len % E::SIZE as u64 != 0 {
             return Ok(None);
         }
         let mut bytes = vec![0u8; len as usize];
-        self.file.read_exact_at(&mut bytes, 0)?;
-        Ok(Some(bytes.chunks_exact(E::SIZE).map(E::decode).collect()))
+        file.read_exact_at(&mut bytes, 0)?;
+        let entries: Vec<E> = bytes.chunks_exact(E::SIZE).map(E::decode).collect();
+        Ok(Some(IndexFile {
+            path,
+            written: entries.len(),
+            entries,
+            stale: false,
+            dirty: false,
+        }))
     }
 
+    /// Adds an entry in memory; the file gets it at the next flush.
     fn push(&mut self, entry: E) {
-        let mut bytes = Vec::with_capacity(E::SIZE);
-        entry.encode(&mut bytes);
-        let at = (self.entries.len() * E::SIZE) as u64;
         self.entries.push(entry);
         self.dirty = true;
-        if self.stale {
-            return;
-        }
-        if let Err(e) = self.file.write_all_at(&bytes, at) {
-            tracing::warn!(index = %self.path.display(), "index write failed, rewriting it at the next flush: {e}");
-            self.stale = true;
-        }
     }
 
     /// Makes the file hold exactly `entries` (after a rebuild or a failure).
-    fn rewrite(&mut self) -> io::Result<()> {
-        let mut bytes = Vec::with_capacity(self.entries.len() * E::SIZE);
-        for e in &self.entries {
+    fn rewrite(&mut self) -> io::Result<File> {
+        let file = open_file(&self.path, false)?;
+        self.stale = true;
+        file.set_len(0)?;
+        self.written = 0;
+        self.write_pending(&file)?;
+        self.dirty = true;
+        Ok(file)
+    }
+
+    /// Writes the entries the file does not have yet at its end.
+    fn write_pending(&mut self, file: &File) -> io::Result<()> {
+        let mut bytes = Vec::with_capacity((self.entries.len() - self.written) * E::SIZE);
+        for e in &self.entries[self.written..] {
             e.encode(&mut bytes);
         }
-        self.file.set_len(0)?;
-        self.file.write_all_at(&bytes, 0)?;
+        if let Err(e) = file.write_all_at(&bytes, (self.written * E::SIZE) as u64) {
+            tracing::warn!(index = %self.path.display(), "index write failed, rewriting it at the next flush: {e}");
+            self.stale = true;
+            return Err(e);
+        }
+        self.written = self.entries.len();
         self.stale = false;
-        self.dirty = true;
         Ok(())
     }
 
@@ -164,24 +178,47 @@ impl<E: Entry> IndexFile<E> {
         Ok(())
     }
 
-    /// The file handle to fsync if entries changed since the last call
-    /// (rewriting a stale file first).
+    /// The file to fsync if entries changed since the last call, with the
+    /// new entries written (the whole file rewritten if a write failed).
     fn take_sync(&mut self) -> io::Result<Option<Arc<File>>> {
-        if self.stale {
-            self.rewrite()?;
+        if !self.dirty && !self.stale {
+            return Ok(None);
         }
-        Ok(std::mem::take(&mut self.dirty).then(|| Arc::clone(&self.file)))
+        let file = if self.stale {
+            self.rewrite()?
+        } else {
+            let file = open_file(&self.path, false)?;
+            self.write_pending(&file)?;
+            file
+        };
+        self.dirty = false;
+        Ok(Some(Arc::new(file)))
     }
 
     /// Keeps the first `n` entries.
     fn truncate_entries(&mut self, n: usize) -> io::Result<()> {
         if n < self.entries.len() {
             self.entries.truncate(n);
-            self.file.set_len((n * E::SIZE) as u64)?;
             self.dirty = true;
+        }
+        if self.written > n {
+            open_file(&self.path, false)?.set_len((n * E::SIZE) as u64)?;
+            self.written = n;
         }
         Ok(())
     }
+}
+
+/// Opens an index file for writing, creating it if needed.
+fn open_file(path: &Path, truncate: bool) -> io::Result<File> {
+    super::handles::retrying(|| {
+        OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(truncate)
+            .open(path)
+    })
 }
 
 /// Both indexes of a segment.
@@ -195,8 +232,8 @@ impl SegmentIndex {
     /// Empty indexes, truncating whatever files were there.
     pub fn create(dir: &Path, base_offset: i64) -> io::Result<Self> {
         Ok(SegmentIndex {
-            offsets: IndexFile::open(dir.join(offset_index_name(base_offset)), true)?,
-            times: IndexFile::open(dir.join(time_index_name(base_offset)), true)?,
+            offsets: IndexFile::create(dir.join(offset_index_name(base_offset)))?,
+            times: IndexFile::create(dir.join(time_index_name(base_offset)))?,
         })
     }
 
@@ -210,12 +247,14 @@ impl SegmentIndex {
         if !offsets_path.is_file() || !times_path.is_file() {
             return Ok(None);
         }
-        let mut offsets = IndexFile::<OffsetEntry>::open(offsets_path, false)?;
-        let mut times = IndexFile::<TimeEntry>::open(times_path, false)?;
-        let (Some(offset_entries), Some(time_entries)) = (offsets.read_all()?, times.read_all()?)
-        else {
+        let (Some(mut offsets), Some(mut times)) = (
+            IndexFile::<OffsetEntry>::read(offsets_path)?,
+            IndexFile::<TimeEntry>::read(times_path)?,
+        ) else {
             return Ok(None);
         };
+        let offset_entries = std::mem::take(&mut offsets.entries);
+        let time_entries = std::mem::take(&mut times.entries);
         let ordered = offset_entries
             .windows(2)
             .all(|w| w[0].relative_offset < w[1].relative_offset && w[0].position < w[1].position)
@@ -333,20 +372,19 @@ impl SegmentIndex {
     /// Replaces both files' contents with the in-memory entries.
     pub fn rewrite(&mut self) -> io::Result<()> {
         self.offsets.rewrite()?;
-        self.times.rewrite()
+        self.times.rewrite()?;
+        Ok(())
     }
 
     /// Writes both indexes' entries as new files in `dir` (a partition
     /// move copies a segment's indexes this way).
     pub fn write_copy(&self, dir: &Path, base_offset: i64) -> io::Result<()> {
         let mut offsets =
-            IndexFile::<OffsetEntry>::open(dir.join(offset_index_name(base_offset)), true)?;
+            IndexFile::<OffsetEntry>::create(dir.join(offset_index_name(base_offset)))?;
         offsets.entries = self.offsets.entries.clone();
-        offsets.rewrite()?;
         offsets.sync()?;
-        let mut times = IndexFile::<TimeEntry>::open(dir.join(time_index_name(base_offset)), true)?;
+        let mut times = IndexFile::<TimeEntry>::create(dir.join(time_index_name(base_offset)))?;
         times.entries = self.times.entries.clone();
-        times.rewrite()?;
         times.sync()
     }
 

@@ -615,12 +615,20 @@ impl LogStore for LogManager {
         let Some(dir) = self.inner.dirs.get(target) else {
             return Err(StorageError::LogDirNotFound("no log directory".into()));
         };
-        let partition = Partition::open(
-            dir.path.join(dir_name(tp)),
-            tp.clone(),
-            config,
-            OpenHints::default(),
-        )?;
+        let path = dir.path.join(dir_name(tp));
+        let fresh = !path.exists();
+        let partition =
+            match Partition::open(path.clone(), tp.clone(), config, OpenHints::default()) {
+                Ok(partition) => partition,
+                Err(e) => {
+                    // Out of descriptors or space: leave no half-made directory
+                    // for a later start to find.
+                    if fresh {
+                        remove_dir_logged(&path);
+                    }
+                    return Err(e);
+                }
+            };
         partitions.insert(tp.clone(), Arc::new(partition));
         Ok(())
     }
@@ -777,7 +785,11 @@ fn copy_and_swap(
     // Bytes already copied, per segment base offset.
     let mut copied: HashMap<i64, (File, u64)> = HashMap::new();
     let copy_all = |copied: &mut HashMap<i64, (File, u64)>| -> Result<(), StorageError> {
-        let views: Vec<_> = read(&p.state).segments.iter().map(|s| s.view(0)).collect();
+        let views = read(&p.state)
+            .segments
+            .iter()
+            .map(|s| s.view(0))
+            .collect::<Result<Vec<_>, _>>()?;
         for view in views {
             let base = view.base_offset();
             let entry = match copied.entry(base) {
@@ -1618,6 +1630,48 @@ mod tests {
             points.get(&t0).is_some_and(|&p| p >= 18).then_some(points)
         });
         assert!(points[&t0] <= 20);
+    }
+
+    #[test]
+    fn only_the_segment_being_written_keeps_its_file_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = LogConfig {
+            segment_bytes: 1000,
+            ..LogConfig::default()
+        };
+        let tps: Vec<_> = (0..20).map(|i| tp("many", i)).collect();
+        let m = open_with(dir.path(), &tps, config);
+        for round in 0..30 {
+            for t in &tps {
+                m.append(t, &simple_batch(2, 100, round), 0).unwrap();
+            }
+        }
+        for t in &tps {
+            let p = m.get(t).unwrap();
+            let state = read(&p.state);
+            assert!(
+                state.segments.len() >= 5,
+                "{} segments",
+                state.segments.len()
+            );
+            let pinned: Vec<bool> = state.segments.iter().map(|s| s.is_pinned()).collect();
+            let (last, sealed) = pinned.split_last().unwrap();
+            assert!(*last && sealed.iter().all(|p| !p), "{pinned:?}");
+        }
+        // Reads of sealed segments still work, through the handle cache.
+        for t in &tps {
+            let r = m.read(t, 0, 1 << 20, true).unwrap();
+            assert_eq!(offsets_of(&r.records)[0], 0);
+        }
+        assert!(super::super::handles::cached() <= super::super::handles::CAPACITY);
+        // Reopened, nothing is pinned until written.
+        m.shutdown().unwrap();
+        drop(m);
+        let m = open_with(dir.path(), &tps, LogConfig::default());
+        let p = m.get(&tps[0]).unwrap();
+        assert!(read(&p.state).segments.iter().all(|s| !s.is_pinned()));
+        m.append(&tps[0], &simple_batch(1, 1, 0), 0).unwrap();
+        assert!(read(&p.state).segments.last().unwrap().is_pinned());
     }
 
     fn wait_until<T>(mut f: impl FnMut() -> Option<T>) -> T {

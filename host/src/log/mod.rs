@@ -43,6 +43,11 @@
 //!   Readers snapshot a segment's file handle and its committed size and then
 //!   read with positional reads (`FileExt::read_at`), so they never wait for a
 //!   write to finish and never see a partially written batch.
+//! - **Descriptors follow use.** Only the segment being written keeps its
+//!   file open; other segment files are opened on demand through a small
+//!   bounded cache and index files only while a flush writes them
+//!   (`handles`), so tens of thousands of partitions fit the default limit
+//!   and running out of descriptors fails only the operation that needed one.
 //! - **A trait as the seam.** Handlers and host services use [`LogStore`]; a
 //!   replicated or remote engine can implement it later without touching them.
 //!
@@ -62,6 +67,7 @@ mod codec;
 pub mod control;
 #[cfg(test)]
 mod fuzz;
+mod handles;
 mod index;
 pub mod legacy_format;
 pub mod manager;
@@ -395,7 +401,7 @@ pub trait LogStore: Send + Sync {
 /// Fsyncs a directory, making file creations, renames and removals in it
 /// durable.
 fn sync_dir(dir: &Path) -> std::io::Result<()> {
-    File::open(dir)?.sync_all()
+    handles::retrying(|| File::open(dir))?.sync_all()
 }
 
 /// Creates `dir` (and missing parents) if needed, fsyncing the parent so the

@@ -389,7 +389,7 @@ impl Partition {
                     || next - 1 - active.base_offset() > MAX_RELATIVE_OFFSET
                     || active.time_waited_for_roll(now_ms) > config.segment_ms);
             (
-                active.file(),
+                active.file()?,
                 active.size(),
                 base_offset,
                 roll,
@@ -399,12 +399,15 @@ impl Partition {
         if roll {
             let dir = self.dir();
             let segment = Segment::create(&dir, base_offset)?;
-            file = segment.file();
+            file = segment.file()?;
             position = 0;
             // Publish the (empty) segment before anything else can fail, so
             // a retry appends to it rather than trying to create it again.
             {
                 let mut state = write(&self.state);
+                if let Some(previous) = state.segments.last_mut() {
+                    previous.seal();
+                }
                 state.segments.push(segment);
                 state.roll_pending_flush = true;
             }
@@ -478,7 +481,7 @@ impl Partition {
             (
                 end,
                 start,
-                segment.view(segment.position_for_offset(offset)),
+                segment.view(segment.position_for_offset(offset))?,
             )
         };
         loop {
@@ -499,6 +502,7 @@ impl Partition {
                     .iter()
                     .find(|s| s.base_offset() > base)
                     .map(|s| s.view(0))
+                    .transpose()?
             };
             match next {
                 Some(v) => view = v,
@@ -555,7 +559,7 @@ impl Partition {
                     };
                     s.view(start)
                 })
-                .collect();
+                .collect::<Result<_, _>>()?;
             (views, lso)
         };
         for view in views {
@@ -581,7 +585,7 @@ impl Partition {
             best.map(|(s, m)| (s.view(s.position_for_timestamp(m)), m))
         };
         match found {
-            Some((view, max)) => view.find_max_timestamp(max),
+            Some((view, max)) => view?.find_max_timestamp(max),
             None => Ok(None),
         }
     }
@@ -598,7 +602,7 @@ impl Partition {
             let mut pending = Vec::new();
             let mut index_files = Vec::new();
             for s in &mut state.segments {
-                if let Some((file, size)) = s.unsynced() {
+                if let Some((file, size)) = s.unsynced()? {
                     // Index entries only come with log bytes.
                     index_files.extend(s.index_files_to_sync()?);
                     pending.push((s.base_offset(), file, size));
@@ -1013,7 +1017,7 @@ mod tests {
             read(&p.state)
                 .segments
                 .iter()
-                .filter(|s| s.unsynced().is_some())
+                .filter(|s| s.unsynced().unwrap().is_some())
                 .count()
         };
         assert_eq!(unsynced(&p), 2);

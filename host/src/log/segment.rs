@@ -28,10 +28,11 @@ use std::fs::{self, File, OpenOptions};
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::UNIX_EPOCH;
 
 use super::batch::{self, BatchHeader, HEADER_SIZE};
+use super::handles::{self, FileSlot};
 use super::index::SegmentIndex;
 use super::StorageError;
 
@@ -63,11 +64,17 @@ pub fn parse_file_name(name: &str) -> Option<i64> {
 
 /// A segment's file and in-memory bookkeeping. Owned by the partition's
 /// state; reads go through [`SegmentView`]s taken from it.
+///
+/// The log file is open only while it is used (see `handles`): the segment
+/// being appended to pins its handle from the first write until
+/// [`Segment::seal`]; other segments take one from the handle cache.
 #[derive(Debug)]
 pub struct Segment {
     base_offset: i64,
     path: PathBuf,
-    file: Arc<File>,
+    slot: Arc<FileSlot>,
+    /// The writer's handle, while this is the active segment.
+    pin: OnceLock<Arc<File>>,
     /// Bytes of whole, valid batches (the committed end of the file).
     size: u64,
     /// Bytes known to be fsynced.
@@ -84,6 +91,11 @@ pub struct Segment {
     created_ms: i64,
 }
 
+/// Opens a segment file that exists, for reading and writing.
+fn open_existing(path: &Path) -> io::Result<File> {
+    handles::retrying(|| OpenOptions::new().read(true).write(true).open(path))
+}
+
 fn file_mtime_ms(file: &File) -> i64 {
     file.metadata()
         .and_then(|m| m.modified())
@@ -93,12 +105,18 @@ fn file_mtime_ms(file: &File) -> i64 {
 }
 
 impl Segment {
-    fn with_file(path: PathBuf, base_offset: i64, file: File, index: SegmentIndex) -> Segment {
+    fn with_file(
+        path: PathBuf,
+        base_offset: i64,
+        file: File,
+        index: SegmentIndex,
+    ) -> io::Result<Segment> {
         let created_ms = file_mtime_ms(&file);
-        Segment {
+        Ok(Segment {
             base_offset,
+            slot: FileSlot::new(path.clone(), file)?,
             path,
-            file: Arc::new(file),
+            pin: OnceLock::new(),
             size: 0,
             synced_size: 0,
             next_offset: base_offset,
@@ -107,19 +125,21 @@ impl Segment {
             max_timestamp: None,
             first_batch_timestamp: None,
             created_ms,
-        }
+        })
     }
 
     /// Creates a new, empty segment (log and index files) in `dir`.
     pub fn create(dir: &Path, base_offset: i64) -> io::Result<Segment> {
         let path = dir.join(file_name(base_offset));
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .open(&path)?;
+        let file = handles::retrying(|| {
+            OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create_new(true)
+                .open(&path)
+        })?;
         let index = SegmentIndex::create(dir, base_offset)?;
-        Ok(Segment::with_file(path, base_offset, file, index))
+        Segment::with_file(path, base_offset, file, index)
     }
 
     /// Opens a segment known to be whole, trusting its index files and
@@ -128,13 +148,13 @@ impl Segment {
     /// the caller then falls back to [`Segment::recover`].
     pub fn load(dir: &Path, base_offset: i64) -> io::Result<Option<Segment>> {
         let path = dir.join(file_name(base_offset));
-        let file = OpenOptions::new().read(true).write(true).open(&path)?;
+        let file = open_existing(&path)?;
         let len = file.metadata()?.len();
         let Some(index) = SegmentIndex::load(dir, base_offset, len)? else {
             return Ok(None);
         };
         let last_entry = index.offset_entries().last().copied();
-        let mut segment = Segment::with_file(path, base_offset, file, index);
+        let mut segment = Segment::with_file(path, base_offset, file, index)?;
         let (mut pos, mut next_offset) = match last_entry {
             Some(e) => (
                 u64::from(e.position),
@@ -144,7 +164,7 @@ impl Segment {
         };
         segment.max_timestamp = segment.index.last_timestamp();
         segment.bytes_since_index = len - pos;
-        let file = Arc::clone(&segment.file);
+        let file = segment.slot.get()?;
         let mut window = FileWindow::new(&file, len, SCAN_CHUNK);
         if len > 0 {
             let Some(Ok(first)) = window.get(0, HEADER_SIZE)?.map(BatchHeader::parse) else {
@@ -200,7 +220,7 @@ impl Segment {
         recovery_point: Option<i64>,
     ) -> io::Result<(Segment, u64)> {
         let path = dir.join(file_name(base_offset));
-        let file = OpenOptions::new().read(true).write(true).open(&path)?;
+        let file = open_existing(&path)?;
         let len = file.metadata()?.len();
         let trusted = match recovery_point.filter(|&rp| rp > base_offset) {
             Some(rp) => match SegmentIndex::load(dir, base_offset, len)? {
@@ -215,7 +235,7 @@ impl Segment {
         let mut start = 0u64;
         let mut segment = match trusted {
             Some((index, entry)) => {
-                let mut segment = Segment::with_file(path.clone(), base_offset, file, index);
+                let mut segment = Segment::with_file(path.clone(), base_offset, file, index)?;
                 start = u64::from(entry.position);
                 segment.size = start;
                 segment.next_offset = base_offset + i64::from(entry.relative_offset);
@@ -224,10 +244,10 @@ impl Segment {
             }
             None => {
                 let index = SegmentIndex::create(dir, base_offset)?;
-                Segment::with_file(path.clone(), base_offset, file, index)
+                Segment::with_file(path.clone(), base_offset, file, index)?
             }
         };
-        let file = Arc::clone(&segment.file);
+        let file = segment.slot.get()?;
         let mut window = FileWindow::new(&file, len, RECOVERY_CHUNK);
         if start > 0 {
             // The trusted prefix must end where a batch with the indexed
@@ -241,6 +261,7 @@ impl Segment {
                 }
                 _ => {
                     drop(window);
+                    drop(file);
                     drop(segment);
                     return Self::recover_after(dir, base_offset, None);
                 }
@@ -304,9 +325,9 @@ impl Segment {
                 truncated_bytes = truncated,
                 "truncating log segment: {problem}"
             );
-            segment.file.set_len(pos)?;
+            file.set_len(pos)?;
         }
-        segment.file.sync_all()?;
+        file.sync_all()?;
         segment.index.rewrite()?;
         segment.index.sync()?;
         segment.synced_size = segment.size;
@@ -363,8 +384,35 @@ impl Segment {
         self.size == 0
     }
 
-    pub fn file(&self) -> Arc<File> {
-        Arc::clone(&self.file)
+    /// The handle appends write through: pinned from the first call until
+    /// the segment is sealed.
+    pub fn file(&self) -> io::Result<Arc<File>> {
+        if let Some(file) = self.pin.get() {
+            return Ok(Arc::clone(file));
+        }
+        let file = self.slot.get()?;
+        Ok(Arc::clone(self.pin.get_or_init(|| file)))
+    }
+
+    /// A handle for reading: the writer's if there is one, else from the
+    /// handle cache (opened again if it was evicted).
+    fn handle(&self) -> io::Result<Arc<File>> {
+        match self.pin.get() {
+            Some(file) => Ok(Arc::clone(file)),
+            None => self.slot.get(),
+        }
+    }
+
+    /// Whether the writer's handle is pinned open.
+    #[cfg(test)]
+    pub fn is_pinned(&self) -> bool {
+        self.pin.get().is_some()
+    }
+
+    /// The segment will not be written again (a newer one is active): its
+    /// file no longer needs to stay open.
+    pub fn seal(&mut self) {
+        self.pin.take();
     }
 
     pub fn max_timestamp(&self) -> Option<i64> {
@@ -393,8 +441,12 @@ impl Segment {
 
     /// What a flush must fsync: the log file if it has unsynced bytes (with
     /// the size to reach) and the index files.
-    pub fn unsynced(&self) -> Option<(Arc<File>, u64)> {
-        (self.size > self.synced_size).then(|| (self.file(), self.size))
+    pub fn unsynced(&self) -> io::Result<Option<(Arc<File>, u64)>> {
+        if self.size > self.synced_size {
+            Ok(Some((self.handle()?, self.size)))
+        } else {
+            Ok(None)
+        }
     }
 
     /// Fsyncs the index files (small; rewritten first if a write failed).
@@ -438,15 +490,16 @@ impl Segment {
         }
     }
 
-    /// A read handle on the committed bytes, starting at `start`.
-    pub fn view(&self, start: u64) -> SegmentView {
-        SegmentView {
-            file: self.file(),
+    /// A read handle on the committed bytes, starting at `start`. Fails
+    /// only if the file must be opened and cannot be (out of descriptors).
+    pub fn view(&self, start: u64) -> io::Result<SegmentView> {
+        Ok(SegmentView {
+            file: self.handle()?,
             path: self.path.clone(),
             base_offset: self.base_offset,
             start: start.min(self.size),
             end: self.size,
-        }
+        })
     }
 
     /// Removes the segment's files. Open handles (readers' views) keep
@@ -713,7 +766,11 @@ mod tests {
                 .unwrap();
             let next = segment.next_offset();
             p.assign_offsets(next);
-            segment.file.write_all_at(&p.buf, segment.size()).unwrap();
+            segment
+                .file()
+                .unwrap()
+                .write_all_at(&p.buf, segment.size())
+                .unwrap();
             segment.push_batch(
                 p.buf.len() as u64,
                 next,
@@ -744,7 +801,7 @@ mod tests {
         assert_eq!(s.index.time_entries().len(), entries.len());
         for e in &entries {
             // An entry points at the start of the batch with that offset.
-            let v = s.view(u64::from(e.position));
+            let v = s.view(u64::from(e.position)).unwrap();
             let got = v
                 .read_from_offset(i64::from(e.relative_offset), 1, true)
                 .unwrap()
@@ -758,20 +815,29 @@ mod tests {
             assert!(start <= batch_pos && batch_pos - start < INDEX_INTERVAL_BYTES + 300);
             let got = s
                 .view(start)
+                .unwrap()
                 .read_from_offset(offset, 1, true)
                 .unwrap()
                 .unwrap();
             assert_eq!(headers(&got)[0].base_offset, offset);
             let ts_start = s.position_for_timestamp(1000 + offset);
             assert!(ts_start <= batch_pos && batch_pos - ts_start < INDEX_INTERVAL_BYTES + 300);
-            let found = s.view(ts_start).find_timestamp(1000 + offset).unwrap();
+            let found = s
+                .view(ts_start)
+                .unwrap()
+                .find_timestamp(1000 + offset)
+                .unwrap();
             assert_eq!(found, Some((offset, 1000 + offset)));
         }
-        assert_eq!(s.view(0).find_timestamp(5000).unwrap(), None);
-        assert_eq!(s.view(0).read_from_offset(200, 100, true).unwrap(), None);
+        assert_eq!(s.view(0).unwrap().find_timestamp(5000).unwrap(), None);
+        assert_eq!(
+            s.view(0).unwrap().read_from_offset(200, 100, true).unwrap(),
+            None
+        );
         assert_eq!(s.max_timestamp(), Some(1199));
         assert_eq!(
             s.view(s.position_for_timestamp(1199))
+                .unwrap()
                 .find_max_timestamp(1199)
                 .unwrap(),
             Some((199, 1199))

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, RwLock};
 
 use anyhow::{Context, Result};
-use tracing::info;
+use tracing::{info, warn};
 
 use crate::config::BrokerConfig;
 use crate::error_code::ErrorCode;
@@ -320,10 +320,20 @@ impl TopicManager {
         if validate_only {
             return Ok(topic);
         }
-        store
-            .put_topic(record_of(&topic))
-            .map_err(TopicError::storage)?;
-        self.open_partitions(&topic, 0..partitions)?;
+        // The logs first, then the record: out of descriptors or disk,
+        // the request fails and leaves nothing behind (no record of a
+        // topic without logs for the next start to trip over).
+        let created = self.open_partitions(&topic, 0..partitions).and_then(|()| {
+            store
+                .put_topic(record_of(&topic))
+                .map_err(TopicError::storage)
+        });
+        if let Err(error) = created {
+            if let Err(e) = self.logs.delete_topic(&topic.name) {
+                warn!(topic = %topic.name, "cannot remove the logs of a topic whose creation failed: {e}");
+            }
+            return Err(error);
+        }
         self.write().insert(topic.name.clone(), topic.clone());
         info!(topic = %topic.name, partitions, "topic created");
         Ok(topic)
@@ -584,7 +594,23 @@ impl TopicManager {
         store
             .put_topic(record_of(&topic))
             .map_err(TopicError::storage)?;
-        self.open_partitions(&topic, current..total)?;
+        if let Err(error) = self.open_partitions(&topic, current..total) {
+            // As for a failed creation: back to the partitions it had.
+            topic.partitions = current;
+            if let Err(e) = store.put_topic(record_of(&topic)) {
+                warn!(topic = %name, "cannot restore the record of a topic whose growth failed: {e}");
+            }
+            for partition in current..total {
+                let tp = TopicPartition {
+                    topic: name.to_string(),
+                    partition,
+                };
+                if let Err(e) = self.logs.delete_partition(&tp) {
+                    warn!(partition = %tp, "cannot remove a partition log whose creation failed: {e}");
+                }
+            }
+            return Err(error);
+        }
         self.write().insert(topic.name.clone(), topic.clone());
         info!(topic = %name, from = current, to = total, "partitions created");
         Ok(topic)

@@ -1,0 +1,271 @@
+//! How cost grows with partitions (issue 17.5): one CreateTopics of many
+//! topics succeeds (host work inside the call is not guest time), the
+//! broker's descriptors follow the partitions being written, not the
+//! partitions or segment files there are, and running out of descriptors
+//! fails only the request that needed more.
+//!
+//! Descriptors are counted in /proc/<pid>/fd of the broker. Figures for
+//! 10,000 partitions are in BENCHMARKS.md (`make bench-scale`); these tests
+//! use fewer so that they stay short.
+
+use std::time::Duration;
+
+use gregor_tests::kafka::{
+    admin, admin_options, consume_all, consumer_config, create_topic, producer, wait_for_topic,
+};
+use gregor_tests::Broker;
+use rdkafka::admin::{NewTopic, TopicReplication};
+use rdkafka::consumer::{Consumer, StreamConsumer};
+use rdkafka::error::KafkaError;
+use rdkafka::message::Message;
+use rdkafka::producer::FutureRecord;
+use rdkafka::types::RDKafkaErrorCode;
+use rdkafka::{Offset, TopicPartitionList};
+
+/// The handle cache of segment files not being written (host/src/log/handles.rs).
+const HANDLE_CACHE: usize = 512;
+
+fn descriptors(broker: &Broker) -> usize {
+    let pid = broker.pid().expect("the broker runs");
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .expect("read the broker's /proc/<pid>/fd")
+        .count()
+}
+
+async fn create_many(broker: &Broker, prefix: &str, topics: usize, partitions: i32) {
+    let names: Vec<String> = (0..topics).map(|i| format!("{prefix}-{i}")).collect();
+    let new: Vec<NewTopic> = names
+        .iter()
+        .map(|n| NewTopic::new(n, partitions, TopicReplication::Fixed(1)))
+        .collect();
+    let results = admin(broker)
+        .create_topics(&new, &admin_options())
+        .await
+        .expect("CreateTopics request");
+    assert_eq!(results.len(), topics);
+    let failed: Vec<_> = results.iter().filter(|r| r.is_err()).collect();
+    assert!(
+        failed.is_empty(),
+        "{} of {topics} topics failed, first: {:?}",
+        failed.len(),
+        failed.first()
+    );
+}
+
+async fn send(
+    producer: &rdkafka::producer::FutureProducer,
+    topic: &str,
+    partition: i32,
+    value: &str,
+) -> Result<(i32, i64), RDKafkaErrorCode> {
+    producer
+        .send(
+            FutureRecord::<(), str>::to(topic)
+                .partition(partition)
+                .payload(value),
+            Duration::from_secs(0),
+        )
+        .await
+        .map(|delivery| (delivery.partition, delivery.offset))
+        .map_err(|(e, _)| e.rdkafka_error_code().unwrap_or(RDKafkaErrorCode::Fail))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_create_topics_of_many_partitions_and_descriptors_follow_writes() {
+    let broker = Broker::start();
+    let before = descriptors(&broker);
+    // 100 topics of 10 partitions in one request: 1,000 partitions, which
+    // held 3,000 descriptors before segment files were opened on demand.
+    // (Kafka refuses one request of more than 10,000 metadata records, a
+    // topic and each partition being one; the bench creates 10,000.)
+    create_many(&broker, "many", 100, 10).await;
+    wait_for_topic(&broker, "many-99", 10);
+    let idle = descriptors(&broker);
+    assert!(
+        idle <= before + HANDLE_CACHE + 32,
+        "1,000 idle partitions hold {} descriptors more than none",
+        idle - before
+    );
+
+    // Write 100 partitions: each pins its active segment's file, no more.
+    let p = producer(&broker, &[("linger.ms", "5")]);
+    for topic in 0..10 {
+        for partition in 0..10 {
+            let name = format!("many-{topic}");
+            let sent = send(&p, &name, partition, "v").await;
+            assert_eq!(sent, Ok((partition, 0)), "{name}-{partition}");
+        }
+    }
+    let written = descriptors(&broker);
+    assert!(
+        written <= before + HANDLE_CACHE + 100 + 64,
+        "descriptors: {before} at start, {idle} idle, {written} with 100 partitions written"
+    );
+
+    // Many segments in one partition: the sealed ones are not kept open.
+    create_topic_small_segments(&broker, "rolled").await;
+    for i in 0..200 {
+        send(&p, "rolled", 0, &format!("{i:0>200}")).await.unwrap();
+    }
+    let segments = segment_files(&broker, "rolled-0");
+    assert!(segments >= 40, "only {segments} segments");
+    let rolled = descriptors(&broker);
+    assert!(
+        rolled <= written + 8,
+        "{segments} segments took {} descriptors",
+        rolled.saturating_sub(written)
+    );
+    let read = consume_all(&broker, "rolled", 1, 200, Duration::from_secs(60)).await;
+    assert_eq!(read.values().map(Vec::len).sum::<usize>(), 200);
+}
+
+async fn create_topic_small_segments(broker: &Broker, topic: &str) {
+    let new = NewTopic::new(topic, 1, TopicReplication::Fixed(1)).set("segment.bytes", "1500");
+    let results = admin(broker)
+        .create_topics(&[new], &admin_options())
+        .await
+        .expect("CreateTopics request");
+    assert_eq!(results[0], Ok(topic.to_string()));
+    wait_for_topic(broker, topic, 1);
+}
+
+fn segment_files(broker: &Broker, dir: &str) -> usize {
+    // The partition directory, directly in the log directory or one level
+    // down.
+    let root = broker.data_dir();
+    let mut candidates = vec![root.join(dir)];
+    if let Ok(entries) = std::fs::read_dir(root) {
+        candidates.extend(entries.flatten().map(|e| e.path().join(dir)));
+    }
+    let found = candidates
+        .iter()
+        .find(|p| p.is_dir())
+        .unwrap_or_else(|| panic!("no directory {dir} under {}", root.display()));
+    std::fs::read_dir(found)
+        .expect("the partition directory")
+        .filter(|e| {
+            e.as_ref()
+                .is_ok_and(|e| e.file_name().to_string_lossy().ends_with(".log"))
+        })
+        .count()
+}
+
+/// The broker's descriptor limit is lowered to 300 (`prlimit`, soft and
+/// hard) and idle connections take every descriptor left. A CreateTopics
+/// then fails with a topic error (KAFKA_STORAGE_ERROR) and leaves nothing
+/// behind, while the partitions already serving keep taking writes and
+/// serving reads on the connections they have; once the idle connections
+/// go, the same topic is created and written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "unfinished: the idle connections did not exhaust the broker's descriptors \
+            (no EMFILE logged within 30 s); see the fds report"]
+async fn running_out_of_descriptors_fails_only_what_needed_more() {
+    let broker = Broker::start_wrapped(&["prlimit", "--nofile=300:300", "--"], &[], &[]);
+    create_topic(&broker, "healthy", 2).await;
+    let p = producer(&broker, &[("linger.ms", "0")]);
+    for partition in 0..2 {
+        assert_eq!(
+            send(&p, "healthy", partition, "a").await,
+            Ok((partition, 0))
+        );
+    }
+    // Clients connect before descriptors run out (a new connection needs
+    // one too); the consumer reads what is there.
+    let admin = admin(&broker);
+    create_many(&broker, "warm-up", 1, 1).await;
+    let consumer = assigned_consumer(&broker, "healthy", 2);
+    assert_eq!(read_n(&consumer, 2).await.len(), 2);
+
+    // Idle connections until the broker can accept no more.
+    let mut idle = Vec::new();
+    for _ in 0..400 {
+        // Once the broker stops accepting, the backlog fills and connects
+        // time out: enough.
+        match std::net::TcpStream::connect_timeout(&broker.addr(), Duration::from_secs(1)) {
+            Ok(stream) => idle.push(stream),
+            Err(_) => break,
+        }
+    }
+    gregor_tests::wait_for(
+        "the broker to run out of descriptors",
+        Duration::from_secs(30),
+        || {
+            broker
+                .log_tail(50)
+                .contains("Too many open files")
+                .then_some(())
+        },
+    );
+
+    // A topic created now fails with a topic error and is not half there.
+    let late = || [NewTopic::new("late", 20, TopicReplication::Fixed(1))];
+    let results = admin
+        .create_topics(&late(), &admin_options())
+        .await
+        .expect("CreateTopics request");
+    assert_eq!(
+        results[0],
+        Err(("late".to_string(), RDKafkaErrorCode::KafkaStorageError)),
+        "{results:?}"
+    );
+    assert!(!broker.data_dir().join("late-0").exists());
+
+    // Healthy partitions keep taking writes and serving reads.
+    for partition in 0..2 {
+        assert_eq!(
+            send(&p, "healthy", partition, "b").await,
+            Ok((partition, 1))
+        );
+    }
+    assert_eq!(
+        read_n(&consumer, 2).await,
+        vec!["b".to_string(), "b".to_string()]
+    );
+
+    // The idle connections go: the same topic is created and written.
+    drop(idle);
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let results = admin
+            .create_topics(&late(), &admin_options())
+            .await
+            .expect("CreateTopics request");
+        if results[0] == Ok("late".to_string()) {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "CreateTopics still fails with descriptors free: {results:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    wait_for_topic(&broker, "late", 20);
+    assert_eq!(send(&p, "late", 19, "c").await, Ok((19, 0)));
+}
+
+fn assigned_consumer(broker: &Broker, topic: &str, partitions: i32) -> StreamConsumer {
+    let consumer: StreamConsumer = consumer_config(broker).create().expect("create a consumer");
+    let mut tpl = TopicPartitionList::new();
+    for partition in 0..partitions {
+        tpl.add_partition_offset(topic, partition, Offset::Beginning)
+            .expect("assign");
+    }
+    consumer.assign(&tpl).expect("assign");
+    consumer
+}
+
+/// The next `n` values the consumer reads (partition ends skipped).
+async fn read_n(consumer: &StreamConsumer, n: usize) -> Vec<String> {
+    let mut values = Vec::new();
+    while values.len() < n {
+        let message = tokio::time::timeout(Duration::from_secs(30), consumer.recv())
+            .await
+            .expect("a message within 30 s");
+        match message {
+            Ok(m) => values.push(String::from_utf8_lossy(m.payload().unwrap_or_default()).into()),
+            Err(KafkaError::PartitionEOF(_)) => {}
+            Err(e) => panic!("consume: {e}"),
+        }
+    }
+    values
+}
