@@ -3,7 +3,8 @@
 //! authorizer, serve metrics. axum on hyper (HTTP/1.1, keep-alive, chunked
 //! or `Content-Length` bodies), JSON answers: `{"result": ...}` on
 //! success, `{"error": ...}` with a 4xx status otherwise. Who may do what
-//! is `auth.rs`; the routes are `routes.rs`.
+//! is `auth.rs`; the routes are `routes.rs`; the web console at `/` is
+//! `console/`.
 //!
 //! - `GET /plugins` — loaded handlers and authorizers (ApiKey, versions,
 //!   content hash, load time, call and error counts) and refused files.
@@ -13,6 +14,7 @@
 //! - `DELETE /plugins/{name}` — removes the module's file and unloads it.
 //! - `GET /metrics` — Prometheus metrics (see `metrics.rs`).
 //! - `GET /health` — `ok` (never needs credentials).
+//! - `GET /`, `GET /console/...` — the web console (`console/`).
 //! - `GET /users` — users with SCRAM credentials (mechanisms, iterations).
 //! - `PUT /users/{name}` — body `{"password": "...", "mechanisms":
 //!   ["SCRAM-SHA-256", "SCRAM-SHA-512"], "iterations": 4096}` (mechanisms
@@ -24,6 +26,7 @@
 
 mod auth;
 mod body;
+mod console;
 mod routes;
 
 use std::sync::Arc;
@@ -126,8 +129,10 @@ pub async fn serve(
         credentials: Arc::clone(&state.broker.services.credentials),
         settings: settings.auth,
     });
-    let app = routes::router(state, settings.upload_max_bytes)
-        .layer(axum::middleware::from_fn_with_state(auth, auth::guard));
+    let app = routes::router(Arc::clone(&state), settings.upload_max_bytes)
+        .merge(console::router(state))
+        .layer(axum::middleware::from_fn_with_state(auth, auth::guard))
+        .layer(axum::middleware::from_fn(console::same_origin));
     let stopped = async move {
         while !*shutdown.borrow_and_update() {
             if shutdown.changed().await.is_err() {
