@@ -140,6 +140,8 @@ try:
     flash = driver.find_element(By.ID, "flash").text
     seen["flash"] = flash
     check("DescribeTopicSummary" in flash, f"flash message {flash!r}")
+    # The window as a user sees it after the swap (README's docs/console.png).
+    check(driver.save_screenshot(os.path.join(shots, "console.png")), "console.png")
     shot("plugins")
 finally:
     driver.quit()

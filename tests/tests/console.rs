@@ -133,9 +133,17 @@ async fn the_console_shows_the_broker_and_swaps_a_plugin() {
     assert_eq!(status, 401, "{answer}");
     assert!(answer.contains("Basic realm="), "{answer}");
     let alice = basic("alice", "alice-secret");
-    let (status, page) = request(&admin, "GET", "/console/topics", &[("Authorization", &alice)]);
+    let (status, page) = request(
+        &admin,
+        "GET",
+        "/console/topics",
+        &[("Authorization", &alice)],
+    );
     assert_eq!(status, 200, "{page}");
-    assert!(page.contains(">orders</a>") && page.contains(">payments</a>"), "{page}");
+    assert!(
+        page.contains(">orders</a>") && page.contains(">payments</a>"),
+        "{page}"
+    );
     let root = basic("admin", "admin-secret");
     let (status, answer) = request(
         &admin,
@@ -186,7 +194,10 @@ async fn the_console_shows_the_broker_and_swaps_a_plugin() {
         .unwrap_or_else(|| panic!("topic_summary listed: {listed}"));
     assert_eq!(uploaded["sha256"], hash.as_str(), "{uploaded}");
     for page in ["overview", "topics", "topic", "groups", "plugins"] {
-        assert!(shots.join(format!("{page}.png")).is_file(), "{page}.png saved");
+        assert!(
+            shots.join(format!("{page}.png")).is_file(),
+            "{page}.png saved"
+        );
     }
     drop(consumer);
 }

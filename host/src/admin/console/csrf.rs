@@ -88,7 +88,10 @@ mod tests {
     #[test]
     fn other_origins_are_refused() {
         for pairs in [
-            vec![("host", "127.0.0.1:9644"), ("origin", "http://evil.example")],
+            vec![
+                ("host", "127.0.0.1:9644"),
+                ("origin", "http://evil.example"),
+            ],
             vec![("host", "127.0.0.1:9644"), ("origin", "null")],
             vec![("host", "127.0.0.1:9644"), ("sec-fetch-site", "cross-site")],
             vec![("host", "127.0.0.1:9644"), ("sec-fetch-site", "same-site")],

@@ -32,12 +32,7 @@ pub fn overview(overview: &Overview, authorizer: &Value) -> String {
     let listeners: Vec<Vec<String>> = overview
         .listeners
         .iter()
-        .map(|l| {
-            vec![
-                escape(&l.name),
-                escape(&format!("{}:{}", l.host, l.port)),
-            ]
-        })
+        .map(|l| vec![escape(&l.name), escape(&format!("{}:{}", l.host, l.port))])
         .collect();
     let active = authorizer["active"].as_str().unwrap_or("none");
     let mode = if overview.clustered {
@@ -153,10 +148,7 @@ pub fn groups(groups: &[GroupRow]) -> String {
         .iter()
         .map(|group| {
             vec![
-                format!(
-                    "<a href=\"#group-{0}\">{0}</a>",
-                    escape(&group.group_id)
-                ),
+                format!("<a href=\"#group-{0}\">{0}</a>", escape(&group.group_id)),
                 escape(&group.state),
                 escape(&group.group_type),
                 escape(&group.protocol),
@@ -283,7 +275,10 @@ pub fn plugins(status: &Value, authorizer: &Value) -> String {
             let button = if active == Some(name) {
                 "<b>active</b>".to_string()
             } else {
-                format!("<button data-authorizer=\"{}\">Activate</button>", escape(name))
+                format!(
+                    "<button data-authorizer=\"{}\">Activate</button>",
+                    escape(name)
+                )
             };
             vec![
                 format!("<span class=\"module\">{}</span>", escape(name)),
@@ -300,7 +295,7 @@ pub fn plugins(status: &Value, authorizer: &Value) -> String {
         .map(|r| vec![text(&r["file"]), text(&r["reason"])])
         .collect();
     let off = if active.is_none() {
-        "<b>no authorizer: every action is allowed</b>".to_string()
+        "(every action is allowed)".to_string()
     } else {
         "<button class=\"danger\" data-authorizer=\"none\">Switch the authorizer off</button>"
             .to_string()
@@ -339,6 +334,9 @@ pub fn not_found(what: &str) -> String {
     page(
         "Not found",
         "",
-        &format!("<p>{}</p><p><a href=\"/\">Back to the overview</a></p>", escape(what)),
+        &format!(
+            "<p>{}</p><p><a href=\"/\">Back to the overview</a></p>",
+            escape(what)
+        ),
     )
 }
