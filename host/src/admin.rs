@@ -4,7 +4,8 @@
 //! or `Content-Length` bodies), JSON answers: `{"result": ...}` on
 //! success, `{"error": ...}` with a 4xx status otherwise. Who may do what
 //! is `auth.rs`; the routes are `routes.rs`; the web console at `/` is
-//! `console/`.
+//! `console/`; HTTPS with client certificates (`admin.tls=true`) is
+//! `tls.rs`.
 //!
 //! - `GET /plugins` — loaded handlers and authorizers (ApiKey, versions,
 //!   content hash, load time, call and error counts) and refused files.
@@ -23,15 +24,20 @@
 //! - `GET /authorizer` — the active authorizer and the loaded ones.
 //! - `PUT /authorizer` — body is an authorizer module's name, or `none`:
 //!   switch live; decisions cached for the old one are dropped.
+//!
+//! `admin.tls=true` serves HTTPS with the listeners' TLS settings
+//! (`listener.name.admin.ssl.*`, else `ssl.*`); `admin.auth=tls` then
+//! takes the client certificate as the identity (`tls.rs`, `auth.rs`).
 
 mod auth;
 mod body;
 mod console;
 mod routes;
+mod tls;
 
 use std::sync::Arc;
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tracing::{info, warn};
@@ -42,6 +48,7 @@ use crate::config::BrokerConfig;
 use crate::metrics::{PluginCounters, ScrapeGauges};
 use crate::network::channel::RequestChannel;
 use crate::plugins::manager::PluginManager;
+use crate::security::settings::{tls_settings, ClientAuth};
 
 pub use auth::AuthSettings;
 
@@ -88,6 +95,8 @@ pub struct EndpointSettings {
     pub auth: AuthSettings,
     /// `admin.upload.max.bytes`: the largest module body read.
     pub upload_max_bytes: usize,
+    /// `admin.tls=true`: HTTPS, with the listeners' TLS settings.
+    pub tls: Option<tokio_rustls::TlsAcceptor>,
 }
 
 impl EndpointSettings {
@@ -102,9 +111,25 @@ impl EndpointSettings {
                 .with_context(|| format!("invalid value {raw:?} for admin.upload.max.bytes"))?,
             None => DEFAULT_UPLOAD_MAX_BYTES,
         };
+        let auth = AuthSettings::from_config(config, authorizer_chosen)?;
+        let tls = match config.get("admin.tls").map(str::trim) {
+            None | Some("false") => None,
+            Some("true") => {
+                let tls = tls_settings(config, "admin").context("admin.tls=true")?;
+                if auth.tls && tls.client_auth == ClientAuth::None {
+                    bail!(
+                        "admin.auth=tls needs client certificates: set ssl.client.auth \
+                         (or listener.name.admin.ssl.client.auth) to required or requested"
+                    );
+                }
+                Some(crate::network::tls::acceptor(&tls).context("admin.tls=true")?)
+            }
+            Some(other) => bail!("invalid value {other:?} for admin.tls (true or false)"),
+        };
         Ok(Self {
-            auth: AuthSettings::from_config(config, authorizer_chosen)?,
+            auth,
             upload_max_bytes,
+            tls,
         })
     }
 }
@@ -119,6 +144,7 @@ pub async fn serve(
         info!(
             address = %address,
             authentication = settings.auth.enabled(),
+            tls = settings.tls.is_some(),
             "admin endpoint listening"
         );
     }
@@ -140,10 +166,23 @@ pub async fn serve(
             }
         }
     };
-    if let Err(error) = axum::serve(listener, app)
-        .with_graceful_shutdown(stopped)
-        .await
-    {
+    let served = match settings.tls {
+        Some(acceptor) => {
+            let listener = tls::TlsListener::new(listener, acceptor);
+            axum::serve(
+                listener,
+                app.into_make_service_with_connect_info::<tls::Peer>(),
+            )
+            .with_graceful_shutdown(stopped)
+            .await
+        }
+        None => {
+            axum::serve(listener, app)
+                .with_graceful_shutdown(stopped)
+                .await
+        }
+    };
+    if let Err(error) = served {
         warn!("admin endpoint failed: {error}");
     }
 }

@@ -17,6 +17,7 @@
 //! rdkafka helpers shared by the client tests and [`wire`] hand-encodes
 //! Kafka frames for the raw-protocol tests.
 
+pub mod certs;
 pub mod cluster;
 pub mod kafka;
 pub mod wire;
