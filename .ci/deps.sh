@@ -11,6 +11,8 @@
 #   feature); librdkafka itself is built without SSL by default.
 # - kcat: the kcat integration tests (tests/tests/kcat.rs).
 # - prometheus: its promtool checks the broker's /metrics (tests/tests/metrics.rs).
+# - chromium, chromium-driver: the web console's browser test drives
+#   headless Chromium (through pip's selenium, below; tests/tests/console.rs).
 # - curl, ca-certificates, git: general tooling.
 # - wasm32-wasip2: the target the handler plugins are built for.
 set -euo pipefail
@@ -18,6 +20,8 @@ set -euo pipefail
 packages=(
     build-essential
     ca-certificates
+    chromium
+    chromium-driver
     cmake
     curl
     git
@@ -86,6 +90,17 @@ else
     python3 -m pip --version >/dev/null 2>&1 || apt-get install -y --no-install-recommends python3-pip
     python3 -m pip install --quiet "prometheus-client==$PROMETHEUS_CLIENT" \
         || python3 -m pip install --quiet --break-system-packages "prometheus-client==$PROMETHEUS_CLIENT"
+fi
+
+# selenium: drives headless Chromium for the web console's test
+# (tests/python/console_browser.py, driven by tests/tests/console.rs).
+SELENIUM=4.27.1
+if python3 -c "import selenium, sys; sys.exit(selenium.__version__ != '$SELENIUM')" 2>/dev/null; then
+    echo "deps.sh: selenium $SELENIUM already installed"
+else
+    python3 -m pip --version >/dev/null 2>&1 || apt-get install -y --no-install-recommends python3-pip
+    python3 -m pip install --quiet "selenium==$SELENIUM" \
+        || python3 -m pip install --quiet --break-system-packages "selenium==$SELENIUM"
 fi
 
 # The example authorizers in other languages (`make authorizers`):

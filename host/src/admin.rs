@@ -3,7 +3,9 @@
 //! authorizer, serve metrics. axum on hyper (HTTP/1.1, keep-alive, chunked
 //! or `Content-Length` bodies), JSON answers: `{"result": ...}` on
 //! success, `{"error": ...}` with a 4xx status otherwise. Who may do what
-//! is `auth.rs`; the routes are `routes.rs`.
+//! is `auth.rs`; the routes are `routes.rs`; the web console at `/` is
+//! `console/`; HTTPS with client certificates (`admin.tls=true`) is
+//! `tls.rs`.
 //!
 //! - `GET /plugins` — loaded handlers and authorizers (ApiKey, versions,
 //!   content hash, load time, call and error counts) and refused files.
@@ -13,6 +15,7 @@
 //! - `DELETE /plugins/{name}` — removes the module's file and unloads it.
 //! - `GET /metrics` — Prometheus metrics (see `metrics.rs`).
 //! - `GET /health` — `ok` (never needs credentials).
+//! - `GET /`, `GET /console/...` — the web console (`console/`).
 //! - `GET /users` — users with SCRAM credentials (mechanisms, iterations).
 //! - `PUT /users/{name}` — body `{"password": "...", "mechanisms":
 //!   ["SCRAM-SHA-256", "SCRAM-SHA-512"], "iterations": 4096}` (mechanisms
@@ -22,15 +25,21 @@
 //! - `PUT /authorizer` — body is an authorizer module's name, or `none`:
 //!   switch live; decisions cached for the old one are dropped.
 //! - `/rollouts...` — canary and shadow rollouts (`rollout.rs`).
+//!
+//! `admin.tls=true` serves HTTPS with the listeners' TLS settings
+//! (`listener.name.admin.ssl.*`, else `ssl.*`); `admin.auth=tls` then
+//! takes the client certificate as the identity (`tls.rs`, `auth.rs`).
 
 mod auth;
 mod body;
+mod console;
 mod rollout;
 mod routes;
+mod tls;
 
 use std::sync::Arc;
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tracing::{info, warn};
@@ -41,6 +50,7 @@ use crate::config::BrokerConfig;
 use crate::metrics::{Exposition, PluginCounters, ScrapeGauges};
 use crate::network::channel::RequestChannel;
 use crate::plugins::manager::PluginManager;
+use crate::security::settings::{tls_settings, ClientAuth};
 
 pub use auth::AuthSettings;
 
@@ -97,6 +107,8 @@ pub struct EndpointSettings {
     pub auth: AuthSettings,
     /// `admin.upload.max.bytes`: the largest module body read.
     pub upload_max_bytes: usize,
+    /// `admin.tls=true`: HTTPS, with the listeners' TLS settings.
+    pub tls: Option<tokio_rustls::TlsAcceptor>,
 }
 
 impl EndpointSettings {
@@ -111,9 +123,25 @@ impl EndpointSettings {
                 .with_context(|| format!("invalid value {raw:?} for admin.upload.max.bytes"))?,
             None => DEFAULT_UPLOAD_MAX_BYTES,
         };
+        let auth = AuthSettings::from_config(config, authorizer_chosen)?;
+        let tls = match config.get("admin.tls").map(str::trim) {
+            None | Some("false") => None,
+            Some("true") => {
+                let tls = tls_settings(config, "admin").context("admin.tls=true")?;
+                if auth.tls && tls.client_auth == ClientAuth::None {
+                    bail!(
+                        "admin.auth=tls needs client certificates: set ssl.client.auth \
+                         (or listener.name.admin.ssl.client.auth) to required or requested"
+                    );
+                }
+                Some(crate::network::tls::acceptor(&tls).context("admin.tls=true")?)
+            }
+            Some(other) => bail!("invalid value {other:?} for admin.tls (true or false)"),
+        };
         Ok(Self {
-            auth: AuthSettings::from_config(config, authorizer_chosen)?,
+            auth,
             upload_max_bytes,
+            tls,
         })
     }
 }
@@ -128,6 +156,7 @@ pub async fn serve(
         info!(
             address = %address,
             authentication = settings.auth.enabled(),
+            tls = settings.tls.is_some(),
             "admin endpoint listening"
         );
     }
@@ -139,8 +168,10 @@ pub async fn serve(
         settings: settings.auth,
     });
     let app = routes::router(Arc::clone(&state), settings.upload_max_bytes)
-        .merge(rollout::router(state, settings.upload_max_bytes))
-        .layer(axum::middleware::from_fn_with_state(auth, auth::guard));
+        .merge(rollout::router(Arc::clone(&state), settings.upload_max_bytes))
+        .merge(console::router(state))
+        .layer(axum::middleware::from_fn_with_state(auth, auth::guard))
+        .layer(axum::middleware::from_fn(console::same_origin));
     let stopped = async move {
         while !*shutdown.borrow_and_update() {
             if shutdown.changed().await.is_err() {
@@ -148,10 +179,23 @@ pub async fn serve(
             }
         }
     };
-    if let Err(error) = axum::serve(listener, app)
-        .with_graceful_shutdown(stopped)
-        .await
-    {
+    let served = match settings.tls {
+        Some(acceptor) => {
+            let listener = tls::TlsListener::new(listener, acceptor);
+            axum::serve(
+                listener,
+                app.into_make_service_with_connect_info::<tls::Peer>(),
+            )
+            .with_graceful_shutdown(stopped)
+            .await
+        }
+        None => {
+            axum::serve(listener, app)
+                .with_graceful_shutdown(stopped)
+                .await
+        }
+    };
+    if let Err(error) = served {
         warn!("admin endpoint failed: {error}");
     }
 }

@@ -1,19 +1,24 @@
 //! Test certificates, generated at test time with rcgen (no key is
-//! checked in): a CA, a server certificate for localhost and 127.0.0.1,
-//! and two client certificates (`tls-client`, `intruder`), as PEM files
-//! in a temporary directory (`ca.pem`, `server.pem` with its key,
-//! `<name>.pem` and `<name>.key`).
+//! checked in): a CA, a server certificate for 127.0.0.1 and `localhost`,
+//! and client certificates, as PEM files in a temporary directory.
 
 use std::net::{IpAddr, Ipv4Addr};
 
-/// A CA, a server certificate for 127.0.0.1 and two client certificates,
-/// as PEM files in a temporary directory.
+/// The PEM files, removed on drop.
 pub struct Certificates {
     dir: tempfile::TempDir,
 }
 
 impl Certificates {
+    /// The CA, the server's `server.pem` (chain and key) and the clients
+    /// `tls-client` and `intruder`.
     pub fn generate() -> Certificates {
+        Self::generate_with(&["tls-client", "intruder"])
+    }
+
+    /// The same with the named clients (`<name>.pem`, `<name>.key`; the
+    /// subject is `CN=<name>,O=Gregor Tests`).
+    pub fn generate_with(clients: &[&str]) -> Certificates {
         use rcgen::{
             BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair,
             SanType,
@@ -50,7 +55,7 @@ impl Certificates {
         )
         .expect("write server.pem");
 
-        for name in ["tls-client", "intruder"] {
+        for name in clients {
             let key = KeyPair::generate().expect("client key");
             let mut params = CertificateParams::new(Vec::<String>::new()).expect("params");
             // rcgen's default subject has a CN; start from an empty one.
@@ -58,7 +63,7 @@ impl Certificates {
             params
                 .distinguished_name
                 .push(DnType::OrganizationName, "Gregor Tests");
-            params.distinguished_name.push(DnType::CommonName, name);
+            params.distinguished_name.push(DnType::CommonName, *name);
             params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
             let certificate = params
                 .signed_by(&key, &ca, &ca_key)
@@ -71,6 +76,7 @@ impl Certificates {
         Certificates { dir }
     }
 
+    /// A file of the directory (`ca.pem`, `server.pem`, `<client>.pem`, ...).
     pub fn path(&self, name: &str) -> String {
         self.dir.path().join(name).display().to_string()
     }

@@ -257,13 +257,14 @@ fn example(name: &str) -> PathBuf {
 
 // ---- certificates ----
 
-/// A TLS client of `bootstrap` trusting the test CA, optionally with a
-/// client certificate.
-trait TlsClient {
+/// Clients of the test certificates.
+trait TlsClients {
     fn client(&self, bootstrap: String, protocol: &str, certificate: Option<&str>) -> Client;
 }
 
-impl TlsClient for Certificates {
+impl TlsClients for Certificates {
+    /// A TLS client of `bootstrap` trusting the test CA, optionally with
+    /// a client certificate.
     fn client(&self, bootstrap: String, protocol: &str, certificate: Option<&str>) -> Client {
         let mut client = Client {
             bootstrap,

@@ -4,7 +4,8 @@
 //! clients (a SASL listener) or authorizes them (an authorizer), the
 //! endpoint must authenticate too, or be declared open on purpose.
 //!
-//! - `admin.auth` = `none`, `basic`, `token` or `basic,token`. Unset is
+//! - `admin.auth` = `none`, or any of `basic`, `token`, `tls` joined by
+//!   commas (`basic,token`). Unset is
 //!   `none`, except that with a SASL listener or an authorizer the broker
 //!   refuses to start until it is set (`none` explicitly keeps it open).
 //! - `basic`: HTTP basic, checked against the SCRAM credential store as
@@ -14,6 +15,11 @@
 //!   with the contents of `admin.auth.token.file` (read at each check, so
 //!   a rotated file takes effect at once); the principal is
 //!   `admin.auth.token.principal` (default `User:admin`).
+//! - `tls`: the client certificate of an HTTPS connection (`admin.tls`,
+//!   `tls.rs`) with `ssl.client.auth` `required` or `requested`; the
+//!   principal is the certificate's, as on an SSL listener
+//!   (`User:CN=...`). A request that also sends an `Authorization`
+//!   header is judged by the header.
 //! - Changes (any method but GET/HEAD) need a principal of `super.users`
 //!   (`;`-separated, as the ACL authorizer reads it): 401 without valid
 //!   credentials, 403 for anyone else.
@@ -27,7 +33,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
-use axum::extract::{Request, State};
+use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -41,6 +47,7 @@ use crate::security::credentials::CredentialStore;
 use crate::security::settings::listener_protocol;
 
 use super::routes::error_reply;
+use super::tls::Peer;
 
 /// The principal of requests without credentials, in refusal logs.
 const ANONYMOUS: &str = "User:ANONYMOUS";
@@ -51,6 +58,8 @@ pub struct AuthSettings {
     pub basic: bool,
     /// `admin.auth.token.file`, when `token` is on.
     pub token_file: Option<PathBuf>,
+    /// Client certificates identify (`tls`).
+    pub tls: bool,
     pub token_principal: String,
     /// Reads need no credentials (`admin.auth.read=public`).
     pub public_reads: bool,
@@ -69,13 +78,14 @@ impl AuthSettings {
             .filter(|v| !v.is_empty());
         let mut basic = false;
         let mut token = false;
+        let mut tls = false;
         match explicit {
             None => {
                 if config.admin_listener()?.is_some() {
                     if let Some(reason) = secured_broker(config, authorizer_chosen)? {
                         bail!(
                             "the admin endpoint would accept anyone while {reason}: set \
-                             admin.auth=basic, token or basic,token (with super.users), \
+                             admin.auth=basic, token or tls (with super.users), \
                              or admin.auth=none to keep it open on purpose"
                         );
                     }
@@ -87,9 +97,10 @@ impl AuthSettings {
                     match mode {
                         "basic" => basic = true,
                         "token" => token = true,
+                        "tls" => tls = true,
                         other => bail!(
                             "admin.auth={modes:?}: unknown mode {other:?} \
-                             (expected none, basic, token or basic,token)"
+                             (expected none, or basic, token and tls joined by commas)"
                         ),
                     }
                 }
@@ -117,8 +128,12 @@ impl AuthSettings {
             .filter(|user| !user.is_empty())
             .map(str::to_string)
             .collect();
+        if tls && config.get("admin.tls").is_none_or(|v| v.trim() != "true") {
+            bail!("admin.auth=tls needs admin.tls=true (client certificates come with HTTPS)");
+        }
         Ok(Self {
             basic,
+            tls,
             token_file,
             token_principal: config
                 .get("admin.auth.token.principal")
@@ -131,7 +146,7 @@ impl AuthSettings {
 
     /// Whether requests are checked at all.
     pub fn enabled(&self) -> bool {
-        self.basic || self.token_file.is_some()
+        self.basic || self.token_file.is_some() || self.tls
     }
 }
 
@@ -187,11 +202,19 @@ impl Refusal {
 }
 
 impl AdminAuth {
-    /// Who the credentials in `headers` name; a refusal when they are
-    /// malformed, of a disabled kind, or wrong.
-    async fn identify(&self, headers: &HeaderMap) -> Result<Identity, Refusal> {
+    /// Who the credentials in `headers`, or else the connection's client
+    /// `certificate`, name; a refusal when they are malformed, of a
+    /// disabled kind, or wrong.
+    async fn identify(
+        &self,
+        headers: &HeaderMap,
+        certificate: Option<&str>,
+    ) -> Result<Identity, Refusal> {
         let Some(value) = headers.get(header::AUTHORIZATION) else {
-            return Ok(Identity::Anonymous);
+            return Ok(match certificate {
+                Some(principal) if self.settings.tls => Identity::Principal(principal.to_string()),
+                _ => Identity::Anonymous,
+            });
         };
         let value = value
             .to_str()
@@ -287,7 +310,14 @@ pub async fn guard(State(auth): State<Arc<AdminAuth>>, request: Request, next: N
     }
     let method = request.method().clone();
     let path = request.uri().path().to_string();
-    let refusal = match auth.identify(request.headers()).await {
+    let certificate = request
+        .extensions()
+        .get::<ConnectInfo<Peer>>()
+        .and_then(|ConnectInfo(peer)| peer.principal.clone());
+    let refusal = match auth
+        .identify(request.headers(), certificate.as_deref())
+        .await
+    {
         Ok(identity) => match auth.permit(&method, &path, &identity) {
             Ok(()) => return next.run(request).await,
             Err(refusal) => match identity {
