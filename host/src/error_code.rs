@@ -61,6 +61,7 @@ pub enum ErrorCode {
     NonEmptyGroup = 68,
     GroupIdNotFound = 69,
     FencedLeaderEpoch = 74,
+    UnknownLeaderEpoch = 75,
     UnsupportedCompressionType = 76,
     StaleBrokerEpoch = 77,
     MemberIdRequired = 79,

@@ -744,3 +744,119 @@ fn message_of(error: &StorageError) -> Option<String> {
         other => Some(other.to_string()),
     }
 }
+
+/// OffsetForLeaderEpoch's answer for one partition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EpochEndOffset {
+    pub error_code: i16,
+    pub leader_epoch: i32,
+    pub end_offset: i64,
+}
+
+/// Leader epochs (KIP-101/279): where an epoch ends, answered by the leader.
+impl ReplicaManager {
+    /// OffsetForLeaderEpoch for one partition, as Kafka's
+    /// `Partition.lastOffsetForLeaderEpoch`: only the leader answers; a
+    /// `current_leader_epoch` (other than -1) older than the partition's
+    /// is FENCED_LEADER_EPOCH, newer UNKNOWN_LEADER_EPOCH; then the epoch
+    /// cache says where `leader_epoch` ends.
+    pub fn offset_for_leader_epoch(
+        &self,
+        tp: &TopicPartition,
+        current_leader_epoch: i32,
+        leader_epoch: i32,
+    ) -> EpochEndOffset {
+        let failed = |error: ErrorCode| EpochEndOffset {
+            error_code: error.code(),
+            leader_epoch: -1,
+            end_offset: -1,
+        };
+        if self.not_leader(&tp.topic, tp.partition) {
+            return failed(ErrorCode::NotLeaderOrFollower);
+        }
+        let answer = self.logs.leader_epoch(tp).and_then(|epoch| {
+            if current_leader_epoch != -1 && current_leader_epoch < epoch {
+                return Ok(Err(ErrorCode::FencedLeaderEpoch));
+            }
+            if current_leader_epoch > epoch {
+                return Ok(Err(ErrorCode::UnknownLeaderEpoch));
+            }
+            self.logs
+                .end_offset_for_epoch(tp, leader_epoch)
+                .map(|(epoch, end)| Ok((epoch, end)))
+        });
+        match answer {
+            Ok(Ok((leader_epoch, end_offset))) => EpochEndOffset {
+                error_code: ErrorCode::None.code(),
+                leader_epoch,
+                end_offset,
+            },
+            Ok(Err(error)) => failed(error),
+            Err(error) => EpochEndOffset {
+                error_code: error.error_code(),
+                leader_epoch: -1,
+                end_offset: -1,
+            },
+        }
+    }
+}
+
+/// A follower's side of replication (Kafka's `appendRecordsToFollower`
+/// and `truncateTo` on a follower's Partition): the leader's batches kept
+/// verbatim, and the producer state kept in step with them, so that it is
+/// right if this replica becomes leader.
+impl ReplicaManager {
+    /// Appends batches fetched from the partition's leader with the
+    /// leader's offsets; the idempotent and transactional producers' state
+    /// records them, as the leader's did.
+    pub fn append_replicated(
+        &self,
+        tp: &TopicPartition,
+        records: &[u8],
+    ) -> Result<crate::log::AppendInfo, StorageError> {
+        let state = self.producer_state(tp);
+        let mut state = crate::sync::lock(&state);
+        self.load_producer_state(tp, &mut state)?;
+        let info = self.logs.append_replicated(tp, records)?;
+        if info.bytes > 0 {
+            let appended = producer_state::producer_batches(records).map(|batches| {
+                batches
+                    .into_iter()
+                    .filter(|b| {
+                        b.base_offset >= info.base_offset && b.base_offset <= info.last_offset
+                    })
+                    .collect::<Vec<_>>()
+            });
+            if let Some(batches) = appended {
+                state.record(&batches);
+            }
+            state.end_offset = info.last_offset.saturating_add(1);
+        }
+        Ok(info)
+    }
+
+    /// Truncates a follower's log to `offset` (a diverging tail) and
+    /// forgets its producer state, rebuilt from the log when next needed.
+    /// Returns the new log end offset.
+    pub fn truncate_to(&self, tp: &TopicPartition, offset: i64) -> Result<i64, StorageError> {
+        let state = self.producer_state(tp);
+        let mut state = crate::sync::lock(&state);
+        let end = self.logs.truncate_to(tp, offset)?;
+        *state = ProducerStateMap::default();
+        Ok(end)
+    }
+
+    /// Empties a follower's log to start it again at `offset` (it fell
+    /// behind the leader's log start offset), producer state with it.
+    pub fn truncate_fully_and_start_at(
+        &self,
+        tp: &TopicPartition,
+        offset: i64,
+    ) -> Result<(), StorageError> {
+        let state = self.producer_state(tp);
+        let mut state = crate::sync::lock(&state);
+        self.logs.truncate_fully_and_start_at(tp, offset)?;
+        *state = ProducerStateMap::default();
+        Ok(())
+    }
+}

@@ -191,6 +191,19 @@ impl ClusterNode {
                     epoch: Arc::clone(&epoch),
                     runtime: tokio::runtime::Handle::current(),
                 }));
+            if let Some(listener) = self.config.inter_broker_listener_name.clone() {
+                let replication = crate::replication::follower::Replication {
+                    quorum: Arc::clone(&quorum),
+                    node_id: self.config.node_id,
+                    incarnation: record.incarnation_id,
+                    services: Arc::clone(services),
+                    listener,
+                    broker_epoch: Arc::clone(&epoch),
+                    settings: crate::replication::follower::settings(broker_config),
+                    high_watermarks: Arc::default(),
+                };
+                tokio::spawn(replication.run(stopped.clone()));
+            }
             let member = Member {
                 record,
                 cluster_id: self.cluster_id.clone(),

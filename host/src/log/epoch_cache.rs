@@ -86,7 +86,11 @@ impl EpochCache {
             .rposition(|e| e.epoch < epoch && e.start_offset < start_offset)
             .map_or(0, |i| i + 1);
         let removed = self.entries.split_off(removed_from);
-        if removed.len() > 1 || removed.first().is_some_and(|e| e.start_offset != start_offset) {
+        if removed.len() > 1
+            || removed
+                .first()
+                .is_some_and(|e| e.start_offset != start_offset)
+        {
             tracing::warn!(
                 epoch,
                 start_offset,
@@ -154,7 +158,9 @@ impl EpochCache {
     /// The log was truncated to `end_offset`: entries starting at or after
     /// it go. Returns whether any did.
     pub fn truncate_from_end(&mut self, end_offset: i64) -> bool {
-        let keep = self.entries.partition_point(|e| e.start_offset < end_offset);
+        let keep = self
+            .entries
+            .partition_point(|e| e.start_offset < end_offset);
         let changed = keep < self.entries.len();
         self.entries.truncate(keep);
         changed
@@ -163,7 +169,9 @@ impl EpochCache {
     /// The log now starts at `start_offset`: entries wholly before it go
     /// and the one covering it starts there. Returns whether any changed.
     pub fn truncate_from_start(&mut self, start_offset: i64) -> bool {
-        let covering = self.entries.partition_point(|e| e.start_offset <= start_offset);
+        let covering = self
+            .entries
+            .partition_point(|e| e.start_offset <= start_offset);
         let Some(last_before) = covering.checked_sub(1) else {
             return false;
         };
@@ -238,7 +246,9 @@ fn parse(text: &str) -> Result<EpochCache, String> {
         else {
             return Err(format!("malformed entry {line:?}"));
         };
-        let epoch: i32 = epoch.parse().map_err(|_| format!("bad epoch in {line:?}"))?;
+        let epoch: i32 = epoch
+            .parse()
+            .map_err(|_| format!("bad epoch in {line:?}"))?;
         let start_offset: i64 = offset
             .parse()
             .map_err(|_| format!("bad offset in {line:?}"))?;
@@ -275,7 +285,10 @@ mod tests {
     }
 
     fn pairs(c: &EpochCache) -> Vec<(i32, i64)> {
-        c.entries().iter().map(|e| (e.epoch, e.start_offset)).collect()
+        c.entries()
+            .iter()
+            .map(|e| (e.epoch, e.start_offset))
+            .collect()
     }
 
     #[test]

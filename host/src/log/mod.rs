@@ -390,8 +390,11 @@ pub trait LogStore: Send + Sync {
     /// offsets and partition leader epochs, each new epoch entered in the
     /// epoch cache. Only framing and CRC are checked (the leader validated
     /// the records); batches must not start below the log end offset.
-    fn append_replicated(&self, tp: &TopicPartition, batches: &[u8])
-        -> Result<AppendInfo, StorageError>;
+    fn append_replicated(
+        &self,
+        tp: &TopicPartition,
+        batches: &[u8],
+    ) -> Result<AppendInfo, StorageError>;
 
     /// Truncates the log to `offset`: the batches holding it or later
     /// offsets go (whole batches, so the new end may be lower), with the

@@ -424,8 +424,7 @@ impl Partition {
                 config.compact,
             )
         };
-        let prepared =
-            batch::prepare_append(batches, max_message_bytes, log_append_time, compact)?;
+        let prepared = batch::prepare_append(batches, max_message_bytes, log_append_time, compact)?;
         self.write(prepared, Origin::Leader { log_append_time }, now_ms)
     }
 
@@ -446,13 +445,14 @@ impl Partition {
         let stale = prepared
             .batches
             .iter()
-            .take_while(|b| {
-                prepared.base_offset_of(b) + i64::from(b.last_offset_delta) < log_end
-            })
+            .take_while(|b| prepared.base_offset_of(b) + i64::from(b.last_offset_delta) < log_end)
             .count();
         if stale > 0 {
             prepared = batch::prepare_replicated(
-                &prepared.buf[prepared.batches.get(stale).map_or(prepared.buf.len(), |b| b.position)..],
+                &prepared.buf[prepared
+                    .batches
+                    .get(stale)
+                    .map_or(prepared.buf.len(), |b| b.position)..],
             )?;
         }
         if let Some(first) = prepared.batches.first() {
@@ -557,9 +557,7 @@ impl Partition {
                 let offset = prepared.base_offset_of(b);
                 let next = offset + i64::from(b.last_offset_delta) + 1;
                 active.push_batch(b.size as u64, offset, next, b.max_timestamp, index_interval);
-                epochs_changed |= state
-                    .epochs
-                    .assign(prepared.leader_epoch_of(b), offset);
+                epochs_changed |= state.epochs.assign(prepared.leader_epoch_of(b), offset);
             }
             state.appended_records += prepared.record_count as i64;
             let unflushed = state.appended_records - state.flushed_records;
@@ -675,7 +673,10 @@ impl Partition {
             }
             state.leader_epoch = epoch;
             let end = state.log_end_offset();
-            state.epochs.assign(epoch, end).then(|| state.epochs.clone())
+            state
+                .epochs
+                .assign(epoch, end)
+                .then(|| state.epochs.clone())
         };
         match epochs {
             Some(epochs) => Ok(epochs.write(&self.dir())?),
@@ -712,7 +713,10 @@ impl Partition {
             if offset >= state.log_end_offset() {
                 return Ok(state.log_end_offset());
             }
-            state.segments.first().is_none_or(|s| s.base_offset() >= offset)
+            state
+                .segments
+                .first()
+                .is_none_or(|s| s.base_offset() >= offset)
         };
         if below_first_segment {
             self.truncate_fully_and_start_at(offset)?;
@@ -1143,10 +1147,17 @@ mod tests {
             .collect()
     }
 
-    /// Everything stored, from offset 0.
+    /// Everything stored, segment after segment.
     fn all_bytes(p: &Partition) -> Vec<u8> {
-        let start = p.offsets().unwrap().log_start_offset;
-        p.read(start, 1 << 30, true).unwrap().records
+        let offsets = p.offsets().unwrap();
+        let mut out = Vec::new();
+        let mut next = offsets.log_start_offset;
+        while next < offsets.high_watermark {
+            let records = p.read(next, 1 << 30, true).unwrap().records;
+            next = headers(&records).last().unwrap().next_offset();
+            out.extend(records);
+        }
+        out
     }
 
     #[test]
@@ -1201,10 +1212,17 @@ mod tests {
         assert_eq!((info.base_offset, info.last_offset), (7, 7));
         assert_eq!(all_bytes(&follower), data);
         assert_eq!(epoch_pairs(&follower), [(0, 0), (2, 3)]);
-        // Batches that leave a hole before them are refused.
+        // A batch wholly below the log end (a fetch that raced a
+        // truncation) is skipped; one after a gap (compaction) is kept.
+        let mut earlier = simple_batch(1, 10, 0);
+        earlier[..8].copy_from_slice(&5i64.to_be_bytes());
+        assert_eq!(follower.append_replicated(&earlier).unwrap().bytes, 0);
+        assert_eq!(all_bytes(&follower), data);
         let mut later = simple_batch(1, 10, 0);
-        later[..8].copy_from_slice(&5i64.to_be_bytes());
-        assert!(follower.append_replicated(&later).is_err());
+        later[..8].copy_from_slice(&20i64.to_be_bytes());
+        let info = follower.append_replicated(&later).unwrap();
+        assert_eq!((info.base_offset, info.last_offset), (20, 20));
+        assert_eq!(follower.offsets().unwrap().high_watermark, 21);
         let mut corrupt = data.clone();
         let last = corrupt.len() - 1;
         corrupt[last] ^= 1;
@@ -1234,7 +1252,10 @@ mod tests {
         assert_eq!(p.checkpoint_values().0.min(10), p.checkpoint_values().0);
         // Appends continue at the new end, in a new epoch.
         p.become_leader(7).unwrap();
-        assert_eq!(p.append(&simple_batch(2, 50, 0), 0).unwrap().base_offset, 10);
+        assert_eq!(
+            p.append(&simple_batch(2, 50, 0), 0).unwrap().base_offset,
+            10
+        );
         assert_eq!(epoch_pairs(&p), [(0, 0), (1, 5), (7, 10)]);
         // Inside the first segment, after a reopen (index files kept).
         drop(p);
@@ -1246,10 +1267,13 @@ mod tests {
         assert_eq!(p.truncate_to(100).unwrap(), 5);
         // At the first segment's base: empty, starting there.
         assert_eq!(p.truncate_to(0).unwrap(), 0);
-        assert_eq!(p.offsets().unwrap(), PartitionOffsets {
-            log_start_offset: 0,
-            high_watermark: 0
-        });
+        assert_eq!(
+            p.offsets().unwrap(),
+            PartitionOffsets {
+                log_start_offset: 0,
+                high_watermark: 0
+            }
+        );
         drop(p);
         let p = open(&path, config(2 * batch_len)).unwrap();
         assert_eq!(p.offsets().unwrap().high_watermark, 0);
@@ -1286,8 +1310,10 @@ mod tests {
     fn a_follower_behind_the_leaders_start_starts_again_there() {
         let dir = tempfile::tempdir().unwrap();
         let leader = open(&dir.path().join("leader"), LogConfig::default()).unwrap();
-        leader.append(&simple_batch(5, 10, 0), 0).unwrap();
-        leader.append(&simple_batch(5, 10, 0), 0).unwrap();
+        // Recent records: DeleteRecords also applies retention.
+        let now = now_ms();
+        leader.append(&simple_batch(5, 10, now), now).unwrap();
+        leader.append(&simple_batch(5, 10, now), now).unwrap();
         leader.delete_records(7).unwrap();
         let follower = open(&dir.path().join("follower"), LogConfig::default()).unwrap();
         follower.truncate_fully_and_start_at(7).unwrap();

@@ -149,7 +149,7 @@ impl ControllerChannel {
 }
 
 /// A size-prefixed request frame.
-fn encode<R>(
+pub(crate) fn encode<R>(
     request: &R,
     version: i16,
     correlation_id: i32,
@@ -175,7 +175,11 @@ where
     Ok(frame)
 }
 
-fn decode<R>(mut body: Bytes, version: i16, correlation_id: i32) -> Result<R::Response, String>
+pub(crate) fn decode<R>(
+    mut body: Bytes,
+    version: i16,
+    correlation_id: i32,
+) -> Result<R::Response, String>
 where
     R: Request,
     R::Response: Decodable + HeaderVersion,

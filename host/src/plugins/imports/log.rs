@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::plugins::bindings::handler::gregor::broker::log::{
-    self, AbortedTransaction, AppendResult, DeleteRecordsResult, FetchOptions, FetchPartition,
-    FetchedPartition, LogDir, LogDirPartition, OffsetAnswer, RecordError,
+    self, AbortedTransaction, AppendResult, DeleteRecordsResult, EpochEndOffset, FetchOptions,
+    FetchPartition, FetchedPartition, LogDir, LogDirPartition, OffsetAnswer, RecordError,
 };
 use crate::plugins::bindings::handler::gregor::broker::types::KafkaError;
 use crate::plugins::deferred::Memo;
@@ -80,6 +80,25 @@ impl log::Host for HandlerState {
             error: error_of(answer.error_code),
             offset: answer.offset,
             timestamp: answer.timestamp,
+        }
+    }
+
+    fn offset_for_leader_epoch(
+        &mut self,
+        topic: String,
+        partition: i32,
+        current_leader_epoch: i32,
+        leader_epoch: i32,
+    ) -> EpochEndOffset {
+        let tp = crate::log::TopicPartition::new(topic, partition);
+        let answer =
+            self.services
+                .replica
+                .offset_for_leader_epoch(&tp, current_leader_epoch, leader_epoch);
+        EpochEndOffset {
+            error: error_of(answer.error_code),
+            leader_epoch: answer.leader_epoch,
+            end_offset: answer.end_offset,
         }
     }
 
