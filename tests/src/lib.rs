@@ -13,9 +13,11 @@
 //! - `GREGOR_KEEP_TEST_DIRS=1`: keep each test's temporary directory.
 //! - `RUST_LOG`: passed to the broker (default `info`).
 //!
-//! [`kafka`] holds rdkafka helpers shared by the client tests and [`wire`]
-//! hand-encodes Kafka frames for the raw-protocol tests.
+//! [`cluster`] starts several nodes as one cluster, [`kafka`] holds
+//! rdkafka helpers shared by the client tests and [`wire`] hand-encodes
+//! Kafka frames for the raw-protocol tests.
 
+pub mod cluster;
 pub mod kafka;
 pub mod wire;
 

@@ -17,7 +17,6 @@ use std::time::Duration;
 use gregor_tests::kafka::{self, Isolation};
 use gregor_tests::wire::{self, Conn};
 use gregor_tests::Broker;
-use rdkafka::admin::{NewTopic, TopicReplication};
 use rdkafka::consumer::Consumer;
 use rdkafka::message::Message;
 use rdkafka::{Offset, TopicPartitionList};

@@ -4,241 +4,37 @@
 //! and a non-leader answers NOT_LEADER_OR_FOLLOWER; a misconfigured node
 //! (wrong voters, duplicate node.id) exits with a message, never hangs.
 //!
-//! The nodes are started together (each waits for a quorum leader before
-//! it binds its listeners, so the single-broker harness, which waits for
-//! one broker at a time, does not fit); confluent-kafka drives the admin
+//! The nodes come from the cluster harness (`gregor_tests::cluster`,
+//! started together: each waits for a quorum leader before it binds its
+//! listeners); confluent-kafka drives the admin
 //! and producer side (`tests/python/cluster.py`), raw Produce requests the
 //! per-broker answers.
 
 use std::fs::{self, File};
 use std::net::{SocketAddr, TcpStream};
-use std::path::PathBuf;
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use gregor_tests::cluster::{self, script_json, voters, Cluster, Node};
 use gregor_tests::wire::{self, Conn};
 use gregor_tests::{free_port, gregor_bin, plugin_dir, wait_for, workspace_root};
 use serde_json::Value;
 
 const NOT_LEADER_OR_FOLLOWER: i16 = 6;
 
-struct Node {
-    id: i32,
-    port: u16,
-    /// `gregor serve` and its settings, for a restart on the same ports
-    /// and data.
-    args: Vec<String>,
-    data: PathBuf,
-    child: Option<Child>,
-    log: PathBuf,
+/// Three combined-mode nodes, each accepting connections.
+fn three() -> Cluster {
+    cluster::cluster(3).start()
 }
 
-impl Node {
-    fn addr(&self) -> SocketAddr {
-        SocketAddr::from(([127, 0, 0, 1], self.port))
-    }
-
-    fn bootstrap(&self) -> String {
-        format!("127.0.0.1:{}", self.port)
-    }
-
-    fn log_text(&self) -> String {
-        fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    /// Starts the process (its output appended to the node's log).
-    fn start(&mut self) {
-        let out = File::options()
-            .create(true)
-            .append(true)
-            .open(&self.log)
-            .unwrap();
-        let err = out.try_clone().unwrap();
-        let mut command = Command::new(gregor_bin());
-        command
-            .args(&self.args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::from(out))
-            .stderr(Stdio::from(err));
-        if std::env::var_os("RUST_LOG").is_none() {
-            command.env("RUST_LOG", "info");
-        }
-        self.child = Some(command.spawn().expect("spawn gregor"));
-    }
-
-    /// SIGKILL, and the exit reaped.
-    fn kill(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-
-    fn is_running(&mut self) -> bool {
-        self.child
-            .as_mut()
-            .is_some_and(|c| matches!(c.try_wait(), Ok(None)))
-    }
-
-    /// Waits until the node accepts connections (panics if it exits).
-    fn await_listening(&mut self, timeout: Duration) {
-        let (addr, id) = (self.addr(), self.id);
-        wait_for(&format!("node {id} to listen"), timeout, || {
-            if let Some(status) = self
-                .child
-                .as_mut()
-                .and_then(|c| c.try_wait().ok().flatten())
-            {
-                panic!("node {id} exited: {status}\n{}", self.log_text());
-            }
-            TcpStream::connect_timeout(&addr, Duration::from_millis(200))
-                .ok()
-                .map(|_| ())
-        });
-    }
-
-    /// Waits for the process to exit, up to `timeout`.
-    fn exit_within(&mut self, timeout: Duration) -> Option<ExitStatus> {
-        let deadline = Instant::now() + timeout;
-        let child = self.child.as_mut()?;
-        loop {
-            if let Ok(Some(status)) = child.try_wait() {
-                self.child = None;
-                return Some(status);
-            }
-            if Instant::now() >= deadline {
-                return None;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-}
-
-impl Drop for Node {
-    fn drop(&mut self) {
-        self.kill();
-        if std::thread::panicking() {
-            let text = self.log_text();
-            let tail: Vec<&str> = text.lines().rev().take(40).collect();
-            eprintln!(
-                "---- node {} log, last lines ----\n{}",
-                self.id,
-                tail.into_iter().rev().collect::<Vec<_>>().join("\n")
-            );
-        }
-    }
-}
-
-/// `controller.quorum.voters` for these (id, quorum port) pairs.
-fn voters(quorum: &[(i32, u16)]) -> String {
-    quorum
-        .iter()
-        .map(|(id, port)| format!("{id}@127.0.0.1:{port}"))
-        .collect::<Vec<_>>()
-        .join(",")
-}
-
-/// Spawns `gregor serve` as node `id` (not waiting for it).
-fn spawn(dir: &tempfile::TempDir, id: i32, voters: &str, extra: &[(&str, &str)]) -> Node {
-    let port = free_port();
-    let controller_port = free_port();
-    let data = dir.path().join(format!("node-{id}"));
-    fs::create_dir_all(&data).unwrap();
-    let log = dir.path().join(format!("node-{id}.log"));
-    let settings = [
-        ("node.id", id.to_string()),
-        ("process.roles", "broker,controller".to_string()),
-        ("controller.quorum.voters", voters.to_string()),
-        (
-            "listeners",
-            format!("PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}"),
-        ),
-        (
-            "listener.security.protocol.map",
-            "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT".to_string(),
-        ),
-        ("controller.listener.names", "CONTROLLER".to_string()),
-        ("inter.broker.listener.name", "PLAINTEXT".to_string()),
-        ("broker.heartbeat.interval.ms", "500".to_string()),
-        ("broker.session.timeout.ms", "3000".to_string()),
-        ("initial.broker.registration.timeout.ms", "8000".to_string()),
-        ("log.dirs", data.display().to_string()),
-        ("plugin.dir", plugin_dir().display().to_string()),
-        ("admin.listener", String::new()),
-    ];
-    let mut args = vec!["serve".to_string()];
-    let extra = extra.iter().map(|(k, v)| (*k, v.to_string()));
-    for (key, value) in settings.into_iter().chain(extra) {
-        args.push("--set".into());
-        args.push(format!("{key}={value}"));
-    }
-    let mut node = Node {
-        id,
-        port,
-        args,
-        data,
-        child: None,
-        log,
-    };
-    node.start();
-    node
-}
-
-/// Voters 1 to 3 on free ports.
-fn three_voters() -> String {
-    voters(&[(1, free_port()), (2, free_port()), (3, free_port())])
-}
-
-/// Three nodes on `voters`, started together, each accepting connections.
-fn cluster_on(dir: &tempfile::TempDir, voters: &str) -> Vec<Node> {
-    let mut nodes: Vec<Node> = (1..=3).map(|id| spawn(dir, id, voters, &[])).collect();
-    for node in &mut nodes {
-        node.await_listening(Duration::from_secs(30));
-    }
-    nodes
-}
-
-fn cluster(dir: &tempfile::TempDir) -> Vec<Node> {
-    cluster_on(dir, &three_voters())
-}
-
-/// Waits until every node lists the brokers `ids` and one controller, the
+/// Waits until every node lists the brokers 1-3 and one controller, the
 /// same on each; that controller.
-fn await_formed(nodes: &[&Node], ids: &[i64]) -> i64 {
-    let mut controller = None;
-    for node in nodes {
-        let md = wait_for(
-            &format!("node {} to list brokers {ids:?}", node.id),
-            Duration::from_secs(20),
-            || {
-                let md = python(&["metadata", &node.bootstrap()]);
-                (md["brokers"] == serde_json::json!(ids)
-                    && md["controller"].as_i64().is_some_and(|c| c >= 1))
-                .then_some(md)
-            },
-        );
-        let id = md["controller"].as_i64();
-        assert!(controller.is_none() || controller == id, "{md}");
-        controller = id;
-    }
-    controller.unwrap_or_default()
+fn await_formed(nodes: &Cluster) -> i64 {
+    i64::from(nodes.await_formed(&[1, 2, 3]))
 }
 
 fn python(args: &[&str]) -> Value {
-    let script = workspace_root().join("tests/python/cluster.py");
-    let output = Command::new("python3")
-        .arg(&script)
-        .args(args)
-        .output()
-        .expect("run python3");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "cluster.py {args:?} failed:\n{stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    serde_json::from_str(stdout.lines().last().unwrap_or_default())
-        .unwrap_or_else(|e| panic!("cluster.py printed no JSON ({e}): {stdout}"))
+    script_json("cluster.py", args)
 }
 
 /// A raw Produce (v9) of one record to `partition` on `node`: its error code.
@@ -254,19 +50,19 @@ fn produce_error(node: &Node, topic: &str, partition: i32) -> i16 {
 #[test]
 fn three_nodes_form_agree_on_placement_and_route_produce_to_leaders() {
     let started = Instant::now();
-    let dir = tempfile::tempdir().unwrap();
-    let nodes = cluster(&dir);
+    let cluster = three();
+    let nodes = &cluster.nodes;
 
     // The cluster forms: every broker lists the three brokers and one
     // controller, the same on each.
-    await_formed(&nodes.iter().collect::<Vec<_>>(), &[1, 2, 3]);
+    await_formed(&cluster);
 
     // RF 3 through one broker; the same placement on every broker.
     let created = python(&["create", &nodes[1].bootstrap(), "replicated", "3", "3"]);
     assert_eq!(created["error"], Value::Null, "{created}");
     let first = python(&["metadata", &nodes[0].bootstrap()])["topics"]["replicated"].clone();
     assert_eq!(first.as_object().map(|o| o.len()), Some(3), "{first}");
-    for node in &nodes {
+    for node in nodes {
         let seen = wait_for(
             &format!("node {} to show the topic", node.id),
             Duration::from_secs(10),
@@ -316,7 +112,7 @@ fn three_nodes_form_agree_on_placement_and_route_produce_to_leaders() {
     for (partition, p) in first.as_object().unwrap() {
         let partition: i32 = partition.parse().unwrap();
         let leader = p["leader"].as_i64().unwrap() as i32;
-        for node in &nodes {
+        for node in nodes {
             let error = produce_error(node, "replicated", partition);
             if node.id == leader {
                 assert_eq!(error, 0, "leader {leader} of partition {partition}");
@@ -335,8 +131,9 @@ fn three_nodes_form_agree_on_placement_and_route_produce_to_leaders() {
 #[test]
 fn a_node_without_a_quorum_exits_with_a_message() {
     let dir = tempfile::tempdir().unwrap();
+    let builder = cluster::cluster(3);
     // Its peers are not there (or not at these addresses): no leader.
-    let mut node = spawn(&dir, 1, &three_voters(), &[]);
+    let mut node = builder.node(dir.path(), 1, &builder.free_voters());
     let status = node
         .exit_within(Duration::from_secs(20))
         .expect("the node exits instead of hanging");
@@ -352,7 +149,7 @@ fn a_node_without_a_quorum_exits_with_a_message() {
     let others = voters(&[(1, free_port()), (2, free_port())]);
     for (id, voters) in [(9, others.as_str()), (1, "1@127.0.0.1:19092,2@127.0.0.1")] {
         let dir = tempfile::tempdir().unwrap();
-        let mut node = spawn(&dir, id, voters, &[]);
+        let mut node = builder.node(dir.path(), id, voters);
         let status = node.exit_within(Duration::from_secs(10)).expect("exits");
         assert!(!status.success());
         let log = node.log_text();
@@ -363,11 +160,9 @@ fn a_node_without_a_quorum_exits_with_a_message() {
 
 #[test]
 fn a_duplicate_node_id_exits_with_a_message() {
-    let dir = tempfile::tempdir().unwrap();
-    let voters = three_voters();
-    let mut nodes = cluster_on(&dir, &voters);
+    let mut cluster = three();
     let dup_dir = tempfile::tempdir().unwrap();
-    let mut dup = spawn(&dup_dir, 2, &voters, &[]);
+    let mut dup = cluster.builder().node(dup_dir.path(), 2, cluster.voters());
     let status = dup
         .exit_within(Duration::from_secs(20))
         .expect("the duplicate exits instead of hanging");
@@ -375,8 +170,8 @@ fn a_duplicate_node_id_exits_with_a_message() {
     let log = dup.log_text();
     assert!(log.contains("node.id=2"), "{log}");
     // No split: the three go on as one cluster, the first node 2 with them.
-    assert!(nodes.iter_mut().all(Node::is_running));
-    await_formed(&nodes.iter().collect::<Vec<_>>(), &[1, 2, 3]);
+    assert!(cluster.nodes.iter_mut().all(Node::is_running));
+    await_formed(&cluster);
 }
 
 /// SIGKILL of the active controller (the quorum leader): the survivors
@@ -384,19 +179,18 @@ fn a_duplicate_node_id_exits_with_a_message() {
 /// that took is printed, not asserted.
 #[test]
 fn killing_the_active_controller_moves_it_and_create_topics_works_again() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut nodes = cluster(&dir);
-    let controller = await_formed(&nodes.iter().collect::<Vec<_>>(), &[1, 2, 3]);
+    let mut cluster = three();
+    let controller = await_formed(&cluster);
     let killed_at = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_millis()
         .to_string();
-    let victim = nodes.iter_mut().find(|n| i64::from(n.id) == controller);
-    victim.expect("the controller is a node").kill();
-    let survivors: Vec<String> = nodes
+    cluster.node_mut(controller as i32).kill();
+    let survivors: Vec<String> = cluster
+        .nodes
         .iter()
-        .filter(|n| n.child.is_some())
+        .filter(|n| n.pid().is_some())
         .map(Node::bootstrap)
         .collect();
     let old = controller.to_string();
@@ -414,7 +208,7 @@ fn killing_the_active_controller_moves_it_and_create_topics_works_again() {
 
 /// Partition directories (`<topic>-<n>`) of a node's logs.
 fn partition_dirs(node: &Node) -> Vec<String> {
-    let mut names: Vec<String> = fs::read_dir(node.data.join("partitions"))
+    let mut names: Vec<String> = fs::read_dir(node.data_dir().join("partitions"))
         .unwrap()
         .filter_map(|entry| entry.ok()?.file_name().into_string().ok())
         .filter(|name| {
@@ -432,9 +226,9 @@ fn partition_dirs(node: &Node) -> Vec<String> {
 /// image has caught up.
 #[test]
 fn a_restarted_node_keeps_its_replicas_and_removes_stray_logs() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut nodes = cluster(&dir);
-    await_formed(&nodes.iter().collect::<Vec<_>>(), &[1, 2, 3]);
+    let mut cluster = three();
+    await_formed(&cluster);
+    let nodes = &mut cluster.nodes;
     let created = python(&["create", &nodes[0].bootstrap(), "spread", "3", "1"]);
     assert_eq!(created["error"], Value::Null, "{created}");
     let produced = python(&["produce", &nodes[0].bootstrap(), "spread", "3"]);
@@ -452,15 +246,14 @@ fn a_restarted_node_keeps_its_replicas_and_removes_stray_logs() {
     assert_eq!(partition_dirs(node), own);
 
     node.kill();
-    fs::create_dir_all(node.data.join("partitions/ghost-0")).unwrap();
-    node.start();
-    node.await_listening(Duration::from_secs(30));
+    fs::create_dir_all(node.data_dir().join("partitions/ghost-0")).unwrap();
+    node.restart();
     let dirs = wait_for("the stray log to go", Duration::from_secs(20), || {
         let dirs = partition_dirs(node);
         (!dirs.contains(&"ghost-0".to_string())).then_some(dirs)
     });
     assert_eq!(dirs, own, "only its own replica came back");
-    let segment = node.data.join("partitions").join(&own[0]);
+    let segment = node.data_dir().join("partitions").join(&own[0]);
     let segment = segment.join("00000000000000000000.log");
     let size = fs::metadata(&segment).map(|m| m.len()).unwrap_or_default();
     assert!(size > 0, "{} kept its data", segment.display());

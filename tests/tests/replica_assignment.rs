@@ -6,16 +6,13 @@
 //! 3-node cluster places every replica where the assignment says, the
 //! first replica leading, and every broker's Metadata shows it.
 //!
-//! The cluster's nodes are single-broker harness brokers with a controller
-//! listener and the quorum settings, started together (each binds its
-//! client listener only once the quorum has a leader).
+//! The cluster's nodes come from the cluster harness
+//! (`gregor_tests::cluster`).
 
-use std::thread;
 use std::time::Duration;
 
-use gregor_tests::kafka::{self, CALL_TIMEOUT};
-use gregor_tests::{free_port, run_python, wait_for, Broker};
-use rdkafka::consumer::Consumer;
+use gregor_tests::cluster::{self, metadata, Cluster};
+use gregor_tests::{run_python, wait_for, Broker};
 use serde_json::{json, Value};
 
 const INVALID_REPLICA_ASSIGNMENT: &str = "INVALID_REPLICA_ASSIGNMENT";
@@ -69,49 +66,18 @@ fn a_single_node_takes_an_assignment_naming_only_itself() {
 }
 
 /// Three combined-mode nodes (ids 1-3), each registered.
-fn cluster() -> Vec<Broker> {
-    let voters: Vec<String> = (1..=3)
-        .map(|id| format!("{id}@127.0.0.1:{}", free_port()))
-        .collect();
-    let voters = voters.join(",");
-    let nodes = thread::scope(|scope| {
-        let nodes: Vec<_> = (1..=3)
-            .map(|id: i32| {
-                let voters = voters.as_str();
-                scope.spawn(move || {
-                    let id = id.to_string();
-                    Broker::start_with_listeners(
-                        &["CONTROLLER"],
-                        &[
-                            ("node.id", id.as_str()),
-                            ("process.roles", "broker,controller"),
-                            ("controller.quorum.voters", voters),
-                            (
-                                "listener.security.protocol.map",
-                                "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
-                            ),
-                            ("controller.listener.names", "CONTROLLER"),
-                            ("inter.broker.listener.name", "PLAINTEXT"),
-                        ],
-                    )
-                })
-            })
-            .collect();
-        nodes
-            .into_iter()
-            .map(|node| node.join().expect("a node started"))
-            .collect::<Vec<Broker>>()
-    });
+fn cluster() -> Cluster {
+    let cluster = cluster::cluster(3).start();
     wait_for("three registered brokers", Duration::from_secs(30), || {
-        let metadata = kafka::plain_consumer(&nodes[0]).fetch_metadata(None, CALL_TIMEOUT);
-        metadata.ok().filter(|m| m.brokers().len() == 3)
+        metadata(cluster.nodes[0].addr()).filter(|m| m.brokers.len() == 3)
     });
-    nodes
+    cluster
 }
 
 #[test]
 fn a_cluster_places_replicas_as_assigned() {
-    let nodes = cluster();
+    let cluster = cluster();
+    let nodes = &cluster.nodes;
     // Leaders 3, 3, 1: a layout the broker's own placement never makes
     // (it rotates leaders over the brokers).
     let assignment: &[&[i32]] = &[&[3, 1], &[3, 2], &[1, 2]];

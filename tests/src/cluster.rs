@@ -1,0 +1,567 @@
+//! A cluster of `gregor serve` processes on loopback, for the cluster
+//! tests: every node on free ports with its own data directory under one
+//! temporary directory, restartable with the same ports and data.
+//!
+//! The single-broker [`crate::Broker`] waits for one broker at a time, but
+//! a cluster node binds its client listener only once the quorum has a
+//! leader, so the nodes of a cluster are spawned together and then waited
+//! for ([`ClusterBuilder::start`]). Each node has a PLAINTEXT client
+//! listener (brokers), a CONTROLLER listener (controllers), any extra
+//! listeners a test asks for, and a quorum (openraft) port when it is a
+//! voter. When a test panics, every node's log tail is printed.
+//!
+//! [`call`] sends one request encoded with `kafka-protocol`, for the raw
+//! checks of what a node answers.
+
+use std::fs::{self, File};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::{MetadataRequest, MetadataResponse, RequestHeader, ResponseHeader};
+use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
+use serde_json::Value;
+
+use crate::{free_port, gregor_bin, plugin_dir, run_python, wait_for};
+
+/// How long a node of a starting cluster may take to accept connections.
+pub const LISTEN_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Lines of each node's log printed when a test fails.
+const LOG_TAIL_LINES: usize = 40;
+
+/// What a node does (`process.roles`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Roles {
+    Combined,
+    Broker,
+    Controller,
+}
+
+impl Roles {
+    pub fn is_broker(self) -> bool {
+        self != Roles::Controller
+    }
+
+    pub fn is_controller(self) -> bool {
+        self != Roles::Broker
+    }
+
+    fn setting(self) -> &'static str {
+        match self {
+            Roles::Combined => "broker,controller",
+            Roles::Broker => "broker",
+            Roles::Controller => "controller",
+        }
+    }
+}
+
+/// How the nodes of a cluster are configured; [`ClusterBuilder::start`]
+/// starts them.
+#[derive(Debug, Clone)]
+pub struct ClusterBuilder {
+    /// Node `i + 1` has `roles[i]`.
+    roles: Vec<Roles>,
+    heartbeat_ms: u64,
+    session_ms: u64,
+    registration_ms: u64,
+    /// Listeners besides PLAINTEXT and CONTROLLER: (name, protocol).
+    extra_listeners: Vec<(String, String)>,
+    controller_protocol: String,
+    /// `--set` after the harness's own, so they can override them.
+    settings: Vec<(String, String)>,
+}
+
+/// `n` combined-mode nodes (ids 1 to `n`), heartbeats every 500 ms, a
+/// 3 s session, 8 s for the first registration.
+pub fn cluster(n: usize) -> ClusterBuilder {
+    ClusterBuilder {
+        roles: vec![Roles::Combined; n],
+        heartbeat_ms: 500,
+        session_ms: 3000,
+        registration_ms: 8000,
+        extra_listeners: Vec::new(),
+        controller_protocol: "PLAINTEXT".to_string(),
+        settings: Vec::new(),
+    }
+}
+
+impl ClusterBuilder {
+    /// Nodes with these roles (ids 1, 2, ...), instead of combined ones.
+    pub fn roles(mut self, roles: &[Roles]) -> Self {
+        self.roles = roles.to_vec();
+        self
+    }
+
+    /// `broker.heartbeat.interval.ms`, `broker.session.timeout.ms` and
+    /// `initial.broker.registration.timeout.ms`.
+    pub fn timing(mut self, heartbeat_ms: u64, session_ms: u64, registration_ms: u64) -> Self {
+        (self.heartbeat_ms, self.session_ms, self.registration_ms) =
+            (heartbeat_ms, session_ms, registration_ms);
+        self
+    }
+
+    /// Another listener `name` with security protocol `protocol` on every
+    /// broker ([`Node::listener_bootstrap`] gives its address).
+    pub fn listener(mut self, name: &str, protocol: &str) -> Self {
+        self.extra_listeners
+            .push((name.to_string(), protocol.to_string()));
+        self
+    }
+
+    /// The CONTROLLER listener's security protocol (PLAINTEXT unless set).
+    pub fn controller_protocol(mut self, protocol: &str) -> Self {
+        self.controller_protocol = protocol.to_string();
+        self
+    }
+
+    /// One more `--set key=value` for every node.
+    pub fn set(mut self, key: &str, value: &str) -> Self {
+        self.settings.push((key.to_string(), value.to_string()));
+        self
+    }
+
+    /// `controller.quorum.voters` on free quorum ports for the nodes with
+    /// the controller role.
+    pub fn free_voters(&self) -> String {
+        let quorum: Vec<(i32, u16)> = (1..)
+            .zip(&self.roles)
+            .filter(|(_, roles)| roles.is_controller())
+            .map(|(id, _)| (id, free_port()))
+            .collect();
+        voters(&quorum)
+    }
+
+    /// Starts every node on free voters and waits until each accepts
+    /// connections.
+    pub fn start(self) -> Cluster {
+        let voters = self.free_voters();
+        self.start_on(&voters)
+    }
+
+    /// Starts every node with these `controller.quorum.voters` and waits
+    /// until each accepts connections.
+    pub fn start_on(self, voters: &str) -> Cluster {
+        let dir = tempfile::Builder::new()
+            .prefix("gregor-cluster-")
+            .tempdir()
+            .expect("create a temporary directory");
+        let mut nodes: Vec<Node> = (1..)
+            .zip(self.roles.clone())
+            .map(|(id, roles)| self.node_with(dir.path(), id, roles, voters))
+            .collect();
+        for node in &mut nodes {
+            node.await_listening(LISTEN_TIMEOUT);
+        }
+        Cluster {
+            nodes,
+            voters: voters.to_string(),
+            builder: self,
+            dir,
+        }
+    }
+
+    /// Spawns node `id` (combined, or the role of that id in this
+    /// builder) in `dir` with `voters`, without waiting for it.
+    pub fn node(&self, dir: &Path, id: i32, voters: &str) -> Node {
+        let roles = usize::try_from(id - 1)
+            .ok()
+            .and_then(|i| self.roles.get(i).copied())
+            .unwrap_or(Roles::Combined);
+        self.node_with(dir, id, roles, voters)
+    }
+
+    fn node_with(&self, dir: &Path, id: i32, roles: Roles, voters: &str) -> Node {
+        let mut ports = Vec::new();
+        if roles.is_broker() {
+            ports.push(("PLAINTEXT".to_string(), free_port()));
+            for (name, _) in &self.extra_listeners {
+                ports.push((name.clone(), free_port()));
+            }
+        }
+        if roles.is_controller() {
+            ports.push(("CONTROLLER".to_string(), free_port()));
+        }
+        let data = dir.join(format!("node-{id}"));
+        fs::create_dir_all(&data).expect("create a node's data directory");
+        let listeners: Vec<String> = ports
+            .iter()
+            .map(|(name, port)| format!("{name}://127.0.0.1:{port}"))
+            .collect();
+        let mut map = vec!["PLAINTEXT:PLAINTEXT".to_string()];
+        map.extend(
+            self.extra_listeners
+                .iter()
+                .map(|(name, protocol)| format!("{name}:{protocol}")),
+        );
+        map.push(format!("CONTROLLER:{}", self.controller_protocol));
+        let own = [
+            ("node.id", id.to_string()),
+            ("process.roles", roles.setting().to_string()),
+            ("controller.quorum.voters", voters.to_string()),
+            ("listeners", listeners.join(",")),
+            ("listener.security.protocol.map", map.join(",")),
+            ("controller.listener.names", "CONTROLLER".to_string()),
+            (
+                "broker.heartbeat.interval.ms",
+                self.heartbeat_ms.to_string(),
+            ),
+            ("broker.session.timeout.ms", self.session_ms.to_string()),
+            (
+                "initial.broker.registration.timeout.ms",
+                self.registration_ms.to_string(),
+            ),
+            ("log.dirs", data.display().to_string()),
+            ("plugin.dir", plugin_dir().display().to_string()),
+            ("admin.listener", String::new()),
+        ];
+        let broker_only = roles
+            .is_broker()
+            .then(|| ("inter.broker.listener.name", "PLAINTEXT".to_string()));
+        let mut args = vec!["serve".to_string()];
+        for (key, value) in own
+            .into_iter()
+            .chain(broker_only)
+            .map(|(k, v)| (k.to_string(), v))
+            .chain(self.settings.iter().cloned())
+        {
+            args.push("--set".into());
+            args.push(format!("{key}={value}"));
+        }
+        let mut node = Node {
+            id,
+            roles,
+            ports,
+            args,
+            data,
+            log: dir.join(format!("node-{id}.log")),
+            child: None,
+            starts: 0,
+        };
+        node.start();
+        node
+    }
+}
+
+/// `controller.quorum.voters` for these (id, quorum port) pairs.
+pub fn voters(quorum: &[(i32, u16)]) -> String {
+    quorum
+        .iter()
+        .map(|(id, port)| format!("{id}@127.0.0.1:{port}"))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// The nodes of a started cluster (their directory removed on drop).
+pub struct Cluster {
+    pub nodes: Vec<Node>,
+    voters: String,
+    builder: ClusterBuilder,
+    dir: tempfile::TempDir,
+}
+
+impl Cluster {
+    /// The node with id `id`.
+    pub fn node(&self, id: i32) -> &Node {
+        self.nodes
+            .iter()
+            .find(|node| node.id == id)
+            .unwrap_or_else(|| panic!("no node {id}"))
+    }
+
+    pub fn node_mut(&mut self, id: i32) -> &mut Node {
+        self.nodes
+            .iter_mut()
+            .find(|node| node.id == id)
+            .unwrap_or_else(|| panic!("no node {id}"))
+    }
+
+    /// The nodes with the broker role.
+    pub fn brokers(&self) -> Vec<&Node> {
+        self.nodes.iter().filter(|n| n.roles.is_broker()).collect()
+    }
+
+    /// `controller.quorum.voters` of the cluster.
+    pub fn voters(&self) -> &str {
+        &self.voters
+    }
+
+    /// The cluster's temporary directory (node data and logs).
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// How the nodes were configured (for another node in `dir`).
+    pub fn builder(&self) -> &ClusterBuilder {
+        &self.builder
+    }
+
+    /// `bootstrap.servers` naming every running broker.
+    pub fn bootstrap(&self) -> String {
+        let running = self.brokers().into_iter().filter(|n| n.child.is_some());
+        running.map(Node::bootstrap).collect::<Vec<_>>().join(",")
+    }
+
+    /// Waits until every running broker's Metadata lists the brokers `ids`
+    /// and one controller, the same on each; that controller.
+    pub fn await_formed(&self, ids: &[i32]) -> i32 {
+        let mut controller = None;
+        for node in self.brokers().into_iter().filter(|n| n.child.is_some()) {
+            let md = wait_for(
+                &format!("node {} to list brokers {ids:?}", node.id),
+                Duration::from_secs(20),
+                || {
+                    metadata(node.addr())
+                        .filter(|md| broker_ids(md) == ids && md.controller_id.0 >= 1)
+                },
+            );
+            let id = md.controller_id.0;
+            assert!(
+                controller.is_none() || controller == Some(id),
+                "node {} names controller {id}, another {controller:?}",
+                node.id
+            );
+            controller = Some(id);
+        }
+        controller.unwrap_or_default()
+    }
+}
+
+/// One `gregor serve` process of a cluster, restartable on its ports and
+/// data directory.
+pub struct Node {
+    pub id: i32,
+    pub roles: Roles,
+    /// Listener name and port.
+    ports: Vec<(String, u16)>,
+    /// `serve` and its `--set`s.
+    args: Vec<String>,
+    data: PathBuf,
+    log: PathBuf,
+    child: Option<Child>,
+    starts: u32,
+}
+
+impl Node {
+    fn port(&self, listener: &str) -> u16 {
+        self.ports
+            .iter()
+            .find(|(name, _)| name == listener)
+            .map(|(_, port)| *port)
+            .unwrap_or_else(|| panic!("node {} has no listener {listener}", self.id))
+    }
+
+    /// The PLAINTEXT client listener (brokers).
+    pub fn addr(&self) -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], self.port("PLAINTEXT")))
+    }
+
+    /// `host:port` of the PLAINTEXT listener, for `bootstrap.servers`.
+    pub fn bootstrap(&self) -> String {
+        self.listener_bootstrap("PLAINTEXT")
+    }
+
+    /// `host:port` of listener `name`.
+    pub fn listener_bootstrap(&self, name: &str) -> String {
+        format!("127.0.0.1:{}", self.port(name))
+    }
+
+    /// The CONTROLLER listener (controllers).
+    pub fn controller_addr(&self) -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], self.port("CONTROLLER")))
+    }
+
+    /// The node's `log.dirs`, kept across restarts.
+    pub fn data_dir(&self) -> &Path {
+        &self.data
+    }
+
+    /// Everything the node has logged, over all its starts.
+    pub fn log_text(&self) -> String {
+        fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// Spawns the process (its output appended to the node's log), not
+    /// waiting for it.
+    pub fn start(&mut self) {
+        assert!(self.child.is_none(), "node {} already runs", self.id);
+        self.starts += 1;
+        let mut out = File::options()
+            .create(true)
+            .append(true)
+            .open(&self.log)
+            .expect("open the node's log");
+        let _ = writeln!(out, "=== gregor-tests: start #{} ===", self.starts);
+        let err = out.try_clone().expect("clone the log handle");
+        let mut command = Command::new(gregor_bin());
+        command
+            .args(&self.args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::from(out))
+            .stderr(Stdio::from(err));
+        if std::env::var_os("RUST_LOG").is_none() {
+            command.env("RUST_LOG", "info");
+        }
+        self.child = Some(command.spawn().expect("spawn gregor"));
+    }
+
+    /// Starts the node again (after [`Node::kill`] or [`Node::stop`]) and
+    /// waits until it accepts connections.
+    pub fn restart(&mut self) {
+        self.start();
+        self.await_listening(LISTEN_TIMEOUT);
+    }
+
+    /// SIGKILL, as a crash, and the exit reaped. Nothing if not running.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+            self.note("killed with SIGKILL");
+        }
+    }
+
+    /// SIGTERM, and waits for the exit (panics after 30 s): its status.
+    pub fn stop(&mut self) -> ExitStatus {
+        let child = self.child.as_ref().expect("stop: the node is not running");
+        let pid = libc::pid_t::try_from(child.id()).expect("pid fits in pid_t");
+        // SAFETY: kill(2) on a child not yet reaped: its pid is not reused.
+        assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+        let status = self
+            .exit_within(Duration::from_secs(30))
+            .unwrap_or_else(|| panic!("node {} ignored SIGTERM for 30 s", self.id));
+        self.note(&format!("stopped with SIGTERM: {status}"));
+        status
+    }
+
+    pub fn is_running(&mut self) -> bool {
+        self.child
+            .as_mut()
+            .is_some_and(|c| matches!(c.try_wait(), Ok(None)))
+    }
+
+    /// Waits until the node accepts connections on its first listener
+    /// (panics if it exits).
+    pub fn await_listening(&mut self, timeout: Duration) {
+        let addr = SocketAddr::from(([127, 0, 0, 1], self.ports[0].1));
+        let id = self.id;
+        wait_for(&format!("node {id} to listen"), timeout, || {
+            if let Some(status) = self
+                .child
+                .as_mut()
+                .and_then(|c| c.try_wait().ok().flatten())
+            {
+                panic!("node {id} exited: {status}\n{}", self.log_text());
+            }
+            TcpStream::connect_timeout(&addr, Duration::from_millis(200))
+                .ok()
+                .map(|_| ())
+        });
+    }
+
+    /// Waits for the process to exit, up to `timeout`: its status, or
+    /// `None` if it still runs.
+    pub fn exit_within(&mut self, timeout: Duration) -> Option<ExitStatus> {
+        let deadline = Instant::now() + timeout;
+        let child = self.child.as_mut()?;
+        loop {
+            if let Ok(Some(status)) = child.try_wait() {
+                self.child = None;
+                return Some(status);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn note(&self, line: &str) {
+        if let Ok(mut log) = File::options().append(true).open(&self.log) {
+            let _ = writeln!(log, "=== gregor-tests: {line} ===");
+        }
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        self.kill();
+        if std::thread::panicking() {
+            let text = self.log_text();
+            let lines: Vec<&str> = text.lines().collect();
+            let tail = &lines[lines.len().saturating_sub(LOG_TAIL_LINES)..];
+            eprintln!(
+                "---- node {} log, last lines ----\n{}",
+                self.id,
+                tail.join("\n")
+            );
+        }
+    }
+}
+
+/// Sends one request on a fresh connection: the response, or `None` when
+/// the node closed the connection (or is not there).
+pub fn call<R>(addr: SocketAddr, request: &R, version: i16) -> Option<R::Response>
+where
+    R: Request + Encodable + HeaderVersion,
+    R::Response: Decodable + HeaderVersion,
+{
+    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("set a read timeout");
+    let header = RequestHeader::default()
+        .with_request_api_key(R::KEY)
+        .with_request_api_version(version)
+        .with_correlation_id(7)
+        .with_client_id(Some(StrBytes::from_static_str("gregor-cluster-test")));
+    let mut body = BytesMut::new();
+    header
+        .encode(&mut body, R::header_version(version))
+        .expect("encode a request header");
+    request
+        .encode(&mut body, version)
+        .expect("encode a request");
+    let size = i32::try_from(body.len()).expect("a small request");
+    let mut frame = size.to_be_bytes().to_vec();
+    frame.extend_from_slice(&body);
+    stream.write_all(&frame).ok()?;
+    let mut size = [0u8; 4];
+    stream.read_exact(&mut size).ok()?;
+    let size = usize::try_from(i32::from_be_bytes(size)).expect("a response size");
+    let mut payload = vec![0u8; size];
+    stream.read_exact(&mut payload).ok()?;
+    let mut payload = Bytes::from(payload);
+    let header = ResponseHeader::decode(&mut payload, R::Response::header_version(version))
+        .expect("a response header");
+    assert_eq!(header.correlation_id, 7);
+    Some(R::Response::decode(&mut payload, version).expect("a response body"))
+}
+
+/// Metadata (v12, all topics) from the broker at `addr`.
+pub fn metadata(addr: SocketAddr) -> Option<MetadataResponse> {
+    call(addr, &MetadataRequest::default().with_topics(None), 12)
+}
+
+/// The broker ids a Metadata answer lists, sorted.
+pub fn broker_ids(response: &MetadataResponse) -> Vec<i32> {
+    let mut ids: Vec<i32> = response.brokers.iter().map(|b| b.node_id.0).collect();
+    ids.sort_unstable();
+    ids
+}
+
+/// Runs `tests/python/<script>` with `args` (asserting it succeeded): the
+/// JSON of its last line.
+pub fn script_json(script: &str, args: &[&str]) -> Value {
+    let (stdout, _) = run_python(script, args);
+    let last = stdout.lines().last().unwrap_or_default();
+    serde_json::from_str(last)
+        .unwrap_or_else(|e| panic!("{script} printed no JSON ({e}): {stdout}"))
+}
