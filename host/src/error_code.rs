@@ -19,6 +19,8 @@ pub enum ErrorCode {
     LeaderNotAvailable = 5,
     NotLeaderOrFollower = 6,
     RequestTimedOut = 7,
+    NotEnoughReplicas = 19,
+    NotEnoughReplicasAfterAppend = 20,
     MessageTooLarge = 10,
     OffsetMetadataTooLarge = 12,
     CoordinatorNotAvailable = 15,

@@ -52,6 +52,8 @@
 //! ([`LogStore::shutdown`]) fsyncs everything.
 
 mod batch;
+#[cfg(test)]
+pub(crate) use batch::testing as batch_testing;
 mod batch_writer;
 #[cfg(test)]
 mod bench;

@@ -30,8 +30,22 @@ use crate::cluster::image::MetadataImage;
 use crate::cluster::quorum::Quorum;
 use crate::cluster::reconciler::caught_up;
 use crate::config::BrokerConfig;
-use crate::log::TopicPartition;
+use crate::log::{LogStore, TopicPartition};
+use crate::replica::EpochEnds;
 use crate::services::Services;
+
+/// The leader side's lookup of where an epoch ends (for a follower's
+/// diverging epoch), from the partition's epoch cache.
+pub struct LogEpochs(pub Arc<dyn LogStore>);
+
+impl EpochEnds for LogEpochs {
+    fn end_offset_for(&self, tp: &TopicPartition, epoch: i32) -> Option<(i32, i64)> {
+        self.0
+            .end_offset_for_epoch(tp, epoch)
+            .ok()
+            .filter(|(epoch, end)| *epoch >= 0 && *end >= 0)
+    }
+}
 
 /// How often failed steps are retried without a metadata change.
 const RETRY: Duration = Duration::from_secs(1);
