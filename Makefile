@@ -13,6 +13,8 @@ PLUGINS := $(filter-out sdk,$(patsubst plugins/%/Cargo.toml,%,$(wildcard plugins
 PLUGIN_WASM := $(addprefix $(TARGET_DIR)/wasm32-wasip2/plugin/,$(addsuffix .wasm,$(PLUGINS)))
 # Example modules: not loaded by default (drop one into the plugin dir to try it).
 EXAMPLES := topic_summary chaos
+# Least privilege: a module that writes ACLs and records, loaded only when granted.
+EXAMPLES += provision_reader
 # Security: the Rust example authorizer (the Python and JavaScript ones: `authorizers`).
 EXAMPLES += authorizer_prefix
 EXAMPLE_DIR ?= build/examples
@@ -22,7 +24,7 @@ export GREGOR_BIN
 export GREGOR_PLUGIN_DIR := $(abspath $(PLUGIN_DIR))
 export GREGOR_EXAMPLE_DIR := $(abspath $(EXAMPLE_DIR))
 
-.PHONY: all build host plugins authorizers wasm-target test-deps run cluster test unit-test integration-test lint fmt bench bench-cluster
+.PHONY: all build host plugins authorizers wasm-target test-deps run cluster test unit-test integration-test lint fmt bench bench-cluster bench-rps
 .PHONY: fuzz
 
 all: build
@@ -93,10 +95,22 @@ lint:
 fmt:
 	$(CARGO) fmt --all
 
-# Benchmarks with real clients against a fresh broker; never part of `make test`.
+# Benchmarks with real clients against a fresh broker, then side by side
+# with the peer broker and the native floor; never part of `make test`.
+# BENCH_QUICK=1: every scenario once, briefly (a check, not figures);
+# BENCH_ONLY=suite|peer: one of the two parts.
 bench: build
 	$(CARGO) build --release -p gregor-bench
-	python3 bench/run.py
+	python3 bench/run.py $(if $(BENCH_QUICK),--quick) $(if $(BENCH_ONLY),--only $(BENCH_ONLY))
+
+# Requests per second of small requests (ApiVersions, Metadata, 1-record
+# Produce) over 1, 10 and 100 connections against a fresh broker; never part
+# of `make test`. Before/after, back to back under the same load:
+# RPS_ARGS="--gregor-bin OLD --gregor-bin $(GREGOR_BIN) --rounds 3".
+bench-rps: build
+	$(CARGO) build --release -p gregor-bench --bin rps
+	mkdir -p bench/results
+	$(TARGET_DIR)/release/rps $(or $(RPS_ARGS),--gregor-bin $(GREGOR_BIN)) --json bench/results/rps.json
 
 # Cluster figures on a local 3-node cluster (metadata propagation,
 # controller failover); never part of `make test`.

@@ -10,6 +10,7 @@
 # - libssl-dev: for crates that link OpenSSL (TLS listeners, rdkafka's `ssl`
 #   feature); librdkafka itself is built without SSL by default.
 # - kcat: the kcat integration tests (tests/tests/kcat.rs).
+# - prometheus: its promtool checks the broker's /metrics (tests/tests/metrics.rs).
 # - curl, ca-certificates, git: general tooling.
 # - wasm32-wasip2: the target the handler plugins are built for.
 set -euo pipefail
@@ -23,6 +24,7 @@ packages=(
     kcat
     libssl-dev
     pkg-config
+    prometheus
     python3
     zlib1g-dev
 )

@@ -9,13 +9,24 @@ latency, request round trips, transactional throughput against an
 idempotent producer) against the running broker, and the broker's
 resident memory when idle and after the suite.
 
+Then the side-by-side run (`bench/peer.py`): Gregor, the peer broker
+(Tansu) and the native floor (`gregor-floor`), one after the other, in
+alternating rounds, with ratios.
+
 Environment: BENCH_RECORDS (records per producer run, default 200000),
 BENCH_TRANSACTIONS (transactions of 100 records per transactional run,
 default 1000), BENCH_PARKED_FETCHES (long polls parked at once in the
-parked-fetch run, default 10000).
+parked-fetch run, default 10000), BENCH_ROUNDS (side-by-side rounds,
+default 3), BENCH_PEER_BIN (the peer's binary).
+
+Flags: `--quick` runs everything once and briefly (fewer records, one
+side-by-side round, short latency runs): a check that it all works, not
+figures to quote. `--only suite` or `--only peer` runs one of the two parts.
 
 Results go to stdout (Markdown) and bench/results/latest.json.
 """
+
+import argparse
 
 import json
 import os
@@ -28,9 +39,12 @@ import time
 import urllib.request
 import hashlib
 
+import peer
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BIN = os.environ.get("GREGOR_BIN", os.path.join(ROOT, "target/release/gregor"))
 BENCH = os.path.join(os.path.dirname(BIN), "gregor-bench")
+FLOOR = os.path.join(os.path.dirname(BIN), "gregor-floor")
 PLUGINS = os.environ.get("GREGOR_PLUGIN_DIR", os.path.join(ROOT, "build/plugins"))
 RECORDS = os.environ.get("BENCH_RECORDS", "200000")
 TRANSACTIONS = os.environ.get("BENCH_TRANSACTIONS", "1000")
@@ -43,7 +57,8 @@ def free_port():
         return s.getsockname()[1]
 
 
-def wait_port(port, timeout=60):
+def wait_port(port, timeout=300):
+    # A cold compile cache on a busy machine takes minutes to start.
     deadline = time.time() + timeout
     while time.time() < deadline:
         try:
@@ -66,7 +81,11 @@ def start(work, plugin_dir, cache, port, admin):
          "--set", f"admin.listener=127.0.0.1:{admin}",
          "--set", "plugin.watch.interval.ms=50"],
         stdout=log, stderr=log, env=env)
-    wait_port(port)
+    try:
+        wait_port(port)
+    except SystemExit:
+        proc.kill()
+        raise
     return proc, (time.time() - began) * 1000
 
 
@@ -97,12 +116,10 @@ def variant(data, n):
     return data + bytes([0, len(section)]) + section
 
 
-def main():
-    results = {}
-    work = tempfile.mkdtemp(prefix="gregor-bench-")
-    plugin_dir = os.path.join(work, "plugins")
-    shutil.copytree(PLUGINS, plugin_dir)
-    cache = os.path.join(work, "cache")
+def gregor_suite(results, work, plugin_dir, cache, quick):
+    """The Gregor-only figures: start-up, plugin call, hot reload, client suite, parked fetches."""
+    records, transactions, parked_fetches = (("20000", "100", "1000") if quick
+                                             else (RECORDS, TRANSACTIONS, PARKED_FETCHES))
     port, admin = free_port(), free_port()
 
     proc, cold = start(work, plugin_dir, cache, port, admin)
@@ -134,8 +151,9 @@ def main():
     results["hot_reload_ms"] = {"first_cold_compile": round(reloads[0]), "median": round(sorted(reloads)[2]),
                                 "all": [round(r) for r in reloads]}
 
-    suite = subprocess.run([BENCH, "suite", "--bootstrap", f"127.0.0.1:{port}", "--records", RECORDS,
-                            "--transactions", TRANSACTIONS, "--json", os.path.join(work, "suite.json")],
+    suite = subprocess.run([BENCH, "suite", "--bootstrap", f"127.0.0.1:{port}", "--records", records,
+                            "--transactions", transactions, "--json", os.path.join(work, "suite.json")]
+                           + (["--seconds", "3", "--iterations", "1000"] if quick else []),
                            capture_output=True, text=True)
     if suite.returncode != 0:
         print(suite.stdout, suite.stderr, file=sys.stderr)
@@ -148,7 +166,7 @@ def main():
     proc, _ = start(work, plugin_dir, cache, port, admin)
     parked = subprocess.run([BENCH, "parked", "--bootstrap", f"127.0.0.1:{port}",
                              "--admin", f"127.0.0.1:{admin}", "--broker-pid", str(proc.pid),
-                             "--fetches", PARKED_FETCHES],
+                             "--fetches", parked_fetches],
                             capture_output=True, text=True)
     stop(proc)
     if parked.returncode != 0:
@@ -186,6 +204,41 @@ def main():
           f"{p['rss_before_kb'] / 1024:.1f} -> {p['rss_parked_kb'] / 1024:.1f} MB, "
           f"{p['bytes_per_parked_fetch'] / 1024:.1f} KiB per parked fetch (connection included); "
           f"{p['parked_after_close']} still parked {p['drain_seconds']:.1f} s after the clients closed.\n")
+
+
+def side_by_side(results, work, cache, quick):
+    """Gregor, the peer and the native floor in the same run (bench/peer.py)."""
+    # The handlers as built (the suite's hot reload rewrote produce.wasm).
+    plugin_dir = os.path.join(work, "plugins-side")
+    shutil.copytree(PLUGINS, plugin_dir)
+    ctx = {"work": work, "plugin_dir": plugin_dir, "cache": cache, "gregor": BIN, "bench": BENCH,
+           "floor": FLOOR, "free_port": free_port, "wait_port": wait_port, "quick": quick,
+           "rounds": 1 if quick else int(os.environ.get("BENCH_ROUNDS", "3")),
+           "records": 40000 if quick else int(RECORDS), "rate": 2000,
+           "e2e_seconds": 3 if quick else 10, "timeout": 90 if quick else 300}
+    section, vs_peer, vs_floor = peer.compare(ctx)
+    results["side_by_side"] = section
+    results["vs_peer"] = vs_peer
+    results["vs_floor"] = vs_floor
+    peer.print_tables(section)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="each scenario once, briefly")
+    parser.add_argument("--only", choices=("suite", "peer"), help="run one part only")
+    args = parser.parse_args()
+    results = {"quick": args.quick, "uptime": subprocess.run(["uptime"], capture_output=True,
+                                                             text=True).stdout.strip()}
+    print(f"Machine: {results['uptime']}\n")
+    work = tempfile.mkdtemp(prefix="gregor-bench-")
+    plugin_dir = os.path.join(work, "plugins")
+    shutil.copytree(PLUGINS, plugin_dir)
+    cache = os.path.join(work, "cache")
+    if args.only != "peer":
+        gregor_suite(results, work, plugin_dir, cache, args.quick)
+    if args.only != "suite":
+        side_by_side(results, work, cache, args.quick)
     os.makedirs(os.path.join(ROOT, "bench/results"), exist_ok=True)
     with open(os.path.join(ROOT, "bench/results/latest.json"), "w") as out:
         json.dump(results, out, indent=1)

@@ -280,6 +280,7 @@ impl KafkaApis {
             &session.listener,
             &session.security_protocol,
             &controllers,
+            self.broker.plugins.forwarder.get().is_some(),
         );
         let mut body = Vec::with_capacity(6 + apis.len() * 6);
         body.extend_from_slice(&ErrorCode::UnsupportedVersion.code().to_be_bytes());

@@ -40,6 +40,7 @@ impl Broker {
                 registry: Arc::new(Registry::default()),
                 authorization: Arc::new(authorization),
                 controller: Default::default(),
+                forwarder: Default::default(),
             },
             services,
         })

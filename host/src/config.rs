@@ -105,6 +105,18 @@ impl BrokerConfig {
         Ok(config)
     }
 
+    /// A config of `key=value` pairs, for tests (panics on a bad pair).
+    #[cfg(test)]
+    pub fn from_pairs(pairs: &[&str]) -> Self {
+        let mut config = Self::default();
+        for pair in pairs {
+            if let Err(error) = config.set_pair(pair) {
+                panic!("config pair {pair}: {error}");
+            }
+        }
+        config
+    }
+
     /// Applies one `key=value` override.
     pub fn set_pair(&mut self, pair: &str) -> Result<()> {
         let Some((key, value)) = pair.split_once('=') else {
@@ -184,6 +196,10 @@ impl BrokerConfig {
                 && !matches!(value.as_str(), "error-response" | "close-connection")
             {
                 bail!("{name} must be error-response or close-connection, not {value:?}");
+            }
+            if name.starts_with(crate::plugin_grants::CONFIG_PREFIX) {
+                crate::plugin_grants::parse(value)
+                    .map_err(|error| anyhow::anyhow!("{name}: {error}"))?;
             }
         }
         self.plugin_memory_recycle_bytes()?;

@@ -18,6 +18,7 @@
 
 pub mod admin;
 pub mod apis;
+pub mod authorizer_choice;
 pub mod broker;
 pub mod cli;
 pub mod clock;
@@ -34,6 +35,7 @@ pub mod log;
 pub mod metadata;
 pub mod metrics;
 pub mod network;
+pub mod plugin_grants;
 pub mod plugins;
 pub mod producer_ids;
 pub mod purgatory;

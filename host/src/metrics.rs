@@ -1,54 +1,32 @@
-//! Broker metrics in Prometheus text format, served at `/metrics` on the
-//! admin endpoint. Names follow Prometheus conventions; each family's help
-//! text names its Kafka equivalent (kafka.network RequestMetrics,
-//! kafka.server BrokerTopicMetrics, ...), so dashboards translate directly.
+//! Broker metrics, served at `/metrics` on the admin endpoint through the
+//! `prometheus-client` crate: the Prometheus text format (0.0.4) by default,
+//! OpenMetrics text when the scraper asks for it ([`Exposition`]). Names
+//! follow Prometheus conventions; each family's help text names its Kafka
+//! equivalent (kafka.network RequestMetrics, kafka.server
+//! BrokerTopicMetrics, ...), so dashboards translate directly.
 //!
-//! Everything is kept behind one mutex: a request records all of its
-//! observations in one short critical section, and a scrape renders a
-//! consistent snapshot.
+//! Recording takes no lock shared by requests: every series is a set of
+//! atomics ([`Counter`], [`TimeHistogram`]), and the handles of one request
+//! label, topic or plugin are looked up once and then kept, so a request
+//! only adds to atomics. A connection keeps its own handles
+//! ([`ConnectionRecorder`]); the remaining look-ups by name take a read
+//! lock, and a write lock only the first time a name is seen. A scrape
+//! reads the atomics one by one, so it is not a snapshot across families.
 
-use std::collections::BTreeMap;
-use std::fmt::Write as _;
+mod exposition;
+
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, OnceLock, RwLock};
 use std::time::Duration;
 
-/// Histogram bucket bounds in milliseconds.
-const BUCKETS_MS: &[f64] = &[
-    0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 2500.0,
-    5000.0, 10000.0,
-];
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
 
-#[derive(Debug, Clone, Default)]
-struct Histogram {
-    counts: Vec<u64>,
-    sum: f64,
-    count: u64,
-}
-
-impl Histogram {
-    fn observe(&mut self, value_ms: f64) {
-        if self.counts.is_empty() {
-            self.counts = vec![0; BUCKETS_MS.len()];
-        }
-        if let Some(index) = BUCKETS_MS.iter().position(|bound| value_ms <= *bound) {
-            self.counts[index] += 1;
-        }
-        self.sum += value_ms;
-        self.count += 1;
-    }
-
-    fn render(&self, out: &mut String, name: &str, labels: &str) {
-        let mut cumulative = 0;
-        for (index, bound) in BUCKETS_MS.iter().enumerate() {
-            cumulative += self.counts.get(index).copied().unwrap_or(0);
-            let _ = writeln!(out, "{name}_bucket{{{labels},le=\"{bound}\"}} {cumulative}");
-        }
-        let _ = writeln!(out, "{name}_bucket{{{labels},le=\"+Inf\"}} {}", self.count);
-        let _ = writeln!(out, "{name}_sum{{{labels}}} {}", self.sum);
-        let _ = writeln!(out, "{name}_count{{{labels}}} {}", self.count);
-    }
-}
+pub use exposition::{Exposition, TimeHistogram};
 
 /// The phases of one request, Kafka's RequestMetrics.
 #[derive(Debug, Clone, Copy, Default)]
@@ -62,6 +40,20 @@ pub struct RequestTimes {
     pub total: Duration,
 }
 
+impl RequestTimes {
+    fn phases(&self) -> [Duration; PHASES.len()] {
+        [
+            self.queue,
+            self.local,
+            self.remote,
+            self.throttle,
+            self.response_queue,
+            self.response_send,
+            self.total,
+        ]
+    }
+}
+
 /// How a request ended, for the error counters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RequestEnd {
@@ -72,77 +64,335 @@ pub enum RequestEnd {
     UnsupportedVersion,
 }
 
-const PHASES: &[(&str, &str)] = &[
+impl RequestEnd {
+    fn error(self) -> Option<&'static str> {
+        match self {
+            RequestEnd::Responded | RequestEnd::NoResponse => None,
+            RequestEnd::ClosedByHandler => Some("CLOSED_BY_HANDLER"),
+            RequestEnd::HandlerFailed => Some("HANDLER_FAILED"),
+            RequestEnd::UnsupportedVersion => Some("UNSUPPORTED_VERSION"),
+        }
+    }
+}
+
+/// The request-phase histograms, in [`RequestTimes::phases`] order.
+const PHASES: [(&str, &str); 7] = [
     (
         "gregor_request_queue_time_ms",
-        "Time a request waits in the request channel (Kafka RequestQueueTimeMs).",
+        "Time a request waits in the request channel (Kafka RequestQueueTimeMs)",
     ),
     (
         "gregor_request_local_time_ms",
-        "Time the handler module computes (Kafka LocalTimeMs).",
+        "Time the handler module computes (Kafka LocalTimeMs)",
     ),
     (
         "gregor_request_remote_time_ms",
-        "Time the handler waits in host calls such as a long-poll fetch (Kafka RemoteTimeMs).",
+        "Time the handler waits in host calls such as a long-poll fetch (Kafka RemoteTimeMs)",
     ),
     (
         "gregor_request_throttle_time_ms",
-        "Time the response is held for quotas (Kafka ThrottleTimeMs).",
+        "Time the response is held for quotas (Kafka ThrottleTimeMs)",
     ),
     (
         "gregor_response_queue_time_ms",
-        "Time the response waits for its connection (Kafka ResponseQueueTimeMs).",
+        "Time the response waits for its connection (Kafka ResponseQueueTimeMs)",
     ),
     (
         "gregor_response_send_time_ms",
-        "Time to write the response (Kafka ResponseSendTimeMs).",
+        "Time to write the response (Kafka ResponseSendTimeMs)",
     ),
     (
         "gregor_request_total_time_ms",
-        "Time from request read to response written (Kafka TotalTimeMs).",
+        "Time from request read to response written (Kafka TotalTimeMs)",
     ),
 ];
 
-/// A per-topic counter family: name, help and how to read it.
-type TopicFamily = (&'static str, &'static str, fn(&TopicStats) -> u64);
-
-#[derive(Debug, Default, Clone)]
-struct TopicStats {
-    bytes_in: u64,
-    bytes_out: u64,
-    messages_in: u64,
-    failed_produce: u64,
-    failed_fetch: u64,
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RequestLabels {
+    request: String,
 }
 
-#[derive(Debug, Default, Clone)]
-struct PluginStats {
-    call_time: Histogram,
-    instantiate_time: Histogram,
-    peak_memory: u64,
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RequestVersionLabels {
+    request: String,
+    version: i16,
 }
 
-#[derive(Default)]
-struct Inner {
-    requests: BTreeMap<(String, i16), u64>,
-    request_bytes: BTreeMap<String, u64>,
-    phases: BTreeMap<(String, usize), Histogram>,
-    errors: BTreeMap<(String, &'static str), u64>,
-    response_errors: BTreeMap<(String, i16), u64>,
-    topics: BTreeMap<String, TopicStats>,
-    connections: BTreeMap<String, i64>,
-    plugins: BTreeMap<String, PluginStats>,
-    loads: u64,
-    load_failures: u64,
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RequestErrorLabels {
+    request: String,
+    error: &'static str,
 }
 
-#[derive(Default)]
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ResponseErrorLabels {
+    request: String,
+    code: i16,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TopicLabels {
+    topic: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ListenerLabels {
+    listener: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PluginLabels {
+    plugin: String,
+}
+
+/// The registered families: cloning one shares its series.
+#[derive(Clone, Default)]
+struct Families {
+    requests: Family<RequestVersionLabels, Counter>,
+    request_bytes: Family<RequestLabels, Counter>,
+    request_errors: Family<RequestErrorLabels, Counter>,
+    response_errors: Family<ResponseErrorLabels, Counter>,
+    phases: [Family<RequestLabels, TimeHistogram>; PHASES.len()],
+    topic_bytes_in: Family<TopicLabels, Counter>,
+    topic_bytes_out: Family<TopicLabels, Counter>,
+    topic_messages_in: Family<TopicLabels, Counter>,
+    topic_failed_produce: Family<TopicLabels, Counter>,
+    topic_failed_fetch: Family<TopicLabels, Counter>,
+    connections: Family<ListenerLabels, Gauge>,
+    plugin_call_time: Family<PluginLabels, TimeHistogram>,
+    plugin_instantiate_time: Family<PluginLabels, TimeHistogram>,
+    plugin_peak_memory: Family<PluginLabels, Gauge>,
+    plugin_loads: Counter,
+    plugin_load_failures: Counter,
+}
+
+impl Families {
+    fn register(&self, registry: &mut Registry) {
+        registry.register(
+            "gregor_requests",
+            "Requests by API and version (Kafka RequestsPerSec)",
+            self.requests.clone(),
+        );
+        registry.register(
+            "gregor_request_bytes",
+            "Request bytes by API (Kafka RequestBytes)",
+            self.request_bytes.clone(),
+        );
+        registry.register(
+            "gregor_request_errors",
+            "Requests the host saw fail, by API and reason (Kafka ErrorsPerSec for host-visible failures)",
+            self.request_errors.clone(),
+        );
+        registry.register(
+            "gregor_response_errors",
+            "Error codes in responses by API, as reported by the handler modules (Kafka ErrorsPerSec by error)",
+            self.response_errors.clone(),
+        );
+        for ((name, help), family) in PHASES.iter().zip(&self.phases) {
+            registry.register(*name, *help, family.clone());
+        }
+        let topics = [
+            (
+                "gregor_topic_bytes_in",
+                "Bytes appended per topic (Kafka BytesInPerSec)",
+                &self.topic_bytes_in,
+            ),
+            (
+                "gregor_topic_bytes_out",
+                "Bytes fetched per topic (Kafka BytesOutPerSec)",
+                &self.topic_bytes_out,
+            ),
+            (
+                "gregor_topic_messages_in",
+                "Records appended per topic (Kafka MessagesInPerSec)",
+                &self.topic_messages_in,
+            ),
+            (
+                "gregor_topic_failed_produce_requests",
+                "Failed partition appends per topic (Kafka FailedProduceRequestsPerSec)",
+                &self.topic_failed_produce,
+            ),
+            (
+                "gregor_topic_failed_fetch_requests",
+                "Failed partition fetches per topic (Kafka FailedFetchRequestsPerSec)",
+                &self.topic_failed_fetch,
+            ),
+        ];
+        for (name, help, family) in topics {
+            registry.register(name, help, family.clone());
+        }
+        registry.register(
+            "gregor_connections",
+            "Open connections per listener (Kafka connection-count)",
+            self.connections.clone(),
+        );
+        registry.register(
+            "gregor_plugin_call_time_ms",
+            "Time of one handler module call, waits included",
+            self.plugin_call_time.clone(),
+        );
+        registry.register(
+            "gregor_plugin_instantiate_time_ms",
+            "Time to create a new module instance",
+            self.plugin_instantiate_time.clone(),
+        );
+        registry.register(
+            "gregor_plugin_peak_memory_bytes",
+            "Largest linear memory any instance of the module reached",
+            self.plugin_peak_memory.clone(),
+        );
+        registry.register(
+            "gregor_plugin_loads",
+            "Modules loaded or reloaded successfully",
+            self.plugin_loads.clone(),
+        );
+        registry.register(
+            "gregor_plugin_load_failures",
+            "Modules refused at load or reload",
+            self.plugin_load_failures.clone(),
+        );
+    }
+}
+
+/// Request versions whose counters a [`RequestMetrics`] keeps at hand;
+/// higher (or negative) ones are looked up in the family.
+const CACHED_VERSIONS: usize = 32;
+
+/// One request label's series, looked up once.
+pub struct RequestMetrics {
+    label: String,
+    versions: [OnceLock<Counter>; CACHED_VERSIONS],
+    bytes: Counter,
+    phases: [TimeHistogram; PHASES.len()],
+    families: Families,
+}
+
+impl RequestMetrics {
+    fn new(label: &str, families: &Families) -> Self {
+        let labels = RequestLabels {
+            request: label.to_string(),
+        };
+        Self {
+            label: label.to_string(),
+            versions: std::array::from_fn(|_| OnceLock::new()),
+            bytes: families.request_bytes.get_or_create_owned(&labels),
+            phases: std::array::from_fn(|index| {
+                families.phases[index].get_or_create_owned(&labels)
+            }),
+            families: families.clone(),
+        }
+    }
+
+    /// The `request` label these series carry.
+    pub fn label(&self) -> &str {
+        &self.label
+    }
+
+    /// Counts one request and observes its phases: atomic additions only,
+    /// once this version has been seen.
+    pub fn record(&self, version: i16, bytes: usize, times: &RequestTimes, end: RequestEnd) {
+        let labels = || RequestVersionLabels {
+            request: self.label.clone(),
+            version,
+        };
+        let requests = &self.families.requests;
+        match usize::try_from(version)
+            .ok()
+            .and_then(|index| self.versions.get(index))
+        {
+            Some(cached) => cached
+                .get_or_init(|| requests.get_or_create_owned(&labels()))
+                .inc(),
+            None => requests.get_or_create(&labels()).inc(),
+        };
+        self.bytes.inc_by(bytes as u64);
+        for (histogram, value) in self.phases.iter().zip(times.phases()) {
+            histogram.observe(value);
+        }
+        if let Some(error) = end.error() {
+            self.families
+                .request_errors
+                .get_or_create(&RequestErrorLabels {
+                    request: self.label.clone(),
+                    error,
+                })
+                .inc();
+        }
+    }
+}
+
+/// One topic's BrokerTopicMetrics.
+struct TopicMetrics {
+    bytes_in: Counter,
+    bytes_out: Counter,
+    messages_in: Counter,
+    failed_produce: Counter,
+    failed_fetch: Counter,
+}
+
+/// One handler module's call metrics.
+struct PluginMetrics {
+    call_time: TimeHistogram,
+    instantiate_time: TimeHistogram,
+    peak_memory: Gauge,
+}
+
+/// Handles by name: a read lock to find one, a write lock only to add one.
+struct Handles<T>(RwLock<HashMap<String, Arc<T>>>);
+
+impl<T> Default for Handles<T> {
+    fn default() -> Self {
+        Self(RwLock::new(HashMap::new()))
+    }
+}
+
+impl<T> Handles<T> {
+    fn get(&self, name: &str, make: impl FnOnce() -> T) -> Arc<T> {
+        if let Some(found) = crate::sync::read(&self.0).get(name) {
+            return Arc::clone(found);
+        }
+        let mut handles = crate::sync::write(&self.0);
+        Arc::clone(
+            handles
+                .entry(name.to_string())
+                .or_insert_with(|| Arc::new(make())),
+        )
+    }
+}
+
 pub struct Metrics {
-    inner: Mutex<Inner>,
-    /// Kept by `network::memory_pool` without this mutex.
-    pub memory_pool: MemoryPoolGauges,
+    registry: Registry,
+    families: Families,
+    requests: Handles<RequestMetrics>,
+    topics: Handles<TopicMetrics>,
+    plugins: Handles<PluginMetrics>,
+    /// Kept by `network::memory_pool`.
+    pub memory_pool: Arc<MemoryPoolGauges>,
     /// Kept by `network::connection_quotas`.
-    pub connection_quotas: ConnectionQuotaCounters,
+    pub connection_quotas: Arc<ConnectionQuotaCounters>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        let families = Families::default();
+        let memory_pool = Arc::new(MemoryPoolGauges::default());
+        let connection_quotas = Arc::new(ConnectionQuotaCounters::default());
+        let mut registry = Registry::default();
+        families.register(&mut registry);
+        registry.register_collector(Box::new(exposition::PoolAndQuotas {
+            pool: Arc::clone(&memory_pool),
+            quotas: Arc::clone(&connection_quotas),
+        }));
+        Self {
+            registry,
+            families,
+            requests: Handles::default(),
+            topics: Handles::default(),
+            plugins: Handles::default(),
+            memory_pool,
+            connection_quotas,
+        }
+    }
 }
 
 /// The request memory pool (`queued.max.request.bytes`).
@@ -168,28 +418,33 @@ pub struct ConnectionQuotaCounters {
 /// Kafka's request label: Fetch is split into consumer and follower
 /// fetches; a single node only has consumers.
 pub fn request_label(api_key: i16, api_name: &str) -> String {
+    label_of(api_key, api_name).to_string()
+}
+
+/// [`request_label`] without allocating.
+pub fn label_of(api_key: i16, api_name: &str) -> &str {
     if api_key == 1 {
-        "FetchConsumer".to_string()
+        "FetchConsumer"
     } else {
-        api_name.to_string()
+        api_name
     }
 }
 
-fn ms(duration: Duration) -> f64 {
-    duration.as_secs_f64() * 1000.0
-}
-
-/// Escapes a label value for the text format.
-fn label(value: &str) -> String {
-    value
-        .replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
-}
-
 impl Metrics {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
-        crate::sync::lock(&self.inner)
+    /// Also exposes the client telemetry (KIP-714) pushed to `telemetry`.
+    pub fn with_client_telemetry(
+        mut self,
+        telemetry: Arc<crate::telemetry::ClientMetricsManager>,
+    ) -> Self {
+        self.registry
+            .register_collector(Box::new(exposition::ClientTelemetry(telemetry)));
+        self
+    }
+
+    /// The series of one request label, created the first time.
+    pub fn request_metrics(&self, request: &str) -> Arc<RequestMetrics> {
+        self.requests
+            .get(request, || RequestMetrics::new(request, &self.families))
     }
 
     pub fn record_request(
@@ -200,88 +455,72 @@ impl Metrics {
         times: &RequestTimes,
         end: RequestEnd,
     ) {
-        let mut inner = self.lock();
-        *inner
-            .requests
-            .entry((request.to_string(), version))
-            .or_default() += 1;
-        *inner.request_bytes.entry(request.to_string()).or_default() += bytes as u64;
-        let values = [
-            times.queue,
-            times.local,
-            times.remote,
-            times.throttle,
-            times.response_queue,
-            times.response_send,
-            times.total,
-        ];
-        for (index, value) in values.into_iter().enumerate() {
-            inner
-                .phases
-                .entry((request.to_string(), index))
-                .or_default()
-                .observe(ms(value));
-        }
-        let error = match end {
-            RequestEnd::Responded | RequestEnd::NoResponse => None,
-            RequestEnd::ClosedByHandler => Some("CLOSED_BY_HANDLER"),
-            RequestEnd::HandlerFailed => Some("HANDLER_FAILED"),
-            RequestEnd::UnsupportedVersion => Some("UNSUPPORTED_VERSION"),
-        };
-        if let Some(error) = error {
-            *inner
-                .errors
-                .entry((request.to_string(), error))
-                .or_default() += 1;
-        }
+        self.request_metrics(request)
+            .record(version, bytes, times, end);
     }
 
     /// Error codes a module reported in its responses.
     pub fn record_response_errors(&self, request: &str, codes: &[i16]) {
-        let mut inner = self.lock();
         for code in codes.iter().filter(|code| **code != 0) {
-            *inner
+            self.families
                 .response_errors
-                .entry((request.to_string(), *code))
-                .or_default() += 1;
+                .get_or_create(&ResponseErrorLabels {
+                    request: request.to_string(),
+                    code: *code,
+                })
+                .inc();
         }
     }
 
+    fn topic(&self, topic: &str) -> Arc<TopicMetrics> {
+        self.topics.get(topic, || {
+            let labels = TopicLabels {
+                topic: topic.to_string(),
+            };
+            let f = &self.families;
+            TopicMetrics {
+                bytes_in: f.topic_bytes_in.get_or_create_owned(&labels),
+                bytes_out: f.topic_bytes_out.get_or_create_owned(&labels),
+                messages_in: f.topic_messages_in.get_or_create_owned(&labels),
+                failed_produce: f.topic_failed_produce.get_or_create_owned(&labels),
+                failed_fetch: f.topic_failed_fetch.get_or_create_owned(&labels),
+            }
+        })
+    }
+
     pub fn record_produce(&self, topic: &str, bytes: usize, messages: u64, failed: bool) {
-        let mut inner = self.lock();
-        let stats = inner.topics.entry(topic.to_string()).or_default();
+        let stats = self.topic(topic);
         if failed {
-            stats.failed_produce += 1;
+            stats.failed_produce.inc();
         } else {
-            stats.bytes_in += bytes as u64;
-            stats.messages_in += messages;
+            stats.bytes_in.inc_by(bytes as u64);
+            stats.messages_in.inc_by(messages);
         }
     }
 
     pub fn record_fetch(&self, topic: &str, bytes: usize, failed: bool) {
-        let mut inner = self.lock();
-        let stats = inner.topics.entry(topic.to_string()).or_default();
+        let stats = self.topic(topic);
         if failed {
-            stats.failed_fetch += 1;
+            stats.failed_fetch.inc();
         } else {
-            stats.bytes_out += bytes as u64;
+            stats.bytes_out.inc_by(bytes as u64);
         }
     }
 
-    pub fn connection_opened(&self, listener: &str) {
-        *self
-            .lock()
+    fn connections(&self, listener: &str) -> Gauge {
+        self.families
             .connections
-            .entry(listener.to_string())
-            .or_default() += 1;
+            .get_or_create_owned(&ListenerLabels {
+                listener: listener.to_string(),
+            })
+    }
+
+    pub fn connection_opened(&self, listener: &str) {
+        self.connections(listener).inc();
     }
 
     pub fn connection_closed(&self, listener: &str) {
-        *self
-            .lock()
-            .connections
-            .entry(listener.to_string())
-            .or_default() -= 1;
+        self.connections(listener).dec();
     }
 
     pub fn record_plugin_call(
@@ -291,296 +530,69 @@ impl Metrics {
         instantiate_time: Option<Duration>,
         peak_memory: usize,
     ) {
-        let mut inner = self.lock();
-        let stats = inner.plugins.entry(plugin.to_string()).or_default();
-        stats.call_time.observe(ms(call_time));
+        let stats = self.plugins.get(plugin, || {
+            let labels = PluginLabels {
+                plugin: plugin.to_string(),
+            };
+            let f = &self.families;
+            PluginMetrics {
+                call_time: f.plugin_call_time.get_or_create_owned(&labels),
+                instantiate_time: f.plugin_instantiate_time.get_or_create_owned(&labels),
+                peak_memory: f.plugin_peak_memory.get_or_create_owned(&labels),
+            }
+        });
+        stats.call_time.observe(call_time);
         if let Some(instantiate) = instantiate_time {
-            stats.instantiate_time.observe(ms(instantiate));
+            stats.instantiate_time.observe(instantiate);
         }
-        stats.peak_memory = stats.peak_memory.max(peak_memory as u64);
+        let peak = i64::try_from(peak_memory).unwrap_or(i64::MAX);
+        stats.peak_memory.inner().fetch_max(peak, Ordering::Relaxed);
     }
 
     pub fn record_load(&self, ok: bool) {
-        let mut inner = self.lock();
         if ok {
-            inner.loads += 1;
+            self.families.plugin_loads.inc();
         } else {
-            inner.load_failures += 1;
+            self.families.plugin_load_failures.inc();
         }
     }
 
-    /// Renders every family; `extra` appends gauges read at scrape time.
+    /// Every family in the Prometheus text format (0.0.4); `extra`
+    /// appends gauges read at scrape time.
     pub fn render(&self, extra: &ScrapeGauges) -> String {
-        let inner = self.lock();
-        let mut out = String::with_capacity(16 * 1024);
-        family(
-            &mut out,
-            "gregor_requests_total",
-            "counter",
-            "Requests by API and version (Kafka RequestsPerSec).",
-        );
-        for ((request, version), count) in &inner.requests {
-            let _ = writeln!(
-                out,
-                "gregor_requests_total{{request=\"{}\",version=\"{version}\"}} {count}",
-                label(request)
-            );
-        }
-        family(
-            &mut out,
-            "gregor_request_bytes_total",
-            "counter",
-            "Request bytes by API (Kafka RequestBytes).",
-        );
-        for (request, bytes) in &inner.request_bytes {
-            let _ = writeln!(
-                out,
-                "gregor_request_bytes_total{{request=\"{}\"}} {bytes}",
-                label(request)
-            );
-        }
-        family(&mut out, "gregor_request_errors_total", "counter", "Requests the host saw fail, by API and reason (Kafka ErrorsPerSec for host-visible failures).");
-        for ((request, error), count) in &inner.errors {
-            let _ = writeln!(
-                out,
-                "gregor_request_errors_total{{request=\"{}\",error=\"{error}\"}} {count}",
-                label(request)
-            );
-        }
-        family(
-            &mut out,
-            "gregor_response_errors_total",
-            "counter",
-            "Error codes in responses by API, as reported by the handler modules (Kafka ErrorsPerSec by error).",
-        );
-        for ((request, code), count) in &inner.response_errors {
-            let _ = writeln!(
-                out,
-                "gregor_response_errors_total{{request=\"{}\",code=\"{code}\"}} {count}",
-                label(request)
-            );
-        }
-        for (index, (name, help)) in PHASES.iter().enumerate() {
-            family(&mut out, name, "histogram", help);
-            for ((request, phase), histogram) in &inner.phases {
-                if *phase == index {
-                    histogram.render(&mut out, name, &format!("request=\"{}\"", label(request)));
-                }
-            }
-        }
-        let topic_families: [TopicFamily; 5] = [
-            (
-                "gregor_topic_bytes_in_total",
-                "Bytes appended per topic (Kafka BytesInPerSec).",
-                |s| s.bytes_in,
-            ),
-            (
-                "gregor_topic_bytes_out_total",
-                "Bytes fetched per topic (Kafka BytesOutPerSec).",
-                |s| s.bytes_out,
-            ),
-            (
-                "gregor_topic_messages_in_total",
-                "Records appended per topic (Kafka MessagesInPerSec).",
-                |s| s.messages_in,
-            ),
-            (
-                "gregor_topic_failed_produce_requests_total",
-                "Failed partition appends per topic (Kafka FailedProduceRequestsPerSec).",
-                |s| s.failed_produce,
-            ),
-            (
-                "gregor_topic_failed_fetch_requests_total",
-                "Failed partition fetches per topic (Kafka FailedFetchRequestsPerSec).",
-                |s| s.failed_fetch,
-            ),
-        ];
-        for (name, help, value) in topic_families {
-            family(&mut out, name, "counter", help);
-            for (topic, stats) in &inner.topics {
-                let _ = writeln!(out, "{name}{{topic=\"{}\"}} {}", label(topic), value(stats));
-            }
-        }
-        family(
-            &mut out,
-            "gregor_connections",
-            "gauge",
-            "Open connections per listener (Kafka connection-count).",
-        );
-        for (listener, count) in &inner.connections {
-            let _ = writeln!(
-                out,
-                "gregor_connections{{listener=\"{}\"}} {count}",
-                label(listener)
-            );
-        }
-        family(
-            &mut out,
-            "gregor_request_queue_size",
-            "gauge",
-            "Requests waiting for a handler worker (Kafka RequestQueueSize).",
-        );
-        let _ = writeln!(out, "gregor_request_queue_size {}", extra.queue_size);
-        family(
-            &mut out,
-            "gregor_parked_requests",
-            "gauge",
-            "Requests waiting outside any handler instance for data or a rebalance (Kafka PurgatorySize).",
-        );
-        let _ = writeln!(out, "gregor_parked_requests {}", extra.parked_requests);
-        let pool = &self.memory_pool;
-        family(&mut out, "gregor_memory_pool_used_bytes", "gauge", "Bytes of requests in flight reserved from queued.max.request.bytes (Kafka MemoryPoolUsed).");
-        let _ = writeln!(
-            out,
-            "gregor_memory_pool_used_bytes {}",
-            pool.used.load(Ordering::Relaxed)
-        );
-        family(
-            &mut out,
-            "gregor_memory_pool_capacity_bytes",
-            "gauge",
-            "queued.max.request.bytes; -1 when unbounded.",
-        );
-        let _ = writeln!(
-            out,
-            "gregor_memory_pool_capacity_bytes {}",
-            pool.capacity.load(Ordering::Relaxed)
-        );
-        family(&mut out, "gregor_memory_pool_waiting_connections", "gauge", "Connections waiting for request memory before reading (Kafka's muted channels, memory-pool-depleted).");
-        let _ = writeln!(
-            out,
-            "gregor_memory_pool_waiting_connections {}",
-            pool.waiting.load(Ordering::Relaxed)
-        );
-        let quotas = &self.connection_quotas;
-        family(
-            &mut out,
-            "gregor_connections_rejected_total",
-            "counter",
-            "Connections closed at once because their address had max.connections.per.ip.",
-        );
-        let _ = writeln!(
-            out,
-            "gregor_connections_rejected_total{{reason=\"max.connections.per.ip\"}} {}",
-            quotas.rejected_per_ip.load(Ordering::Relaxed)
-        );
-        family(&mut out, "gregor_connections_blocked_total", "counter", "Accepted connections that waited for max.connections to free a slot (Kafka AcceptorBlockedPercent).");
-        let _ = writeln!(
-            out,
-            "gregor_connections_blocked_total {}",
-            quotas.blocked.load(Ordering::Relaxed)
-        );
-        family(&mut out, "gregor_handler_idle_ratio", "gauge", "Fraction of time handler workers had nothing to do (Kafka RequestHandlerAvgIdlePercent).");
-        let _ = writeln!(out, "gregor_handler_idle_ratio {:.4}", extra.idle_ratio);
-        family(
-            &mut out,
-            "gregor_plugin_calls_total",
-            "counter",
-            "Handler module calls.",
-        );
-        family(
-            &mut out,
-            "gregor_plugin_traps_total",
-            "counter",
-            "Handler module calls that trapped (panic, out of memory).",
-        );
-        family(
-            &mut out,
-            "gregor_plugin_timeouts_total",
-            "counter",
-            "Handler module calls stopped at their deadline.",
-        );
-        for plugin in &extra.plugins {
-            let labels = format!(
-                "plugin=\"{}\",api_key=\"{}\"",
-                label(&plugin.name),
-                plugin.api_key
-            );
-            let _ = writeln!(
-                out,
-                "gregor_plugin_calls_total{{{labels}}} {}",
-                plugin.calls
-            );
-            let _ = writeln!(
-                out,
-                "gregor_plugin_traps_total{{{labels}}} {}",
-                plugin.traps
-            );
-            let _ = writeln!(
-                out,
-                "gregor_plugin_timeouts_total{{{labels}}} {}",
-                plugin.timeouts
-            );
-        }
-        family(
-            &mut out,
-            "gregor_plugin_call_time_ms",
-            "histogram",
-            "Time of one handler module call, waits included.",
-        );
-        for (plugin, stats) in &inner.plugins {
-            stats.call_time.render(
-                &mut out,
-                "gregor_plugin_call_time_ms",
-                &format!("plugin=\"{}\"", label(plugin)),
-            );
-        }
-        family(
-            &mut out,
-            "gregor_plugin_instantiate_time_ms",
-            "histogram",
-            "Time to create a new module instance.",
-        );
-        for (plugin, stats) in &inner.plugins {
-            stats.instantiate_time.render(
-                &mut out,
-                "gregor_plugin_instantiate_time_ms",
-                &format!("plugin=\"{}\"", label(plugin)),
-            );
-        }
-        family(
-            &mut out,
-            "gregor_plugin_peak_memory_bytes",
-            "gauge",
-            "Largest linear memory any instance of the module reached.",
-        );
-        for (plugin, stats) in &inner.plugins {
-            let _ = writeln!(
-                out,
-                "gregor_plugin_peak_memory_bytes{{plugin=\"{}\"}} {}",
-                label(plugin),
-                stats.peak_memory
-            );
-        }
-        family(
-            &mut out,
-            "gregor_plugin_loads_total",
-            "counter",
-            "Modules loaded or reloaded successfully.",
-        );
-        let _ = writeln!(out, "gregor_plugin_loads_total {}", inner.loads);
-        family(
-            &mut out,
-            "gregor_plugin_load_failures_total",
-            "counter",
-            "Modules refused at load or reload.",
-        );
-        let _ = writeln!(
-            out,
-            "gregor_plugin_load_failures_total {}",
-            inner.load_failures
-        );
-        out
+        self.render_as(extra, Exposition::Prometheus)
+    }
+
+    /// Every family in `format` (see [`Exposition::from_accept`]).
+    pub fn render_as(&self, extra: &ScrapeGauges, format: Exposition) -> String {
+        format.render(&self.registry, extra)
     }
 }
 
-fn family(out: &mut String, name: &str, kind: &str, help: &str) {
-    let _ = writeln!(out, "# HELP {name} {help}");
-    let _ = writeln!(out, "# TYPE {name} {kind}");
+/// A connection's own handles for the requests it records, so recording
+/// needs no shared look-up once a connection has seen an API.
+#[derive(Default)]
+pub struct ConnectionRecorder {
+    recent: Vec<Arc<RequestMetrics>>,
+}
+
+impl ConnectionRecorder {
+    /// The series for `request`, from this connection's handles or, the
+    /// first time, from `metrics`.
+    pub fn get(&mut self, metrics: &Metrics, request: &str) -> &RequestMetrics {
+        let index = match self.recent.iter().position(|m| m.label == request) {
+            Some(index) => index,
+            None => {
+                self.recent.push(metrics.request_metrics(request));
+                self.recent.len() - 1
+            }
+        };
+        &self.recent[index]
+    }
 }
 
 /// Values read from elsewhere at scrape time.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct ScrapeGauges {
     pub queue_size: usize,
     pub parked_requests: u64,
@@ -588,7 +600,7 @@ pub struct ScrapeGauges {
     pub plugins: Vec<PluginCounters>,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct PluginCounters {
     pub name: String,
     pub api_key: i16,
@@ -600,6 +612,16 @@ pub struct PluginCounters {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn sample(text: &str, series: &str) -> Option<f64> {
+        text.lines().find_map(|line| {
+            line.strip_prefix(series)?
+                .strip_prefix(' ')?
+                .trim()
+                .parse()
+                .ok()
+        })
+    }
 
     #[test]
     fn renders_counters_and_histograms() {
@@ -613,17 +635,156 @@ mod tests {
         metrics.record_produce("orders", 1000, 10, false);
         let text = metrics.render(&ScrapeGauges::default());
         assert!(text.contains("gregor_requests_total{request=\"Produce\",version=\"9\"} 2"));
+        assert!(
+            text.contains("# TYPE gregor_requests_total counter"),
+            "{text}"
+        );
         assert!(text.contains("gregor_request_bytes_total{request=\"Produce\"} 150"));
         assert!(text.contains(
             "gregor_request_errors_total{request=\"Produce\",error=\"HANDLER_FAILED\"} 1"
         ));
         assert!(
-            text.contains("gregor_request_total_time_ms_bucket{request=\"Produce\",le=\"5\"} 2")
+            text.contains("gregor_request_total_time_ms_bucket{request=\"Produce\",le=\"5\"} 2"),
+            "{text}"
         );
         assert!(
             text.contains("gregor_request_total_time_ms_bucket{request=\"Produce\",le=\"2.5\"} 0")
         );
+        assert!(
+            text.contains("gregor_request_total_time_ms_bucket{request=\"Produce\",le=\"+Inf\"} 2")
+        );
+        assert_eq!(
+            sample(
+                &text,
+                "gregor_request_total_time_ms_sum{request=\"Produce\"}"
+            ),
+            Some(6.0)
+        );
         assert!(text.contains("gregor_topic_bytes_in_total{topic=\"orders\"} 1000"));
         assert!(text.contains("gregor_topic_messages_in_total{topic=\"orders\"} 10"));
+        assert!(!text.contains("# EOF"));
+    }
+
+    #[test]
+    fn openmetrics_names_counters_by_family_and_ends_with_eof() {
+        let metrics = Metrics::default();
+        metrics.record_request(
+            "Metadata",
+            12,
+            10,
+            &RequestTimes::default(),
+            RequestEnd::Responded,
+        );
+        let text = metrics.render_as(&ScrapeGauges::default(), Exposition::OpenMetrics);
+        assert!(text.contains("# TYPE gregor_requests counter"), "{text}");
+        assert!(text.contains("gregor_requests_total{request=\"Metadata\",version=\"12\"} 1"));
+        assert!(text.contains("le=\"5.0\""), "{text}");
+        assert!(text.ends_with("# EOF\n"), "{text}");
+    }
+
+    #[test]
+    fn observations_past_the_last_bound_count_only_in_inf() {
+        let metrics = Metrics::default();
+        metrics.record_plugin_call("slow", Duration::from_secs(20), None, 4096);
+        metrics.record_plugin_call("slow", Duration::from_millis(1), None, 1024);
+        let text = metrics.render(&ScrapeGauges::default());
+        let series = "gregor_plugin_call_time_ms_bucket{plugin=\"slow\",le=";
+        assert_eq!(sample(&text, &format!("{series}\"10000\"}}")), Some(1.0));
+        assert_eq!(sample(&text, &format!("{series}\"+Inf\"}}")), Some(2.0));
+        assert_eq!(
+            sample(&text, "gregor_plugin_call_time_ms_count{plugin=\"slow\"}"),
+            Some(2.0)
+        );
+        assert_eq!(
+            sample(&text, "gregor_plugin_peak_memory_bytes{plugin=\"slow\"}"),
+            Some(4096.0)
+        );
+    }
+
+    #[test]
+    fn a_connection_recorder_shares_the_series_of_its_label() {
+        let metrics = Metrics::default();
+        let mut one = ConnectionRecorder::default();
+        let mut two = ConnectionRecorder::default();
+        let times = RequestTimes::default();
+        for recorder in [&mut one, &mut two] {
+            recorder
+                .get(&metrics, "ApiVersions")
+                .record(3, 20, &times, RequestEnd::Responded);
+            recorder.get(&metrics, "ApiVersions").record(
+                40,
+                20,
+                &times,
+                RequestEnd::UnsupportedVersion,
+            );
+        }
+        let text = metrics.render(&ScrapeGauges::default());
+        let requests = "gregor_requests_total{request=\"ApiVersions\",version=";
+        assert_eq!(sample(&text, &format!("{requests}\"3\"}}")), Some(2.0));
+        assert_eq!(sample(&text, &format!("{requests}\"40\"}}")), Some(2.0));
+        assert_eq!(
+            sample(&text, "gregor_request_bytes_total{request=\"ApiVersions\"}"),
+            Some(80.0)
+        );
+        assert_eq!(
+            sample(
+                &text,
+                "gregor_request_errors_total{request=\"ApiVersions\",error=\"UNSUPPORTED_VERSION\"}"
+            ),
+            Some(2.0)
+        );
+    }
+
+    #[test]
+    fn scrape_gauges_and_pool_atomics_are_rendered() {
+        let metrics = Metrics::default();
+        metrics.memory_pool.capacity.store(-1, Ordering::Relaxed);
+        metrics
+            .connection_quotas
+            .rejected_per_ip
+            .store(3, Ordering::Relaxed);
+        metrics.connection_opened("PLAINTEXT");
+        metrics.connection_opened("PLAINTEXT");
+        metrics.connection_closed("PLAINTEXT");
+        let gauges = ScrapeGauges {
+            queue_size: 4,
+            parked_requests: 2,
+            idle_ratio: 0.25,
+            plugins: vec![PluginCounters {
+                name: "chaos".into(),
+                api_key: 1099,
+                calls: 7,
+                traps: 1,
+                timeouts: 0,
+            }],
+        };
+        for format in [Exposition::Prometheus, Exposition::OpenMetrics] {
+            let text = metrics.render_as(&gauges, format);
+            assert_eq!(
+                sample(&text, "gregor_memory_pool_capacity_bytes"),
+                Some(-1.0)
+            );
+            assert_eq!(
+                sample(
+                    &text,
+                    "gregor_connections_rejected_total{reason=\"max.connections.per.ip\"}"
+                ),
+                Some(3.0)
+            );
+            assert_eq!(
+                sample(&text, "gregor_connections{listener=\"PLAINTEXT\"}"),
+                Some(1.0)
+            );
+            assert_eq!(sample(&text, "gregor_request_queue_size"), Some(4.0));
+            assert_eq!(sample(&text, "gregor_parked_requests"), Some(2.0));
+            assert_eq!(sample(&text, "gregor_handler_idle_ratio"), Some(0.25));
+            assert_eq!(
+                sample(
+                    &text,
+                    "gregor_plugin_traps_total{plugin=\"chaos\",api_key=\"1099\"}"
+                ),
+                Some(1.0)
+            );
+        }
     }
 }

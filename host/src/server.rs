@@ -14,7 +14,9 @@ use tracing::{info, warn};
 use crate::apis::{self, KafkaApis};
 use crate::broker::Broker;
 use crate::cluster::config::ClusterConfig;
+use crate::cluster::image::MetadataImage;
 use crate::cluster::node::ClusterNode;
+use crate::cluster::quorum::Quorum;
 use crate::config::BrokerConfig;
 use crate::network::channel::RequestChannel;
 use crate::network::connection::ConnectionContext;
@@ -45,6 +47,13 @@ pub async fn serve(config: BrokerConfig) -> Result<()> {
         }
         None => None,
     };
+    if let Some(node) = &cluster {
+        let quorum: Arc<dyn Quorum<MetadataImage>> = node.quorum.clone();
+        crate::authorizer_choice::attach(quorum, &broker.plugins);
+        if let Some(forwarder) = node.forwarder(&config)? {
+            let _ = broker.plugins.forwarder.set(Arc::new(forwarder));
+        }
+    }
     if let Some(active) = cluster.as_ref().and_then(|node| node.active.clone()) {
         let _ = broker.plugins.controller.set(active);
     }
@@ -105,6 +114,7 @@ pub async fn serve(config: BrokerConfig) -> Result<()> {
             .as_ref()
             .map(ClusterNode::controller_listeners)
             .unwrap_or_default(),
+        forwards_controller_apis: broker.plugins.forwarder.get().is_some(),
     });
     tokio::spawn(sweep_expired_tokens(
         Arc::clone(&broker.services),
@@ -118,6 +128,8 @@ pub async fn serve(config: BrokerConfig) -> Result<()> {
     ));
     tokio::spawn(Arc::clone(&plugins).watch(config.plugin_watch_interval()?, stopped.clone()));
     if let Some(address) = config.admin_listener()? {
+        let authorizer_chosen = broker.authorization().active_name().is_some();
+        let admin_settings = admin::EndpointSettings::from_config(&config, authorizer_chosen)?;
         let admin_listener = tokio::net::TcpListener::bind(address)
             .await
             .with_context(|| format!("binding the admin endpoint on {address}"))?;
@@ -131,6 +143,7 @@ pub async fn serve(config: BrokerConfig) -> Result<()> {
         tokio::spawn(admin::serve(
             admin_listener,
             Arc::new(admin_state),
+            admin_settings,
             stopped.clone(),
         ));
     }

@@ -112,7 +112,7 @@ impl Services {
             &config,
             Arc::clone(&dynamic),
         )?);
-        let metrics = Arc::new(Metrics::default());
+        let metrics = Arc::new(Metrics::default().with_client_telemetry(Arc::clone(&telemetry)));
         let groups = GroupCoordinator::open(
             &log_dir.join("groups"),
             GroupConfig::from_broker(&config).context("group coordinator config")?,

@@ -378,49 +378,6 @@ impl ClientMetricsManager {
         }
     }
 
-    /// Prometheus text for `/metrics`: pushes accepted and the latest value
-    /// of every metric live clients pushed, labelled with the client.
-    pub fn render_prometheus(&self) -> String {
-        use std::fmt::Write as _;
-        let mut out = String::new();
-        let _ = writeln!(
-            out,
-            "# HELP gregor_client_telemetry_pushes_total Client telemetry pushes accepted (KIP-714 PushTelemetry)."
-        );
-        let _ = writeln!(out, "# TYPE gregor_client_telemetry_pushes_total counter");
-        let _ = writeln!(
-            out,
-            "gregor_client_telemetry_pushes_total {}",
-            self.pushes()
-        );
-        let latest = self.latest();
-        if latest.is_empty() {
-            return out;
-        }
-        let _ = writeln!(
-            out,
-            "# HELP gregor_client_metric Latest value of each metric a client pushed (KIP-714), by client instance, client id, metric name and attributes."
-        );
-        let _ = writeln!(out, "# TYPE gregor_client_metric gauge");
-        for metric in latest {
-            let mut labels = format!(
-                "client_instance_id=\"{}\",client_id=\"{}\",name=\"{}\"",
-                crate::uuid::to_text(metric.client_instance_id),
-                escape(&metric.client_id),
-                escape(&metric.name)
-            );
-            for (key, value) in &metric.attributes {
-                let key: String = key
-                    .chars()
-                    .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
-                    .collect();
-                let _ = write!(labels, ",attr_{key}=\"{}\"", escape(value));
-            }
-            let _ = writeln!(out, "gregor_client_metric{{{labels}}} {}", metric.value);
-        }
-        out
-    }
-
     /// The latest value of every pushed metric of live client instances.
     pub fn latest(&self) -> Vec<PushedMetric> {
         let live: Vec<u128> = self.lock().keys().copied().collect();
@@ -428,14 +385,6 @@ impl ClientMetricsManager {
         latest.retain(|key, _| live.contains(&key.0));
         latest.values().cloned().collect()
     }
-}
-
-/// Escapes a Prometheus label value.
-fn escape(value: &str) -> String {
-    value
-        .replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
 }
 
 fn interval(ms: i32) -> Duration {

@@ -71,6 +71,8 @@ pub struct ClusterBuilder {
     /// Listeners besides PLAINTEXT and CONTROLLER: (name, protocol).
     extra_listeners: Vec<(String, String)>,
     controller_protocol: String,
+    /// Each node's admin endpoint on a port of its own (else none).
+    admin: bool,
     /// `--set` after the harness's own, so they can override them.
     settings: Vec<(String, String)>,
 }
@@ -85,6 +87,7 @@ pub fn cluster(n: usize) -> ClusterBuilder {
         registration_ms: 8000,
         extra_listeners: Vec::new(),
         controller_protocol: "PLAINTEXT".to_string(),
+        admin: false,
         settings: Vec::new(),
     }
 }
@@ -115,6 +118,13 @@ impl ClusterBuilder {
     /// The CONTROLLER listener's security protocol (PLAINTEXT unless set).
     pub fn controller_protocol(mut self, protocol: &str) -> Self {
         self.controller_protocol = protocol.to_string();
+        self
+    }
+
+    /// An admin endpoint on every node ([`Node::admin`]), open
+    /// (`admin.auth=none`): the tests drive it with `gregor` commands.
+    pub fn admin(mut self) -> Self {
+        self.admin = true;
         self
     }
 
@@ -185,6 +195,7 @@ impl ClusterBuilder {
         if roles.is_controller() {
             ports.push(("CONTROLLER".to_string(), free_port()));
         }
+        let admin = self.admin.then(free_port);
         let data = dir.join(format!("node-{id}"));
         fs::create_dir_all(&data).expect("create a node's data directory");
         let listeners: Vec<String> = ports
@@ -216,8 +227,12 @@ impl ClusterBuilder {
             ),
             ("log.dirs", data.display().to_string()),
             ("plugin.dir", plugin_dir().display().to_string()),
-            ("admin.listener", String::new()),
+            (
+                "admin.listener",
+                admin.map_or(String::new(), |port| format!("127.0.0.1:{port}")),
+            ),
         ];
+        let open_admin = admin.map(|_| ("admin.auth", "none".to_string()));
         let broker_only = roles
             .is_broker()
             .then(|| ("inter.broker.listener.name", "PLAINTEXT".to_string()));
@@ -225,6 +240,7 @@ impl ClusterBuilder {
         for (key, value) in own
             .into_iter()
             .chain(broker_only)
+            .chain(open_admin)
             .map(|(k, v)| (k.to_string(), v))
             .chain(self.settings.iter().cloned())
         {
@@ -235,6 +251,7 @@ impl ClusterBuilder {
             id,
             roles,
             ports,
+            admin,
             args,
             data,
             log: dir.join(format!("node-{id}.log")),
@@ -337,6 +354,7 @@ pub struct Node {
     pub roles: Roles,
     /// Listener name and port.
     ports: Vec<(String, u16)>,
+    admin: Option<u16>,
     /// `serve` and its `--set`s.
     args: Vec<String>,
     data: PathBuf,
@@ -372,6 +390,14 @@ impl Node {
     /// The CONTROLLER listener (controllers).
     pub fn controller_addr(&self) -> SocketAddr {
         SocketAddr::from(([127, 0, 0, 1], self.port("CONTROLLER")))
+    }
+
+    /// `host:port` of the admin endpoint (see [`ClusterBuilder::admin`]).
+    pub fn admin(&self) -> String {
+        let port = self
+            .admin
+            .expect("the cluster was built without admin endpoints");
+        format!("127.0.0.1:{port}")
     }
 
     /// The node's `log.dirs`, kept across restarts.
@@ -517,6 +543,16 @@ where
     stream
         .set_read_timeout(Some(Duration::from_secs(10)))
         .expect("set a read timeout");
+    call_on(&mut stream, request, version)
+}
+
+/// Sends one request on `stream`: the response, or `None` when the node
+/// closed the connection.
+pub fn call_on<R>(stream: &mut TcpStream, request: &R, version: i16) -> Option<R::Response>
+where
+    R: Request + Encodable + HeaderVersion,
+    R::Response: Decodable + HeaderVersion,
+{
     let header = RequestHeader::default()
         .with_request_api_key(R::KEY)
         .with_request_api_version(version)

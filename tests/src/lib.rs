@@ -48,6 +48,21 @@ pub fn workspace_root() -> PathBuf {
         .to_path_buf()
 }
 
+/// An example module (`make plugins` puts them in build/examples, or
+/// `GREGOR_EXAMPLE_DIR`); panics when it was not built.
+pub fn example_module(name: &str) -> PathBuf {
+    let dir = std::env::var_os("GREGOR_EXAMPLE_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace_root().join("build/examples"));
+    let path = dir.join(format!("{name}.wasm"));
+    assert!(
+        path.is_file(),
+        "example module {} not built (make plugins)",
+        path.display()
+    );
+    path
+}
+
 /// The broker binary: `$GREGOR_BIN`, else `release/gregor` in
 /// `$CARGO_TARGET_DIR` if set, else `<workspace>/target/release/gregor`.
 pub fn gregor_bin() -> PathBuf {
@@ -372,6 +387,13 @@ impl Broker {
             // Off unless a test asks for it: parallel brokers would fight
             // over the default admin port.
             ("admin.listener", String::new()),
+            // What the example handlers use (PLUGINS.md, "Grants"), as an
+            // operator would grant it; tests/tests/grants.rs overrides it.
+            (
+                "plugin.grants.topic_summary",
+                "authz,log.read,metadata.read".to_string(),
+            ),
+            ("plugin.grants.chaos", "log.read".to_string()),
         ];
         for (key, value) in own
             .iter()

@@ -116,6 +116,7 @@ fn example_authorizers_answer_by_resource_type_in_every_language() {
     let broker = acl_broker(&[
         ("plugin.dir", plugin_dir.as_str()),
         ("admin.listener", admin_addr.as_str()),
+        ("admin.auth", "none"),
     ]);
     // No ACLs: the ACL authorizer refuses alice.
     assert_eq!(

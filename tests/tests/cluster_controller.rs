@@ -1,6 +1,7 @@
 //! The controller's side of a 3-node combined-mode cluster on loopback:
 //! its listener serves (and advertises) only the controller APIs,
-//! DescribeQuorum answers with the voters and the leader, and the active
+//! DescribeQuorum answers with the voters and the leader (on any broker
+//! listener too, forwarded to the active controller), and the active
 //! controller fences a SIGKILLed broker once its session expires (other
 //! brokers' Metadata no longer list it, its leaderships move) and
 //! unfences it when it comes back with the same data directory.
@@ -8,18 +9,23 @@
 //! Requests are raw Kafka frames encoded with `kafka-protocol`; the topic
 //! is created with confluent-kafka (`tests/python/cluster.py`).
 
-use std::net::SocketAddr;
+use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
-use gregor_tests::cluster::{self, broker_ids, call, metadata, script_json, Node};
+use gregor_tests::cluster::{self, broker_ids, call, call_on, metadata, script_json, Node};
 use gregor_tests::wait_for;
 use kafka_protocol::messages::describe_quorum_request::{PartitionData, TopicData};
 use kafka_protocol::messages::{
-    ApiVersionsRequest, BrokerHeartbeatRequest, DescribeQuorumRequest, MetadataRequest, TopicName,
+    ApiVersionsRequest, BrokerHeartbeatRequest, BrokerId, DescribeQuorumRequest, MetadataRequest,
+    SaslAuthenticateRequest, SaslHandshakeRequest, TopicName, UnregisterBrokerRequest,
 };
 use kafka_protocol::protocol::StrBytes;
 
 const CONTROLLER_APIS: [i16; 6] = [55, 56, 62, 63, 64, 67];
+/// DescribeQuorum, UnregisterBroker: broker listeners forward them.
+const FORWARDED_APIS: [i16; 2] = [55, 64];
+const BROKER_ID_NOT_REGISTERED: i16 = 102;
+const CLUSTER_AUTHORIZATION_FAILED: i16 = 31;
 const API_VERSIONS: i16 = 18;
 const SESSION_TIMEOUT_MS: u64 = 2000;
 
@@ -37,10 +43,16 @@ fn api_keys(addr: SocketAddr) -> Vec<i16> {
 /// The quorum as each node's controller listener describes it: (node,
 /// partition error, leader, voters).
 fn describe_quorum(node: &Node) -> (i16, i32, Vec<i32>) {
+    describe_quorum_at(node.controller_addr())
+}
+
+/// DescribeQuorum v2 of the metadata partition at `addr`: (partition
+/// error, leader, voters).
+fn describe_quorum_at(addr: SocketAddr) -> (i16, i32, Vec<i32>) {
     let request = DescribeQuorumRequest::default().with_topics(vec![TopicData::default()
         .with_topic_name(TopicName(StrBytes::from_static_str("__cluster_metadata")))
         .with_partitions(vec![PartitionData::default()])]);
-    let response = call(node.controller_addr(), &request, 2).expect("a DescribeQuorum answer");
+    let response = call(addr, &request, 2).expect("a DescribeQuorum answer");
     assert_eq!(response.error_code, 0);
     let partition = &response.topics[0].partitions[0];
     let mut voters: Vec<i32> = partition
@@ -68,17 +80,19 @@ fn the_active_controller_serves_its_apis_and_fences_a_silent_broker() {
     });
 
     // The controller listener serves only the controller APIs; the broker
-    // listener none of them (a request for one closes the connection).
+    // listener none of them (a request for one closes the connection) but
+    // DescribeQuorum and UnregisterBroker, which it forwards (Kafka 4).
     let mut expected = CONTROLLER_APIS.to_vec();
     expected.push(API_VERSIONS);
     expected.sort_unstable();
     assert_eq!(api_keys(nodes[0].controller_addr()), expected);
     let client_keys = api_keys(nodes[0].addr());
     assert!(client_keys.contains(&3) && client_keys.contains(&API_VERSIONS));
-    assert!(
-        CONTROLLER_APIS.iter().all(|key| !client_keys.contains(key)),
-        "{client_keys:?}"
-    );
+    let advertised: Vec<i16> = CONTROLLER_APIS
+        .into_iter()
+        .filter(|key| client_keys.contains(key))
+        .collect();
+    assert_eq!(advertised, FORWARDED_APIS, "{client_keys:?}");
     assert!(call(nodes[0].addr(), &BrokerHeartbeatRequest::default(), 0).is_none());
     assert!(call(nodes[0].controller_addr(), &MetadataRequest::default(), 12).is_none());
 
@@ -95,6 +109,16 @@ fn the_active_controller_serves_its_apis_and_fences_a_silent_broker() {
     );
     let controller = metadata(nodes[0].addr()).unwrap().controller_id.0;
     assert_eq!(controller, *leader);
+    // Every broker listener answers it, forwarded to the active controller.
+    for node in nodes.iter() {
+        let forwarded = describe_quorum_at(node.addr());
+        assert_eq!(forwarded, (0, *leader, vec![1, 2, 3]), "node {}", node.id);
+    }
+    // UnregisterBroker through a broker listener reaches the controller:
+    // an id never registered is its BROKER_ID_NOT_REGISTERED.
+    let unregister = UnregisterBrokerRequest::default().with_broker_id(BrokerId(77));
+    let answer = call(nodes[0].addr(), &unregister, 0).expect("an UnregisterBroker answer");
+    assert_eq!(answer.error_code, BROKER_ID_NOT_REGISTERED, "{answer:?}");
 
     // A broker that is not the active controller is SIGKILLed.
     create_topic(&nodes[0].bootstrap(), "fenced");
@@ -141,4 +165,68 @@ fn the_active_controller_serves_its_apis_and_fences_a_silent_broker() {
         "broker {victim_id} restarted: listed again after {:?}",
         restarted.elapsed()
     );
+}
+
+/// Logs in with SASL/PLAIN on a fresh connection to `addr`.
+fn plain_login(addr: SocketAddr, user: &str, password: &str) -> TcpStream {
+    let mut stream = TcpStream::connect(addr).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let handshake =
+        SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str("PLAIN"));
+    let answer = call_on(&mut stream, &handshake, 1).expect("a SaslHandshake answer");
+    assert_eq!(answer.error_code, 0, "{answer:?}");
+    let token = format!("\0{user}\0{password}");
+    let login = SaslAuthenticateRequest::default().with_auth_bytes(token.into_bytes().into());
+    let answer = call_on(&mut stream, &login, 2).expect("a SaslAuthenticate answer");
+    assert_eq!(answer.error_code, 0, "{answer:?}");
+    stream
+}
+
+/// The controller listener is SASL_PLAINTEXT: brokers log in there with
+/// SCRAM-SHA-512 as the `broker` user (`sasl.mechanism.controller.protocol`
+/// and the listener's JAAS config), a super user (as is ANONYMOUS, the
+/// PLAINTEXT clients), so their registrations
+/// and heartbeats pass CLUSTER_ACTION and the cluster forms; a client
+/// without SASL is not served there, and a user without CLUSTER_ACTION is
+/// refused a heartbeat.
+#[test]
+fn brokers_log_in_to_a_sasl_controller_listener() {
+    let jaas = "org.apache.kafka.common.security.scram.ScramLoginModule required \
+                username=\"broker\" password=\"broker-secret\";";
+    let cluster = cluster::cluster(3)
+        .controller_protocol("SASL_PLAINTEXT")
+        .set(
+            "sasl.bootstrap.users",
+            "broker:broker-secret,mallory:mallory-secret",
+        )
+        .set("sasl.mechanism.controller.protocol", "SCRAM-SHA-512")
+        .set(
+            "listener.name.controller.scram-sha-512.sasl.jaas.config",
+            jaas,
+        )
+        .set("authorizer", "authorizer_acl")
+        .set("super.users", "User:broker;User:ANONYMOUS")
+        .start();
+    let formed = Instant::now();
+    let controller = cluster.await_formed(&[1, 2, 3]);
+    eprintln!(
+        "SASL controller listener: formed {:?} after the nodes listened",
+        formed.elapsed()
+    );
+    let active = cluster.node(controller).controller_addr();
+    assert!(call(active, &BrokerHeartbeatRequest::default(), 0).is_none());
+    let mut mallory = plain_login(active, "mallory", "mallory-secret");
+    let heartbeat = BrokerHeartbeatRequest::default()
+        .with_broker_id(BrokerId(1))
+        .with_broker_epoch(1);
+    let answer = call_on(&mut mallory, &heartbeat, 0).expect("a BrokerHeartbeat answer");
+    assert_eq!(
+        answer.error_code, CLUSTER_AUTHORIZATION_FAILED,
+        "{answer:?}"
+    );
+    // The forwarded DescribeQuorum goes over the same SASL channel.
+    let forwarded = describe_quorum_at(cluster.node(1).addr());
+    assert_eq!(forwarded, (0, controller, vec![1, 2, 3]));
 }

@@ -13,19 +13,22 @@
 
 use std::time::Duration;
 
-use gregor_tests::cluster::{self, script_json, Cluster, Node};
-use gregor_tests::wait_for;
+use gregor_tests::cluster::{self, script_json, Cluster, ClusterBuilder, Node};
+use gregor_tests::{gregor_cli, wait_for};
 use serde_json::{json, Value};
 
 /// Three combined-mode nodes with a SASL_PLAINTEXT listener beside the
 /// PLAINTEXT one, authorized by `authorizer_acl` with ANONYMOUS a super
 /// user.
-fn start_cluster() -> Cluster {
+fn authorized() -> ClusterBuilder {
     cluster::cluster(3)
         .listener("SASL_PLAINTEXT", "SASL_PLAINTEXT")
         .set("authorizer", "authorizer_acl")
         .set("super.users", "User:ANONYMOUS")
-        .start()
+}
+
+fn start_cluster() -> Cluster {
+    authorized().start()
 }
 
 /// `cluster_stores.py COMMAND NODE ARGS` for `node`.
@@ -185,4 +188,74 @@ fn configs_acls_users_and_quotas_set_on_one_broker_hold_on_every_broker() {
     let state = quota_state(b);
     assert_eq!(state["quotas"], alice_quota, "{state}");
     assert_eq!(state["subscription"]["interval.ms"], "60000", "{state}");
+}
+
+/// `gregor authorizer use NAME` on `node`'s admin endpoint (asserting it
+/// succeeded): its answer.
+fn use_authorizer(node: &Node, name: &str) -> String {
+    let (ok, text) = gregor_cli(&["authorizer", "use", name], &node.admin());
+    assert!(
+        ok,
+        "gregor authorizer use {name} on node {}: {text}",
+        node.id
+    );
+    text
+}
+
+/// Waits until `alice` is denied `topic` on `node` (logged in, the topic
+/// refused by the authorizer).
+fn alice_denied(node: &Node, topic: &str) {
+    let what = format!("alice denied on node {}", node.id);
+    until(
+        &what,
+        || alice_on(node, topic),
+        |seen| seen["error"].is_null() && seen["topic_error"] == "TOPIC_AUTHORIZATION_FAILED",
+    );
+}
+
+#[test]
+fn the_authorizer_chosen_on_one_broker_decides_on_every_broker() {
+    let mut cluster = authorized().admin().start();
+    cluster.await_formed(&[1, 2, 3]);
+    let nodes = &mut cluster.nodes;
+    let (a, b, c) = (&nodes[0], &nodes[1], &nodes[2]);
+    let created = script_json(
+        "cluster.py",
+        &["create", &a.bootstrap(), "guarded", "1", "3"],
+    );
+    assert_eq!(created["error"], Value::Null, "{created}");
+    let added = stores("add-user", a, &[&a.bootstrap(), "alice", "alice-secret"]);
+    assert_eq!(added["error"], Value::Null, "{added}");
+    // The configured authorizer_acl decides everywhere: no ACL, denied.
+    alice_denied(b, "guarded");
+    alice_denied(c, "guarded");
+
+    // No authorizer, chosen on A: B and C allow everything.
+    let answer = use_authorizer(a, "none");
+    assert!(answer.contains("every action is allowed"), "{answer}");
+    alice_allowed(b, "guarded");
+    alice_allowed(c, "guarded");
+    let (ok, status) = gregor_cli(&["authorizer", "show", "--output", "json"], &c.admin());
+    assert!(
+        ok && status
+            .replace(char::is_whitespace, "")
+            .contains("\"active\":null"),
+        "{status}"
+    );
+
+    // B restarted keeps the cluster's choice over its `authorizer` config.
+    nodes[1].kill();
+    nodes[1].restart();
+    let b = &nodes[1];
+    let seen = until(
+        "alice to log in on the restarted B",
+        || alice_on(b, "guarded"),
+        |seen| seen["error"].is_null(),
+    );
+    assert!(seen["topic_error"].is_null(), "after the restart: {seen}");
+
+    // authorizer_acl again, chosen on C: denied on A and B.
+    use_authorizer(&nodes[2], "authorizer_acl");
+    alice_denied(&nodes[0], "guarded");
+    alice_denied(&nodes[1], "guarded");
 }

@@ -182,3 +182,112 @@ async fn counters_move_with_real_client_traffic() {
         sample(&text, "gregor_connections{listener=\"PLAINTEXT\"}").is_some_and(|open| open >= 1.0)
     );
 }
+
+/// The families kept with their millisecond names (Kafka's `*TimeMs`, and
+/// what dashboards and the tests above read): promtool's only complaint
+/// about /metrics is their unit abbreviation.
+const MILLISECOND_FAMILIES: &[&str] = &[
+    "gregor_request_queue_time_ms",
+    "gregor_request_local_time_ms",
+    "gregor_request_remote_time_ms",
+    "gregor_request_throttle_time_ms",
+    "gregor_response_queue_time_ms",
+    "gregor_response_send_time_ms",
+    "gregor_request_total_time_ms",
+    "gregor_plugin_call_time_ms",
+    "gregor_plugin_instantiate_time_ms",
+];
+
+/// `promtool check metrics` (Debian's `prometheus`) on /metrics after
+/// produce and fetch traffic: the exposition parses, every family has help
+/// and a type, counters end in `_total`; and every histogram's `+Inf`
+/// bucket equals its `_count`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn promtool_accepts_the_exposition_after_traffic() {
+    use std::io::Write as _;
+    use std::process::{Command, Stdio};
+
+    let (broker, admin) = gregor_tests::start_with_admin(&[]);
+    kafka::create_topic(&broker, "linted", 2).await;
+    let producer = kafka::producer(&broker, &[]);
+    for i in 0..50 {
+        let payload = format!("record-{i}");
+        producer
+            .send(
+                FutureRecord::to("linted").key(&payload).payload(&payload),
+                Duration::from_secs(30),
+            )
+            .await
+            .expect("produce");
+    }
+    let received = kafka::consume_all(&broker, "linted", 2, 50, Duration::from_secs(60)).await;
+    assert_eq!(received.values().map(Vec::len).sum::<usize>(), 50);
+    let missing = kafka::plain_consumer(&broker)
+        .fetch_metadata(Some("not-there"), Duration::from_secs(30))
+        .expect("metadata");
+    assert!(missing.topics().iter().all(|t| t.error().is_some()));
+
+    let text = scrape(&admin);
+    assert!(
+        sample(&text, "gregor_topic_messages_in_total{topic=\"linted\"}") == Some(50.0),
+        "{text}"
+    );
+    let mut promtool = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("promtool (Debian package prometheus; .ci/deps.sh installs it)");
+    promtool
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(text.as_bytes())
+        .expect("feed promtool");
+    let output = promtool.wait_with_output().expect("promtool");
+    let report = String::from_utf8_lossy(&output.stderr).to_string()
+        + &String::from_utf8_lossy(&output.stdout);
+    // Exit 0: clean; 3: lint problems only (1 would be a parse failure).
+    assert!(
+        matches!(output.status.code(), Some(0 | 3)),
+        "promtool failed ({:?}): {report}\n{text}",
+        output.status
+    );
+    for problem in report.lines().filter(|line| !line.trim().is_empty()) {
+        let (family, complaint) = problem.split_once(' ').unwrap_or((problem, ""));
+        assert!(
+            MILLISECOND_FAMILIES.contains(&family)
+                && complaint == "metric names should not contain abbreviated units",
+            "promtool: {problem}\n{text}"
+        );
+    }
+    assert!(
+        output.status.code() == Some(0) || !report.trim().is_empty(),
+        "promtool exited 3 without saying why"
+    );
+
+    let mut histograms = 0;
+    for line in text.lines() {
+        let Some((series, value)) = line.rsplit_once(' ') else {
+            continue;
+        };
+        let Some((family, labels)) = series.split_once("_count") else {
+            continue;
+        };
+        if !MILLISECOND_FAMILIES.contains(&family) {
+            continue;
+        }
+        let inf = match labels.strip_suffix('}') {
+            Some(labels) => format!("{family}_bucket{labels},le=\"+Inf\"}}"),
+            None => format!("{family}_bucket{{le=\"+Inf\"}}"),
+        };
+        let count: f64 = value.parse().expect("count");
+        assert_eq!(sample(&text, &inf), Some(count), "{series} vs {inf}");
+        histograms += 1;
+    }
+    assert!(
+        histograms >= 7,
+        "request-phase histograms: {histograms}\n{text}"
+    );
+}

@@ -7,8 +7,8 @@
 //! `api.version.request=false` lists and commits offsets; raw frames for the versions
 //! no client here sends (OffsetForLeaderEpoch v0-1, DescribeLogDirs v0,
 //! AlterReplicaLogDirs v0, the delegation token APIs v0). ApiVersions
-//! advertises these ranges, and Produce v0-2 and Fetch v0-3 (old message
-//! formats) stay refused.
+//! advertises these ranges (Produce v0-2 and Fetch v0-3, the old message
+//! formats, are tests/tests/old_formats.rs's).
 
 use gregor_tests::wire::{put_i16, put_i32, request_frame, Conn, Reader};
 use gregor_tests::{kafka, run_python, Broker};
@@ -197,16 +197,15 @@ async fn admin_v0_requests_on_the_wire() {
     }
 }
 
-/// ApiVersions advertises the versions Kafka 3.9 served wherever no old
-/// message format is involved; Produce stays advertised from 0 (as Kafka 4
-/// does, for librdkafka) with v0-2 refused, Fetch from 4.
+/// ApiVersions advertises the versions Kafka 3.9 served, Produce and Fetch
+/// from 0 (old message formats, converted).
 #[test]
 fn api_versions_advertise_the_old_versions() {
     let broker = Broker::start();
     let versions = Conn::connect(broker.addr()).api_versions(1);
     let expected = [
         (0, 0, 13),
-        (1, 4, 17),
+        (1, 0, 17),
         (2, 0, 10),
         (8, 0, 9),
         (9, 0, 9),
@@ -248,20 +247,4 @@ async fn librdkafka_with_old_fallback_versions() {
         json!({"watermarks": [0, 2], "committed": 4}),
         "{seen}"
     );
-}
-
-/// Old message formats stay out: Fetch v3 is not served (the host closes
-/// the connection, as for any version outside the advertised range), and
-/// Produce v2, advertised for librdkafka, closes the connection unanswered.
-#[test]
-fn old_message_format_versions_stay_refused() {
-    let broker = Broker::start();
-    for (key, version) in [(1, 3), (0, 2)] {
-        let mut conn = Conn::connect(broker.addr());
-        // Any body: neither version's is decoded.
-        let body = [0u8; 10];
-        conn.send(&request_frame(key, version, 50, false, &body))
-            .expect("send");
-        conn.expect_closed(&format!("ApiKey {key} v{version}"));
-    }
 }

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use gregor_tests::wire::{request_frame, Conn};
-use gregor_tests::{gregor_bin, kafka, plugin_dir, wait_for, workspace_root, Broker};
+use gregor_tests::{gregor_bin, kafka, plugin_dir, wait_for, Broker};
 use rdkafka::consumer::Consumer;
 use rdkafka::error::KafkaError;
 use rdkafka::message::Message;
@@ -22,22 +22,10 @@ use serde_json::Value;
 const TOPIC_SUMMARY_KEY: i16 = 1000;
 const CHAOS_KEY: i16 = 1099;
 
-/// The example modules (`make plugins` puts them in build/examples).
 fn example(name: &str) -> PathBuf {
-    let dir = std::env::var_os("GREGOR_EXAMPLE_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| workspace_root().join("build/examples"));
-    let path = dir.join(format!("{name}.wasm"));
-    assert!(
-        path.is_file(),
-        "example module {} not built (make plugins)",
-        path.display()
-    );
-    path
+    gregor_tests::example_module(name)
 }
 
-/// A private copy of the standard plugin directory, so a test can change
-/// it without touching other tests' brokers.
 /// A broker on a private copy of the plugin directory, with an admin
 /// listener and `settings`: the directory, the broker, the admin address.
 fn start_private(settings: &[(&str, &str)]) -> (tempfile::TempDir, Broker, String) {
@@ -89,7 +77,7 @@ fn cli(admin: &str, args: &[&str]) -> (bool, String) {
 }
 
 fn plugin_list(admin: &str) -> Value {
-    let (ok, text) = cli(admin, &["list"]);
+    let (ok, text) = cli(admin, &["list", "--output", "json"]);
     assert!(ok, "gregor plugins list failed: {text}");
     let json = text.lines().next().unwrap_or_default();
     serde_json::from_str(json).unwrap_or_else(|e| panic!("plugins list is not JSON ({e}): {text}"))

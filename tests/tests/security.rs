@@ -251,12 +251,7 @@ fn private_plugin_dir() -> tempfile::TempDir {
 }
 
 fn example(name: &str) -> PathBuf {
-    let dir = std::env::var_os("GREGOR_EXAMPLE_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| workspace_root().join("build/examples"));
-    let path = dir.join(format!("{name}.wasm"));
-    assert!(path.is_file(), "{} not built (make build)", path.display());
-    path
+    gregor_tests::example_module(name)
 }
 
 // ---- certificates ----
@@ -869,6 +864,8 @@ async fn prefix_authorizer_is_enforced(module: &str) {
     let broker = sasl_broker(&[
         ("plugin.dir", plugin_path.as_str()),
         ("admin.listener", admin_addr.as_str()),
+        // Open on purpose: admin_auth.rs tests the authenticated endpoint.
+        ("admin.auth", "none"),
         ("authorizer", "authorizer_acl"),
         ("super.users", "User:admin"),
     ]);
@@ -888,7 +885,7 @@ async fn prefix_authorizer_is_enforced(module: &str) {
     assert!(ok, "loading {module}: {text}");
     let (ok, text) = cli(&admin_addr, &["authorizer", "use", module]);
     assert!(ok, "switching to {module}: {text}");
-    let (ok, text) = cli(&admin_addr, &["authorizer", "show"]);
+    let (ok, text) = cli(&admin_addr, &["authorizer", "show", "--output", "json"]);
     assert!(
         ok && text.contains(&format!("\"active\":\"{module}\"")),
         "{text}"
@@ -940,6 +937,7 @@ async fn credentials_acls_and_the_authorizer_choice_survive_a_crash() {
     let admin_addr = format!("127.0.0.1:{}", free_port());
     let mut broker = sasl_broker(&[
         ("admin.listener", admin_addr.as_str()),
+        ("admin.auth", "none"),
         ("super.users", "User:admin"),
     ]);
     let (ok, text) = cli(
@@ -955,7 +953,7 @@ async fn credentials_acls_and_the_authorizer_choice_survive_a_crash() {
         ],
     );
     assert!(ok, "users add: {text}");
-    let (ok, text) = cli(&admin_addr, &["users", "list"]);
+    let (ok, text) = cli(&admin_addr, &["users", "list", "--output", "json"]);
     assert!(
         ok && text.contains("\"carol\"") && !text.contains("carol-secret"),
         "{text}"

@@ -359,7 +359,8 @@ fn mutated_requests_for_every_api_never_trap() {
     let open_traps = report("open broker", &mut open, &admin, &tally);
     assert!(tally.inputs > 1000, "too few inputs: {tally:?}");
 
-    let (mut denied, admin) = start_with_admin(&[("authorizer", "authorizer_acl")]);
+    let (mut denied, admin) =
+        start_with_admin(&[("authorizer", "authorizer_acl"), ("admin.auth", "none")]);
     let tally = fuzz(&denied, &mut rng, |key| CREATING.contains(&key));
     let denied_traps = report(
         "deny-all broker, creating APIs",

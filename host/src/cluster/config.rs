@@ -338,11 +338,7 @@ mod tests {
     ];
 
     fn config(pairs: &[&str]) -> BrokerConfig {
-        let mut config = BrokerConfig::default();
-        for pair in pairs {
-            config.set_pair(pair).unwrap();
-        }
-        config
+        BrokerConfig::from_pairs(pairs)
     }
 
     /// The combined config with `changes` applied after it.

@@ -39,6 +39,7 @@ use crate::cluster::command::{Applied, BrokerRegistrationRecord, Command, Endpoi
 use crate::cluster::config::ClusterConfig;
 use crate::cluster::controller::active::{ActiveController, ControllerSettings, QuorumStatus};
 use crate::cluster::image::MetadataImage;
+use crate::cluster::membership::forward::ControllerForwarder;
 use crate::cluster::membership::wire::ControllerChannel;
 use crate::cluster::membership::{self, Member, MembershipError};
 use crate::cluster::quorum::Quorum;
@@ -50,6 +51,7 @@ use crate::replication::alter;
 use crate::replication::follower;
 use crate::replication::image_source::ImagePartitions;
 use crate::replication::leader::{self, LeaderReplication};
+use crate::security::sasl_client::{self, SaslCredentials};
 use crate::security::settings;
 use crate::services::{AdvertisedListener, Services};
 
@@ -189,7 +191,7 @@ impl ClusterNode {
         let (fatal, fatal_rx) = mpsc::channel(1);
         if self.config.roles.is_broker() {
             let epoch = Arc::new(AtomicI64::new(-1));
-            self.lead_replication(broker_config, services, &epoch, &stopped);
+            self.lead_replication(broker_config, services, &epoch, &stopped)?;
             services
                 .producer_ids
                 .use_blocks_from(Arc::new(ProducerIdBlocks {
@@ -206,9 +208,11 @@ impl ClusterNode {
                 registration_timeout: self.timeout,
                 epoch,
             };
+            let listeners = &self.config.controller_listener_names;
             let channel = ControllerChannel::new(
                 Arc::clone(&quorum),
-                self.config.controller_listener_names.clone(),
+                listeners.clone(),
+                controller_logins(broker_config, listeners)?,
                 self.config.node_id,
             );
             tokio::spawn(membership::run(quorum, channel, member, fatal, stopped));
@@ -233,7 +237,7 @@ impl ClusterNode {
         services: &Arc<Services>,
         broker_epoch: &Arc<AtomicI64>,
         stopped: &watch::Receiver<bool>,
-    ) {
+    ) -> Result<()> {
         let quorum: Arc<dyn Quorum<MetadataImage>> = self.quorum.clone();
         let lag_max = broker_config.millis(
             "replica.lag.time.max.ms",
@@ -254,9 +258,11 @@ impl ClusterNode {
         ));
         services.replica.set_replication(Arc::clone(&replication));
         tokio::spawn(Arc::clone(&replication).run(stopped.clone()));
+        let listeners = &self.config.controller_listener_names;
         let channel = ControllerChannel::new(
             quorum,
-            self.config.controller_listener_names.clone(),
+            listeners.clone(),
+            controller_logins(broker_config, listeners)?,
             self.config.node_id,
         );
         tokio::spawn(alter::run(
@@ -267,6 +273,7 @@ impl ClusterNode {
             changes,
             stopped.clone(),
         ));
+        Ok(())
     }
 
     /// The follower side of replication: leader epochs taken on as the
@@ -298,6 +305,27 @@ impl ClusterNode {
             high_watermarks: Arc::default(),
         };
         tokio::spawn(replication.run(stopped.clone()));
+    }
+
+    /// On a node with the broker role, the forwarder of the controller
+    /// APIs its broker listeners serve: its own channel to the active
+    /// controller, with the broker's login there.
+    pub fn forwarder(&self, broker_config: &BrokerConfig) -> Result<Option<ControllerForwarder>> {
+        if !self.config.roles.is_broker() {
+            return Ok(None);
+        }
+        let listeners = &self.config.controller_listener_names;
+        let quorum: Arc<dyn Quorum<MetadataImage>> = self.quorum.clone();
+        let channel = ControllerChannel::new(
+            quorum,
+            listeners.clone(),
+            controller_logins(broker_config, listeners)?,
+            self.config.node_id,
+        );
+        Ok(Some(ControllerForwarder::new(
+            channel,
+            tokio::runtime::Handle::current(),
+        )))
     }
 
     /// The listeners that serve the controller APIs: this node's
@@ -496,4 +524,22 @@ fn existing_cluster_id(log_dir: &Path) -> Option<String> {
         .lines()
         .any(|line| line.trim() == "cluster.joined=true");
     (joined && !id.is_empty()).then(|| id.to_string())
+}
+
+/// The broker's login on each controller listener its
+/// `listener.security.protocol.map` says is SASL (checked at start, so a
+/// missing mechanism or login is a message, not a broker that never joins).
+fn controller_logins(
+    config: &BrokerConfig,
+    listeners: &[String],
+) -> Result<Vec<(String, SaslCredentials)>> {
+    let mut logins = Vec::new();
+    for name in listeners {
+        let protocol = settings::listener_protocol(config, name)?;
+        if protocol.name().starts_with("SASL_") {
+            let login = sasl_client::controller_credentials(config, name)?;
+            logins.push((name.clone(), login));
+        }
+    }
+    Ok(logins)
 }

@@ -3,7 +3,9 @@
 //! configs Gregor acts on are its own table's (`metadata::broker_config`),
 //! and a change of one reaches every partition log; every other config
 //! Kafka can change dynamically (`catalog`) is checked, stored and
-//! described back without effect, as Kafka would store it.
+//! described back without effect, as Kafka would store it. A module's
+//! `plugin.grants.<module>` (`plugins::grants`) is dynamic too: the loader
+//! reads it at the module's next load.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -15,6 +17,7 @@ use crate::metadata::broker_config::{self, ConfigType};
 use crate::metadata::dynamic::DynamicConfigs;
 use crate::metadata::topic_config::{BrokerView, Source, Synonym};
 use crate::metadata::topics::TopicManager;
+use crate::plugin_grants as grants;
 
 pub(super) struct BrokerConfigs {
     pub(super) node_id: i32,
@@ -43,6 +46,9 @@ impl StoredConfigs for BrokerConfigs {
     }
 
     fn is_list(&self, config: &str) -> Result<bool, ConfigError> {
+        if config.starts_with(grants::CONFIG_PREFIX) {
+            return Ok(true);
+        }
         let config_type = match broker_config::definition(config) {
             Some(def) => Some(def.config_type),
             None => catalog::lookup(config).map(catalog::KafkaConfig::config_type),
@@ -78,6 +84,10 @@ impl StoredConfigs for BrokerConfigs {
                 } else {
                     read_only.push(key.as_str());
                 }
+                continue;
+            }
+            if key.starts_with(grants::CONFIG_PREFIX) {
+                grants::parse(value).map_err(ConfigError::invalid_config)?;
                 continue;
             }
             let Some(kafka) = catalog::lookup(key) else {
@@ -239,7 +249,8 @@ fn broker_entry(view: &BrokerView<'_>, name: &str) -> Description {
             .map(|head| head.value.clone()),
         source: head.as_ref().map_or(Source::Default, |head| head.source),
         read_only: !(def.is_some_and(|def| def.dynamic)
-            || kafka.is_some_and(catalog::KafkaConfig::dynamic)),
+            || kafka.is_some_and(catalog::KafkaConfig::dynamic)
+            || name.starts_with(grants::CONFIG_PREFIX)),
         sensitive,
         synonyms: synonyms
             .into_iter()

@@ -124,6 +124,7 @@ fn topic_doc(name: &str) -> &'static str {
         "index.interval.bytes" => "Log bytes between two offset index entries.",
         "max.compaction.lag.ms" => "The longest a record stays uncompacted.",
         "max.message.bytes" => "The largest record batch the topic accepts.",
+        "message.downconversion.enable" => "Whether Fetch v0-3 (the old message formats) is answered with down-converted records; false: UNSUPPORTED_VERSION.",
         "message.timestamp.after.max.ms" => "How far in the future a CreateTime timestamp may be.",
         "message.timestamp.before.max.ms" => "How far in the past a CreateTime timestamp may be.",
         "message.timestamp.type" => "CreateTime (the producer's) or LogAppendTime (the broker's).",

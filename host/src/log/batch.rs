@@ -25,6 +25,7 @@
 //! lookups).
 
 use super::codec;
+use super::legacy_format;
 use super::record_stream::RecordStream;
 use super::validate;
 use super::varint::{read_varint, read_varlong};
@@ -316,6 +317,15 @@ pub fn prepare_append(
             "the append holds no record batches".into(),
         ));
     }
+    // Produce v0-2's message sets become one v2 batch, validated below
+    // like any other (Kafka 3.9's LogValidator converts on append).
+    let converted;
+    let input = if legacy_format::is_legacy(input) {
+        converted = legacy_format::up_convert(input, max_message_bytes, rules.decompressed_limit)?;
+        &converted[..]
+    } else {
+        input
+    };
 
     // Pass 1: framing and size limits (cheap, before any CRC work).
     let mut frames = Vec::new();
@@ -346,8 +356,8 @@ pub fn prepare_append(
         match rest[MAGIC] as i8 {
             MAGIC_V2 => {}
             m @ (0 | 1) => {
-                return Err(StorageError::UnsupportedForMessageFormat(format!(
-                    "magic v{m} record batches are not supported; use magic v2 (Produce v3+)"
+                return Err(StorageError::InvalidRecord(format!(
+                    "a magic v{m} message after a magic v2 batch (every batch of an append has the first one's magic)"
                 )))
             }
             m => {
@@ -887,12 +897,14 @@ mod tests {
         bad_crc[last] ^= 0xff;
         assert!(matches!(err(&bad_crc), StorageError::CorruptMessage(_)));
 
+        // A v2 batch with magic 1 is read as a legacy message whose CRC
+        // does not match.
         let mut v1 = good.clone();
         v1[MAGIC] = 1;
-        assert!(matches!(
-            err(&v1),
-            StorageError::UnsupportedForMessageFormat(_)
-        ));
+        assert!(matches!(err(&v1), StorageError::CorruptMessage(_)));
+        let mut then_v1 = good.clone();
+        then_v1.extend_from_slice(&v1);
+        assert!(matches!(err(&then_v1), StorageError::InvalidRecord(_)));
         let mut v9 = good.clone();
         v9[MAGIC] = 9;
         assert!(matches!(err(&v9), StorageError::CorruptMessage(_)));

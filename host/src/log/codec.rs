@@ -171,6 +171,51 @@ pub fn decompress(codec: i16, data: &[u8], limit: usize) -> Result<Vec<u8>, Code
     Ok(out)
 }
 
+/// Compresses a records section as Kafka's Java client writes it: gzip,
+/// snappy in the xerial framing (32 KiB blocks), lz4 in the LZ4 frame
+/// format. For the batches the host builds itself (message-format
+/// conversion, `legacy_format`); zstd and unknown codecs are not written.
+pub fn compress_section(codec: i16, data: &[u8]) -> Result<Vec<u8>, CodecError> {
+    use std::io::Write;
+    let failed = |e: io::Error| CodecError::Corrupt(format!("{}: {e}", codec_name(codec)));
+    match codec {
+        1 => {
+            let mut gzip = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+            gzip.write_all(data).map_err(failed)?;
+            gzip.finish().map_err(failed)
+        }
+        2 => {
+            let mut out = XERIAL_MAGIC.to_vec();
+            out.extend_from_slice(&[0, 0, 0, 1, 0, 0, 0, 1]); // version, compatible version
+            let mut encoder = snap::raw::Encoder::new();
+            for chunk in data.chunks(XERIAL_BLOCK) {
+                let block = encoder
+                    .compress_vec(chunk)
+                    .map_err(|e| CodecError::Corrupt(format!("snappy: {e}")))?;
+                let length = i32::try_from(block.len())
+                    .map_err(|_| CodecError::Corrupt("snappy: block too large".into()))?;
+                out.extend_from_slice(&length.to_be_bytes());
+                out.extend_from_slice(&block);
+            }
+            Ok(out)
+        }
+        3 => {
+            let mut lz4 = lz4_flex::frame::FrameEncoder::new(Vec::new());
+            lz4.write_all(data).map_err(failed)?;
+            lz4.finish()
+                .map_err(|e| CodecError::Corrupt(format!("lz4: {e}")))
+        }
+        other => Err(CodecError::Corrupt(format!(
+            "the host does not write codec {other} ({})",
+            codec_name(other)
+        ))),
+    }
+}
+
+/// The uncompressed size of each xerial block the host writes (snappy-java's
+/// default).
+const XERIAL_BLOCK: usize = 32 << 10;
+
 /// Counts what a decoder produces and fails past the limit; labels the
 /// decoder's own errors with the codec.
 struct Limited<R> {

@@ -1063,9 +1063,10 @@ mod tests {
         let m = open_with(dir.path(), std::slice::from_ref(&t0), LogConfig::default());
         let err = m.append(&t0, &[], 0).unwrap_err();
         assert_eq!(err.error_code(), 87);
+        // A v2 batch with magic 1 reads as a legacy message with a bad CRC.
         let mut v1 = simple_batch(1, 1, 0);
         v1[16] = 1;
-        assert_eq!(m.append(&t0, &v1, 0).unwrap_err().error_code(), 43);
+        assert_eq!(m.append(&t0, &v1, 0).unwrap_err().error_code(), 2);
         let unknown = tp("nope", 0);
         assert_eq!(
             m.append(&unknown, &simple_batch(1, 1, 0), 0)

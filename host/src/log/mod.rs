@@ -65,6 +65,7 @@ pub mod epoch_cache;
 #[cfg(test)]
 mod fuzz;
 mod index;
+pub mod legacy_format;
 pub mod manager;
 mod partition;
 pub mod producer_state;
@@ -236,8 +237,9 @@ pub enum StorageError {
     MessageTooLarge(String),
     /// The offset is outside `[log start offset, high watermark]`.
     OffsetOutOfRange,
-    /// Magic v0/v1 batches: Gregor stores only the v2 format.
-    UnsupportedForMessageFormat(String),
+    /// A zstd batch read by a client of the old message formats, which
+    /// cannot be down-converted.
+    UnsupportedCompressionType(String),
     /// The topic name cannot be a partition directory.
     InvalidTopic(String),
     /// The topic's configs forbid the operation (DeleteRecords on a
@@ -261,8 +263,8 @@ impl StorageError {
             StorageError::Decompression(_) => ErrorCode::CorruptMessage.code(),
             StorageError::MessageTooLarge(_) => ErrorCode::MessageTooLarge.code(),
             StorageError::OffsetOutOfRange => ErrorCode::OffsetOutOfRange.code(),
-            StorageError::UnsupportedForMessageFormat(_) => {
-                ErrorCode::UnsupportedForMessageFormat.code()
+            StorageError::UnsupportedCompressionType(_) => {
+                ErrorCode::UnsupportedCompressionType.code()
             }
             StorageError::InvalidTopic(_) => ErrorCode::InvalidTopicException.code(),
             StorageError::PolicyViolation(_) => ErrorCode::PolicyViolation.code(),
@@ -286,9 +288,7 @@ impl fmt::Display for StorageError {
             }
             StorageError::MessageTooLarge(m) => write!(f, "message too large: {m}"),
             StorageError::OffsetOutOfRange => f.write_str("offset out of range"),
-            StorageError::UnsupportedForMessageFormat(m) => {
-                write!(f, "unsupported message format: {m}")
-            }
+            StorageError::UnsupportedCompressionType(m) => f.write_str(m),
             StorageError::InvalidTopic(m) => write!(f, "invalid topic: {m}"),
             StorageError::PolicyViolation(m) => f.write_str(m),
             StorageError::LogDirNotFound(m) => write!(f, "log directory not found: {m}"),
@@ -333,8 +333,9 @@ pub trait LogStore: Send + Sync {
     /// Every partition hosted, sorted.
     fn partitions(&self) -> Vec<TopicPartition>;
 
-    /// Validates `batches` (one or more v2 record batches as on the wire),
-    /// assigns offsets from the log end offset and appends them, all or
+    /// Validates `batches` (one or more v2 record batches as on the wire,
+    /// or a magic v0/v1 message set, up-converted to one v2 batch: see
+    /// `legacy_format`), assigns offsets from the log end offset and appends them, all or
     /// nothing. `now_ms` is the broker time for LogAppendTime.
     fn append(
         &self,

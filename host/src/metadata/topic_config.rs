@@ -92,6 +92,13 @@ pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
         "1048588",
         Kind::Int { min: 0 },
     ),
+    // Kafka 3.9's (Kafka 4 removed it with the old message formats).
+    def(
+        "message.downconversion.enable",
+        Some("log.message.downconversion.enable"),
+        "true",
+        Kind::Bool,
+    ),
     def(
         "message.timestamp.after.max.ms",
         Some("log.message.timestamp.after.max.ms"),

@@ -425,6 +425,18 @@ impl TopicManager {
         Some(topic_config::effective(&topic.configs, &view))
     }
 
+    /// The effective value of one config of a topic (None: no such topic
+    /// or config).
+    pub fn config_value(&self, name: &str, config: &str) -> Option<String> {
+        let topic = self.get(name)?;
+        let layers = self.dynamic.broker_layers();
+        let view = BrokerView {
+            layers: &layers,
+            config: &self.config,
+        };
+        topic_config::effective_value(config, &topic.configs, &view)
+    }
+
     /// The log settings for a topic with these overrides, from the current
     /// broker configs.
     /// Opens (creating where needed) the logs of these partitions of

@@ -22,7 +22,7 @@ use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::oneshot;
 use tracing::{debug, info, info_span, warn, Instrument};
 
-use crate::metrics::{request_label, Metrics, RequestTimes};
+use crate::metrics::{label_of, ConnectionRecorder, Metrics, RequestTimes};
 use crate::network::channel::{Request, RequestChannel, Response, Route, Timings};
 use crate::network::connection_quotas::ConnectionQuotas;
 use crate::network::frame::{Frame, FrameReader};
@@ -53,6 +53,8 @@ pub struct ConnectionContext {
     /// This node's controller listeners (`exposure`): none unless it has
     /// the controller role.
     pub controller_listeners: Vec<String>,
+    /// Whether broker listeners serve the forwarded controller APIs.
+    pub forwards_controller_apis: bool,
 }
 
 /// Why a connection ended, for the log.
@@ -113,6 +115,8 @@ where
 {
     let (read_half, mut write_half) = tokio::io::split(stream);
     let mut reader = FrameReader::new(read_half);
+    // This connection's metric handles: recording touches only atomics.
+    let mut recorder = ConnectionRecorder::default();
     loop {
         let Frame {
             bytes: frame,
@@ -140,10 +144,13 @@ where
         let api_key = header.api_key;
         let api_version = header.api_version;
         let request_bytes = body.len();
-        let request_label = match &route {
-            Route::Handler(handler) => request_label(header.api_key, &handler.info().name),
-            Route::UnsupportedApiVersions => "ApiVersions".to_string(),
-        };
+        let request_metrics = recorder.get(
+            &ctx.metrics,
+            match &route {
+                Route::Handler(handler) => label_of(header.api_key, &handler.info().name),
+                Route::UnsupportedApiVersions => "ApiVersions",
+            },
+        );
         let (reply, response) = oneshot::channel();
         let request = Request {
             header,
@@ -208,13 +215,7 @@ where
             response_send: sent.saturating_duration_since(picked_up),
             total: sent.saturating_duration_since(received),
         };
-        ctx.metrics.record_request(
-            &request_label,
-            api_version,
-            request_bytes,
-            &times,
-            reply.end,
-        );
+        request_metrics.record(api_version, request_bytes, &times, reply.end);
         if let Err(ending) = written {
             return ending;
         }
@@ -269,6 +270,7 @@ fn parse(frame: Bytes, session: &Session, ctx: &ConnectionContext) -> Result<Par
         &session.listener,
         &session.security_protocol,
         &ctx.controller_listeners,
+        ctx.forwards_controller_apis,
     );
     let Some(handler) = ctx.registry.handler(api_key).filter(|_| served) else {
         return Err(format!(

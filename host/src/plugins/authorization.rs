@@ -20,14 +20,22 @@
 //! The active authorizer can be switched live (admin API, `gregor
 //! authorizer use`); the choice is persisted in the security directory
 //! and wins over the `authorizer` config at the next start, as a dynamic
-//! broker config wins over a static one in Kafka.
+//! broker config wins over a static one in Kafka. On a cluster node the
+//! switch goes through the [`ChoiceLog`] seam (the metadata log): every
+//! node follows the log's choice ([`Authorization::follow`]), and until a
+//! choice is made there each node keeps its own (config or file).
+//!
+//! An authorizer is chosen but not loaded only when the cluster chose one
+//! this node lacks: every action is denied then (fail closed) until the
+//! module is loaded, never allowed.
 
 use std::collections::HashMap;
 use std::io;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, OnceLock, RwLock};
 
+use futures_util::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 use tracing::warn;
 
@@ -66,6 +74,13 @@ struct Choice {
     authorizer: Option<String>,
 }
 
+/// Where the choice of authorizer is made on a cluster node: it is
+/// proposed, and answered once this node follows it.
+pub trait ChoiceLog: Send + Sync {
+    /// Proposes `name` (None: no authorizer); the error says why not.
+    fn choose(&self, name: Option<String>) -> BoxFuture<'_, Result<(), String>>;
+}
+
 pub struct Authorization {
     acls: Arc<AclStore>,
     /// The name of the authorizer that should decide (None: none).
@@ -75,6 +90,8 @@ pub struct Authorization {
     epoch: AtomicU64,
     cache: RwLock<DecisionCache>,
     choice: Option<JsonFile>,
+    /// Set on a cluster node: the choice goes through the metadata log.
+    log: OnceLock<Arc<dyn ChoiceLog>>,
     pub cache_hits: AtomicU64,
     pub cache_misses: AtomicU64,
 }
@@ -101,6 +118,7 @@ impl Authorization {
             epoch: AtomicU64::new(0),
             cache: RwLock::new(DecisionCache::default()),
             choice: None,
+            log: OnceLock::new(),
             cache_hits: AtomicU64::new(0),
             cache_misses: AtomicU64::new(0),
         }
@@ -109,6 +127,40 @@ impl Authorization {
     /// The name of the authorizer that should decide.
     pub fn active_name(&self) -> Option<String> {
         read(&self.active_name).clone()
+    }
+
+    /// From now on the choice is made through `log` (a cluster node).
+    pub fn choose_through(&self, log: Arc<dyn ChoiceLog>) {
+        let _ = self.log.set(log);
+    }
+
+    /// The log the choice goes through, on a cluster node.
+    pub fn choice_log(&self) -> Option<Arc<dyn ChoiceLog>> {
+        self.log.get().cloned()
+    }
+
+    /// Follows a choice made elsewhere (the metadata log's): `authorizer`
+    /// is this node's module of that name, None when it is not loaded
+    /// (then every action is denied until it is). Nothing happens when the
+    /// choice is already in force, so the cache survives unrelated changes.
+    pub fn follow(
+        &self,
+        name: Option<&str>,
+        authorizer: Option<Arc<LoadedAuthorizer>>,
+    ) -> io::Result<bool> {
+        // The same name: a missing module keeps whatever is active (as
+        // when the active module's file is removed), a loaded one is in
+        // force once it is the active one.
+        let in_force = read(&self.active_name).as_deref() == name
+            && authorizer.as_ref().is_none_or(|module| {
+                self.active()
+                    .is_some_and(|active| Arc::ptr_eq(&active, module))
+            });
+        if in_force {
+            return Ok(false);
+        }
+        self.choose(name, authorizer)?;
+        Ok(true)
     }
 
     /// Makes `name` the authorizer that decides (None: allow everything),
@@ -157,6 +209,16 @@ impl Authorization {
         }
     }
 
+    /// With no module active: allowed when no authorizer is chosen, denied
+    /// when the chosen one is not loaded here (see [`Authorization::follow`]).
+    fn nothing_chosen(&self) -> bool {
+        let chosen = read(&self.active_name).clone();
+        if let Some(name) = &chosen {
+            warn!(authorizer = %name, "the chosen authorizer is not loaded on this node: denied");
+        }
+        chosen.is_none()
+    }
+
     /// One answer per action, true meaning allowed.
     pub async fn authorize(
         &self,
@@ -165,7 +227,7 @@ impl Authorization {
         actions: Vec<Action>,
     ) -> Vec<bool> {
         let Some(authorizer) = self.active() else {
-            return vec![true; actions.len()];
+            return vec![self.nothing_chosen(); actions.len()];
         };
         let Some(session) = session else {
             warn!("authorization asked outside a request: denied");
@@ -242,7 +304,7 @@ impl Authorization {
         resource_type: ResourceType,
     ) -> bool {
         let Some(authorizer) = self.active() else {
-            return true;
+            return self.nothing_chosen();
         };
         let Some(session) = session else {
             warn!("authorization asked outside a request: denied");

@@ -14,6 +14,7 @@ pub mod handler {
             "gregor:broker/log.fetch-or-park": async,
             "gregor:broker/log.append-within": async,
             "gregor:broker/log.replica-fetch-or-park": async,
+            "gregor:broker/log.fetch-legacy-or-park": async,
             "gregor:broker/authz.authorize": async,
             "gregor:broker/authz.authorize-by-resource-type": async,
             "gregor:broker/groups.join-or-park": async,

@@ -42,6 +42,8 @@ pub struct ModuleSource {
     pub path: std::path::PathBuf,
     pub content_hash: String,
     pub loaded_at: SystemTime,
+    /// What the module was granted at its load, and what it uses.
+    pub grants: crate::plugins::grants::Grants,
 }
 
 /// Call and failure counters of a module.

@@ -3,6 +3,7 @@
 use std::sync::{Arc, OnceLock};
 
 use crate::cluster::controller::active::ActiveController;
+use crate::cluster::membership::forward::ControllerForwarder;
 
 use crate::plugins::authorization::Authorization;
 use crate::plugins::registry::Registry;
@@ -19,4 +20,7 @@ pub struct PluginHost {
     /// The active controller seam, set at start on a node with the
     /// controller role (the `controller` import).
     pub controller: Arc<OnceLock<Arc<ActiveController>>>,
+    /// Set at start on a cluster node with the broker role: forwards the
+    /// controller APIs a broker listener serves (`membership::forward`).
+    pub forwarder: Arc<OnceLock<Arc<ControllerForwarder>>>,
 }

@@ -2,6 +2,9 @@
 //! cache) off the async runtime, check which world it targets, and build a
 //! handler (asking `describe()`) or an authorizer.
 //!
+//! A handler is then checked against its grants (`grants`): what it
+//! imports must be covered by what it is granted.
+//!
 //! A module must export `gregor:broker/handler@0.3.0` or
 //! `gregor:broker/authorizer@0.3.0` and import nothing but this package's
 //! interfaces at this version and WASI; anything else is refused with a
@@ -23,6 +26,7 @@ use crate::plugins::authorizer::{AuthorizerState, LoadedAuthorizer};
 use crate::plugins::bindings::authorizer::{KafkaAuthorizer, KafkaAuthorizerPre};
 use crate::plugins::bindings::handler::{KafkaHandler, KafkaHandlerPre};
 use crate::plugins::cache::{content_hash, CacheOutcome, CompileCache};
+use crate::plugins::grants::{self, Grants};
 use crate::plugins::handler::{InstanceLimits, LoadedHandler, ModuleSource};
 use crate::plugins::state::HandlerState;
 use crate::plugins::{PluginHost, WasmContext};
@@ -119,13 +123,26 @@ impl Loader {
                 .map(|stem| stem.to_string_lossy().into_owned())
                 .unwrap_or_else(|| "module".to_string()),
         );
+        let kind = classify(&self.engine, &component)?;
+        // Least privilege: a handler's imports against its grants, before
+        // anything of it runs.
+        let grants = match kind {
+            ModuleKind::Handler => {
+                let needed = grants::required(&self.engine, &component, PACKAGE, PACKAGE_VERSION)?;
+                let layers = host.services.dynamic.broker_layers();
+                let resolved = grants::resolve(&name, &host.services.config, &layers)?;
+                grants::check(&name, &needed, resolved)?
+            }
+            ModuleKind::Authorizer => Grants::authorizer(),
+        };
         let source = ModuleSource {
             name: Arc::clone(&name),
             path: path.to_path_buf(),
             content_hash: hash,
             loaded_at: SystemTime::now(),
+            grants,
         };
-        let loaded = match classify(&self.engine, &component)? {
+        let loaded = match kind {
             ModuleKind::Handler => {
                 let pre = self
                     .handler_linker
@@ -136,6 +153,7 @@ impl Loader {
                 let handler =
                     LoadedHandler::load(&self.engine, pre, source, self.limits, host).await?;
                 let info = handler.info();
+                grants::check_api_key(&name, &handler.source().grants, info.api_key)?;
                 info!(
                     plugin = %name,
                     api_key = info.api_key,

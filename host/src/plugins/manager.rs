@@ -5,7 +5,9 @@
 //! A new or changed `.wasm` file is compiled off the request path, checked
 //! (world, imports, `describe()`), and only then swapped in; a refused
 //! module leaves the previous version serving and its reason is kept for
-//! the admin API. A removed file unloads its handler. Writers should put a
+//! the admin API. A removed file unloads its handler. A refused load also
+//! re-reads the grants of the version already loaded from that file, and
+//! unloads it when they no longer cover what it uses. Writers should put a
 //! module in place atomically (write elsewhere, then rename); a file caught
 //! half-written is refused and retried when it changes again.
 
@@ -19,6 +21,7 @@ use serde_json::{json, Value};
 use tokio::sync::watch;
 use tracing::{error, info, warn};
 
+use crate::plugins::grants;
 use crate::plugins::loader::{Loaded, Loader};
 use crate::plugins::PluginHost;
 
@@ -159,11 +162,46 @@ impl PluginManager {
                 "{what}"
             ),
             Err(reason) => {
-                error!(module = %path.display(), "refused module, previous version keeps serving: {reason}");
                 self.refuse(path, reason.clone());
+                match self.revoked(path) {
+                    Some(what) => {
+                        error!(module = %path.display(), "refused module: {reason}; {what}")
+                    }
+                    None => {
+                        error!(module = %path.display(), "refused module, previous version keeps serving: {reason}")
+                    }
+                }
             }
         }
         result
+    }
+
+    /// After a refused load of `path`: the version loaded from it keeps
+    /// serving only if its grants, read again now, still cover what it
+    /// uses; otherwise it is unloaded (a revoked grant takes effect at the
+    /// module's next load, whether or not that load succeeds).
+    fn revoked(&self, path: &Path) -> Option<String> {
+        let registry = &self.host.registry;
+        let loaded = registry
+            .handlers()
+            .into_iter()
+            .find(|handler| handler.source().path == path)?;
+        let source = loaded.source();
+        let layers = self.host.services.dynamic.broker_layers();
+        let uncovered = match grants::resolve(&source.name, &self.host.services.config, &layers) {
+            Ok(now) => grants::uncovered(&source.grants.used, &now),
+            Err(error) => vec![format!("{error:#}")],
+        };
+        if uncovered.is_empty() {
+            return None;
+        }
+        registry.unload_path(path)?;
+        let what = format!(
+            "the loaded version is unloaded: it is no longer granted {}",
+            uncovered.join(", ")
+        );
+        warn!(module = %path.display(), "{what}");
+        Some(what)
     }
 
     /// Records a refused module for the admin API and the metrics.
@@ -218,7 +256,11 @@ impl PluginManager {
             Ok(loaded) => loaded,
             Err(error) => {
                 self.host.services.metrics.record_load(false);
-                return Err(format!("{error:#}"));
+                let reason = format!("{error:#}");
+                return Err(match self.revoked(&path) {
+                    Some(what) => format!("{reason}; {what}"),
+                    None => reason,
+                });
             }
         };
         let tmp = self.dir.join(format!(".{name}.upload"));
@@ -249,7 +291,8 @@ impl PluginManager {
     /// authorizer, everything allowed), live: the next authorization asks
     /// it, and decisions cached for the previous one are dropped. The
     /// choice is persisted and wins over the `authorizer` config at the
-    /// next start.
+    /// next start. On a cluster node it is proposed to the metadata log and
+    /// every node switches.
     pub async fn use_authorizer(&self, name: Option<&str>) -> Result<String, String> {
         let _guard = self.changes.lock().await;
         let authorizer = match name {
@@ -266,10 +309,16 @@ impl PluginManager {
             })?),
             None => None,
         };
-        self.host
-            .authorization
-            .choose(name, authorizer)
-            .map_err(|error| format!("persisting the authorizer choice: {error}"))?;
+        match self.host.authorization.choice_log() {
+            // A cluster node: every node follows the log's choice, this
+            // one included by the time the proposal is answered.
+            Some(log) => log.choose(name.map(str::to_string)).await?,
+            None => self
+                .host
+                .authorization
+                .choose(name, authorizer)
+                .map_err(|error| format!("persisting the authorizer choice: {error}"))?,
+        }
         let what = match name {
             Some(name) => format!("authorizer {name} active"),
             None => "no authorizer active: every action is allowed".to_string(),
@@ -378,6 +427,7 @@ impl PluginManager {
                     "timeouts": handler.stats.timeouts.load(Relaxed),
                     "errors": handler.stats.traps.load(Relaxed) + handler.stats.timeouts.load(Relaxed),
                     "instantiations": handler.stats.instantiations.load(Relaxed),
+                    "grants": source.grants,
                 })
             })
             .collect();
@@ -397,6 +447,7 @@ impl PluginManager {
                     "loaded_at_ms": millis(source.loaded_at),
                     "calls": authorizer.calls.load(Relaxed),
                     "errors": authorizer.failures.load(Relaxed),
+                    "grants": source.grants,
                 })
             })
             .collect();

@@ -15,6 +15,7 @@ pub mod cache;
 pub mod deferred;
 pub mod engine;
 pub mod exposure;
+pub mod grants;
 pub mod handler;
 mod host;
 pub mod imports;

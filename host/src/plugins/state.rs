@@ -14,6 +14,7 @@ use wasmtime::component::ResourceTable;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use crate::cluster::controller::active::ActiveController;
+use crate::cluster::membership::forward::ControllerForwarder;
 use crate::plugins::authorization::Authorization;
 use crate::plugins::deferred::Deferral;
 use crate::plugins::imports::LogBudget;
@@ -34,6 +35,9 @@ pub struct HandlerState {
     pub authorization: Arc<Authorization>,
     /// Answers the `controller` import, on a controller.
     pub controller: Arc<OnceLock<Arc<ActiveController>>>,
+    /// Forwards broker-listener DescribeQuorum/UnregisterBroker, on a
+    /// cluster broker.
+    pub forwarder: Arc<OnceLock<Arc<ControllerForwarder>>>,
     /// The module's name, for log lines.
     pub plugin: Arc<str>,
     /// The session of the request being handled (authorization uses it).
@@ -122,6 +126,7 @@ impl HandlerState {
             registry: Arc::clone(&host.registry),
             authorization: Arc::clone(&host.authorization),
             controller: Arc::clone(&host.controller),
+            forwarder: Arc::clone(&host.forwarder),
             plugin,
             session: None,
             client_id: None,

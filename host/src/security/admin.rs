@@ -1,14 +1,14 @@
 //! The admin endpoint's user management: list, set and delete SCRAM
 //! credentials of a running broker (what `gregor users` calls). Passwords
 //! arrive in the request body and are turned into salted credentials at
-//! once; they are never stored or logged.
+//! once; they are never stored or logged. User names arrive decoded
+//! from the route (percent-encoding is the HTTP layer's).
 
 use std::sync::Arc;
 
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::cli::percent_decode;
 use crate::security::credentials::{
     CredentialStore, ScramMechanism, MAX_ITERATIONS, MIN_ITERATIONS,
 };
@@ -43,9 +43,10 @@ pub async fn set_user(
     name: &str,
     body: &[u8],
 ) -> Result<String, String> {
-    let user = percent_decode(name)
-        .filter(|user| !user.is_empty())
-        .ok_or_else(|| format!("invalid user name {name:?}"))?;
+    if name.is_empty() {
+        return Err("invalid user name \"\"".to_string());
+    }
+    let user = name.to_string();
     let request: SetUser =
         serde_json::from_slice(body).map_err(|error| format!("invalid body: {error}"))?;
     if request.password.is_empty() {
@@ -84,9 +85,8 @@ pub async fn set_user(
     Ok(what)
 }
 
-pub fn delete_user(credentials: &CredentialStore, name: &str) -> Result<String, String> {
-    let user = percent_decode(name).ok_or_else(|| format!("invalid user name {name:?}"))?;
-    match credentials.delete_user(&user) {
+pub fn delete_user(credentials: &CredentialStore, user: &str) -> Result<String, String> {
+    match credentials.delete_user(user) {
         Ok(true) => Ok(format!("deleted the credentials of {user}")),
         Ok(false) => Err(format!("{user} has no credentials")),
         Err(error) => Err(format!("deleting the credentials failed: {error:?}")),

@@ -9,6 +9,7 @@ pub mod acl_store;
 pub mod admin;
 pub mod credentials;
 pub mod sasl;
+pub mod sasl_client;
 pub mod scram;
 pub mod session;
 pub mod settings;

@@ -234,11 +234,7 @@ mod tests {
     use super::*;
 
     fn config(pairs: &[&str]) -> BrokerConfig {
-        let mut config = BrokerConfig::default();
-        for pair in pairs {
-            config.set_pair(pair).unwrap();
-        }
-        config
+        BrokerConfig::from_pairs(pairs)
     }
 
     #[test]

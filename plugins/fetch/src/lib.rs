@@ -1,7 +1,11 @@
 //! Fetch (ApiKey 1): read record batches from partition logs, as Kafka's
 //! `KafkaApis.handleFetchRequest` does for consumers.
 //!
-//! - Versions 4-17. Every request is a full fetch without a session
+//! - Versions 0-17. v0-3 (Kafka 4 removed them) read the old message
+//!   formats, v0/v1, and get the stored batches down-converted by the
+//!   host, as Kafka 3.9 did ([`v0_3`]); a topic with
+//!   `message.downconversion.enable=false` answers them UNSUPPORTED_VERSION.
+//! - Every request is a full fetch without a session
 //!   (KIP-227): we never hand out a session, so the response carries
 //!   session id 0 and the client keeps sending full fetches. A request for
 //!   an incremental fetch (session epoch other than 0 or -1) names a session
@@ -51,6 +55,8 @@ use gregor_sdk::quotas;
 use gregor_sdk::AnswerError;
 use gregor_sdk::{Handler, Reply, RequestContext, ResponseError, NONE};
 
+mod v0_3;
+
 /// Session epochs of a full fetch: open a session (0) or fetch without one (-1).
 const FULL_FETCH_EPOCHS: [i32; 2] = [0, -1];
 const READ_COMMITTED: i8 = 1;
@@ -58,7 +64,8 @@ const READ_COMMITTED: i8 = 1;
 struct Fetch;
 
 impl Handler for Fetch {
-    gregor_sdk::api!(FetchRequest, 4..=17);
+    gregor_sdk::api!(FetchRequest, 0..=17);
+    const LEGACY: Option<gregor_sdk::legacy::Legacy> = Some(v0_3::LEGACY);
 
     fn handle(ctx: &RequestContext, request: &FetchRequest) -> Reply<FetchResponse> {
         let version = ctx.api_version;
@@ -155,7 +162,11 @@ impl Handler for Fetch {
                         partition_max_bytes: p.partition_max_bytes,
                     })
                     .collect();
-                log::fetch_or_park(&wanted, options).map(|fetched| {
+                match v0_3::magic_for(version) {
+                    None => log::fetch_or_park(&wanted, options),
+                    Some(magic) => log::fetch_legacy_or_park(&wanted, options, magic),
+                }
+                .map(|fetched| {
                     fetched
                         .into_iter()
                         .map(|fetched| log::ReplicaFetchedPartition {
@@ -194,8 +205,9 @@ impl Handler for Fetch {
         if response.error_code != NONE || replica_id(ctx.api_version, request) >= 0 {
             return;
         }
+        // Old versions are sized as the base version they are encoded from.
         let size = response
-            .compute_size(ctx.api_version)
+            .compute_size(ctx.api_version.max(v0_3::FIRST_V2_VERSION))
             .map_or(0, |size| i64::try_from(size).unwrap_or(i64::MAX));
         let request_throttle = quotas::record_request(false);
         let bandwidth_throttle = quotas::record_fetch(size);

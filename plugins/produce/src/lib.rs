@@ -1,9 +1,10 @@
 //! Produce (ApiKey 0): append record batches to partition logs, as Kafka's
 //! `KafkaApis.handleProduceRequest`.
 //!
-//! - Versions 0-13 are advertised (librdkafka insists on min version 0), but
-//!   like Kafka 4 we no longer serve v0-2 (message formats v0/v1): such a
-//!   request is logged and its connection closed.
+//! - Versions 0-13. v0-2 (Kafka 4 removed them) carry message sets of the
+//!   old formats (magic v0/v1) and are served as Kafka 3.9 did ([`v0_2`]):
+//!   the host up-converts them to a v2 batch when it appends; they are not
+//!   held to v3's one-v2-batch rule (Kafka never checked old versions).
 //! - A transactional producer needs WRITE on its TransactionalId. Without it
 //!   every partition fails with TRANSACTIONAL_ID_AUTHORIZATION_FAILED and
 //!   nothing is appended. Transactional batches without a transactional id
@@ -27,6 +28,7 @@
 //!   the host mutes the connection that long, also for acks=0.
 
 mod records;
+mod v0_2;
 
 use gregor_sdk::authorize::{allowed_names, is_allowed};
 use gregor_sdk::authz::{Operation, ResourceType};
@@ -42,28 +44,17 @@ use gregor_sdk::partitions::{self, TopicAnswer};
 use gregor_sdk::quotas;
 use gregor_sdk::AnswerError;
 use gregor_sdk::KafkaError;
-use gregor_sdk::{log_info, log_warn, Handler, Reply, RequestContext, ResponseError, NONE};
+use gregor_sdk::{log_info, Handler, Reply, RequestContext, ResponseError, NONE};
 
-/// The oldest version served (message format v2).
-const FIRST_SERVED_VERSION: i16 = 3;
+/// The first version whose records must be one magic-v2 batch.
+const FIRST_V2_VERSION: i16 = 3;
 
 struct Produce;
 
 impl Handler for Produce {
     gregor_sdk::api!(ProduceRequest, 0..=13);
 
-    /// v0-2 are advertised but not served (nor decodable): closed.
-    fn before_decode(ctx: &RequestContext) -> Option<Reply<ProduceResponse>> {
-        let version = ctx.api_version;
-        (version < FIRST_SERVED_VERSION).then(|| {
-            log_warn(&format!(
-                "closing connection: Produce v{version} (message format v0/v1) is not served, \
-                 as in Kafka 4 (client id {:?}, correlation id {})",
-                ctx.client_id, ctx.correlation_id
-            ));
-            Reply::Close
-        })
-    }
+    const LEGACY: Option<gregor_sdk::legacy::Legacy> = Some(v0_2::LEGACY);
 
     fn handle(ctx: &RequestContext, request: &ProduceRequest) -> Reply<ProduceResponse> {
         let version = ctx.api_version;
@@ -134,8 +125,8 @@ impl Handler for Produce {
 
     /// acks=0 has no response: the connection is closed, as for any
     /// failed acks=0 produce.
-    fn answers_failure(ctx: &RequestContext, request: &ProduceRequest) -> bool {
-        ctx.api_version >= FIRST_SERVED_VERSION && request.acks != 0
+    fn answers_failure(_: &RequestContext, request: &ProduceRequest) -> bool {
+        request.acks != 0
     }
 
     /// The request's size against the producer byte rate, then its handler
@@ -173,8 +164,10 @@ fn append(
     partition: &PartitionProduceData,
 ) -> AppendResult {
     let records = partition.records.as_deref();
-    if let Err((error, message)) = records::validate(version, records) {
-        return rejected(error, Some(message));
+    if version >= FIRST_V2_VERSION {
+        if let Err((error, message)) = records::validate(version, records) {
+            return rejected(error, Some(message));
+        }
     }
     if !matches!(request.acks, -1..=1) {
         return rejected(ResponseError::InvalidRequiredAcks, None);

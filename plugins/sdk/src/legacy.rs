@@ -39,6 +39,9 @@ pub enum Ty {
     Bool,
     /// STRING or NULLABLE_STRING: an INT16 length (-1 for null) and bytes.
     String,
+    /// BYTES, NULLABLE_BYTES or RECORDS: an INT32 length (-1 for null)
+    /// and bytes.
+    Bytes,
     /// An INT32 count (-1 for a null array) and the elements.
     Array(&'static Ty),
     /// An array of structs with these fields.
@@ -273,8 +276,9 @@ impl Rewriter<'_> {
             Ty::Int16 => 2,
             Ty::Int32 => 4,
             Ty::Int64 => 8,
-            Ty::String => {
-                let len = self.length(2, keep)?;
+            Ty::String | Ty::Bytes => {
+                let width = if matches!(ty, Ty::String) { 2 } else { 4 };
+                let len = self.length(width, keep)?;
                 if len > 0 {
                     self.copy(len as usize, keep)?;
                 }
@@ -388,6 +392,7 @@ impl Rewriter<'_> {
             Ty::Int32 => self.out.extend_from_slice(&(value as i32).to_be_bytes()),
             Ty::Int64 => self.out.extend_from_slice(&value.to_be_bytes()),
             Ty::String => self.put_length(value, 2),
+            Ty::Bytes => self.put_length(value, 4),
             Ty::Array(_) | Ty::Structs(_) => self.put_length(value, 4),
         }
     }

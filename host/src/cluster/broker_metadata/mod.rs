@@ -17,7 +17,8 @@
 //!   broker when the client hears back. A decision made on a stale image
 //!   is refused by the image's guards and comes back as Kafka's error.
 //! - Configs, ACLs, SCRAM credentials, client quotas and delegation
-//!   tokens go the same way through the stores' log seams ([`stores`]).
+//!   tokens go the same way through the stores' log seams ([`stores`]),
+//!   the authorizer choice through the plugin runtime's (`crate::authorizer_choice`).
 //! - The seam is synchronous (the WIT imports are): a proposal blocks the
 //!   calling worker with `block_in_place`, so the runtime's other tasks
 //!   (the quorum's among them) keep running.

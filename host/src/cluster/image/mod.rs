@@ -73,6 +73,10 @@ pub struct MetadataImage {
     next_producer_id: i64,
     /// The authorizer module's name, if one decides.
     authorizer: Option<String>,
+    /// Whether a choice was made through the log at all: until one is,
+    /// every node keeps its own (`authorizer` config, or its file).
+    #[serde(default)]
+    authorizer_chosen: bool,
     /// The cluster id, once a node proposed one (the first stays).
     #[serde(default)]
     cluster_id: Option<String>,
@@ -174,6 +178,7 @@ impl MetadataImage {
             } => self.allocate_producer_ids(*broker_id, *broker_epoch),
             Command::SetAuthorizer { name } => {
                 self.authorizer.clone_from(name);
+                self.authorizer_chosen = true;
                 Ok(Applied::Done)
             }
             Command::SetClusterId { cluster_id } => {
@@ -281,8 +286,10 @@ impl MetadataImage {
         self.next_producer_id
     }
 
-    pub fn authorizer(&self) -> Option<&str> {
-        self.authorizer.as_deref()
+    /// The authorizer chosen through the log (`Some(None)`: none), or
+    /// `None` while no choice was made there.
+    pub fn authorizer_choice(&self) -> Option<Option<&str>> {
+        self.authorizer_chosen.then_some(self.authorizer.as_deref())
     }
 
     /// The cluster id, once set.

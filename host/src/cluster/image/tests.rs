@@ -147,7 +147,7 @@ fn every_command_kind_applies_and_the_image_round_trips_through_json() {
         back.topic_by_id(Uuid(77)).map(|t| t.name.as_str()),
         Some("orders")
     );
-    assert_eq!(back.authorizer(), Some("acl_authorizer"));
+    assert_eq!(back.authorizer_choice(), Some(Some("acl_authorizer")));
     assert_eq!(back.features()["transaction.version"], 2);
     assert_eq!(back.next_producer_id(), 1000);
     assert!(back.scram().get("alice", ScramMechanism::Sha256).is_some());
@@ -651,4 +651,20 @@ fn leadership_queries() {
         .filter_map(|b| b.endpoint("PLAINTEXT"))
         .collect();
     assert_eq!(endpoints.len(), 2);
+}
+
+#[test]
+fn the_authorizer_choice_is_unset_until_made_and_none_is_a_choice() {
+    let mut log = Log::default();
+    assert_eq!(log.image.authorizer_choice(), None);
+    log.ok(&Command::SetAuthorizer { name: None });
+    assert_eq!(log.image.authorizer_choice(), Some(None));
+    let name = Some("authorizer_acl".to_string());
+    log.ok(&Command::SetAuthorizer { name });
+    assert_eq!(log.image.authorizer_choice(), Some(Some("authorizer_acl")));
+    // An image written before the flag existed reads as never chosen.
+    let mut text: serde_json::Value = serde_json::to_value(&log.image).unwrap();
+    text.as_object_mut().unwrap().remove("authorizer_chosen");
+    let old: MetadataImage = serde_json::from_value(text).unwrap();
+    assert_eq!(old.authorizer_choice(), None);
 }

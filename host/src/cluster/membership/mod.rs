@@ -15,6 +15,7 @@
 //! retried, since it is also what a broker restarted before its old
 //! session expired hears.
 
+pub mod forward;
 pub mod wire;
 
 use std::sync::atomic::{AtomicI64, Ordering};

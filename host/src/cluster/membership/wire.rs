@@ -7,18 +7,28 @@
 //! its controller registration in the image (KIP-919). The connection is
 //! dropped on any error, on NOT_CONTROLLER, and when the leader moves, so
 //! the next request goes to the new active controller.
+//!
+//! The listener's security protocol is the one the controller registered:
+//! PLAINTEXT, or SASL_PLAINTEXT, where the broker logs in first
+//! (SaslHandshake v1, then SaslAuthenticate v2 until done) with the
+//! mechanism and login configured for that listener
+//! (`security::sasl_client`). TLS towards controllers is not supported
+//! yet: such a listener is an error naming it.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
-use kafka_protocol::messages::{RequestHeader, ResponseHeader};
+use kafka_protocol::messages::{
+    RequestHeader, ResponseHeader, SaslAuthenticateRequest, SaslHandshakeRequest,
+};
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use crate::cluster::image::MetadataImage;
 use crate::cluster::quorum::Quorum;
+use crate::security::sasl_client::{SaslClient, SaslCredentials};
 
 /// How long one request may take (connect, send, answer).
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
@@ -29,6 +39,8 @@ pub struct ControllerChannel {
     quorum: Arc<dyn Quorum<MetadataImage>>,
     /// The controller listener names (`controller.listener.names`).
     listener_names: Vec<String>,
+    /// The broker's login on each SASL controller listener, by name.
+    logins: Vec<(String, SaslCredentials)>,
     client_id: String,
     /// The connection and the controller it goes to.
     connection: Option<(i32, TcpStream)>,
@@ -39,11 +51,13 @@ impl ControllerChannel {
     pub fn new(
         quorum: Arc<dyn Quorum<MetadataImage>>,
         listener_names: Vec<String>,
+        logins: Vec<(String, SaslCredentials)>,
         node_id: i32,
     ) -> Self {
         Self {
             quorum,
             listener_names,
+            logins,
             client_id: format!("broker-{node_id}-to-controller"),
             connection: None,
             correlation_id: 0,
@@ -56,8 +70,9 @@ impl ControllerChannel {
         self.connection = None;
     }
 
-    /// The active controller's id and controller listener address.
-    fn active_controller(&self) -> Result<(i32, String), String> {
+    /// The active controller's id, controller listener address, and the
+    /// login it wants (None: PLAINTEXT).
+    fn active_controller(&self) -> Result<(i32, String, Option<SaslCredentials>), String> {
         let leader = self
             .quorum
             .leader()
@@ -74,14 +89,34 @@ impl ControllerChannel {
             .ok_or_else(|| {
                 format!("controller {leader} serves none of the controller listeners")
             })?;
-        if endpoint.security_protocol != "PLAINTEXT" {
-            return Err(format!(
-                "controller {leader}'s listener {} is {}: brokers reach controllers over \
-                 PLAINTEXT only for now",
-                endpoint.name, endpoint.security_protocol
-            ));
-        }
-        Ok((leader, format!("{}:{}", endpoint.host, endpoint.port)))
+        let login = match endpoint.security_protocol.as_str() {
+            "PLAINTEXT" => None,
+            "SASL_PLAINTEXT" => Some(
+                self.logins
+                    .iter()
+                    .find(|(name, _)| *name == endpoint.name)
+                    .map(|(_, login)| login.clone())
+                    .ok_or_else(|| {
+                        format!(
+                            "controller {leader}'s listener {} is SASL_PLAINTEXT but this \
+                             broker maps it to another protocol (listener.security.protocol.map)",
+                            endpoint.name
+                        )
+                    })?,
+            ),
+            other => {
+                return Err(format!(
+                    "controller {leader}'s listener {} is {other}: brokers reach controllers \
+                     over PLAINTEXT or SASL_PLAINTEXT only for now",
+                    endpoint.name
+                ))
+            }
+        };
+        Ok((
+            leader,
+            format!("{}:{}", endpoint.host, endpoint.port),
+            login,
+        ))
     }
 
     /// Sends `request` at `version` to the active controller; its
@@ -105,7 +140,7 @@ impl ControllerChannel {
         R: Request + Encodable + HeaderVersion,
         R::Response: Decodable + HeaderVersion,
     {
-        let (leader, address) = self.active_controller()?;
+        let (leader, address, login) = self.active_controller()?;
         if self
             .connection
             .as_ref()
@@ -113,19 +148,81 @@ impl ControllerChannel {
         {
             self.connection = None;
         }
-        if self.connection.is_none() {
-            let stream = TcpStream::connect(&address)
-                .await
-                .map_err(|e| format!("connecting to controller {leader} at {address}: {e}"))?;
-            let _ = stream.set_nodelay(true);
-            self.connection = Some((leader, stream));
+        let mut stream = match self.connection.take() {
+            Some((_, stream)) => stream,
+            None => {
+                let mut stream = TcpStream::connect(&address)
+                    .await
+                    .map_err(|e| format!("connecting to controller {leader} at {address}: {e}"))?;
+                let _ = stream.set_nodelay(true);
+                if let Some(login) = login {
+                    self.authenticate(&mut stream, leader, login).await?;
+                }
+                stream
+            }
+        };
+        let response = self
+            .round_trip(&mut stream, leader, request, version)
+            .await?;
+        self.connection = Some((leader, stream));
+        Ok(response)
+    }
+
+    /// Logs in on a fresh connection: SaslHandshake v1 naming the
+    /// mechanism, then SaslAuthenticate v2 carrying the client's tokens.
+    async fn authenticate(
+        &mut self,
+        stream: &mut TcpStream,
+        leader: i32,
+        login: SaslCredentials,
+    ) -> Result<(), String> {
+        let mut client = SaslClient::new(login);
+        let mechanism = StrBytes::from_string(client.mechanism().to_string());
+        let handshake = SaslHandshakeRequest::default().with_mechanism(mechanism);
+        let answer = self.round_trip(stream, leader, &handshake, 1).await?;
+        if answer.error_code != 0 {
+            return Err(format!(
+                "controller {leader} refused SASL mechanism {} (error {}; it enables {:?})",
+                client.mechanism(),
+                answer.error_code,
+                answer
+                    .mechanisms
+                    .iter()
+                    .map(|m| m.as_str())
+                    .collect::<Vec<_>>()
+            ));
         }
+        let mut server_token = Bytes::new();
+        while let Some(token) = client.step(&server_token)? {
+            let request = SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from(token));
+            let answer = self.round_trip(stream, leader, &request, 2).await?;
+            if answer.error_code != 0 {
+                return Err(format!(
+                    "controller {leader} refused the broker's SASL login (error {}): {}",
+                    answer.error_code,
+                    answer.error_message.as_deref().unwrap_or_default()
+                ));
+            }
+            server_token = answer.auth_bytes;
+        }
+        Ok(())
+    }
+
+    /// One request and its response on `stream`.
+    async fn round_trip<R>(
+        &mut self,
+        stream: &mut TcpStream,
+        leader: i32,
+        request: &R,
+        version: i16,
+    ) -> Result<R::Response, String>
+    where
+        R: Request + Encodable + HeaderVersion,
+        R::Response: Decodable + HeaderVersion,
+    {
         self.correlation_id = self.correlation_id.wrapping_add(1);
         let correlation_id = self.correlation_id;
         let frame = encode(request, version, correlation_id, &self.client_id)?;
-        let Some((_, stream)) = self.connection.as_mut() else {
-            return Err("no connection".to_string());
-        };
         stream
             .write_all(&frame)
             .await

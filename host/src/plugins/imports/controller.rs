@@ -2,7 +2,10 @@
 //! ([`ActiveController`]), which decides and proposes; this file only
 //! converts between the contract's records and the controller's. A node
 //! without the controller role answers NOT_CONTROLLER (its listeners do
-//! not serve these APIs anyway).
+//! not serve these APIs anyway), except DescribeQuorum and
+//! UnregisterBroker received on a broker listener: those are forwarded
+//! to the active controller (`cluster::membership::forward`), as Kafka's
+//! brokers forward them.
 
 use std::collections::BTreeMap;
 
@@ -12,6 +15,7 @@ use crate::cluster::command::{
 };
 use crate::cluster::controller::active::{ActiveController, PartitionAnswer};
 use crate::cluster::controller::{AlterPartitionRequest, HeartbeatRequest};
+use crate::cluster::membership::forward::{ControllerForwarder, Failure};
 use crate::error_code::ErrorCode;
 use crate::plugins::bindings::handler::gregor::broker::controller::{
     self, BrokerRegistration, Endpoint, Heartbeat, HeartbeatState, PartitionChange, PartitionState,
@@ -130,6 +134,61 @@ impl HandlerState {
     }
 }
 
+impl HandlerState {
+    /// The forwarder when the request came on a broker listener of a
+    /// cluster node (the controller answers its own listeners itself).
+    fn forwarding(&self) -> Option<&ControllerForwarder> {
+        let listener = self.session.as_ref().map(|s| s.listener.as_str())?;
+        let on_controller_listener = self
+            .controller
+            .get()
+            .is_some_and(|c| c.listeners().iter().any(|name| name == listener));
+        if on_controller_listener {
+            return None;
+        }
+        self.forwarder.get().map(|f| f.as_ref())
+    }
+}
+
+fn forward_failed((code, message): Failure) -> KafkaError {
+    KafkaError {
+        code,
+        message: (!message.is_empty()).then_some(message),
+    }
+}
+
+/// The active controller's DescribeQuorum answer as the contract's state.
+fn forwarded_quorum(forwarder: &ControllerForwarder) -> Result<QuorumState, KafkaError> {
+    let (partition, response) = forwarder.describe_quorum().map_err(forward_failed)?;
+    Ok(QuorumState {
+        leader_id: partition.leader_id.0,
+        leader_epoch: partition.leader_epoch,
+        high_watermark: partition.high_watermark,
+        voters: partition
+            .current_voters
+            .iter()
+            .map(|v| VoterState {
+                replica_id: v.replica_id.0,
+                log_end_offset: v.log_end_offset,
+            })
+            .collect(),
+        nodes: response
+            .nodes
+            .iter()
+            .map(|node| {
+                let listeners = node.listeners.iter().map(|l| Endpoint {
+                    name: l.name.to_string(),
+                    host: l.host.to_string(),
+                    port: l.port,
+                    // DescribeQuorum does not carry it.
+                    security_protocol: -1,
+                });
+                (node.node_id.0, listeners.collect())
+            })
+            .collect(),
+    })
+}
+
 impl controller::Host for HandlerState {
     fn register_broker(&mut self, registration: BrokerRegistration) -> Result<i64, KafkaError> {
         let cluster_id = registration.cluster_id.clone();
@@ -157,6 +216,11 @@ impl controller::Host for HandlerState {
     }
 
     fn unregister_broker(&mut self, broker_id: i32) -> Result<(), KafkaError> {
+        if let Some(forwarder) = self.forwarding() {
+            return forwarder
+                .unregister_broker(broker_id)
+                .map_err(forward_failed);
+        }
         self.controller()?
             .unregister(broker_id)
             .map_err(kafka_error)
@@ -201,6 +265,9 @@ impl controller::Host for HandlerState {
     }
 
     fn describe_quorum(&mut self) -> Result<QuorumState, KafkaError> {
+        if let Some(forwarder) = self.forwarding() {
+            return forwarded_quorum(forwarder);
+        }
         let (status, nodes) = self.controller()?.describe_quorum().map_err(kafka_error)?;
         let offset = |index: Option<u64>| index.and_then(|i| i64::try_from(i).ok()).unwrap_or(-1);
         Ok(QuorumState {

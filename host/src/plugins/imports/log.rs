@@ -5,6 +5,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::error_code::ErrorCode;
+use crate::log::legacy_format;
 use crate::plugins::bindings::handler::gregor::broker::log::{
     self, AbortedTransaction, AppendResult, DeleteRecordsResult, EpochEndOffset, FetchOptions,
     FetchPartition, FetchedPartition, LeaderEpochEnd, LogDir, LogDirPartition, OffsetAnswer,
@@ -58,18 +60,9 @@ impl log::Host for HandlerState {
         partitions: Vec<FetchPartition>,
         options: FetchOptions,
     ) -> Option<Vec<FetchedPartition>> {
-        let requests = partitions
-            .into_iter()
-            .map(|p| replica::FetchPartition {
-                topic: p.topic,
-                partition: p.partition,
-                fetch_offset: p.fetch_offset,
-                partition_max_bytes: p.partition_max_bytes,
-                current_leader_epoch: -1,
-                last_fetched_epoch: -1,
-            })
-            .collect();
-        let results = self.fetch_deferred(requests, options, -1).await?;
+        let results = self
+            .fetch_deferred(consumer_requests(partitions), options, -1)
+            .await?;
         Some(results.into_iter().map(to_wit).collect())
     }
 
@@ -112,6 +105,28 @@ impl log::Host for HandlerState {
                 })
                 .collect(),
         )
+    }
+
+    async fn fetch_legacy_or_park(
+        &mut self,
+        partitions: Vec<FetchPartition>,
+        options: FetchOptions,
+        magic: i8,
+    ) -> Option<Vec<FetchedPartition>> {
+        let fetch_offsets: Vec<i64> = partitions.iter().map(|p| p.fetch_offset).collect();
+        let fetched = self
+            .fetch_deferred(consumer_requests(partitions), options, -1)
+            .await?;
+        let started = Instant::now();
+        let converted = fetched
+            .into_iter()
+            .zip(fetch_offsets)
+            .map(|(partition, fetch_offset)| {
+                self.down_converted(to_wit(partition), magic, fetch_offset)
+            })
+            .collect();
+        self.clock.add_host_wait(started.elapsed());
+        Some(converted)
     }
 
     fn list_offset(
@@ -287,6 +302,68 @@ impl HandlerState {
             }
         }));
         None
+    }
+}
+
+/// A consumer's partitions: no leader epochs checked.
+fn consumer_requests(partitions: Vec<FetchPartition>) -> Vec<replica::FetchPartition> {
+    partitions
+        .into_iter()
+        .map(|p| replica::FetchPartition {
+            topic: p.topic,
+            partition: p.partition,
+            fetch_offset: p.fetch_offset,
+            partition_max_bytes: p.partition_max_bytes,
+            current_leader_epoch: -1,
+            last_fetched_epoch: -1,
+        })
+        .collect()
+}
+
+impl HandlerState {
+    /// One partition read for Fetch v0-3, as Kafka 3.9's
+    /// `maybeConvertFetchedData`: refused when its topic is zstd or has
+    /// down-conversion disabled, else its batches as legacy messages.
+    fn down_converted(
+        &self,
+        mut partition: FetchedPartition,
+        magic: i8,
+        fetch_offset: i64,
+    ) -> FetchedPartition {
+        let topics = &self.services.topics;
+        let config = |name: &str| topics.config_value(&partition.topic, name);
+        let refusal = if config("compression.type").as_deref() == Some("zstd") {
+            Some(ErrorCode::UnsupportedCompressionType)
+        } else if config("message.downconversion.enable").is_some_and(|v| v.trim() != "true") {
+            Some(ErrorCode::UnsupportedVersion)
+        } else {
+            None
+        };
+        let converted = match refusal {
+            Some(error) => Err(error.code()),
+            None => {
+                legacy_format::down_convert(&partition.records, magic, fetch_offset).map_err(|e| {
+                    tracing::warn!(
+                        topic = %partition.topic,
+                        partition = partition.partition,
+                        "cannot down-convert to magic v{magic}: {e}"
+                    );
+                    e.error_code()
+                })
+            }
+        };
+        match converted {
+            Ok(records) => partition.records = records,
+            Err(code) => {
+                partition.error = error_of(code);
+                partition.high_watermark = -1;
+                partition.last_stable_offset = -1;
+                partition.log_start_offset = -1;
+                partition.records = Vec::new();
+                partition.aborted_transactions = Vec::new();
+            }
+        }
+        partition
     }
 }
 

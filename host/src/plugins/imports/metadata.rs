@@ -185,6 +185,7 @@ impl metadata::Host for HandlerState {
             listener,
             protocol,
             &controllers,
+            self.forwarder.get().is_some(),
         )
     }
 }
