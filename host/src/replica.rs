@@ -164,6 +164,14 @@ impl ReplicaManager {
         let _ = self.replication.set(replication);
     }
 
+    /// This broker now leads `tp`, whose high watermark it had as a
+    /// follower (see `LeaderReplication::seed_high_watermark`).
+    pub fn seed_high_watermark(&self, tp: &TopicPartition, high_watermark: i64) {
+        if let Some(replication) = self.replication.get() {
+            replication.seed_high_watermark(tp, high_watermark);
+        }
+    }
+
     /// Where followers' diverging epochs are looked up. Set once.
     pub fn set_epoch_ends(&self, epochs: Arc<dyn EpochEnds>) {
         let _ = self.epochs.set(epochs);

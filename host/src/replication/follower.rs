@@ -190,12 +190,17 @@ impl Replication {
             return;
         }
         let services = Arc::clone(&self.services);
+        let high_watermarks = Arc::clone(&self.high_watermarks);
         let done =
             tokio::task::spawn_blocking(move || {
                 due.into_iter()
                 .filter(|(tp, epoch)| match services.logs.become_leader(tp, *epoch) {
                     Ok(()) => {
-                        info!(partition = %tp, leader_epoch = epoch, "leading the partition");
+                        let high_watermark = high_watermarks.get(tp);
+                        info!(partition = %tp, leader_epoch = epoch, ?high_watermark, "leading the partition");
+                        if let Some(high_watermark) = high_watermark {
+                            services.replica.seed_high_watermark(tp, high_watermark);
+                        }
                         true
                     }
                     Err(error) => {

@@ -6,7 +6,9 @@
 //! The metadata image is the truth for leader, epochs and ISR: every
 //! access first compares the image's partition with the state kept here. A
 //! new leader epoch starts the state afresh (followers unknown, the
-//! watermark at the log start until they fetch); a new partition epoch
+//! watermark at the one this broker last had as a follower, as Kafka's
+//! `Partition.makeLeader` keeps the local high watermark; at the log start
+//! when it had none); a new partition epoch
 //! takes the image's ISR and ends any AlterPartition in flight. So the
 //! leader applies an ISR change only once the controller committed it.
 //!
@@ -92,7 +94,13 @@ struct LeaderState {
 }
 
 impl LeaderState {
-    fn new(info: &PartitionInfo, node: i32, log_start: i64, log_end: i64, now: Instant) -> Self {
+    fn new(
+        info: &PartitionInfo,
+        node: i32,
+        high_watermark: i64,
+        log_end: i64,
+        now: Instant,
+    ) -> Self {
         let followers = info
             .replicas
             .iter()
@@ -107,7 +115,7 @@ impl LeaderState {
             isr: info.isr.clone(),
             pending: None,
             followers,
-            high_watermark: log_start,
+            high_watermark,
             epoch_start_offset: log_end,
             changed: watch::Sender::new(()),
         }
@@ -152,6 +160,9 @@ pub struct LeaderReplication {
     purgatory: Arc<FetchPurgatory>,
     lag_max: Duration,
     states: Mutex<HashMap<TopicPartition, Arc<Mutex<LeaderState>>>>,
+    /// The high watermarks this broker had as a follower of partitions it
+    /// now leads: where their watermarks start.
+    seeds: Mutex<HashMap<TopicPartition, i64>>,
     /// Where ISR changes go (the AlterPartition sender).
     alter: mpsc::UnboundedSender<IsrChange>,
 }
@@ -172,6 +183,7 @@ impl LeaderReplication {
             purgatory,
             lag_max,
             states: Mutex::new(HashMap::new()),
+            seeds: Mutex::new(HashMap::new()),
             alter,
         }
     }
@@ -189,13 +201,18 @@ impl LeaderReplication {
     fn state_for(&self, tp: &TopicPartition, info: &PartitionInfo) -> Option<Arc<Mutex<LeaderState>>> {
         let offsets = self.logs.offsets(tp).ok()?;
         let now = Instant::now();
+        let start = || {
+            let seed = lock(&self.seeds).remove(tp);
+            seed.unwrap_or(offsets.log_start_offset)
+                .clamp(offsets.log_start_offset, offsets.high_watermark)
+        };
         let state = {
             let mut states = lock(&self.states);
             let entry = states.entry(tp.clone()).or_insert_with(|| {
                 Arc::new(Mutex::new(LeaderState::new(
                     info,
                     self.node_id,
-                    offsets.log_start_offset,
+                    start(),
                     offsets.high_watermark,
                     now,
                 )))
@@ -207,7 +224,7 @@ impl LeaderReplication {
             *guard = LeaderState::new(
                 info,
                 self.node_id,
-                offsets.log_start_offset,
+                start(),
                 offsets.high_watermark,
                 now,
             );
@@ -230,6 +247,33 @@ impl LeaderReplication {
         }
         drop(guard);
         Some(state)
+    }
+
+    /// This broker leads `tp` after following it with `high_watermark`:
+    /// its watermark starts there, not at the log start, so what was
+    /// committed stays readable across a failover. Every ISR member had
+    /// the records below it, so it is never past the new ISR's end.
+    pub fn seed_high_watermark(&self, tp: &TopicPartition, high_watermark: i64) {
+        lock(&self.seeds).insert(tp.clone(), high_watermark);
+        // A state new in this epoch takes the seed itself; one already
+        // there (a produce came first) is raised to it.
+        let Some(state) = self.state(tp) else {
+            return;
+        };
+        if lock(&self.seeds).remove(tp).is_none() {
+            return;
+        }
+        let Ok(offsets) = self.logs.offsets(tp) else {
+            return;
+        };
+        let mut guard = lock(&state);
+        let seeded = high_watermark.min(offsets.high_watermark);
+        if seeded > guard.high_watermark {
+            guard.high_watermark = seeded;
+            guard.changed.send_replace(());
+            drop(guard);
+            self.purgatory.appended(tp);
+        }
     }
 
     /// The high watermark consumers read up to; None when this broker
