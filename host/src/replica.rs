@@ -66,7 +66,7 @@ pub struct FetchOptions {
 }
 
 impl FetchOptions {
-    fn from_replica(&self) -> bool {
+    fn is_replica_fetch(&self) -> bool {
         self.replica_id >= 0
     }
 }
@@ -266,10 +266,8 @@ impl ReplicaManager {
             Ok(Verdict::Append) => {}
             Ok(Verdict::Duplicate(original)) => {
                 // Kafka's DUPLICATE: success with the original offsets.
-                let (log_start_offset, end_offset) = self
-                    .logs
-                    .offsets(&tp)
-                    .map_or((-1, -1), |offsets| {
+                let (log_start_offset, end_offset) =
+                    self.logs.offsets(&tp).map_or((-1, -1), |offsets| {
                         (offsets.log_start_offset, offsets.high_watermark)
                     });
                 return AppendOutcome {
@@ -629,7 +627,7 @@ impl ReplicaManager {
                 let limit = usize::try_from(request.partition_max_bytes.max(0))
                     .unwrap_or(0)
                     .min(remaining);
-                let fetched = if options.from_replica() {
+                let fetched = if options.is_replica_fetch() {
                     self.read_for_replica(request, options.replica_id, limit, first_data)
                 } else {
                     self.read_for_consumer(request, options.read_committed, limit, first_data)
@@ -673,7 +671,8 @@ impl ReplicaManager {
                 fetched.records = read.records;
                 if high_watermark < read.high_watermark {
                     // Nothing above the high watermark leaves the leader.
-                    let (keep, _) = producer_state::batches_before(&fetched.records, high_watermark);
+                    let (keep, _) =
+                        producer_state::batches_before(&fetched.records, high_watermark);
                     fetched.records.truncate(keep);
                 }
                 if read_committed {

@@ -337,7 +337,9 @@ async fn no_acknowledged_write_is_lost_when_the_leader_is_killed() {
         .iter()
         .map(|value| {
             producer.send(
-                FutureRecord::<str, str>::to(topic).payload(value).partition(0),
+                FutureRecord::<str, str>::to(topic)
+                    .payload(value)
+                    .partition(0),
                 Duration::from_secs(60),
             )
         })
@@ -392,5 +394,9 @@ async fn no_acknowledged_write_is_lost_when_the_leader_is_killed() {
     }
     let sent: Vec<&String> = before.iter().chain(&during).chain(&after).collect();
     let order: Vec<&String> = sent.into_iter().filter(|v| seen.contains(*v)).collect();
-    assert_eq!(read.iter().collect::<Vec<_>>(), order, "records out of order");
+    assert_eq!(
+        read.iter().collect::<Vec<_>>(),
+        order,
+        "records out of order"
+    );
 }

@@ -72,14 +72,19 @@ pub async fn run(
             batch.push(more);
         }
         let epoch = broker_epoch.load(Ordering::Acquire);
-        let answer = channel.send(&request(broker_id, epoch, &batch), VERSION).await;
+        let answer = channel
+            .send(&request(broker_id, epoch, &batch), VERSION)
+            .await;
         let response = match answer {
             Ok(response) if response.error_code == ErrorCode::None.code() => response,
             Ok(response) => {
                 if response.error_code == ErrorCode::NotController.code() {
                     channel.reset();
                 }
-                warn!(code = response.error_code, "AlterPartition refused as a whole");
+                warn!(
+                    code = response.error_code,
+                    "AlterPartition refused as a whole"
+                );
                 fail_all(&leader, &batch).await;
                 continue;
             }

@@ -203,7 +203,7 @@ impl Fetcher {
             if partitions.get(tp).is_some_and(|p| p.target == *target) {
                 continue;
             }
-            let end = self.local(tp.clone(), |s, tp| log_end_offset(s, tp)).await;
+            let end = self.local(tp.clone(), log_end_offset).await;
             let (fetch_offset, delayed_until) = match end {
                 Ok(end) => (end, None),
                 // The reconciler has not created the log yet.
@@ -594,7 +594,7 @@ impl Fetcher {
         let epoch = p.target.leader_epoch;
         let leader_end = self.leader_offset(tp, epoch, -1).await?;
         let local_end = self
-            .local(tp.clone(), |s, tp| log_end_offset(s, tp))
+            .local(tp.clone(), log_end_offset)
             .await
             .map_err(|e| e.to_string())?;
         if leader_end < local_end {

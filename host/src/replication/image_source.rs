@@ -43,7 +43,12 @@ impl PartitionSource for ImagePartitions {
                     .partitions
                     .iter()
                     .filter(|(_, p)| p.leader == node)
-                    .map(|(index, p)| (TopicPartition::new(&topic.name, *index), info(topic.id.0, p)))
+                    .map(|(index, p)| {
+                        (
+                            TopicPartition::new(&topic.name, *index),
+                            info(topic.id.0, p),
+                        )
+                    })
             })
             .collect()
     }

@@ -127,15 +127,31 @@ mod tests {
         };
         assert_eq!(lowest_end_offset(1, 10, &[1, 2, 3], ends), Some(4));
         assert_eq!(lowest_end_offset(1, 10, &[1, 2], ends), Some(7));
-        assert_eq!(lowest_end_offset(1, 3, &[1, 2], ends), Some(3), "the leader's own LEO counts");
-        assert_eq!(lowest_end_offset(1, 10, &[1], ends), Some(10), "alone: its LEO");
-        assert_eq!(lowest_end_offset(1, 10, &[1, 4], ends), None, "an unknown LEO holds it");
+        assert_eq!(
+            lowest_end_offset(1, 3, &[1, 2], ends),
+            Some(3),
+            "the leader's own LEO counts"
+        );
+        assert_eq!(
+            lowest_end_offset(1, 10, &[1], ends),
+            Some(10),
+            "alone: its LEO"
+        );
+        assert_eq!(
+            lowest_end_offset(1, 10, &[1, 4], ends),
+            None,
+            "an unknown LEO holds it"
+        );
     }
 
     #[test]
     fn the_high_watermark_only_advances() {
         assert_eq!(advanced(5, Some(8)), 8);
-        assert_eq!(advanced(5, Some(3)), 5, "a follower behind does not move it back");
+        assert_eq!(
+            advanced(5, Some(3)),
+            5,
+            "a follower behind does not move it back"
+        );
         assert_eq!(advanced(5, None), 5);
     }
 
@@ -148,7 +164,10 @@ mod tests {
         assert!(follower.in_sync(12, later, LAG), "caught up 90 ms ago");
         let much_later = start + Duration::from_millis(200);
         assert!(!follower.in_sync(12, much_later, LAG), "behind for 150 ms");
-        assert!(follower.in_sync(10, much_later, LAG), "nothing new to fetch");
+        assert!(
+            follower.in_sync(10, much_later, LAG),
+            "nothing new to fetch"
+        );
     }
 
     #[test]
@@ -178,7 +197,11 @@ mod tests {
             _ => None,
         };
         assert_eq!(out_of_sync(1, &[1, 2, 3], 20, now, LAG, known), vec![3]);
-        assert_eq!(out_of_sync(1, &[1, 2, 4], 20, now, LAG, known), vec![4], "never fetched");
+        assert_eq!(
+            out_of_sync(1, &[1, 2, 4], 20, now, LAG, known),
+            vec![4],
+            "never fetched"
+        );
         assert!(out_of_sync(1, &[1], 20, now, LAG, known).is_empty());
     }
 

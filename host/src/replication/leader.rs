@@ -191,14 +191,22 @@ impl LeaderReplication {
     /// The partition's state as the image has it now, or None when this
     /// broker does not lead it. Applies a new epoch from the image.
     fn state(&self, tp: &TopicPartition) -> Option<Arc<Mutex<LeaderState>>> {
-        let Some(info) = self.source.partition(tp).filter(|p| p.leader == self.node_id) else {
+        let Some(info) = self
+            .source
+            .partition(tp)
+            .filter(|p| p.leader == self.node_id)
+        else {
             lock(&self.states).remove(tp);
             return None;
         };
         self.state_for(tp, &info)
     }
 
-    fn state_for(&self, tp: &TopicPartition, info: &PartitionInfo) -> Option<Arc<Mutex<LeaderState>>> {
+    fn state_for(
+        &self,
+        tp: &TopicPartition,
+        info: &PartitionInfo,
+    ) -> Option<Arc<Mutex<LeaderState>>> {
         let offsets = self.logs.offsets(tp).ok()?;
         let now = Instant::now();
         let start = || {
@@ -221,13 +229,7 @@ impl LeaderReplication {
         };
         let mut guard = lock(&state);
         if guard.leader_epoch != info.leader_epoch {
-            *guard = LeaderState::new(
-                info,
-                self.node_id,
-                start(),
-                offsets.high_watermark,
-                now,
-            );
+            *guard = LeaderState::new(info, self.node_id, start(), offsets.high_watermark, now);
         } else if guard.partition_epoch != info.partition_epoch {
             guard.partition_epoch = info.partition_epoch;
             guard.isr.clone_from(&info.isr);
@@ -235,7 +237,10 @@ impl LeaderReplication {
             guard.pending = None;
             for id in &info.replicas {
                 if *id != self.node_id {
-                    guard.followers.entry(*id).or_insert_with(|| Follower::new(now));
+                    guard
+                        .followers
+                        .entry(*id)
+                        .or_insert_with(|| Follower::new(now));
                 }
             }
             guard.followers.retain(|id, _| info.replicas.contains(id));
@@ -422,7 +427,12 @@ impl LeaderReplication {
                 continue;
             }
             tracing::info!(partition = %tp, ?out, lag_max = ?self.lag_max, "followers out of sync leave the ISR");
-            let new_isr = guard.isr.iter().copied().filter(|id| !out.contains(id)).collect();
+            let new_isr = guard
+                .isr
+                .iter()
+                .copied()
+                .filter(|id| !out.contains(id))
+                .collect();
             self.send(&tp, &mut guard, new_isr, now);
         }
         let led: Vec<TopicPartition> = lock(&self.states).keys().cloned().collect();

@@ -101,11 +101,35 @@ fn the_watermark_follows_the_slowest_isr_member() {
     let end = fx.append(10);
     assert_eq!(fx.hw(), 0, "followers have not fetched");
     assert!(fx.leader.must_wait(&tp(), end));
-    assert_eq!(fx.leader.follower_fetched(&tp(), 2, 10).unwrap().high_watermark, 0);
-    assert_eq!(fx.leader.follower_fetched(&tp(), 3, 4).unwrap().high_watermark, 4);
-    assert_eq!(fx.leader.follower_fetched(&tp(), 3, 10).unwrap().high_watermark, 10);
+    assert_eq!(
+        fx.leader
+            .follower_fetched(&tp(), 2, 10)
+            .unwrap()
+            .high_watermark,
+        0
+    );
+    assert_eq!(
+        fx.leader
+            .follower_fetched(&tp(), 3, 4)
+            .unwrap()
+            .high_watermark,
+        4
+    );
+    assert_eq!(
+        fx.leader
+            .follower_fetched(&tp(), 3, 10)
+            .unwrap()
+            .high_watermark,
+        10
+    );
     // A follower fetching from an older offset again does not move it back.
-    assert_eq!(fx.leader.follower_fetched(&tp(), 3, 6).unwrap().high_watermark, 10);
+    assert_eq!(
+        fx.leader
+            .follower_fetched(&tp(), 3, 6)
+            .unwrap()
+            .high_watermark,
+        10
+    );
     assert_eq!(
         fx.leader.follower_fetched(&tp(), 9, 6),
         Err(ErrorCode::NotLeaderOrFollower),
@@ -125,7 +149,10 @@ fn an_out_of_sync_follower_is_proposed_out_and_rejoins_once_caught_up() {
     fx.leader.shrink_out_of_sync();
     let change = fx.changes.try_recv().expect("a shrink");
     assert_eq!(change.new_isr, vec![1, 2]);
-    assert_eq!((change.leader_epoch, change.partition_epoch, change.topic_id), (3, 10, 7));
+    assert_eq!(
+        (change.leader_epoch, change.partition_epoch, change.topic_id),
+        (3, 10, 7)
+    );
     fx.leader.shrink_out_of_sync();
     assert!(fx.changes.try_recv().is_err(), "one change in flight");
     // Pending, the watermark still waits for 3 (the maximal ISR).
@@ -138,7 +165,10 @@ fn an_out_of_sync_follower_is_proposed_out_and_rejoins_once_caught_up() {
     assert!(fx.changes.try_recv().is_err(), "below the watermark");
     fx.leader.follower_fetched(&tp(), 3, 15).unwrap();
     let change = fx.changes.try_recv().expect("an expansion");
-    assert_eq!((change.new_isr, change.partition_epoch), (vec![1, 2, 3], 11));
+    assert_eq!(
+        (change.new_isr, change.partition_epoch),
+        (vec![1, 2, 3], 11)
+    );
 }
 
 #[test]
