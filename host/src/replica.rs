@@ -22,6 +22,7 @@ use crate::log::{LogStore, PartitionOffsets, StorageError, TopicPartition};
 use crate::metadata::view::Leadership;
 use crate::metrics::Metrics;
 use crate::purgatory::FetchPurgatory;
+use crate::replication::leader::LeaderReplication;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AppendOutcome {
@@ -33,6 +34,9 @@ pub struct AppendOutcome {
     /// The records refused for their own content (KIP-467), with
     /// INVALID_RECORD; empty otherwise.
     pub record_errors: Vec<validate::RecordError>,
+    /// The log end offset right after the write (what acks=all waits
+    /// for the ISR to reach); -1 on error.
+    pub end_offset: i64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -41,6 +45,10 @@ pub struct FetchPartition {
     pub partition: i32,
     pub fetch_offset: i64,
     pub partition_max_bytes: i32,
+    /// A follower's view (KIP-320, KIP-595): the leader epoch it fetches
+    /// in, and the epoch of its last fetched batch; -1 for consumers.
+    pub current_leader_epoch: i32,
+    pub last_fetched_epoch: i32,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -51,6 +59,16 @@ pub struct FetchOptions {
     /// read_committed: stop at the last stable offset and list the
     /// aborted transactions.
     pub read_committed: bool,
+    /// The follower fetching (its broker id), or -1 for a consumer. A
+    /// follower reads up to the log end offset, a consumer up to the high
+    /// watermark.
+    pub replica_id: i32,
+}
+
+impl FetchOptions {
+    fn is_replica_fetch(&self) -> bool {
+        self.replica_id >= 0
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -64,6 +82,10 @@ pub struct FetchedPartition {
     pub records: Vec<u8>,
     /// read_committed only: aborted transactions overlapping `records`.
     pub aborted_transactions: Vec<AbortedTxn>,
+    /// A follower's fetch whose last fetched epoch ends before its fetch
+    /// offset here (KIP-320): the epoch and its end offset, to truncate
+    /// to; no records then.
+    pub diverging_epoch: Option<(i32, i64)>,
 }
 
 /// One producer in a DescribeProducers answer.
@@ -88,8 +110,9 @@ pub struct ReplicaManager {
     logs: Arc<dyn LogStore>,
     /// Broker-side cap on a fetch response (`fetch.max.bytes`).
     fetch_max_bytes: usize,
-    /// Fetches waiting for appends, by partition.
-    purgatory: FetchPurgatory,
+    /// Fetches waiting for appends (and, in a cluster, for the high
+    /// watermark to move), by partition.
+    purgatory: Arc<FetchPurgatory>,
     metrics: Arc<Metrics>,
     /// Idempotent-producer state per partition; a partition's lock is held
     /// across the sequence check and the append.
@@ -99,6 +122,19 @@ pub struct ReplicaManager {
     /// In a cluster, which partitions this broker leads; unset on a
     /// single node, which leads them all (and checks nothing).
     leadership: OnceLock<Arc<dyn Leadership>>,
+    /// In a cluster, the leader side of replication: the high watermark
+    /// and the followers. Unset on a single node, whose high watermark is
+    /// its log end offset.
+    replication: OnceLock<Arc<LeaderReplication>>,
+    /// The leader-epoch lookup for followers' diverging epochs.
+    epochs: OnceLock<Arc<dyn EpochEnds>>,
+}
+
+/// The end offset of a leader epoch in a partition's log (Kafka's
+/// `LeaderEpochFileCache.endOffsetFor`): the largest epoch at or below
+/// `epoch` and the first offset after it; None when unknown.
+pub trait EpochEnds: Send + Sync {
+    fn end_offset_for(&self, tp: &TopicPartition, epoch: i32) -> Option<(i32, i64)>;
 }
 
 impl ReplicaManager {
@@ -106,11 +142,49 @@ impl ReplicaManager {
         Self {
             logs,
             fetch_max_bytes,
-            purgatory: FetchPurgatory::default(),
+            purgatory: Arc::default(),
             metrics,
             producers: Mutex::new(HashMap::new()),
             producer_expiration_ms: AtomicI64::new(producer_state::DEFAULT_EXPIRATION_MS),
             leadership: OnceLock::new(),
+            replication: OnceLock::new(),
+            epochs: OnceLock::new(),
+        }
+    }
+
+    /// The waiting fetches, shared with the replication that wakes them
+    /// when the high watermark moves.
+    pub fn purgatory(&self) -> Arc<FetchPurgatory> {
+        Arc::clone(&self.purgatory)
+    }
+
+    /// From now on the high watermark is the ISR's, and followers' fetches
+    /// are tracked. Set once; a second call is ignored.
+    pub fn set_replication(&self, replication: Arc<LeaderReplication>) {
+        let _ = self.replication.set(replication);
+    }
+
+    /// This broker now leads `tp`, whose high watermark it had as a
+    /// follower (see `LeaderReplication::seed_high_watermark`).
+    pub fn seed_high_watermark(&self, tp: &TopicPartition, high_watermark: i64) {
+        if let Some(replication) = self.replication.get() {
+            replication.seed_high_watermark(tp, high_watermark);
+        }
+    }
+
+    /// Where followers' diverging epochs are looked up. Set once.
+    pub fn set_epoch_ends(&self, epochs: Arc<dyn EpochEnds>) {
+        let _ = self.epochs.set(epochs);
+    }
+
+    /// What a consumer may read up to: the log end offset on a single
+    /// node, the ISR's high watermark in a cluster.
+    fn committed_end(&self, tp: &TopicPartition, offsets: PartitionOffsets) -> i64 {
+        match self.replication.get() {
+            None => offsets.high_watermark,
+            Some(replication) => replication
+                .high_watermark(tp)
+                .map_or(offsets.high_watermark, |hw| hw.min(offsets.high_watermark)),
         }
     }
 
@@ -160,6 +234,11 @@ impl ReplicaManager {
         if self.not_leader(topic, partition) {
             return AppendOutcome::failed(ErrorCode::NotLeaderOrFollower.code(), None);
         }
+        if acks == -1 {
+            if let Some(refused) = self.too_few_in_sync(topic, partition) {
+                return refused;
+            }
+        }
         // Kafka's LogValidator for AppendOrigin.CLIENT: no control batches
         // (only the coordinator writes markers), producer ids with sequences.
         if let Err(error) = validate::client_batches(records) {
@@ -187,10 +266,10 @@ impl ReplicaManager {
             Ok(Verdict::Append) => {}
             Ok(Verdict::Duplicate(original)) => {
                 // Kafka's DUPLICATE: success with the original offsets.
-                let log_start_offset = self
-                    .logs
-                    .offsets(&tp)
-                    .map_or(-1, |offsets| offsets.log_start_offset);
+                let (log_start_offset, end_offset) =
+                    self.logs.offsets(&tp).map_or((-1, -1), |offsets| {
+                        (offsets.log_start_offset, offsets.high_watermark)
+                    });
                 return AppendOutcome {
                     error_code: ErrorCode::None.code(),
                     error_message: None,
@@ -198,6 +277,7 @@ impl ReplicaManager {
                     log_append_time_ms: -1,
                     log_start_offset,
                     record_errors: Vec::new(),
+                    end_offset,
                 };
             }
             Err(error) => {
@@ -236,6 +316,70 @@ impl ReplicaManager {
             state.end_offset = next;
         }
         outcome
+    }
+
+    /// acks=all: appends, then waits until every ISR member has the write
+    /// (the high watermark passed it) or `timeout` passes (Kafka's
+    /// DelayedProduce), as an async wait that suspends only the caller. On
+    /// a single node, or a leader alone in its ISR, the write is the
+    /// commit and nothing waits. Other acks answer after the write.
+    pub async fn append_acked(
+        &self,
+        topic: &str,
+        partition: i32,
+        records: &[u8],
+        acks: i16,
+        timeout: Duration,
+        in_transaction: &(dyn Fn(i64, i16) -> bool + Sync),
+    ) -> AppendOutcome {
+        let mut outcome = self.append(topic, partition, records, acks, in_transaction);
+        let Some(replication) = self.replication.get() else {
+            return outcome;
+        };
+        if acks != -1 || outcome.error_code != ErrorCode::None.code() {
+            return outcome;
+        }
+        let tp = TopicPartition::new(topic, partition);
+        if !replication.must_wait(&tp, outcome.end_offset) {
+            return outcome;
+        }
+        let min_isr = replication.min_insync_replicas(topic);
+        let code = replication
+            .await_replicated(&tp, outcome.end_offset, min_isr, timeout)
+            .await;
+        if code != ErrorCode::None {
+            outcome.error_code = code.code();
+            outcome.error_message = Some(match code {
+                ErrorCode::RequestTimedOut => format!(
+                    "the in-sync replicas of {tp} did not all have the write within {} ms",
+                    timeout.as_millis()
+                ),
+                ErrorCode::NotEnoughReplicasAfterAppend => format!(
+                    "the in-sync replicas of {tp} shrank below min.insync.replicas={min_isr} \
+                     while the write waited for them"
+                ),
+                _ => format!("{tp} is no longer led here"),
+            });
+        }
+        outcome
+    }
+
+    /// Kafka's check before an acks=all append: NOT_ENOUGH_REPLICAS when
+    /// the ISR is smaller than the topic's `min.insync.replicas`.
+    fn too_few_in_sync(&self, topic: &str, partition: i32) -> Option<AppendOutcome> {
+        let replication = self.replication.get()?;
+        let tp = TopicPartition::new(topic, partition);
+        let isr = replication.isr_size(&tp)?;
+        let min_isr = replication.min_insync_replicas(topic);
+        (isr < min_isr).then(|| {
+            self.metrics.record_produce(topic, 0, 0, true);
+            AppendOutcome::failed(
+                ErrorCode::NotEnoughReplicas.code(),
+                Some(format!(
+                    "the ISR of {tp} has {isr} replicas, fewer than min.insync.replicas={min_isr}"
+                )),
+            )
+        })
     }
 
     /// The idempotent producers a partition holds state for
@@ -317,11 +461,10 @@ impl ReplicaManager {
         let mut state = crate::sync::lock(&state);
         let offsets = self.load_producer_state(tp, &mut state)?;
         state.prune_aborted(offsets.log_start_offset);
+        let high_watermark = self.committed_end(tp, offsets);
         Ok(state
             .first_unstable_offset()
-            .map_or(offsets.high_watermark, |first| {
-                first.min(offsets.high_watermark)
-            }))
+            .map_or(high_watermark, |first| first.min(high_watermark)))
     }
 
     /// The aborted transactions of a partition overlapping `[from, to)`.
@@ -389,6 +532,7 @@ impl ReplicaManager {
                     log_append_time_ms: info.log_append_time_ms,
                     log_start_offset: info.log_start_offset,
                     record_errors: Vec::new(),
+                    end_offset: info.last_offset.saturating_add(1),
                 }
             }
             Err(error) => {
@@ -448,9 +592,9 @@ impl ReplicaManager {
     fn satisfied(results: &[FetchedPartition], options: FetchOptions) -> bool {
         let bytes: usize = results.iter().map(|result| result.records.len()).sum();
         bytes >= options.min_bytes
-            || results
-                .iter()
-                .any(|result| result.error_code != ErrorCode::None.code())
+            || results.iter().any(|result| {
+                result.error_code != ErrorCode::None.code() || result.diverging_epoch.is_some()
+            })
     }
 
     /// Counts what a fetch returns into the topic metrics.
@@ -468,7 +612,8 @@ impl ReplicaManager {
     /// One pass over the partitions with Kafka's byte limits: the response
     /// stops growing at `max_bytes`, but the first batch of the response is
     /// always whole so that a consumer makes progress (KIP-74).
-    /// read_committed stops each partition at its last stable offset.
+    /// A consumer reads up to the high watermark, read_committed up to the
+    /// last stable offset; a follower reads up to the log end offset.
     fn read_all(
         &self,
         partitions: &[FetchPartition],
@@ -479,62 +624,163 @@ impl ReplicaManager {
         partitions
             .iter()
             .map(|request| {
-                let tp = TopicPartition {
-                    topic: request.topic.clone(),
-                    partition: request.partition,
-                };
                 let limit = usize::try_from(request.partition_max_bytes.max(0))
                     .unwrap_or(0)
                     .min(remaining);
-                let mut fetched = FetchedPartition {
-                    topic: request.topic.clone(),
-                    partition: request.partition,
-                    error_code: ErrorCode::None.code(),
-                    high_watermark: -1,
-                    last_stable_offset: -1,
-                    log_start_offset: -1,
-                    records: Vec::new(),
-                    aborted_transactions: Vec::new(),
+                let fetched = if options.is_replica_fetch() {
+                    self.read_for_replica(request, options.replica_id, limit, first_data)
+                } else {
+                    self.read_for_consumer(request, options.read_committed, limit, first_data)
                 };
-                if self.not_leader(&request.topic, request.partition) {
-                    fetched.error_code = ErrorCode::NotLeaderOrFollower.code();
-                    return fetched;
-                }
-                // Taken before the read: the records read may only grow
-                // past it, never hide a transaction opened since.
-                let stable = self.last_stable_offset(&tp);
-                match self.logs.read(&tp, request.fetch_offset, limit, first_data) {
-                    Ok(read) => {
-                        let lso = stable.unwrap_or(read.high_watermark);
-                        fetched.high_watermark = read.high_watermark;
-                        fetched.last_stable_offset = lso.min(read.high_watermark);
-                        fetched.log_start_offset = read.log_start_offset;
-                        fetched.records = read.records;
-                        if options.read_committed {
-                            let (keep, end) = producer_state::batches_before(&fetched.records, lso);
-                            fetched.records.truncate(keep);
-                            if keep > 0 {
-                                fetched.aborted_transactions =
-                                    self.aborted_between(&tp, request.fetch_offset, end);
-                            }
-                        }
-                        if !fetched.records.is_empty() {
-                            first_data = false;
-                            remaining = remaining.saturating_sub(fetched.records.len());
-                        }
-                    }
-                    Err(error) => {
-                        fetched.error_code = error.error_code();
-                        if let Ok(offsets) = self.logs.offsets(&tp) {
-                            fetched.high_watermark = offsets.high_watermark;
-                            fetched.last_stable_offset = stable.unwrap_or(offsets.high_watermark);
-                            fetched.log_start_offset = offsets.log_start_offset;
-                        }
-                    }
+                if !fetched.records.is_empty() {
+                    first_data = false;
+                    remaining = remaining.saturating_sub(fetched.records.len());
                 }
                 fetched
             })
             .collect()
+    }
+
+    fn read_for_consumer(
+        &self,
+        request: &FetchPartition,
+        read_committed: bool,
+        limit: usize,
+        first_data: bool,
+    ) -> FetchedPartition {
+        let tp = TopicPartition::new(&request.topic, request.partition);
+        let mut fetched = FetchedPartition::empty(request);
+        if self.not_leader(&request.topic, request.partition) {
+            fetched.error_code = ErrorCode::NotLeaderOrFollower.code();
+            return fetched;
+        }
+        // Taken before the read: the records read may only grow past it,
+        // never hide a transaction opened since.
+        let stable = self.last_stable_offset(&tp);
+        match self.logs.read(&tp, request.fetch_offset, limit, first_data) {
+            Ok(read) => {
+                let offsets = PartitionOffsets {
+                    log_start_offset: read.log_start_offset,
+                    high_watermark: read.high_watermark,
+                };
+                let high_watermark = self.committed_end(&tp, offsets);
+                let lso = stable.unwrap_or(high_watermark).min(high_watermark);
+                fetched.high_watermark = high_watermark;
+                fetched.last_stable_offset = lso;
+                fetched.log_start_offset = read.log_start_offset;
+                fetched.records = read.records;
+                if high_watermark < read.high_watermark {
+                    // Nothing above the high watermark leaves the leader.
+                    let (keep, _) =
+                        producer_state::batches_before(&fetched.records, high_watermark);
+                    fetched.records.truncate(keep);
+                }
+                if read_committed {
+                    let (keep, end) = producer_state::batches_before(&fetched.records, lso);
+                    fetched.records.truncate(keep);
+                    if keep > 0 {
+                        fetched.aborted_transactions =
+                            self.aborted_between(&tp, request.fetch_offset, end);
+                    }
+                }
+            }
+            Err(error) => {
+                fetched.error_code = error.error_code();
+                if let Ok(offsets) = self.logs.offsets(&tp) {
+                    let high_watermark = self.committed_end(&tp, offsets);
+                    fetched.high_watermark = high_watermark;
+                    fetched.last_stable_offset = stable.unwrap_or(high_watermark);
+                    fetched.log_start_offset = offsets.log_start_offset;
+                }
+            }
+        }
+        fetched
+    }
+
+    /// A follower's fetch (Kafka's `fetchRecords` with a replica id): the
+    /// leader epochs are checked, a diverging epoch is answered instead of
+    /// records, and otherwise the fetch offset is the follower's log end
+    /// offset, recorded before the read up to the leader's log end offset.
+    fn read_for_replica(
+        &self,
+        request: &FetchPartition,
+        replica_id: i32,
+        limit: usize,
+        first_data: bool,
+    ) -> FetchedPartition {
+        let tp = TopicPartition::new(&request.topic, request.partition);
+        let mut fetched = FetchedPartition::empty(request);
+        let Some(replication) = self.replication.get() else {
+            // A single node has no followers.
+            fetched.error_code = ErrorCode::NotLeaderOrFollower.code();
+            return fetched;
+        };
+        let Some(leader_epoch) = replication.leader_epoch(&tp) else {
+            fetched.error_code = ErrorCode::NotLeaderOrFollower.code();
+            return fetched;
+        };
+        let epoch_error = match request.current_leader_epoch {
+            epoch if epoch < 0 => None,
+            epoch if epoch < leader_epoch => Some(ErrorCode::FencedLeaderEpoch),
+            epoch if epoch > leader_epoch => Some(ErrorCode::UnknownLeaderEpoch),
+            _ => None,
+        };
+        let offsets = match self.logs.offsets(&tp) {
+            Ok(offsets) => offsets,
+            Err(error) => {
+                fetched.error_code = error.error_code();
+                return fetched;
+            }
+        };
+        fetched.log_start_offset = offsets.log_start_offset;
+        if let Some(error) = epoch_error {
+            fetched.error_code = error.code();
+            return fetched;
+        }
+        if let Some(diverging) = self.diverging(&tp, request, leader_epoch) {
+            fetched.high_watermark = replication.high_watermark(&tp).unwrap_or(-1);
+            fetched.last_stable_offset = fetched.high_watermark;
+            fetched.diverging_epoch = Some(diverging);
+            return fetched;
+        }
+        match replication.follower_fetched(&tp, replica_id, request.fetch_offset) {
+            Ok(state) => {
+                fetched.high_watermark = state.high_watermark;
+                fetched.last_stable_offset = state.high_watermark;
+            }
+            Err(error) => {
+                fetched.error_code = error.code();
+                return fetched;
+            }
+        }
+        match self.logs.read(&tp, request.fetch_offset, limit, first_data) {
+            Ok(read) => {
+                fetched.log_start_offset = read.log_start_offset;
+                fetched.records = read.records;
+            }
+            Err(error) => fetched.error_code = error.error_code(),
+        }
+        fetched
+    }
+
+    /// KIP-320/595: a follower whose last fetched epoch ends before its
+    /// fetch offset in this log (or names an epoch this log never had)
+    /// must truncate to that epoch's end first.
+    fn diverging(
+        &self,
+        tp: &TopicPartition,
+        request: &FetchPartition,
+        leader_epoch: i32,
+    ) -> Option<(i32, i64)> {
+        if request.last_fetched_epoch < 0 {
+            return None;
+        }
+        let epochs = self.epochs.get()?;
+        let (epoch, end) = epochs.end_offset_for(tp, request.last_fetched_epoch)?;
+        if request.last_fetched_epoch > leader_epoch {
+            return Some((epoch, end));
+        }
+        (epoch != request.last_fetched_epoch || end < request.fetch_offset).then_some((epoch, end))
     }
 
     /// ListOffsets for one partition: -1 latest, -2 earliest, -3 max
@@ -565,7 +811,10 @@ impl ReplicaManager {
         }
         let result = match timestamp {
             -1 if read_committed => self.last_stable_offset(&tp).map(|lso| answer(lso, -1)),
-            -1 => self.logs.offsets(&tp).map(|o| answer(o.high_watermark, -1)),
+            -1 => self
+                .logs
+                .offsets(&tp)
+                .map(|o| answer(self.committed_end(&tp, o), -1)),
             -2 | -4 => self
                 .logs
                 .offsets(&tp)
@@ -716,6 +965,23 @@ impl ReplicaManager {
     }
 }
 
+impl FetchedPartition {
+    /// A partition's answer before anything is read.
+    fn empty(request: &FetchPartition) -> Self {
+        Self {
+            topic: request.topic.clone(),
+            partition: request.partition,
+            error_code: ErrorCode::None.code(),
+            high_watermark: -1,
+            last_stable_offset: -1,
+            log_start_offset: -1,
+            records: Vec::new(),
+            aborted_transactions: Vec::new(),
+            diverging_epoch: None,
+        }
+    }
+}
+
 impl AppendOutcome {
     fn failed(error_code: i16, error_message: Option<String>) -> Self {
         Self {
@@ -725,6 +991,7 @@ impl AppendOutcome {
             log_append_time_ms: -1,
             log_start_offset: -1,
             record_errors: Vec::new(),
+            end_offset: -1,
         }
     }
 
@@ -742,5 +1009,121 @@ fn message_of(error: &StorageError) -> Option<String> {
     match error {
         StorageError::UnknownTopicOrPartition | StorageError::OffsetOutOfRange => None,
         other => Some(other.to_string()),
+    }
+}
+
+/// OffsetForLeaderEpoch's answer for one partition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EpochEndOffset {
+    pub error_code: i16,
+    pub leader_epoch: i32,
+    pub end_offset: i64,
+}
+
+/// Leader epochs (KIP-101/279): where an epoch ends, answered by the leader.
+impl ReplicaManager {
+    /// OffsetForLeaderEpoch for one partition, as Kafka's
+    /// `Partition.lastOffsetForLeaderEpoch`: only the leader answers; a
+    /// `current_leader_epoch` (other than -1) older than the partition's
+    /// is FENCED_LEADER_EPOCH, newer UNKNOWN_LEADER_EPOCH; then the epoch
+    /// cache says where `leader_epoch` ends.
+    pub fn offset_for_leader_epoch(
+        &self,
+        tp: &TopicPartition,
+        current_leader_epoch: i32,
+        leader_epoch: i32,
+    ) -> EpochEndOffset {
+        let failed = |error: ErrorCode| EpochEndOffset {
+            error_code: error.code(),
+            leader_epoch: -1,
+            end_offset: -1,
+        };
+        if self.not_leader(&tp.topic, tp.partition) {
+            return failed(ErrorCode::NotLeaderOrFollower);
+        }
+        let answer = self.logs.leader_epoch(tp).and_then(|epoch| {
+            if current_leader_epoch != -1 && current_leader_epoch < epoch {
+                return Ok(Err(ErrorCode::FencedLeaderEpoch));
+            }
+            if current_leader_epoch > epoch {
+                return Ok(Err(ErrorCode::UnknownLeaderEpoch));
+            }
+            self.logs
+                .end_offset_for_epoch(tp, leader_epoch)
+                .map(|(epoch, end)| Ok((epoch, end)))
+        });
+        match answer {
+            Ok(Ok((leader_epoch, end_offset))) => EpochEndOffset {
+                error_code: ErrorCode::None.code(),
+                leader_epoch,
+                end_offset,
+            },
+            Ok(Err(error)) => failed(error),
+            Err(error) => EpochEndOffset {
+                error_code: error.error_code(),
+                leader_epoch: -1,
+                end_offset: -1,
+            },
+        }
+    }
+}
+
+/// A follower's side of replication (Kafka's `appendRecordsToFollower`
+/// and `truncateTo` on a follower's Partition): the leader's batches kept
+/// verbatim, and the producer state kept in step with them, so that it is
+/// right if this replica becomes leader.
+impl ReplicaManager {
+    /// Appends batches fetched from the partition's leader with the
+    /// leader's offsets; the idempotent and transactional producers' state
+    /// records them, as the leader's did.
+    pub fn append_replicated(
+        &self,
+        tp: &TopicPartition,
+        records: &[u8],
+    ) -> Result<crate::log::AppendInfo, StorageError> {
+        let state = self.producer_state(tp);
+        let mut state = crate::sync::lock(&state);
+        self.load_producer_state(tp, &mut state)?;
+        let info = self.logs.append_replicated(tp, records)?;
+        if info.bytes > 0 {
+            let appended = producer_state::producer_batches(records).map(|batches| {
+                batches
+                    .into_iter()
+                    .filter(|b| {
+                        b.base_offset >= info.base_offset && b.base_offset <= info.last_offset
+                    })
+                    .collect::<Vec<_>>()
+            });
+            if let Some(batches) = appended {
+                state.record(&batches);
+            }
+            state.end_offset = info.last_offset.saturating_add(1);
+        }
+        Ok(info)
+    }
+
+    /// Truncates a follower's log to `offset` (a diverging tail) and
+    /// forgets its producer state, rebuilt from the log when next needed.
+    /// Returns the new log end offset.
+    pub fn truncate_to(&self, tp: &TopicPartition, offset: i64) -> Result<i64, StorageError> {
+        let state = self.producer_state(tp);
+        let mut state = crate::sync::lock(&state);
+        let end = self.logs.truncate_to(tp, offset)?;
+        *state = ProducerStateMap::default();
+        Ok(end)
+    }
+
+    /// Empties a follower's log to start it again at `offset` (it fell
+    /// behind the leader's log start offset), producer state with it.
+    pub fn truncate_fully_and_start_at(
+        &self,
+        tp: &TopicPartition,
+        offset: i64,
+    ) -> Result<(), StorageError> {
+        let state = self.producer_state(tp);
+        let mut state = crate::sync::lock(&state);
+        self.logs.truncate_fully_and_start_at(tp, offset)?;
+        *state = ProducerStateMap::default();
+        Ok(())
     }
 }

@@ -21,7 +21,9 @@
 //!    controller listeners (so brokers find the active one) and runs the
 //!    fencing clock; a broker registers and heartbeats over the wire
 //!    ([`membership`]) and takes its producer ids from the controller's
-//!    blocks.
+//!    blocks; a broker leads its partitions' replication
+//!    ([`crate::replication`]: follower state, the ISR's high watermark,
+//!    acks=all, AlterPartition for ISR changes).
 
 use std::path::Path;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -45,6 +47,10 @@ use crate::cluster::raft::{QuorumConfig, RaftQuorum, Voter};
 use crate::cluster::reconciler;
 use crate::config::BrokerConfig;
 use crate::producer_ids::BlockSource;
+use crate::replication::alter;
+use crate::replication::follower;
+use crate::replication::image_source::ImagePartitions;
+use crate::replication::leader::{self, LeaderReplication};
 use crate::security::sasl_client::{self, SaslCredentials};
 use crate::security::settings;
 use crate::services::{AdvertisedListener, Services};
@@ -185,6 +191,7 @@ impl ClusterNode {
         let (fatal, fatal_rx) = mpsc::channel(1);
         if self.config.roles.is_broker() {
             let epoch = Arc::new(AtomicI64::new(-1));
+            self.lead_replication(broker_config, services, &epoch, &stopped)?;
             services
                 .producer_ids
                 .use_blocks_from(Arc::new(ProducerIdBlocks {
@@ -193,6 +200,7 @@ impl ClusterNode {
                     epoch: Arc::clone(&epoch),
                     runtime: tokio::runtime::Handle::current(),
                 }));
+            self.follow_replication(broker_config, services, &record, &epoch, &stopped);
             let member = Member {
                 record,
                 cluster_id: self.cluster_id.clone(),
@@ -218,6 +226,85 @@ impl ClusterNode {
             });
         }
         Ok(fatal_rx)
+    }
+
+    /// The leader side of replication on this broker: its state on the
+    /// image, the ISR-shrink clock, and the AlterPartition sender on a
+    /// controller channel of its own.
+    fn lead_replication(
+        &self,
+        broker_config: &BrokerConfig,
+        services: &Arc<Services>,
+        broker_epoch: &Arc<AtomicI64>,
+        stopped: &watch::Receiver<bool>,
+    ) -> Result<()> {
+        let quorum: Arc<dyn Quorum<MetadataImage>> = self.quorum.clone();
+        let lag_max = broker_config.millis(
+            "replica.lag.time.max.ms",
+            u64::try_from(leader::DEFAULT_LAG_TIME_MAX.as_millis()).unwrap_or(30_000),
+        );
+        let (alter, changes) = mpsc::unbounded_channel();
+        let source = Arc::new(ImagePartitions {
+            quorum: Arc::clone(&quorum),
+            topics: Arc::clone(&services.topics),
+        });
+        let replication = Arc::new(LeaderReplication::new(
+            self.config.node_id,
+            source,
+            Arc::clone(&services.logs),
+            services.replica.purgatory(),
+            lag_max,
+            alter,
+        ));
+        services.replica.set_replication(Arc::clone(&replication));
+        tokio::spawn(Arc::clone(&replication).run(stopped.clone()));
+        let listeners = &self.config.controller_listener_names;
+        let channel = ControllerChannel::new(
+            quorum,
+            listeners.clone(),
+            controller_logins(broker_config, listeners)?,
+            self.config.node_id,
+        );
+        tokio::spawn(alter::run(
+            replication,
+            channel,
+            self.config.node_id,
+            Arc::clone(broker_epoch),
+            changes,
+            stopped.clone(),
+        ));
+        Ok(())
+    }
+
+    /// The follower side of replication: leader epochs taken on as the
+    /// image names this broker leader, replica fetchers for the
+    /// partitions it follows, and the epoch lookup the leader side answers
+    /// followers' diverging epochs with.
+    fn follow_replication(
+        &self,
+        broker_config: &BrokerConfig,
+        services: &Arc<Services>,
+        record: &BrokerRegistrationRecord,
+        broker_epoch: &Arc<AtomicI64>,
+        stopped: &watch::Receiver<bool>,
+    ) {
+        services
+            .replica
+            .set_epoch_ends(Arc::new(follower::LogEpochs(Arc::clone(&services.logs))));
+        let Some(listener) = self.config.inter_broker_listener_name.clone() else {
+            return;
+        };
+        let replication = follower::Replication {
+            quorum: self.quorum.clone(),
+            node_id: self.config.node_id,
+            incarnation: record.incarnation_id,
+            services: Arc::clone(services),
+            listener,
+            broker_epoch: Arc::clone(broker_epoch),
+            settings: follower::settings(broker_config),
+            high_watermarks: Arc::default(),
+        };
+        tokio::spawn(replication.run(stopped.clone()));
     }
 
     /// On a node with the broker role, the forwarder of the controller

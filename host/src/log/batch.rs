@@ -223,6 +223,78 @@ impl PreparedAppend {
         }
         next - 1
     }
+
+    /// Writes `epoch` as every batch's partition leader epoch (outside the
+    /// CRC, which is unchanged): the leader stamps its epoch under the
+    /// partition's append lock, like the offsets.
+    pub fn stamp_leader_epoch(&mut self, epoch: i32) {
+        for b in &self.batches {
+            let at = b.position + PARTITION_LEADER_EPOCH;
+            self.buf[at..at + 4].copy_from_slice(&epoch.to_be_bytes());
+        }
+    }
+
+    /// The base offset written in `batch` (assigned, or kept from the
+    /// leader by a follower).
+    pub fn base_offset_of(&self, batch: &PreparedBatch) -> i64 {
+        i64_at(&self.buf, batch.position + BASE_OFFSET)
+    }
+
+    pub fn leader_epoch_of(&self, batch: &PreparedBatch) -> i32 {
+        i32_at(&self.buf, batch.position + PARTITION_LEADER_EPOCH)
+    }
+}
+
+/// Prepares batches a follower fetched from its leader, to be stored with
+/// the leader's offsets and epochs (Kafka's `appendAsFollower`): the leader
+/// validated their content, so only what keeps the log readable is checked
+/// (v2 framing, CRC-32C, offsets that grow). Compaction may have left
+/// fewer records than offsets, so counts are not checked. A partial batch
+/// at the end (a leader may cut a response mid-batch) is left out.
+pub fn prepare_replicated(input: &[u8]) -> Result<PreparedAppend, StorageError> {
+    let mut batches = Vec::new();
+    let mut record_count = 0u64;
+    let mut next_offset: Option<i64> = None;
+    let mut pos = 0usize;
+    while input.len() - pos >= HEADER_SIZE {
+        let rest = &input[pos..];
+        let header = BatchHeader::parse(rest).map_err(StorageError::CorruptMessage)?;
+        let size = header.size();
+        if size > rest.len() {
+            break;
+        }
+        if !crc_matches(&rest[..size], &header) {
+            return Err(StorageError::CorruptMessage(format!(
+                "CRC-32C mismatch in the replicated batch at offset {}",
+                header.base_offset
+            )));
+        }
+        if next_offset.is_some_and(|next| header.base_offset < next) {
+            return Err(StorageError::CorruptMessage(format!(
+                "replicated batch offset {} is below the previous batch's end",
+                header.base_offset
+            )));
+        }
+        next_offset = Some(header.next_offset());
+        record_count += u64::try_from(header.record_count).unwrap_or(0);
+        batches.push(PreparedBatch {
+            position: pos,
+            size,
+            last_offset_delta: header.last_offset_delta,
+            max_timestamp: header.max_timestamp,
+        });
+        pos += size;
+    }
+    let offset_count = match (batches.first(), next_offset) {
+        (Some(first), Some(next)) => next - i64_at(input, first.position + BASE_OFFSET),
+        _ => 0,
+    };
+    Ok(PreparedAppend {
+        buf: input[..pos].to_vec(),
+        batches,
+        record_count,
+        offset_count,
+    })
 }
 
 /// Validates every batch in `input` and prepares the bytes to store; nothing

@@ -49,6 +49,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use super::checkpoint;
 use super::cleaner;
+use super::epoch_cache::EpochCache;
 use super::partition::{now_ms, OpenHints, Partition};
 use super::segment::Segment;
 use super::{
@@ -471,6 +472,16 @@ impl Inner {
         cleaned
     }
 
+    /// A write after a clean shutdown takes its markers back: the next
+    /// start must recover.
+    fn written_after_shutdown(&self) {
+        if self.closed.swap(false, Ordering::AcqRel) {
+            for dir in &self.dirs {
+                let _ = fs::remove_file(dir.path.join(CLEAN_SHUTDOWN_FILE));
+            }
+        }
+    }
+
     /// Rewrites every directory's checkpoints from the partitions' state.
     fn write_checkpoints(&self) -> Result<(), StorageError> {
         let _writing = lock(&self.checkpoint_lock);
@@ -653,13 +664,56 @@ impl LogStore for LogManager {
         batches: &[u8],
         now_ms: i64,
     ) -> Result<AppendInfo, StorageError> {
-        if self.inner.closed.swap(false, Ordering::AcqRel) {
-            // Written after the clean shutdown: the next start must recover.
-            for dir in &self.inner.dirs {
-                let _ = fs::remove_file(dir.path.join(CLEAN_SHUTDOWN_FILE));
-            }
-        }
+        self.inner.written_after_shutdown();
         self.get(tp)?.append(batches, now_ms)
+    }
+
+    fn append_replicated(
+        &self,
+        tp: &TopicPartition,
+        batches: &[u8],
+    ) -> Result<AppendInfo, StorageError> {
+        self.inner.written_after_shutdown();
+        self.get(tp)?.append_replicated(batches)
+    }
+
+    fn truncate_to(&self, tp: &TopicPartition, offset: i64) -> Result<i64, StorageError> {
+        self.inner.written_after_shutdown();
+        let end = self.get(tp)?.truncate_to(offset)?;
+        // The recovery point may have moved back.
+        self.inner.write_checkpoints()?;
+        Ok(end)
+    }
+
+    fn truncate_fully_and_start_at(
+        &self,
+        tp: &TopicPartition,
+        offset: i64,
+    ) -> Result<(), StorageError> {
+        self.inner.written_after_shutdown();
+        self.get(tp)?.truncate_fully_and_start_at(offset)?;
+        // The log start offset may be inside no segment's data.
+        self.inner.write_checkpoints()
+    }
+
+    fn become_leader(&self, tp: &TopicPartition, epoch: i32) -> Result<(), StorageError> {
+        self.get(tp)?.become_leader(epoch)
+    }
+
+    fn leader_epoch(&self, tp: &TopicPartition) -> Result<i32, StorageError> {
+        self.get(tp)?.leader_epoch()
+    }
+
+    fn epochs(&self, tp: &TopicPartition) -> Result<EpochCache, StorageError> {
+        self.get(tp)?.epochs()
+    }
+
+    fn end_offset_for_epoch(
+        &self,
+        tp: &TopicPartition,
+        epoch: i32,
+    ) -> Result<(i32, i64), StorageError> {
+        self.get(tp)?.end_offset_for_epoch(epoch)
     }
 
     fn read(
@@ -822,6 +876,7 @@ fn copy_and_swap(
         for s in &state.segments {
             s.copy_index_to(future)?;
         }
+        state.epochs.write(future)?;
     }
     for (file, _) in copied.values() {
         file.sync_all()?;
@@ -1105,8 +1160,13 @@ mod tests {
         for i in 0..2000 {
             m.append(&t0, &simple_batch(2, 50, i * 10), 0).unwrap();
         }
-        // One segment of ~300 KB (with its two index files).
-        assert_eq!(fs::read_dir(dir.path().join("t-0")).unwrap().count(), 3);
+        // One segment of ~300 KB (with its two index files), beside the
+        // leader-epoch checkpoint.
+        let files = fs::read_dir(dir.path().join("t-0")).unwrap();
+        let segment_files = files
+            .filter(|e| e.as_ref().unwrap().file_name() != super::super::epoch_cache::CHECKPOINT)
+            .count();
+        assert_eq!(segment_files, 3);
         for offset in [0, 1, 777, 1999, 2000, 3001, 3999] {
             let r = m.read(&t0, offset, 150, true).unwrap();
             assert_eq!(

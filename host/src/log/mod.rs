@@ -57,6 +57,8 @@
 //! ([`LogStore::shutdown`]) fsyncs everything.
 
 mod batch;
+#[cfg(test)]
+pub(crate) use batch::testing as batch_testing;
 mod batch_writer;
 #[cfg(test)]
 mod bench;
@@ -65,6 +67,7 @@ mod cleaner;
 pub mod client_records;
 mod codec;
 pub mod control;
+pub mod epoch_cache;
 #[cfg(test)]
 mod fuzz;
 mod handles;
@@ -391,6 +394,51 @@ pub trait LogStore: Send + Sync {
 
     /// The log directory holding the partition.
     fn partition_dir(&self, tp: &TopicPartition) -> Result<String, StorageError>;
+
+    /// A follower's append (replication, Kafka's `appendAsFollower`):
+    /// batches fetched from the leader, stored verbatim with the leader's
+    /// offsets and partition leader epochs, each new epoch entered in the
+    /// epoch cache. Only framing and CRC are checked (the leader validated
+    /// the records); batches must not start below the log end offset.
+    fn append_replicated(
+        &self,
+        tp: &TopicPartition,
+        batches: &[u8],
+    ) -> Result<AppendInfo, StorageError>;
+
+    /// Truncates the log to `offset`: the batches holding it or later
+    /// offsets go (whole batches, so the new end may be lower), with the
+    /// epochs starting there. Returns the new log end offset.
+    fn truncate_to(&self, tp: &TopicPartition, offset: i64) -> Result<i64, StorageError>;
+
+    /// Empties the log and starts it at `offset` (a follower that fell
+    /// behind the leader's log start offset).
+    fn truncate_fully_and_start_at(
+        &self,
+        tp: &TopicPartition,
+        offset: i64,
+    ) -> Result<(), StorageError>;
+
+    /// This broker leads the partition from now on in `epoch`: the epoch
+    /// starts at the log end offset and is stamped on the batches
+    /// [`LogStore::append`] writes. A single node leads in epoch 0.
+    fn become_leader(&self, tp: &TopicPartition, epoch: i32) -> Result<(), StorageError>;
+
+    /// The epoch this broker leads (or last led) the partition in: what
+    /// [`LogStore::append`] stamps.
+    fn leader_epoch(&self, tp: &TopicPartition) -> Result<i32, StorageError>;
+
+    /// The partition's leader-epoch cache (a copy).
+    fn epochs(&self, tp: &TopicPartition) -> Result<epoch_cache::EpochCache, StorageError>;
+
+    /// OffsetForLeaderEpoch: the epoch at or below `epoch` the log knows
+    /// and the offset where its data ends, as Kafka's
+    /// `LeaderEpochFileCache.endOffsetFor` ((-1, -1) when unknown).
+    fn end_offset_for_epoch(
+        &self,
+        tp: &TopicPartition,
+        epoch: i32,
+    ) -> Result<(i32, i64), StorageError>;
 
     /// Clean shutdown: stops the background work, flushes, writes the
     /// checkpoints and the clean-shutdown marker, so the next start

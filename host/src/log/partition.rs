@@ -31,6 +31,7 @@ use std::sync::{Mutex, RwLock};
 use crate::sync::{lock, read, write};
 
 use super::batch;
+use super::epoch_cache::EpochCache;
 use super::segment::{self, Segment, MAX_RELATIVE_OFFSET, MAX_SEGMENT_BYTES};
 use super::{
     create_dir_durably, sync_dir, AppendInfo, LogConfig, PartitionOffsets, ReadResult,
@@ -73,6 +74,21 @@ pub(super) struct State {
     /// The earliest delete horizon of a tombstone the cleaner kept: a new
     /// cleaning is due once it passes.
     pub(super) next_tombstone_expiry: Option<i64>,
+    /// Where each leader epoch's data starts (checkpointed in the
+    /// partition directory).
+    pub(super) epochs: EpochCache,
+    /// The epoch this broker stamps on the batches it appends as leader:
+    /// 0 on a single node, set by [`Partition::become_leader`] in a
+    /// cluster.
+    leader_epoch: i32,
+}
+
+/// Who an append comes from: the leader assigns offsets and its epoch, a
+/// follower keeps the leader's.
+#[derive(Clone, Copy, Debug)]
+enum Origin {
+    Leader { log_append_time: Option<i64> },
+    Follower,
 }
 
 impl State {
@@ -188,6 +204,39 @@ fn tidy_dir(dir: &Path) -> Result<(), StorageError> {
         sync_dir(dir)?;
     }
     Ok(())
+}
+
+/// The partition's epoch cache: its checkpoint, else rebuilt from the batch
+/// headers (a log written before epochs were kept holds epoch 0 only), cut
+/// to the log's bounds. A log with no epoch at all is in epoch 0 from its
+/// end: every partition's first leader has epoch 0.
+fn load_epochs(
+    dir: &Path,
+    segments: &[Segment],
+    log_start_offset: i64,
+    log_end_offset: i64,
+) -> Result<EpochCache, StorageError> {
+    let (mut epochs, mut changed) = match EpochCache::load(dir)? {
+        Some(epochs) => (epochs, false),
+        None => {
+            let mut epochs = EpochCache::default();
+            for segment in segments {
+                segment.view(0)?.for_each_header(|header| {
+                    epochs.assign(header.partition_leader_epoch, header.base_offset);
+                })?;
+            }
+            (epochs, true)
+        }
+    };
+    changed |= epochs.truncate_from_end(log_end_offset);
+    changed |= epochs.truncate_from_start(log_start_offset);
+    if epochs.is_empty() {
+        changed |= epochs.assign(0, log_end_offset);
+    }
+    if changed {
+        epochs.write(dir)?;
+    }
+    Ok(epochs)
 }
 
 /// Removes the segment `base`'s log and index files, those there are.
@@ -310,6 +359,8 @@ impl Partition {
             .cleaner_offset
             .unwrap_or(log_start_offset)
             .clamp(log_start_offset, log_end_offset.max(log_start_offset));
+        let epochs = load_epochs(&dir, &segments, log_start_offset, log_end_offset)?;
+        let leader_epoch = epochs.latest_epoch().unwrap_or(0);
 
         Ok(Partition {
             tp,
@@ -331,6 +382,8 @@ impl Partition {
                 roll_pending_flush: false,
                 first_dirty_offset,
                 next_tombstone_expiry: None,
+                epochs,
+                leader_epoch,
             }),
         })
     }
@@ -359,6 +412,8 @@ impl Partition {
         write(&self.state).deleted = true;
     }
 
+    /// The leader's append: validates `batches`, assigns offsets from the
+    /// log end offset and stamps the partition's leader epoch.
     pub fn append(&self, batches: &[u8], now_ms: i64) -> Result<AppendInfo, StorageError> {
         let (max_message_bytes, log_append_time, compact) = {
             let state = read(&self.state);
@@ -369,19 +424,87 @@ impl Partition {
                 config.compact,
             )
         };
-        let mut prepared =
-            batch::prepare_append(batches, max_message_bytes, log_append_time, compact)?;
-        let bytes = prepared.buf.len() as u64;
+        let prepared = batch::prepare_append(batches, max_message_bytes, log_append_time, compact)?;
+        self.write(prepared, Origin::Leader { log_append_time }, now_ms)
+    }
 
+    /// A follower's append of batches fetched from its leader (Kafka's
+    /// `appendAsFollower`): stored verbatim with the leader's offsets and
+    /// epochs, each new epoch entered in the epoch cache. Batches must
+    /// start at or after the log end offset; those wholly before it (a
+    /// fetch that raced a truncation) are skipped. An empty log whose end
+    /// is inside the first batch (it was started at the leader's log start
+    /// offset) restarts at that batch's base offset, as Kafka does.
+    pub fn append_replicated(&self, batches: &[u8]) -> Result<AppendInfo, StorageError> {
+        let mut prepared = batch::prepare_replicated(batches)?;
+        let (log_end, empty) = {
+            let state = read(&self.state);
+            let state = state.live()?;
+            (state.log_end_offset(), state.size() == 0)
+        };
+        let stale = prepared
+            .batches
+            .iter()
+            .take_while(|b| prepared.base_offset_of(b) + i64::from(b.last_offset_delta) < log_end)
+            .count();
+        if stale > 0 {
+            prepared = batch::prepare_replicated(
+                &prepared.buf[prepared
+                    .batches
+                    .get(stale)
+                    .map_or(prepared.buf.len(), |b| b.position)..],
+            )?;
+        }
+        if let Some(first) = prepared.batches.first() {
+            let base = prepared.base_offset_of(first);
+            if base < log_end && empty {
+                self.truncate_fully_and_start_at(base)?;
+            }
+        }
+        self.write(prepared, Origin::Follower, now_ms())
+    }
+
+    /// Writes prepared batches at the end of the log, all or nothing.
+    fn write(
+        &self,
+        mut prepared: batch::PreparedAppend,
+        origin: Origin,
+        now_ms: i64,
+    ) -> Result<AppendInfo, StorageError> {
+        let bytes = prepared.buf.len() as u64;
         let append = lock(&self.append_lock);
-        let (mut file, mut position, base_offset, roll, index_interval) = {
+        let (mut file, mut position, base_offset, next, roll, index_interval, leader_epoch) = {
             let state = read(&self.state);
             let state = state.live()?;
             let active = state.active()?;
-            let base_offset = active.next_offset();
-            let next = base_offset
-                .checked_add(prepared.offset_count)
-                .ok_or_else(|| StorageError::InvalidRecord("offsets overflow".into()))?;
+            let log_end = active.next_offset();
+            let (base_offset, next) = match origin {
+                Origin::Leader { .. } => {
+                    let next = log_end
+                        .checked_add(prepared.offset_count)
+                        .ok_or_else(|| StorageError::InvalidRecord("offsets overflow".into()))?;
+                    (log_end, next)
+                }
+                Origin::Follower => {
+                    let Some(first) = prepared.batches.first() else {
+                        return Ok(AppendInfo {
+                            base_offset: log_end,
+                            last_offset: log_end - 1,
+                            log_append_time_ms: -1,
+                            log_start_offset: state.log_start_offset,
+                            record_count: 0,
+                            bytes: 0,
+                        });
+                    };
+                    let base = prepared.base_offset_of(first);
+                    if base < log_end {
+                        return Err(StorageError::InvalidRecord(format!(
+                            "replicated batches start at offset {base}, below the log end offset {log_end}"
+                        )));
+                    }
+                    (base, base + prepared.offset_count)
+                }
+            };
             let config = &state.config;
             let segment_bytes = config.segment_bytes.clamp(1, MAX_SEGMENT_BYTES);
             let roll = !active.is_empty()
@@ -392,8 +515,10 @@ impl Partition {
                 active.file()?,
                 active.size(),
                 base_offset,
+                next,
                 roll,
                 config.index_interval_bytes,
+                state.leader_epoch,
             )
         };
         if roll {
@@ -414,7 +539,10 @@ impl Partition {
             sync_dir(&dir)?;
         }
 
-        let last_offset = prepared.assign_offsets(base_offset);
+        if let Origin::Leader { .. } = origin {
+            prepared.assign_offsets(base_offset);
+            prepared.stamp_leader_epoch(leader_epoch);
+        }
         if let Err(e) = file.write_all_at(&prepared.buf, position) {
             // Leave no partial batch behind: cut the file back.
             if let Err(e2) = file.set_len(position) {
@@ -423,31 +551,42 @@ impl Partition {
             return Err(e.into());
         }
 
-        let (log_start_offset, flush_due) = {
+        let (log_start_offset, flush_due, epochs) = {
             let mut state = write(&self.state);
+            let state = &mut *state;
             let active = state.segments.last_mut().ok_or_else(no_segments)?;
-            let mut offset = base_offset;
+            let mut epochs_changed = false;
             for b in &prepared.batches {
+                let offset = prepared.base_offset_of(b);
                 let next = offset + i64::from(b.last_offset_delta) + 1;
                 active.push_batch(b.size as u64, offset, next, b.max_timestamp, index_interval);
-                offset = next;
+                epochs_changed |= state.epochs.assign(prepared.leader_epoch_of(b), offset);
             }
             state.appended_records += prepared.record_count as i64;
             let unflushed = state.appended_records - state.flushed_records;
             (
                 state.log_start_offset,
                 unflushed >= state.config.flush_messages,
+                epochs_changed.then(|| state.epochs.clone()),
             )
         };
+        if let Some(epochs) = epochs {
+            // Still under the append lock: checkpoints are written in order.
+            epochs.write(&self.dir())?;
+        }
         drop(append);
         if flush_due {
             // `flush.messages`: the append is acknowledged only once durable.
             self.flush()?;
         }
 
+        let log_append_time = match origin {
+            Origin::Leader { log_append_time } => log_append_time,
+            Origin::Follower => None,
+        };
         Ok(AppendInfo {
             base_offset,
-            last_offset,
+            last_offset: next - 1,
             log_append_time_ms: log_append_time.unwrap_or(-1),
             log_start_offset,
             record_count: prepared.record_count,
@@ -524,6 +663,141 @@ impl Partition {
             log_start_offset: state.log_start_offset,
             high_watermark: state.log_end_offset(),
         })
+    }
+
+    /// This broker leads the partition from now on in `epoch` (Kafka's
+    /// `makeLeader`): the epoch starts at the log end offset and is
+    /// stamped on every batch appended from now on.
+    pub fn become_leader(&self, epoch: i32) -> Result<(), StorageError> {
+        let _append = lock(&self.append_lock);
+        let epochs = {
+            let mut state = write(&self.state);
+            if state.deleted {
+                return Err(StorageError::UnknownTopicOrPartition);
+            }
+            state.leader_epoch = epoch;
+            let end = state.log_end_offset();
+            state
+                .epochs
+                .assign(epoch, end)
+                .then(|| state.epochs.clone())
+        };
+        match epochs {
+            Some(epochs) => Ok(epochs.write(&self.dir())?),
+            None => Ok(()),
+        }
+    }
+
+    pub fn leader_epoch(&self) -> Result<i32, StorageError> {
+        Ok(read(&self.state).live()?.leader_epoch)
+    }
+
+    /// The epoch cache's entries, oldest first.
+    pub fn epochs(&self) -> Result<EpochCache, StorageError> {
+        Ok(read(&self.state).live()?.epochs.clone())
+    }
+
+    /// Kafka's `endOffsetForEpoch`: the epoch at or below `epoch` this log
+    /// knows and where its data ends (see [`EpochCache::end_offset_for`]).
+    pub fn end_offset_for_epoch(&self, epoch: i32) -> Result<(i32, i64), StorageError> {
+        let state = read(&self.state);
+        let state = state.live()?;
+        Ok(state.epochs.end_offset_for(epoch, state.log_end_offset()))
+    }
+
+    /// Truncates the log to `offset` (Kafka's `truncateTo`): every batch
+    /// holding `offset` or a later one goes, so the new log end offset is
+    /// at or below it (batches are whole). Epochs starting at or after the
+    /// new end go too. Below the first segment the log is emptied and
+    /// starts at `offset`. Returns the new log end offset.
+    pub fn truncate_to(&self, offset: i64) -> Result<i64, StorageError> {
+        let below_first_segment = {
+            let state = read(&self.state);
+            let state = state.live()?;
+            if offset >= state.log_end_offset() {
+                return Ok(state.log_end_offset());
+            }
+            state
+                .segments
+                .first()
+                .is_none_or(|s| s.base_offset() >= offset)
+        };
+        if below_first_segment {
+            self.truncate_fully_and_start_at(offset)?;
+            return Ok(offset);
+        }
+        let _maintenance = lock(&self.maintenance);
+        let _append = lock(&self.append_lock);
+        let dir = self.dir();
+        let (removed, epochs, end) = {
+            let mut state = write(&self.state);
+            let state = &mut *state;
+            if state.deleted {
+                return Err(StorageError::UnknownTopicOrPartition);
+            }
+            if offset >= state.log_end_offset() {
+                return Ok(state.log_end_offset());
+            }
+            let keep = state.segments.partition_point(|s| s.base_offset() < offset);
+            let removed: Vec<Segment> = state.segments.drain(keep..).collect();
+            let last = state.segments.pop().ok_or_else(no_segments)?;
+            let base = last.base_offset();
+            let position = last.view(0)?.position_of_batch_with(offset)?;
+            let last = if position < last.size() {
+                last.file()?.set_len(position)?;
+                drop(last);
+                // Re-indexes only what follows the last index entry kept.
+                Segment::recover_after(&dir, base, Some(offset))?.0
+            } else {
+                last
+            };
+            state.segments.push(last);
+            let end = state.log_end_offset();
+            state.log_start_offset = state.log_start_offset.min(end);
+            state.recovery_point = state.recovery_point.min(end);
+            state.first_dirty_offset = state.first_dirty_offset.min(end);
+            let epochs = state
+                .epochs
+                .truncate_from_end(end)
+                .then(|| state.epochs.clone());
+            (removed, epochs, end)
+        };
+        for segment in &removed {
+            segment.delete_files()?;
+        }
+        sync_dir(&dir)?;
+        if let Some(epochs) = epochs {
+            epochs.write(&dir)?;
+        }
+        tracing::info!(partition = %self.tp, offset, log_end_offset = end, "truncated the log");
+        Ok(end)
+    }
+
+    /// Empties the log and starts it again at `offset` (Kafka's
+    /// `truncateFullyAndStartAt`): a follower whose log ends before the
+    /// leader's log start offset has nothing worth keeping.
+    pub fn truncate_fully_and_start_at(&self, offset: i64) -> Result<(), StorageError> {
+        let _maintenance = lock(&self.maintenance);
+        let _append = lock(&self.append_lock);
+        let dir = self.dir();
+        let mut state = write(&self.state);
+        if state.deleted {
+            return Err(StorageError::UnknownTopicOrPartition);
+        }
+        for segment in state.segments.drain(..) {
+            segment.delete_files()?;
+        }
+        state.segments.push(Segment::create(&dir, offset)?);
+        state.log_start_offset = offset;
+        state.recovery_point = offset;
+        state.first_dirty_offset = offset;
+        state.epochs.clear();
+        let epochs = state.epochs.clone();
+        drop(state);
+        sync_dir(&dir)?;
+        epochs.write(&dir)?;
+        tracing::info!(partition = %self.tp, offset, "emptied the log to start again at the leader's log start offset");
+        Ok(())
     }
 
     /// Bytes of log data (the sum of the segments), as DescribeLogDirs
@@ -690,8 +964,30 @@ impl Partition {
             }
             state.log_start_offset
         };
+        {
+            let _append = lock(&self.append_lock);
+            self.trim_epochs_to_log_start()?;
+        }
         self.delete_old_segments(now_ms())?;
         Ok(lso)
+    }
+
+    /// Drops the epochs wholly before the log start offset (Kafka's
+    /// `truncateFromStart`); called under the append lock, which orders
+    /// the checkpoint writes.
+    fn trim_epochs_to_log_start(&self) -> Result<(), StorageError> {
+        let epochs = {
+            let mut state = write(&self.state);
+            let start = state.log_start_offset;
+            state
+                .epochs
+                .truncate_from_start(start)
+                .then(|| state.epochs.clone())
+        };
+        match epochs {
+            Some(epochs) => Ok(epochs.write(&self.dir())?),
+            None => Ok(()),
+        }
     }
 
     /// Deletes whole segments as Kafka's `deleteOldSegments` does: with the
@@ -728,6 +1024,7 @@ impl Partition {
             segment.delete_files()?;
         }
         sync_dir(&dir)?;
+        self.trim_epochs_to_log_start()?;
         tracing::info!(
             partition = %self.tp,
             segments = removed.len(),
@@ -843,6 +1140,194 @@ mod tests {
             .collect();
         names.sort();
         names
+    }
+
+    fn epoch_pairs(p: &Partition) -> Vec<(i32, i64)> {
+        p.epochs()
+            .unwrap()
+            .entries()
+            .iter()
+            .map(|e| (e.epoch, e.start_offset))
+            .collect()
+    }
+
+    /// Everything stored, segment after segment.
+    fn all_bytes(p: &Partition) -> Vec<u8> {
+        let offsets = p.offsets().unwrap();
+        let mut out = Vec::new();
+        let mut next = offsets.log_start_offset;
+        while next < offsets.high_watermark {
+            let records = p.read(next, 1 << 30, true).unwrap().records;
+            next = headers(&records).last().unwrap().next_offset();
+            out.extend(records);
+        }
+        out
+    }
+
+    #[test]
+    fn the_leader_stamps_its_epoch_and_enters_it_in_the_cache() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t-0");
+        let p = open(&path, LogConfig::default()).unwrap();
+        // A new partition is in epoch 0 from its start.
+        assert_eq!(epoch_pairs(&p), [(0, 0)]);
+        p.append(&simple_batch(3, 10, 0), 0).unwrap();
+        p.become_leader(4).unwrap();
+        assert_eq!(p.end_offset_for_epoch(0).unwrap(), (0, 3));
+        p.append(&simple_batch(2, 10, 0), 0).unwrap();
+        let stored = all_bytes(&p);
+        let epochs: Vec<i32> = headers(&stored)
+            .iter()
+            .map(|h| h.partition_leader_epoch)
+            .collect();
+        assert_eq!(epochs, [0, 4]);
+        assert_eq!(epoch_pairs(&p), [(0, 0), (4, 3)]);
+        assert_eq!(p.end_offset_for_epoch(4).unwrap(), (4, 5));
+        assert_eq!(p.end_offset_for_epoch(2).unwrap(), (0, 3));
+        // The checkpoint survives a restart; without it the cache is
+        // rebuilt from the batch headers.
+        drop(p);
+        let p = open(&path, LogConfig::default()).unwrap();
+        assert_eq!(epoch_pairs(&p), [(0, 0), (4, 3)]);
+        drop(p);
+        fs::remove_file(path.join(crate::log::epoch_cache::CHECKPOINT)).unwrap();
+        let p = open(&path, LogConfig::default()).unwrap();
+        assert_eq!(epoch_pairs(&p), [(0, 0), (4, 3)]);
+    }
+
+    #[test]
+    fn a_follower_stores_the_leaders_batches_verbatim() {
+        let dir = tempfile::tempdir().unwrap();
+        let leader = open(&dir.path().join("leader"), LogConfig::default()).unwrap();
+        leader.append(&simple_batch(3, 10, 0), 0).unwrap();
+        leader.become_leader(2).unwrap();
+        leader.append(&simple_batch(4, 10, 0), 0).unwrap();
+        leader.append(&simple_batch(1, 10, 0), 0).unwrap();
+        let follower = open(&dir.path().join("follower"), config(200)).unwrap();
+        // Fetched in two pieces; the first ends with part of a batch.
+        let data = all_bytes(&leader);
+        let first_two = headers(&data)[..2].iter().map(|h| h.size()).sum::<usize>();
+        let info = follower.append_replicated(&data[..first_two + 20]).unwrap();
+        assert_eq!((info.base_offset, info.last_offset), (0, 6));
+        assert_eq!(follower.offsets().unwrap().high_watermark, 7);
+        // A repeated fetch of what it has is skipped.
+        follower.append_replicated(&data[..first_two]).unwrap();
+        let info = follower.append_replicated(&data).unwrap();
+        assert_eq!((info.base_offset, info.last_offset), (7, 7));
+        assert_eq!(all_bytes(&follower), data);
+        assert_eq!(epoch_pairs(&follower), [(0, 0), (2, 3)]);
+        // A batch wholly below the log end (a fetch that raced a
+        // truncation) is skipped; one after a gap (compaction) is kept.
+        let mut earlier = simple_batch(1, 10, 0);
+        earlier[..8].copy_from_slice(&5i64.to_be_bytes());
+        assert_eq!(follower.append_replicated(&earlier).unwrap().bytes, 0);
+        assert_eq!(all_bytes(&follower), data);
+        let mut later = simple_batch(1, 10, 0);
+        later[..8].copy_from_slice(&20i64.to_be_bytes());
+        let info = follower.append_replicated(&later).unwrap();
+        assert_eq!((info.base_offset, info.last_offset), (20, 20));
+        assert_eq!(follower.offsets().unwrap().high_watermark, 21);
+        let mut corrupt = data.clone();
+        let last = corrupt.len() - 1;
+        corrupt[last] ^= 1;
+        assert!(matches!(
+            follower.append_replicated(&corrupt),
+            Err(StorageError::CorruptMessage(_))
+        ));
+    }
+
+    #[test]
+    fn truncation_cuts_whole_batches_and_their_epochs() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t-0");
+        let batch_len = simple_batch(5, 50, 0).len() as u64;
+        let p = open(&path, config(2 * batch_len)).unwrap();
+        for epoch in 0..6 {
+            p.become_leader(epoch).unwrap();
+            p.append(&simple_batch(5, 50, 0), 0).unwrap();
+        }
+        // Three segments of two batches: 0..10, 10..20, 20..30.
+        assert_eq!(segment_files(&path).len(), 3);
+        // Inside the batch 10..15: it goes, with everything after it.
+        assert_eq!(p.truncate_to(12).unwrap(), 10);
+        assert_eq!(p.offsets().unwrap().high_watermark, 10);
+        assert_eq!(segment_files(&path).len(), 2);
+        assert_eq!(epoch_pairs(&p), [(0, 0), (1, 5)]);
+        assert_eq!(p.checkpoint_values().0.min(10), p.checkpoint_values().0);
+        // Appends continue at the new end, in a new epoch.
+        p.become_leader(7).unwrap();
+        assert_eq!(
+            p.append(&simple_batch(2, 50, 0), 0).unwrap().base_offset,
+            10
+        );
+        assert_eq!(epoch_pairs(&p), [(0, 0), (1, 5), (7, 10)]);
+        // Inside the first segment, after a reopen (index files kept).
+        drop(p);
+        let p = open(&path, config(2 * batch_len)).unwrap();
+        assert_eq!(p.truncate_to(7).unwrap(), 5);
+        assert_eq!(headers(&all_bytes(&p)).len(), 1);
+        assert_eq!(epoch_pairs(&p), [(0, 0)]);
+        // Beyond the end: nothing.
+        assert_eq!(p.truncate_to(100).unwrap(), 5);
+        // At the first segment's base: empty, starting there.
+        assert_eq!(p.truncate_to(0).unwrap(), 0);
+        assert_eq!(
+            p.offsets().unwrap(),
+            PartitionOffsets {
+                log_start_offset: 0,
+                high_watermark: 0
+            }
+        );
+        drop(p);
+        let p = open(&path, config(2 * batch_len)).unwrap();
+        assert_eq!(p.offsets().unwrap().high_watermark, 0);
+    }
+
+    #[test]
+    fn a_former_leaders_diverging_tail_is_cut_to_the_new_leaders_log() {
+        let dir = tempfile::tempdir().unwrap();
+        // A led epoch 0 and wrote 0..8; B has 0..5 of it.
+        let a = open(&dir.path().join("a"), LogConfig::default()).unwrap();
+        a.append(&simple_batch(5, 10, 0), 0).unwrap();
+        a.append(&simple_batch(3, 10, 0), 0).unwrap();
+        let b = open(&dir.path().join("b"), LogConfig::default()).unwrap();
+        let first = headers(&all_bytes(&a))[0].size();
+        b.append_replicated(&all_bytes(&a)[..first]).unwrap();
+        // B leads epoch 1 and writes 5..9 of its own.
+        b.become_leader(1).unwrap();
+        b.append(&simple_batch(4, 20, 0), 0).unwrap();
+        // A follows B: where does A's last epoch end on B?
+        let last = a.epochs().unwrap().latest_epoch().unwrap();
+        let (epoch, end) = b.end_offset_for_epoch(last).unwrap();
+        assert_eq!((epoch, end), (0, 5));
+        let diverging = b.epochs().unwrap().diverging(last, 8, 9);
+        assert_eq!(diverging, Some((0, 5)));
+        assert_eq!(a.truncate_to(end).unwrap(), 5);
+        let from = a.offsets().unwrap().high_watermark;
+        a.append_replicated(&b.read(from, 1 << 20, true).unwrap().records)
+            .unwrap();
+        assert_eq!(all_bytes(&a), all_bytes(&b));
+        assert_eq!(epoch_pairs(&a), epoch_pairs(&b));
+    }
+
+    #[test]
+    fn a_follower_behind_the_leaders_start_starts_again_there() {
+        let dir = tempfile::tempdir().unwrap();
+        let leader = open(&dir.path().join("leader"), LogConfig::default()).unwrap();
+        // Recent records: DeleteRecords also applies retention.
+        let now = now_ms();
+        leader.append(&simple_batch(5, 10, now), now).unwrap();
+        leader.append(&simple_batch(5, 10, now), now).unwrap();
+        leader.delete_records(7).unwrap();
+        let follower = open(&dir.path().join("follower"), LogConfig::default()).unwrap();
+        follower.truncate_fully_and_start_at(7).unwrap();
+        assert_eq!(follower.offsets().unwrap().log_start_offset, 7);
+        // The leader answers with the batch holding 7, which starts at 5.
+        let records = leader.read(7, 1 << 20, true).unwrap().records;
+        follower.append_replicated(&records).unwrap();
+        let o = follower.offsets().unwrap();
+        assert_eq!((o.log_start_offset, o.high_watermark), (5, 10));
+        assert_eq!(follower.read(5, 1 << 20, true).unwrap().records, records);
     }
 
     #[test]

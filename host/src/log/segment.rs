@@ -679,6 +679,35 @@ impl SegmentView {
         Ok(())
     }
 
+    /// Calls `f` with every batch header of the view, in order, reading
+    /// only the headers (the epoch cache's rebuild).
+    pub fn for_each_header(&self, mut f: impl FnMut(&BatchHeader)) -> Result<(), StorageError> {
+        let mut window = FileWindow::new(&self.file, self.end, SCAN_CHUNK);
+        let mut pos = self.start;
+        while pos < self.end {
+            let header = self.header_at(&mut window, pos)?;
+            f(&header);
+            pos += header.size() as u64;
+        }
+        Ok(())
+    }
+
+    /// Where the first batch holding `offset` or a later one starts (the
+    /// view's end if none does): truncating the file there keeps exactly
+    /// the batches that end before `offset`.
+    pub fn position_of_batch_with(&self, offset: i64) -> Result<u64, StorageError> {
+        let mut window = FileWindow::new(&self.file, self.end, SCAN_CHUNK);
+        let mut pos = self.start;
+        while pos < self.end {
+            let header = self.header_at(&mut window, pos)?;
+            if header.last_offset() >= offset {
+                return Ok(pos);
+            }
+            pos += header.size() as u64;
+        }
+        Ok(self.end)
+    }
+
     /// The raw bytes `[from, to)` of the view's file (a partition move
     /// copies segments with it).
     pub fn copy_range(&self, from: u64, to: u64) -> io::Result<Vec<u8>> {

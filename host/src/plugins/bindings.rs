@@ -12,6 +12,8 @@ pub mod handler {
         imports: {
             "gregor:broker/log.append": async,
             "gregor:broker/log.fetch-or-park": async,
+            "gregor:broker/log.append-within": async,
+            "gregor:broker/log.replica-fetch-or-park": async,
             "gregor:broker/log.fetch-legacy-or-park": async,
             "gregor:broker/authz.authorize": async,
             "gregor:broker/authz.authorize-by-resource-type": async,

@@ -147,6 +147,8 @@ mod tests {
             partition: 0,
             fetch_offset: offset,
             partition_max_bytes: 1024,
+            current_leader_epoch: -1,
+            last_fetched_epoch: -1,
         }
     }
 

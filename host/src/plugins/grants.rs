@@ -56,7 +56,11 @@ const fn standard(module: &'static str, api_key: i16, grants: &'static [&'static
 /// has the same table.
 pub const STANDARD: &[Standard] = &[
     standard("produce", 0, &["authz", "log.append", "metadata.read"]),
-    standard("fetch", 1, &["authz", "log.read", "metadata.read"]),
+    standard(
+        "fetch",
+        1,
+        &["authz", "log.read", "log.replicate", "metadata.read"],
+    ),
     standard("list_offsets", 2, &["authz", "log.read"]),
     standard("metadata", 3, &["authz", "metadata.read", "metadata.write"]),
     standard(

@@ -26,6 +26,13 @@
 //!   transactions overlapping the records returned, so the consumer drops
 //!   their records; read_uncommitted responses carry none (null), as Kafka.
 //!   A single node prefers no read replica (-1).
+//! - A fetch from a follower (`replica_state.replica_id` from v15, the
+//!   `replica_id` field before, >= 0) needs CLUSTER_ACTION on the Cluster
+//!   (else every partition is TOPIC_AUTHORIZATION_FAILED, as Kafka) and
+//!   goes to `log.replica-fetch-or-park`: records up to the leader's log
+//!   end offset, the fetch offset recorded as the follower's, and a
+//!   `diverging_epoch` (v12+) when the follower's log diverges. Follower
+//!   fetches are not subject to client quotas.
 //! - Client quotas (KIP-219): `max_bytes` is capped at what the consumer's
 //!   byte-rate quota allows in one window; the response's size counts
 //!   against that quota and the handler time against the request quota.
@@ -33,11 +40,11 @@
 //!   (its bytes are not counted), and the host mutes the connection.
 
 use bytes::Bytes;
-use gregor_sdk::authorize::allowed_names;
+use gregor_sdk::authorize::{allowed_names, cluster_allowed};
 use gregor_sdk::authz::{Operation, ResourceType};
 use gregor_sdk::ids::topic_name_by_id;
 use gregor_sdk::kafka_protocol::messages::fetch_response::{
-    AbortedTransaction, FetchableTopicResponse as TopicResponse, PartitionData,
+    AbortedTransaction, EpochEndOffset, FetchableTopicResponse as TopicResponse, PartitionData,
 };
 use gregor_sdk::kafka_protocol::messages::ProducerId;
 use gregor_sdk::kafka_protocol::messages::{FetchRequest, FetchResponse};
@@ -69,6 +76,8 @@ impl Handler for Fetch {
             return response.into();
         }
 
+        let replica_id = replica_id(version, request);
+        let from_follower = replica_id >= 0;
         let names: Vec<Option<String>> = request
             .topics
             .iter()
@@ -78,7 +87,17 @@ impl Handler for Fetch {
             })
             .collect();
         let names_to_check = names.iter().flatten().map(String::as_str);
-        let authorized = allowed_names(Operation::Read, ResourceType::Topic, names_to_check);
+        // A follower reads every partition it replicates, on the cluster's
+        // authority; a consumer needs READ on each topic.
+        let authorized = if from_follower {
+            if cluster_allowed(Operation::ClusterAction) {
+                names.iter().flatten().cloned().collect()
+            } else {
+                Default::default()
+            }
+        } else {
+            allowed_names(Operation::Read, ResourceType::Topic, names_to_check)
+        };
 
         // Every partition gets an error answer here; those we read are
         // overwritten below from the slot (topic, partition) they came from.
@@ -93,11 +112,13 @@ impl Handler for Fetch {
                         ResponseError::TopicAuthorizationFailed
                     }
                     Some(name) => {
-                        wanted.push(log::FetchPartition {
+                        wanted.push(log::ReplicaFetchPartition {
                             topic: name.clone(),
                             partition: partition.partition,
                             fetch_offset: partition.fetch_offset,
                             partition_max_bytes: partition.partition_max_bytes,
+                            current_leader_epoch: partition.current_leader_epoch,
+                            last_fetched_epoch: partition.last_fetched_epoch,
                         });
                         slots.push((topic_slot, partition_slot));
                         // Only seen if the host answers fewer partitions than asked.
@@ -114,7 +135,7 @@ impl Handler for Fetch {
         if !wanted.is_empty() {
             // Never more than the quota allows in a window, or the fetch
             // would be throttled whatever else happened.
-            let max_bytes = match quotas::fetch_window_bytes() {
+            let max_bytes = match quotas::fetch_window_bytes().filter(|_| !from_follower) {
                 Some(window) => request
                     .max_bytes
                     .min(i32::try_from(window.max(1)).unwrap_or(i32::MAX)),
@@ -126,12 +147,34 @@ impl Handler for Fetch {
                 max_bytes,
                 isolation_level: request.isolation_level,
             };
-            let read_committed = request.isolation_level == READ_COMMITTED;
+            let read_committed = request.isolation_level == READ_COMMITTED && !from_follower;
             // Parked until data arrives or the wait is over; the host
             // then handles the request again and this call answers.
-            let fetched = match v0_3::magic_for(version) {
-                None => log::fetch_or_park(&wanted, options),
-                Some(magic) => log::fetch_legacy_or_park(&wanted, options, magic),
+            let fetched = if from_follower {
+                log::replica_fetch_or_park(replica_id, &wanted, options)
+            } else {
+                let wanted: Vec<log::FetchPartition> = wanted
+                    .into_iter()
+                    .map(|p| log::FetchPartition {
+                        topic: p.topic,
+                        partition: p.partition,
+                        fetch_offset: p.fetch_offset,
+                        partition_max_bytes: p.partition_max_bytes,
+                    })
+                    .collect();
+                match v0_3::magic_for(version) {
+                    None => log::fetch_or_park(&wanted, options),
+                    Some(magic) => log::fetch_legacy_or_park(&wanted, options, magic),
+                }
+                .map(|fetched| {
+                    fetched
+                        .into_iter()
+                        .map(|fetched| log::ReplicaFetchedPartition {
+                            fetched,
+                            diverging_epoch: None,
+                        })
+                        .collect()
+                })
             };
             let Some(fetched) = fetched else {
                 return Reply::Parked;
@@ -158,8 +201,8 @@ impl Handler for Fetch {
     /// throttled fetch becomes an empty response carrying the throttle
     /// time, and its bytes are taken back (Kafka's `getThrottledResponse`).
     /// An unknown session's answer records nothing.
-    fn throttle(ctx: &RequestContext, _: &FetchRequest, response: &mut FetchResponse) {
-        if response.error_code != NONE {
+    fn throttle(ctx: &RequestContext, request: &FetchRequest, response: &mut FetchResponse) {
+        if response.error_code != NONE || replica_id(ctx.api_version, request) >= 0 {
             return;
         }
         // Old versions are sized as the base version they are encoded from.
@@ -177,8 +220,35 @@ impl Handler for Fetch {
     }
 }
 
+/// The follower fetching, or -1 for a consumer: `replica_state` from v15,
+/// the `replica_id` field before.
+fn replica_id(version: i16, request: &FetchRequest) -> i32 {
+    match version {
+        15.. => request.replica_state.replica_id.0,
+        _ => request.replica_id.0,
+    }
+}
+
 /// A partition as the host read it.
 fn partition_data(
+    index: i32,
+    version: i16,
+    read_committed: bool,
+    fetched: log::ReplicaFetchedPartition,
+) -> PartitionData {
+    let diverging = fetched.diverging_epoch;
+    let data = consumer_data(index, version, read_committed, fetched.fetched);
+    match diverging {
+        Some(epoch) if version >= 12 => data.with_diverging_epoch(
+            EpochEndOffset::default()
+                .with_epoch(epoch.epoch)
+                .with_end_offset(epoch.end_offset),
+        ),
+        _ => data,
+    }
+}
+
+fn consumer_data(
     index: i32,
     version: i16,
     read_committed: bool,
@@ -249,8 +319,8 @@ mod tests {
     fn encodes_for_every_served_version() {
         let partitions = vec![
             partition_error(0, ResponseError::UnknownTopicId.code()),
-            partition_data(1, 17, true, fetched(NONE)),
-            partition_data(2, 17, false, fetched(NONE)),
+            consumer_data(1, 17, true, fetched(NONE)),
+            consumer_data(2, 17, false, fetched(NONE)),
         ];
         let topic = TopicResponse::default().with_partitions(partitions);
         let request = FetchRequest::default().with_topics(vec![FetchTopic::default()
@@ -260,6 +330,34 @@ mod tests {
             &[request],
             &[FetchResponse::default().with_responses(vec![topic])],
         );
+    }
+
+    #[test]
+    fn a_diverging_epoch_is_answered_from_v12() {
+        let diverging = |version| {
+            let fetched = log::ReplicaFetchedPartition {
+                fetched: fetched(NONE),
+                diverging_epoch: Some(log::EpochEndOffset {
+                    epoch: 3,
+                    end_offset: 40,
+                }),
+            };
+            partition_data(0, version, false, fetched).diverging_epoch
+        };
+        assert_eq!((diverging(12).epoch, diverging(12).end_offset), (3, 40));
+        assert_eq!(diverging(11), EpochEndOffset::default());
+    }
+
+    #[test]
+    fn the_follower_is_named_by_replica_state_from_v15() {
+        use gregor_sdk::kafka_protocol::messages::fetch_request::ReplicaState;
+        use gregor_sdk::kafka_protocol::messages::BrokerId;
+        let request = FetchRequest::default()
+            .with_replica_id(BrokerId(2))
+            .with_replica_state(ReplicaState::default().with_replica_id(BrokerId(3)));
+        assert_eq!(replica_id(14, &request), 2);
+        assert_eq!(replica_id(15, &request), 3);
+        assert_eq!(replica_id(17, &FetchRequest::default()), -1, "a consumer");
     }
 
     #[test]
@@ -284,16 +382,16 @@ mod tests {
 
     #[test]
     fn aborted_transactions_only_for_read_committed_success() {
-        let committed = partition_data(0, 12, true, fetched(NONE));
+        let committed = consumer_data(0, 12, true, fetched(NONE));
         let aborted = committed.aborted_transactions.unwrap_or_default();
         assert_eq!(aborted.len(), 1);
         assert_eq!((aborted[0].producer_id.0, aborted[0].first_offset), (7, 2));
         assert_eq!(committed.records.as_deref(), Some(&[1u8, 2, 3][..]));
         assert_eq!(
-            partition_data(0, 12, false, fetched(NONE)).aborted_transactions,
+            consumer_data(0, 12, false, fetched(NONE)).aborted_transactions,
             None
         );
-        let failed = partition_data(0, 12, true, fetched(ResponseError::OffsetOutOfRange.code()));
+        let failed = consumer_data(0, 12, true, fetched(ResponseError::OffsetOutOfRange.code()));
         assert_eq!(failed.aborted_transactions, None);
     }
 }

@@ -7,14 +7,17 @@
 //!   them through v2 (see [`v0_1`]).
 //! - CLUSTER_ACTION on the Cluster allows every topic; otherwise DESCRIBE on
 //!   each Topic, and unauthorized partitions get TOPIC_AUTHORIZATION_FAILED.
-//! - Leader epochs on a single node: every partition has had one leader
-//!   since it was created, in epoch 0 (the epoch every stored batch
-//!   carries, and what Metadata reports), starting at the log start offset.
-//!   So, as Kafka's epoch cache answers with one entry `(0, log start)`:
-//!   epoch 0 ends at the log end offset; a later epoch is unknown (-1, -1);
-//!   -1 is undefined (-1, -1); an earlier epoch ends where epoch 0 starts.
-//! - A `current_leader_epoch` other than -1 is checked against epoch 0:
-//!   newer is UNKNOWN_LEADER_EPOCH, older is FENCED_LEADER_EPOCH.
+//! - Each partition's leader answers from its leader-epoch cache through
+//!   `log.offset-for-leader-epoch` (the host's `LeaderEpochFileCache`):
+//!   the latest epoch ends at the log end offset, an earlier one where the
+//!   next one starts, an epoch between known ones is answered with the one
+//!   below it, an epoch below every known one ends where the first starts,
+//!   and -1 or a later epoch is unknown (-1, -1). On a single node every
+//!   partition is in epoch 0 from its start (what Metadata reports).
+//! - A `current_leader_epoch` other than -1 is checked against the
+//!   leader's epoch: newer is UNKNOWN_LEADER_EPOCH, older is
+//!   FENCED_LEADER_EPOCH; a broker that does not lead the partition
+//!   answers NOT_LEADER_OR_FOLLOWER.
 //! - Error response (a trap or timeout): every partition with the error and
 //!   an undefined epoch and offset, as Kafka's
 //!   `OffsetsForLeaderEpochRequest.getErrorResponse`.
@@ -33,15 +36,6 @@ use gregor_sdk::kafka_protocol::messages::{
 use gregor_sdk::partitions::{self, allowed_topics, TopicAnswer};
 use gregor_sdk::AnswerError;
 use gregor_sdk::{log, Handler, Reply, RequestContext, ResponseError, NONE};
-
-/// The only leader epoch a single node's partitions have.
-const LEADER_EPOCH: i32 = 0;
-/// Kafka's NO_PARTITION_LEADER_EPOCH / UNDEFINED_EPOCH.
-const UNDEFINED_EPOCH: i32 = -1;
-const UNDEFINED_OFFSET: i64 = -1;
-const LATEST: i64 = -1;
-const EARLIEST: i64 = -2;
-const READ_UNCOMMITTED: i8 = 0;
 
 struct OffsetForLeaderEpoch;
 
@@ -85,58 +79,21 @@ impl Handler for OffsetForLeaderEpoch {
 
 fn end_offset(topic: &str, partition: &OffsetForLeaderPartition) -> EpochEndOffset {
     let index = partition.partition;
-    let error = |error_code| TopicResult::error(partition, error_code);
-    let current = partition.current_leader_epoch;
-    if current != UNDEFINED_EPOCH {
-        if current > LEADER_EPOCH {
-            return error(ResponseError::UnknownLeaderEpoch.code());
-        }
-        if current < LEADER_EPOCH {
-            return error(ResponseError::FencedLeaderEpoch.code());
-        }
+    let answer = log::offset_for_leader_epoch(
+        topic,
+        index,
+        partition.current_leader_epoch,
+        partition.leader_epoch,
+    );
+    let error_code = answer.error.error_code();
+    if error_code != NONE {
+        return TopicResult::error(partition, error_code);
     }
-    let end = log::list_offset(topic, index, LATEST, READ_UNCOMMITTED);
-    if end.error.error_code() != NONE {
-        return error(end.error.error_code());
-    }
-    let (epoch, offset) = match epoch_end(partition.leader_epoch, end.offset) {
-        EpochEnd::Known(epoch, offset) => (epoch, offset),
-        EpochEnd::StartOfFirstEpoch(epoch) => {
-            let start = log::list_offset(topic, index, EARLIEST, READ_UNCOMMITTED);
-            (
-                epoch,
-                if start.error.error_code() == NONE {
-                    start.offset
-                } else {
-                    0
-                },
-            )
-        }
-    };
     EpochEndOffset::default()
         .with_partition(index)
         .with_error_code(NONE)
-        .with_leader_epoch(epoch)
-        .with_end_offset(offset)
-}
-
-#[derive(Debug, PartialEq, Eq)]
-enum EpochEnd {
-    Known(i32, i64),
-    /// An epoch before the first one: it ends where the first one starts.
-    StartOfFirstEpoch(i32),
-}
-
-/// Kafka's `LeaderEpochFileCache.endOffsetFor` over the single entry
-/// (epoch 0, log start offset).
-fn epoch_end(requested: i32, log_end_offset: i64) -> EpochEnd {
-    if requested == UNDEFINED_EPOCH || requested > LEADER_EPOCH {
-        EpochEnd::Known(UNDEFINED_EPOCH, UNDEFINED_OFFSET)
-    } else if requested == LEADER_EPOCH {
-        EpochEnd::Known(LEADER_EPOCH, log_end_offset)
-    } else {
-        EpochEnd::StartOfFirstEpoch(requested)
-    }
+        .with_leader_epoch(answer.leader_epoch)
+        .with_end_offset(answer.end_offset)
 }
 
 gregor_sdk::export_handler!(OffsetForLeaderEpoch);
@@ -144,14 +101,6 @@ gregor_sdk::export_handler!(OffsetForLeaderEpoch);
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn epochs_end_as_kafkas_cache_says() {
-        assert_eq!(epoch_end(0, 42), EpochEnd::Known(0, 42));
-        assert_eq!(epoch_end(1, 42), EpochEnd::Known(-1, -1));
-        assert_eq!(epoch_end(-1, 42), EpochEnd::Known(-1, -1));
-        assert_eq!(epoch_end(-3, 42), EpochEnd::StartOfFirstEpoch(-3));
-    }
 
     #[test]
     fn encodes_for_every_served_version() {

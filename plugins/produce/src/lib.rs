@@ -13,7 +13,9 @@
 //!   by id (KIP-516); an unknown id is UNKNOWN_TOPIC_ID.
 //! - Each partition carries exactly one magic-v2 batch (see [`records`]) and
 //!   acks must be 0, 1 or -1 (else INVALID_REQUIRED_ACKS); the host's
-//!   `log.append` validates the batch, assigns offsets and waits for `acks`.
+//!   `log.append-within` validates the batch, assigns offsets and waits for
+//!   `acks` up to the request's `timeout_ms` (acks=all in a cluster: the
+//!   in-sync replicas; NOT_ENOUGH_REPLICAS below `min.insync.replicas`).
 //!   Failures are per partition: the others are still appended. A batch
 //!   refused for some of its records (keyless records on a compacted
 //!   topic) is INVALID_RECORD with those records' batch indices and
@@ -170,11 +172,12 @@ fn append(
     if !matches!(request.acks, -1..=1) {
         return rejected(ResponseError::InvalidRequiredAcks, None);
     }
-    log::append(
+    log::append_within(
         topic,
         partition.index,
         records.unwrap_or_default(),
         request.acks,
+        request.timeout_ms,
     )
 }
 

@@ -8,8 +8,9 @@ use std::time::{Duration, Instant};
 use crate::error_code::ErrorCode;
 use crate::log::legacy_format;
 use crate::plugins::bindings::handler::gregor::broker::log::{
-    self, AbortedTransaction, AppendResult, DeleteRecordsResult, FetchOptions, FetchPartition,
-    FetchedPartition, LogDir, LogDirPartition, OffsetAnswer, RecordError,
+    self, AbortedTransaction, AppendResult, DeleteRecordsResult, EpochEndOffset, FetchOptions,
+    FetchPartition, FetchedPartition, LeaderEpochEnd, LogDir, LogDirPartition, OffsetAnswer,
+    RecordError, ReplicaFetchPartition, ReplicaFetchedPartition,
 };
 use crate::plugins::bindings::handler::gregor::broker::types::KafkaError;
 use crate::plugins::deferred::Memo;
@@ -19,6 +20,9 @@ use crate::replica;
 
 /// Kafka's isolation level 1.
 const READ_COMMITTED: i8 = 1;
+/// How long `append` (without a timeout) lets acks=all wait: the
+/// producer's default `request.timeout.ms`.
+const DEFAULT_APPEND_TIMEOUT: Duration = Duration::from_secs(30);
 
 impl log::Host for HandlerState {
     async fn append(
@@ -28,36 +32,27 @@ impl log::Host for HandlerState {
         records: Vec<u8>,
         required_acks: i16,
     ) -> AppendResult {
-        if self.dry_run {
-            return self.dry_append(&topic, partition, &records, required_acks);
-        }
-        let started = Instant::now();
-        let transactions = &self.services.transactions;
-        let in_transaction = |producer_id: i64, producer_epoch: i16| {
-            transactions.includes_partition(producer_id, producer_epoch, &topic, partition)
-        };
-        let outcome = self.services.replica.append(
-            &topic,
+        self.append_waiting(
+            topic,
             partition,
-            &records,
+            records,
             required_acks,
-            &in_transaction,
-        );
-        self.clock.add_host_wait(started.elapsed());
-        AppendResult {
-            error: error_field(outcome.error_code, outcome.error_message),
-            base_offset: outcome.base_offset,
-            log_append_time_ms: outcome.log_append_time_ms,
-            log_start_offset: outcome.log_start_offset,
-            record_errors: outcome
-                .record_errors
-                .into_iter()
-                .map(|e| RecordError {
-                    batch_index: e.batch_index,
-                    message: Some(e.message),
-                })
-                .collect(),
-        }
+            DEFAULT_APPEND_TIMEOUT,
+        )
+        .await
+    }
+
+    async fn append_within(
+        &mut self,
+        topic: String,
+        partition: i32,
+        records: Vec<u8>,
+        required_acks: i16,
+        timeout_ms: i32,
+    ) -> AppendResult {
+        let timeout = Duration::from_millis(u64::try_from(timeout_ms.max(0)).unwrap_or(0));
+        self.append_waiting(topic, partition, records, required_acks, timeout)
+            .await
     }
 
     async fn fetch_or_park(
@@ -65,7 +60,51 @@ impl log::Host for HandlerState {
         partitions: Vec<FetchPartition>,
         options: FetchOptions,
     ) -> Option<Vec<FetchedPartition>> {
-        self.fetch_deferred(partitions, options).await
+        let results = self
+            .fetch_deferred(consumer_requests(partitions), options, -1)
+            .await?;
+        Some(results.into_iter().map(to_wit).collect())
+    }
+
+    async fn replica_fetch_or_park(
+        &mut self,
+        replica_id: i32,
+        partitions: Vec<ReplicaFetchPartition>,
+        options: FetchOptions,
+    ) -> Option<Vec<ReplicaFetchedPartition>> {
+        let requests = partitions
+            .into_iter()
+            .map(|p| replica::FetchPartition {
+                topic: p.topic,
+                partition: p.partition,
+                fetch_offset: p.fetch_offset,
+                partition_max_bytes: p.partition_max_bytes,
+                current_leader_epoch: p.current_leader_epoch,
+                last_fetched_epoch: p.last_fetched_epoch,
+            })
+            .collect();
+        // A follower always reads uncommitted: it copies the whole log.
+        let options = FetchOptions {
+            isolation_level: 0,
+            ..options
+        };
+        let results = self
+            .fetch_deferred(requests, options, replica_id.max(0))
+            .await?;
+        Some(
+            results
+                .into_iter()
+                .map(|r| {
+                    let diverging_epoch = r
+                        .diverging_epoch
+                        .map(|(epoch, end_offset)| EpochEndOffset { epoch, end_offset });
+                    ReplicaFetchedPartition {
+                        fetched: to_wit(r),
+                        diverging_epoch,
+                    }
+                })
+                .collect(),
+        )
     }
 
     async fn fetch_legacy_or_park(
@@ -75,12 +114,16 @@ impl log::Host for HandlerState {
         magic: i8,
     ) -> Option<Vec<FetchedPartition>> {
         let fetch_offsets: Vec<i64> = partitions.iter().map(|p| p.fetch_offset).collect();
-        let fetched = self.fetch_deferred(partitions, options).await?;
+        let fetched = self
+            .fetch_deferred(consumer_requests(partitions), options, -1)
+            .await?;
         let started = Instant::now();
         let converted = fetched
             .into_iter()
             .zip(fetch_offsets)
-            .map(|(partition, fetch_offset)| self.down_converted(partition, magic, fetch_offset))
+            .map(|(partition, fetch_offset)| {
+                self.down_converted(to_wit(partition), magic, fetch_offset)
+            })
             .collect();
         self.clock.add_host_wait(started.elapsed());
         Some(converted)
@@ -103,6 +146,25 @@ impl log::Host for HandlerState {
             error: error_of(answer.error_code),
             offset: answer.offset,
             timestamp: answer.timestamp,
+        }
+    }
+
+    fn offset_for_leader_epoch(
+        &mut self,
+        topic: String,
+        partition: i32,
+        current_leader_epoch: i32,
+        leader_epoch: i32,
+    ) -> LeaderEpochEnd {
+        let tp = crate::log::TopicPartition::new(topic, partition);
+        let answer =
+            self.services
+                .replica
+                .offset_for_leader_epoch(&tp, current_leader_epoch, leader_epoch);
+        LeaderEpochEnd {
+            error: error_of(answer.error_code),
+            leader_epoch: answer.leader_epoch,
+            end_offset: answer.end_offset,
         }
     }
 
@@ -160,30 +222,71 @@ impl log::Host for HandlerState {
 }
 
 impl HandlerState {
+    /// An append, and for acks=all the wait for the ISR (suspending only
+    /// this guest), counted as host wait.
+    async fn append_waiting(
+        &mut self,
+        topic: String,
+        partition: i32,
+        records: Vec<u8>,
+        required_acks: i16,
+        timeout: Duration,
+    ) -> AppendResult {
+        // A shadow's appends validate and change nothing (dry_run.rs).
+        if self.dry_run {
+            return self.dry_append(&topic, partition, &records, required_acks);
+        }
+        let started = Instant::now();
+        let transactions = &self.services.transactions;
+        let in_transaction = |producer_id: i64, producer_epoch: i16| {
+            transactions.includes_partition(producer_id, producer_epoch, &topic, partition)
+        };
+        let outcome = self
+            .services
+            .replica
+            .append_acked(
+                &topic,
+                partition,
+                &records,
+                required_acks,
+                timeout,
+                &in_transaction,
+            )
+            .await;
+        self.clock.add_host_wait(started.elapsed());
+        AppendResult {
+            error: error_field(outcome.error_code, outcome.error_message),
+            base_offset: outcome.base_offset,
+            log_append_time_ms: outcome.log_append_time_ms,
+            log_start_offset: outcome.log_start_offset,
+            record_errors: outcome
+                .record_errors
+                .into_iter()
+                .map(|e| RecordError {
+                    batch_index: e.batch_index,
+                    message: Some(e.message),
+                })
+                .collect(),
+        }
+    }
+
     /// A fetch that parks its request rather than wait in the call: the
     /// answer, or none once parked (see `plugins::deferred`).
     async fn fetch_deferred(
         &mut self,
-        partitions: Vec<FetchPartition>,
+        requests: Vec<replica::FetchPartition>,
         options: FetchOptions,
-    ) -> Option<Vec<FetchedPartition>> {
-        let requests: Vec<replica::FetchPartition> = partitions
-            .into_iter()
-            .map(|p| replica::FetchPartition {
-                topic: p.topic,
-                partition: p.partition,
-                fetch_offset: p.fetch_offset,
-                partition_max_bytes: p.partition_max_bytes,
-            })
-            .collect();
+        replica_id: i32,
+    ) -> Option<Vec<replica::FetchedPartition>> {
         let mut options = replica::FetchOptions {
             max_wait: Duration::from_millis(u64::try_from(options.max_wait_ms.max(0)).unwrap_or(0)),
             min_bytes: usize::try_from(options.min_bytes.max(0)).unwrap_or(0),
             max_bytes: usize::try_from(options.max_bytes.max(0)).unwrap_or(0),
             read_committed: options.isolation_level == READ_COMMITTED,
+            replica_id,
         };
         if let Some(results) = self.deferral.fetch_answer(&requests) {
-            return Some(results.into_iter().map(to_wit).collect());
+            return Some(results);
         }
         if !self.deferral.may_park() {
             // A replay asking for something else than it waited for: what
@@ -192,7 +295,7 @@ impl HandlerState {
         }
         let replica = &self.services.replica;
         if let Some(results) = replica.fetch_now(&requests, options) {
-            return Some(results.into_iter().map(to_wit).collect());
+            return Some(results);
         }
         let services = Arc::clone(&self.services);
         self.deferral.park(Box::pin(async move {
@@ -204,6 +307,21 @@ impl HandlerState {
         }));
         None
     }
+}
+
+/// A consumer's partitions: no leader epochs checked.
+fn consumer_requests(partitions: Vec<FetchPartition>) -> Vec<replica::FetchPartition> {
+    partitions
+        .into_iter()
+        .map(|p| replica::FetchPartition {
+            topic: p.topic,
+            partition: p.partition,
+            fetch_offset: p.fetch_offset,
+            partition_max_bytes: p.partition_max_bytes,
+            current_leader_epoch: -1,
+            last_fetched_epoch: -1,
+        })
+        .collect()
 }
 
 impl HandlerState {
