@@ -62,6 +62,7 @@ pub mod control;
 #[cfg(test)]
 mod fuzz;
 mod index;
+pub mod keyed_records;
 pub mod legacy_format;
 pub mod manager;
 mod partition;
