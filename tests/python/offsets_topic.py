@@ -21,8 +21,10 @@ def commit(bootstrap, group, topic, *specs):
     offsets = []
     for spec in specs:
         parts = spec.split(":", 2)
-        metadata = parts[2] if len(parts) > 2 else None
-        offsets.append(TopicPartition(topic, int(parts[0]), int(parts[1]), metadata))
+        if len(parts) > 2:
+            offsets.append(TopicPartition(topic, int(parts[0]), int(parts[1]), parts[2]))
+        else:
+            offsets.append(TopicPartition(topic, int(parts[0]), int(parts[1])))
     c = consumer(bootstrap, group)
     try:
         for result in c.commit(offsets=offsets, asynchronous=False):

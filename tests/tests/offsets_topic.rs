@@ -94,7 +94,7 @@ fn committed_offsets_live_in_the_internal_topic_across_restarts() {
         "orders",
         &["0:5:first", "1:7", "2:9:third"],
     );
-    let expected = json!({"0": [5, "first"], "1": [7, ""], "2": [9, "third"]});
+    let expected = json!({"0": [5, "first"], "1": [7, null], "2": [9, "third"]});
     assert_eq!(committed(&broker, "billing", "orders", 3), expected);
     assert_eq!(offsets_topic(&broker), Some((true, 50)));
     let home = (java_hash("billing") & 0x7fff_ffff) % 50;
@@ -130,8 +130,8 @@ fn a_data_directory_with_groups_log_is_migrated_with_nothing_lost() {
     copy_dir(&fixture, &data);
     broker.restart();
 
-    let legacy = json!({"0": [3, ""], "1": [4, ""]});
-    let manual = json!({"0": [-1001, ""], "1": [2, "kept-metadata"]});
+    let legacy = json!({"0": [3, null], "1": [4, null]});
+    let manual = json!({"0": [-1001, null], "1": [2, "kept-metadata"]});
     let check = |broker: &Broker| {
         assert_eq!(committed(broker, "legacy-group", "legacy", 2), legacy);
         assert_eq!(committed(broker, "legacy-manual", "legacy", 2), manual);
@@ -153,6 +153,6 @@ fn a_data_directory_with_groups_log_is_migrated_with_nothing_lost() {
     broker.restart();
     assert_eq!(
         committed(&broker, "legacy-group", "legacy", 2),
-        json!({"0": [5, ""], "1": [4, ""]})
+        json!({"0": [5, null], "1": [4, null]})
     );
 }
