@@ -267,6 +267,9 @@ impl GroupStore {
     }
 }
 
+/// A record's key and value (`None`: a tombstone).
+type KeyValue = (Vec<u8>, Option<Vec<u8>>);
+
 struct TopicStore {
     log: Arc<dyn OffsetsLog>,
     /// `None` until the topic exists.
@@ -365,7 +368,7 @@ impl TopicStore {
                 created
             }
         };
-        let mut batches: BTreeMap<i32, Vec<(Vec<u8>, Option<Vec<u8>>)>> = BTreeMap::new();
+        let mut batches: BTreeMap<i32, Vec<KeyValue>> = BTreeMap::new();
         for record in records {
             let group = record_group(record);
             let batch = batches
@@ -382,7 +385,7 @@ impl TopicStore {
     }
 
     /// `record` as key/value pairs, tracking the group's offset keys.
-    fn encode(&mut self, record: &Record, out: &mut Vec<(Vec<u8>, Option<Vec<u8>>)>) {
+    fn encode(&mut self, record: &Record, out: &mut Vec<KeyValue>) {
         match record {
             Record::Offset {
                 group,
