@@ -10,10 +10,13 @@
 //! temporary file, fsync, rename and directory fsync. A crash loses at most
 //! the unused rest of a block, never reuses an id.
 //!
-//! On a cluster node the blocks come from the metadata log instead
-//! ([`BlockSource`], Kafka's RPCProducerIdManager): the controller's
+//! On a cluster node the blocks come from the active controller instead
+//! ([`BlockSource`], Kafka's RPCProducerIdManager: an AllocateProducerIds
+//! request, `cluster::membership::producer_ids`): the controller's
 //! ProducerIdsRecord hands each block out once across the cluster, so no
-//! file is needed; a restarted broker simply asks for a new block.
+//! file is needed; a restarted broker simply asks for a new block. The
+//! source is told when 90% of a block is used, to ask for the next one
+//! ahead of need.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -29,12 +32,28 @@ const FILE_NAME: &str = "producer-id-block";
 pub trait BlockSource: Send + Sync {
     /// A fresh block `first .. end`, never handed to anyone before.
     fn next_block(&self) -> Result<(i64, i64)>;
+
+    /// The current block is nearly used up: a source that can ask for the
+    /// next one ahead of need does so now.
+    fn prefetch(&self) {}
+}
+
+/// The share of a block used before the next is asked for (Kafka's
+/// RPCProducerIdManager: 90%).
+const PREFETCH_PERCENT: i64 = 90;
+
+/// The id past which the next block is prefetched, for `first .. end`.
+fn prefetch_point(first: i64, end: i64) -> i64 {
+    first.saturating_add((end.saturating_sub(first)).saturating_mul(PREFETCH_PERCENT) / 100)
 }
 
 pub struct ProducerIdManager {
     path: PathBuf,
     /// (next id to hand out, end of the durable reservation or block).
     state: Mutex<(i64, i64)>,
+    /// On a cluster node, the id that starts the prefetch of the next
+    /// block (once per block).
+    prefetch_at: Mutex<Option<i64>>,
     /// Set on a cluster node: blocks from the controller, not the file.
     source: OnceLock<Arc<dyn BlockSource>>,
 }
@@ -57,6 +76,7 @@ impl ProducerIdManager {
         Ok(Self {
             path,
             state: Mutex::new((reserved, reserved)),
+            prefetch_at: Mutex::new(None),
             source: OnceLock::new(),
         })
     }
@@ -73,11 +93,18 @@ impl ProducerIdManager {
         let mut state = crate::sync::lock(&self.state);
         let (next, reserved) = *state;
         if let Some(source) = self.source.get() {
+            let mut prefetch_at = crate::sync::lock(&self.prefetch_at);
             if next >= reserved {
-                *state = source.next_block()?;
+                let (first, end) = source.next_block()?;
+                *state = (first, end);
+                *prefetch_at = Some(prefetch_point(first, end));
             }
             let next = state.0;
             state.0 = next + 1;
+            if prefetch_at.is_some_and(|at| next >= at) {
+                *prefetch_at = None;
+                source.prefetch();
+            }
             return Ok(next);
         }
         if next >= reserved {
@@ -116,8 +143,8 @@ mod tests {
         fs::remove_dir_all(&dir).unwrap();
     }
 
-    /// Blocks of 2 from 10, 20, ...
-    struct Blocks(Mutex<i64>);
+    /// Blocks of 2 from 10, 20, ...; counts the prefetch calls.
+    struct Blocks(Mutex<i64>, Mutex<u32>);
 
     impl BlockSource for Blocks {
         fn next_block(&self) -> Result<(i64, i64)> {
@@ -125,6 +152,16 @@ mod tests {
             *next += 10;
             Ok((*next, *next + 2))
         }
+
+        fn prefetch(&self) {
+            *crate::sync::lock(&self.1) += 1;
+        }
+    }
+
+    #[test]
+    fn the_next_block_is_prefetched_once_90_percent_is_used() {
+        assert_eq!(prefetch_point(1000, 2000), 1900);
+        assert_eq!(prefetch_point(0, 2), 1);
     }
 
     #[test]
@@ -132,9 +169,12 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("gregor-pid-blocks-{}", std::process::id()));
         fs::create_dir_all(&dir).unwrap();
         let ids = ProducerIdManager::open(&dir).unwrap();
-        ids.use_blocks_from(Arc::new(Blocks(Mutex::new(0))));
+        let blocks = Arc::new(Blocks(Mutex::new(0), Mutex::new(0)));
+        ids.use_blocks_from(blocks.clone());
         let got: Vec<i64> = (0..5).map(|_| ids.allocate().unwrap()).collect();
         assert_eq!(got, vec![10, 11, 20, 21, 30]);
+        // Each block's second id passes 90% of it: one prefetch per block.
+        assert_eq!(*crate::sync::lock(&blocks.1), 2);
         assert!(!dir.join(FILE_NAME).exists());
         fs::remove_dir_all(&dir).unwrap();
     }

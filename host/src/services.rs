@@ -15,6 +15,7 @@ use anyhow::{Context, Result};
 
 use crate::config::BrokerConfig;
 use crate::config_admin::ConfigAdmin;
+use crate::coordinator::offsets_log::TopicOffsetsLog;
 use crate::coordinator::{GroupConfig, GroupCoordinator};
 use crate::log::manager::{LogManager, ManagerConfig};
 use crate::log::{LogStore, TopicPartition};
@@ -113,10 +114,17 @@ impl Services {
             Arc::clone(&dynamic),
         )?);
         let metrics = Arc::new(Metrics::default().with_client_telemetry(Arc::clone(&telemetry)));
-        let groups = GroupCoordinator::open(
-            &log_dir.join("groups"),
-            GroupConfig::from_broker(&config).context("group coordinator config")?,
-        )?;
+        let group_config = GroupConfig::from_broker(&config).context("group coordinator config")?;
+        let groups_dir = log_dir.join("groups");
+        // A cluster node keeps groups.log until group coordinators live
+        // on the leaders of __consumer_offsets partitions.
+        let groups = if reopen_for(&config) == Reopen::Found {
+            GroupCoordinator::open(&groups_dir, group_config)?
+        } else {
+            let offsets =
+                TopicOffsetsLog::new(&config, Arc::clone(&topics), Arc::clone(&logs), node_id)?;
+            GroupCoordinator::open_on_topic(Arc::new(offsets), &groups_dir, group_config)?
+        };
         groups.use_group_configs(Arc::clone(&dynamic));
         groups.start()?;
         let (acls, credentials) = open_security(&config, &log_dir)?;

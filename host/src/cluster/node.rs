@@ -20,13 +20,13 @@
 //! 6. once the listeners are bound: a controller registers its
 //!    controller listeners (so brokers find the active one) and runs the
 //!    fencing clock; a broker registers and heartbeats over the wire
-//!    ([`membership`]) and takes its producer ids from the controller's
-//!    blocks; a broker leads its partitions' replication
-//!    ([`crate::replication`]: follower state, the ISR's high watermark,
-//!    acks=all, AlterPartition for ISR changes).
+//!    ([`membership`]) and takes its producer ids from the blocks it asks
+//!    the active controller for (AllocateProducerIds); a broker leads its
+//!    partitions' replication ([`crate::replication`]: follower state, the
+//!    ISR's high watermark, acks=all, AlterPartition for ISR changes).
 
 use std::path::Path;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::AtomicI64;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -35,18 +35,18 @@ use tokio::sync::{mpsc, watch};
 use tracing::info;
 
 use crate::cluster::broker_metadata::{BrokerMetadata, ImageLeadership};
-use crate::cluster::command::{Applied, BrokerRegistrationRecord, Command, Endpoint, Uuid};
+use crate::cluster::command::{BrokerRegistrationRecord, Command, Endpoint, Uuid};
 use crate::cluster::config::ClusterConfig;
 use crate::cluster::controller::active::{ActiveController, ControllerSettings, QuorumStatus};
 use crate::cluster::image::MetadataImage;
 use crate::cluster::membership::forward::ControllerForwarder;
+use crate::cluster::membership::producer_ids::ControllerBlocks;
 use crate::cluster::membership::wire::ControllerChannel;
 use crate::cluster::membership::{self, Member, MembershipError};
 use crate::cluster::quorum::Quorum;
 use crate::cluster::raft::{QuorumConfig, RaftQuorum, Voter};
 use crate::cluster::reconciler;
 use crate::config::BrokerConfig;
-use crate::producer_ids::BlockSource;
 use crate::replication::alter;
 use crate::replication::follower;
 use crate::replication::image_source::ImagePartitions;
@@ -96,11 +96,14 @@ impl ClusterNode {
             .own_voter()
             .map(|v| format!("{}:{}", v.host, v.port))
             .unwrap_or_default();
-        let quorum_config = QuorumConfig::new(
+        let mut quorum_config = QuorumConfig::new(
             u64::try_from(node_id).context("node.id must not be negative")?,
             voters,
             log_dir.join(METADATA_DIR),
         );
+        if config.own_voter().is_none() {
+            quorum_config.learner_addr = Some(learner_addr(broker_config, &config)?);
+        }
         let quorum = RaftQuorum::<MetadataImage>::start(quorum_config)
             .await
             .with_context(|| {
@@ -192,14 +195,21 @@ impl ClusterNode {
         if self.config.roles.is_broker() {
             let epoch = Arc::new(AtomicI64::new(-1));
             self.lead_replication(broker_config, services, &epoch, &stopped)?;
+            let listeners = &self.config.controller_listener_names;
+            let blocks_channel = ControllerChannel::new(
+                Arc::clone(&quorum),
+                listeners.clone(),
+                controller_logins(broker_config, listeners)?,
+                self.config.node_id,
+            );
             services
                 .producer_ids
-                .use_blocks_from(Arc::new(ProducerIdBlocks {
-                    quorum: Arc::clone(&quorum),
-                    broker_id: self.config.node_id,
-                    epoch: Arc::clone(&epoch),
-                    runtime: tokio::runtime::Handle::current(),
-                }));
+                .use_blocks_from(Arc::new(ControllerBlocks::new(
+                    blocks_channel,
+                    self.config.node_id,
+                    Arc::clone(&epoch),
+                    tokio::runtime::Handle::current(),
+                )));
             self.follow_replication(broker_config, services, &record, &epoch, &stopped);
             let member = Member {
                 record,
@@ -208,7 +218,6 @@ impl ClusterNode {
                 registration_timeout: self.timeout,
                 epoch,
             };
-            let listeners = &self.config.controller_listener_names;
             let channel = ControllerChannel::new(
                 Arc::clone(&quorum),
                 listeners.clone(),
@@ -343,6 +352,24 @@ impl ClusterNode {
     }
 }
 
+/// Where a broker-only node's quorum RPC listens (it follows the log as a
+/// learner): the host of its inter-broker listener, any free port.
+fn learner_addr(broker_config: &BrokerConfig, config: &ClusterConfig) -> Result<String> {
+    let name = config.inter_broker_listener_name.as_deref().unwrap_or("");
+    let listeners = broker_config.listeners()?;
+    let host = listeners
+        .iter()
+        .find(|listener| listener.name == name)
+        .or_else(|| listeners.first())
+        .map(|listener| listener.host.clone())
+        .unwrap_or_default();
+    Ok(if host.contains(':') {
+        format!("[{host}]:0")
+    } else {
+        format!("{host}:0")
+    })
+}
+
 /// This broker's registration: a fresh incarnation with its advertised
 /// listeners, less the controller ones.
 fn registration(
@@ -437,33 +464,6 @@ async fn register_controller(
             Err(error) => tracing::warn!(%error, "controller registration not committed yet"),
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
-
-/// A broker's producer-id blocks: ProducerIdsRecords of the metadata log
-/// (Kafka's AllocateProducerIds, decided by the image, so no block is
-/// handed out twice), for this broker's current epoch.
-struct ProducerIdBlocks {
-    quorum: Arc<dyn Quorum<MetadataImage>>,
-    broker_id: i32,
-    epoch: Arc<AtomicI64>,
-    runtime: tokio::runtime::Handle,
-}
-
-impl BlockSource for ProducerIdBlocks {
-    fn next_block(&self) -> Result<(i64, i64)> {
-        let command = Command::AllocateProducerIds {
-            broker_id: self.broker_id,
-            broker_epoch: self.epoch.load(Ordering::Acquire),
-        };
-        let answer =
-            tokio::task::block_in_place(|| self.runtime.block_on(self.quorum.propose(command)));
-        match answer {
-            Ok(Ok(Applied::ProducerIds { first, size })) => Ok((first, first + i64::from(size))),
-            Ok(Ok(other)) => bail!("unexpected answer to AllocateProducerIds: {other:?}"),
-            Ok(Err(refusal)) => bail!("no producer id block: {refusal}"),
-            Err(error) => bail!("no producer id block: {error}"),
-        }
     }
 }
 

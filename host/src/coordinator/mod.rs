@@ -13,8 +13,12 @@
 //! - `protocol.rs`: the rebalance protocol (JoinGroup, SyncGroup,
 //!   Heartbeat, LeaveGroup, expiry).
 //! - `offsets.rs`: offset commits, fetches, deletes and retention.
-//! - `store.rs`: the append-only log that persists offsets and group
-//!   metadata; `timers.rs`: the deadlines.
+//! - `store.rs`: where offsets and group metadata persist: records of
+//!   `__consumer_offsets` on a single node (`offsets_topic.rs`: Kafka's
+//!   keys and values, `offsets_log.rs`: the topic on the host's log), the
+//!   file `groups.log` on a cluster node for now (`groups_log.rs`, also
+//!   what an earlier release's data directory is migrated from);
+//!   `timers.rs`: the deadlines.
 //!
 //! Concurrency: one mutex guards every group. Nothing waits while holding
 //! it: a JoinGroup or SyncGroup that must wait for the rebalance leaves a
@@ -30,8 +34,11 @@ mod config;
 mod consumer;
 mod group;
 pub mod group_configs;
+mod groups_log;
 mod member;
 mod offsets;
+pub mod offsets_log;
+pub mod offsets_topic;
 mod protocol;
 mod state;
 mod store;
@@ -251,11 +258,29 @@ pub struct GroupCoordinator {
 pub(crate) use crate::clock::now_ms;
 
 impl GroupCoordinator {
-    /// Opens the group store in `dir` and restores every group and offset
-    /// from it. Call [`GroupCoordinator::start`] to run the deadlines.
+    /// Opens the group store file in `dir` (a cluster node) and restores
+    /// every group and offset from it. Call [`GroupCoordinator::start`] to
+    /// run the deadlines.
     pub fn open(dir: &Path, config: GroupConfig) -> Result<Arc<Self>> {
-        let (store, snapshot) = GroupStore::open(dir)
+        let (store, snapshot) = GroupStore::open_file(dir)
             .with_context(|| format!("opening the group store in {}", dir.display()))?;
+        Ok(Self::restore(store, snapshot, config))
+    }
+
+    /// Restores every group and offset from `__consumer_offsets` on `log`
+    /// (a single node), first migrating `dir/groups.log` if an earlier
+    /// release left one.
+    pub fn open_on_topic(
+        log: Arc<dyn offsets_log::OffsetsLog>,
+        dir: &Path,
+        config: GroupConfig,
+    ) -> Result<Arc<Self>> {
+        let (store, snapshot) = GroupStore::open_topic(log, dir)
+            .with_context(|| format!("loading the group state from {}", offsets_topic::TOPIC))?;
+        Ok(Self::restore(store, snapshot, config))
+    }
+
+    fn restore(store: GroupStore, snapshot: store::Snapshot, config: GroupConfig) -> Arc<Self> {
         let timers = Arc::new(Timers::default());
         let env = Env {
             store,
@@ -289,14 +314,14 @@ impl GroupCoordinator {
         }
         info!(groups = groups.len(), offsets, "group coordinator loaded");
         timers.schedule(now + env.config.retention_check_interval, Timer::Retention);
-        Ok(Arc::new(Self {
+        Arc::new(Self {
             inner: Mutex::new(Inner {
                 groups,
                 env,
                 topics_view: BTreeMap::new(),
             }),
             timers,
-        }))
+        })
     }
 
     /// Starts the task that applies deadlines, on the current tokio

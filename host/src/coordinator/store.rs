@@ -1,44 +1,47 @@
-//! The group store: committed offsets and group metadata in an
-//! append-only log, replayed on start and compacted by rewriting.
+//! The group store: committed offsets and group metadata as records of
+//! the internal topic `__consumer_offsets`, as Kafka keeps them, written
+//! through the host's log and replayed from it at start.
 //!
-//! Why not the topic store (`metadata/store.rs`)? It rewrites one JSON
-//! document and fsyncs per change, which is right for topics and far too
-//! slow for offset commits arriving at consumer rates. Kafka keeps this
-//! state in the `__consumer_offsets` log; we keep the same idea in one
-//! file, `<dir>/groups.log`:
-//!
-//! - Each record is `[length u32][crc32c u32][payload]` (big-endian), the
-//!   payload a small JSON document: an offset commit, an offset tombstone,
-//!   a group's metadata (generation, protocol, members and their
-//!   assignments, written when a rebalance completes), or a group
-//!   tombstone. Later records win.
-//! - An append is one `write` of whole records. It is acknowledged once it
-//!   is in the page cache, as Kafka acknowledges offset commits by default
-//!   (no fsync per write, `flush.messages` unset): a killed process loses
-//!   nothing; a power cut may lose the last moments, as with Kafka. The
-//!   file is fsynced on clean shutdown and whenever it is rewritten.
-//! - Replay stops at the first record that is short or fails its CRC (a
-//!   write torn by a crash), truncates the file there and goes on: that is
-//!   Kafka's recovery of the active segment.
-//! - When the file has grown past twice its size after the last rewrite
-//!   (and past a floor), the coordinator hands over its live state and the
-//!   store rewrites it: `groups.log.tmp`, fsync, rename, fsync the
-//!   directory. A crash before the rename leaves the old file whole.
+//! - A group lives in partition `hash(group) % offsets.topic.num.partitions`
+//!   ([`offsets_topic::partition_for`], Kafka's); its records are Kafka's
+//!   keys and values ([`offsets_topic`]): an offset commit per partition,
+//!   the group's metadata (written when a rebalance completes), a
+//!   consumer-protocol group's epoch, and tombstones for what is deleted
+//!   (a deleted group tombstones each of its offsets too, as Kafka does,
+//!   so compaction cannot bring them back).
+//! - The topic is created on the first write (as Kafka creates it on first
+//!   use), compacted (`cleanup.policy=compact`): the log cleaner keeps the
+//!   latest record per key, so nothing here rewrites files.
+//! - One append is one batch per partition touched, acknowledged once the
+//!   log has it, with the log's durability (no fsync per commit unless the
+//!   topic's `flush.messages` asks): offset commits stay as cheap as
+//!   produce requests.
+//! - Replay at start reads every partition from its log start to its end,
+//!   in log order (later records win), into the same [`Snapshot`] the
+//!   coordinator restores from.
+//! - An earlier release's `groups/groups.log` is migrated at the first
+//!   start: its state is appended to the topic, then the file is renamed
+//!   `groups.log.migrated` ([`super::groups_log::retire`]). The appended
+//!   records are as durable as any commit (in the page cache at once,
+//!   fsynced by the log's flush policy and at clean shutdown); the renamed
+//!   file is kept, so an operator can still recover it after a power cut.
+//!   A crash before the rename migrates the same state again.
+//! - A cluster node keeps the file store ([`super::groups_log`]) until the
+//!   coordinator of a group is the leader of its partition: a broker's
+//!   local log is not where a cluster's `__consumer_offsets` lives.
 
-use std::collections::BTreeMap;
-use std::fs::{self, File, OpenOptions};
-use std::io::{self, Read, Write};
-use std::path::{Path, PathBuf};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::io;
+use std::path::Path;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
-use tracing::warn;
+use tracing::{info, warn};
 
-const FILE_NAME: &str = "groups.log";
-const HEADER: usize = 8;
-/// A record larger than this is corruption, not data.
-const MAX_RECORD: usize = 64 << 20;
-/// Never rewrite a file smaller than this.
-const COMPACT_FLOOR: u64 = 4 << 20;
+use super::groups_log::{self, GroupsLog};
+use super::offsets_log::OffsetsLog;
+use super::offsets_topic::{self, Key};
+use crate::log::keyed_records::{self, KeyedRecord};
 
 /// A committed offset as stored.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -123,7 +126,7 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
-    fn apply(&mut self, record: Record) {
+    pub(super) fn apply(&mut self, record: Record) {
         match record {
             Record::Offset {
                 group,
@@ -169,142 +172,353 @@ impl Snapshot {
     }
 }
 
-pub struct GroupStore {
-    dir: PathBuf,
-    file: File,
-    len: u64,
-    /// Size right after the last rewrite (or open).
-    base_len: u64,
+impl Snapshot {
+    /// The state as records that rebuild it (the migration of a legacy
+    /// store).
+    pub fn to_records(&self) -> Vec<Record> {
+        let mut records = Vec::new();
+        for (group, (epoch, state_timestamp)) in &self.consumer_groups {
+            records.push(Record::ConsumerGroup {
+                group: group.clone(),
+                epoch: *epoch,
+                state_timestamp: *state_timestamp,
+            });
+        }
+        for (group, value) in &self.groups {
+            records.push(Record::Group {
+                group: group.clone(),
+                value: value.clone(),
+            });
+        }
+        for (group, offsets) in &self.offsets {
+            for ((topic, partition), value) in offsets {
+                records.push(Record::Offset {
+                    group: group.clone(),
+                    topic: topic.clone(),
+                    partition: *partition,
+                    value: value.clone(),
+                });
+            }
+        }
+        records
+    }
+}
+
+/// Where the coordinator's records go.
+pub struct GroupStore(Backend);
+
+enum Backend {
+    Topic(TopicStore),
+    File(GroupsLog),
 }
 
 impl GroupStore {
-    /// Opens (creating) the store in `dir` and replays it.
-    pub fn open(dir: &Path) -> io::Result<(Self, Snapshot)> {
-        fs::create_dir_all(dir)?;
-        crate::durable::discard_unfinished(dir, FILE_NAME)?;
-        let path = dir.join(FILE_NAME);
-        let mut bytes = Vec::new();
-        match File::open(&path) {
-            Ok(mut file) => {
-                file.read_to_end(&mut bytes)?;
-            }
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(e) => return Err(e),
-        }
-        let (snapshot, valid) = replay(&bytes);
-        let file = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .read(true)
-            .open(&path)?;
-        if valid < bytes.len() {
-            warn!(
-                file = %path.display(),
-                valid_bytes = valid,
-                dropped_bytes = bytes.len() - valid,
-                "group store: truncating a torn or corrupt tail"
-            );
-            file.set_len(valid as u64)?;
-            file.sync_all()?;
-        }
-        let len = valid as u64;
-        Ok((
-            Self {
-                dir: dir.to_path_buf(),
-                file,
-                len,
-                base_len: len,
-            },
-            snapshot,
-        ))
+    /// The store in `__consumer_offsets` (a single node), migrating
+    /// `legacy_dir/groups.log` if an earlier release left one.
+    pub fn open_topic(log: Arc<dyn OffsetsLog>, legacy_dir: &Path) -> io::Result<(Self, Snapshot)> {
+        let (store, snapshot) = TopicStore::open(log, legacy_dir)?;
+        Ok((Self(Backend::Topic(store)), snapshot))
     }
 
-    /// Appends records in one write. On failure the file is cut back to
-    /// its last good length so that a later append does not land after a
-    /// partial record.
+    /// The store in `dir/groups.log` (a cluster node, for now).
+    pub fn open_file(dir: &Path) -> io::Result<(Self, Snapshot)> {
+        let (file, snapshot) = GroupsLog::open(dir)?;
+        Ok((Self(Backend::File(file)), snapshot))
+    }
+
     pub fn append(&mut self, records: &[Record]) -> io::Result<()> {
+        match &mut self.0 {
+            Backend::Topic(topic) => topic.append(records),
+            Backend::File(file) => file.append(records),
+        }
+    }
+
+    /// Whether the file has grown enough that a rewrite pays off (the
+    /// topic is compacted by the log cleaner: never).
+    pub fn wants_compaction(&self) -> bool {
+        match &self.0 {
+            Backend::Topic(_) => false,
+            Backend::File(file) => file.wants_compaction(),
+        }
+    }
+
+    /// Replaces the file with `live`, the complete current state.
+    pub fn rewrite(&mut self, live: &[Record]) -> io::Result<()> {
+        match &mut self.0 {
+            Backend::Topic(_) => Ok(()),
+            Backend::File(file) => file.rewrite(live),
+        }
+    }
+
+    /// fsync on clean shutdown (the topic: the log's shutdown does it).
+    pub fn flush(&self) -> io::Result<()> {
+        match &self.0 {
+            Backend::Topic(_) => Ok(()),
+            Backend::File(file) => file.flush(),
+        }
+    }
+
+    /// The file's size (0 for the topic).
+    pub fn len(&self) -> u64 {
+        match &self.0 {
+            Backend::Topic(_) => 0,
+            Backend::File(file) => file.len(),
+        }
+    }
+}
+
+/// A record's key and value (`None`: a tombstone).
+type KeyValue = (Vec<u8>, Option<Vec<u8>>);
+
+struct TopicStore {
+    log: Arc<dyn OffsetsLog>,
+    /// `None` until the topic exists.
+    partitions: Option<i32>,
+    /// Each group's committed offset keys, so deleting the group can
+    /// tombstone them.
+    offset_keys: HashMap<String, BTreeSet<(String, i32)>>,
+}
+
+impl TopicStore {
+    /// Replays the topic, then migrates `legacy_dir/groups.log` if an
+    /// earlier release left one.
+    fn open(log: Arc<dyn OffsetsLog>, legacy_dir: &Path) -> io::Result<(Self, Snapshot)> {
+        let partitions = log.partitions(false)?;
+        let mut store = Self {
+            log,
+            partitions,
+            offset_keys: HashMap::new(),
+        };
+        let mut snapshot = store.replay()?;
+        if groups_log::exists(legacy_dir) {
+            let (_, legacy) = GroupsLog::open(legacy_dir)?;
+            let records = legacy.to_records();
+            let count = records.len();
+            store.append(&records)?;
+            for record in records {
+                snapshot.apply(record);
+            }
+            groups_log::retire(legacy_dir)?;
+            info!(
+                records = count,
+                groups = legacy.groups.len() + legacy.consumer_groups.len(),
+                "migrated groups.log into {}",
+                offsets_topic::TOPIC
+            );
+        }
+        store.offset_keys = snapshot
+            .offsets
+            .iter()
+            .map(|(group, offsets)| (group.clone(), offsets.keys().cloned().collect()))
+            .collect();
+        Ok((store, snapshot))
+    }
+
+    fn replay(&self) -> io::Result<Snapshot> {
+        let mut snapshot = Snapshot::default();
+        let Some(partitions) = self.partitions else {
+            return Ok(snapshot);
+        };
+        let mut count = 0usize;
+        for partition in 0..partitions {
+            let (start, end) = self.log.bounds(partition)?;
+            let mut offset = start;
+            while offset < end {
+                let bytes = self.log.read(partition, offset)?;
+                let (records, next) = keyed_records::decode(&bytes).map_err(|why| {
+                    io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        format!("{}-{partition} at {offset}: {why}", offsets_topic::TOPIC),
+                    )
+                })?;
+                let Some(next) = next.filter(|next| *next > offset) else {
+                    break;
+                };
+                for record in records {
+                    count += 1;
+                    if let Some(record) = record_of(&record) {
+                        snapshot.apply(record);
+                    }
+                }
+                offset = next;
+            }
+        }
+        info!(
+            records = count,
+            partitions,
+            "replayed {}",
+            offsets_topic::TOPIC
+        );
+        Ok(snapshot)
+    }
+
+    /// Appends records, one batch per partition touched, in order within
+    /// each group (a group's records all go to its partition).
+    fn append(&mut self, records: &[Record]) -> io::Result<()> {
         if records.is_empty() {
             return Ok(());
         }
-        let mut buf = Vec::new();
-        for record in records {
-            encode(record, &mut buf)?;
-        }
-        if let Err(error) = self.file.write_all(&buf) {
-            let _ = self.file.set_len(self.len);
-            return Err(error);
-        }
-        self.len += buf.len() as u64;
-        Ok(())
-    }
-
-    /// Whether the log has grown enough that a rewrite pays off.
-    pub fn wants_compaction(&self) -> bool {
-        self.len > COMPACT_FLOOR && self.len > self.base_len.saturating_mul(2)
-    }
-
-    /// Replaces the log with `live`, the complete current state.
-    pub fn rewrite(&mut self, live: &[Record]) -> io::Result<()> {
-        let mut buf = Vec::new();
-        for record in live {
-            encode(record, &mut buf)?;
-        }
-        crate::durable::replace(&self.dir, FILE_NAME, &buf)?;
-        let path = self.dir.join(FILE_NAME);
-        self.file = OpenOptions::new().append(true).read(true).open(&path)?;
-        self.len = buf.len() as u64;
-        self.base_len = self.len;
-        Ok(())
-    }
-
-    /// fsync (clean shutdown).
-    pub fn flush(&self) -> io::Result<()> {
-        self.file.sync_all()
-    }
-
-    pub fn len(&self) -> u64 {
-        self.len
-    }
-}
-
-fn encode(record: &Record, buf: &mut Vec<u8>) -> io::Result<()> {
-    let payload = serde_json::to_vec(record).map_err(io::Error::other)?;
-    let len = u32::try_from(payload.len())
-        .ok()
-        .filter(|len| (*len as usize) <= MAX_RECORD)
-        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "group record too large"))?;
-    buf.extend_from_slice(&len.to_be_bytes());
-    buf.extend_from_slice(&crc32c::crc32c(&payload).to_be_bytes());
-    buf.extend_from_slice(&payload);
-    Ok(())
-}
-
-/// Applies every whole, valid record; returns the state and the length of
-/// the valid prefix.
-fn replay(bytes: &[u8]) -> (Snapshot, usize) {
-    let mut snapshot = Snapshot::default();
-    let mut pos = 0;
-    while let Some(header) = bytes.get(pos..pos + HEADER) {
-        let len = u32::from_be_bytes([header[0], header[1], header[2], header[3]]) as usize;
-        let crc = u32::from_be_bytes([header[4], header[5], header[6], header[7]]);
-        if len > MAX_RECORD {
-            break;
-        }
-        let Some(payload) = bytes.get(pos + HEADER..pos + HEADER + len) else {
-            break;
+        let partitions = match self.partitions {
+            Some(partitions) => partitions,
+            None => {
+                let created = self.log.partitions(true)?.ok_or_else(|| {
+                    io::Error::other(format!("{} could not be created", offsets_topic::TOPIC))
+                })?;
+                self.partitions = Some(created);
+                created
+            }
         };
-        if crc32c::crc32c(payload) != crc {
-            break;
+        let mut batches: BTreeMap<i32, Vec<KeyValue>> = BTreeMap::new();
+        for record in records {
+            let group = record_group(record);
+            let batch = batches
+                .entry(offsets_topic::partition_for(group, partitions))
+                .or_default();
+            self.encode(record, batch);
         }
-        match serde_json::from_slice::<Record>(payload) {
-            Ok(record) => snapshot.apply(record),
-            Err(error) => {
-                warn!("group store: skipping a record that does not parse: {error}");
+        let now = crate::clock::now_ms();
+        for (partition, records) in batches {
+            let batch = keyed_records::encode(&records, now);
+            self.log.append(partition, &batch)?;
+        }
+        Ok(())
+    }
+
+    /// `record` as key/value pairs, tracking the group's offset keys.
+    fn encode(&mut self, record: &Record, out: &mut Vec<KeyValue>) {
+        match record {
+            Record::Offset {
+                group,
+                topic,
+                partition,
+                value,
+            } => {
+                self.offset_keys
+                    .entry(group.clone())
+                    .or_default()
+                    .insert((topic.clone(), *partition));
+                let key = Key::Offset {
+                    group: group.clone(),
+                    topic: topic.clone(),
+                    partition: *partition,
+                };
+                out.push((key.encode(), Some(offsets_topic::encode_offset(value))));
+            }
+            Record::OffsetDeleted {
+                group,
+                topic,
+                partition,
+            } => {
+                if let Some(keys) = self.offset_keys.get_mut(group) {
+                    keys.remove(&(topic.clone(), *partition));
+                }
+                let key = Key::Offset {
+                    group: group.clone(),
+                    topic: topic.clone(),
+                    partition: *partition,
+                };
+                out.push((key.encode(), None));
+            }
+            Record::Group { group, value } => {
+                let key = Key::Group(group.clone());
+                out.push((key.encode(), Some(offsets_topic::encode_group(value))));
+            }
+            Record::ConsumerGroup {
+                group,
+                epoch,
+                state_timestamp,
+            } => {
+                let key = Key::ConsumerGroup(group.clone());
+                let value = offsets_topic::encode_consumer_group(*epoch, *state_timestamp);
+                out.push((key.encode(), Some(value)));
+            }
+            Record::GroupDeleted { group } => {
+                for (topic, partition) in self.offset_keys.remove(group).unwrap_or_default() {
+                    let key = Key::Offset {
+                        group: group.clone(),
+                        topic,
+                        partition,
+                    };
+                    out.push((key.encode(), None));
+                }
+                out.push((Key::ConsumerGroup(group.clone()).encode(), None));
+                out.push((Key::Group(group.clone()).encode(), None));
             }
         }
-        pos += HEADER + len;
     }
-    (snapshot, pos)
+}
+
+fn record_group(record: &Record) -> &str {
+    match record {
+        Record::Offset { group, .. }
+        | Record::OffsetDeleted { group, .. }
+        | Record::Group { group, .. }
+        | Record::GroupDeleted { group }
+        | Record::ConsumerGroup { group, .. } => group,
+    }
+}
+
+/// A topic record as the coordinator's [`Record`] (`None`: not one the
+/// coordinator keeps, or one that does not decode, which is logged).
+fn record_of(record: &KeyedRecord) -> Option<Record> {
+    let key = match Key::decode(record.key.as_deref().unwrap_or_default()) {
+        Ok(Some(key)) => key,
+        Ok(None) => return None,
+        Err(why) => {
+            warn!(
+                offset = record.offset,
+                "{}: a key that does not decode: {why}",
+                offsets_topic::TOPIC
+            );
+            return None;
+        }
+    };
+    let decoded = match (key, record.value.as_deref()) {
+        (
+            Key::Offset {
+                group,
+                topic,
+                partition,
+            },
+            None,
+        ) => Ok(Record::OffsetDeleted {
+            group,
+            topic,
+            partition,
+        }),
+        (
+            Key::Offset {
+                group,
+                topic,
+                partition,
+            },
+            Some(value),
+        ) => offsets_topic::decode_offset(value).map(|value| Record::Offset {
+            group,
+            topic,
+            partition,
+            value,
+        }),
+        (Key::Group(group) | Key::ConsumerGroup(group), None) => Ok(Record::GroupDeleted { group }),
+        (Key::Group(group), Some(value)) => {
+            offsets_topic::decode_group(value).map(|value| Record::Group { group, value })
+        }
+        (Key::ConsumerGroup(group), Some(value)) => offsets_topic::decode_consumer_group(value)
+            .map(|(epoch, state_timestamp)| Record::ConsumerGroup {
+                group,
+                epoch,
+                state_timestamp,
+            }),
+    };
+    decoded
+        .map_err(|why| {
+            warn!(
+                offset = record.offset,
+                "{}: a value that does not decode: {why}",
+                offsets_topic::TOPIC
+            )
+        })
+        .ok()
 }
 
 /// Serde for bytes as lowercase hex.
@@ -325,8 +539,73 @@ mod hex_bytes {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::log::manager::LogManager;
+    use crate::log::{LogConfig, LogStore, TopicPartition};
+    use std::sync::atomic::{AtomicBool, Ordering};
 
-    const TMP_NAME: &str = "groups.log.tmp";
+    const PARTITIONS: i32 = 5;
+
+    /// The topic on a real log manager, created on first use.
+    struct Logs {
+        logs: LogManager,
+        created: AtomicBool,
+    }
+
+    fn tp(partition: i32) -> TopicPartition {
+        TopicPartition {
+            topic: offsets_topic::TOPIC.into(),
+            partition,
+        }
+    }
+
+    impl OffsetsLog for Logs {
+        fn partitions(&self, create: bool) -> io::Result<Option<i32>> {
+            if !self.created.load(Ordering::Acquire) && create {
+                for p in 0..PARTITIONS {
+                    self.logs
+                        .create_partition(&tp(p), LogConfig::default())
+                        .map_err(io::Error::other)?;
+                }
+                self.created.store(true, Ordering::Release);
+            }
+            Ok(self.created.load(Ordering::Acquire).then_some(PARTITIONS))
+        }
+
+        fn append(&self, partition: i32, batch: &[u8]) -> io::Result<()> {
+            self.logs
+                .append(&tp(partition), batch, 1)
+                .map(|_| ())
+                .map_err(io::Error::other)
+        }
+
+        fn bounds(&self, partition: i32) -> io::Result<(i64, i64)> {
+            let o = self
+                .logs
+                .offsets(&tp(partition))
+                .map_err(io::Error::other)?;
+            Ok((o.log_start_offset, o.high_watermark))
+        }
+
+        fn read(&self, partition: i32, offset: i64) -> io::Result<Vec<u8>> {
+            self.logs
+                .read(&tp(partition), offset, 1 << 20, true)
+                .map(|r| r.records)
+                .map_err(io::Error::other)
+        }
+    }
+
+    /// The store on `dir`'s logs (reopened: the partitions exist if any
+    /// were written).
+    fn open(dir: &Path) -> (GroupStore, Snapshot, Arc<Logs>) {
+        let logs = LogManager::open(&dir.join("partitions")).unwrap();
+        let created = !logs.partitions().is_empty();
+        let logs = Arc::new(Logs {
+            logs,
+            created: AtomicBool::new(created),
+        });
+        let (store, snapshot) = GroupStore::open_topic(logs.clone(), &dir.join("groups")).unwrap();
+        (store, snapshot, logs)
+    }
 
     fn offset(group: &str, partition: i32, offset: i64) -> Record {
         Record::Offset {
@@ -335,7 +614,7 @@ mod tests {
             partition,
             value: OffsetRecord {
                 offset,
-                leader_epoch: -1,
+                leader_epoch: 2,
                 metadata: "m".into(),
                 commit_timestamp: 7,
                 expire_timestamp: None,
@@ -343,133 +622,126 @@ mod tests {
         }
     }
 
-    fn group(generation: i32) -> Record {
-        Record::Group {
-            group: "g".into(),
-            value: GroupRecord {
-                protocol_type: Some("consumer".into()),
-                generation,
-                protocol: Some("range".into()),
-                leader: Some("m-1".into()),
-                state_timestamp: 5,
-                members: vec![MemberRecord {
-                    member_id: "m-1".into(),
-                    group_instance_id: None,
-                    client_id: "c".into(),
-                    client_host: "/127.0.0.1".into(),
-                    rebalance_timeout_ms: 300_000,
-                    session_timeout_ms: 45_000,
-                    subscription: vec![0, 1, 2],
-                    assignment: vec![9],
-                }],
-            },
+    fn group(generation: i32) -> GroupRecord {
+        GroupRecord {
+            protocol_type: Some("consumer".into()),
+            generation,
+            protocol: Some("range".into()),
+            leader: Some("m-1".into()),
+            state_timestamp: 5,
+            members: vec![MemberRecord {
+                member_id: "m-1".into(),
+                group_instance_id: None,
+                client_id: "c".into(),
+                client_host: "/127.0.0.1".into(),
+                rebalance_timeout_ms: 300_000,
+                session_timeout_ms: 45_000,
+                subscription: vec![0, 1, 2],
+                assignment: vec![9],
+            }],
         }
     }
 
     #[test]
-    fn later_records_win_across_reopen() {
+    fn records_land_in_the_group_partition_and_replay_after_reopen() {
         let dir = tempfile::tempdir().unwrap();
-        let (mut store, snapshot) = GroupStore::open(dir.path()).unwrap();
-        assert_eq!(snapshot, Snapshot::default());
-        store
-            .append(&[offset("g", 0, 1), offset("g", 1, 2)])
-            .unwrap();
-        store
-            .append(&[offset("g", 0, 3), group(1), group(2)])
-            .unwrap();
-        store
-            .append(&[Record::OffsetDeleted {
-                group: "g".into(),
-                topic: "t".into(),
-                partition: 1,
-            }])
-            .unwrap();
-        store.append(&[offset("h", 0, 4)]).unwrap();
-        store
-            .append(&[Record::GroupDeleted { group: "h".into() }])
-            .unwrap();
-        drop(store);
-        let (_, snapshot) = GroupStore::open(dir.path()).unwrap();
-        assert_eq!(snapshot.groups.len(), 1);
-        assert_eq!(snapshot.groups["g"].generation, 2);
-        assert_eq!(snapshot.groups["g"].members[0].assignment, vec![9]);
+        {
+            let (mut store, snapshot, logs) = open(dir.path());
+            assert_eq!(snapshot, Snapshot::default());
+            // Nothing written: no topic.
+            assert!(logs.logs.partitions().is_empty());
+            store
+                .append(&[offset("g", 0, 1), offset("g", 1, 2)])
+                .unwrap();
+            store
+                .append(&[
+                    offset("g", 0, 3),
+                    Record::Group {
+                        group: "g".into(),
+                        value: group(2),
+                    },
+                ])
+                .unwrap();
+            store
+                .append(&[Record::OffsetDeleted {
+                    group: "g".into(),
+                    topic: "t".into(),
+                    partition: 1,
+                }])
+                .unwrap();
+            store
+                .append(&[offset("h", 0, 4), offset("h", 1, 5)])
+                .unwrap();
+            store
+                .append(&[Record::GroupDeleted { group: "h".into() }])
+                .unwrap();
+            store
+                .append(&[Record::ConsumerGroup {
+                    group: "k".into(),
+                    epoch: 3,
+                    state_timestamp: 11,
+                }])
+                .unwrap();
+            // All of g's records in g's partition, none elsewhere.
+            let home = offsets_topic::partition_for("g", PARTITIONS);
+            let (_, end) = logs.bounds(home).unwrap();
+            assert!(end >= 5, "{end}");
+        }
+        let (_, snapshot, logs) = open(dir.path());
+        assert_eq!(snapshot.groups["g"], group(2));
         let offsets = &snapshot.offsets["g"];
         assert_eq!(offsets.len(), 1);
         assert_eq!(offsets[&("t".to_string(), 0)].offset, 3);
+        assert_eq!(offsets[&("t".to_string(), 0)].leader_epoch, 2);
         assert!(!snapshot.offsets.contains_key("h"));
+        assert_eq!(snapshot.consumer_groups["k"], (3, 11));
+        // h's deletion tombstoned each of its offsets, so compaction
+        // cannot bring them back: the tombstones are in h's partition.
+        let home = offsets_topic::partition_for("h", PARTITIONS);
+        let bytes = logs.read(home, 0).unwrap();
+        let (records, _) = keyed_records::decode(&bytes).unwrap();
+        let tombstones = records
+            .iter()
+            .filter(|r| r.value.is_none())
+            .filter_map(|r| Key::decode(r.key.as_deref().unwrap()).unwrap())
+            .filter(|k| k.group() == "h")
+            .count();
+        assert_eq!(tombstones, 4, "two offsets, the group, the consumer group");
     }
 
     #[test]
-    fn torn_and_corrupt_tails_are_cut() {
+    fn a_legacy_groups_log_is_migrated_once_with_nothing_lost() {
         let dir = tempfile::tempdir().unwrap();
-        let (mut store, _) = GroupStore::open(dir.path()).unwrap();
-        store.append(&[offset("g", 0, 1)]).unwrap();
-        let good = store.len();
-        store.append(&[offset("g", 0, 2)]).unwrap();
-        drop(store);
-        let path = dir.path().join(FILE_NAME);
-        // A crash in the middle of the second record.
-        let bytes = fs::read(&path).unwrap();
-        fs::write(&path, &bytes[..bytes.len() - 3]).unwrap();
-        let (mut store, snapshot) = GroupStore::open(dir.path()).unwrap();
-        assert_eq!(snapshot.offsets["g"][&("t".to_string(), 0)].offset, 1);
-        assert_eq!(store.len(), good);
-        assert_eq!(fs::metadata(&path).unwrap().len(), good);
-        // Appends after recovery are readable.
-        store.append(&[offset("g", 0, 5)]).unwrap();
-        drop(store);
-        // A flipped bit in the last record: it is dropped, the rest stays.
-        let mut bytes = fs::read(&path).unwrap();
-        let last = bytes.len() - 2;
-        bytes[last] ^= 0x40;
-        fs::write(&path, &bytes).unwrap();
-        let (_, snapshot) = GroupStore::open(dir.path()).unwrap();
-        assert_eq!(snapshot.offsets["g"][&("t".to_string(), 0)].offset, 1);
-    }
-
-    #[test]
-    fn rewrite_keeps_only_the_live_state() {
-        let dir = tempfile::tempdir().unwrap();
-        let (mut store, _) = GroupStore::open(dir.path()).unwrap();
-        for i in 0..1000 {
-            store.append(&[offset("g", 0, i)]).unwrap();
+        let groups = dir.path().join("groups");
+        {
+            let (mut legacy, _) = GroupsLog::open(&groups).unwrap();
+            legacy
+                .append(&[
+                    offset("g", 0, 10),
+                    offset("g", 1, 20),
+                    Record::Group {
+                        group: "g".into(),
+                        value: group(4),
+                    },
+                    offset("old", 0, 1),
+                    Record::GroupDeleted {
+                        group: "old".into(),
+                    },
+                ])
+                .unwrap();
         }
-        let before = store.len();
-        store.rewrite(&[offset("g", 0, 999), group(3)]).unwrap();
-        assert!(store.len() < before / 100);
-        store.append(&[offset("g", 1, 1)]).unwrap();
-        drop(store);
-        // A leftover temp file from a crashed rewrite is ignored.
-        fs::write(dir.path().join(TMP_NAME), b"garbage").unwrap();
-        let (_, snapshot) = GroupStore::open(dir.path()).unwrap();
+        let (mut store, snapshot, _) = open(dir.path());
+        assert!(!groups.join(groups_log::FILE_NAME).exists());
+        assert!(groups.join(groups_log::RETIRED_NAME).exists());
         assert_eq!(snapshot.offsets["g"].len(), 2);
-        assert_eq!(snapshot.offsets["g"][&("t".to_string(), 0)].offset, 999);
-        assert_eq!(snapshot.groups["g"].generation, 3);
-        assert!(!dir.path().join(TMP_NAME).exists());
-    }
-
-    #[test]
-    fn compaction_waits_for_growth() {
-        let dir = tempfile::tempdir().unwrap();
-        let (mut store, _) = GroupStore::open(dir.path()).unwrap();
-        assert!(!store.wants_compaction());
-        let big = Record::Offset {
-            group: "g".into(),
-            topic: "t".into(),
-            partition: 0,
-            value: OffsetRecord {
-                offset: 1,
-                leader_epoch: -1,
-                metadata: "x".repeat(4000),
-                commit_timestamp: 0,
-                expire_timestamp: None,
-            },
-        };
-        while store.len() <= COMPACT_FLOOR {
-            store.append(std::slice::from_ref(&big)).unwrap();
-        }
-        assert!(store.wants_compaction());
-        store.rewrite(std::slice::from_ref(&big)).unwrap();
-        assert!(!store.wants_compaction());
+        assert_eq!(snapshot.groups["g"].generation, 4);
+        assert!(!snapshot.offsets.contains_key("old"));
+        store.append(&[offset("g", 0, 11)]).unwrap();
+        drop(store);
+        // From the topic alone now.
+        let (_, snapshot, _) = open(dir.path());
+        assert_eq!(snapshot.offsets["g"][&("t".to_string(), 0)].offset, 11);
+        assert_eq!(snapshot.offsets["g"][&("t".to_string(), 1)].offset, 20);
+        assert_eq!(snapshot.groups["g"].members[0].assignment, vec![9]);
     }
 }

@@ -72,6 +72,7 @@ pub mod epoch_cache;
 mod fuzz;
 mod handles;
 mod index;
+pub mod keyed_records;
 pub mod legacy_format;
 pub mod manager;
 mod partition;

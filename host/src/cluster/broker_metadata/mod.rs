@@ -5,7 +5,10 @@
 //! - Metadata and DescribeCluster list the live (unfenced) brokers with
 //!   their endpoint on the request's listener, the quorum leader as the
 //!   controller (Kafka's combined mode: the active controller is the
-//!   quorum leader), and each partition's leader, replicas, ISR and
+//!   quorum leader; when it is a controller-only node, which clients
+//!   cannot reach, a live broker stands for it, as Kafka names a random
+//!   alive broker: here the lowest, so every broker names the same one,
+//!   and it forwards what must reach the controller), and each partition's leader, replicas, ISR and
 //!   offline replicas as the image has them.
 //! - CreateTopics, CreatePartitions and DeleteTopics are validated with
 //!   the single node's helpers (names, configs, defaults), decided with
@@ -180,24 +183,26 @@ fn seed() -> Seed {
 impl ClusterMetadata for BrokerMetadata {
     fn cluster(&self, listener: &str) -> ClusterView {
         let image = self.image();
-        let controller_id = self
-            .quorum
-            .leader()
-            .and_then(|id| i32::try_from(id).ok())
-            .unwrap_or(-1);
+        let brokers: Vec<NodeView> = image
+            .live_brokers(listener)
+            .into_iter()
+            .map(|b| NodeView {
+                id: b.id,
+                host: b.host,
+                port: b.port,
+                rack: b.rack,
+            })
+            .collect();
+        let leader = self.quorum.leader().and_then(|id| i32::try_from(id).ok());
+        let controller_id = match leader {
+            Some(id) if brokers.iter().any(|b| b.id == id) => id,
+            Some(_) => brokers.iter().map(|b| b.id).min().unwrap_or(-1),
+            None => -1,
+        };
         ClusterView {
             cluster_id: self.cluster_id.clone(),
             controller_id,
-            brokers: image
-                .live_brokers(listener)
-                .into_iter()
-                .map(|b| NodeView {
-                    id: b.id,
-                    host: b.host,
-                    port: b.port,
-                    rack: b.rack,
-                })
-                .collect(),
+            brokers,
         }
     }
 

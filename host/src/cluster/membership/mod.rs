@@ -16,6 +16,7 @@
 //! session expired hears.
 
 pub mod forward;
+pub mod producer_ids;
 pub mod wire;
 
 use std::sync::atomic::{AtomicI64, Ordering};

@@ -15,8 +15,12 @@
 //!   re-established on the next call.
 //! - Membership: fixed voters from the configuration. The lowest id forms
 //!   the cluster when its storage is pristine; everyone else (and every
-//!   restart) just starts and follows. Membership changes are not offered
-//!   (they are rare and where Raft engines have had their bugs).
+//!   restart) just starts and follows. Voter changes are not offered (they
+//!   are rare and where Raft engines have had their bugs). A node that is
+//!   not a voter (a broker-only node, Kafka's observer) follows the log as
+//!   an openraft learner: it listens on an address of its own and asks the
+//!   leader to add it ([`learner`]), again at every start since its port
+//!   may have changed; learners never vote, so this changes no majority.
 //! - A voter whose disk is lost comes back empty and is sent a snapshot;
 //!   it has forgotten its vote, though, which Raft assumes never happens
 //!   (Kafka's KIP-853 adds directory ids for this): replace lost voters
@@ -25,6 +29,7 @@
 //!   `log/<first index>.log` segments, `vote.json`, `purged.json`,
 //!   `snapshot.bin`.
 
+mod learner;
 mod log_store;
 mod network;
 mod segments;
@@ -82,8 +87,12 @@ pub struct Voter {
 pub struct QuorumConfig {
     /// This node (`node.id`); must be one of `voters`.
     pub node_id: NodeId,
-    /// Every voter, this node included (`controller.quorum.voters`).
+    /// Every voter (`controller.quorum.voters`), this node included
+    /// unless it is a learner.
     pub voters: Vec<Voter>,
+    /// Set on a node that is not a voter: the address (`host:port`, port 0
+    /// for any) its quorum RPC binds, so the leader can replicate to it.
+    pub learner_addr: Option<String>,
     /// Where the log, vote and snapshot live.
     pub dir: PathBuf,
     /// Leader heartbeats.
@@ -111,6 +120,7 @@ impl QuorumConfig {
         Self {
             node_id,
             voters,
+            learner_addr: None,
             dir,
             heartbeat_interval: Duration::from_millis(200),
             election_timeout_min: Duration::from_millis(1000),
@@ -143,7 +153,13 @@ impl QuorumConfig {
                 )));
             }
         }
-        if !members.contains_key(&self.node_id) {
+        if members.contains_key(&self.node_id) && self.learner_addr.is_some() {
+            return Err(invalid(format!(
+                "node.id {} is a voter: it cannot also be a learner",
+                self.node_id
+            )));
+        }
+        if !members.contains_key(&self.node_id) && self.learner_addr.is_none() {
             return Err(invalid(format!(
                 "node.id {} is not one of controller.quorum.voters ({})",
                 self.node_id,
@@ -190,16 +206,22 @@ pub struct RaftQuorum<S: StateMachine> {
     metrics: watch::Receiver<openraft::RaftMetrics<NodeId, BasicNode>>,
     local_addr: SocketAddr,
     server: JoinHandle<()>,
+    /// On a learner: the task asking the leader to add it.
+    join: Option<JoinHandle<()>>,
 }
 
 impl<S: StateMachine> RaftQuorum<S> {
-    /// Starts the node, listening on its own voter address.
+    /// Starts the node, listening on its own voter address (or its
+    /// learner address).
     pub async fn start(config: QuorumConfig) -> io::Result<Self> {
         let members = config.members()?;
-        let addr = members
-            .get(&config.node_id)
-            .map(|node| node.addr.clone())
-            .unwrap_or_default();
+        let addr = match &config.learner_addr {
+            Some(addr) => addr.clone(),
+            None => members
+                .get(&config.node_id)
+                .map(|node| node.addr.clone())
+                .unwrap_or_default(),
+        };
         let listener = TcpListener::bind(&addr).await.map_err(|error| {
             io::Error::new(error.kind(), format!("quorum listener {addr}: {error}"))
         })?;
@@ -236,6 +258,15 @@ impl<S: StateMachine> RaftQuorum<S> {
         let local_addr = listener.local_addr()?;
         let server = server::spawn(listener, id, raft.clone(), config.propose_timeout);
         let metrics = raft.metrics();
+        let join = config.learner_addr.as_ref().map(|addr| {
+            let advertised = learner::advertised(addr, local_addr);
+            tokio::spawn(learner::join::<S>(
+                id,
+                advertised,
+                members.clone(),
+                config.heartbeat_interval,
+            ))
+        });
         let quorum = Self {
             id,
             members,
@@ -244,6 +275,7 @@ impl<S: StateMachine> RaftQuorum<S> {
             metrics,
             local_addr,
             server,
+            join,
             config,
         };
         quorum.form_cluster().await?;
@@ -253,6 +285,9 @@ impl<S: StateMachine> RaftQuorum<S> {
     /// The lowest voter forms the cluster when its storage is pristine;
     /// anywhere else, or with state on disk, there is nothing to do.
     async fn form_cluster(&self) -> io::Result<()> {
+        if self.join.is_some() {
+            return Ok(());
+        }
         let lowest = self.members.keys().next().copied();
         if lowest != Some(self.id) {
             return Ok(());
@@ -291,6 +326,9 @@ impl<S: StateMachine> RaftQuorum<S> {
     /// Stops the node: the engine and its RPC server.
     pub async fn shutdown(&self) {
         self.server.abort();
+        if let Some(join) = &self.join {
+            join.abort();
+        }
         if let Err(error) = self.raft.shutdown().await {
             tracing::warn!(node = self.id, %error, "quorum node shutdown");
         }
@@ -407,5 +445,8 @@ impl<S: StateMachine> Quorum<S> for RaftQuorum<S> {
 impl<S: StateMachine> Drop for RaftQuorum<S> {
     fn drop(&mut self) {
         self.server.abort();
+        if let Some(join) = &self.join {
+            join.abort();
+        }
     }
 }

@@ -6,9 +6,11 @@
 //! command was applied, refused (not the leader: safe to retry elsewhere)
 //! or has an unknown outcome.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use openraft::error::{ClientWriteError, RaftError};
+use openraft::{BasicNode, ChangeMembers};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::{JoinHandle, JoinSet};
 
@@ -76,6 +78,47 @@ async fn handle<S: StateMachine>(
         Request::Append(rpc) => Reply::Append(raft.append_entries(rpc).await),
         Request::Snapshot(rpc) => Reply::Snapshot(raft.install_snapshot(rpc).await),
         Request::Propose(command) => Reply::Propose(write(raft, command, propose_timeout).await),
+        Request::Join { id, addr } => {
+            Reply::Join(add_learner(raft, id, addr, propose_timeout).await)
+        }
+    }
+}
+
+/// Adds (or moves) learner `id` at `addr`, on the leader. A voter is
+/// refused: its address is configuration, never changed over the wire.
+async fn add_learner<S: StateMachine>(
+    raft: &Raft<S>,
+    id: NodeId,
+    addr: String,
+    timeout: Duration,
+) -> Result<(), Refused> {
+    let membership = raft.metrics().borrow().membership_config.clone();
+    if membership.membership().voter_ids().any(|voter| voter == id) {
+        return Err(Refused::Stopped(format!(
+            "node {id} is a voter of the metadata quorum, not a learner: is node.id={id} \
+             configured twice?"
+        )));
+    }
+    let known = membership
+        .nodes()
+        .any(|(node, at)| *node == id && at.addr == addr);
+    if known {
+        return Ok(());
+    }
+    let change = ChangeMembers::SetNodes(BTreeMap::from([(id, BasicNode::new(&addr))]));
+    match tokio::time::timeout(timeout, raft.change_membership(change, true)).await {
+        Err(_) => Err(Refused::Indeterminate(
+            "not committed before the deadline".into(),
+        )),
+        Ok(Ok(_)) => {
+            tracing::info!(learner = id, %addr, "metadata quorum learner added");
+            Ok(())
+        }
+        Ok(Err(RaftError::APIError(ClientWriteError::ForwardToLeader(forward)))) => {
+            Err(Refused::NotLeader(forward.leader_id))
+        }
+        Ok(Err(RaftError::APIError(error))) => Err(Refused::Indeterminate(error.to_string())),
+        Ok(Err(RaftError::Fatal(fatal))) => Err(Refused::Stopped(fatal.to_string())),
     }
 }
 

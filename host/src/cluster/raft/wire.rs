@@ -45,6 +45,12 @@ pub enum Request<S: StateMachine> {
     Snapshot(InstallSnapshotRequest<TypeConfig<S>>),
     /// A command proposed on a follower, for the leader to write.
     Propose(S::Command),
+    /// A node that is not a voter asks the leader to replicate to it, as a
+    /// learner at `addr`.
+    Join {
+        id: NodeId,
+        addr: String,
+    },
 }
 
 #[derive(Serialize, Deserialize)]
@@ -54,6 +60,7 @@ pub enum Reply<S: StateMachine> {
     Append(Result<AppendEntriesResponse<NodeId>, RaftError<NodeId>>),
     Snapshot(Result<InstallSnapshotResponse<NodeId>, RaftError<NodeId, InstallSnapshotError>>),
     Propose(Result<Proposed<S::Response>, Refused>),
+    Join(Result<(), Refused>),
     /// The request was for another node: this is the one named.
     WrongNode(NodeId),
 }
