@@ -168,7 +168,10 @@ pub async fn serve(
         settings: settings.auth,
     });
     let app = routes::router(Arc::clone(&state), settings.upload_max_bytes)
-        .merge(rollout::router(Arc::clone(&state), settings.upload_max_bytes))
+        .merge(rollout::router(
+            Arc::clone(&state),
+            settings.upload_max_bytes,
+        ))
         .merge(console::router(state))
         .layer(axum::middleware::from_fn_with_state(auth, auth::guard))
         .layer(axum::middleware::from_fn(console::same_origin));

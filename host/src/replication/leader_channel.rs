@@ -14,8 +14,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use crate::cluster::image::MetadataImage;
-use crate::kafka_wire::{decode_response, encode_request};
 use crate::cluster::quorum::Quorum;
+use crate::kafka_wire::{decode_response, encode_request};
 
 /// The largest response accepted: a full fetch response and headroom.
 const MAX_RESPONSE: usize = 256 << 20;
