@@ -174,6 +174,9 @@ fn an_out_of_sync_follower_is_proposed_out_and_rejoins_once_caught_up() {
 #[test]
 fn a_refused_change_may_be_decided_again() {
     let mut fx = fixture(&[1, 2], Duration::from_millis(20));
+    // Leading from now: follower 2, never heard from, is out of sync
+    // once the lag time has passed.
+    assert_eq!(fx.leader.high_watermark(&tp()), Some(0));
     std::thread::sleep(Duration::from_millis(40));
     fx.leader.shrink_out_of_sync();
     let change = fx.changes.try_recv().expect("a shrink");
