@@ -145,18 +145,8 @@ fn create(
         .map(|t| t.name.0.to_string())
         .collect();
     wait_for_leaders(client, &created)?;
-    print(output, &json!({ "topics": results }), |v| {
-        rows_text(&["TOPIC", "STATUS"], &v["topics"], |t| {
-            vec![text(&t["topic"]), status(t)]
-        })
-    });
-    failed_if_any(
-        &answer
-            .topics
-            .iter()
-            .map(|t| t.error_code)
-            .collect::<Vec<_>>(),
-    )
+    let codes: Vec<i16> = answer.topics.iter().map(|r| r.error_code).collect();
+    report(output, results, &codes)
 }
 
 /// Waits (printing progress) until every partition of `topics` has a
@@ -383,18 +373,8 @@ fn delete(client: &mut Client, names: &[String], output: Output) -> Result<()> {
             })
         })
         .collect();
-    print(output, &json!({ "topics": results }), |v| {
-        rows_text(&["TOPIC", "STATUS"], &v["topics"], |t| {
-            vec![text(&t["topic"]), status(t)]
-        })
-    });
-    failed_if_any(
-        &answer
-            .responses
-            .iter()
-            .map(|r| r.error_code)
-            .collect::<Vec<_>>(),
-    )
+    let codes: Vec<i16> = answer.responses.iter().map(|r| r.error_code).collect();
+    report(output, results, &codes)
 }
 
 fn alter_config(
@@ -442,18 +422,19 @@ fn alter_config(
             })
         })
         .collect();
+    let codes: Vec<i16> = answer.responses.iter().map(|r| r.error_code).collect();
+    report(output, results, &codes)
+}
+
+/// Prints each topic's outcome (`TOPIC STATUS`, or the JSON results) and
+/// fails when any of `codes` is an error.
+fn report(output: Output, results: Vec<Value>, codes: &[i16]) -> Result<()> {
     print(output, &json!({ "topics": results }), |v| {
         rows_text(&["TOPIC", "STATUS"], &v["topics"], |t| {
             vec![text(&t["topic"]), status(t)]
         })
     });
-    failed_if_any(
-        &answer
-            .responses
-            .iter()
-            .map(|r| r.error_code)
-            .collect::<Vec<_>>(),
-    )
+    failed_if_any(codes)
 }
 
 /// A list of broker ids as one cell.
