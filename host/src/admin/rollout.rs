@@ -19,14 +19,13 @@ use std::sync::Arc;
 use axum::body::Body;
 use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, State};
-use axum::http::{header, HeaderMap, StatusCode, Uri};
-use axum::response::{IntoResponse, Response};
+use axum::http::{HeaderMap, StatusCode, Uri};
+use axum::response::Response;
 use axum::routing::{get, post, put};
 use axum::Router;
-use serde_json::json;
 
 use super::body::read_body;
-use super::routes::error_reply;
+use super::routes::{error_reply, json_reply, outcome, segment};
 use super::AdminState;
 use crate::plugins::rollout::{ops, Selector};
 
@@ -49,31 +48,11 @@ pub fn router(state: Arc<AdminState>, upload_max_bytes: usize) -> Router {
         })
 }
 
-fn reply(result: Result<String, String>, failed: StatusCode) -> Response {
-    match result {
-        Ok(what) => (
-            StatusCode::OK,
-            [(header::CONTENT_TYPE, "application/json")],
-            json!({ "result": what }).to_string(),
-        )
-            .into_response(),
-        Err(reason) => error_reply(failed, &reason),
-    }
-}
-
-fn module(name: Result<Path<String>, PathRejection>) -> Result<String, Box<Response>> {
-    name.map(|Path(name)| name)
-        .map_err(|rejection| Box::new(error_reply(StatusCode::BAD_REQUEST, &rejection.body_text())))
-}
-
 async fn status(State(served): State<Served>) -> Response {
-    let value = served.state.broker.registry().rollouts.status();
-    (
+    json_reply(
         StatusCode::OK,
-        [(header::CONTENT_TYPE, "application/json")],
-        value.to_string(),
+        &served.state.broker.registry().rollouts.status(),
     )
-        .into_response()
 }
 
 async fn canary(
@@ -83,7 +62,7 @@ async fn canary(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    let name = match module(name) {
+    let name = match segment(name) {
         Ok(name) => name,
         Err(response) => return *response,
     };
@@ -105,7 +84,7 @@ async fn canary(
         selector,
     )
     .await;
-    reply(result, StatusCode::BAD_REQUEST)
+    outcome(result, StatusCode::BAD_REQUEST)
 }
 
 async fn shadow(
@@ -114,7 +93,7 @@ async fn shadow(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    let name = match module(name) {
+    let name = match segment(name) {
         Ok(name) => name,
         Err(response) => return *response,
     };
@@ -131,31 +110,31 @@ async fn shadow(
         bytes,
     )
     .await;
-    reply(result, StatusCode::BAD_REQUEST)
+    outcome(result, StatusCode::BAD_REQUEST)
 }
 
 async fn promote(
     State(served): State<Served>,
     name: Result<Path<String>, PathRejection>,
 ) -> Response {
-    let name = match module(name) {
+    let name = match segment(name) {
         Ok(name) => name,
         Err(response) => return *response,
     };
     let state = &served.state;
     let result = ops::promote(&state.plugins, state.broker.registry(), &name).await;
-    reply(result, StatusCode::NOT_FOUND)
+    outcome(result, StatusCode::NOT_FOUND)
 }
 
 async fn rollback(
     State(served): State<Served>,
     name: Result<Path<String>, PathRejection>,
 ) -> Response {
-    let name = match module(name) {
+    let name = match segment(name) {
         Ok(name) => name,
         Err(response) => return *response,
     };
-    reply(
+    outcome(
         ops::rollback(served.state.broker.registry(), &name),
         StatusCode::NOT_FOUND,
     )

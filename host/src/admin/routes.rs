@@ -50,7 +50,7 @@ pub fn router(state: Arc<AdminState>, upload_max_bytes: usize) -> Router {
 }
 
 /// A JSON answer.
-fn json_reply(status: StatusCode, value: &Value) -> Response {
+pub(super) fn json_reply(status: StatusCode, value: &Value) -> Response {
     (
         status,
         [(header::CONTENT_TYPE, "application/json")],
@@ -65,7 +65,7 @@ pub fn error_reply(status: StatusCode, reason: &str) -> Response {
 }
 
 /// `{"result": what}` (200), or `{"error": reason}` with `failed`.
-fn outcome(result: Result<String, String>, failed: StatusCode) -> Response {
+pub(super) fn outcome(result: Result<String, String>, failed: StatusCode) -> Response {
     match result {
         Ok(what) => json_reply(StatusCode::OK, &json!({ "result": what })),
         Err(reason) => error_reply(failed, &reason),
@@ -73,7 +73,7 @@ fn outcome(result: Result<String, String>, failed: StatusCode) -> Response {
 }
 
 /// The `{name}` of a route, or a 400 naming what is wrong with it.
-fn segment(name: Result<Path<String>, PathRejection>) -> Result<String, Box<Response>> {
+pub(super) fn segment(name: Result<Path<String>, PathRejection>) -> Result<String, Box<Response>> {
     name.map(|Path(name)| name)
         .map_err(|rejection| Box::new(error_reply(StatusCode::BAD_REQUEST, &rejection.body_text())))
 }
