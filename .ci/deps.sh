@@ -13,6 +13,8 @@
 # - prometheus: its promtool checks the broker's /metrics (tests/tests/metrics.rs).
 # - chromium, chromium-driver: the web console's browser test drives
 #   headless Chromium (through pip's selenium, below; tests/tests/console.rs).
+# - nftables, iproute2: the fault test's links cut inside its own network
+#   namespace (tests/tests/faults.rs).
 # - curl, ca-certificates, git: general tooling.
 # - wasm32-wasip2: the target the handler plugins are built for.
 set -euo pipefail
@@ -25,8 +27,10 @@ packages=(
     cmake
     curl
     git
+    iproute2
     kcat
     libssl-dev
+    nftables
     pkg-config
     prometheus
     python3

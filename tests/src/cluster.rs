@@ -15,7 +15,8 @@
 
 use std::fs::{self, File};
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::{Ipv4Addr, SocketAddr, TcpStream};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
@@ -75,6 +76,11 @@ pub struct ClusterBuilder {
     admin: bool,
     /// `--set` after the harness's own, so they can override them.
     settings: Vec<(String, String)>,
+    /// Node `id` on 127.0.0.`id` instead of every node on 127.0.0.1.
+    distinct_hosts: bool,
+    /// Node `id` runs as user `base + id` (the fault test's firewall rules
+    /// tell the nodes' own connections apart by their owner).
+    uid_base: Option<u32>,
 }
 
 /// `n` combined-mode nodes (ids 1 to `n`), heartbeats every 500 ms, a
@@ -89,6 +95,8 @@ pub fn cluster(n: usize) -> ClusterBuilder {
         controller_protocol: "PLAINTEXT".to_string(),
         admin: false,
         settings: Vec::new(),
+        distinct_hosts: false,
+        uid_base: None,
     }
 }
 
@@ -134,15 +142,38 @@ impl ClusterBuilder {
         self
     }
 
+    /// Node `id` listens (and has its quorum port) on 127.0.0.`id`; only
+    /// inside a network namespace of the test's own, where those addresses
+    /// are the namespace's loopback.
+    pub fn distinct_hosts(mut self) -> Self {
+        self.distinct_hosts = true;
+        self
+    }
+
+    /// Node `id` runs as user (and group) `base + id`, with its data
+    /// directory owned by it; the test must run as root.
+    pub fn run_as_users(mut self, base: u32) -> Self {
+        self.uid_base = Some(base);
+        self
+    }
+
+    /// The address node `id` listens on.
+    pub fn host(&self, id: i32) -> Ipv4Addr {
+        match u8::try_from(id) {
+            Ok(last) if self.distinct_hosts => Ipv4Addr::new(127, 0, 0, last),
+            _ => Ipv4Addr::LOCALHOST,
+        }
+    }
+
     /// `controller.quorum.voters` on free quorum ports for the nodes with
     /// the controller role.
     pub fn free_voters(&self) -> String {
-        let quorum: Vec<(i32, u16)> = (1..)
+        (1..)
             .zip(&self.roles)
             .filter(|(_, roles)| roles.is_controller())
-            .map(|(id, _)| (id, free_port()))
-            .collect();
-        voters(&quorum)
+            .map(|(id, _)| format!("{id}@{}:{}", self.host(id), free_port()))
+            .collect::<Vec<_>>()
+            .join(",")
     }
 
     /// Starts every node on free voters and waits until each accepts
@@ -198,9 +229,18 @@ impl ClusterBuilder {
         let admin = self.admin.then(free_port);
         let data = dir.join(format!("node-{id}"));
         fs::create_dir_all(&data).expect("create a node's data directory");
+        let uid = self.uid_base.map(|base| base + id.unsigned_abs());
+        if let Some(uid) = uid {
+            // The cluster directory is the test's (0700 from tempfile).
+            let open = std::os::unix::fs::PermissionsExt::from_mode(0o755);
+            fs::set_permissions(dir, open).expect("open the cluster directory");
+            std::os::unix::fs::chown(&data, Some(uid), Some(uid))
+                .expect("give a node its data directory");
+        }
+        let host = self.host(id);
         let listeners: Vec<String> = ports
             .iter()
-            .map(|(name, port)| format!("{name}://127.0.0.1:{port}"))
+            .map(|(name, port)| format!("{name}://{host}:{port}"))
             .collect();
         let mut map = vec!["PLAINTEXT:PLAINTEXT".to_string()];
         map.extend(
@@ -229,7 +269,7 @@ impl ClusterBuilder {
             ("plugin.dir", plugin_dir().display().to_string()),
             (
                 "admin.listener",
-                admin.map_or(String::new(), |port| format!("127.0.0.1:{port}")),
+                admin.map_or(String::new(), |port| format!("{host}:{port}")),
             ),
         ];
         let open_admin = admin.map(|_| ("admin.auth", "none".to_string()));
@@ -250,6 +290,8 @@ impl ClusterBuilder {
         let mut node = Node {
             id,
             roles,
+            host,
+            uid,
             ports,
             admin,
             args,
@@ -261,6 +303,30 @@ impl ClusterBuilder {
         node.start();
         node
     }
+}
+
+/// A compile cache every user may write (nodes running as other users
+/// cannot reach the test's own under /root), kept across runs and seeded
+/// with the test user's entries, so those nodes do not compile every
+/// module again at each start.
+fn shared_compile_cache() -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = std::env::temp_dir().join("gregor-tests-compile-cache");
+    if fs::create_dir_all(&dir).is_ok() {
+        let _ = fs::set_permissions(&dir, fs::Permissions::from_mode(0o777));
+    }
+    let own = std::env::var_os("GREGOR_CACHE_DIR")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/gregor")));
+    if let Some(Ok(entries)) = own.map(fs::read_dir) {
+        for entry in entries.filter_map(Result::ok) {
+            let to = dir.join(entry.file_name());
+            if !to.exists() && fs::hard_link(entry.path(), &to).is_err() {
+                let _ = fs::copy(entry.path(), &to);
+            }
+        }
+    }
+    dir
 }
 
 /// `controller.quorum.voters` for these (id, quorum port) pairs.
@@ -352,6 +418,9 @@ impl Cluster {
 pub struct Node {
     pub id: i32,
     pub roles: Roles,
+    host: Ipv4Addr,
+    /// The user the process runs as, if not the test's.
+    uid: Option<u32>,
     /// Listener name and port.
     ports: Vec<(String, u16)>,
     admin: Option<u16>,
@@ -374,7 +443,18 @@ impl Node {
 
     /// The PLAINTEXT client listener (brokers).
     pub fn addr(&self) -> SocketAddr {
-        SocketAddr::from(([127, 0, 0, 1], self.port("PLAINTEXT")))
+        SocketAddr::from((self.host, self.port("PLAINTEXT")))
+    }
+
+    /// The address the node listens on (127.0.0.1 unless
+    /// [`ClusterBuilder::distinct_hosts`]).
+    pub fn host(&self) -> Ipv4Addr {
+        self.host
+    }
+
+    /// The user the node runs as ([`ClusterBuilder::run_as_users`]).
+    pub fn uid(&self) -> Option<u32> {
+        self.uid
     }
 
     /// `host:port` of the PLAINTEXT listener, for `bootstrap.servers`.
@@ -384,12 +464,12 @@ impl Node {
 
     /// `host:port` of listener `name`.
     pub fn listener_bootstrap(&self, name: &str) -> String {
-        format!("127.0.0.1:{}", self.port(name))
+        format!("{}:{}", self.host, self.port(name))
     }
 
     /// The CONTROLLER listener (controllers).
     pub fn controller_addr(&self) -> SocketAddr {
-        SocketAddr::from(([127, 0, 0, 1], self.port("CONTROLLER")))
+        SocketAddr::from((self.host, self.port("CONTROLLER")))
     }
 
     /// `host:port` of the admin endpoint (see [`ClusterBuilder::admin`]).
@@ -397,7 +477,7 @@ impl Node {
         let port = self
             .admin
             .expect("the cluster was built without admin endpoints");
-        format!("127.0.0.1:{port}")
+        format!("{}:{port}", self.host)
     }
 
     /// The node's `log.dirs`, kept across restarts.
@@ -435,6 +515,13 @@ impl Node {
         if std::env::var_os("RUST_LOG").is_none() {
             command.env("RUST_LOG", "info");
         }
+        if let Some(uid) = self.uid {
+            command
+                .uid(uid)
+                .gid(uid)
+                .env("HOME", &self.data)
+                .env("GREGOR_CACHE_DIR", shared_compile_cache());
+        }
         self.child = Some(command.spawn().expect("spawn gregor"));
     }
 
@@ -460,11 +547,34 @@ impl Node {
         let pid = libc::pid_t::try_from(child.id()).expect("pid fits in pid_t");
         // SAFETY: kill(2) on a child not yet reaped: its pid is not reused.
         assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
-        let status = self
-            .exit_within(Duration::from_secs(30))
-            .unwrap_or_else(|| panic!("node {} ignored SIGTERM for 30 s", self.id));
+        let Some(status) = self.exit_within(Duration::from_secs(30)) else {
+            self.note_thread_stacks(pid);
+            panic!("node {} ignored SIGTERM for 30 s", self.id);
+        };
         self.note(&format!("stopped with SIGTERM: {status}"));
         status
+    }
+
+    /// SIGSTOP: the process freezes (its sockets stay open), as a long GC
+    /// pause or a stalled VM would. Nothing if not running.
+    pub fn pause(&self) {
+        self.signal(libc::SIGSTOP, "paused with SIGSTOP");
+    }
+
+    /// SIGCONT after [`Node::pause`].
+    pub fn resume(&self) {
+        self.signal(libc::SIGCONT, "resumed with SIGCONT");
+    }
+
+    fn signal(&self, signal: libc::c_int, what: &str) {
+        let Some(child) = self.child.as_ref() else {
+            return;
+        };
+        let pid = libc::pid_t::try_from(child.id()).expect("pid fits in pid_t");
+        // SAFETY: kill(2) on a child not yet reaped: its pid is not reused.
+        if unsafe { libc::kill(pid, signal) } == 0 {
+            self.note(what);
+        }
     }
 
     pub fn is_running(&mut self) -> bool {
@@ -476,7 +586,7 @@ impl Node {
     /// Waits until the node accepts connections on its first listener
     /// (panics if it exits).
     pub fn await_listening(&mut self, timeout: Duration) {
-        let addr = SocketAddr::from(([127, 0, 0, 1], self.ports[0].1));
+        let addr = SocketAddr::from((self.host, self.ports[0].1));
         let id = self.id;
         wait_for(&format!("node {id} to listen"), timeout, || {
             if let Some(status) = self
@@ -506,6 +616,20 @@ impl Node {
                 return None;
             }
             std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Every thread's stack of a process that does not stop, into the
+    /// node's log, where gdb is installed (a diagnosis, nothing more).
+    fn note_thread_stacks(&self, pid: libc::pid_t) {
+        let stacks = Command::new("gdb")
+            .args(["-p", &pid.to_string(), "-batch", "-ex", "thread apply all bt"])
+            .output();
+        if let Ok(out) = stacks {
+            self.note(&format!(
+                "thread stacks:\n{}",
+                String::from_utf8_lossy(&out.stdout)
+            ));
         }
     }
 

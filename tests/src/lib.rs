@@ -20,6 +20,7 @@
 pub mod certs;
 pub mod cluster;
 pub mod kafka;
+pub mod netns;
 pub mod wire;
 
 use std::collections::HashSet;
