@@ -265,11 +265,15 @@ impl ReplicaManager {
         match state.check(&batches) {
             Ok(Verdict::Append) => {}
             Ok(Verdict::Duplicate(original)) => {
-                // Kafka's DUPLICATE: success with the original offsets.
-                let (log_start_offset, end_offset) =
-                    self.logs.offsets(&tp).map_or((-1, -1), |offsets| {
-                        (offsets.log_start_offset, offsets.high_watermark)
-                    });
+                // Kafka's DUPLICATE: success with the original offsets. Its
+                // end is the original batch's, so acks=all still waits until
+                // the ISR has that batch (the first try may have timed out
+                // before it did).
+                let log_start_offset = self
+                    .logs
+                    .offsets(&tp)
+                    .map_or(-1, |offsets| offsets.log_start_offset);
+                let end_offset = original.last_offset.saturating_add(1);
                 return AppendOutcome {
                     error_code: ErrorCode::None.code(),
                     error_message: None,
