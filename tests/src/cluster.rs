@@ -619,18 +619,41 @@ impl Node {
         }
     }
 
-    /// Every thread's stack of a process that does not stop, into the
-    /// node's log, where gdb is installed (a diagnosis, nothing more).
+    /// What a process that does not stop is doing, into the node's log:
+    /// each thread's state and system call (/proc), and its stacks where
+    /// gdb is installed (a diagnosis, nothing more).
     fn note_thread_stacks(&self, pid: libc::pid_t) {
+        let mut text = String::new();
+        if let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) {
+            for task in tasks.filter_map(Result::ok) {
+                let path = task.path();
+                let read = |name: &str| fs::read_to_string(path.join(name)).unwrap_or_default();
+                let stat = read("stat");
+                let state = stat.rsplit(')').next().unwrap_or_default();
+                let state = state.split_whitespace().next().unwrap_or("?");
+                text.push_str(&format!(
+                    "task {} {} state {state} wchan {} syscall {}\n",
+                    task.file_name().to_string_lossy(),
+                    read("comm").trim(),
+                    read("wchan").trim(),
+                    read("syscall").trim()
+                ));
+            }
+        }
         let stacks = Command::new("gdb")
-            .args(["-p", &pid.to_string(), "-batch", "-ex", "thread apply all bt"])
+            .args([
+                "-p",
+                &pid.to_string(),
+                "-batch",
+                "-ex",
+                "thread apply all bt",
+            ])
             .output();
         if let Ok(out) = stacks {
-            self.note(&format!(
-                "thread stacks:\n{}",
-                String::from_utf8_lossy(&out.stdout)
-            ));
+            text.push_str(&String::from_utf8_lossy(&out.stdout));
+            text.push_str(&String::from_utf8_lossy(&out.stderr));
         }
+        self.note(&format!("what the process is doing:\n{text}"));
     }
 
     fn note(&self, line: &str) {

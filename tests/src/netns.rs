@@ -55,7 +55,13 @@ pub fn run_inside(name: &str) -> bool {
     let status = Command::new("unshare")
         .arg("-n")
         .arg(exe)
-        .args([name, "--exact", "--nocapture", "--test-threads=1"])
+        .args([
+            name,
+            "--exact",
+            "--nocapture",
+            "--test-threads=1",
+            "--include-ignored",
+        ])
         .env(INSIDE, "1")
         .status()
         .expect("run unshare");
