@@ -22,8 +22,8 @@
 //!    fencing clock; a broker registers and heartbeats over the wire
 //!    ([`membership`]) and takes its producer ids from the blocks it asks
 //!    the active controller for (AllocateProducerIds); a broker leads its
-//!    partitions' replication ([`crate::replication`]: follower state, the
-//!    ISR's high watermark, acks=all, AlterPartition for ISR changes).
+//!    partitions' replication ([`super::replication`]: follower state,
+//!    the ISR's high watermark, acks=all, AlterPartition for ISR changes).
 
 use std::path::Path;
 use std::sync::atomic::AtomicI64;
@@ -46,11 +46,11 @@ use crate::cluster::membership::{self, Member, MembershipError};
 use crate::cluster::quorum::Quorum;
 use crate::cluster::raft::{QuorumConfig, RaftQuorum, Voter};
 use crate::cluster::reconciler;
+use crate::cluster::replication::alter;
+use crate::cluster::replication::follower;
+use crate::cluster::replication::image_source::ImagePartitions;
+use crate::cluster::replication::leader::{self, LeaderReplication};
 use crate::config::BrokerConfig;
-use crate::replication::alter;
-use crate::replication::follower;
-use crate::replication::image_source::ImagePartitions;
-use crate::replication::leader::{self, LeaderReplication};
 use crate::security::sasl_client::{self, SaslCredentials};
 use crate::security::settings;
 use crate::services::{AdvertisedListener, Services};
@@ -265,7 +265,9 @@ impl ClusterNode {
             lag_max,
             alter,
         ));
-        services.replica.set_replication(Arc::clone(&replication));
+        services
+            .replica
+            .set_replication(Arc::clone(&replication) as _);
         tokio::spawn(Arc::clone(&replication).run(stopped.clone()));
         let listeners = &self.config.controller_listener_names;
         let channel = ControllerChannel::new(
