@@ -467,6 +467,29 @@ impl Node {
         status
     }
 
+    /// SIGSTOP: the process stays, silent (no fetches, no heartbeats),
+    /// until [`Node::resume`].
+    pub fn pause(&self) {
+        self.signal(libc::SIGSTOP);
+        self.note("paused with SIGSTOP");
+    }
+
+    /// SIGCONT after [`Node::pause`].
+    pub fn resume(&self) {
+        self.signal(libc::SIGCONT);
+        self.note("resumed with SIGCONT");
+    }
+
+    fn signal(&self, signal: libc::c_int) {
+        let child = self
+            .child
+            .as_ref()
+            .expect("signal: the node is not running");
+        let pid = libc::pid_t::try_from(child.id()).expect("pid fits in pid_t");
+        // SAFETY: kill(2) on a child not yet reaped: its pid is not reused.
+        assert_eq!(unsafe { libc::kill(pid, signal) }, 0);
+    }
+
     pub fn is_running(&mut self) -> bool {
         self.child
             .as_mut()

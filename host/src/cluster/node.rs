@@ -42,7 +42,7 @@ use crate::cluster::image::MetadataImage;
 use crate::cluster::membership::forward::ControllerForwarder;
 use crate::cluster::membership::producer_ids::ControllerBlocks;
 use crate::cluster::membership::wire::ControllerChannel;
-use crate::cluster::membership::{self, Member, MembershipError};
+use crate::cluster::membership::{self, ControlledShutdown, Member, MembershipError};
 use crate::cluster::quorum::Quorum;
 use crate::cluster::raft::{QuorumConfig, RaftQuorum, Voter};
 use crate::cluster::reconciler;
@@ -71,6 +71,8 @@ pub struct ClusterNode {
     /// (the controller APIs call it).
     pub active: Option<Arc<ActiveController>>,
     timeout: Duration,
+    /// The broker's controlled shutdown, asked for by [`Self::controlled_shutdown`].
+    shutdown: ControlledShutdown,
 }
 
 impl ClusterNode {
@@ -153,6 +155,7 @@ impl ClusterNode {
             cluster_id,
             active,
             timeout,
+            shutdown: ControlledShutdown::default(),
         })
     }
 
@@ -217,6 +220,7 @@ impl ClusterNode {
                 interval: self.config.heartbeat_interval,
                 registration_timeout: self.timeout,
                 epoch,
+                shutdown: self.shutdown.clone(),
             };
             let channel = ControllerChannel::new(
                 Arc::clone(&quorum),
@@ -346,6 +350,36 @@ impl ClusterNode {
             self.config.controller_listener_names.clone()
         } else {
             Vec::new()
+        }
+    }
+
+    /// Before a broker stops (SIGTERM): Kafka's controlled shutdown. The
+    /// controller moves this broker's leaderships to other in-sync
+    /// replicas while it still serves (clients and followers follow them),
+    /// and allows the shutdown once it leads nothing; after
+    /// `controlled.shutdown.timeout.ms` the broker stops anyway.
+    pub async fn controlled_shutdown(&self) {
+        let Some(timeout) = self.config.controlled_shutdown else {
+            return;
+        };
+        if !self.config.roles.is_broker() {
+            return;
+        }
+        info!(
+            node = self.config.node_id,
+            "controlled shutdown: asking the controller to move this broker's leaderships"
+        );
+        if self.shutdown.request(timeout).await {
+            info!(
+                node = self.config.node_id,
+                "controlled shutdown: this broker leads nothing now"
+            );
+        } else {
+            tracing::warn!(
+                node = self.config.node_id,
+                "controlled shutdown not allowed within {} ms: stopping anyway",
+                timeout.as_millis()
+            );
         }
     }
 

@@ -63,6 +63,10 @@ pub trait PartitionSource: Send + Sync {
     fn led_by(&self, node: i32) -> Vec<(TopicPartition, PartitionInfo)>;
     /// The topic's `min.insync.replicas`.
     fn min_insync_replicas(&self, topic: &str) -> usize;
+    /// Whether broker `id` may join an ISR (Kafka's
+    /// `isReplicaIsrEligible`: registered, not fenced, not in controlled
+    /// shutdown); the controller would refuse it with INELIGIBLE_REPLICA.
+    fn may_join_isr(&self, id: i32) -> bool;
 }
 
 /// An ISR change for the controller (one AlterPartition partition).
@@ -329,7 +333,8 @@ impl LeaderReplication {
         follower.fetched(fetch_offset.min(log_end), log_end, now);
         let follower_end = follower.log_end_offset;
         let joins = !guard.isr.contains(&replica)
-            && isr::may_join(follower_end, guard.high_watermark, guard.epoch_start_offset);
+            && isr::may_join(follower_end, guard.high_watermark, guard.epoch_start_offset)
+            && self.source.may_join_isr(replica);
         if joins && self.may_send(&guard, now) {
             let mut new_isr = guard.isr.clone();
             new_isr.push(replica);
