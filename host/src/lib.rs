@@ -42,7 +42,6 @@ pub mod producer_ids;
 pub mod purgatory;
 pub mod quota;
 pub mod replica;
-pub mod replication;
 pub mod runtime_loggers;
 pub mod security;
 pub mod server;

@@ -82,7 +82,12 @@ pub const CAPABILITIES: &[Capability] = &[
     cap(
         "metadata.write",
         "metadata",
-        &["create-topic", "delete-topic", "create-partitions"],
+        &[
+            "create-topic",
+            "delete-topic",
+            "create-partitions",
+            "elect-leaders",
+        ],
     ),
     cap(
         "groups.read",

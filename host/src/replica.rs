@@ -10,6 +10,8 @@
 //! appended here for the coordinator.
 
 use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -22,7 +24,6 @@ use crate::log::{LogStore, PartitionOffsets, StorageError, TopicPartition};
 use crate::metadata::view::Leadership;
 use crate::metrics::Metrics;
 use crate::purgatory::FetchPurgatory;
-use crate::replication::leader::LeaderReplication;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AppendOutcome {
@@ -125,9 +126,51 @@ pub struct ReplicaManager {
     /// In a cluster, the leader side of replication: the high watermark
     /// and the followers. Unset on a single node, whose high watermark is
     /// its log end offset.
-    replication: OnceLock<Arc<LeaderReplication>>,
+    replication: OnceLock<Arc<dyn PartitionReplication>>,
     /// The leader-epoch lookup for followers' diverging epochs.
     epochs: OnceLock<Arc<dyn EpochEnds>>,
+}
+
+/// The leader side of replication as the ReplicaManager sees it (in a
+/// cluster, `cluster::replication::leader` implements it): the high
+/// watermark, the ISR that acks=all waits for, and followers' fetches.
+/// A trait of the ReplicaManager's own so the log path does not name the
+/// cluster that sits above it.
+pub trait PartitionReplication: Send + Sync {
+    /// This broker now leads `tp` after following it with `high_watermark`.
+    fn seed_high_watermark(&self, tp: &TopicPartition, high_watermark: i64);
+    /// The high watermark consumers read up to; None when not the leader.
+    fn high_watermark(&self, tp: &TopicPartition) -> Option<i64>;
+    /// The committed ISR's size; None when not the leader.
+    fn isr_size(&self, tp: &TopicPartition) -> Option<usize>;
+    /// The topic's `min.insync.replicas`.
+    fn min_insync_replicas(&self, topic: &str) -> usize;
+    /// The leader epoch of a partition this broker leads.
+    fn leader_epoch(&self, tp: &TopicPartition) -> Option<i32>;
+    /// A follower `replica` fetched at `fetch_offset` (its log end offset).
+    fn follower_fetched(
+        &self,
+        tp: &TopicPartition,
+        replica: i32,
+        fetch_offset: i64,
+    ) -> Result<FollowerFetch, ErrorCode>;
+    /// Whether an acks=all write of `[.., required)` must wait for the ISR.
+    fn must_wait(&self, tp: &TopicPartition, required: i64) -> bool;
+    /// acks=all: waits until every ISR member has `[.., required)` or
+    /// `timeout` passes; the error the produce is answered with.
+    fn await_replicated<'a>(
+        &'a self,
+        tp: &'a TopicPartition,
+        required: i64,
+        min_isr: usize,
+        timeout: Duration,
+    ) -> Pin<Box<dyn Future<Output = ErrorCode> + Send + 'a>>;
+}
+
+/// What a follower's fetch learns from the leader.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FollowerFetch {
+    pub high_watermark: i64,
 }
 
 /// The end offset of a leader epoch in a partition's log (Kafka's
@@ -160,12 +203,12 @@ impl ReplicaManager {
 
     /// From now on the high watermark is the ISR's, and followers' fetches
     /// are tracked. Set once; a second call is ignored.
-    pub fn set_replication(&self, replication: Arc<LeaderReplication>) {
+    pub fn set_replication(&self, replication: Arc<dyn PartitionReplication>) {
         let _ = self.replication.set(replication);
     }
 
     /// This broker now leads `tp`, whose high watermark it had as a
-    /// follower (see `LeaderReplication::seed_high_watermark`).
+    /// follower (see `PartitionReplication::seed_high_watermark`).
     pub fn seed_high_watermark(&self, tp: &TopicPartition, high_watermark: i64) {
         if let Some(replication) = self.replication.get() {
             replication.seed_high_watermark(tp, high_watermark);

@@ -1,6 +1,7 @@
 //! `gregor serve`: opens storage, loads every module of the plugin
 //! directory, binds the listeners and serves until SIGTERM or Ctrl-C,
-//! then drains in-flight requests and flushes the logs. Also the
+//! then (a broker in a cluster) waits for its controlled shutdown, drains
+//! in-flight requests and flushes the logs. Also the
 //! services' clocks that run beside the request path (expired delegation
 //! tokens, timed-out transactions).
 
@@ -177,6 +178,15 @@ pub async fn serve(config: BrokerConfig) -> Result<()> {
             None
         }
     };
+    if failure.is_none() {
+        if let Some(node) = &cluster {
+            // Still serving: clients and followers move to the new leaders.
+            tokio::select! {
+                () = node.controlled_shutdown() => {}
+                () = wait_for_signal() => warn!("a second signal: not waiting for the controller"),
+            }
+        }
+    }
     info!("shutting down: draining in-flight requests");
     let _ = stop.send(true);
     for listener in listeners {

@@ -13,14 +13,16 @@
 //! - `GREGOR_KEEP_TEST_DIRS=1`: keep each test's temporary directory.
 //! - `RUST_LOG`: passed to the broker (default `info`).
 //!
-//! [`cluster`] starts several nodes as one cluster, [`kafka`] holds
-//! rdkafka helpers shared by the client tests and [`wire`] hand-encodes
-//! Kafka frames for the raw-protocol tests.
+//! [`cluster`] starts several nodes as one cluster, [`replicated`] holds
+//! what the replication tests share, [`kafka`] holds rdkafka helpers
+//! shared by the client tests and [`wire`] hand-encodes Kafka frames for
+//! the raw-protocol tests.
 
 pub mod certs;
 pub mod cluster;
 pub mod kafka;
 pub mod netns;
+pub mod replicated;
 pub mod wire;
 
 use std::collections::HashSet;

@@ -21,22 +21,15 @@ use std::fs;
 use std::path::Path;
 use std::time::Duration;
 
-use kafka_protocol::messages::create_topics_request::{
-    CreatableReplicaAssignment, CreatableTopic, CreatableTopicConfig,
-};
-use kafka_protocol::messages::{BrokerId, CreateTopicsRequest, TopicName};
-use kafka_protocol::protocol::StrBytes;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::producer::{FutureProducer, FutureRecord};
-use rdkafka::{Offset, TopicPartitionList};
 
-use gregor_tests::cluster::{self, call, metadata, Cluster};
-use gregor_tests::kafka::poll_values;
+use gregor_tests::cluster::{self, Cluster};
+use gregor_tests::replicated::{
+    consume, create_on, durable_producer, leader_where, values, CONVERGE,
+};
 use gregor_tests::wait_for;
-
-/// How long replication or an election may take in these tests.
-const CONVERGE: Duration = Duration::from_secs(40);
 
 fn start() -> Cluster {
     let cluster = cluster::cluster(3)
@@ -48,62 +41,14 @@ fn start() -> Cluster {
 }
 
 /// Creates `topic` with one partition on replicas 1, 2, 3 (node 1 leads)
-/// and waits until node `via` reports its leader.
+/// and waits until node 1 reports its leader.
 fn create_replicated(cluster: &Cluster, topic: &str) {
     create_replicated_with(cluster, topic, &[]);
 }
 
 fn create_replicated_with(cluster: &Cluster, topic: &str, configs: &[(&str, &str)]) {
-    let configs = configs
-        .iter()
-        .map(|(name, value)| {
-            CreatableTopicConfig::default()
-                .with_name(StrBytes::from_string((*name).to_string()))
-                .with_value(Some(StrBytes::from_string((*value).to_string())))
-        })
-        .collect();
-    let request = CreateTopicsRequest::default()
-        .with_timeout_ms(30_000)
-        .with_topics(vec![CreatableTopic::default()
-            .with_name(TopicName(StrBytes::from_string(topic.to_string())))
-            .with_num_partitions(-1)
-            .with_replication_factor(-1)
-            .with_assignments(vec![CreatableReplicaAssignment::default()
-                .with_partition_index(0)
-                .with_broker_ids(vec![BrokerId(1), BrokerId(2), BrokerId(3)])])
-            .with_configs(configs)]);
-    let response = call(cluster.node(1).addr(), &request, 5).expect("a CreateTopics answer");
-    assert_eq!(response.topics[0].error_code, 0, "{response:?}");
-    assert_eq!(leader(cluster, 1, topic), (1, 0));
-}
-
-/// The partition's (leader, leader epoch) as node `via` reports it, once
-/// it has one.
-fn leader(cluster: &Cluster, via: i32, topic: &str) -> (i32, i32) {
-    leader_where(cluster, via, topic, |_, _| true)
-}
-
-fn leader_where(
-    cluster: &Cluster,
-    via: i32,
-    topic: &str,
-    ok: impl Fn(i32, i32) -> bool,
-) -> (i32, i32) {
-    let addr = cluster.node(via).addr();
-    wait_for(
-        &format!("a leader of {topic} seen by node {via}"),
-        CONVERGE,
-        || {
-            let md = metadata(addr)?;
-            let t = md
-                .topics
-                .iter()
-                .find(|t| t.name.as_ref().is_some_and(|n| n.as_str() == topic))?;
-            let p = t.partitions.iter().find(|p| p.partition_index == 0)?;
-            let found = (p.leader_id.0, p.leader_epoch);
-            (found.0 >= 0 && ok(found.0, found.1)).then_some(found)
-        },
-    )
+    create_on(cluster, topic, &[1, 2, 3], configs);
+    assert_eq!(leader_where(cluster, 1, topic, |_, _| true), (1, 0));
 }
 
 fn producer(bootstrap: &str) -> FutureProducer {
@@ -132,34 +77,6 @@ async fn send(producer: &FutureProducer, topic: &str, values: &[String]) {
             panic!("delivering {value:?}: {error}");
         }
     }
-}
-
-fn values(prefix: &str, n: usize) -> Vec<String> {
-    (0..n).map(|i| format!("{prefix}-{i:04}")).collect()
-}
-
-/// Every value of partition 0, read from the beginning through `bootstrap`.
-fn consume(bootstrap: &str, topic: &str, n: usize) -> Vec<String> {
-    let consumer: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
-        .set("broker.address.family", "v4")
-        .set("group.id", "replication-test")
-        .set("enable.auto.commit", "false")
-        .create()
-        .expect("create a consumer");
-    let mut assignment = TopicPartitionList::new();
-    assignment
-        .add_partition_offset(topic, 0, Offset::Beginning)
-        .expect("assign partition 0");
-    consumer.assign(&assignment).expect("assign");
-    poll_values(
-        &consumer,
-        n,
-        Duration::from_millis(200),
-        CONVERGE,
-        &format!("reading {topic}"),
-    )
-    .expect("consume")
 }
 
 /// Where a node keeps partition 0 of `topic` (under `log.dirs`).
@@ -311,19 +228,6 @@ async fn a_former_leaders_unreplicated_tail_is_truncated() {
     );
     let all: Vec<String> = shared.iter().chain(&other).cloned().collect();
     assert_eq!(consume(&bootstrap, topic, all.len()), all);
-}
-
-/// An idempotent acks=all producer.
-fn durable_producer(bootstrap: &str) -> FutureProducer {
-    ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
-        .set("broker.address.family", "v4")
-        .set("acks", "all")
-        .set("enable.idempotence", "true")
-        .set("linger.ms", "5")
-        .set("message.timeout.ms", "60000")
-        .create()
-        .expect("create a producer")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

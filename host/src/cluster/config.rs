@@ -18,6 +18,10 @@
 //! - `broker.session.timeout.ms` (9000) and `broker.heartbeat.interval.ms`
 //!   (2000): a broker that has not heartbeated for the session timeout is
 //!   fenced.
+//! - `controlled.shutdown.enable` (true): on SIGTERM a broker first asks
+//!   the controller to move its leaderships away (KIP-631), waiting up
+//!   to `controlled.shutdown.timeout.ms` (30000, Gregor's bound on
+//!   Kafka's wait) before it stops anyway.
 //!
 //! The defaults live here, not in `BrokerConfig`'s table, so that a
 //! single-node broker describes exactly the configs it did before.
@@ -35,6 +39,10 @@ pub const CONTROLLER_LISTENER_NAMES: &str = "controller.listener.names";
 pub const INTER_BROKER_LISTENER_NAME: &str = "inter.broker.listener.name";
 pub const SESSION_TIMEOUT_MS: &str = "broker.session.timeout.ms";
 pub const HEARTBEAT_INTERVAL_MS: &str = "broker.heartbeat.interval.ms";
+
+pub const CONTROLLED_SHUTDOWN_ENABLE: &str = "controlled.shutdown.enable";
+pub const CONTROLLED_SHUTDOWN_TIMEOUT_MS: &str = "controlled.shutdown.timeout.ms";
+const DEFAULT_CONTROLLED_SHUTDOWN_TIMEOUT_MS: u64 = 30_000;
 
 /// Kafka's default `broker.session.timeout.ms`.
 pub const DEFAULT_SESSION_TIMEOUT_MS: u64 = 9000;
@@ -79,6 +87,9 @@ pub struct ClusterConfig {
     pub inter_broker_listener_name: Option<String>,
     pub session_timeout: Duration,
     pub heartbeat_interval: Duration,
+    /// How long a broker waits on SIGTERM for the controller to move its
+    /// leaderships away; None: `controlled.shutdown.enable=false`.
+    pub controlled_shutdown: Option<Duration>,
 }
 
 impl ClusterConfig {
@@ -164,6 +175,15 @@ impl ClusterConfig {
                 session_timeout.as_millis()
             );
         }
+        let controlled_shutdown = match explicit(config, CONTROLLED_SHUTDOWN_ENABLE) {
+            None | Some("true") => Some(millis(
+                config,
+                CONTROLLED_SHUTDOWN_TIMEOUT_MS,
+                DEFAULT_CONTROLLED_SHUTDOWN_TIMEOUT_MS,
+            )?),
+            Some("false") => None,
+            Some(raw) => bail!("{CONTROLLED_SHUTDOWN_ENABLE}={raw} must be true or false"),
+        };
         Ok(Some(Self {
             node_id,
             roles,
@@ -172,6 +192,7 @@ impl ClusterConfig {
             inter_broker_listener_name,
             session_timeout,
             heartbeat_interval,
+            controlled_shutdown,
         }))
     }
 

@@ -14,7 +14,9 @@ pub mod raft;
 
 // What the quorum replicates: the metadata image, its commands, and the
 // controller's decisions and placement that produce them; and how a
-// broker runs on it.
+// broker runs on it, data replication between brokers included (it
+// follows the image, so it sits here, above the ReplicaManager, which
+// sees it only through its own `replica::PartitionReplication` trait).
 pub mod broker_metadata;
 pub mod command;
 pub mod config;
@@ -26,5 +28,6 @@ pub(crate) mod memory_quorum;
 pub mod node;
 pub mod placement;
 pub mod reconciler;
+pub mod replication;
 #[cfg(test)]
 pub(crate) mod testing;

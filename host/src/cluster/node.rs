@@ -22,8 +22,8 @@
 //!    fencing clock; a broker registers and heartbeats over the wire
 //!    ([`membership`]) and takes its producer ids from the blocks it asks
 //!    the active controller for (AllocateProducerIds); a broker leads its
-//!    partitions' replication ([`crate::replication`]: follower state, the
-//!    ISR's high watermark, acks=all, AlterPartition for ISR changes).
+//!    partitions' replication ([`super::replication`]: follower state,
+//!    the ISR's high watermark, acks=all, AlterPartition for ISR changes).
 
 use std::path::Path;
 use std::sync::atomic::AtomicI64;
@@ -42,15 +42,15 @@ use crate::cluster::image::MetadataImage;
 use crate::cluster::membership::forward::ControllerForwarder;
 use crate::cluster::membership::producer_ids::ControllerBlocks;
 use crate::cluster::membership::wire::ControllerChannel;
-use crate::cluster::membership::{self, Member, MembershipError};
+use crate::cluster::membership::{self, ControlledShutdown, Member, MembershipError};
 use crate::cluster::quorum::Quorum;
 use crate::cluster::raft::{QuorumConfig, RaftQuorum, Voter};
 use crate::cluster::reconciler;
+use crate::cluster::replication::alter;
+use crate::cluster::replication::follower;
+use crate::cluster::replication::image_source::ImagePartitions;
+use crate::cluster::replication::leader::{self, LeaderReplication};
 use crate::config::BrokerConfig;
-use crate::replication::alter;
-use crate::replication::follower;
-use crate::replication::image_source::ImagePartitions;
-use crate::replication::leader::{self, LeaderReplication};
 use crate::security::sasl_client::{self, SaslCredentials};
 use crate::security::settings;
 use crate::services::{AdvertisedListener, Services};
@@ -71,6 +71,8 @@ pub struct ClusterNode {
     /// (the controller APIs call it).
     pub active: Option<Arc<ActiveController>>,
     timeout: Duration,
+    /// The broker's controlled shutdown, asked for by [`Self::controlled_shutdown`].
+    shutdown: ControlledShutdown,
 }
 
 impl ClusterNode {
@@ -153,6 +155,7 @@ impl ClusterNode {
             cluster_id,
             active,
             timeout,
+            shutdown: ControlledShutdown::default(),
         })
     }
 
@@ -217,6 +220,7 @@ impl ClusterNode {
                 interval: self.config.heartbeat_interval,
                 registration_timeout: self.timeout,
                 epoch,
+                shutdown: self.shutdown.clone(),
             };
             let channel = ControllerChannel::new(
                 Arc::clone(&quorum),
@@ -265,7 +269,9 @@ impl ClusterNode {
             lag_max,
             alter,
         ));
-        services.replica.set_replication(Arc::clone(&replication));
+        services
+            .replica
+            .set_replication(Arc::clone(&replication) as _);
         tokio::spawn(Arc::clone(&replication).run(stopped.clone()));
         let listeners = &self.config.controller_listener_names;
         let channel = ControllerChannel::new(
@@ -344,6 +350,36 @@ impl ClusterNode {
             self.config.controller_listener_names.clone()
         } else {
             Vec::new()
+        }
+    }
+
+    /// Before a broker stops (SIGTERM): Kafka's controlled shutdown. The
+    /// controller moves this broker's leaderships to other in-sync
+    /// replicas while it still serves (clients and followers follow them),
+    /// and allows the shutdown once it leads nothing; after
+    /// `controlled.shutdown.timeout.ms` the broker stops anyway.
+    pub async fn controlled_shutdown(&self) {
+        let Some(timeout) = self.config.controlled_shutdown else {
+            return;
+        };
+        if !self.config.roles.is_broker() {
+            return;
+        }
+        info!(
+            node = self.config.node_id,
+            "controlled shutdown: asking the controller to move this broker's leaderships"
+        );
+        if self.shutdown.request(timeout).await {
+            info!(
+                node = self.config.node_id,
+                "controlled shutdown: this broker leads nothing now"
+            );
+        } else {
+            tracing::warn!(
+                node = self.config.node_id,
+                "controlled shutdown not allowed within {} ms: stopping anyway",
+                timeout.as_millis()
+            );
         }
     }
 

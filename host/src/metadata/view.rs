@@ -10,6 +10,7 @@
 
 use std::sync::{Arc, RwLock};
 
+use crate::error_code::ErrorCode;
 use crate::metadata::topics::{NewTopic, Topic, TopicError, TopicManager};
 
 /// A broker as Metadata and DescribeCluster list it.
@@ -68,6 +69,17 @@ pub trait ClusterMetadata: Send + Sync {
         assignments: Option<&[Vec<i32>]>,
         validate_only: bool,
     ) -> Result<TopicView, TopicError>;
+    /// ElectLeaders (preferred, or `unclean`) for `partitions`, or for
+    /// every partition (then only those that needed one are answered).
+    fn elect_leaders(&self, unclean: bool, partitions: Option<&[(String, i32)]>) -> Vec<Election>;
+}
+
+/// One partition's ElectLeaders outcome.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Election {
+    pub topic: String,
+    pub partition: i32,
+    pub result: Result<(), TopicError>,
 }
 
 /// Whether this broker leads a partition: the log path answers
@@ -194,5 +206,41 @@ impl ClusterMetadata for LocalMetadata {
         self.topics
             .create_partitions(name, total, assignments, self.node_id, validate_only)
             .map(|t| self.view(&t))
+    }
+
+    /// A single node leads every partition with its only, preferred,
+    /// replica: no election is ever needed.
+    fn elect_leaders(&self, _unclean: bool, partitions: Option<&[(String, i32)]>) -> Vec<Election> {
+        let Some(partitions) = partitions else {
+            return Vec::new();
+        };
+        partitions
+            .iter()
+            .map(|(topic, partition)| {
+                let known = self
+                    .topics
+                    .get(topic)
+                    .is_some_and(|t| (0..t.partitions).contains(partition));
+                let (code, message) = if known {
+                    (
+                        ErrorCode::ElectionNotNeeded,
+                        format!("{topic}-{partition} is led by its preferred replica."),
+                    )
+                } else {
+                    (
+                        ErrorCode::UnknownTopicOrPartition,
+                        format!("No such partition as {topic}-{partition}"),
+                    )
+                };
+                Election {
+                    topic: topic.clone(),
+                    partition: *partition,
+                    result: Err(TopicError {
+                        code: code.code(),
+                        message,
+                    }),
+                }
+            })
+            .collect()
     }
 }

@@ -134,7 +134,11 @@ pub const STANDARD: &[Standard] = &[
         &["authz", "delegation-tokens.read"],
     ),
     standard("delete_groups", 42, &["authz", "groups.write"]),
-    standard("elect_leaders", 43, &["authz", "metadata.read"]),
+    standard(
+        "elect_leaders",
+        43,
+        &["authz", "metadata.read", "metadata.write"],
+    ),
     standard("incremental_alter_configs", 44, &["authz", "configs.write"]),
     standard(
         "alter_partition_reassignments",

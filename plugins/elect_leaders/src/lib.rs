@@ -6,11 +6,15 @@
 //!   named partition (and, from v1, the response) gets
 //!   CLUSTER_AUTHORIZATION_FAILED. An election type other than 0
 //!   (preferred) or 1 (unclean) is INVALID_REQUEST the same way.
-//! - On a single node every partition is led by its only (and preferred)
-//!   replica, so no election is ever needed: a named partition gets
-//!   ELECTION_NOT_NEEDED, an unknown one UNKNOWN_TOPIC_OR_PARTITION.
-//!   Without a partition list ("all partitions") Kafka leaves out the
-//!   partitions that need no election, so every topic is listed with none.
+//! - The host decides and carries out each election (`metadata`'s
+//!   `elect-leaders`: the controller's rules, the metadata quorum), so a
+//!   module never decides who leads. Per partition: ELECTION_NOT_NEEDED
+//!   (the preferred replica leads; for unclean, it has a leader),
+//!   PREFERRED_LEADER_NOT_AVAILABLE, ELIGIBLE_LEADERS_NOT_AVAILABLE,
+//!   UNKNOWN_TOPIC_OR_PARTITION. On a single node every partition is led
+//!   by its only, preferred, replica: no election is ever needed.
+//! - Without a partition list ("all partitions") Kafka answers only the
+//!   partitions that needed an election, under every topic.
 //! - Error response (a trap or timeout): the error for every named
 //!   partition and, from v1, at the top level, as Kafka's
 //!   `ElectLeadersRequest.getErrorResponse`.
@@ -18,7 +22,6 @@
 use gregor_sdk::authorize::cluster_allowed;
 use gregor_sdk::authz::Operation;
 use gregor_sdk::ids::str_bytes;
-use gregor_sdk::kafka_protocol::messages::elect_leaders_request::TopicPartitions;
 use gregor_sdk::kafka_protocol::messages::elect_leaders_response::{
     PartitionResult, ReplicaElectionResult,
 };
@@ -85,46 +88,48 @@ fn result(partition: i32, error_code: i16, message: Option<&str>) -> PartitionRe
 }
 
 fn elect(request: &ElectLeadersRequest) -> ElectLeadersResponse {
+    let unclean = request.election_type == 1;
     let results = match &request.topic_partitions {
-        // Every topic, leaving out partitions that need no election: all.
-        None => metadata::list_topics()
-            .into_iter()
-            .map(|topic| {
-                ReplicaElectionResult::default()
-                    .with_topic(TopicName(str_bytes(&topic.name)))
-                    .with_partition_result(Vec::new())
+        // Every partition: every topic, with the partitions elected.
+        None => {
+            let elected = metadata::elect_leaders(unclean, None);
+            metadata::list_topics()
+                .into_iter()
+                .map(|topic| {
+                    let partitions = elected
+                        .iter()
+                        .filter(|e| e.topic == topic.name)
+                        .map(election_result)
+                        .collect();
+                    ReplicaElectionResult::default()
+                        .with_topic(TopicName(str_bytes(&topic.name)))
+                        .with_partition_result(partitions)
+                })
+                .collect()
+        }
+        Some(topics) => {
+            let asked: Vec<(String, i32)> = topics
+                .iter()
+                .flat_map(|t| t.partitions.iter().map(|p| (t.topic.to_string(), *p)))
+                .collect();
+            let mut elected = metadata::elect_leaders(unclean, Some(&asked)).into_iter();
+            partitions::answer::<ReplicaElectionResult>(topics, |_, &partition| {
+                match elected.next() {
+                    Some(e) => election_result(&e),
+                    // The host answers every partition asked, in order.
+                    None => result(partition, ResponseError::UnknownServerError.code(), None),
+                }
             })
-            .collect(),
-        Some(topics) => topics.iter().map(elect_named).collect(),
+        }
     };
     ElectLeadersResponse::default().with_replica_election_results(results)
 }
 
-/// A named topic's partitions: none needs an election.
-fn elect_named(topic: &TopicPartitions) -> ReplicaElectionResult {
-    let name = topic.topic.as_str();
-    let info = metadata::topic_by_name(name);
-    let partitions = topic
-        .partitions
-        .iter()
-        .map(|&partition| match &info {
-            None => result(
-                partition,
-                ResponseError::UnknownTopicOrPartition.code(),
-                Some(&format!("No such topic as {name}")),
-            ),
-            Some(info) if !info.partitions.iter().any(|p| p.partition == partition) => result(
-                partition,
-                ResponseError::UnknownTopicOrPartition.code(),
-                Some(&format!("No such partition as {name}-{partition}")),
-            ),
-            Some(_) => {
-                let error = ResponseError::ElectionNotNeeded;
-                result(partition, error.code(), Some(&error.to_string()))
-            }
-        })
-        .collect();
-    ReplicaElectionResult::new(topic, partitions)
+fn election_result(e: &metadata::ElectionResult) -> PartitionResult {
+    match &e.error {
+        None => result(e.partition, 0, None),
+        Some(error) => result(e.partition, error.code, error.message.as_deref()),
+    }
 }
 
 gregor_sdk::export_handler!(ElectLeaders);
@@ -134,8 +139,10 @@ mod tests {
     use super::*;
     use gregor_sdk::authz::Action;
     use gregor_sdk::fake::{self, FakeHost};
-    use gregor_sdk::metadata::TopicInfo;
+    use gregor_sdk::kafka_protocol::messages::elect_leaders_request::TopicPartitions;
+    use gregor_sdk::metadata::{ElectionResult, TopicInfo};
     use gregor_sdk::testing::assert_encodes_for_served_versions;
+    use gregor_sdk::KafkaError;
 
     fn request(topics: Option<Vec<(&str, Vec<i32>)>>) -> ElectLeadersRequest {
         let topics = topics.map(|topics| {
@@ -178,6 +185,72 @@ mod tests {
         fn list_topics(&self) -> Vec<TopicInfo> {
             vec![fake::single_node_topic("t", 1)]
         }
+        /// As a single node's host answers: t-0 needs no election.
+        fn elect_leaders(
+            &self,
+            _unclean: bool,
+            partitions: Option<&[(String, i32)]>,
+        ) -> Vec<ElectionResult> {
+            let error = |code: ResponseError| {
+                Some(KafkaError {
+                    code: code.code(),
+                    message: None,
+                })
+            };
+            partitions
+                .unwrap_or_default()
+                .iter()
+                .map(|(topic, partition)| ElectionResult {
+                    topic: topic.clone(),
+                    partition: *partition,
+                    error: if topic == "t" && *partition == 0 {
+                        error(ResponseError::ElectionNotNeeded)
+                    } else {
+                        error(ResponseError::UnknownTopicOrPartition)
+                    },
+                })
+                .collect()
+        }
+    }
+
+    /// A cluster where t-0 is elected and t-1 has no eligible leader.
+    struct Cluster;
+
+    impl FakeHost for Cluster {
+        fn list_topics(&self) -> Vec<TopicInfo> {
+            vec![fake::single_node_topic("t", 2)]
+        }
+        fn elect_leaders(
+            &self,
+            unclean: bool,
+            partitions: Option<&[(String, i32)]>,
+        ) -> Vec<ElectionResult> {
+            assert!(unclean);
+            assert!(partitions.is_none());
+            vec![ElectionResult {
+                topic: "t".to_string(),
+                partition: 1,
+                error: Some(KafkaError {
+                    code: ResponseError::EligibleLeadersNotAvailable.code(),
+                    message: Some("none".to_string()),
+                }),
+            }]
+        }
+    }
+
+    #[test]
+    fn all_partitions_lists_every_topic_with_the_elections_the_host_made() {
+        let all = ElectLeadersRequest::default().with_election_type(1);
+        let response = fake::handle::<ElectLeaders>(Cluster, 2, &all).response;
+        let topics = response.expect("a response").replica_election_results;
+        assert_eq!(topics.len(), 1);
+        let partitions = &topics[0].partition_result;
+        assert_eq!(partitions.len(), 1);
+        assert_eq!(partitions[0].partition_id, 1);
+        assert_eq!(
+            partitions[0].error_code,
+            ResponseError::EligibleLeadersNotAvailable.code()
+        );
     }
 
     fn codes(response: &ElectLeadersResponse) -> Vec<i16> {

@@ -21,7 +21,7 @@ use crate::bindings::gregor::broker::controller::{
 };
 use crate::bindings::gregor::broker::groups::{GroupOverview, OffsetCommit};
 use crate::bindings::gregor::broker::logging::Level;
-use crate::bindings::gregor::broker::metadata::{Cluster, TopicInfo};
+use crate::bindings::gregor::broker::metadata::{Cluster, ElectionResult, TopicInfo};
 use crate::bindings::gregor::broker::scram_credentials::{Deletion, Upsertion, UserCredentials};
 use crate::bindings::gregor::broker::txn::{TxnGroupMember, TxnOffset, TxnPartitionResult};
 use crate::bindings::gregor::broker::types::{
@@ -59,6 +59,13 @@ pub trait FakeHost {
     }
     fn describe_cluster(&self) -> Cluster {
         unfaked("metadata.describe-cluster")
+    }
+    fn elect_leaders(
+        &self,
+        _unclean: bool,
+        _partitions: Option<&[(String, i32)]>,
+    ) -> Vec<ElectionResult> {
+        unfaked("metadata.elect-leaders")
     }
     fn heartbeat(
         &self,
@@ -272,6 +279,12 @@ pub mod imports {
     }
     pub fn describe_cluster() -> Cluster {
         with_host(|host| host.describe_cluster())
+    }
+    pub fn elect_leaders(
+        unclean: bool,
+        partitions: Option<&[(String, i32)]>,
+    ) -> Vec<ElectionResult> {
+        with_host(|host| host.elect_leaders(unclean, partitions))
     }
     pub fn heartbeat(
         group_id: &str,

@@ -19,6 +19,8 @@
 //!   once the command is applied here, so the topic is visible on this
 //!   broker when the client hears back. A decision made on a stale image
 //!   is refused by the image's guards and comes back as Kafka's error.
+//! - ElectLeaders goes the same way: each partition decided with
+//!   `controller::election` on this node's image and proposed.
 //! - Configs, ACLs, SCRAM credentials, client quotas and delegation
 //!   tokens go the same way through the stores' log seams ([`stores`]),
 //!   the authorizer choice through the plugin runtime's (`crate::authorizer_choice`).
@@ -32,6 +34,7 @@ use std::sync::Arc;
 use tokio::runtime::Handle;
 
 use crate::cluster::command::{Applied, Command, Refusal, Uuid};
+use crate::cluster::controller::election::{self, ElectionType};
 use crate::cluster::controller::topics::{self, TopicRequest};
 use crate::cluster::image::{MetadataImage, TopicImage};
 use crate::cluster::placement::Seed;
@@ -41,7 +44,7 @@ use crate::error_code::ErrorCode;
 use crate::metadata::bounds;
 use crate::metadata::topics::{new_topic_id, NewTopic, TopicError, TopicManager};
 use crate::metadata::view::{
-    ClusterMetadata, ClusterView, Leadership, NodeView, PartitionView, TopicView,
+    ClusterMetadata, ClusterView, Election, Leadership, NodeView, PartitionView, TopicView,
 };
 
 /// Kafka's REQUEST_TIMED_OUT: a proposal whose outcome is unknown.
@@ -289,6 +292,61 @@ impl ClusterMetadata for BrokerMetadata {
         let command =
             topics::create_partitions(&image, name, total, assignments, seed()).map_err(refused)?;
         self.carry_out(&image, command, name, validate_only)
+    }
+
+    fn elect_leaders(&self, unclean: bool, partitions: Option<&[(String, i32)]>) -> Vec<Election> {
+        let election = if unclean {
+            ElectionType::Unclean
+        } else {
+            ElectionType::Preferred
+        };
+        let wanted: Vec<(String, i32)> = match partitions {
+            Some(partitions) => partitions.to_vec(),
+            None => {
+                let image = self.image();
+                image
+                    .topics()
+                    .iter()
+                    .flat_map(|t| t.partitions.keys().map(|index| (t.name.clone(), *index)))
+                    .collect()
+            }
+        };
+        let not_needed = ErrorCode::ElectionNotNeeded.code();
+        wanted
+            .into_iter()
+            .map(|(topic, partition)| {
+                let result = self.elect(&topic, partition, election);
+                Election {
+                    topic,
+                    partition,
+                    result,
+                }
+            })
+            // Every partition: Kafka answers only those that needed one.
+            .filter(|e| {
+                partitions.is_some() || e.result.as_ref().err().is_none_or(|e| e.code != not_needed)
+            })
+            .collect()
+    }
+}
+
+impl BrokerMetadata {
+    /// One partition's election, decided on the image as the previous
+    /// ones left it and proposed (answered once applied here).
+    fn elect(&self, topic: &str, partition: i32, election: ElectionType) -> Result<(), TopicError> {
+        let image = self.image();
+        let registration = image
+            .topic(topic)
+            .and_then(|t| Some((t, t.partition(partition)?)));
+        let Some((topic_image, registration)) = registration else {
+            return Err(TopicError {
+                code: ErrorCode::UnknownTopicOrPartition.code(),
+                message: format!("No such partition as {topic}-{partition}"),
+            });
+        };
+        let change = election::elect(&image, topic_image, partition, registration, election)
+            .map_err(refused)?;
+        self.propose(Command::ChangePartition(change)).map(|_| ())
     }
 }
 

@@ -8,7 +8,9 @@
 //! that is active: a node that becomes active starts every session afresh
 //! (as Kafka's), so no broker is fenced for the silence of a failover. The
 //! fencing clock ([`ActiveController::run_fencing`]) fences, in one atomic
-//! command with the leadership moves, every broker whose session expired.
+//! command with the leadership moves, every broker whose session expired,
+//! and elects a leader for any offline partition that can have one now
+//! (an unclean election enabled since the partition went offline).
 //!
 //! The request path is synchronous (WIT imports are): a proposal blocks
 //! the calling worker with `block_in_place`, as the metadata seam does.
@@ -22,6 +24,7 @@ use tokio::sync::watch;
 use tracing::{info, warn};
 
 use super::brokers::{self, HeartbeatDecision, HeartbeatRequest};
+use super::election;
 use super::heartbeats::Heartbeats;
 use super::topics::{self, AlterPartitionRequest};
 use crate::cluster::command::{Applied, BrokerRegistrationRecord, Command, Endpoint, Refusal};
@@ -317,8 +320,19 @@ impl ActiveController {
         .flatten()
     }
 
+    /// One round of offline elections: the command electing a leader for
+    /// every offline partition that can have one, if this node is active.
+    fn offline_elections(&self) -> Option<Command> {
+        self.with_sessions(|_| ()).ok()?;
+        let image = self.quorum.image();
+        let changes = election::offline_partitions(&image, self.settings.unclean_default);
+        (!changes.is_empty())
+            .then(|| Command::Atomic(changes.into_iter().map(Command::ChangePartition).collect()))
+    }
+
     /// The fencing clock, every `interval` until `stopped` (Kafka's
-    /// periodic `maybeFenceStaleBroker`).
+    /// periodic `maybeFenceStaleBroker`, and its periodic unclean
+    /// election of offline partitions).
     pub async fn run_fencing(
         self: Arc<Self>,
         interval: Duration,
@@ -330,14 +344,22 @@ impl ActiveController {
                 _ = ticks.tick() => {}
                 _ = stopped.changed() => return,
             }
-            let Some(command) = self.expired() else {
-                continue;
-            };
-            let fenced = fenced_ids(&command);
-            match self.quorum.propose(command).await {
-                Ok(Ok(_)) => info!(?fenced, "fenced brokers whose session expired"),
-                Ok(Err(refusal)) => warn!(%refusal, "fencing refused (decided again next round)"),
-                Err(error) => warn!(%error, "fencing not committed"),
+            if let Some(command) = self.expired() {
+                let fenced = fenced_ids(&command);
+                match self.quorum.propose(command).await {
+                    Ok(Ok(_)) => info!(?fenced, "fenced brokers whose session expired"),
+                    Ok(Err(refusal)) => {
+                        warn!(%refusal, "fencing refused (decided again next round)");
+                    }
+                    Err(error) => warn!(%error, "fencing not committed"),
+                }
+            }
+            if let Some(command) = self.offline_elections() {
+                match self.quorum.propose(command).await {
+                    Ok(Ok(_)) => info!("elected leaders of offline partitions"),
+                    Ok(Err(refusal)) => warn!(%refusal, "offline election refused (next round)"),
+                    Err(error) => warn!(%error, "offline election not committed"),
+                }
             }
         }
     }

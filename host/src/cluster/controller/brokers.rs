@@ -76,7 +76,8 @@ pub struct HeartbeatDecision {
 /// BrokerHeartbeat: renews the broker's session and moves it through
 /// Kafka's states (fenced → unfenced once caught up; unfenced → fenced on
 /// request; → controlled shutdown, which moves its leaderships away, and
-/// shuts down once it leads nothing).
+/// shuts down once it leads nothing and every other active broker has
+/// applied the change, so the new leaders lead before the old one goes).
 pub fn heartbeat(
     image: &MetadataImage,
     heartbeats: &mut Heartbeats,
@@ -88,6 +89,7 @@ pub fn heartbeat(
         .cluster()
         .current(request.broker_id, request.broker_epoch)?;
     heartbeats.touch(broker.id, broker.epoch, now);
+    heartbeats.applied(broker.id, broker.epoch, request.current_metadata_offset);
     // Caught up once it has applied its own registration (whose index is
     // its epoch), as Kafka compares with the registration record's offset.
     let is_caught_up = request.current_metadata_offset >= broker.epoch;
@@ -106,7 +108,10 @@ pub fn heartbeat(
             decision.is_fenced = false;
         }
     } else if broker.in_controlled_shutdown {
-        decision.should_shut_down = leads_nothing;
+        let applied = i64::try_from(image.last_applied()).unwrap_or(i64::MAX);
+        let since = heartbeats.shutdown_offset(broker.id, broker.epoch, applied);
+        decision.should_shut_down =
+            leads_nothing && heartbeats.lowest_active_offset(image, broker.id) >= since;
     } else if request.want_fence || request.want_shutdown {
         // Fencing wins over a controlled shutdown asked for in the same beat.
         let departure = if request.want_fence {

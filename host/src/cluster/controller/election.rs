@@ -14,12 +14,19 @@
 //!   whatever the old ISR had that it lacks is lost, as the operator chose.
 //! - A broker returning (unfenced) may lead the offline partitions whose
 //!   ISR holds it (or, unclean, any it is a replica of).
+//! - An offline partition is looked at again periodically (Kafka's
+//!   controller does the same for unclean elections), so that enabling
+//!   `unclean.leader.election.enable` on its topic brings it back.
+//! - ElectLeaders (KIP-460): PREFERRED moves leadership to the first
+//!   replica when it is active and in the ISR; UNCLEAN elects a leader of
+//!   an offline partition as if unclean election were enabled.
 //!
 //! Every change names a leader only when it changes (naming one bumps the
 //! leader epoch), and is decided on the partition epoch it read.
 
-use crate::cluster::command::{LeaderRecoveryState, PartitionChangeRecord, NO_LEADER};
+use crate::cluster::command::{LeaderRecoveryState, PartitionChangeRecord, Refusal, NO_LEADER};
 use crate::cluster::image::{MetadataImage, PartitionRegistration, TopicImage};
+use crate::error_code::ErrorCode;
 
 /// The change to `partition` when `leaving` leaves it (None: none needed).
 pub fn without_broker(
@@ -68,6 +75,92 @@ pub fn with_returning_broker(
     let acceptable = |id: i32| id == returning || image.cluster().is_active(id);
     let isr = partition.isr.clone();
     change(topic, index, partition, isr, false, &acceptable, unclean)
+}
+
+/// The elections of every offline partition that can have a leader now:
+/// a clean one where an ISR member is active, else an unclean one where
+/// the topic allows it.
+pub fn offline_partitions(
+    image: &MetadataImage,
+    unclean_default: bool,
+) -> Vec<PartitionChangeRecord> {
+    let active = |id: i32| image.cluster().is_active(id);
+    let mut changes = Vec::new();
+    for topic in image.topics().iter() {
+        let unclean = image.unclean_election_enabled(&topic.name, unclean_default);
+        for (index, partition) in &topic.partitions {
+            if partition.has_leader() {
+                continue;
+            }
+            let isr = partition.isr.clone();
+            changes.extend(change(
+                topic, *index, partition, isr, false, &active, unclean,
+            ));
+        }
+    }
+    changes
+}
+
+/// Kafka's election types (ElectLeadersRequest's `election_type`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ElectionType {
+    Preferred,
+    Unclean,
+}
+
+/// ElectLeaders for one partition (Kafka's
+/// `ReplicationControlManager.electLeader`): the change, or
+/// ELECTION_NOT_NEEDED (the preferred replica leads already; for
+/// UNCLEAN, the partition has a leader), PREFERRED_LEADER_NOT_AVAILABLE
+/// (the first replica is not an active ISR member) or
+/// ELIGIBLE_LEADERS_NOT_AVAILABLE (no active replica at all).
+pub fn elect(
+    image: &MetadataImage,
+    topic: &TopicImage,
+    index: i32,
+    partition: &PartitionRegistration,
+    election: ElectionType,
+) -> Result<PartitionChangeRecord, Refusal> {
+    let name = format!("{}-{index}", topic.name);
+    let active = |id: i32| image.cluster().is_active(id);
+    match election {
+        ElectionType::Preferred => {
+            let preferred = partition.replicas.first().copied().unwrap_or(NO_LEADER);
+            if partition.leader == preferred {
+                return Err(Refusal::new(
+                    ErrorCode::ElectionNotNeeded,
+                    format!("The preferred replica {preferred} already leads {name}."),
+                ));
+            }
+            if !partition.isr.contains(&preferred) || !active(preferred) {
+                return Err(Refusal::new(
+                    ErrorCode::PreferredLeaderNotAvailable,
+                    format!(
+                        "The preferred replica {preferred} of {name} is not an active in-sync \
+                         replica."
+                    ),
+                ));
+            }
+            let mut record = PartitionChangeRecord::new(topic.id, index, partition.partition_epoch);
+            record.leader = Some(preferred);
+            Ok(record)
+        }
+        ElectionType::Unclean => {
+            if partition.has_leader() {
+                return Err(Refusal::new(
+                    ErrorCode::ElectionNotNeeded,
+                    format!("{name} has a leader ({}).", partition.leader),
+                ));
+            }
+            let isr = partition.isr.clone();
+            change(topic, index, partition, isr, false, &active, true).ok_or_else(|| {
+                Refusal::new(
+                    ErrorCode::EligibleLeadersNotAvailable,
+                    format!("No replica of {name} is active."),
+                )
+            })
+        }
+    }
 }
 
 /// The record turning `partition` into one with `isr` and, unless the

@@ -2,10 +2,11 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use super::brokers::{self, HeartbeatDecision, HeartbeatRequest};
+use super::election;
 use super::heartbeats::Heartbeats;
 use super::topics::{self, AlterPartitionRequest, TopicRequest};
 use crate::cluster::command::{
-    Applied, Command, ConfigResource, LeaderRecoveryState, Uuid, NO_LEADER,
+    Applied, Command, ConfigResource, LeaderRecoveryState, PartitionChangeRecord, Uuid, NO_LEADER,
 };
 use crate::cluster::image::PartitionRegistration;
 use crate::cluster::placement::Seed;
@@ -281,8 +282,19 @@ fn controlled_shutdown_moves_leadership_away_first() {
     assert_eq!(state(&log, "t", 1), (2, vec![2], 0, 1));
     let broker = log.image.cluster().broker(1).unwrap();
     assert!(broker.in_controlled_shutdown && !broker.fenced);
+    // Broker 2 has not applied the change yet: 1 waits.
+    let behind = log.image.last_applied() as i64 - 1;
+    let two = heartbeat(2, log.epoch(2), behind);
+    brokers::heartbeat(&log.image, &mut heartbeats, two, now, false).unwrap();
     let decision = brokers::heartbeat(&log.image, &mut heartbeats, shutdown, now, false).unwrap();
     assert_eq!(decision.command, None);
+    assert!(
+        !decision.should_shut_down,
+        "broker 2 does not know it leads"
+    );
+    let two = heartbeat(2, log.epoch(2), log.image.last_applied() as i64);
+    brokers::heartbeat(&log.image, &mut heartbeats, two, now, false).unwrap();
+    let decision = brokers::heartbeat(&log.image, &mut heartbeats, shutdown, now, false).unwrap();
     assert!(decision.should_shut_down);
 }
 
@@ -504,4 +516,86 @@ fn alter_partition_follows_kafkas_checks() {
         r.new_isr = vec![1, 2, 3];
     });
     assert_eq!(code(&log, expand), ErrorCode::IneligibleReplica);
+}
+
+#[test]
+fn an_offline_partition_is_elected_once_its_topic_allows_unclean() {
+    let mut log = Log::with_brokers(2);
+    let id = log.topic("t", &[&[1, 2]]);
+    log.shrink_isr(id, vec![1]);
+    let command = brokers::unregister(&log.image, 1, false).unwrap();
+    log.ok(&command);
+    assert_eq!(state(&log, "t", 0).0, NO_LEADER);
+    assert_eq!(election::offline_partitions(&log.image, false), vec![]);
+    log.ok(&Command::AlterConfigs {
+        resource: ConfigResource::Topic("t".into()),
+        changes: vec![("unclean.leader.election.enable".into(), Some("true".into()))],
+        replace: false,
+    });
+    let changes = election::offline_partitions(&log.image, false);
+    assert_eq!(changes.len(), 1);
+    log.ok(&Command::ChangePartition(changes[0].clone()));
+    let p = partition(&log, "t", 0);
+    assert_eq!((p.leader, p.isr.clone()), (2, vec![2]));
+    assert_eq!(p.leader_recovery_state, LeaderRecoveryState::Recovering);
+    assert_eq!(election::offline_partitions(&log.image, false), vec![]);
+}
+
+#[test]
+fn elect_leaders_follows_kafkas_rules() {
+    use super::election::ElectionType::{Preferred, Unclean};
+    let elect = |log: &Log, election| {
+        let topic = log.image.topic("t").unwrap();
+        let p = topic.partition(0).unwrap();
+        election::elect(&log.image, topic, 0, p, election)
+    };
+    let mut log = Log::with_brokers(3);
+    let id = log.topic("t", &[&[1, 2, 3]]);
+    let refused = |r: Result<_, crate::cluster::command::Refusal>| r.unwrap_err().code;
+    assert_eq!(
+        refused(elect(&log, Preferred)),
+        ErrorCode::ElectionNotNeeded
+    );
+    assert_eq!(refused(elect(&log, Unclean)), ErrorCode::ElectionNotNeeded);
+
+    // 1 fails over to 2, then comes back but is not in the ISR yet.
+    let mut heartbeats = Heartbeats::new();
+    let t0 = Instant::now();
+    heartbeats.expired(&log.image, t0, TIMEOUT);
+    heartbeats.touch(2, log.epoch(2), t0 + TIMEOUT);
+    heartbeats.touch(3, log.epoch(3), t0 + TIMEOUT);
+    let fence =
+        brokers::fence_expired(&log.image, &mut heartbeats, t0 + TIMEOUT, TIMEOUT, false).unwrap();
+    log.ok(&fence);
+    assert_eq!(state(&log, "t", 0), (2, vec![2, 3], 1, 1));
+    assert_eq!(
+        refused(elect(&log, Preferred)),
+        ErrorCode::PreferredLeaderNotAvailable
+    );
+    log.ok(&Command::UnfenceBroker {
+        broker_id: 1,
+        epoch: log.epoch(1),
+    });
+    assert_eq!(
+        refused(elect(&log, Preferred)),
+        ErrorCode::PreferredLeaderNotAvailable,
+        "not in the ISR"
+    );
+    log.ok(&Command::ChangePartition(PartitionChangeRecord {
+        isr: Some(vec![2, 3, 1]),
+        ..PartitionChangeRecord::new(id, 0, 1)
+    }));
+    let change = elect(&log, Preferred).unwrap();
+    log.ok(&Command::ChangePartition(change));
+    assert_eq!(state(&log, "t", 0), (1, vec![2, 3, 1], 2, 3));
+
+    // Every replica fenced: nothing is eligible, unclean or not.
+    for broker in [1, 2, 3] {
+        let command = brokers::unregister(&log.image, broker, false).unwrap();
+        log.ok(&command);
+    }
+    assert_eq!(
+        refused(elect(&log, Unclean)),
+        ErrorCode::EligibleLeadersNotAvailable
+    );
 }

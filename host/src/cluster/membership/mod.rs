@@ -14,6 +14,13 @@
 //! `initial.broker.registration.timeout.ms` has passed; until then it is
 //! retried, since it is also what a broker restarted before its old
 //! session expired hears.
+//!
+//! Controlled shutdown (KIP-631, Kafka's `beginControlledShutdown`): once
+//! asked ([`ControlledShutdown`]), every heartbeat says `want_shut_down`
+//! and they come faster; the controller moves this broker's leaderships
+//! to other ISR members and takes it out of the ISRs, and answers
+//! `should_shut_down` once it leads nothing, which the server waits for
+//! (bounded) before it stops.
 
 pub mod forward;
 pub mod producer_ids;
@@ -75,6 +82,40 @@ pub async fn await_leader(
     }
 }
 
+/// How often a broker in controlled shutdown heartbeats (at most; the
+/// configured interval if shorter): its leaderships move and it learns it
+/// may stop within a beat or two.
+const SHUTDOWN_BEAT: Duration = Duration::from_millis(100);
+
+/// The server's side of a controlled shutdown: it asks, the membership
+/// heartbeats say so, and `allowed` turns true once the controller
+/// answers `should_shut_down`.
+#[derive(Clone)]
+pub struct ControlledShutdown {
+    want: Arc<watch::Sender<bool>>,
+    allowed: Arc<watch::Sender<bool>>,
+}
+
+impl Default for ControlledShutdown {
+    fn default() -> Self {
+        Self {
+            want: Arc::new(watch::Sender::new(false)),
+            allowed: Arc::new(watch::Sender::new(false)),
+        }
+    }
+}
+
+impl ControlledShutdown {
+    /// Asks for a controlled shutdown and waits until the controller
+    /// allows it, up to `timeout`: whether it did.
+    pub async fn request(&self, timeout: Duration) -> bool {
+        self.want.send_replace(true);
+        let mut allowed = self.allowed.subscribe();
+        let waited = tokio::time::timeout(timeout, allowed.wait_for(|allowed| *allowed)).await;
+        matches!(waited, Ok(Ok(_)))
+    }
+}
+
 /// What a broker's membership runs with.
 pub struct Member {
     pub record: BrokerRegistrationRecord,
@@ -85,6 +126,7 @@ pub struct Member {
     /// The current broker epoch, -1 until registered (the producer-id
     /// source asks for blocks with it).
     pub epoch: Arc<AtomicI64>,
+    pub shutdown: ControlledShutdown,
 }
 
 /// Kafka's error codes the broker acts on.
@@ -114,11 +156,18 @@ pub async fn run(
     };
     let mut fenced = true;
     let mut ticks = tokio::time::interval(member.interval);
+    let mut want = member.shutdown.want.subscribe();
+    let shutdown_beat = member.interval.min(SHUTDOWN_BEAT);
     loop {
+        let shutting_down = *want.borrow_and_update();
         tokio::select! {
-            _ = ticks.tick() => {}
+            _ = ticks.tick(), if !shutting_down => {}
+            () = tokio::time::sleep(shutdown_beat), if shutting_down => {}
+            // Asked to shut down: the first such heartbeat goes at once.
+            Ok(()) = want.changed(), if !shutting_down => {}
             _ = stopped.changed() => return,
         }
+        let shutting_down = *want.borrow();
         let image = quorum.image();
         if let Err(error) = check_duplicate(&image, &member.record, epoch) {
             let _ = fatal.send(error).await;
@@ -127,7 +176,8 @@ pub async fn run(
         let request = BrokerHeartbeatRequest::default()
             .with_broker_id(BrokerId(id))
             .with_broker_epoch(epoch)
-            .with_current_metadata_offset(i64::try_from(image.last_applied()).unwrap_or(i64::MAX));
+            .with_current_metadata_offset(i64::try_from(image.last_applied()).unwrap_or(i64::MAX))
+            .with_want_shut_down(shutting_down);
         let response = match channel.send(&request, 0).await {
             Ok(response) => response,
             Err(error) => {
@@ -145,6 +195,15 @@ pub async fn run(
                     );
                 }
                 fenced = response.is_fenced;
+                if shutting_down && response.should_shut_down {
+                    let was = member.shutdown.allowed.send_replace(true);
+                    if !was {
+                        info!(
+                            broker = id,
+                            "the controller moved every leadership away: shutdown allowed"
+                        );
+                    }
+                }
             }
             NOT_CONTROLLER => channel.reset(),
             STALE_BROKER_EPOCH | NOT_REGISTERED => {

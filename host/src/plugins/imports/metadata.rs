@@ -12,7 +12,8 @@ use crate::metadata::topic_config::BrokerView;
 use crate::metadata::topics::{NewTopic as CreateRequest, TopicError};
 use crate::metadata::view::TopicView;
 use crate::plugins::bindings::handler::gregor::broker::metadata::{
-    self, Broker as BrokerNode, Cluster, ConfigEntry, NewTopic, PartitionInfo, TopicInfo,
+    self, Broker as BrokerNode, Cluster, ConfigEntry, ElectionResult, NewTopic, PartitionInfo,
+    TopicInfo,
 };
 use crate::plugins::bindings::handler::gregor::broker::types::{ApiInfo, KafkaError, Uuid};
 use crate::plugins::exposure::served_apis;
@@ -155,6 +156,27 @@ impl metadata::Host for HandlerState {
         );
         self.clock.add_host_wait(started.elapsed());
         created.map(topic_info).map_err(kafka_error)
+    }
+
+    fn elect_leaders(
+        &mut self,
+        unclean: bool,
+        partitions: Option<Vec<(String, i32)>>,
+    ) -> Vec<ElectionResult> {
+        let started = Instant::now();
+        let elections = self
+            .services
+            .metadata()
+            .elect_leaders(unclean, partitions.as_deref());
+        self.clock.add_host_wait(started.elapsed());
+        elections
+            .into_iter()
+            .map(|e| ElectionResult {
+                topic: e.topic,
+                partition: e.partition,
+                error: e.result.err().map(kafka_error),
+            })
+            .collect()
     }
 
     /// The effective value: dynamic (AlterConfigs) before static.

@@ -1,6 +1,7 @@
 //! The metadata image as the leader's [`PartitionSource`]: leader, epochs
 //! and ISR from the replicated image, `min.insync.replicas` from the
-//! topic's effective configs (the topic override, else the broker's).
+//! topic's effective configs (the topic override, else the broker's),
+//! which brokers may join an ISR from their registrations.
 
 use std::sync::Arc;
 
@@ -63,5 +64,9 @@ impl PartitionSource for ImagePartitions {
                     .and_then(|config| config.value.parse().ok())
             })
             .unwrap_or(1)
+    }
+
+    fn may_join_isr(&self, id: i32) -> bool {
+        self.quorum.image().cluster().is_active(id)
     }
 }

@@ -23,6 +23,8 @@
 //! every watermark or ISR change bumps.
 
 use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -32,6 +34,7 @@ use super::isr::{self, Follower};
 use crate::error_code::ErrorCode;
 use crate::log::{LogStore, TopicPartition};
 use crate::purgatory::FetchPurgatory;
+use crate::replica::{FollowerFetch, PartitionReplication};
 use crate::sync::lock;
 
 /// Kafka's `replica.lag.time.max.ms` default.
@@ -60,6 +63,10 @@ pub trait PartitionSource: Send + Sync {
     fn led_by(&self, node: i32) -> Vec<(TopicPartition, PartitionInfo)>;
     /// The topic's `min.insync.replicas`.
     fn min_insync_replicas(&self, topic: &str) -> usize;
+    /// Whether broker `id` may join an ISR (Kafka's
+    /// `isReplicaIsrEligible`: registered, not fenced, not in controlled
+    /// shutdown); the controller would refuse it with INELIGIBLE_REPLICA.
+    fn may_join_isr(&self, id: i32) -> bool;
 }
 
 /// An ISR change for the controller (one AlterPartition partition).
@@ -70,12 +77,6 @@ pub struct IsrChange {
     pub leader_epoch: i32,
     pub partition_epoch: i32,
     pub new_isr: Vec<i32>,
-}
-
-/// What a follower's fetch learns from the leader.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct FollowerFetch {
-    pub high_watermark: i64,
 }
 
 struct LeaderState {
@@ -332,7 +333,8 @@ impl LeaderReplication {
         follower.fetched(fetch_offset.min(log_end), log_end, now);
         let follower_end = follower.log_end_offset;
         let joins = !guard.isr.contains(&replica)
-            && isr::may_join(follower_end, guard.high_watermark, guard.epoch_start_offset);
+            && isr::may_join(follower_end, guard.high_watermark, guard.epoch_start_offset)
+            && self.source.may_join_isr(replica);
         if joins && self.may_send(&guard, now) {
             let mut new_isr = guard.isr.clone();
             new_isr.push(replica);
@@ -489,6 +491,55 @@ impl LeaderReplication {
                 tracing::error!("the ISR check panicked");
             }
         }
+    }
+}
+
+/// The ReplicaManager's view of the leader side (the inherent methods
+/// above).
+impl PartitionReplication for LeaderReplication {
+    fn seed_high_watermark(&self, tp: &TopicPartition, high_watermark: i64) {
+        LeaderReplication::seed_high_watermark(self, tp, high_watermark);
+    }
+
+    fn high_watermark(&self, tp: &TopicPartition) -> Option<i64> {
+        LeaderReplication::high_watermark(self, tp)
+    }
+
+    fn isr_size(&self, tp: &TopicPartition) -> Option<usize> {
+        LeaderReplication::isr_size(self, tp)
+    }
+
+    fn min_insync_replicas(&self, topic: &str) -> usize {
+        LeaderReplication::min_insync_replicas(self, topic)
+    }
+
+    fn leader_epoch(&self, tp: &TopicPartition) -> Option<i32> {
+        LeaderReplication::leader_epoch(self, tp)
+    }
+
+    fn follower_fetched(
+        &self,
+        tp: &TopicPartition,
+        replica: i32,
+        fetch_offset: i64,
+    ) -> Result<FollowerFetch, ErrorCode> {
+        LeaderReplication::follower_fetched(self, tp, replica, fetch_offset)
+    }
+
+    fn must_wait(&self, tp: &TopicPartition, required: i64) -> bool {
+        LeaderReplication::must_wait(self, tp, required)
+    }
+
+    fn await_replicated<'a>(
+        &'a self,
+        tp: &'a TopicPartition,
+        required: i64,
+        min_isr: usize,
+        timeout: Duration,
+    ) -> Pin<Box<dyn Future<Output = ErrorCode> + Send + 'a>> {
+        Box::pin(LeaderReplication::await_replicated(
+            self, tp, required, min_isr, timeout,
+        ))
     }
 }
 

@@ -22,6 +22,9 @@ impl PartitionSource for Image {
     fn min_insync_replicas(&self, _: &str) -> usize {
         self.1
     }
+    fn may_join_isr(&self, _: i32) -> bool {
+        true
+    }
 }
 
 fn tp() -> TopicPartition {

@@ -1,0 +1,217 @@
+//! The ISR over the wire (issue 14): three combined-mode nodes.
+//!
+//! - A follower that stops fetching (SIGSTOP) leaves the ISR once
+//!   `replica.lag.time.max.ms` passes while the leader takes writes, with
+//!   its broker still registered and unfenced (a long session timeout:
+//!   the shrink is the leader's doing, not fencing); Metadata and
+//!   DescribeTopicPartitions show it. After SIGCONT it catches up and
+//!   the leader adds it back.
+//! - A partition whose only in-sync replica is a dead leader stays
+//!   offline (LEADER_NOT_AVAILABLE, no leader) while
+//!   `unclean.leader.election.enable` is false, though an out-of-sync
+//!   replica is alive; set on the topic with IncrementalAlterConfigs, the
+//!   controller elects that replica, and what only the old leader had is
+//!   gone, as the operator chose (all but, possibly, the first record of
+//!   the tail, answered into the paused follower's socket before it
+//!   stopped).
+
+use std::time::Duration;
+
+use kafka_protocol::messages::describe_topic_partitions_request::TopicRequest;
+use kafka_protocol::messages::incremental_alter_configs_request::{
+    AlterConfigsResource, AlterableConfig,
+};
+use kafka_protocol::messages::{
+    DescribeTopicPartitionsRequest, IncrementalAlterConfigsRequest, TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::producer::{FutureProducer, FutureRecord};
+
+use gregor_tests::cluster::{self, broker_ids, call, metadata, Cluster};
+use gregor_tests::replicated::{
+    await_view, consume, create_on, durable_producer, partition_view, values,
+};
+use gregor_tests::wait_for;
+
+/// Kafka's LEADER_NOT_AVAILABLE.
+const LEADER_NOT_AVAILABLE: i16 = 5;
+
+fn acks_one(bootstrap: &str) -> FutureProducer {
+    ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("broker.address.family", "v4")
+        .set("acks", "1")
+        .set("enable.idempotence", "false")
+        .set("linger.ms", "5")
+        .set("message.timeout.ms", "30000")
+        .create()
+        .expect("create a producer")
+}
+
+async fn send(producer: &FutureProducer, topic: &str, values: &[String]) {
+    for value in values {
+        let record = FutureRecord::<str, str>::to(topic)
+            .payload(value)
+            .partition(0);
+        if let Err((error, _)) = producer.send(record, Duration::from_secs(30)).await {
+            panic!("delivering {value:?}: {error}");
+        }
+    }
+}
+
+/// Partition 0's ISR as node `via` answers DescribeTopicPartitions.
+fn described_isr(cluster: &Cluster, via: i32, topic: &str) -> Option<Vec<i32>> {
+    let request = DescribeTopicPartitionsRequest::default()
+        .with_topics(vec![
+            TopicRequest::default().with_name(TopicName(StrBytes::from_string(topic.to_string())))
+        ])
+        .with_response_partition_limit(10);
+    let response = call(cluster.node(via).addr(), &request, 0)?;
+    let partition = response.topics.first()?.partitions.first()?;
+    let mut isr: Vec<i32> = partition.isr_nodes.iter().map(|id| id.0).collect();
+    isr.sort_unstable();
+    Some(isr)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_follower_leaves_the_isr_and_rejoins_once_caught_up() {
+    // Sessions far longer than the lag time: node 3 is never fenced here.
+    let cluster = cluster::cluster(3)
+        .timing(500, 60_000, 8_000)
+        .set("replica.lag.time.max.ms", "2000")
+        .set("replica.fetch.wait.max.ms", "200")
+        .start();
+    cluster.await_formed(&[1, 2, 3]);
+    let topic = "lagging";
+    create_on(&cluster, topic, &[1, 2, 3], &[]);
+    await_view(&cluster, 1, topic, "has the ISR [1, 2, 3]", |v| {
+        v.leader == 1 && v.isr == [1, 2, 3]
+    });
+
+    cluster.node(3).pause();
+    let producer = acks_one(&cluster.node(1).bootstrap());
+    send(&producer, topic, &values("while-3-sleeps", 50)).await;
+    let view = await_view(&cluster, 2, topic, "has the ISR [1, 2]", |v| {
+        v.isr == [1, 2]
+    });
+    assert_eq!(view.leader, 1);
+    let brokers = broker_ids(&metadata(cluster.node(1).addr()).expect("metadata"));
+    assert_eq!(brokers, [1, 2, 3], "node 3 was fenced, not shrunk out");
+    assert_eq!(described_isr(&cluster, 1, topic), Some(vec![1, 2]));
+
+    cluster.node(3).resume();
+    send(&producer, topic, &values("after", 10)).await;
+    await_view(&cluster, 2, topic, "has the ISR [1, 2, 3] again", |v| {
+        v.isr == [1, 2, 3]
+    });
+    wait_for(
+        "DescribeTopicPartitions to show node 3 back",
+        Duration::from_secs(10),
+        || (described_isr(&cluster, 1, topic)? == [1, 2, 3]).then_some(()),
+    );
+    assert!(
+        cluster
+            .node(1)
+            .log_text()
+            .contains("followers out of sync leave the ISR"),
+        "the leader never shrank the ISR"
+    );
+}
+
+/// Sets `unclean.leader.election.enable` on `topic` through node `via`.
+fn enable_unclean(cluster: &Cluster, via: i32, topic: &str) {
+    let request = IncrementalAlterConfigsRequest::default().with_resources(vec![
+        AlterConfigsResource::default()
+            .with_resource_type(2)
+            .with_resource_name(StrBytes::from_string(topic.to_string()))
+            .with_configs(vec![AlterableConfig::default()
+                .with_name(StrBytes::from_static_str("unclean.leader.election.enable"))
+                .with_config_operation(0)
+                .with_value(Some(StrBytes::from_static_str("true")))]),
+    ]);
+    let response =
+        call(cluster.node(via).addr(), &request, 1).expect("an IncrementalAlterConfigs answer");
+    assert_eq!(response.responses[0].error_code, 0, "{response:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_out_of_sync_replica_leads_only_when_unclean_election_is_enabled() {
+    let mut cluster = cluster::cluster(3)
+        .set("replica.lag.time.max.ms", "2000")
+        .set("replica.fetch.wait.max.ms", "200")
+        .start();
+    cluster.await_formed(&[1, 2, 3]);
+    // Two replicas; node 3 (no replica) keeps the metadata quorum a
+    // majority while one of them is down.
+    let topic = "fragile";
+    create_on(&cluster, topic, &[1, 2], &[]);
+    await_view(&cluster, 1, topic, "has the ISR [1, 2]", |v| {
+        v.leader == 1 && v.isr == [1, 2]
+    });
+    let shared = values("shared", 50);
+    send(
+        &durable_producer(&cluster.node(1).bootstrap()),
+        topic,
+        &shared,
+    )
+    .await;
+
+    // Node 2 goes silent; the ISR shrinks to the leader, which takes a
+    // tail node 2 never sees.
+    cluster.node(2).pause();
+    let tail = values("only-on-1", 20);
+    send(&acks_one(&cluster.node(1).bootstrap()), topic, &tail).await;
+    await_view(&cluster, 3, topic, "has the ISR [1]", |v| v.isr == [1]);
+
+    // The leader dies and node 2 returns, out of sync: no clean leader.
+    cluster.node_mut(1).kill();
+    cluster.node(2).resume();
+    let offline = await_view(&cluster, 3, topic, "offline", |v| v.leader == -1);
+    assert_eq!(offline.error_code, LEADER_NOT_AVAILABLE);
+    assert_eq!(offline.isr, [1], "the last in-sync replica stays recorded");
+    wait_for("node 2 to be live again", Duration::from_secs(30), || {
+        let md = metadata(cluster.node(3).addr())?;
+        broker_ids(&md).contains(&2).then_some(())
+    });
+    // Still offline a while after node 2 is back.
+    std::thread::sleep(Duration::from_secs(3));
+    let still = partition_view(&cluster, 2, topic).expect("metadata from node 2");
+    assert_eq!(
+        still.leader, -1,
+        "an out-of-sync replica was elected: {still:?}"
+    );
+
+    // Allowed now: node 2 leads, without the tail.
+    enable_unclean(&cluster, 3, topic);
+    let view = await_view(&cluster, 3, topic, "led by node 2", |v| v.leader == 2);
+    assert_eq!(view.isr, [2]);
+    let bootstrap = format!(
+        "{},{}",
+        cluster.node(2).bootstrap(),
+        cluster.node(3).bootstrap()
+    );
+    let after = values("after", 10);
+    send(&durable_producer(&bootstrap), topic, &after).await;
+    // Node 2 may hold the first tail record (a fetch answered into its
+    // socket just before SIGSTOP, read after SIGCONT), never the rest.
+    let watermarks: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", &bootstrap)
+        .set("broker.address.family", "v4")
+        .create()
+        .expect("create a consumer");
+    let (_, high) = watermarks
+        .fetch_watermarks(topic, 0, Duration::from_secs(10))
+        .expect("the watermarks");
+    let read = consume(&bootstrap, topic, usize::try_from(high).expect("a watermark"));
+    let kept = read.len() - shared.len() - after.len();
+    assert!(kept < tail.len(), "the whole tail survived: {read:?}");
+    let expected: Vec<String> = shared
+        .iter()
+        .chain(&tail[..kept])
+        .chain(&after)
+        .cloned()
+        .collect();
+    assert_eq!(read, expected);
+}
