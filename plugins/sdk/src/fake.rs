@@ -21,7 +21,7 @@ use crate::bindings::gregor::broker::controller::{
 };
 use crate::bindings::gregor::broker::groups::{GroupOverview, OffsetCommit};
 use crate::bindings::gregor::broker::logging::Level;
-use crate::bindings::gregor::broker::metadata::{Cluster, TopicInfo};
+use crate::bindings::gregor::broker::metadata::{Cluster, NewTopic, TopicInfo};
 use crate::bindings::gregor::broker::scram_credentials::{Deletion, Upsertion, UserCredentials};
 use crate::bindings::gregor::broker::txn::{TxnGroupMember, TxnOffset, TxnPartitionResult};
 use crate::bindings::gregor::broker::types::{
@@ -59,6 +59,17 @@ pub trait FakeHost {
     }
     fn describe_cluster(&self) -> Cluster {
         unfaked("metadata.describe-cluster")
+    }
+    /// No broker config is set.
+    fn broker_config(&self, _name: &str) -> Option<String> {
+        None
+    }
+    fn create_topic(
+        &self,
+        _topic: &NewTopic,
+        _validate_only: bool,
+    ) -> Result<TopicInfo, KafkaError> {
+        unfaked("metadata.create-topic")
     }
     fn heartbeat(
         &self,
@@ -272,6 +283,12 @@ pub mod imports {
     }
     pub fn describe_cluster() -> Cluster {
         with_host(|host| host.describe_cluster())
+    }
+    pub fn broker_config(name: &str) -> Option<String> {
+        with_host(|host| host.broker_config(name))
+    }
+    pub fn create_topic(topic: &NewTopic, validate_only: bool) -> Result<TopicInfo, KafkaError> {
+        with_host(|host| host.create_topic(topic, validate_only))
     }
     pub fn heartbeat(
         group_id: &str,

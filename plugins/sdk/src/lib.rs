@@ -72,7 +72,9 @@ pub mod authz {
 pub mod metadata {
     pub use crate::bindings::gregor::broker::metadata::*;
     #[cfg(not(target_arch = "wasm32"))]
-    pub use crate::fake::imports::{describe_cluster, list_topics, topic_by_id, topic_by_name};
+    pub use crate::fake::imports::{
+        broker_config, create_topic, describe_cluster, list_topics, topic_by_id, topic_by_name,
+    };
 }
 
 /// The active controller (the controller's request APIs ask it; it
