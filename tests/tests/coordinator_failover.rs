@@ -68,12 +68,15 @@ fn produce(bootstrap: &str) {
         .create()
         .expect("create a producer");
     let runtime = tokio::runtime::Runtime::new().expect("a runtime");
+    let records: Vec<(String, String)> = (0..RECORDS)
+        .map(|i| (i.to_string(), format!("r-{i:04}")))
+        .collect();
     runtime.block_on(async {
         let mut pending = Vec::new();
-        for i in 0..RECORDS {
-            let value = format!("r-{i:04}");
-            let key = i.to_string();
-            let record = FutureRecord::to(TOPIC).payload(&value).key(&key);
+        for (key, value) in &records {
+            let record = FutureRecord::to(TOPIC)
+                .payload(value.as_str())
+                .key(key.as_str());
             pending.push(producer.send(record, Duration::from_secs(30)));
         }
         for delivery in pending {
@@ -252,6 +255,7 @@ fn a_group_survives_the_sigkill_of_its_coordinator() {
     let survivor = if killed == 1 { 2 } else { 1 };
     let moved = coordinator(&cluster, survivor, Some(killed));
     assert_ne!(moved, killed);
+    eprintln!("coordinator {killed} killed; {moved} coordinates {GROUP} now");
     if let Some(batch) = in_flight {
         processed.commit(&first, batch);
     }
@@ -290,6 +294,12 @@ fn a_group_survives_the_sigkill_of_its_coordinator() {
     }
     drop(second);
 
+    eprintln!(
+        "{} deliveries of {RECORDS} records in {} batches, {} not committed",
+        processed.deliveries.len(),
+        processed.batches.len(),
+        processed.batches.iter().filter(|b| !b.committed).count()
+    );
     assert_eq!(processed.distinct(), RECORDS, "every record processed");
     assert_eq!(
         processed.redelivered_after_commit(),

@@ -17,8 +17,6 @@
 //! write's errors mapped as Kafka's GroupMetadataManager maps them.
 
 use std::collections::BTreeMap;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -31,7 +29,7 @@ use crate::cluster::quorum::Quorum;
 use crate::cluster::reconciler::caught_up;
 use crate::config::BrokerConfig;
 use crate::coordinator::offsets_topic::TOPIC;
-use crate::coordinator::{GroupCoordinator, ReplicationWait};
+use crate::coordinator::{GroupCoordinator, ReplicationWait, Waiting};
 use crate::error_code::ErrorCode;
 use crate::log::TopicPartition;
 use crate::replication::leader::LeaderReplication;
@@ -115,11 +113,7 @@ impl IsrWait {
 }
 
 impl ReplicationWait for IsrWait {
-    fn replicated(
-        &self,
-        partition: i32,
-        end_offset: i64,
-    ) -> Pin<Box<dyn Future<Output = i16> + Send>> {
+    fn replicated(&self, partition: i32, end_offset: i64) -> Waiting {
         let replication = Arc::clone(&self.replication);
         let timeout = self.timeout;
         let required_acks = self.required_acks;

@@ -88,15 +88,14 @@ pub enum Pending<T> {
     Later(Pin<Box<dyn Future<Output = T> + Send>>),
 }
 
+/// An error code to come (NONE: done).
+pub type Waiting = Pin<Box<dyn Future<Output = i16> + Send>>;
+
 /// Waits until the in-sync replicas of a partition of
 /// `__consumer_offsets` hold its log up to an end offset (acks=all): NONE,
 /// or the error the write is answered with.
 pub trait ReplicationWait: Send + Sync {
-    fn replicated(
-        &self,
-        partition: i32,
-        end_offset: i64,
-    ) -> Pin<Box<dyn Future<Output = i16> + Send>>;
+    fn replicated(&self, partition: i32, end_offset: i64) -> Waiting;
 }
 
 /// The partitions of `__consumer_offsets` a cluster node coordinates.
@@ -478,7 +477,7 @@ impl GroupCoordinator {
 
     /// What waits until the in-sync replicas have everything written under
     /// `inner` since the last call (nothing on a single node).
-    fn replicated(&self, inner: &mut Inner) -> Option<Pin<Box<dyn Future<Output = i16> + Send>>> {
+    fn replicated(&self, inner: &mut Inner) -> Option<Waiting> {
         let written = inner.env.store.take_written();
         let replication = Arc::clone(self.replication.get()?);
         if written.is_empty() {

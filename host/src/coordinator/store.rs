@@ -377,9 +377,23 @@ impl TopicStore {
         let Some(partitions) = self.partitions else {
             return Ok(snapshot);
         };
+        // Records in a partition other than their group's (written by a
+        // build that hashed negative group hashes to their low 31 bits,
+        // not Kafka's abs) are older than those in the group's own: they
+        // are applied first, so the later ones win.
         let mut count = 0usize;
+        let mut home = Vec::new();
         for partition in 0..partitions {
-            count += replay_partition(self.log.as_ref(), partition, &mut snapshot)?;
+            count += read_partition(self.log.as_ref(), partition, &mut |record| {
+                if offsets_topic::partition_for(record_group(&record), partitions) == partition {
+                    home.push(record);
+                } else {
+                    snapshot.apply(record);
+                }
+            })?;
+        }
+        for record in home {
+            snapshot.apply(record);
         }
         info!(
             records = count,
@@ -490,7 +504,7 @@ impl TopicStore {
 /// One partition's state, replayed from `log` (the broker leads it).
 pub fn load_partition(log: &dyn OffsetsLog, partition: i32) -> io::Result<Snapshot> {
     let mut snapshot = Snapshot::default();
-    let count = replay_partition(log, partition, &mut snapshot)?;
+    let count = read_partition(log, partition, &mut |record| snapshot.apply(record))?;
     info!(
         records = count,
         "replayed {}-{partition}",
@@ -499,12 +513,12 @@ pub fn load_partition(log: &dyn OffsetsLog, partition: i32) -> io::Result<Snapsh
     Ok(snapshot)
 }
 
-/// Applies `partition` from its log start to its end to `snapshot`, in
-/// log order; the number of records read.
-fn replay_partition(
+/// Hands each record of `partition`, from its log start to its end, in
+/// log order, to `apply`; the number of records read.
+fn read_partition(
     log: &dyn OffsetsLog,
     partition: i32,
-    snapshot: &mut Snapshot,
+    apply: &mut dyn FnMut(Record),
 ) -> io::Result<usize> {
     let mut count = 0usize;
     let (start, end) = log.bounds(partition)?;
@@ -523,7 +537,7 @@ fn replay_partition(
         for record in records {
             count += 1;
             if let Some(record) = record_of(&record) {
-                snapshot.apply(record);
+                apply(record);
             }
         }
         offset = next;
@@ -800,6 +814,34 @@ pub(super) mod tests {
             .filter(|k| k.group() == "h")
             .count();
         assert_eq!(tombstones, 4, "two offsets, the group, the consumer group");
+    }
+
+    #[test]
+    fn records_in_a_partition_an_older_hash_chose_do_not_win_over_newer_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        // "tttttttt" hashes to -689538560: Kafka's abs puts it in
+        // partition 0 of 5; its low 31 bits put it in partition 3.
+        assert_eq!(offsets_topic::partition_for("tttttttt", PARTITIONS), 0);
+        {
+            let (mut store, _, logs) = open(dir.path());
+            store.append(&[offset("other", 0, 0)]).unwrap();
+            let key = Key::Offset {
+                group: "tttttttt".into(),
+                topic: "t".into(),
+                partition: 0,
+            };
+            let Record::Offset { value, .. } = offset("tttttttt", 0, 1) else {
+                unreachable!()
+            };
+            let stale = (key.encode(), Some(offsets_topic::encode_offset(&value)));
+            logs.append(3, &keyed_records::encode(&[stale], 1)).unwrap();
+            store.append(&[offset("tttttttt", 0, 2)]).unwrap();
+        }
+        let (_, snapshot, _) = open(dir.path());
+        assert_eq!(
+            snapshot.offsets["tttttttt"][&("t".to_string(), 0)].offset,
+            2
+        );
     }
 
     #[test]
