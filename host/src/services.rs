@@ -116,13 +116,31 @@ impl Services {
         let metrics = Arc::new(Metrics::default().with_client_telemetry(Arc::clone(&telemetry)));
         let group_config = GroupConfig::from_broker(&config).context("group coordinator config")?;
         let groups_dir = log_dir.join("groups");
-        // A cluster node keeps groups.log until group coordinators live
-        // on the leaders of __consumer_offsets partitions.
+        let replica = ReplicaManager::new(
+            Arc::clone(&logs),
+            Arc::clone(&metrics),
+            config.fetch_max_bytes()?,
+        )
+        .with_producer_id_expiration_ms(producer_id_expiration_ms(&config)?);
+        let offsets = TopicOffsetsLog::new(
+            &config,
+            Arc::clone(&topics),
+            Arc::clone(&logs),
+            replica.purgatory(),
+            node_id,
+        )?;
+        // A cluster node coordinates the groups of the partitions of
+        // __consumer_offsets it leads, loaded as it becomes their leader.
         let groups = if reopen_for(&config) == Reopen::Found {
-            GroupCoordinator::open(&groups_dir, group_config)?
+            if crate::coordinator::legacy_store_exists(&groups_dir) {
+                tracing::warn!(
+                    "{} is not read on a cluster node: its groups start anew in {}",
+                    groups_dir.display(),
+                    crate::coordinator::offsets_topic::TOPIC
+                );
+            }
+            GroupCoordinator::open_in_cluster(Arc::new(offsets.in_cluster()), group_config)
         } else {
-            let offsets =
-                TopicOffsetsLog::new(&config, Arc::clone(&topics), Arc::clone(&logs), node_id)?;
             GroupCoordinator::open_on_topic(Arc::new(offsets), &groups_dir, group_config)?
         };
         groups.use_group_configs(Arc::clone(&dynamic));
@@ -141,12 +159,7 @@ impl Services {
             cluster: OnceLock::new(),
             cluster_id,
             advertised,
-            replica: ReplicaManager::new(
-                Arc::clone(&logs),
-                Arc::clone(&metrics),
-                config.fetch_max_bytes()?,
-            )
-            .with_producer_id_expiration_ms(producer_id_expiration_ms(&config)?),
+            replica,
             producer_ids: ProducerIdManager::open(&log_dir).context("opening producer ids")?,
             transactions: TransactionStore::open(&log_dir, transaction_max_timeout_ms(&config)?)
                 .context("opening transactional ids")?,

@@ -21,6 +21,7 @@ pub mod broker_metadata;
 pub mod command;
 pub mod config;
 pub mod controller;
+pub mod coordinators;
 pub mod image;
 pub mod membership;
 #[cfg(test)]

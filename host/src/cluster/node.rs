@@ -22,8 +22,10 @@
 //!    fencing clock; a broker registers and heartbeats over the wire
 //!    ([`membership`]) and takes its producer ids from the blocks it asks
 //!    the active controller for (AllocateProducerIds); a broker leads its
-//!    partitions' replication ([`super::replication`]: follower state,
-//!    the ISR's high watermark, acks=all, AlterPartition for ISR changes).
+//!    partitions' replication ([`super::replication`]: follower state, the
+//!    ISR's high watermark, acks=all, AlterPartition for ISR changes) and
+//!    coordinates the groups of the partitions of `__consumer_offsets` it
+//!    leads ([`coordinators`]).
 
 use std::path::Path;
 use std::sync::atomic::AtomicI64;
@@ -38,6 +40,7 @@ use crate::cluster::broker_metadata::{BrokerMetadata, ImageLeadership};
 use crate::cluster::command::{BrokerRegistrationRecord, Command, Endpoint, Uuid};
 use crate::cluster::config::ClusterConfig;
 use crate::cluster::controller::active::{ActiveController, ControllerSettings, QuorumStatus};
+use crate::cluster::coordinators::{self, IsrWait};
 use crate::cluster::image::MetadataImage;
 use crate::cluster::membership::forward::ControllerForwarder;
 use crate::cluster::membership::producer_ids::ControllerBlocks;
@@ -198,6 +201,13 @@ impl ClusterNode {
         if self.config.roles.is_broker() {
             let epoch = Arc::new(AtomicI64::new(-1));
             self.lead_replication(broker_config, services, &epoch, &stopped)?;
+            tokio::spawn(coordinators::run(
+                Arc::clone(&quorum),
+                self.config.node_id,
+                record.incarnation_id,
+                Arc::clone(&services.groups),
+                stopped.clone(),
+            ));
             let listeners = &self.config.controller_listener_names;
             let blocks_channel = ControllerChannel::new(
                 Arc::clone(&quorum),
@@ -272,6 +282,10 @@ impl ClusterNode {
         services
             .replica
             .set_replication(Arc::clone(&replication) as _);
+        services.groups.wait_for_replication(Arc::new(IsrWait::new(
+            broker_config,
+            Arc::clone(&replication),
+        )?));
         tokio::spawn(Arc::clone(&replication).run(stopped.clone()));
         let listeners = &self.config.controller_listener_names;
         let channel = ControllerChannel::new(

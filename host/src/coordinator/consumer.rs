@@ -64,7 +64,7 @@ pub struct ConsumerHeartbeatResult {
 }
 
 impl ConsumerHeartbeatResult {
-    fn error(error_code: i16, message: &str) -> Self {
+    pub(super) fn error(error_code: i16, message: &str) -> Self {
         Self {
             error_code,
             error_message: Some(message.to_string()),

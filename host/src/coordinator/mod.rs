@@ -14,11 +14,20 @@
 //!   Heartbeat, LeaveGroup, expiry).
 //! - `offsets.rs`: offset commits, fetches, deletes and retention.
 //! - `store.rs`: where offsets and group metadata persist: records of
-//!   `__consumer_offsets` on a single node (`offsets_topic.rs`: Kafka's
-//!   keys and values, `offsets_log.rs`: the topic on the host's log), the
-//!   file `groups.log` on a cluster node for now (`groups_log.rs`, also
-//!   what an earlier release's data directory is migrated from);
-//!   `timers.rs`: the deadlines.
+//!   `__consumer_offsets` (`offsets_topic.rs`: Kafka's keys and values,
+//!   `offsets_log.rs`: the topic on the host's log); the file
+//!   `groups.log` (`groups_log.rs`) is what an earlier release's data
+//!   directory is migrated from; `timers.rs`: the deadlines.
+//!
+//! In a cluster a broker coordinates the groups whose partition of
+//! `__consumer_offsets` it leads (Kafka's `onElection`/`onResignation`,
+//! driven here by the metadata image, `cluster::coordinators`): a partition
+//! it becomes leader of is loaded off the lock, its groups answered
+//! COORDINATOR_LOAD_IN_PROGRESS meanwhile; one it stops leading is
+//! dropped, its groups answered NOT_COORDINATOR, so clients look the
+//! coordinator up again. An offset commit is answered once the
+//! partition's in-sync replicas have it (`offsets.commit.required.acks`
+//! = -1), waited for after the lock is released.
 //!
 //! Concurrency: one mutex guards every group. Nothing waits while holding
 //! it: a JoinGroup or SyncGroup that must wait for the rebalance leaves a
@@ -47,12 +56,14 @@ mod timers;
 use crate::error_code::ErrorCode;
 
 use std::collections::{BTreeMap, HashMap};
+use std::future::Future;
 use std::path::Path;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use tracing::info;
+use tracing::{info, warn};
 
 pub use config::GroupConfig;
 pub use consumer::{
@@ -67,12 +78,33 @@ use timers::{Timer, Timers};
 /// How often the expiry task wakes up with nothing due (to notice that the
 /// coordinator is gone).
 const IDLE_WAKE: Duration = Duration::from_secs(1);
+/// How long a partition load waits before trying a log again.
+const LOAD_RETRY: Duration = Duration::from_millis(200);
 
 /// An answer now, or a future of it that borrows nothing (so a request
 /// can wait for it outside its handler instance).
 pub enum Pending<T> {
     Ready(T),
-    Later(std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send>>),
+    Later(Pin<Box<dyn Future<Output = T> + Send>>),
+}
+
+/// An error code to come (NONE: done).
+pub type Waiting = Pin<Box<dyn Future<Output = i16> + Send>>;
+
+/// Waits until the in-sync replicas of a partition of
+/// `__consumer_offsets` hold its log up to an end offset (acks=all): NONE,
+/// or the error the write is answered with.
+pub trait ReplicationWait: Send + Sync {
+    fn replicated(&self, partition: i32, end_offset: i64) -> Waiting;
+}
+
+/// The partitions of `__consumer_offsets` a cluster node coordinates.
+#[derive(Default)]
+struct Ownership {
+    /// The topic's partition count (0: it does not exist yet).
+    partitions: i32,
+    /// Each led partition's leader epoch, and whether it is loaded.
+    led: HashMap<i32, (i32, bool)>,
 }
 
 #[cfg(test)]
@@ -244,6 +276,9 @@ impl Env {
 struct Inner {
     groups: HashMap<String, Group>,
     env: Env,
+    /// On a cluster node, the partitions whose groups are here (none on
+    /// a single node, which coordinates every group).
+    ownership: Option<Ownership>,
     /// Topics as the last consumer heartbeat saw them, for deadlines that
     /// recompute a consumer group's assignment.
     topics_view: BTreeMap<String, TopicMeta>,
@@ -252,6 +287,8 @@ struct Inner {
 pub struct GroupCoordinator {
     inner: Mutex<Inner>,
     timers: Arc<Timers>,
+    /// On a cluster node, what commits wait on for the ISR.
+    replication: OnceLock<Arc<dyn ReplicationWait>>,
 }
 
 /// Wall-clock milliseconds (commit and state timestamps).
@@ -264,7 +301,7 @@ impl GroupCoordinator {
     pub fn open(dir: &Path, config: GroupConfig) -> Result<Arc<Self>> {
         let (store, snapshot) = GroupStore::open_file(dir)
             .with_context(|| format!("opening the group store in {}", dir.display()))?;
-        Ok(Self::restore(store, snapshot, config))
+        Ok(Self::restore(store, snapshot, config, None))
     }
 
     /// Restores every group and offset from `__consumer_offsets` on `log`
@@ -277,10 +314,31 @@ impl GroupCoordinator {
     ) -> Result<Arc<Self>> {
         let (store, snapshot) = GroupStore::open_topic(log, dir)
             .with_context(|| format!("loading the group state from {}", offsets_topic::TOPIC))?;
-        Ok(Self::restore(store, snapshot, config))
+        Ok(Self::restore(store, snapshot, config, None))
     }
 
-    fn restore(store: GroupStore, snapshot: store::Snapshot, config: GroupConfig) -> Arc<Self> {
+    /// A cluster node's coordinator on `__consumer_offsets` through `log`:
+    /// no group until the broker leads a partition
+    /// ([`GroupCoordinator::on_elected`]).
+    pub fn open_in_cluster(
+        log: Arc<dyn offsets_log::OffsetsLog>,
+        config: GroupConfig,
+    ) -> Arc<Self> {
+        let store = GroupStore::open_cluster(log);
+        Self::restore(
+            store,
+            store::Snapshot::default(),
+            config,
+            Some(Ownership::default()),
+        )
+    }
+
+    fn restore(
+        store: GroupStore,
+        snapshot: store::Snapshot,
+        config: GroupConfig,
+        ownership: Option<Ownership>,
+    ) -> Arc<Self> {
         let timers = Arc::new(Timers::default());
         let env = Env {
             store,
@@ -289,39 +347,151 @@ impl GroupCoordinator {
             group_configs: None,
         };
         let now = Instant::now();
-        let mut groups = HashMap::new();
-        for (id, record) in snapshot.groups {
-            let mut group = Group::restore(&id, record, now);
-            for member in group.members.values_mut() {
-                let timeout = i64::from(member.session_timeout_ms);
-                env.set_deadline(&id, member, timeout);
-            }
-            groups.insert(id, group);
-        }
-        for (id, (epoch, state_timestamp)) in snapshot.consumer_groups {
-            let mut group = Group::new(&id, state_timestamp);
-            group.protocol_type = Some(group::CONSUMER_PROTOCOL_TYPE.to_string());
-            group.consumer = Some(consumer::ConsumerGroup::new(epoch));
-            groups.insert(id, group);
-        }
-        let mut offsets = 0;
-        for (id, stored) in snapshot.offsets {
-            offsets += stored.len();
-            groups
-                .entry(id.clone())
-                .or_insert_with(|| Group::new(&id, now_ms()))
-                .offsets = stored;
-        }
-        info!(groups = groups.len(), offsets, "group coordinator loaded");
         timers.schedule(now + env.config.retention_check_interval, Timer::Retention);
+        let mut inner = Inner {
+            groups: HashMap::new(),
+            env,
+            ownership,
+            topics_view: BTreeMap::new(),
+        };
+        let (groups, offsets) = inner.install(snapshot, now);
+        info!(groups, offsets, "group coordinator loaded");
         Arc::new(Self {
-            inner: Mutex::new(Inner {
-                groups,
-                env,
-                topics_view: BTreeMap::new(),
-            }),
+            inner: Mutex::new(inner),
             timers,
+            replication: OnceLock::new(),
         })
+    }
+
+    /// From now on offset commits wait for the in-sync replicas of their
+    /// partition (a cluster node's leader side). Set once.
+    pub fn wait_for_replication(&self, replication: Arc<dyn ReplicationWait>) {
+        let _ = self.replication.set(replication);
+    }
+
+    /// This broker leads `partition` of `__consumer_offsets` (of
+    /// `partitions`) at `epoch`: its groups are loaded on a blocking
+    /// thread, answered COORDINATOR_LOAD_IN_PROGRESS until then. A new
+    /// epoch of a partition already led reloads it (leadership may have
+    /// been elsewhere in between).
+    pub fn on_elected(self: &Arc<Self>, partition: i32, epoch: i32, partitions: i32) {
+        let log = {
+            let mut inner = self.lock();
+            let Some(ownership) = inner.ownership.as_mut() else {
+                return;
+            };
+            ownership.partitions = partitions;
+            if ownership
+                .led
+                .get(&partition)
+                .is_some_and(|(led, _)| *led == epoch)
+            {
+                return;
+            }
+            let reload = ownership.led.insert(partition, (epoch, false)).is_some();
+            if reload {
+                inner.drop_partition(partition);
+            }
+            inner.env.store.topic_log()
+        };
+        let Some(log) = log else {
+            return;
+        };
+        let coordinator = Arc::clone(self);
+        tokio::task::spawn_blocking(move || coordinator.load(log.as_ref(), partition, epoch));
+    }
+
+    /// Replays `partition` and takes its groups on, unless the broker
+    /// stopped leading it (at `epoch`) meanwhile. A log not there yet (the
+    /// image ahead of the reconciler) is retried.
+    fn load(&self, log: &dyn offsets_log::OffsetsLog, partition: i32, epoch: i32) {
+        let started = Instant::now();
+        loop {
+            let loaded = store::load_partition(log, partition);
+            let mut inner = self.lock();
+            let Some(ownership) = inner.ownership.as_mut() else {
+                return;
+            };
+            if ownership.led.get(&partition) != Some(&(epoch, false)) {
+                return;
+            }
+            match loaded {
+                Ok(snapshot) => {
+                    ownership.led.insert(partition, (epoch, true));
+                    let partitions = ownership.partitions;
+                    inner.env.store.adopt(partitions, &snapshot);
+                    let (groups, offsets) = inner.install(snapshot, Instant::now());
+                    info!(
+                        partition,
+                        epoch,
+                        groups,
+                        offsets,
+                        elapsed_ms = started.elapsed().as_millis() as u64,
+                        "loaded the groups of {}-{partition}",
+                        offsets_topic::TOPIC
+                    );
+                    return;
+                }
+                Err(error) => {
+                    drop(inner);
+                    warn!(
+                        partition,
+                        "cannot load {}-{partition} yet: {error}",
+                        offsets_topic::TOPIC
+                    );
+                    std::thread::sleep(LOAD_RETRY);
+                }
+            }
+        }
+    }
+
+    /// This broker no longer leads `partition`: its groups go (their
+    /// waiting joins and syncs are told to rejoin, and find the new
+    /// coordinator).
+    pub fn on_resigned(&self, partition: i32) {
+        let mut inner = self.lock();
+        let Some(ownership) = inner.ownership.as_mut() else {
+            return;
+        };
+        if ownership.led.remove(&partition).is_some() {
+            let dropped = inner.drop_partition(partition);
+            info!(
+                partition,
+                groups = dropped,
+                "resigned as coordinator of {}-{partition}",
+                offsets_topic::TOPIC
+            );
+        }
+    }
+
+    /// The partitions of `__consumer_offsets` whose groups are here, and
+    /// whether each is loaded (a cluster node; empty on a single node).
+    pub fn coordinated_partitions(&self) -> BTreeMap<i32, bool> {
+        let inner = self.lock();
+        inner
+            .ownership
+            .iter()
+            .flat_map(|o| o.led.iter().map(|(p, (_, loaded))| (*p, *loaded)))
+            .collect()
+    }
+
+    /// What waits until the in-sync replicas have everything written under
+    /// `inner` since the last call (nothing on a single node).
+    fn replicated(&self, inner: &mut Inner) -> Option<Waiting> {
+        let written = inner.env.store.take_written();
+        let replication = Arc::clone(self.replication.get()?);
+        if written.is_empty() {
+            return None;
+        }
+        Some(Box::pin(async move {
+            for (partition, end_offset) in written {
+                let code = replication.replicated(partition, end_offset).await;
+                if code != ErrorCode::None.code() {
+                    return code;
+                }
+            }
+            ErrorCode::None.code()
+        }))
     }
 
     /// Starts the task that applies deadlines, on the current tokio
@@ -388,7 +558,11 @@ impl GroupCoordinator {
     /// JoinGroup without waiting: the answer, or what completes when the
     /// rebalance does (it holds nothing of the caller's).
     pub fn begin_join(&self, request: &JoinRequest) -> Pending<JoinResult> {
-        match self.lock().join(request) {
+        let mut inner = self.lock();
+        if let Some(code) = inner.elsewhere(&request.group_id) {
+            return Pending::Ready(JoinResult::error(&request.member_id, code));
+        }
+        match inner.join(request) {
             Answer::Now(result) => Pending::Ready(result),
             Answer::Wait(receiver) => {
                 let member_id = request.member_id.clone();
@@ -414,7 +588,11 @@ impl GroupCoordinator {
     /// SyncGroup without waiting: the answer, or what completes with the
     /// leader's assignment.
     pub fn begin_sync(&self, request: &SyncRequest) -> Pending<SyncResult> {
-        match self.lock().sync(request) {
+        let mut inner = self.lock();
+        if let Some(code) = inner.elsewhere(&request.group_id) {
+            return Pending::Ready(SyncResult::error(code));
+        }
+        match inner.sync(request) {
             Answer::Now(result) => Pending::Ready(result),
             Answer::Wait(receiver) => Pending::Later(Box::pin(async move {
                 receiver
@@ -431,26 +609,76 @@ impl GroupCoordinator {
         member_id: &str,
         group_instance_id: Option<&str>,
     ) -> i16 {
-        self.lock()
-            .heartbeat(group_id, generation_id, member_id, group_instance_id)
+        let mut inner = self.lock();
+        if let Some(code) = inner.elsewhere(group_id) {
+            return code;
+        }
+        inner.heartbeat(group_id, generation_id, member_id, group_instance_id)
     }
 
     pub fn leave(&self, group_id: &str, members: &[LeavingMember]) -> Result<Vec<i16>, i16> {
-        self.lock().leave(group_id, members)
+        let mut inner = self.lock();
+        if let Some(code) = inner.elsewhere(group_id) {
+            return Err(code);
+        }
+        inner.leave(group_id, members)
     }
 
+    /// OffsetCommit, answered at once. (Handlers wait for the replicas
+    /// through [`GroupCoordinator::begin_commit`].)
+    #[cfg(test)]
     pub fn commit_offsets(&self, request: &CommitRequest) -> Vec<i16> {
         self.lock().commit_offsets(request)
     }
 
+    /// OffsetCommit: one code per offset, once the in-sync replicas of
+    /// the group's partition have the commit (at once on a single node).
+    /// A commit the replicas did not take is answered with the write's
+    /// error, as Kafka maps it: COORDINATOR_NOT_AVAILABLE for too few or
+    /// too slow replicas, NOT_COORDINATOR when leadership moved.
+    pub fn begin_commit(&self, request: &CommitRequest) -> Pending<Vec<i16>> {
+        let mut inner = self.lock();
+        if let Some(code) = inner.elsewhere(&request.group_id) {
+            return Pending::Ready(vec![code; request.offsets.len()]);
+        }
+        // Only this commit's writes are waited for.
+        inner.env.store.take_written();
+        let codes = inner.commit_offsets(request);
+        let Some(replicated) = self.replicated(&mut inner) else {
+            return Pending::Ready(codes);
+        };
+        drop(inner);
+        Pending::Later(Box::pin(async move {
+            let failed = replicated.await;
+            codes
+                .into_iter()
+                .map(|code| {
+                    if code == ErrorCode::None.code() {
+                        failed
+                    } else {
+                        code
+                    }
+                })
+                .collect()
+        }))
+    }
+
     /// TxnOffsetCommit's member check: NONE or the group's error.
     pub fn validate_txn_offset_commit(&self, request: &CommitRequest) -> i16 {
-        self.lock().validate_txn_offset_commit(request)
+        let inner = self.lock();
+        if let Some(code) = inner.elsewhere(&request.group_id) {
+            return code;
+        }
+        inner.validate_txn_offset_commit(request)
     }
 
     /// Stores the offsets of a committed transaction.
     pub fn commit_transactional_offsets(&self, group_id: &str, offsets: &[OffsetCommit]) -> i16 {
-        self.lock().commit_transactional_offsets(group_id, offsets)
+        let mut inner = self.lock();
+        if let Some(code) = inner.elsewhere(group_id) {
+            return code;
+        }
+        inner.commit_transactional_offsets(group_id, offsets)
     }
 
     /// OffsetFetch for one group. Offsets pending in a transaction are the
@@ -462,7 +690,11 @@ impl GroupCoordinator {
         partitions: Option<&[(String, i32)]>,
         _require_stable: bool,
     ) -> Result<Vec<CommittedOffset>, i16> {
-        Ok(self.lock().fetch_offsets(group_id, partitions))
+        let inner = self.lock();
+        if let Some(code) = inner.elsewhere(group_id) {
+            return Err(code);
+        }
+        Ok(inner.fetch_offsets(group_id, partitions))
     }
 
     pub fn delete_offsets(
@@ -470,7 +702,11 @@ impl GroupCoordinator {
         group_id: &str,
         partitions: &[(String, i32)],
     ) -> Result<Vec<i16>, i16> {
-        self.lock().delete_offsets(group_id, partitions)
+        let mut inner = self.lock();
+        if let Some(code) = inner.elsewhere(group_id) {
+            return Err(code);
+        }
+        inner.delete_offsets(group_id, partitions)
     }
 
     /// Makes the coordinator follow the groups' dynamic configs
@@ -487,6 +723,9 @@ impl GroupCoordinator {
         topics: BTreeMap<String, TopicMeta>,
     ) -> ConsumerHeartbeatResult {
         let mut inner = self.lock();
+        if let Some(code) = inner.elsewhere(&request.group_id) {
+            return ConsumerHeartbeatResult::error(code, "the group is not coordinated here");
+        }
         let result = inner.consumer_heartbeat(request, &topics);
         inner.topics_view = topics;
         result
@@ -495,11 +734,35 @@ impl GroupCoordinator {
     /// ConsumerGroupDescribe: GROUP_ID_NOT_FOUND for groups that do not
     /// exist or are not consumer-protocol groups.
     pub fn consumer_describe(&self, group_ids: &[String]) -> Vec<ConsumerGroupDescription> {
-        self.lock().consumer_describe(group_ids)
+        let inner = self.lock();
+        let mut described = inner.consumer_describe(group_ids);
+        for description in &mut described {
+            if let Some(code) = inner.elsewhere(&description.group_id) {
+                description.error_code = code;
+                description.error_message = None;
+                description.members.clear();
+            }
+        }
+        described
     }
 
     pub fn delete_groups(&self, group_ids: &[String]) -> Vec<i16> {
-        self.lock().delete_groups(group_ids)
+        let mut inner = self.lock();
+        let here: Vec<String> = group_ids
+            .iter()
+            .filter(|id| inner.elsewhere(id).is_none())
+            .cloned()
+            .collect();
+        let mut deleted = inner.delete_groups(&here).into_iter();
+        group_ids
+            .iter()
+            .map(|id| match inner.elsewhere(id) {
+                Some(code) => code,
+                None => deleted
+                    .next()
+                    .unwrap_or(ErrorCode::UnknownServerError.code()),
+            })
+            .collect()
     }
 
     /// ListGroups: every group whose state and type ("classic" or
@@ -540,6 +803,14 @@ impl GroupCoordinator {
         group_ids
             .iter()
             .map(|group_id| match inner.groups.get(group_id) {
+                _ if inner.elsewhere(group_id).is_some() => GroupDescription {
+                    error_code: inner.elsewhere(group_id).unwrap_or_default(),
+                    group_id: group_id.clone(),
+                    state: String::new(),
+                    protocol_type: String::new(),
+                    protocol: String::new(),
+                    members: Vec::new(),
+                },
                 // A consumer-protocol group is not a classic group: Kafka
                 // describes it with ConsumerGroupDescribe only.
                 None
@@ -606,6 +877,75 @@ impl GroupCoordinator {
             .store
             .flush()
             .context("flushing the group store")
+    }
+}
+
+/// Whether an earlier release left its group store file in `dir`.
+pub fn legacy_store_exists(dir: &Path) -> bool {
+    groups_log::exists(dir)
+}
+
+impl Inner {
+    /// Why `group_id` is not answered here (a cluster node that does not
+    /// lead its partition, or is still loading it); None when it is.
+    fn elsewhere(&self, group_id: &str) -> Option<i16> {
+        let ownership = self.ownership.as_ref()?;
+        if ownership.partitions < 1 {
+            return Some(ErrorCode::NotCoordinator.code());
+        }
+        let partition = offsets_topic::partition_for(group_id, ownership.partitions);
+        match ownership.led.get(&partition) {
+            None => Some(ErrorCode::NotCoordinator.code()),
+            Some((_, false)) => Some(ErrorCode::CoordinatorLoadInProgress.code()),
+            Some((_, true)) => None,
+        }
+    }
+
+    /// Takes on the groups and offsets of `snapshot`, their members'
+    /// sessions starting now: (groups, offsets) taken.
+    fn install(&mut self, snapshot: store::Snapshot, now: Instant) -> (usize, usize) {
+        let before = self.groups.len();
+        for (id, record) in snapshot.groups {
+            let mut group = Group::restore(&id, record, now);
+            for member in group.members.values_mut() {
+                let timeout = i64::from(member.session_timeout_ms);
+                self.env.set_deadline(&id, member, timeout);
+            }
+            self.groups.insert(id, group);
+        }
+        for (id, (epoch, state_timestamp)) in snapshot.consumer_groups {
+            let mut group = Group::new(&id, state_timestamp);
+            group.protocol_type = Some(group::CONSUMER_PROTOCOL_TYPE.to_string());
+            group.consumer = Some(consumer::ConsumerGroup::new(epoch));
+            self.groups.insert(id, group);
+        }
+        let mut offsets = 0;
+        for (id, stored) in snapshot.offsets {
+            offsets += stored.len();
+            self.groups
+                .entry(id.clone())
+                .or_insert_with(|| Group::new(&id, now_ms()))
+                .offsets = stored;
+        }
+        (self.groups.len().saturating_sub(before), offsets)
+    }
+
+    /// Forgets the groups of `partition` (no longer led here): how many.
+    fn drop_partition(&mut self, partition: i32) -> usize {
+        let Some(partitions) = self.ownership.as_ref().map(|o| o.partitions) else {
+            return 0;
+        };
+        let gone: Vec<String> = self
+            .groups
+            .keys()
+            .filter(|id| offsets_topic::partition_for(id, partitions) == partition)
+            .cloned()
+            .collect();
+        for id in &gone {
+            self.groups.remove(id);
+        }
+        self.env.store.forget(&gone);
+        gone.len()
     }
 }
 

@@ -2,7 +2,9 @@
 //! topic created on first use as Kafka creates it (compacted,
 //! `offsets.topic.num.partitions` partitions, `offsets.topic.replication.factor`
 //! capped at the brokers there are), appends and reads through the host's
-//! log service like any partition's.
+//! log service like any partition's. On a cluster node the topic is the
+//! controller's to create (FindCoordinator asks it), and an append here
+//! is the leader's: followers fetch it like any partition's, woken by it.
 
 use std::io;
 use std::sync::Arc;
@@ -11,6 +13,7 @@ use crate::config::BrokerConfig;
 use crate::error_code::ErrorCode;
 use crate::log::{LogStore, TopicPartition};
 use crate::metadata::topics::{NewTopic, TopicManager};
+use crate::purgatory::FetchPurgatory;
 
 use super::offsets_topic::TOPIC;
 
@@ -28,19 +31,23 @@ pub trait OffsetsLog: Send + Sync {
     /// The topic's partition count; `create`s the topic first if it does
     /// not exist (else `None`).
     fn partitions(&self, create: bool) -> io::Result<Option<i32>>;
-    /// Appends one batch to `partition`.
-    fn append(&self, partition: i32, batch: &[u8]) -> io::Result<()>;
+    /// Appends one batch to `partition`; the log's end offset after it.
+    fn append(&self, partition: i32, batch: &[u8]) -> io::Result<i64>;
     /// `partition`'s log start and end offsets.
     fn bounds(&self, partition: i32) -> io::Result<(i64, i64)>;
     /// Whole batches of `partition` from `offset` (at least one).
     fn read(&self, partition: i32, offset: i64) -> io::Result<Vec<u8>>;
 }
 
-/// The topic on a single node: created through its topic manager, stored
-/// in its log.
+/// The topic on this broker: created through its topic manager on a
+/// single node, stored in its log.
 pub struct TopicOffsetsLog {
     topics: Arc<TopicManager>,
     logs: Arc<dyn LogStore>,
+    /// Fetches waiting for appends (a cluster's followers among them).
+    fetches: Arc<FetchPurgatory>,
+    /// Whether this broker creates the topic (a single node).
+    creates: bool,
     node_id: i32,
     num_partitions: i32,
     replication_factor: i16,
@@ -52,6 +59,7 @@ impl TopicOffsetsLog {
         config: &BrokerConfig,
         topics: Arc<TopicManager>,
         logs: Arc<dyn LogStore>,
+        fetches: Arc<FetchPurgatory>,
         node_id: i32,
     ) -> anyhow::Result<Self> {
         let num_partitions: i32 = parsed(config, NUM_PARTITIONS, 50)?;
@@ -63,6 +71,8 @@ impl TopicOffsetsLog {
         Ok(Self {
             topics,
             logs,
+            fetches,
+            creates: true,
             node_id,
             num_partitions,
             // One broker here: Kafka caps the factor at the live brokers
@@ -70,6 +80,12 @@ impl TopicOffsetsLog {
             replication_factor: replication_factor.min(1),
             segment_bytes: segment_bytes.to_string(),
         })
+    }
+
+    /// The topic of a cluster node: created by the controller, never here.
+    pub fn in_cluster(mut self) -> Self {
+        self.creates = false;
+        self
     }
 
     fn tp(partition: i32) -> TopicPartition {
@@ -99,7 +115,7 @@ impl OffsetsLog for TopicOffsetsLog {
         if let Some(topic) = self.topics.get(TOPIC) {
             return Ok(Some(topic.partitions));
         }
-        if !create {
+        if !create || !self.creates {
             return Ok(None);
         }
         let request = NewTopic {
@@ -123,11 +139,14 @@ impl OffsetsLog for TopicOffsetsLog {
         }
     }
 
-    fn append(&self, partition: i32, batch: &[u8]) -> io::Result<()> {
-        self.logs
-            .append(&Self::tp(partition), batch, crate::clock::now_ms())
-            .map(|_| ())
-            .map_err(storage)
+    fn append(&self, partition: i32, batch: &[u8]) -> io::Result<i64> {
+        let tp = Self::tp(partition);
+        let info = self
+            .logs
+            .append(&tp, batch, crate::clock::now_ms())
+            .map_err(storage)?;
+        self.fetches.appended(&tp);
+        Ok(info.last_offset.saturating_add(1))
     }
 
     fn bounds(&self, partition: i32) -> io::Result<(i64, i64)> {

@@ -40,7 +40,8 @@ pub fn partition_for(group: &str, partitions: i32) -> i32 {
     let hash = group.encode_utf16().fold(0i32, |h, unit| {
         h.wrapping_mul(31).wrapping_add(i32::from(unit))
     });
-    (hash & 0x7fff_ffff) % partitions.max(1)
+    // Utils.abs: Math.abs, except MIN_VALUE (its own negation) gives 0.
+    hash.checked_abs().unwrap_or(0) % partitions.max(1)
 }
 
 /// What a record's key names.
@@ -424,8 +425,9 @@ mod tests {
         assert_eq!(partition_for("group", 50), 98_629_247 % 50);
         assert_eq!(partition_for("polygenelubricants", 50), 0);
         // A negative hash: "zzzzzzzz" hashes to -1_910_022_912 in Java,
-        // whose abs is 237_460_736.
-        assert_eq!(partition_for("zzzzzzzz", 50), 36);
+        // whose abs is 1_910_022_912 (not its low 31 bits, 237_460_736:
+        // that is the producer partitioner's toPositive, not Utils.abs).
+        assert_eq!(partition_for("zzzzzzzz", 50), 12);
     }
 
     #[test]

@@ -26,9 +26,14 @@
 //!   fsynced by the log's flush policy and at clean shutdown); the renamed
 //!   file is kept, so an operator can still recover it after a power cut.
 //!   A crash before the rename migrates the same state again.
-//! - A cluster node keeps the file store ([`super::groups_log`]) until the
-//!   coordinator of a group is the leader of its partition: a broker's
-//!   local log is not where a cluster's `__consumer_offsets` lives.
+//! - On a cluster node the topic is replicated and a broker holds the
+//!   state of the partitions it leads only: nothing is replayed at start;
+//!   the coordinator loads a partition when the broker becomes its leader
+//!   ([`load_partition`]) and forgets it when it stops. Each
+//!   append leaves its partition's end offset ([`GroupStore::take_written`])
+//!   for the caller to wait on until the ISR has it (acks=all), after the
+//!   coordinator's lock is released. The topic is created through the
+//!   controller (by FindCoordinator, as Kafka does), never here.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io;
@@ -220,7 +225,57 @@ impl GroupStore {
         Ok((Self(Backend::Topic(store)), snapshot))
     }
 
-    /// The store in `dir/groups.log` (a cluster node, for now).
+    /// The store in a cluster's `__consumer_offsets`: empty until
+    /// partitions are loaded.
+    pub fn open_cluster(log: Arc<dyn OffsetsLog>) -> Self {
+        Self(Backend::Topic(TopicStore {
+            log,
+            partitions: None,
+            offset_keys: HashMap::new(),
+            written: BTreeMap::new(),
+        }))
+    }
+
+    /// The topic's log, to load a partition from off the coordinator's
+    /// lock ([`load_partition`]); none for the file store.
+    pub fn topic_log(&self) -> Option<Arc<dyn OffsetsLog>> {
+        match &self.0 {
+            Backend::Topic(topic) => Some(Arc::clone(&topic.log)),
+            Backend::File(_) => None,
+        }
+    }
+
+    /// Takes on a loaded partition's groups (their offset keys, so a
+    /// delete tombstones them), with the topic's partition count.
+    pub fn adopt(&mut self, partitions: i32, loaded: &Snapshot) {
+        if let Backend::Topic(topic) = &mut self.0 {
+            topic.partitions = Some(partitions);
+            for (group, offsets) in &loaded.offsets {
+                topic
+                    .offset_keys
+                    .insert(group.clone(), offsets.keys().cloned().collect());
+            }
+        }
+    }
+
+    /// Forgets the offset keys of groups no longer coordinated here.
+    pub fn forget(&mut self, groups: &[String]) {
+        if let Backend::Topic(topic) = &mut self.0 {
+            for group in groups {
+                topic.offset_keys.remove(group);
+            }
+        }
+    }
+
+    /// The end offset of each partition appended to since the last call.
+    pub fn take_written(&mut self) -> Vec<(i32, i64)> {
+        match &mut self.0 {
+            Backend::Topic(topic) => std::mem::take(&mut topic.written).into_iter().collect(),
+            Backend::File(_) => Vec::new(),
+        }
+    }
+
+    /// The store in `dir/groups.log` (what earlier releases kept).
     pub fn open_file(dir: &Path) -> io::Result<(Self, Snapshot)> {
         let (file, snapshot) = GroupsLog::open(dir)?;
         Ok((Self(Backend::File(file)), snapshot))
@@ -277,6 +332,8 @@ struct TopicStore {
     /// Each group's committed offset keys, so deleting the group can
     /// tombstone them.
     offset_keys: HashMap<String, BTreeSet<(String, i32)>>,
+    /// The end offset of each partition written since `take_written`.
+    written: BTreeMap<i32, i64>,
 }
 
 impl TopicStore {
@@ -288,6 +345,7 @@ impl TopicStore {
             log,
             partitions,
             offset_keys: HashMap::new(),
+            written: BTreeMap::new(),
         };
         let mut snapshot = store.replay()?;
         if groups_log::exists(legacy_dir) {
@@ -319,29 +377,23 @@ impl TopicStore {
         let Some(partitions) = self.partitions else {
             return Ok(snapshot);
         };
+        // Records in a partition other than their group's (written by a
+        // build that hashed negative group hashes to their low 31 bits,
+        // not Kafka's abs) are older than those in the group's own: they
+        // are applied first, so the later ones win.
         let mut count = 0usize;
+        let mut home = Vec::new();
         for partition in 0..partitions {
-            let (start, end) = self.log.bounds(partition)?;
-            let mut offset = start;
-            while offset < end {
-                let bytes = self.log.read(partition, offset)?;
-                let (records, next) = keyed_records::decode(&bytes).map_err(|why| {
-                    io::Error::new(
-                        io::ErrorKind::InvalidData,
-                        format!("{}-{partition} at {offset}: {why}", offsets_topic::TOPIC),
-                    )
-                })?;
-                let Some(next) = next.filter(|next| *next > offset) else {
-                    break;
-                };
-                for record in records {
-                    count += 1;
-                    if let Some(record) = record_of(&record) {
-                        snapshot.apply(record);
-                    }
+            count += read_partition(self.log.as_ref(), partition, &mut |record| {
+                if offsets_topic::partition_for(record_group(&record), partitions) == partition {
+                    home.push(record);
+                } else {
+                    snapshot.apply(record);
                 }
-                offset = next;
-            }
+            })?;
+        }
+        for record in home {
+            snapshot.apply(record);
         }
         info!(
             records = count,
@@ -379,7 +431,8 @@ impl TopicStore {
         let now = crate::clock::now_ms();
         for (partition, records) in batches {
             let batch = keyed_records::encode(&records, now);
-            self.log.append(partition, &batch)?;
+            let end = self.log.append(partition, &batch)?;
+            self.written.insert(partition, end);
         }
         Ok(())
     }
@@ -446,6 +499,50 @@ impl TopicStore {
             }
         }
     }
+}
+
+/// One partition's state, replayed from `log` (the broker leads it).
+pub fn load_partition(log: &dyn OffsetsLog, partition: i32) -> io::Result<Snapshot> {
+    let mut snapshot = Snapshot::default();
+    let count = read_partition(log, partition, &mut |record| snapshot.apply(record))?;
+    info!(
+        records = count,
+        "replayed {}-{partition}",
+        offsets_topic::TOPIC
+    );
+    Ok(snapshot)
+}
+
+/// Hands each record of `partition`, from its log start to its end, in
+/// log order, to `apply`; the number of records read.
+fn read_partition(
+    log: &dyn OffsetsLog,
+    partition: i32,
+    apply: &mut dyn FnMut(Record),
+) -> io::Result<usize> {
+    let mut count = 0usize;
+    let (start, end) = log.bounds(partition)?;
+    let mut offset = start;
+    while offset < end {
+        let bytes = log.read(partition, offset)?;
+        let (records, next) = keyed_records::decode(&bytes).map_err(|why| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("{}-{partition} at {offset}: {why}", offsets_topic::TOPIC),
+            )
+        })?;
+        let Some(next) = next.filter(|next| *next > offset) else {
+            break;
+        };
+        for record in records {
+            count += 1;
+            if let Some(record) = record_of(&record) {
+                apply(record);
+            }
+        }
+        offset = next;
+    }
+    Ok(count)
 }
 
 fn record_group(record: &Record) -> &str {
@@ -537,16 +634,16 @@ mod hex_bytes {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::log::manager::LogManager;
     use crate::log::{LogConfig, LogStore, TopicPartition};
     use std::sync::atomic::{AtomicBool, Ordering};
 
-    const PARTITIONS: i32 = 5;
+    pub(crate) const PARTITIONS: i32 = 5;
 
     /// The topic on a real log manager, created on first use.
-    struct Logs {
+    pub(crate) struct Logs {
         logs: LogManager,
         created: AtomicBool,
     }
@@ -571,10 +668,10 @@ mod tests {
             Ok(self.created.load(Ordering::Acquire).then_some(PARTITIONS))
         }
 
-        fn append(&self, partition: i32, batch: &[u8]) -> io::Result<()> {
+        fn append(&self, partition: i32, batch: &[u8]) -> io::Result<i64> {
             self.logs
                 .append(&tp(partition), batch, 1)
-                .map(|_| ())
+                .map(|info| info.last_offset + 1)
                 .map_err(io::Error::other)
         }
 
@@ -592,6 +689,16 @@ mod tests {
                 .map(|r| r.records)
                 .map_err(io::Error::other)
         }
+    }
+
+    /// The topic on `dir`'s logs, its partitions created.
+    pub(crate) fn created_topic(dir: &Path) -> Arc<Logs> {
+        let logs = Arc::new(Logs {
+            logs: LogManager::open(&dir.join("partitions")).unwrap(),
+            created: AtomicBool::new(false),
+        });
+        logs.partitions(true).unwrap();
+        logs
     }
 
     /// The store on `dir`'s logs (reopened: the partitions exist if any
@@ -707,6 +814,34 @@ mod tests {
             .filter(|k| k.group() == "h")
             .count();
         assert_eq!(tombstones, 4, "two offsets, the group, the consumer group");
+    }
+
+    #[test]
+    fn records_in_a_partition_an_older_hash_chose_do_not_win_over_newer_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        // "tttttttt" hashes to -689538560: Kafka's abs puts it in
+        // partition 0 of 5; its low 31 bits put it in partition 3.
+        assert_eq!(offsets_topic::partition_for("tttttttt", PARTITIONS), 0);
+        {
+            let (mut store, _, logs) = open(dir.path());
+            store.append(&[offset("other", 0, 0)]).unwrap();
+            let key = Key::Offset {
+                group: "tttttttt".into(),
+                topic: "t".into(),
+                partition: 0,
+            };
+            let Record::Offset { value, .. } = offset("tttttttt", 0, 1) else {
+                unreachable!()
+            };
+            let stale = (key.encode(), Some(offsets_topic::encode_offset(&value)));
+            logs.append(3, &keyed_records::encode(&[stale], 1)).unwrap();
+            store.append(&[offset("tttttttt", 0, 2)]).unwrap();
+        }
+        let (_, snapshot, _) = open(dir.path());
+        assert_eq!(
+            snapshot.offsets["tttttttt"][&("t".to_string(), 0)].offset,
+            2
+        );
     }
 
     #[test]

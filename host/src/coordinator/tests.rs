@@ -580,3 +580,63 @@ async fn a_deleted_topic_takes_its_offsets_along() {
     let c = open(dir.path());
     assert_eq!(c.fetch_offsets("a", None, false).unwrap().len(), 1);
 }
+
+/// A cluster node's coordinator: groups only of the partitions it leads,
+/// loaded from the log when it becomes their leader, dropped when it stops.
+#[tokio::test]
+async fn a_cluster_node_coordinates_the_partitions_it_leads() {
+    use super::store::tests::{created_topic, PARTITIONS};
+    let dir = tempfile::tempdir().unwrap();
+    let logs = created_topic(dir.path());
+    let c = GroupCoordinator::open_in_cluster(logs, GroupConfig::default());
+    let home = offsets_topic::partition_for("g", PARTITIONS);
+    let elsewhere = (0..PARTITIONS)
+        .map(|p| format!("other-{p}"))
+        .find(|g| offsets_topic::partition_for(g, PARTITIONS) != home)
+        .unwrap();
+    let not_coordinator = ErrorCode::NotCoordinator.code();
+    let commit_now = |group: &str, offset: i64| match c.begin_commit(&commit(
+        group,
+        -1,
+        "",
+        &[("t", 0, offset)],
+    )) {
+        Pending::Ready(codes) => codes,
+        Pending::Later(_) => panic!("no replication to wait for here"),
+    };
+    assert_eq!(commit_now("g", 10), vec![not_coordinator]);
+
+    let loaded = |c: &GroupCoordinator, partition: i32| {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while c.coordinated_partitions().get(&partition) != Some(&true) {
+            assert!(
+                Instant::now() < deadline,
+                "partition {partition} not loaded"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    };
+    c.on_elected(home, 0, PARTITIONS);
+    loaded(&c, home);
+    assert_eq!(commit_now("g", 10), vec![ErrorCode::None.code()]);
+    assert_eq!(c.fetch_offsets("g", None, false).unwrap()[0].offset, 10);
+    assert_eq!(c.heartbeat(&elsewhere, 1, "m", None), not_coordinator);
+    assert_eq!(
+        c.describe_groups(&[elsewhere.clone()])[0].error_code,
+        not_coordinator
+    );
+
+    // Resigned: the group is another broker's.
+    c.on_resigned(home);
+    assert_eq!(c.fetch_offsets("g", None, false), Err(not_coordinator));
+    assert!(c.list_groups(&[], &[]).is_empty());
+    // Led again in a later epoch: reloaded from the log.
+    c.on_elected(home, 1, PARTITIONS);
+    loaded(&c, home);
+    let offsets = c.fetch_offsets("g", None, false).unwrap();
+    assert_eq!((offsets.len(), offsets[0].offset), (1, 10));
+    assert_eq!(
+        c.delete_groups(&["g".to_string(), elsewhere]),
+        vec![ErrorCode::None.code(), not_coordinator]
+    );
+}

@@ -1,6 +1,8 @@
 //! Host bindings generated from `wit/`. Only the imports that can wait
 //! (appends, long-poll fetches, JoinGroup and SyncGroup waiting for a
-//! rebalance, and authorization, which calls the authorizer module) are
+//! rebalance, offset commits waiting for the replicas of
+//! `__consumer_offsets`, and authorization, which calls the authorizer
+//! module) are
 //! async; every export is called with `call_async` because the engine runs
 //! guests on fibers. None traps: a long wait parks its request and answers
 //! none (`plugins::deferred`).
@@ -19,6 +21,7 @@ pub mod handler {
             "gregor:broker/authz.authorize-by-resource-type": async,
             "gregor:broker/groups.join-or-park": async,
             "gregor:broker/groups.sync-or-park": async,
+            "gregor:broker/groups.commit-offsets": async,
         },
         exports: { default: async },
     });

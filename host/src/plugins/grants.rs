@@ -69,7 +69,12 @@ pub const STANDARD: &[Standard] = &[
         &["authz", "groups.write", "metadata.read"],
     ),
     standard("offset_fetch", 9, &["authz", "groups.read"]),
-    standard("find_coordinator", 10, &["authz", "metadata.read"]),
+    // Kafka's FindCoordinator creates `__consumer_offsets` on first use.
+    standard(
+        "find_coordinator",
+        10,
+        &["authz", "metadata.read", "metadata.write"],
+    ),
     standard("join_group", 11, &["authz", "groups.write"]),
     standard("heartbeat", 12, &["authz", "groups.write"]),
     standard("leave_group", 13, &["authz", "groups.write"]),

@@ -11,8 +11,18 @@
 //!   Kafka does (CLUSTER_AUTHORIZATION_FAILED), and is then INVALID_REQUEST
 //!   (before v6, and here always: this broker has no share coordinator),
 //!   as is any other key type.
-//! - On one broker every coordinator is this broker, as the request's
-//!   listener advertises it (`metadata.describe-cluster`).
+//! - A group's coordinator is the leader of its partition of
+//!   `__consumer_offsets`: Kafka's `Utils.abs(groupId.hashCode()) %
+//!   partitions` (Java's String.hashCode), the leader as the request's
+//!   listener advertises it (`metadata.describe-cluster`). A leader that
+//!   is not a live broker there is COORDINATOR_NOT_AVAILABLE. The topic
+//!   does not exist before the first group needs it: then it is created
+//!   as Kafka's `getOrCreateInternalTopic` does, with
+//!   `offsets.topic.num.partitions` (50), `offsets.topic.replication.factor`
+//!   (3, at most the brokers there are) and `offsets.topic.segment.bytes`,
+//!   compacted, through the controller in a cluster.
+//! - A transactional id's coordinator is the active controller's broker
+//!   (transaction state is not partitioned yet).
 //! - A failed handler (trap or timeout) is answered as Kafka's
 //!   `getErrorResponse`: the error (and its message) for every key, with no
 //!   coordinator.
@@ -24,12 +34,15 @@ use gregor_sdk::kafka_protocol::messages::{
     BrokerId, FindCoordinatorRequest, FindCoordinatorResponse,
 };
 use gregor_sdk::kafka_protocol::protocol::StrBytes;
-use gregor_sdk::metadata::{self, Broker};
+use gregor_sdk::metadata::{self, Broker, Cluster, NewTopic, TopicInfo};
 use gregor_sdk::{Handler, Reply, RequestContext, ResponseError, NONE};
 
 const GROUP: i8 = 0;
 const TRANSACTION: i8 = 1;
 const SHARE: i8 = 2;
+
+/// Kafka's internal topic of group state.
+const OFFSETS_TOPIC: &str = "__consumer_offsets";
 
 struct FindCoordinator;
 
@@ -40,16 +53,12 @@ impl Handler for FindCoordinator {
         ctx: &RequestContext,
         request: &FindCoordinatorRequest,
     ) -> Reply<FindCoordinatorResponse> {
-        let cluster = metadata::describe_cluster();
-        let node = cluster
-            .brokers
-            .into_iter()
-            .find(|broker| broker.node_id == cluster.controller_id);
+        let mut nodes = Coordinators::new(metadata::describe_cluster());
         let version = ctx.api_version;
         let mut response = FindCoordinatorResponse::default();
         if version >= 4 {
             for key in &request.coordinator_keys {
-                let (error, node) = coordinator(request.key_type, key, node.as_ref());
+                let (error, node) = coordinator(request.key_type, key, &mut nodes);
                 let (node_id, host, port) = node_fields(node);
                 response.coordinators.push(
                     Coordinator::default()
@@ -61,7 +70,7 @@ impl Handler for FindCoordinator {
                 );
             }
         } else {
-            let (error, node) = coordinator(request.key_type, &request.key, node.as_ref());
+            let (error, node) = coordinator(request.key_type, &request.key, &mut nodes);
             let (node_id, host, port) = node_fields(node);
             response = response
                 .with_error_code(error)
@@ -119,8 +128,106 @@ fn failed(
     }
 }
 
+/// Where coordinators are, looked up once per request: the cluster, and
+/// `__consumer_offsets` once a group key needs it.
+struct Coordinators {
+    cluster: Cluster,
+    offsets: Option<Result<TopicInfo, i16>>,
+}
+
+impl Coordinators {
+    fn new(cluster: Cluster) -> Self {
+        Self {
+            cluster,
+            offsets: None,
+        }
+    }
+
+    fn broker(&self, node_id: i32) -> Option<Broker> {
+        self.cluster
+            .brokers
+            .iter()
+            .find(|broker| broker.node_id == node_id)
+            .cloned()
+    }
+
+    /// The leader of `group`'s partition of `__consumer_offsets`.
+    fn group(&mut self, group: &str) -> Result<Broker, i16> {
+        let brokers = self.cluster.brokers.len();
+        let topic = self
+            .offsets
+            .get_or_insert_with(|| offsets_topic(brokers))
+            .as_ref()
+            .map_err(|code| *code)?;
+        let count = i32::try_from(topic.partitions.len()).unwrap_or(i32::MAX);
+        let partition = partition_for(group, count);
+        let leader = topic
+            .partitions
+            .iter()
+            .find(|p| p.partition == partition)
+            .map(|p| p.leader_id);
+        leader
+            .and_then(|leader| self.broker(leader))
+            .ok_or(ResponseError::CoordinatorNotAvailable.code())
+    }
+
+    /// The transaction coordinator: the active controller's broker.
+    fn transaction(&self) -> Result<Broker, i16> {
+        self.broker(self.cluster.controller_id)
+            .ok_or(ResponseError::CoordinatorNotAvailable.code())
+    }
+}
+
+/// The partition of `__consumer_offsets` that holds `group`: Kafka's
+/// `Utils.abs(groupId.hashCode()) % partitions` (Java's String.hashCode
+/// over UTF-16 units; Utils.abs maps MIN_VALUE to 0).
+fn partition_for(group: &str, partitions: i32) -> i32 {
+    let hash = group.encode_utf16().fold(0i32, |h, unit| {
+        h.wrapping_mul(31).wrapping_add(i32::from(unit))
+    });
+    hash.checked_abs().unwrap_or(0) % partitions.max(1)
+}
+
+/// `__consumer_offsets`, created if it does not exist yet (Kafka's
+/// `getOrCreateInternalTopic`); COORDINATOR_NOT_AVAILABLE when it cannot be.
+fn offsets_topic(brokers: usize) -> Result<TopicInfo, i16> {
+    if let Some(topic) = metadata::topic_by_name(OFFSETS_TOPIC) {
+        return Ok(topic);
+    }
+    let setting = |name: &str, default: i64| {
+        metadata::broker_config(name)
+            .and_then(|value| value.trim().parse::<i64>().ok())
+            .unwrap_or(default)
+    };
+    let partitions = setting("offsets.topic.num.partitions", 50);
+    let factor = setting("offsets.topic.replication.factor", 3)
+        .min(i64::try_from(brokers).unwrap_or(i64::MAX))
+        .max(1);
+    let segment_bytes = setting("offsets.topic.segment.bytes", 100 * 1024 * 1024);
+    let topic = NewTopic {
+        name: OFFSETS_TOPIC.to_string(),
+        num_partitions: i32::try_from(partitions).unwrap_or(50),
+        replication_factor: i16::try_from(factor).unwrap_or(1),
+        configs: vec![
+            ("cleanup.policy".into(), Some("compact".into())),
+            ("compression.type".into(), Some("producer".into())),
+            ("segment.bytes".into(), Some(segment_bytes.to_string())),
+        ],
+        replica_assignment: Vec::new(),
+    };
+    match metadata::create_topic(&topic, false) {
+        Ok(created) => Ok(created),
+        // Created meanwhile, by another broker's FindCoordinator.
+        Err(error) if error.code == ResponseError::TopicAlreadyExists.code() => {
+            metadata::topic_by_name(OFFSETS_TOPIC)
+                .ok_or(ResponseError::CoordinatorNotAvailable.code())
+        }
+        Err(_) => Err(ResponseError::CoordinatorNotAvailable.code()),
+    }
+}
+
 /// Kafka's `getCoordinator`: an error, or the coordinator's node.
-fn coordinator<'a>(key_type: i8, key: &str, node: Option<&'a Broker>) -> (i16, Option<&'a Broker>) {
+fn coordinator(key_type: i8, key: &str, nodes: &mut Coordinators) -> (i16, Option<Broker>) {
     let denied = match key_type {
         GROUP => (!is_allowed(Operation::Describe, ResourceType::Group, key))
             .then_some(ResponseError::GroupAuthorizationFailed),
@@ -134,18 +241,25 @@ fn coordinator<'a>(key_type: i8, key: &str, node: Option<&'a Broker>) -> (i16, O
         // No share coordinator here (nor before v6), and no other key type.
         _ => Some(ResponseError::InvalidRequest),
     };
-    match (denied, node) {
-        (Some(error), _) => (error.code(), None),
-        (None, None) => (ResponseError::CoordinatorNotAvailable.code(), None),
-        (None, Some(node)) => (NONE, Some(node)),
+    if let Some(error) = denied {
+        return (error.code(), None);
+    }
+    let found = if key_type == GROUP {
+        nodes.group(key)
+    } else {
+        nodes.transaction()
+    };
+    match found {
+        Ok(node) => (NONE, Some(node)),
+        Err(code) => (code, None),
     }
 }
 
-fn node_fields(node: Option<&Broker>) -> (BrokerId, StrBytes, i32) {
+fn node_fields(node: Option<Broker>) -> (BrokerId, StrBytes, i32) {
     match node {
         Some(node) => (
             BrokerId(node.node_id),
-            StrBytes::from_string(node.host.clone()),
+            StrBytes::from_string(node.host),
             node.port,
         ),
         None => (BrokerId(-1), StrBytes::default(), -1),
@@ -183,8 +297,8 @@ mod tests {
     use super::*;
     use gregor_sdk::authz::Action;
     use gregor_sdk::fake::{self, FakeHost};
-    use gregor_sdk::metadata::Cluster;
     use gregor_sdk::testing::assert_encodes_for_served_versions;
+    use gregor_sdk::KafkaError;
     use gregor_sdk::KafkaResponse;
 
     fn broker() -> Broker {
@@ -198,7 +312,8 @@ mod tests {
 
     #[test]
     fn unknown_key_types_are_invalid() {
-        let (error, node) = coordinator(7, "k", None);
+        let mut nodes = Coordinators::new(fake::single_node_cluster());
+        let (error, node) = coordinator(7, "k", &mut nodes);
         assert_eq!(error, ResponseError::InvalidRequest.code());
         assert!(node.is_none());
         assert_eq!(node_fields(None).2, -1);
@@ -284,6 +399,9 @@ mod tests {
         fn authorize(&self, action: &Action) -> bool {
             action.resource_name != "secret"
         }
+        fn list_topics(&self) -> Vec<TopicInfo> {
+            vec![fake::single_node_topic(OFFSETS_TOPIC, 50)]
+        }
         fn describe_cluster(&self) -> Cluster {
             Cluster {
                 cluster_id: "c".into(),
@@ -327,5 +445,119 @@ mod tests {
             (NONE, BrokerId(1), 9)
         );
         assert_eq!(response.error_message.as_deref(), Some("NONE"));
+    }
+
+    #[test]
+    fn groups_hash_to_partitions_as_kafka_does() {
+        // Java: "group".hashCode() == 98629247; "zzzzzzzz" == -1910022912
+        // (Utils.abs: 1910022912); "polygenelubricants" == MIN_VALUE.
+        assert_eq!(partition_for("group", 50), 47);
+        assert_eq!(partition_for("zzzzzzzz", 50), 12);
+        assert_eq!(partition_for("polygenelubricants", 50), 0);
+        assert_eq!(partition_for("", 50), 0);
+    }
+
+    /// Three brokers; partition p of `__consumer_offsets` led by broker
+    /// p % 3 + 1, partition 5 by a broker that is not live.
+    struct ThreeBrokers;
+
+    impl FakeHost for ThreeBrokers {
+        fn describe_cluster(&self) -> Cluster {
+            let broker = |node_id| Broker {
+                node_id,
+                host: format!("b{node_id}"),
+                port: 9000 + node_id,
+                rack: None,
+            };
+            Cluster {
+                cluster_id: "c".into(),
+                controller_id: 2,
+                brokers: vec![broker(1), broker(2), broker(3)],
+            }
+        }
+        fn list_topics(&self) -> Vec<TopicInfo> {
+            let mut topic = fake::single_node_topic(OFFSETS_TOPIC, 50);
+            for p in &mut topic.partitions {
+                p.leader_id = if p.partition == 5 {
+                    9
+                } else {
+                    p.partition % 3 + 1
+                };
+            }
+            vec![topic]
+        }
+    }
+
+    fn answers(handled: fake::Handled<FindCoordinatorResponse>) -> Vec<(String, i16, i32, i32)> {
+        handled
+            .response
+            .map(|r| r.coordinators)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|c| (c.key.to_string(), c.error_code, c.node_id.0, c.port))
+            .collect()
+    }
+
+    #[test]
+    fn a_group_is_coordinated_by_its_partition_leader() {
+        // "group" is in partition 47 (led by 3), "zzzzzzzz" in 12 (by 1),
+        // "e" (101 % 50 = 1) by 2, and "7" (55 % 50 = 5) by no live broker.
+        let request = FindCoordinatorRequest::default().with_coordinator_keys(
+            ["group", "zzzzzzzz", "e", "7"]
+                .into_iter()
+                .map(StrBytes::from_static_str)
+                .collect(),
+        );
+        let handled = fake::handle::<FindCoordinator>(ThreeBrokers, 4, &request);
+        let unavailable = ResponseError::CoordinatorNotAvailable.code();
+        assert_eq!(
+            answers(handled),
+            vec![
+                ("group".into(), NONE, 3, 9003),
+                ("zzzzzzzz".into(), NONE, 1, 9001),
+                ("e".into(), NONE, 2, 9002),
+                ("7".into(), unavailable, -1, -1),
+            ]
+        );
+        // Transactional ids stay with the controller's broker.
+        let request = FindCoordinatorRequest::default()
+            .with_key_type(TRANSACTION)
+            .with_coordinator_keys(vec![StrBytes::from_static_str("group")]);
+        let handled = fake::handle::<FindCoordinator>(ThreeBrokers, 4, &request);
+        assert_eq!(answers(handled), vec![("group".into(), NONE, 2, 9002)]);
+    }
+
+    /// No `__consumer_offsets` yet: it is created as Kafka creates it,
+    /// with the configured partitions and a factor capped at the brokers.
+    struct NoOffsetsTopic;
+
+    impl FakeHost for NoOffsetsTopic {
+        fn describe_cluster(&self) -> Cluster {
+            fake::single_node_cluster()
+        }
+        fn broker_config(&self, name: &str) -> Option<String> {
+            (name == "offsets.topic.num.partitions").then(|| "7".to_string())
+        }
+        fn create_topic(
+            &self,
+            topic: &NewTopic,
+            validate_only: bool,
+        ) -> Result<TopicInfo, KafkaError> {
+            assert!(!validate_only);
+            assert_eq!(topic.name, OFFSETS_TOPIC);
+            assert_eq!((topic.num_partitions, topic.replication_factor), (7, 1));
+            assert!(topic
+                .configs
+                .contains(&("cleanup.policy".into(), Some("compact".into()))));
+            Ok(fake::single_node_topic(OFFSETS_TOPIC, topic.num_partitions))
+        }
+    }
+
+    #[test]
+    fn the_offsets_topic_is_created_on_first_use() {
+        let request = FindCoordinatorRequest::default().with_key(StrBytes::from_static_str("g"));
+        let handled = fake::handle::<FindCoordinator>(NoOffsetsTopic, 3, &request);
+        let response = handled.response.expect("an answer");
+        assert_eq!((response.error_code, response.node_id), (NONE, BrokerId(1)));
     }
 }

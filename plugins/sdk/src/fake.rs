@@ -21,7 +21,7 @@ use crate::bindings::gregor::broker::controller::{
 };
 use crate::bindings::gregor::broker::groups::{GroupOverview, OffsetCommit};
 use crate::bindings::gregor::broker::logging::Level;
-use crate::bindings::gregor::broker::metadata::{Cluster, ElectionResult, TopicInfo};
+use crate::bindings::gregor::broker::metadata::{Cluster, ElectionResult, NewTopic, TopicInfo};
 use crate::bindings::gregor::broker::scram_credentials::{Deletion, Upsertion, UserCredentials};
 use crate::bindings::gregor::broker::txn::{TxnGroupMember, TxnOffset, TxnPartitionResult};
 use crate::bindings::gregor::broker::types::{
@@ -66,6 +66,17 @@ pub trait FakeHost {
         _partitions: Option<&[(String, i32)]>,
     ) -> Vec<ElectionResult> {
         unfaked("metadata.elect-leaders")
+    }
+    /// No broker config is set.
+    fn broker_config(&self, _name: &str) -> Option<String> {
+        None
+    }
+    fn create_topic(
+        &self,
+        _topic: &NewTopic,
+        _validate_only: bool,
+    ) -> Result<TopicInfo, KafkaError> {
+        unfaked("metadata.create-topic")
     }
     fn heartbeat(
         &self,
@@ -285,6 +296,12 @@ pub mod imports {
         partitions: Option<&[(String, i32)]>,
     ) -> Vec<ElectionResult> {
         with_host(|host| host.elect_leaders(unclean, partitions))
+    }
+    pub fn broker_config(name: &str) -> Option<String> {
+        with_host(|host| host.broker_config(name))
+    }
+    pub fn create_topic(topic: &NewTopic, validate_only: bool) -> Result<TopicInfo, KafkaError> {
+        with_host(|host| host.create_topic(topic, validate_only))
     }
     pub fn heartbeat(
         group_id: &str,

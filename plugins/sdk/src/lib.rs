@@ -73,7 +73,8 @@ pub mod metadata {
     pub use crate::bindings::gregor::broker::metadata::*;
     #[cfg(not(target_arch = "wasm32"))]
     pub use crate::fake::imports::{
-        describe_cluster, elect_leaders, list_topics, topic_by_id, topic_by_name,
+        broker_config, create_topic, describe_cluster, elect_leaders, list_topics, topic_by_id,
+        topic_by_name,
     };
 }
 

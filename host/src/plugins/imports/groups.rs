@@ -80,7 +80,7 @@ impl groups::Host for HandlerState {
         per_item(self.services.groups.leave(&group_id, &members))
     }
 
-    fn commit_offsets(
+    async fn commit_offsets(
         &mut self,
         group_id: String,
         generation_id: i32,
@@ -106,7 +106,14 @@ impl groups::Host for HandlerState {
                 })
                 .collect(),
         };
-        let codes = self.services.groups.commit_offsets(&request);
+        // In a cluster the answer waits for the ISR of the group's
+        // partition of __consumer_offsets: the broker's time, not the guest's.
+        let started = Instant::now();
+        let codes = match self.services.groups.begin_commit(&request) {
+            Pending::Ready(codes) => codes,
+            Pending::Later(replicated) => replicated.await,
+        };
+        self.clock.add_host_wait(started.elapsed());
         codes.into_iter().map(error_of).collect()
     }
 
