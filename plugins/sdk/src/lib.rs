@@ -26,6 +26,7 @@ pub mod ids;
 pub mod legacy;
 pub mod offset_commit;
 pub mod partitions;
+pub mod records;
 pub mod request_caps;
 pub mod response;
 #[cfg(not(target_arch = "wasm32"))]
@@ -53,6 +54,7 @@ pub use bindings::gregor::broker::types::{
 };
 /// Delegation tokens and client telemetry.
 pub use bindings::gregor::broker::{delegation_tokens, telemetry};
+pub use bindings::exports::gregor::broker::handler::Answer;
 pub use handler::{Handler, RawHandler, Reply};
 pub use response::KafkaResponse;
 
