@@ -46,6 +46,7 @@ pub mod bindings {
     });
 }
 
+pub use bindings::exports::gregor::broker::handler::Answer;
 pub use bindings::gregor::broker::log;
 /// Host security services: SASL for this connection.
 pub use bindings::gregor::broker::sasl;
@@ -54,7 +55,6 @@ pub use bindings::gregor::broker::types::{
 };
 /// Delegation tokens and client telemetry.
 pub use bindings::gregor::broker::{delegation_tokens, telemetry};
-pub use bindings::exports::gregor::broker::handler::Answer;
 pub use handler::{Handler, RawHandler, Reply};
 pub use response::KafkaResponse;
 

@@ -279,7 +279,10 @@ mod tests {
             })
             .collect();
         let topic = FetchableTopicResponse::default().with_partitions(partitions);
-        (FetchResponse::default().with_responses(vec![topic]), referenced)
+        (
+            FetchResponse::default().with_responses(vec![topic]),
+            referenced,
+        )
     }
 
     fn records_of(body: Vec<u8>, version: i16) -> Vec<Vec<u8>> {

@@ -173,7 +173,10 @@ mod tests {
 
     #[test]
     fn records_go_in_their_places() {
-        let records = vec![(2, Bytes::from_static(b"RR")), (2, Bytes::from_static(b"S"))];
+        let records = vec![
+            (2, Bytes::from_static(b"RR")),
+            (2, Bytes::from_static(b"S")),
+        ];
         let body = ResponseBody::referencing(b"abcd".to_vec(), records).unwrap();
         assert_eq!(body.to_vec(), b"abRRScd");
         assert_eq!(body.len(), 7);
