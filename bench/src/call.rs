@@ -11,10 +11,11 @@ use anyhow::{bail, Context, Result};
 
 use gregor::broker::Broker;
 use gregor::config::BrokerConfig;
-use gregor::plugins::bindings::{Outcome, RequestContext};
+use gregor::plugins::bindings::RequestContext;
 use gregor::plugins::deferred::Deferral;
 use gregor::plugins::engine::{build_engine, start_epoch_ticker};
 use gregor::plugins::handler::{CallOutcome, InstanceLimits, LoadedHandler};
+use gregor::plugins::imports::record_set::Answered;
 use gregor::plugins::loader::{Loaded, Loader};
 use gregor::plugins::PluginHost;
 use gregor::security::sasl::{ConnectionAuth, ANONYMOUS};
@@ -71,7 +72,7 @@ async fn time_calls(handler: &LoadedHandler, host: &PluginHost, iterations: usiz
             .call(host, &session, ctx.clone(), &[], 0, Deferral::default())
             .await;
         match outcome {
-            Ok(CallOutcome::Done(Outcome::Respond(_))) => {}
+            Ok(CallOutcome::Done(Answered::Respond(_))) => {}
             Ok(_) => bail!("the module did not respond"),
             Err(error) => bail!("call failed: {error}"),
         }

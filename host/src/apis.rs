@@ -24,10 +24,11 @@ use crate::error_code::ErrorCode;
 use crate::metrics::RequestEnd;
 use crate::network::channel::{Reply, Request, RequestChannel, Response, Route};
 use crate::network::header::encode_response;
-use crate::plugins::bindings::{Outcome, RequestContext};
+use crate::plugins::bindings::RequestContext;
 use crate::plugins::deferred::{Deferral, Wait};
 use crate::plugins::exposure;
 use crate::plugins::handler::CallOutcome;
+use crate::plugins::imports::record_set::Answered;
 use crate::plugins::rollout;
 use crate::quota::Client;
 use crate::security::session::Session;
@@ -170,7 +171,7 @@ impl KafkaApis {
                     throttle_ms = throttle_ms.max(request_ms);
                 }
                 throttle = Duration::from_millis(u64::try_from(throttle_ms).unwrap_or(0));
-                if let (Ok(Outcome::Respond(body)), Some(shadow)) =
+                if let (Ok(Answered::Respond(body)), Some(shadow)) =
                     (&outcome, rollouts.get(request.header.api_key))
                 {
                     if matches!(shadow.mode, rollout::Mode::Shadow) {
@@ -181,21 +182,21 @@ impl KafkaApis {
                             &ctx,
                             &request.body,
                             request.size,
-                            body.clone(),
+                            body.to_vec(),
                         );
                     }
                 }
                 match outcome {
-                    Ok(Outcome::Respond(body)) => (
-                        Response::Send(encode_response(
+                    Ok(Answered::Respond(body)) => (
+                        Response::respond(
                             request.header.correlation_id,
                             request.flexible_response,
                             &body,
-                        )),
+                        ),
                         RequestEnd::Responded,
                     ),
-                    Ok(Outcome::NoResponse) => (Response::Nothing, RequestEnd::NoResponse),
-                    Ok(Outcome::CloseConnection) => (Response::Close, RequestEnd::ClosedByHandler),
+                    Ok(Answered::NoResponse) => (Response::Nothing, RequestEnd::NoResponse),
+                    Ok(Answered::CloseConnection) => (Response::Close, RequestEnd::ClosedByHandler),
                     Err(error) => {
                         // The host has no schema for the body: the module's
                         // own error response (UNKNOWN_SERVER_ERROR for every

@@ -267,14 +267,14 @@ async fn refused_modules_leave_the_previous_version_serving() {
     );
     assert!(!ok, "a wrong-world module was accepted: {text}");
     assert!(
-        text.contains("must target world gregor:broker/kafka-handler@0.3.0"),
+        text.contains("must target world gregor:broker/kafka-handler@0.4.0"),
         "{text}"
     );
 
     // A module built for an older contract is refused by version, naming
     // both: a component exporting `gregor:broker/handler@<old>` (an empty
     // instance).
-    for version in ["0.1.0", "0.2.0"] {
+    for version in ["0.1.0", "0.2.0", "0.3.0"] {
         let old_component = plugins.path().join(format!("old-{version}.bin"));
         std::fs::write(&old_component, exporting_handler(version)).expect("write component");
         let (ok, text) = cli(
@@ -289,7 +289,7 @@ async fn refused_modules_leave_the_previous_version_serving() {
         assert!(!ok, "a {version} module was accepted: {text}");
         assert!(
             text.contains(&format!("built for gregor:broker@{version}"))
-                && text.contains("serves gregor:broker@0.3.0"),
+                && text.contains("serves gregor:broker@0.4.0"),
             "{text}"
         );
     }

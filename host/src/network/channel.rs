@@ -12,9 +12,10 @@ use bytes::Bytes;
 use tokio::sync::oneshot;
 
 use crate::metrics::RequestEnd;
-use crate::network::header::RequestHeader;
+use crate::network::header::{encode_response, response_head, RequestHeader};
 use crate::plugins::deferred::Memo;
 use crate::plugins::handler::LoadedHandler;
+use crate::plugins::imports::record_set::ResponseBody;
 use crate::security::session::Session;
 
 /// Where a parsed request goes.
@@ -32,10 +33,28 @@ pub enum Route {
 pub enum Response {
     /// Write this whole frame (size prefix included).
     Send(Vec<u8>),
+    /// Write these parts in order, one frame (a body referencing record
+    /// sets: written from their buffers with vectored writes).
+    SendParts(Vec<Bytes>),
     /// Write nothing (acks=0 Produce).
     Nothing,
     /// Close the connection.
     Close,
+}
+
+impl Response {
+    /// The frame answering `correlation_id` with `body`: one buffer, or
+    /// its parts when it references record sets (not copied together).
+    pub fn respond(correlation_id: i32, flexible_header: bool, body: &ResponseBody) -> Self {
+        let mut parts = body.parts();
+        if parts.len() <= 1 {
+            let body = parts.pop().unwrap_or_default();
+            return Response::Send(encode_response(correlation_id, flexible_header, &body));
+        }
+        let head = response_head(correlation_id, flexible_header, body.len(), 0);
+        parts.insert(0, Bytes::from(head));
+        Response::SendParts(parts)
+    }
 }
 
 /// Timestamps along the request path (RequestQueueTime, LocalTime, ...).

@@ -29,6 +29,7 @@ use crate::network::frame::{Frame, FrameReader};
 use crate::network::header::{self, API_VERSIONS_KEY};
 use crate::network::memory_pool::MemoryPool;
 use crate::network::sasl_v0;
+use crate::network::vectored::write_parts;
 use crate::plugins::exposure;
 use crate::plugins::registry::Registry;
 use crate::security::credentials::CredentialStore;
@@ -190,6 +191,10 @@ where
         let written = match reply.response {
             // TLS buffers what it encrypts: flush so the response leaves now.
             Response::Send(frame) => match write_half.write_all(&frame).await {
+                Ok(()) => write_half.flush().await.map_err(Ending::WriteFailed),
+                Err(error) => Err(Ending::WriteFailed(error)),
+            },
+            Response::SendParts(parts) => match write_parts(&mut write_half, &parts).await {
                 Ok(()) => write_half.flush().await.map_err(Ending::WriteFailed),
                 Err(error) => Err(Ending::WriteFailed(error)),
             },

@@ -118,15 +118,27 @@ pub fn flexible_response_header(api_key: i16, request_flexible: bool) -> bool {
 /// A whole response frame: size, correlation id, optional empty tagged
 /// fields, body.
 pub fn encode_response(correlation_id: i32, flexible_header: bool, body: &[u8]) -> Vec<u8> {
+    let mut frame = response_head(correlation_id, flexible_header, body.len(), body.len());
+    frame.extend_from_slice(body);
+    frame
+}
+
+/// The size prefix and response header of a frame whose body is
+/// `body_len` bytes, with room for `capacity` more.
+pub fn response_head(
+    correlation_id: i32,
+    flexible_header: bool,
+    body_len: usize,
+    capacity: usize,
+) -> Vec<u8> {
     let header_len = if flexible_header { 5 } else { 4 };
-    let size = header_len + body.len();
-    let mut frame = Vec::with_capacity(4 + size);
+    let size = header_len + body_len;
+    let mut frame = Vec::with_capacity(4 + header_len + capacity);
     frame.extend_from_slice(&(size as u32).to_be_bytes());
     frame.extend_from_slice(&correlation_id.to_be_bytes());
     if flexible_header {
         frame.push(0);
     }
-    frame.extend_from_slice(body);
     frame
 }
 

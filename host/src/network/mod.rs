@@ -10,7 +10,8 @@
 //! request channel (`channel`, Kafka's `kafka.network.RequestChannel`)
 //! is the queue between the connections and the handler workers.
 //! `plugins::exposure` keeps the controller's APIs to the controller
-//! listeners.
+//! listeners. A response that references record sets is written in parts
+//! with vectored writes (`vectored`).
 
 pub mod channel;
 pub mod connection;
@@ -23,3 +24,4 @@ pub mod listener;
 pub mod memory_pool;
 mod sasl_v0;
 pub mod tls;
+mod vectored;

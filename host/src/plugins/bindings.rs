@@ -4,8 +4,9 @@
 //! `__consumer_offsets`, and authorization, which calls the authorizer
 //! module) are
 //! async; every export is called with `call_async` because the engine runs
-//! guests on fibers. None traps: a long wait parks its request and answers
-//! none (`plugins::deferred`).
+//! guests on fibers. A long wait parks its request and answers none
+//! (`plugins::deferred`). Only the calls that hand out or read record sets
+//! may trap, on a handle the host's table does not hold.
 
 pub mod handler {
     wasmtime::component::bindgen!({
@@ -13,10 +14,12 @@ pub mod handler {
         world: "kafka-handler",
         imports: {
             "gregor:broker/log.append": async,
-            "gregor:broker/log.fetch-or-park": async,
+            "gregor:broker/log.fetch-or-park": async | trappable,
             "gregor:broker/log.append-within": async,
-            "gregor:broker/log.replica-fetch-or-park": async,
-            "gregor:broker/log.fetch-legacy-or-park": async,
+            "gregor:broker/log.replica-fetch-or-park": async | trappable,
+            "gregor:broker/log.fetch-legacy-or-park": async | trappable,
+            "gregor:broker/log.[method]record-set.size": trappable,
+            "gregor:broker/log.[method]record-set.read": trappable,
             "gregor:broker/authz.authorize": async,
             "gregor:broker/authz.authorize-by-resource-type": async,
             "gregor:broker/groups.join-or-park": async,
@@ -24,6 +27,9 @@ pub mod handler {
             "gregor:broker/groups.commit-offsets": async,
         },
         exports: { default: async },
+        with: {
+            "gregor:broker/log.record-set": crate::plugins::imports::record_set::RecordSet,
+        },
     });
 }
 

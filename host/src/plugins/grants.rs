@@ -12,7 +12,7 @@
 //! Capabilities split the interfaces where they mix reading and writing
 //! (`log.read`, `log.append`, `log.admin`; `acl-admin.read` and
 //! `acl-admin.write`; ...), function by function, so the WIT contract
-//! stays as it is (`gregor:broker@0.3.0`) and no module needs rebuilding.
+//! stays as it is (grants came in 0.3.x) and no module needs rebuilding.
 //!
 //! Where a module's grants come from, first match wins: the dynamic broker
 //! config `plugin.grants.<module>` (AlterConfigs, this broker then the

@@ -17,8 +17,9 @@ use wasmtime::{Engine, Store, UpdateDeadline};
 
 use crate::metrics::request_label;
 use crate::plugins::bindings::handler::{KafkaHandler, KafkaHandlerPre};
-use crate::plugins::bindings::{ApiInfo, Outcome, RequestContext};
+use crate::plugins::bindings::{ApiInfo, RequestContext};
 use crate::plugins::deferred::{Deferral, Wait};
+use crate::plugins::imports::record_set::Answered;
 use crate::plugins::state::{CallClock, CallQuota, HandlerState};
 use crate::plugins::{PluginHost, WasmContext};
 use crate::security::session::Session;
@@ -99,8 +100,8 @@ pub struct CallReport {
 
 /// What a call ended with.
 pub enum CallOutcome {
-    /// The handler's outcome.
-    Done(Outcome),
+    /// The handler's answer, record sets it referenced taken back.
+    Done(Answered),
     /// The handler parked its request: once this completes, handle it
     /// again with the memo it yields (see `plugins::deferred`).
     Parked(Wait),
@@ -275,17 +276,27 @@ impl LoadedHandler {
         let outcome = match (result, parked) {
             // Parked: the guest's outcome (or a trap after it parked)
             // stands for nothing.
-            (Ok(_), Some(wait)) => {
-                instance.calls += 1;
-                self.recycle(instance);
+            (Ok(answer), Some(wait)) => {
+                // Its record sets are freed; an instance whose answer
+                // names handles it does not own is not reused.
+                if instance.store.data_mut().take_answer(answer).is_ok() {
+                    instance.calls += 1;
+                    self.recycle(instance);
+                }
                 Ok(CallOutcome::Parked(wait))
             }
             (Err(_), Some(wait)) => Ok(CallOutcome::Parked(wait)),
-            (Ok(outcome), None) => {
-                instance.calls += 1;
-                self.recycle(instance);
-                Ok(CallOutcome::Done(outcome))
-            }
+            (Ok(answer), None) => match instance.store.data_mut().take_answer(answer) {
+                Ok(answered) => {
+                    instance.calls += 1;
+                    self.recycle(instance);
+                    Ok(CallOutcome::Done(answered))
+                }
+                Err(error) => {
+                    self.stats.traps.fetch_add(1, Ordering::Relaxed);
+                    Err(CallError::Trap(format!("{error:#}")))
+                }
+            },
             (Err(error), None) => {
                 if instance.store.data().clock.exhausted() {
                     self.stats.timeouts.fetch_add(1, Ordering::Relaxed);

@@ -5,8 +5,8 @@
 //! A handler is then checked against its grants (`grants`): what it
 //! imports must be covered by what it is granted.
 //!
-//! A module must export `gregor:broker/handler@0.3.0` or
-//! `gregor:broker/authorizer@0.3.0` and import nothing but this package's
+//! A module must export `gregor:broker/handler@0.4.0` or
+//! `gregor:broker/authorizer@0.4.0` and import nothing but this package's
 //! interfaces at this version and WASI; anything else is refused with a
 //! message that says what it targets and what the broker provides. A module
 //! built for another version of the contract is refused by name: the
@@ -33,9 +33,9 @@ use crate::plugins::{PluginHost, WasmContext};
 
 /// The contract package and version this broker provides.
 pub const PACKAGE: &str = "gregor:broker";
-pub const PACKAGE_VERSION: &str = "0.3.0";
-const HANDLER_EXPORT: &str = "gregor:broker/handler@0.3.0";
-const AUTHORIZER_EXPORT: &str = "gregor:broker/authorizer@0.3.0";
+pub const PACKAGE_VERSION: &str = "0.4.0";
+const HANDLER_EXPORT: &str = "gregor:broker/handler@0.4.0";
+const AUTHORIZER_EXPORT: &str = "gregor:broker/authorizer@0.4.0";
 
 /// A successfully loaded module.
 pub enum Loaded {
@@ -290,13 +290,13 @@ mod tests {
 
     #[test]
     fn a_module_for_an_older_contract_is_refused_by_version() {
-        for old in ["0.1.0", "0.2.0"] {
+        for old in ["0.1.0", "0.2.0", "0.3.0"] {
             let refusal = classified(&format!("gregor:broker/handler@{old}"))
                 .expect_err("an older handler is refused")
                 .to_string();
             assert!(
                 refusal.contains(&format!("built for gregor:broker@{old}"))
-                    && refusal.contains("serves gregor:broker@0.3.0"),
+                    && refusal.contains("serves gregor:broker@0.4.0"),
                 "{refusal}"
             );
         }

@@ -33,13 +33,16 @@
 //!   end offset, the fetch offset recorded as the follower's, and a
 //!   `diverging_epoch` (v12+) when the follower's log diverges. Follower
 //!   fetches are not subject to client quotas.
+//! - The records are not copied through the module (DESIGN §12): each
+//!   partition's record set stays in the host and the response references
+//!   it ([`gregor_sdk::records`]); the host writes the bytes as it sends
+//!   the response. (v0-3 responses, rewritten from v4's, read them in.)
 //! - Client quotas (KIP-219): `max_bytes` is capped at what the consumer's
 //!   byte-rate quota allows in one window; the response's size counts
 //!   against that quota and the handler time against the request quota.
 //!   A throttled fetch answers at once with no data and the throttle time
 //!   (its bytes are not counted), and the host mutes the connection.
 
-use bytes::Bytes;
 use gregor_sdk::authorize::{allowed_names, cluster_allowed};
 use gregor_sdk::authz::{Operation, ResourceType};
 use gregor_sdk::ids::topic_name_by_id;
@@ -52,6 +55,7 @@ use gregor_sdk::kafka_protocol::protocol::Encodable;
 use gregor_sdk::log::{self, FetchOptions, FetchedPartition};
 use gregor_sdk::partitions::{self, TopicAnswer};
 use gregor_sdk::quotas;
+use gregor_sdk::records;
 use gregor_sdk::AnswerError;
 use gregor_sdk::{Handler, Reply, RequestContext, ResponseError, NONE};
 
@@ -185,7 +189,10 @@ impl Handler for Fetch {
                     .get_mut(topic_slot)
                     .and_then(|topic| topic.partitions.get_mut(partition_slot));
                 if let Some(slot) = slot {
-                    *slot = partition_data(slot.partition_index, version, read_committed, fetched);
+                    let (read, records) = Read::split(fetched);
+                    let records = records::reference(records);
+                    *slot = partition_data(slot.partition_index, version, read_committed, read)
+                        .with_records(Some(records));
                 }
             }
         }
@@ -205,10 +212,12 @@ impl Handler for Fetch {
         if response.error_code != NONE || replica_id(ctx.api_version, request) >= 0 {
             return;
         }
-        // Old versions are sized as the base version they are encoded from.
+        // Old versions are sized as the base version they are encoded from;
+        // the records referenced count at their size.
         let size = response
             .compute_size(ctx.api_version.max(v0_3::FIRST_V2_VERSION))
-            .map_or(0, |size| i64::try_from(size).unwrap_or(i64::MAX));
+            .map_or(0, |size| size + records::referenced_extra_bytes());
+        let size = i64::try_from(size).unwrap_or(i64::MAX);
         let request_throttle = quotas::record_request(false);
         let bandwidth_throttle = quotas::record_fetch(size);
         let throttle = request_throttle.max(bandwidth_throttle);
@@ -229,35 +238,45 @@ fn replica_id(version: i16, request: &FetchRequest) -> i32 {
     }
 }
 
-/// A partition as the host read it.
-fn partition_data(
-    index: i32,
-    version: i16,
-    read_committed: bool,
-    fetched: log::ReplicaFetchedPartition,
-) -> PartitionData {
-    let diverging = fetched.diverging_epoch;
-    let data = consumer_data(index, version, read_committed, fetched.fetched);
-    match diverging {
-        Some(epoch) if version >= 12 => data.with_diverging_epoch(
-            EpochEndOffset::default()
-                .with_epoch(epoch.epoch)
-                .with_end_offset(epoch.end_offset),
-        ),
-        _ => data,
+/// A partition as the host read it, its records apart: they stay in the
+/// host and the response references them.
+struct Read {
+    error: Option<gregor_sdk::KafkaError>,
+    high_watermark: i64,
+    last_stable_offset: i64,
+    log_start_offset: i64,
+    aborted_transactions: Vec<log::AbortedTransaction>,
+    diverging_epoch: Option<log::EpochEndOffset>,
+}
+
+impl Read {
+    fn split(read: log::ReplicaFetchedPartition) -> (Read, log::RecordSet) {
+        let FetchedPartition {
+            error,
+            high_watermark,
+            last_stable_offset,
+            log_start_offset,
+            records,
+            aborted_transactions,
+            ..
+        } = read.fetched;
+        let read = Read {
+            error,
+            high_watermark,
+            last_stable_offset,
+            log_start_offset,
+            aborted_transactions,
+            diverging_epoch: read.diverging_epoch,
+        };
+        (read, records)
     }
 }
 
-fn consumer_data(
-    index: i32,
-    version: i16,
-    read_committed: bool,
-    fetched: FetchedPartition,
-) -> PartitionData {
-    let error_code = storage_error_for_version(version, fetched.error.error_code());
+/// A partition as the host read it, records aside.
+fn partition_data(index: i32, version: i16, read_committed: bool, read: Read) -> PartitionData {
+    let error_code = storage_error_for_version(version, read.error.error_code());
     let aborted = (read_committed && error_code == NONE).then(|| {
-        fetched
-            .aborted_transactions
+        read.aborted_transactions
             .iter()
             .map(|txn| {
                 AbortedTransaction::default()
@@ -266,15 +285,22 @@ fn consumer_data(
             })
             .collect()
     });
-    PartitionData::default()
+    let data = PartitionData::default()
         .with_partition_index(index)
         .with_error_code(error_code)
-        .with_high_watermark(fetched.high_watermark)
-        .with_last_stable_offset(fetched.last_stable_offset)
-        .with_log_start_offset(fetched.log_start_offset)
+        .with_high_watermark(read.high_watermark)
+        .with_last_stable_offset(read.last_stable_offset)
+        .with_log_start_offset(read.log_start_offset)
         .with_aborted_transactions(aborted)
-        .with_preferred_read_replica((-1).into())
-        .with_records(Some(Bytes::from(fetched.records)))
+        .with_preferred_read_replica((-1).into());
+    match read.diverging_epoch {
+        Some(epoch) if version >= 12 => data.with_diverging_epoch(
+            EpochEndOffset::default()
+                .with_epoch(epoch.epoch)
+                .with_end_offset(epoch.end_offset),
+        ),
+        _ => data,
+    }
 }
 
 /// Clients fetching with v5 or older may not know KAFKA_STORAGE_ERROR and
@@ -292,23 +318,28 @@ gregor_sdk::export_handler!(Fetch);
 #[cfg(test)]
 mod tests {
     use super::*;
+    use bytes::Bytes;
     use gregor_sdk::kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
     use gregor_sdk::testing::assert_encodes_for_served_versions;
 
-    fn fetched(error_code: i16) -> FetchedPartition {
-        FetchedPartition {
-            topic: "t".to_string(),
-            partition: 0,
+    fn fetched(error_code: i16) -> Read {
+        Read {
             error: gregor_sdk::error_of(error_code),
             high_watermark: 10,
             last_stable_offset: 10,
             log_start_offset: 0,
-            records: vec![1, 2, 3],
             aborted_transactions: vec![gregor_sdk::log::AbortedTransaction {
                 producer_id: 7,
                 first_offset: 2,
             }],
+            diverging_epoch: None,
         }
+    }
+
+    /// With records, as the plain encoding carries them.
+    fn consumer_data(index: i32, version: i16, read_committed: bool, read: Read) -> PartitionData {
+        partition_data(index, version, read_committed, read)
+            .with_records(Some(Bytes::from_static(&[1, 2, 3])))
     }
 
     fn partition_error(index: i32, error_code: i16) -> PartitionData {
@@ -335,14 +366,14 @@ mod tests {
     #[test]
     fn a_diverging_epoch_is_answered_from_v12() {
         let diverging = |version| {
-            let fetched = log::ReplicaFetchedPartition {
-                fetched: fetched(NONE),
+            let read = Read {
                 diverging_epoch: Some(log::EpochEndOffset {
                     epoch: 3,
                     end_offset: 40,
                 }),
+                ..fetched(NONE)
             };
-            partition_data(0, version, false, fetched).diverging_epoch
+            partition_data(0, version, false, read).diverging_epoch
         };
         assert_eq!((diverging(12).epoch, diverging(12).end_offset), (3, 40));
         assert_eq!(diverging(11), EpochEndOffset::default());

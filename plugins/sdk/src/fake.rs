@@ -235,7 +235,12 @@ where
     };
     HOST.with(|slot| *slot.borrow_mut() = Some(Box::new(host)));
     RECORDED.with(|recorded| *recorded.borrow_mut() = Recorded::default());
-    let outcome = run::<H>(&context::<H>(version), &body);
+    let outcome = match run::<H>(&context::<H>(version), &body) {
+        crate::Answer::Outcome(outcome) => outcome,
+        crate::Answer::RespondReferencing(_) => {
+            panic!("the fake host hands out no record sets to reference")
+        }
+    };
     HOST.with(|slot| *slot.borrow_mut() = None);
     let recorded = RECORDED.with(|recorded| std::mem::take(&mut *recorded.borrow_mut()));
     let response = match &outcome {

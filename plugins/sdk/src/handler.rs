@@ -15,10 +15,11 @@ use std::marker::PhantomData;
 
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request};
 
-use crate::bindings::exports::gregor::broker::handler::Guest;
+use crate::bindings::exports::gregor::broker::handler::{Answer, Guest};
 use crate::bounded::DecodeError;
 use crate::codec::{decode_request, encode};
 use crate::legacy::Legacy;
+use crate::records;
 use crate::response::KafkaResponse;
 use crate::{ApiInfo, Outcome, RequestContext};
 
@@ -197,7 +198,9 @@ pub fn describe<H: Handler>() -> ApiInfo {
 
 /// Decodes, handles and finishes one request: what the exported `handle`
 /// does for every typed handler.
-pub fn run<H: Handler>(ctx: &RequestContext, body: &[u8]) -> Outcome {
+pub fn run<H: Handler>(ctx: &RequestContext, body: &[u8]) -> Answer {
+    // Nothing a previous request left (it trapped) belongs to this one.
+    records::release();
     if let Some(reply) = H::before_decode(ctx) {
         return finish::<H>(ctx, without_request(reply));
     }
@@ -257,7 +260,7 @@ pub fn encode_response<H: Handler>(
     let Some((legacy, base)) = legacy_for::<H>(ctx) else {
         return encode(ctx, response);
     };
-    let body = encode(&base, response)?;
+    let body = encode_inline(&base, response)?;
     match legacy.response_from_base(&body, ctx.api_version) {
         Ok(body) => Some(body),
         Err(error) => {
@@ -271,6 +274,51 @@ pub fn encode_response<H: Handler>(
             None
         }
     }
+}
+
+/// [`encode`], with the bytes of any record set the response references
+/// read from the host and written in place: for a response the guest must
+/// rewrite (an old version's).
+fn encode_inline<R: Encodable>(ctx: &RequestContext, response: &R) -> Option<Vec<u8>> {
+    if !records::any_referenced() {
+        return encode(ctx, response);
+    }
+    match records::encode_referencing(response, ctx.api_version, true) {
+        Ok(referencing) => Some(referencing.body),
+        Err(error) => {
+            encode_failed(ctx, &error);
+            None
+        }
+    }
+}
+
+fn encode_failed(ctx: &RequestContext, error: &str) {
+    crate::logging::log(
+        crate::logging::Level::Error,
+        &format!(
+            "cannot encode response (api key {}, version {}): {error}",
+            ctx.api_key, ctx.api_version
+        ),
+    );
+}
+
+/// The answer carrying an encoded response: one that references the
+/// record sets put in it when there are any (the host writes their bytes),
+/// else the plain body.
+fn respond<H: Handler>(ctx: &RequestContext, response: &H::Response) -> Answer {
+    if records::any_referenced() && legacy_for::<H>(ctx).is_none() {
+        return match records::encode_referencing(response, ctx.api_version, false) {
+            Ok(referencing) => Answer::RespondReferencing(referencing),
+            Err(error) => {
+                encode_failed(ctx, &error);
+                Answer::Outcome(Outcome::CloseConnection)
+            }
+        };
+    }
+    Answer::Outcome(match encode_response::<H>(ctx, response) {
+        Some(body) => Outcome::Respond(body),
+        None => Outcome::CloseConnection,
+    })
 }
 
 /// Counts and throttles a reply given without a decoded request.
@@ -290,16 +338,16 @@ pub fn with_request_quota<R: KafkaResponse>(response: &mut R) {
     }
 }
 
-/// The outcome the host sees for a finished reply.
-fn finish<H: Handler>(ctx: &RequestContext, reply: Reply<H::Response>) -> Outcome {
-    match reply {
-        Reply::Respond(response) => match encode_response::<H>(ctx, &response) {
-            Some(body) => Outcome::Respond(body),
-            None => Outcome::CloseConnection,
-        },
+/// The answer the host sees for a finished reply.
+fn finish<H: Handler>(ctx: &RequestContext, reply: Reply<H::Response>) -> Answer {
+    let outcome = match reply {
+        Reply::Respond(response) => return respond::<H>(ctx, &response),
         Reply::Withhold(_) | Reply::Parked => Outcome::NoResponse,
         Reply::WithholdAndClose(_) | Reply::Close => Outcome::CloseConnection,
-    }
+    };
+    // Record sets of a response not sent are freed at once.
+    records::release();
+    Answer::Outcome(outcome)
 }
 
 /// The encoded error response for a request whose handling failed, or None
@@ -344,7 +392,7 @@ impl<T: Handler> Guest for Typed<T> {
         describe::<T>()
     }
 
-    fn handle(ctx: RequestContext, body: Vec<u8>) -> Outcome {
+    fn handle(ctx: RequestContext, body: Vec<u8>) -> Answer {
         run::<T>(&ctx, &body)
     }
 
@@ -362,8 +410,8 @@ impl<T: RawHandler> Guest for Raw<T> {
         T::describe()
     }
 
-    fn handle(ctx: RequestContext, body: Vec<u8>) -> Outcome {
-        T::handle(ctx, body)
+    fn handle(ctx: RequestContext, body: Vec<u8>) -> Answer {
+        Answer::Outcome(T::handle(ctx, body))
     }
 
     fn error_response(ctx: RequestContext, body: Vec<u8>, error_code: i16) -> Option<Vec<u8>> {

@@ -26,6 +26,7 @@ pub mod ids;
 pub mod legacy;
 pub mod offset_commit;
 pub mod partitions;
+pub mod records;
 pub mod request_caps;
 pub mod response;
 #[cfg(not(target_arch = "wasm32"))]
@@ -45,6 +46,7 @@ pub mod bindings {
     });
 }
 
+pub use bindings::exports::gregor::broker::handler::Answer;
 pub use bindings::gregor::broker::log;
 /// Host security services: SASL for this connection.
 pub use bindings::gregor::broker::sasl;

@@ -1,6 +1,7 @@
 //! `log`: appends, fetches and offset lookups, via the ReplicaManager.
 //! A fetch that must wait for data parks its request (`plugins::deferred`)
-//! instead of holding the guest's instance for the long poll.
+//! instead of holding the guest's instance for the long poll. The records
+//! read go to the guest as record sets it references (`record_set`).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -59,11 +60,15 @@ impl log::Host for HandlerState {
         &mut self,
         partitions: Vec<FetchPartition>,
         options: FetchOptions,
-    ) -> Option<Vec<FetchedPartition>> {
-        let results = self
+    ) -> wasmtime::Result<Option<Vec<FetchedPartition>>> {
+        let Some(results) = self
             .fetch_deferred(consumer_requests(partitions), options, -1)
-            .await?;
-        Some(results.into_iter().map(to_wit).collect())
+            .await
+        else {
+            return Ok(None);
+        };
+        let fetched = results.into_iter().map(|r| self.to_wit(r));
+        Ok(Some(fetched.collect::<wasmtime::Result<_>>()?))
     }
 
     async fn replica_fetch_or_park(
@@ -71,7 +76,7 @@ impl log::Host for HandlerState {
         replica_id: i32,
         partitions: Vec<ReplicaFetchPartition>,
         options: FetchOptions,
-    ) -> Option<Vec<ReplicaFetchedPartition>> {
+    ) -> wasmtime::Result<Option<Vec<ReplicaFetchedPartition>>> {
         let requests = partitions
             .into_iter()
             .map(|p| replica::FetchPartition {
@@ -88,23 +93,22 @@ impl log::Host for HandlerState {
             isolation_level: 0,
             ..options
         };
-        let results = self
+        let Some(results) = self
             .fetch_deferred(requests, options, replica_id.max(0))
-            .await?;
-        Some(
-            results
-                .into_iter()
-                .map(|r| {
-                    let diverging_epoch = r
-                        .diverging_epoch
-                        .map(|(epoch, end_offset)| EpochEndOffset { epoch, end_offset });
-                    ReplicaFetchedPartition {
-                        fetched: to_wit(r),
-                        diverging_epoch,
-                    }
-                })
-                .collect(),
-        )
+            .await
+        else {
+            return Ok(None);
+        };
+        let fetched = results.into_iter().map(|r| {
+            let diverging_epoch = r
+                .diverging_epoch
+                .map(|(epoch, end_offset)| EpochEndOffset { epoch, end_offset });
+            Ok(ReplicaFetchedPartition {
+                fetched: self.to_wit(r)?,
+                diverging_epoch,
+            })
+        });
+        Ok(Some(fetched.collect::<wasmtime::Result<_>>()?))
     }
 
     async fn fetch_legacy_or_park(
@@ -112,21 +116,23 @@ impl log::Host for HandlerState {
         partitions: Vec<FetchPartition>,
         options: FetchOptions,
         magic: i8,
-    ) -> Option<Vec<FetchedPartition>> {
+    ) -> wasmtime::Result<Option<Vec<FetchedPartition>>> {
         let fetch_offsets: Vec<i64> = partitions.iter().map(|p| p.fetch_offset).collect();
-        let fetched = self
+        let Some(fetched) = self
             .fetch_deferred(consumer_requests(partitions), options, -1)
-            .await?;
+            .await
+        else {
+            return Ok(None);
+        };
         let started = Instant::now();
-        let converted = fetched
+        let converted: Vec<replica::FetchedPartition> = fetched
             .into_iter()
             .zip(fetch_offsets)
-            .map(|(partition, fetch_offset)| {
-                self.down_converted(to_wit(partition), magic, fetch_offset)
-            })
+            .map(|(partition, fetch_offset)| self.down_converted(partition, magic, fetch_offset))
             .collect();
         self.clock.add_host_wait(started.elapsed());
-        Some(converted)
+        let fetched = converted.into_iter().map(|r| self.to_wit(r));
+        Ok(Some(fetched.collect::<wasmtime::Result<_>>()?))
     }
 
     fn list_offset(
@@ -330,10 +336,10 @@ impl HandlerState {
     /// down-conversion disabled, else its batches as legacy messages.
     fn down_converted(
         &self,
-        mut partition: FetchedPartition,
+        mut partition: replica::FetchedPartition,
         magic: i8,
         fetch_offset: i64,
-    ) -> FetchedPartition {
+    ) -> replica::FetchedPartition {
         let topics = &self.services.topics;
         let config = |name: &str| topics.config_value(&partition.topic, name);
         let refusal = if config("compression.type").as_deref() == Some("zstd") {
@@ -359,7 +365,7 @@ impl HandlerState {
         match converted {
             Ok(records) => partition.records = records,
             Err(code) => {
-                partition.error = error_of(code);
+                partition.error_code = code;
                 partition.high_watermark = -1;
                 partition.last_stable_offset = -1;
                 partition.log_start_offset = -1;
@@ -371,22 +377,25 @@ impl HandlerState {
     }
 }
 
-fn to_wit(r: replica::FetchedPartition) -> FetchedPartition {
-    FetchedPartition {
-        topic: r.topic,
-        partition: r.partition,
-        error: error_of(r.error_code),
-        high_watermark: r.high_watermark,
-        last_stable_offset: r.last_stable_offset,
-        log_start_offset: r.log_start_offset,
-        records: r.records,
-        aborted_transactions: r
-            .aborted_transactions
-            .into_iter()
-            .map(|txn| AbortedTransaction {
-                producer_id: txn.producer_id,
-                first_offset: txn.first_offset,
-            })
-            .collect(),
+impl HandlerState {
+    /// A partition read, its records handed over as a record set.
+    fn to_wit(&mut self, r: replica::FetchedPartition) -> wasmtime::Result<FetchedPartition> {
+        Ok(FetchedPartition {
+            topic: r.topic,
+            partition: r.partition,
+            error: error_of(r.error_code),
+            high_watermark: r.high_watermark,
+            last_stable_offset: r.last_stable_offset,
+            log_start_offset: r.log_start_offset,
+            records: self.record_set(r.records)?,
+            aborted_transactions: r
+                .aborted_transactions
+                .into_iter()
+                .map(|txn| AbortedTransaction {
+                    producer_id: txn.producer_id,
+                    first_offset: txn.first_offset,
+                })
+                .collect(),
+        })
     }
 }

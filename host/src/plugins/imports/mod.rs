@@ -11,6 +11,7 @@ mod log;
 mod logging;
 mod metadata;
 mod quotas;
+pub mod record_set;
 mod security;
 mod stats;
 mod telemetry;

@@ -14,9 +14,10 @@ use tracing::warn;
 
 use super::compare::{differences, Difference};
 use super::{sample, short, Rollout};
-use crate::plugins::bindings::{Outcome, RequestContext};
+use crate::plugins::bindings::RequestContext;
 use crate::plugins::deferred::Deferral;
 use crate::plugins::handler::CallOutcome;
+use crate::plugins::imports::record_set::Answered;
 use crate::plugins::PluginHost;
 use crate::security::session::Session;
 
@@ -73,7 +74,8 @@ pub fn mirror(
             .canary
             .push(sample(&result, &report), rollout.settings.window());
         let shadow_body = match result {
-            Ok(CallOutcome::Done(Outcome::Respond(shadow_body))) => Some(shadow_body),
+            // Compared whole: the records it references copied in.
+            Ok(CallOutcome::Done(Answered::Respond(shadow_body))) => Some(shadow_body.to_vec()),
             Ok(CallOutcome::Done(_)) => None,
             Ok(CallOutcome::Parked(_)) => return,
             Err(error) => {

@@ -62,11 +62,10 @@ impl RawHandler for Chaos {
                     // Parked: the host discards this and calls again.
                     return Outcome::NoResponse;
                 };
-                let fetched: usize = fetched
+                let fetched = fetched
                     .iter()
-                    .map(|partition| partition.records.len())
-                    .sum();
-                let fetched = u32::try_from(fetched).unwrap_or(u32::MAX);
+                    .map(|partition| partition.records.size())
+                    .fold(0u32, u32::saturating_add);
                 Outcome::Respond(fetched.to_be_bytes().to_vec())
             }
             _ => Outcome::Respond(body),

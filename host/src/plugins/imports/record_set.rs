@@ -1,0 +1,195 @@
+//! `log.record-set`: record batches the host holds for a guest, referenced
+//! instead of copied into it (DESIGN §12). A fetch hands each partition's
+//! bytes to the guest as a handle; the guest puts the handle in its
+//! response (`answer.respond-referencing`) and the connection writes the
+//! bytes from this buffer. A module that looks inside reads them.
+
+use bytes::Bytes;
+use wasmtime::component::Resource;
+use wasmtime_wasi::WasiView;
+
+use crate::plugins::bindings::handler::exports::gregor::broker::handler::{
+    Answer, ReferencingBody,
+};
+use crate::plugins::bindings::handler::gregor::broker::log::HostRecordSet;
+use crate::plugins::bindings::Outcome;
+use crate::plugins::state::HandlerState;
+
+/// The host side of a `record-set` handle.
+#[derive(Debug)]
+pub struct RecordSet {
+    bytes: Bytes,
+}
+
+impl HostRecordSet for HandlerState {
+    fn size(&mut self, set: Resource<RecordSet>) -> wasmtime::Result<u32> {
+        let set = self.table().get(&set)?;
+        // A fetch never reads past `max-bytes` (an s32).
+        Ok(u32::try_from(set.bytes.len()).unwrap_or(u32::MAX))
+    }
+
+    fn read(
+        &mut self,
+        set: Resource<RecordSet>,
+        offset: u32,
+        len: u32,
+    ) -> wasmtime::Result<Vec<u8>> {
+        let bytes = &self.table().get(&set)?.bytes;
+        let start = (offset as usize).min(bytes.len());
+        let end = start.saturating_add(len as usize).min(bytes.len());
+        Ok(bytes[start..end].to_vec())
+    }
+
+    fn drop(&mut self, set: Resource<RecordSet>) -> wasmtime::Result<()> {
+        self.table().delete(set)?;
+        Ok(())
+    }
+}
+
+impl HandlerState {
+    /// The Store's resource table (WASI's, which holds the record sets too).
+    fn table(&mut self) -> &mut wasmtime::component::ResourceTable {
+        self.ctx().table
+    }
+
+    /// Hands `bytes` to the guest as a record set.
+    pub fn record_set(&mut self, bytes: Vec<u8>) -> wasmtime::Result<Resource<RecordSet>> {
+        let set = RecordSet {
+            bytes: Bytes::from(bytes),
+        };
+        Ok(self.table().push(set)?)
+    }
+
+    /// What the guest answered, its referenced record sets taken back
+    /// from the guest's handles.
+    pub fn take_answer(&mut self, answer: Answer) -> wasmtime::Result<Answered> {
+        let referencing = match answer {
+            Answer::Outcome(Outcome::Respond(body)) => {
+                return Ok(Answered::Respond(ResponseBody::plain(body)))
+            }
+            Answer::Outcome(Outcome::NoResponse) => return Ok(Answered::NoResponse),
+            Answer::Outcome(Outcome::CloseConnection) => return Ok(Answered::CloseConnection),
+            Answer::RespondReferencing(referencing) => referencing,
+        };
+        let ReferencingBody { body, splices } = referencing;
+        let mut records = Vec::with_capacity(splices.len());
+        for splice in splices {
+            let set = self.table().delete(splice.records)?;
+            records.push((splice.at as usize, set.bytes));
+        }
+        let body = ResponseBody::referencing(body, records)
+            .map_err(|reason| wasmtime::Error::msg(format!("bad response: {reason}")))?;
+        Ok(Answered::Respond(body))
+    }
+}
+
+/// A handler's answer, on the host's side.
+#[derive(Debug)]
+pub enum Answered {
+    /// Send this response body (the host writes the response header).
+    Respond(ResponseBody),
+    /// Send nothing (acks=0 Produce).
+    NoResponse,
+    /// Close the connection.
+    CloseConnection,
+}
+
+/// A response body: the guest's bytes with record sets inserted at
+/// their places, written without concatenating them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResponseBody {
+    /// The guest's bytes.
+    body: Bytes,
+    /// Where in `body` each record set goes, ascending.
+    records: Vec<(usize, Bytes)>,
+}
+
+impl ResponseBody {
+    /// A body without referenced records.
+    pub fn plain(body: Vec<u8>) -> Self {
+        Self {
+            body: Bytes::from(body),
+            records: Vec::new(),
+        }
+    }
+
+    /// `body` with `records` inserted at their places, which must be in
+    /// ascending order within the body.
+    pub fn referencing(body: Vec<u8>, records: Vec<(usize, Bytes)>) -> Result<Self, String> {
+        let mut last = 0;
+        for (at, _) in &records {
+            if *at < last || *at > body.len() {
+                return Err(format!(
+                    "a record set at {at} of a {}-byte body",
+                    body.len()
+                ));
+            }
+            last = *at;
+        }
+        Ok(Self {
+            body: Bytes::from(body),
+            records,
+        })
+    }
+
+    /// The size of the whole body, records included.
+    pub fn len(&self) -> usize {
+        self.body.len() + self.records.iter().map(|(_, r)| r.len()).sum::<usize>()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The body in the order it is sent: the guest's bytes cut at each
+    /// record set's place, the record sets between them.
+    pub fn parts(&self) -> Vec<Bytes> {
+        let mut parts = Vec::with_capacity(2 * self.records.len() + 1);
+        let mut from = 0;
+        for (at, records) in &self.records {
+            parts.push(self.body.slice(from..*at));
+            parts.push(records.clone());
+            from = *at;
+        }
+        parts.push(self.body.slice(from..));
+        parts.retain(|part| !part.is_empty());
+        parts
+    }
+
+    /// The whole body in one buffer (a copy when it references records):
+    /// for a shadow version to compare against.
+    pub fn to_vec(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.len());
+        for part in self.parts() {
+            out.extend_from_slice(&part);
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_go_in_their_places() {
+        let records = vec![
+            (2, Bytes::from_static(b"RR")),
+            (2, Bytes::from_static(b"S")),
+        ];
+        let body = ResponseBody::referencing(b"abcd".to_vec(), records).unwrap();
+        assert_eq!(body.to_vec(), b"abRRScd");
+        assert_eq!(body.len(), 7);
+        assert_eq!(body.parts().len(), 4);
+        let at_end = ResponseBody::referencing(b"ab".to_vec(), vec![(2, Bytes::from_static(b"R"))]);
+        assert_eq!(at_end.unwrap().to_vec(), b"abR");
+    }
+
+    #[test]
+    fn places_out_of_order_or_outside_are_refused() {
+        let r = || Bytes::from_static(b"R");
+        assert!(ResponseBody::referencing(b"ab".to_vec(), vec![(3, r())]).is_err());
+        assert!(ResponseBody::referencing(b"abc".to_vec(), vec![(2, r()), (1, r())]).is_err());
+        assert_eq!(ResponseBody::plain(b"ab".to_vec()).parts().len(), 1);
+    }
+}
