@@ -167,6 +167,7 @@ where
             },
             reply,
             memos: Vec::new(),
+            intercepted: Vec::new(),
         };
         if ctx.channel.send(request).await.is_err() {
             return Ending::Shutdown;
