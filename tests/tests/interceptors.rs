@@ -11,7 +11,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use gregor_tests::wire::{records_section, record_batch, request_frame, Conn};
+use gregor_tests::wire::{record_batch, records_section, request_frame, Conn};
 use gregor_tests::{kafka, Broker};
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse, ResponseHeader, TopicName};
@@ -58,7 +58,12 @@ fn start(examples: &[&str], settings: &[(&str, &str)]) -> (tempfile::TempDir, Br
 fn batch(values: &[&str]) -> Bytes {
     let values: Vec<&[u8]> = values.iter().map(|v| v.as_bytes()).collect();
     let section = records_section(&values, None);
-    Bytes::from(record_batch(0, values.len() as i32, 1_700_000_000_000, &section))
+    Bytes::from(record_batch(
+        0,
+        values.len() as i32,
+        1_700_000_000_000,
+        &section,
+    ))
 }
 
 /// Produce v9 (acks=all) of one batch per topic, partition 0, over the
@@ -134,12 +139,16 @@ async fn json_validator_refuses_records_that_are_not_json() {
     );
     let refused = partition(&response, "events.orders");
     assert_eq!(refused.error_code, INVALID_RECORD, "{refused:?}");
-    let indices: Vec<i32> = refused.record_errors.iter().map(|e| e.batch_index).collect();
-    assert_eq!(indices, [1, 3], "{refused:?}");
-    assert!(refused
+    let indices: Vec<i32> = refused
         .record_errors
         .iter()
-        .all(|e| e.batch_index_error_message.as_deref().is_some_and(|m| m.contains("JSON"))));
+        .map(|e| e.batch_index)
+        .collect();
+    assert_eq!(indices, [1, 3], "{refused:?}");
+    assert!(refused.record_errors.iter().all(|e| e
+        .batch_index_error_message
+        .as_deref()
+        .is_some_and(|m| m.contains("JSON"))));
     assert!(refused.error_message.is_some(), "{refused:?}");
     let free = partition(&response, "free");
     assert_eq!(free.error_code, 0, "{free:?}");
@@ -148,7 +157,11 @@ async fn json_validator_refuses_records_that_are_not_json() {
     // Good JSON lands.
     let good = produce(&broker, &[("events.orders", batch(&[r#"{"id":2}"#, "7"]))]);
     let landed = partition(&good, "events.orders");
-    assert_eq!((landed.error_code, landed.base_offset), (0, 0), "{landed:?}");
+    assert_eq!(
+        (landed.error_code, landed.base_offset),
+        (0, 0),
+        "{landed:?}"
+    );
 
     // A real producer: its non-JSON record fails with INVALID_RECORD, its
     // JSON one is delivered.
@@ -173,7 +186,11 @@ async fn json_validator_refuses_records_that_are_not_json() {
         .expect("a JSON record is delivered");
 
     // What a consumer reads: only the JSON records.
-    let consumer = kafka::plain_consumer(&broker);
+    let consumer: BaseConsumer = kafka::config(&broker)
+        .set("group.id", "json-reader")
+        .set("enable.auto.commit", "false")
+        .create()
+        .expect("consumer");
     let mut assignment = rdkafka::TopicPartitionList::new();
     assignment
         .add_partition_offset("events.orders", 0, rdkafka::Offset::Beginning)
@@ -198,7 +215,10 @@ async fn json_validator_refuses_records_that_are_not_json() {
     assert_eq!(entry["api_keys"], serde_json::json!([0]), "{entry}");
     assert_eq!(entry["wrapping"], serde_json::json!([0]), "{entry}");
     assert!(entry["calls"].as_u64().unwrap_or(0) >= 4, "{entry}");
-    assert_eq!(entry["grants"]["granted"], serde_json::json!(["metadata.read"]));
+    assert_eq!(
+        entry["grants"]["granted"],
+        serde_json::json!(["metadata.read"])
+    );
     assert_eq!(
         list["chains"],
         serde_json::json!([{ "api_key": 0, "interceptors": ["json_validator"] }])
@@ -207,7 +227,8 @@ async fn json_validator_refuses_records_that_are_not_json() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_configured_interceptor_that_is_not_loaded_fails_closed() {
-    let (_plugins, broker, _admin) = start(&[], &[("plugin.interceptors.produce", "json_validator")]);
+    let (_plugins, broker, _admin) =
+        start(&[], &[("plugin.interceptors.produce", "json_validator")]);
     kafka::create_topic(&broker, "events.orders", 1).await;
     // The Produce module answers the failed request with its own error
     // response (UNKNOWN_SERVER_ERROR), nothing is appended.
@@ -226,7 +247,10 @@ async fn a_configured_interceptor_that_is_not_loaded_fails_closed() {
 fn tenant_config(broker: &Broker, user: &str) -> ClientConfig {
     let mut config = ClientConfig::new();
     config
-        .set("bootstrap.servers", broker.listener_bootstrap("SASL_PLAINTEXT"))
+        .set(
+            "bootstrap.servers",
+            broker.listener_bootstrap("SASL_PLAINTEXT"),
+        )
         .set("broker.address.family", "v4")
         .set("security.protocol", "sasl_plaintext")
         .set("sasl.mechanism", "PLAIN")
@@ -249,10 +273,18 @@ fn metadata_topics(consumer: &BaseConsumer) -> BTreeSet<String> {
 async fn two_tenants_both_use_orders_without_seeing_each_other() {
     let settings: Vec<(String, String)> = TENANT_APIS
         .iter()
-        .map(|api| (format!("plugin.interceptors.{api}"), "tenant_filter".to_string()))
+        .map(|api| {
+            (
+                format!("plugin.interceptors.{api}"),
+                "tenant_filter".to_string(),
+            )
+        })
         .chain([
             ("plugin.grants.tenant_filter".into(), "metadata.read".into()),
-            ("sasl.bootstrap.users".into(), "acme.alice:secret,globex.bob:secret".into()),
+            (
+                "sasl.bootstrap.users".into(),
+                "acme.alice:secret,globex.bob:secret".into(),
+            ),
         ])
         .collect();
     let settings: Vec<(&str, &str)> = settings
@@ -347,7 +379,9 @@ async fn two_tenants_both_use_orders_without_seeing_each_other() {
     // listener, whose anonymous principal has no tenant).
     let names = kafka::topic_names(&broker);
     assert!(
-        names.contains("acme.orders") && names.contains("globex.orders") && !names.contains("orders"),
+        names.contains("acme.orders")
+            && names.contains("globex.orders")
+            && !names.contains("orders"),
         "{names:?}"
     );
 }

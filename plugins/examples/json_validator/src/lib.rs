@@ -63,7 +63,9 @@ impl Interceptor for JsonValidator {
                     .any(|r| r.topic == index && r.partition == partition.index)
             });
         }
-        request.topic_data.retain(|topic| !topic.partition_data.is_empty());
+        request
+            .topic_data
+            .retain(|topic| !topic.partition_data.is_empty());
         if !request.topic_data.is_empty() {
             return match encode(ctx, &request) {
                 Ok(body) => Verdict::Continue(body),

@@ -19,8 +19,8 @@ use gregor_intercept::kafka_protocol::messages::*;
 use gregor_intercept::kafka_protocol::protocol::StrBytes;
 use gregor_intercept::kafka_protocol::ResponseError;
 use gregor_intercept::{
-    metadata, refuse_unreadable, types, rewrite_request, rewrite_response, Interceptor, RequestContext,
-    Verdict,
+    metadata, refuse_unreadable, rewrite_request, rewrite_response, types, Interceptor,
+    RequestContext, Verdict,
 };
 
 struct TenantFilter;
