@@ -19,6 +19,8 @@ EXAMPLES += provision_reader
 EXAMPLES += authorizer_prefix
 # Rollouts: a deliberately broken new version of Produce (canary, shadow).
 EXAMPLES += produce_unready
+# Interceptors: a Produce JSON validator and a tenant isolation filter.
+EXAMPLES += json_validator tenant_filter
 EXAMPLE_DIR ?= build/examples
 EXAMPLE_WASM := $(addprefix $(TARGET_DIR)/wasm32-wasip2/plugin/,$(addsuffix .wasm,$(EXAMPLES)))
 

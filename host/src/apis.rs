@@ -27,8 +27,9 @@ use crate::network::header::encode_response;
 use crate::plugins::bindings::RequestContext;
 use crate::plugins::deferred::{Deferral, Wait};
 use crate::plugins::exposure;
-use crate::plugins::handler::CallOutcome;
-use crate::plugins::imports::record_set::Answered;
+use crate::plugins::handler::{CallOutcome, LoadedHandler};
+use crate::plugins::imports::record_set::{Answered, ResponseBody};
+use crate::plugins::interception;
 use crate::plugins::rollout;
 use crate::quota::Client;
 use crate::security::session::Session;
@@ -127,65 +128,78 @@ impl KafkaApis {
                     listener: request.session.listener.clone(),
                     security_protocol: request.session.security_protocol.clone(),
                 };
-                let deferral = Deferral::replay(std::mem::take(&mut request.memos));
-                let (outcome, report) = handler
-                    .call(
-                        &self.broker.plugins,
-                        &request.session,
-                        ctx.clone(),
-                        &request.body,
-                        request.size,
-                        deferral,
-                    )
-                    .await;
-                self.broker.services.metrics.record_plugin_call(
-                    &handler.source().name,
-                    report.call_time,
-                    report.instantiate_time,
-                    report.peak_memory,
-                );
-                let rollouts = &self.broker.registry().rollouts;
-                if !matches!(outcome, Ok(CallOutcome::Parked(_))) {
-                    rollouts.record(&handler, rollout::sample(&outcome, &report));
-                }
-                let outcome = match outcome {
-                    Ok(CallOutcome::Parked(wait)) => {
-                        request.timings.remote += report.host_wait;
-                        self.park(request, wait);
-                        return;
-                    }
-                    Ok(CallOutcome::Done(outcome)) => Ok(outcome),
-                    Err(error) => Err(error),
-                };
-                request.timings.remote += report.host_wait;
-                // Client quotas: the handler's byte-rate throttles, and the
-                // request quota, recorded here when the handler did not.
-                let mut throttle_ms = report.quota.throttle_ms;
-                if !report.quota.request_recorded && outcome.is_ok() {
-                    let client = Client::new(&ctx.principal, ctx.client_id.as_deref());
-                    let request_ms = self
-                        .broker
-                        .services
-                        .quotas
-                        .record_request(client, report.guest_time);
-                    throttle_ms = throttle_ms.max(request_ms);
-                }
-                throttle = Duration::from_millis(u64::try_from(throttle_ms).unwrap_or(0));
-                if let (Ok(Answered::Respond(body)), Some(shadow)) =
-                    (&outcome, rollouts.get(request.header.api_key))
-                {
-                    if matches!(shadow.mode, rollout::Mode::Shadow) {
-                        rollout::mirror(
+                // Interceptors wrapping this ApiKey (`plugins::interception`).
+                // A replayed (parked) request went through the request
+                // hooks already: its body is the one they left.
+                let replay = !request.memos.is_empty();
+                let mut passed = Vec::new();
+                let mut early_reply = None;
+                match self.broker.registry().chain(request.header.api_key) {
+                    Ok(chain) if chain.is_empty() => {}
+                    Ok(chain) if replay => passed = chain,
+                    Ok(chain) => {
+                        let body = request.body.clone();
+                        match interception::before(
                             &self.broker.plugins,
-                            shadow,
+                            chain,
                             &request.session,
                             &ctx,
-                            &request.body,
-                            request.size,
-                            body.to_vec(),
-                        );
+                            body,
+                        )
+                        .await
+                        {
+                            Ok(before) if before.close => {
+                                let answer = (Response::Close, RequestEnd::ClosedByHandler);
+                                return self.reply(request, answer, throttle);
+                            }
+                            Ok(before) => {
+                                passed = before.passed;
+                                request.intercepted = before.seen;
+                                match before.reply {
+                                    Some(reply) => early_reply = Some(reply),
+                                    None => request.body = before.body,
+                                }
+                            }
+                            Err(reason) => {
+                                let answer = self.failed(&handler, &request, &ctx, reason).await;
+                                return self.reply(request, answer, throttle);
+                            }
+                        }
+                    }
+                    Err(reason) => {
+                        let answer = self.failed(&handler, &request, &ctx, reason).await;
+                        return self.reply(request, answer, throttle);
                     }
                 }
+                let outcome = match early_reply {
+                    Some(body) => Ok(Answered::Respond(ResponseBody::plain(body))),
+                    None => {
+                        match self.call_handler(&handler, &mut request, &ctx).await {
+                            Ok((outcome, handler_throttle)) => {
+                                throttle = handler_throttle;
+                                outcome
+                            }
+                            // It comes back through the channel once its
+                            // wait completes.
+                            Err(wait) => return self.park(request, wait),
+                        }
+                    }
+                };
+                let outcome = match outcome {
+                    // Interceptors read the whole response: its record
+                    // sets are copied in for them.
+                    Ok(Answered::Respond(body)) if !passed.is_empty() => interception::after(
+                        &self.broker.plugins,
+                        &passed,
+                        &request.intercepted,
+                        &request.session,
+                        &ctx,
+                        body.to_vec(),
+                    )
+                    .await
+                    .map(|body| Answered::Respond(ResponseBody::plain(body))),
+                    other => other,
+                };
                 match outcome {
                     Ok(Answered::Respond(body)) => (
                         Response::respond(
@@ -197,54 +211,138 @@ impl KafkaApis {
                     ),
                     Ok(Answered::NoResponse) => (Response::Nothing, RequestEnd::NoResponse),
                     Ok(Answered::CloseConnection) => (Response::Close, RequestEnd::ClosedByHandler),
-                    Err(error) => {
-                        // The host has no schema for the body: the module's
-                        // own error response (UNKNOWN_SERVER_ERROR for every
-                        // element, from a fresh instance) answers if it has
-                        // one; otherwise the connection is closed and the
-                        // client reconnects and retries.
-                        let policy = self
-                            .broker
-                            .services
-                            .config
-                            .plugin_failure_policy(&handler.source().name);
-                        let fallback = match policy {
-                            FailurePolicy::ErrorResponse => {
-                                handler
-                                    .error_response(
-                                        &self.broker.plugins,
-                                        &request.session,
-                                        &ctx,
-                                        &request.body,
-                                        ErrorCode::UnknownServerError.code(),
-                                    )
-                                    .await
-                            }
-                            FailurePolicy::CloseConnection => None,
-                        };
-                        warn!(
-                            plugin = %handler.source().name,
-                            api_key = request.header.api_key,
-                            api_version = request.header.api_version,
-                            correlation_id = request.header.correlation_id,
-                            answered = fallback.is_some(),
-                            "handler failed: {error}"
-                        );
-                        match fallback {
-                            Some(body) => (
-                                Response::Send(encode_response(
-                                    request.header.correlation_id,
-                                    request.flexible_response,
-                                    &body,
-                                )),
-                                RequestEnd::HandlerFailed,
-                            ),
-                            None => (Response::Close, RequestEnd::HandlerFailed),
-                        }
-                    }
+                    Err(reason) => self.failed(&handler, &request, &ctx, reason).await,
                 }
             }
         };
+        self.reply(request, (response, end), throttle);
+    }
+
+    /// Calls the request's handler: its outcome (an error says why the
+    /// handler failed) and the throttle client quotas ask for, or the wait
+    /// of a request the handler parked.
+    async fn call_handler(
+        &self,
+        handler: &Arc<LoadedHandler>,
+        request: &mut Request,
+        ctx: &RequestContext,
+    ) -> Result<(Result<Answered, String>, Duration), Wait> {
+        let deferral = Deferral::replay(std::mem::take(&mut request.memos));
+        let (outcome, report) = handler
+            .call(
+                &self.broker.plugins,
+                &request.session,
+                ctx.clone(),
+                &request.body,
+                request.size,
+                deferral,
+            )
+            .await;
+        self.broker.services.metrics.record_plugin_call(
+            &handler.source().name,
+            report.call_time,
+            report.instantiate_time,
+            report.peak_memory,
+        );
+        let rollouts = &self.broker.registry().rollouts;
+        if !matches!(outcome, Ok(CallOutcome::Parked(_))) {
+            rollouts.record(handler, rollout::sample(&outcome, &report));
+        }
+        let outcome = match outcome {
+            Ok(CallOutcome::Parked(wait)) => {
+                request.timings.remote += report.host_wait;
+                return Err(wait);
+            }
+            Ok(CallOutcome::Done(outcome)) => Ok(outcome),
+            Err(error) => Err(format!("handler failed: {error}")),
+        };
+        request.timings.remote += report.host_wait;
+        // Client quotas: the handler's byte-rate throttles, and the
+        // request quota, recorded here when the handler did not.
+        let mut throttle_ms = report.quota.throttle_ms;
+        if !report.quota.request_recorded && outcome.is_ok() {
+            let client = Client::new(&ctx.principal, ctx.client_id.as_deref());
+            let request_ms = self
+                .broker
+                .services
+                .quotas
+                .record_request(client, report.guest_time);
+            throttle_ms = throttle_ms.max(request_ms);
+        }
+        let throttle = Duration::from_millis(u64::try_from(throttle_ms).unwrap_or(0));
+        if let (Ok(Answered::Respond(body)), Some(shadow)) =
+            (&outcome, rollouts.get(request.header.api_key))
+        {
+            if matches!(shadow.mode, rollout::Mode::Shadow) {
+                rollout::mirror(
+                    &self.broker.plugins,
+                    shadow,
+                    &request.session,
+                    ctx,
+                    &request.body,
+                    request.size,
+                    body.to_vec(),
+                );
+            }
+        }
+        Ok((outcome, throttle))
+    }
+
+    /// The answer to a request whose handler or interceptor failed
+    /// (`reason`). The host has no schema for the body: the module's own
+    /// error response (UNKNOWN_SERVER_ERROR for every element, from a
+    /// fresh instance) answers if it has one; otherwise the connection is
+    /// closed and the client reconnects and retries.
+    async fn failed(
+        &self,
+        handler: &LoadedHandler,
+        request: &Request,
+        ctx: &RequestContext,
+        reason: String,
+    ) -> (Response, RequestEnd) {
+        let policy = self
+            .broker
+            .services
+            .config
+            .plugin_failure_policy(&handler.source().name);
+        let fallback = match policy {
+            FailurePolicy::ErrorResponse => {
+                handler
+                    .error_response(
+                        &self.broker.plugins,
+                        &request.session,
+                        ctx,
+                        &request.body,
+                        ErrorCode::UnknownServerError.code(),
+                    )
+                    .await
+            }
+            FailurePolicy::CloseConnection => None,
+        };
+        warn!(
+            plugin = %handler.source().name,
+            api_key = request.header.api_key,
+            api_version = request.header.api_version,
+            correlation_id = request.header.correlation_id,
+            answered = fallback.is_some(),
+            "{reason}"
+        );
+        match fallback {
+            Some(body) => (
+                Response::Send(encode_response(
+                    request.header.correlation_id,
+                    request.flexible_response,
+                    &body,
+                )),
+                RequestEnd::HandlerFailed,
+            ),
+            None => (Response::Close, RequestEnd::HandlerFailed),
+        }
+    }
+
+    /// Sends a handled request's answer back to its connection.
+    fn reply(&self, mut request: Request, answer: (Response, RequestEnd), throttle: Duration) {
+        let (response, end) = answer;
         let handled = Instant::now();
         request.timings.handled = Some(handled);
         debug!(

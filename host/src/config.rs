@@ -150,6 +150,14 @@ impl BrokerConfig {
             .collect()
     }
 
+    /// The properties set whose names start with `prefix`, in name order.
+    pub fn with_prefix<'a>(&'a self, prefix: &'a str) -> impl Iterator<Item = (&'a str, &'a str)> {
+        self.props
+            .range(prefix.to_string()..)
+            .take_while(move |(name, _)| name.starts_with(prefix))
+            .map(|(name, value)| (name.as_str(), value.as_str()))
+    }
+
     /// The value only if it was set explicitly (file or override).
     pub fn explicit(&self, name: &str) -> Option<&str> {
         self.props.get(name).map(String::as_str)

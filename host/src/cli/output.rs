@@ -85,6 +85,18 @@ const AUTHORIZER_COLUMNS: &[Column] = &[
     ("SHA256", |a| short_hash(&a["sha256"])),
 ];
 
+/// `gregor plugins list`: the interceptors, the ApiKeys they say they wrap
+/// and those whose configured chain they are in.
+const INTERCEPTOR_COLUMNS: &[Column] = &[
+    ("INTERCEPTOR", |i| text(&i["name"])),
+    ("API_KEYS", |i| names(&i["api_keys"])),
+    ("WRAPPING", |i| names(&i["wrapping"])),
+    ("CALLS", |i| text(&i["calls"])),
+    ("ERRORS", |i| text(&i["errors"])),
+    ("SHA256", |i| short_hash(&i["sha256"])),
+    ("GRANTS", |i| names(&i["grants"]["granted"])),
+];
+
 /// `gregor plugins list`: files the loader refused.
 const REFUSED_COLUMNS: &[Column] = &[
     ("REFUSED", |r| text(&r["file"])),
@@ -135,6 +147,7 @@ fn render(view: View, value: &Value) -> String {
             let mut out = table(HANDLER_COLUMNS, &value["handlers"]);
             for (columns, rows) in [
                 (AUTHORIZER_COLUMNS, &value["authorizers"]),
+                (INTERCEPTOR_COLUMNS, &value["interceptors"]),
                 (REFUSED_COLUMNS, &value["refused"]),
             ] {
                 if rows.as_array().is_some_and(|rows| !rows.is_empty()) {

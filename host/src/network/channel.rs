@@ -91,6 +91,10 @@ pub struct Request {
     /// Answers of the waits this request parked for, when it is handled
     /// again (`plugins::deferred`); empty on its first handling.
     pub memos: Vec<Memo>,
+    /// The bodies the interceptors wrapping its ApiKey were given,
+    /// outermost first, once its request hooks ran; a parked request keeps
+    /// them for the response hooks of its replay (`plugins::interception`).
+    pub intercepted: Vec<Bytes>,
 }
 
 /// A bounded multi-consumer queue of requests.

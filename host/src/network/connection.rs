@@ -168,6 +168,7 @@ where
             },
             reply,
             memos: Vec::new(),
+            intercepted: Vec::new(),
         };
         if ctx.channel.send(request).await.is_err() {
             return Ending::Shutdown;

@@ -45,6 +45,21 @@ pub mod authorizer {
     });
 }
 
+/// Interceptors link against the handler linker (a subset of its
+/// imports), so their imports reuse the handler world's host traits.
+pub mod interceptor {
+    wasmtime::component::bindgen!({
+        path: "../wit",
+        world: "kafka-interceptor",
+        exports: { default: async },
+        with: {
+            "gregor:broker/logging": super::handler::gregor::broker::logging,
+            "gregor:broker/metadata": super::handler::gregor::broker::metadata,
+            "gregor:broker/types": super::handler::gregor::broker::types,
+        },
+    });
+}
+
 pub use handler::gregor::broker::types::{
     Action, ApiInfo, Operation, Outcome, RequestContext, ResourceType,
 };

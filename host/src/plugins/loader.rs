@@ -1,12 +1,14 @@
 //! Loading modules: read the file, compile it (or take it from the compile
 //! cache) off the async runtime, check which world it targets, and build a
-//! handler (asking `describe()`) or an authorizer.
+//! handler (asking `describe()`), an interceptor (asking `describe()`) or
+//! an authorizer.
 //!
-//! A handler is then checked against its grants (`grants`): what it
-//! imports must be covered by what it is granted.
+//! A handler or an interceptor is then checked against its grants
+//! (`grants`): what it imports must be covered by what it is granted.
 //!
-//! A module must export `gregor:broker/handler@0.4.0` or
-//! `gregor:broker/authorizer@0.4.0` and import nothing but this package's
+//! A module must export `gregor:broker/handler@0.4.0`,
+//! `gregor:broker/interceptor@0.4.0` or `gregor:broker/authorizer@0.4.0`
+//! and import nothing but this package's
 //! interfaces at this version and WASI; anything else is refused with a
 //! message that says what it targets and what the broker provides. A module
 //! built for another version of the contract is refused by name: the
@@ -25,9 +27,11 @@ use wasmtime::Engine;
 use crate::plugins::authorizer::{AuthorizerState, LoadedAuthorizer};
 use crate::plugins::bindings::authorizer::{KafkaAuthorizer, KafkaAuthorizerPre};
 use crate::plugins::bindings::handler::{KafkaHandler, KafkaHandlerPre};
+use crate::plugins::bindings::interceptor::KafkaInterceptorPre;
 use crate::plugins::cache::{content_hash, CacheOutcome, CompileCache};
 use crate::plugins::grants::{self, Grants};
 use crate::plugins::handler::{InstanceLimits, LoadedHandler, ModuleSource};
+use crate::plugins::interceptor::LoadedInterceptor;
 use crate::plugins::state::HandlerState;
 use crate::plugins::{PluginHost, WasmContext};
 
@@ -36,10 +40,12 @@ pub const PACKAGE: &str = "gregor:broker";
 pub const PACKAGE_VERSION: &str = "0.4.0";
 const HANDLER_EXPORT: &str = "gregor:broker/handler@0.4.0";
 const AUTHORIZER_EXPORT: &str = "gregor:broker/authorizer@0.4.0";
+const INTERCEPTOR_EXPORT: &str = "gregor:broker/interceptor@0.4.0";
 
 /// A successfully loaded module.
 pub enum Loaded {
     Handler(LoadedHandler),
+    Interceptor(LoadedInterceptor),
     Authorizer(LoadedAuthorizer),
 }
 
@@ -47,6 +53,7 @@ pub enum Loaded {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ModuleKind {
     Handler,
+    Interceptor,
     Authorizer,
 }
 
@@ -127,7 +134,7 @@ impl Loader {
         // Least privilege: a handler's imports against its grants, before
         // anything of it runs.
         let grants = match kind {
-            ModuleKind::Handler => {
+            ModuleKind::Handler | ModuleKind::Interceptor => {
                 let needed = grants::required(&self.engine, &component, PACKAGE, PACKAGE_VERSION)?;
                 let layers = host.services.dynamic.broker_layers();
                 let resolved = grants::resolve(&name, &host.services.config, &layers)?;
@@ -165,6 +172,27 @@ impl Loader {
                     "handler loaded"
                 );
                 Loaded::Handler(handler)
+            }
+            ModuleKind::Interceptor => {
+                // The handler linker offers every import the interceptor
+                // world has.
+                let pre = self
+                    .handler_linker
+                    .instantiate_pre(&component)
+                    .wasm_context("linking the interceptor's imports")?;
+                let pre = KafkaInterceptorPre::new(pre)
+                    .wasm_context("checking the interceptor's exports")?;
+                let interceptor =
+                    LoadedInterceptor::load(&self.engine, pre, source, self.limits, host).await?;
+                info!(
+                    plugin = %name,
+                    interceptor = %interceptor.info().name,
+                    api_keys = ?interceptor.info().api_keys,
+                    cache = if outcome == CacheOutcome::Hit { "hit" } else { "compiled" },
+                    elapsed_ms = started.elapsed().as_millis() as u64,
+                    "interceptor loaded"
+                );
+                Loaded::Interceptor(interceptor)
             }
             ModuleKind::Authorizer => {
                 let pre = self
@@ -215,12 +243,15 @@ pub fn classify(engine: &Engine, component: &Component) -> Result<ModuleKind> {
     }
     let kind = if exports.iter().any(|name| name == HANDLER_EXPORT) {
         ModuleKind::Handler
+    } else if exports.iter().any(|name| name == INTERCEPTOR_EXPORT) {
+        ModuleKind::Interceptor
     } else if exports.iter().any(|name| name == AUTHORIZER_EXPORT) {
         ModuleKind::Authorizer
     } else {
         bail!(
             "the module exports [{}]; a Gregor module must target world {PACKAGE}/kafka-handler@{PACKAGE_VERSION} \
-             (export {HANDLER_EXPORT}) or {PACKAGE}/kafka-authorizer@{PACKAGE_VERSION} (export {AUTHORIZER_EXPORT})",
+             (export {HANDLER_EXPORT}), {PACKAGE}/kafka-interceptor@{PACKAGE_VERSION} (export {INTERCEPTOR_EXPORT}) \
+             or {PACKAGE}/kafka-authorizer@{PACKAGE_VERSION} (export {AUTHORIZER_EXPORT})",
             exports.join(", ")
         );
     };
@@ -282,6 +313,10 @@ mod tests {
     fn exports_name_this_version() {
         assert!(HANDLER_EXPORT.ends_with(&format!("@{PACKAGE_VERSION}")));
         assert!(AUTHORIZER_EXPORT.ends_with(&format!("@{PACKAGE_VERSION}")));
+        assert_eq!(
+            classified(INTERCEPTOR_EXPORT).expect("an interceptor"),
+            ModuleKind::Interceptor
+        );
         assert_eq!(
             classified(HANDLER_EXPORT).expect("a handler"),
             ModuleKind::Handler

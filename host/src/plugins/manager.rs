@@ -23,6 +23,7 @@ use tracing::{error, info, warn};
 
 use crate::plugins::grants;
 use crate::plugins::handler::LoadedHandler;
+use crate::plugins::interception::Chains;
 use crate::plugins::loader::{Loaded, Loader};
 use crate::plugins::PluginHost;
 
@@ -70,6 +71,9 @@ impl PluginManager {
     /// activates the configured authorizer.
     pub async fn load_all(&self) -> Result<()> {
         let _guard = self.changes.lock().await;
+        self.host
+            .registry
+            .set_chains(Chains::from_config(&self.host.services.config)?);
         std::fs::create_dir_all(&self.dir)?;
         let files = Loader::module_files(&self.dir)?;
         let loads = files
@@ -132,6 +136,23 @@ impl PluginManager {
                     "{verb} handler {} (api key {}, versions {}..={})",
                     info.name, info.api_key, info.min_version, info.max_version
                 ))
+            }
+            Loaded::Interceptor(interceptor) => {
+                let interceptor = Arc::new(interceptor);
+                let path = interceptor.source().path.clone();
+                let what = format!(
+                    "interceptor {} (api keys {:?})",
+                    interceptor.source().name,
+                    interceptor.info().api_keys
+                );
+                let previous = registry.install_interceptor(interceptor);
+                registry.clear_failure(&path);
+                let verb = if previous.is_some() {
+                    "replaced"
+                } else {
+                    "loaded"
+                };
+                Ok(format!("{verb} {what}"))
             }
             Loaded::Authorizer(authorizer) => {
                 let authorizer = Arc::new(authorizer);
@@ -226,6 +247,11 @@ impl PluginManager {
             info!(module = %path.display(), "{what}");
             return Some(what);
         }
+        if let Some(name) = self.host.registry.unload_interceptor_path(path) {
+            let what = format!("unloaded interceptor {name}");
+            info!(module = %path.display(), "{what}");
+            return Some(what);
+        }
         if let Some(name) = self.host.registry.unload_authorizer_path(path) {
             if self.host.authorization.active_name().as_deref() == Some(name.as_str()) {
                 warn!(authorizer = %name, "the active authorizer's file was removed; it stays active until replaced");
@@ -304,7 +330,7 @@ impl PluginManager {
             .await
             .map_err(|error| format!("{error:#}"))?;
         let Loaded::Handler(candidate) = loaded else {
-            return Err("the module is an authorizer, not a handler".to_string());
+            return Err("the module is not a handler".to_string());
         };
         let (want, got) = (serving.info().api_key, candidate.info().api_key);
         if want != got {
@@ -514,6 +540,39 @@ impl PluginManager {
                 })
             })
             .collect();
+        let chains = registry.chains();
+        let interceptors: Vec<Value> = registry
+            .interceptors()
+            .iter()
+            .map(|interceptor| {
+                let source = interceptor.source();
+                let wrapping: Vec<i16> = chains
+                    .iter()
+                    .filter(|(_, names)| names.iter().any(|n| n.as_ref() == source.name.as_ref()))
+                    .map(|(key, _)| key)
+                    .collect();
+                json!({
+                    "kind": "interceptor",
+                    "name": source.name.as_ref(),
+                    "file": source.path.display().to_string(),
+                    "api_keys": interceptor.info().api_keys,
+                    "wrapping": wrapping,
+                    "sha256": source.content_hash,
+                    "loaded_at_ms": millis(source.loaded_at),
+                    "calls": interceptor.stats.calls.load(Relaxed),
+                    "errors": interceptor.stats.traps.load(Relaxed) + interceptor.stats.timeouts.load(Relaxed),
+                    "instantiations": interceptor.stats.instantiations.load(Relaxed),
+                    "grants": source.grants,
+                })
+            })
+            .collect();
+        let chain_list: Vec<Value> = chains
+            .iter()
+            .map(|(key, names)| {
+                let names: Vec<&str> = names.iter().map(AsRef::as_ref).collect();
+                json!({ "api_key": key, "interceptors": names })
+            })
+            .collect();
         let refused: Vec<Value> = registry
             .failures()
             .into_iter()
@@ -525,7 +584,13 @@ impl PluginManager {
                 })
             })
             .collect();
-        json!({ "handlers": handlers, "authorizers": authorizers, "refused": refused })
+        json!({
+            "handlers": handlers,
+            "authorizers": authorizers,
+            "interceptors": interceptors,
+            "chains": chain_list,
+            "refused": refused,
+        })
     }
 }
 

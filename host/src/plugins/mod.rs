@@ -1,6 +1,7 @@
 //! The plugin runtime: a wasmtime component engine, a compile cache on
 //! disk, the loader that checks a module's world and self-description, the
-//! registry of ApiKey -> handler, pools of live instances, canary and
+//! registry of ApiKey -> handler, interceptor chains around handlers
+//! (`interception`), pools of live instances, canary and
 //! shadow rollouts of new versions (`rollout`), the active
 //! authorizer with its decision cache, and the host side of every WIT
 //! import (thin: each calls into a broker service).
@@ -20,6 +21,8 @@ pub mod grants;
 pub mod handler;
 mod host;
 pub mod imports;
+pub mod interception;
+pub mod interceptor;
 pub mod limits;
 pub mod loader;
 pub mod manager;

@@ -1,5 +1,6 @@
 //! The plugin registry: ApiKey -> the handler module serving it, the
-//! loaded authorizer modules by name, and the last refusal per module file.
+//! loaded authorizer and interceptor modules by name, the configured
+//! interceptor chains, and the last refusal per module file.
 //! The handler map is swapped as a whole, so a lookup is one read lock and
 //! an `Arc` clone, and a request keeps the module version it was routed to
 //! for its whole life even if a new version is installed meanwhile.
@@ -12,6 +13,8 @@ use std::time::SystemTime;
 use crate::plugins::authorizer::LoadedAuthorizer;
 use crate::plugins::bindings::ApiInfo;
 use crate::plugins::handler::LoadedHandler;
+use crate::plugins::interception::Chains;
+use crate::plugins::interceptor::LoadedInterceptor;
 use crate::plugins::rollout::Rollouts;
 use crate::sync::{read, write};
 
@@ -29,6 +32,8 @@ pub struct Registry {
     handlers: RwLock<Arc<HandlerMap>>,
     authorizers: RwLock<BTreeMap<String, Arc<LoadedAuthorizer>>>,
     failures: RwLock<BTreeMap<PathBuf, LoadFailure>>,
+    interceptors: RwLock<BTreeMap<String, Arc<LoadedInterceptor>>>,
+    chains: RwLock<Arc<Chains>>,
     /// New versions rolled out beside the serving ones.
     pub rollouts: Rollouts,
 }
@@ -111,6 +116,60 @@ impl Registry {
             .map(|(name, _)| name.clone())?;
         guard.remove(&name);
         Some(name)
+    }
+
+    pub fn install_interceptor(
+        &self,
+        interceptor: Arc<LoadedInterceptor>,
+    ) -> Option<Arc<LoadedInterceptor>> {
+        let name = interceptor.source().name.to_string();
+        write(&self.interceptors).insert(name, interceptor)
+    }
+
+    pub fn interceptors(&self) -> Vec<Arc<LoadedInterceptor>> {
+        read(&self.interceptors).values().cloned().collect()
+    }
+
+    /// Removes the interceptor loaded from `path`; returns its name.
+    pub fn unload_interceptor_path(&self, path: &Path) -> Option<String> {
+        let mut guard = write(&self.interceptors);
+        let name = guard
+            .iter()
+            .find(|(_, interceptor)| interceptor.source().path == path)
+            .map(|(name, _)| name.clone())?;
+        guard.remove(&name);
+        Some(name)
+    }
+
+    pub fn set_chains(&self, chains: Chains) {
+        *write(&self.chains) = Arc::new(chains);
+    }
+
+    pub fn chains(&self) -> Arc<Chains> {
+        Arc::clone(&read(&self.chains))
+    }
+
+    /// The interceptors wrapping `api_key`, outermost first (empty: none
+    /// configured). An error names a configured interceptor that is not
+    /// loaded or does not wrap this ApiKey: the request must fail.
+    pub fn chain(&self, api_key: i16) -> Result<Vec<Arc<LoadedInterceptor>>, String> {
+        let chains = self.chains();
+        let Some(names) = chains.get(api_key) else {
+            return Ok(Vec::new());
+        };
+        let loaded = read(&self.interceptors);
+        names
+            .iter()
+            .map(|name| match loaded.get(name.as_ref()) {
+                Some(interceptor) if interceptor.wraps(api_key) => Ok(Arc::clone(interceptor)),
+                Some(_) => Err(format!(
+                    "interceptor {name} is configured for api key {api_key} but does not wrap it"
+                )),
+                None => Err(format!(
+                    "interceptor {name} is configured for api key {api_key} but not loaded"
+                )),
+            })
+            .collect()
     }
 
     pub fn record_failure(&self, path: &Path, reason: String) {
