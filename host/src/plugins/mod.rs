@@ -23,6 +23,7 @@ pub mod imports;
 pub mod limits;
 pub mod loader;
 pub mod manager;
+pub mod metering;
 pub mod registry;
 pub mod rollout;
 pub mod state;
