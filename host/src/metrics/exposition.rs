@@ -284,6 +284,9 @@ impl Collector for Scraped {
 /// Reads one of a plugin's metered quantities.
 type MeterValue = fn(&MeterReading) -> f64;
 
+/// Reads a metered quantity only some plugins have (the CPU limit's).
+type LimitValue = fn(&MeterReading) -> Option<f64>;
+
 /// The metering families (`plugins::metering`), by plugin and ApiKey.
 fn encode_metering(
     encoder: &mut DescriptorEncoder,
@@ -346,7 +349,7 @@ fn encode_metering(
             ConstCounter::new(*count).encode(family.encode_family(&labels)?)?;
         }
     }
-    let gauges: [(&str, &str, fn(&MeterReading) -> Option<f64>); 2] = [
+    let gauges: [(&str, &str, LimitValue); 2] = [
         (
             "gregor_plugin_cpu_limit_ratio",
             "plugin.limits.<module>.cpu.ms.per.sec as a fraction of one core.",
