@@ -8,7 +8,10 @@
 //! `tls.rs`.
 //!
 //! - `GET /plugins` — loaded handlers and authorizers (ApiKey, versions,
-//!   content hash, load time, call and error counts) and refused files.
+//!   content hash, load time, call and error counts, a handler's
+//!   `metering`: guest time, host calls by interface, bytes in and out,
+//!   peak memory, CPU-limit throttling; see `plugins::metering`) and
+//!   refused files.
 //! - `PUT /plugins/{name}` — body is a `.wasm` module, read as it streams
 //!   in up to `admin.upload.max.bytes` (default 64 MiB; 413 past it);
 //!   validated, then written to the plugin directory and swapped in.
@@ -77,6 +80,7 @@ impl AdminState {
                 calls: handler.stats.calls.load(Relaxed),
                 traps: handler.stats.traps.load(Relaxed),
                 timeouts: handler.stats.timeouts.load(Relaxed),
+                metering: handler.stats.meter.reading(),
             })
             .collect();
         let gauges = ScrapeGauges {

@@ -36,6 +36,10 @@ pub struct ListenerSpec {
     pub port: u16,
 }
 
+/// `plugin.limits.<module>.cpu.ms.per.sec`, around the module's name.
+const PLUGIN_LIMITS_PREFIX: &str = "plugin.limits.";
+const CPU_LIMIT_SUFFIX: &str = ".cpu.ms.per.sec";
+
 /// Defaults the broker uses when a property is not set.
 const DEFAULTS: &[(&str, &str)] = &[
     ("listeners", "PLAINTEXT://127.0.0.1:9092"),
@@ -204,6 +208,12 @@ impl BrokerConfig {
                 && !matches!(value.as_str(), "error-response" | "close-connection")
             {
                 bail!("{name} must be error-response or close-connection, not {value:?}");
+            }
+            if let Some(module) = name
+                .strip_prefix(PLUGIN_LIMITS_PREFIX)
+                .and_then(|rest| rest.strip_suffix(CPU_LIMIT_SUFFIX))
+            {
+                self.plugin_cpu_limit(module)?;
             }
             if name.starts_with(crate::plugin_grants::CONFIG_PREFIX) {
                 crate::plugin_grants::parse(value)
@@ -457,6 +467,20 @@ impl BrokerConfig {
         match self.get(&format!("plugin.failure.policy.{module}")) {
             Some("close-connection") => FailurePolicy::CloseConnection,
             _ => FailurePolicy::ErrorResponse,
+        }
+    }
+
+    /// `plugin.limits.<module>.cpu.ms.per.sec`: the guest time a module
+    /// may use per second before its responses are throttled
+    /// (`plugins::metering`); None when unlimited.
+    pub fn plugin_cpu_limit(&self, module: &str) -> Result<Option<f64>> {
+        let name = format!("{PLUGIN_LIMITS_PREFIX}{module}{CPU_LIMIT_SUFFIX}");
+        let Some(raw) = self.get(&name) else {
+            return Ok(None);
+        };
+        match raw.trim().parse::<f64>() {
+            Ok(ms) if ms.is_finite() && ms > 0.0 => Ok(Some(ms)),
+            _ => bail!("invalid value {raw:?} for {name}: expected a positive number of ms"),
         }
     }
 

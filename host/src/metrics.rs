@@ -600,13 +600,38 @@ pub struct ScrapeGauges {
     pub plugins: Vec<PluginCounters>,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct PluginCounters {
     pub name: String,
     pub api_key: i16,
     pub calls: u64,
     pub traps: u64,
     pub timeouts: u64,
+    pub metering: MeterReading,
+}
+
+/// What a module version's calls cost (`plugins::metering`), read at
+/// scrape time.
+#[derive(Debug, Clone, Default)]
+pub struct MeterReading {
+    /// Time the guest ran (call time minus host waits).
+    pub guest_time: Duration,
+    /// Time its calls waited in async host calls.
+    pub host_wait: Duration,
+    /// Host calls by import interface (those called at least once).
+    pub host_calls: Vec<(&'static str, u64)>,
+    /// Request bodies handed in and response bodies handed back.
+    pub bytes_in: u64,
+    pub bytes_out: u64,
+    /// The largest linear memory an instance reached.
+    pub peak_memory: u64,
+    /// Responses its CPU limit throttled, and for how long in all.
+    pub throttled_responses: u64,
+    pub throttle_time: Duration,
+    /// `plugin.limits.<module>.cpu.ms.per.sec`, and the rate measured
+    /// against it; None when unlimited.
+    pub cpu_limit_ms_per_sec: Option<f64>,
+    pub cpu_ms_per_sec: Option<f64>,
 }
 
 #[cfg(test)]
@@ -756,6 +781,14 @@ mod tests {
                 calls: 7,
                 traps: 1,
                 timeouts: 0,
+                metering: MeterReading {
+                    guest_time: Duration::from_millis(1500),
+                    host_calls: vec![("log", 4)],
+                    bytes_in: 300,
+                    cpu_limit_ms_per_sec: Some(250.0),
+                    cpu_ms_per_sec: Some(100.0),
+                    ..MeterReading::default()
+                },
             }],
         };
         for format in [Exposition::Prometheus, Exposition::OpenMetrics] {
@@ -784,6 +817,30 @@ mod tests {
                     "gregor_plugin_traps_total{plugin=\"chaos\",api_key=\"1099\"}"
                 ),
                 Some(1.0)
+            );
+            let chaos = "{plugin=\"chaos\",api_key=\"1099\"}";
+            assert_eq!(
+                sample(&text, &format!("gregor_plugin_guest_seconds_total{chaos}")),
+                Some(1.5)
+            );
+            assert_eq!(
+                sample(&text, &format!("gregor_plugin_bytes_in_total{chaos}")),
+                Some(300.0)
+            );
+            assert_eq!(
+                sample(
+                    &text,
+                    "gregor_plugin_host_calls_total{plugin=\"chaos\",api_key=\"1099\",interface=\"log\"}"
+                ),
+                Some(4.0)
+            );
+            assert_eq!(
+                sample(&text, &format!("gregor_plugin_cpu_limit_ratio{chaos}")),
+                Some(0.25)
+            );
+            assert_eq!(
+                sample(&text, &format!("gregor_plugin_cpu_ratio{chaos}")),
+                Some(0.1)
             );
         }
     }

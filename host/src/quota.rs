@@ -272,6 +272,57 @@ struct Sensor {
     last_used: Instant,
 }
 
+/// Kafka's throttle time for a rate over its quota: `(rate - quota) /
+/// quota * window`, the wait that brings the rate back to the quota, at
+/// most `cap` ms.
+fn throttle_of(rate: f64, limit: f64, size_ms: i64, cap: Option<i64>) -> i32 {
+    let throttle = ((rate - limit) / limit * size_ms as f64).round();
+    let throttle = cap.map_or(throttle, |cap| throttle.min(cap as f64));
+    throttle.clamp(0.0, f64::from(i32::MAX)) as i32
+}
+
+/// One windowed rate against one fixed limit, outside the client quotas:
+/// Kafka's arithmetic, throttling at most one window as the request quota
+/// does. The per-module CPU limits (`plugins::metering`) are made of it.
+#[derive(Debug)]
+pub struct RateLimit {
+    limit: f64,
+    window: WindowConfig,
+    started: Instant,
+    rate: Mutex<Rate>,
+}
+
+impl RateLimit {
+    /// The limit, in units per second.
+    pub fn limit(&self) -> f64 {
+        self.limit
+    }
+
+    fn now_ms(&self) -> i64 {
+        i64::try_from(self.started.elapsed().as_millis()).unwrap_or(i64::MAX)
+    }
+
+    /// Records `value` and returns the throttle time in ms (0 while the
+    /// rate is within the limit).
+    pub fn record(&self, value: f64) -> i32 {
+        let now = self.now_ms();
+        let mut rate = crate::sync::lock(&self.rate);
+        rate.record(value, now, &self.window);
+        let measured = rate.measure(now, &self.window);
+        if measured <= self.limit {
+            return 0;
+        }
+        let size_ms = rate.window_size_ms(now, &self.window);
+        throttle_of(measured, self.limit, size_ms, Some(self.window.window_ms))
+    }
+
+    /// The rate now, in units per second.
+    pub fn measure(&self) -> f64 {
+        let now = self.now_ms();
+        crate::sync::lock(&self.rate).measure(now, &self.window)
+    }
+}
+
 /// Which entity levels have had a quota of a type since start-up
 /// (Kafka's QuotaTypes bits).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -425,14 +476,20 @@ impl QuotaManager {
         if rate <= limit {
             return 0;
         }
-        let size_ms = sensor.rate.window_size_ms(now, &window) as f64;
-        let throttle = ((rate - limit) / limit * size_ms).round();
-        let throttle = if kind == QuotaKind::Request {
-            throttle.min(self.window_ms() as f64)
-        } else {
-            throttle
-        };
-        throttle.clamp(0.0, f64::from(i32::MAX)) as i32
+        let size_ms = sensor.rate.window_size_ms(now, &window);
+        let cap = (kind == QuotaKind::Request).then(|| self.window_ms());
+        throttle_of(rate, limit, size_ms, cap)
+    }
+
+    /// A standalone rate against `limit` (units per second) with this
+    /// store's windows, throttling as the request quota does.
+    pub fn rate_limit(&self, limit: f64) -> RateLimit {
+        RateLimit {
+            limit,
+            window: self.window,
+            started: Instant::now(),
+            rate: Mutex::new(Rate::new()),
+        }
     }
 
     /// Produce: records a request of `bytes`.
@@ -948,6 +1005,17 @@ mod tests {
             0,
             "other client ids are free"
         );
+    }
+
+    #[test]
+    fn a_rate_limit_throttles_at_most_one_window() {
+        let (_dir, manager) = manager();
+        let limit = manager.rate_limit(10.0);
+        // 50 over the young sensor's 10 s: 5/s, within 10/s.
+        assert_eq!(limit.record(50.0), 0);
+        // 250 more: 30/s, twice over: (30 - 10) / 10 * 10 s, capped at 1 s.
+        assert_eq!(limit.record(250.0), 1000);
+        assert!((limit.measure() - 30.0).abs() < 0.5);
     }
 
     #[test]

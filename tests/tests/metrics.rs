@@ -320,7 +320,10 @@ async fn openmetrics_when_the_scraper_asks() {
         "{head}"
     );
     assert!(body.ends_with("# EOF\n"), "{body}");
-    let (stdout, _) = gregor_tests::run_python("openmetrics_check.py", &[&body]);
+    let scrape_file = tempfile::NamedTempFile::new().expect("a file for the scrape");
+    std::fs::write(scrape_file.path(), &body).expect("write the scrape");
+    let path = scrape_file.path().display().to_string();
+    let (stdout, _) = gregor_tests::run_python("openmetrics_check.py", &[&path]);
     let parsed: serde_json::Value = serde_json::from_str(stdout.trim()).expect("parser output");
     assert!(parsed["families"].as_u64() > Some(20), "{parsed}");
     assert_eq!(

@@ -15,7 +15,9 @@ use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::{MetricType, TypedMetric};
 use prometheus_client::registry::Registry;
 
-use super::{ConnectionQuotaCounters, MemoryPoolGauges, ScrapeGauges};
+use super::{
+    ConnectionQuotaCounters, MemoryPoolGauges, MeterReading, PluginCounters, ScrapeGauges,
+};
 use crate::telemetry::ClientMetricsManager;
 
 /// The text format of one scrape.
@@ -227,7 +229,7 @@ impl Collector for PoolAndQuotas {
 }
 
 /// Reads one of a plugin's scrape-time counters.
-type PluginValue = fn(&super::PluginCounters) -> u64;
+type PluginValue = fn(&PluginCounters) -> u64;
 
 /// What the admin endpoint read for this scrape.
 #[derive(Debug)]
@@ -275,8 +277,102 @@ impl Collector for Scraped {
                 ConstCounter::new(value(plugin)).encode(family.encode_family(&labels)?)?;
             }
         }
-        Ok(())
+        encode_metering(&mut encoder, &extra.plugins)
     }
+}
+
+/// Reads one of a plugin's metered quantities.
+type MeterValue = fn(&MeterReading) -> f64;
+
+/// Reads a metered quantity only some plugins have (the CPU limit's).
+type LimitValue = fn(&MeterReading) -> Option<f64>;
+
+/// The metering families (`plugins::metering`), by plugin and ApiKey.
+fn encode_metering(
+    encoder: &mut DescriptorEncoder,
+    plugins: &[PluginCounters],
+) -> Result<(), std::fmt::Error> {
+    let counters: [(&str, &str, MeterValue); 6] = [
+        (
+            "gregor_plugin_guest_seconds",
+            "Time handler module code ran: call time minus waits in host calls.",
+            |m| m.guest_time.as_secs_f64(),
+        ),
+        (
+            "gregor_plugin_host_wait_seconds",
+            "Time handler module calls waited in host calls (long polls, appends, authorization).",
+            |m| m.host_wait.as_secs_f64(),
+        ),
+        (
+            "gregor_plugin_bytes_in",
+            "Request body bytes handed to the handler module.",
+            |m| m.bytes_in as f64,
+        ),
+        (
+            "gregor_plugin_bytes_out",
+            "Response body bytes the handler module returned.",
+            |m| m.bytes_out as f64,
+        ),
+        (
+            "gregor_plugin_throttled_responses",
+            "Responses throttled by the module's plugin.limits.<module>.cpu.ms.per.sec.",
+            |m| m.throttled_responses as f64,
+        ),
+        (
+            "gregor_plugin_throttle_seconds",
+            "Throttle time the module's CPU limit gave its responses.",
+            |m| m.throttle_time.as_secs_f64(),
+        ),
+    ];
+    for (name, help, value) in counters {
+        let mut family = encoder.encode_descriptor(name, help, None, MetricType::Counter)?;
+        for plugin in plugins {
+            let api_key = plugin.api_key.to_string();
+            let labels = [("plugin", plugin.name.as_str()), ("api_key", &api_key)];
+            ConstCounter::new(value(&plugin.metering)).encode(family.encode_family(&labels)?)?;
+        }
+    }
+    let mut family = encoder.encode_descriptor(
+        "gregor_plugin_host_calls",
+        "Host calls of the handler module, by import interface.",
+        None,
+        MetricType::Counter,
+    )?;
+    for plugin in plugins {
+        let api_key = plugin.api_key.to_string();
+        for (interface, count) in &plugin.metering.host_calls {
+            let labels = [
+                ("plugin", plugin.name.as_str()),
+                ("api_key", &api_key),
+                ("interface", *interface),
+            ];
+            ConstCounter::new(*count).encode(family.encode_family(&labels)?)?;
+        }
+    }
+    let gauges: [(&str, &str, LimitValue); 2] = [
+        (
+            "gregor_plugin_cpu_limit_ratio",
+            "plugin.limits.<module>.cpu.ms.per.sec as a fraction of one core.",
+            |m| m.cpu_limit_ms_per_sec.map(|ms| ms / 1000.0),
+        ),
+        (
+            "gregor_plugin_cpu_ratio",
+            "Guest time per second measured against the module's CPU limit, as a fraction of one core.",
+            |m| m.cpu_ms_per_sec.map(|ms| ms / 1000.0),
+        ),
+    ];
+    for (name, help, value) in gauges {
+        let mut family = encoder.encode_descriptor(name, help, None, MetricType::Gauge)?;
+        for plugin in plugins {
+            let Some(value) = value(&plugin.metering) else {
+                continue;
+            };
+            let api_key = plugin.api_key.to_string();
+            let labels = [("plugin", plugin.name.as_str()), ("api_key", &api_key)];
+            ConstGauge::new(value).encode(family.encode_family(&labels)?)?;
+        }
+    }
+    Ok(())
 }
 
 /// Client telemetry (KIP-714): pushes accepted and the latest value of

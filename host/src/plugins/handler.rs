@@ -17,9 +17,11 @@ use wasmtime::{Engine, Store, UpdateDeadline};
 
 use crate::metrics::request_label;
 use crate::plugins::bindings::handler::{KafkaHandler, KafkaHandlerPre};
-use crate::plugins::bindings::{ApiInfo, RequestContext};
+use crate::plugins::bindings::handler::exports::gregor::broker::handler::Answer;
+use crate::plugins::bindings::{ApiInfo, Outcome, RequestContext};
 use crate::plugins::deferred::{Deferral, Wait};
 use crate::plugins::imports::record_set::Answered;
+use crate::plugins::metering::{self, Meter};
 use crate::plugins::state::{CallClock, CallQuota, HandlerState};
 use crate::plugins::{PluginHost, WasmContext};
 use crate::security::session::Session;
@@ -57,6 +59,8 @@ pub struct HandlerStats {
     pub timeouts: AtomicU64,
     pub instantiations: AtomicU64,
     pub error_codes: Mutex<BTreeMap<i16, u64>>,
+    /// What its calls cost, and its CPU limit (`plugins::metering`).
+    pub meter: Meter,
 }
 
 impl HandlerStats {
@@ -159,7 +163,15 @@ impl LoadedHandler {
         limits: InstanceLimits,
         host: &PluginHost,
     ) -> Result<Self> {
-        let stats = Arc::new(HandlerStats::default());
+        let cpu_limit = host
+            .services
+            .config
+            .plugin_cpu_limit(&source.name)?
+            .map(|ms_per_sec| host.services.quotas.rate_limit(ms_per_sec));
+        let stats = Arc::new(HandlerStats {
+            meter: Meter::new(cpu_limit),
+            ..HandlerStats::default()
+        });
         let mut instance = instantiate(engine, &pre, &source.name, &limits, host, &stats, false)
             .await
             .context("instantiating")?;
@@ -259,6 +271,7 @@ impl LoadedHandler {
             state.quota = CallQuota::for_request(request_size);
             state.deferral = deferral;
             state.call_errors = 0;
+            metering::open_call(state);
         }
         instance.store.set_epoch_deadline(1);
         let result = instance
@@ -266,6 +279,14 @@ impl LoadedHandler {
             .gregor_broker_handler()
             .call_handle(&mut instance.store, &ctx, body)
             .await;
+        // Bytes that crossed the boundary: a referencing answer's record
+        // sets stay in the host.
+        let response_size = match &result {
+            Ok(Answer::Outcome(Outcome::Respond(response))) => response.len(),
+            Ok(Answer::RespondReferencing(referencing)) => referencing.body.len(),
+            _ => 0,
+        };
+        metering::close_call(instance.store.data_mut(), body.len(), response_size);
         report.call_time = started.elapsed();
         report.host_wait = instance.store.data().clock.host_wait();
         report.guest_time = instance.store.data().clock.guest_time();

@@ -73,6 +73,7 @@ impl Loader {
             &mut handler_linker,
             |state| state,
         )?;
+        crate::plugins::metering::link_counted(&mut handler_linker)?;
         let mut authorizer_linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut authorizer_linker)?;
         KafkaAuthorizer::add_to_linker::<AuthorizerState, HasSelf<AuthorizerState>>(

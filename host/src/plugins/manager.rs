@@ -517,6 +517,7 @@ impl PluginManager {
                     "errors": handler.stats.traps.load(Relaxed) + handler.stats.timeouts.load(Relaxed),
                     "instantiations": handler.stats.instantiations.load(Relaxed),
                     "grants": source.grants,
+                    "metering": crate::plugins::metering::to_json(&handler.stats.meter.reading()),
                 })
             })
             .collect();

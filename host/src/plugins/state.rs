@@ -20,6 +20,7 @@ use crate::plugins::deferred::Deferral;
 use crate::plugins::handler::HandlerStats;
 use crate::plugins::imports::LogBudget;
 use crate::plugins::limits::GuestLimits;
+use crate::plugins::metering::CallMeter;
 use crate::plugins::registry::Registry;
 use crate::plugins::PluginHost;
 use crate::security::session::Session;
@@ -60,6 +61,8 @@ pub struct HandlerState {
     pub stats: Arc<HandlerStats>,
     /// Error codes the current call's response reported (`stats` import).
     pub call_errors: u32,
+    /// What the current call used (`plugins::metering`).
+    pub metering: CallMeter,
 }
 
 /// Client quota bookkeeping of one call (KIP-219): the longest throttle
@@ -146,6 +149,7 @@ impl HandlerState {
             dry_run: false,
             stats: Arc::default(),
             call_errors: 0,
+            metering: CallMeter::default(),
         }
     }
 }

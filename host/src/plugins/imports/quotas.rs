@@ -85,10 +85,12 @@ impl quotas::Host for HandlerState {
         }
         let (principal, client_id) = self.quota_identity();
         let client = Client::new(&principal, client_id.as_deref());
-        let throttle = self
+        let client_throttle = self
             .services
             .quotas
             .record_request(client, self.clock.guest_time());
+        // The module's own CPU limit throttles like a request quota.
+        let throttle = client_throttle.max(crate::plugins::metering::request_throttle(self));
         self.quota.throttle(throttle);
         throttle
     }
