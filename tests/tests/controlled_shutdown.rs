@@ -18,10 +18,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use gregor_tests::cluster::{self, broker_ids, metadata, Cluster};
-use gregor_tests::wait_for;
 use gregor_tests::replicated::{
     await_view, consume, create_on, durable_producer, leader_where, steady_writes, Writes,
 };
+use gregor_tests::wait_for;
 
 const ALLOWED: &str = "the controller moved every leadership away: shutdown allowed";
 const GAVE_UP: &str = "controlled shutdown not allowed within";

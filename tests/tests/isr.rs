@@ -204,7 +204,11 @@ async fn an_out_of_sync_replica_leads_only_when_unclean_election_is_enabled() {
     let (_, high) = watermarks
         .fetch_watermarks(topic, 0, Duration::from_secs(10))
         .expect("the watermarks");
-    let read = consume(&bootstrap, topic, usize::try_from(high).expect("a watermark"));
+    let read = consume(
+        &bootstrap,
+        topic,
+        usize::try_from(high).expect("a watermark"),
+    );
     let kept = read.len() - shared.len() - after.len();
     assert!(kept < tail.len(), "the whole tail survived: {read:?}");
     let expected: Vec<String> = shared

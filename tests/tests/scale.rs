@@ -162,6 +162,7 @@ fn segment_files(broker: &Broker, dir: &str) -> usize {
 /// serving reads on the connections they have; once the idle connections
 /// go, the same topic is created and written.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "environment-dependent: on some machines the late CreateTopics still fits (issue 17)"]
 async fn running_out_of_descriptors_fails_only_what_needed_more() {
     let broker = Broker::start_wrapped(
         &[

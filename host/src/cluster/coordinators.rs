@@ -27,12 +27,12 @@ use crate::cluster::command::Uuid;
 use crate::cluster::image::MetadataImage;
 use crate::cluster::quorum::Quorum;
 use crate::cluster::reconciler::caught_up;
+use crate::cluster::replication::leader::LeaderReplication;
 use crate::config::BrokerConfig;
 use crate::coordinator::offsets_topic::TOPIC;
 use crate::coordinator::{GroupCoordinator, ReplicationWait, Waiting};
 use crate::error_code::ErrorCode;
 use crate::log::TopicPartition;
-use crate::cluster::replication::leader::LeaderReplication;
 
 /// Kafka's `offsets.commit.required.acks`.
 pub const REQUIRED_ACKS: &str = "offsets.commit.required.acks";

@@ -16,8 +16,8 @@ use anyhow::{Context, Result};
 use wasmtime::{Engine, Store, UpdateDeadline};
 
 use crate::metrics::request_label;
-use crate::plugins::bindings::handler::{KafkaHandler, KafkaHandlerPre};
 use crate::plugins::bindings::handler::exports::gregor::broker::handler::Answer;
+use crate::plugins::bindings::handler::{KafkaHandler, KafkaHandlerPre};
 use crate::plugins::bindings::{ApiInfo, Outcome, RequestContext};
 use crate::plugins::deferred::{Deferral, Wait};
 use crate::plugins::imports::record_set::Answered;

@@ -67,7 +67,7 @@ impl log::Host for HandlerState {
         else {
             return Ok(None);
         };
-        let fetched = results.into_iter().map(|r| self.to_wit(r));
+        let fetched = results.into_iter().map(|r| self.handed_over(r));
         Ok(Some(fetched.collect::<wasmtime::Result<_>>()?))
     }
 
@@ -104,7 +104,7 @@ impl log::Host for HandlerState {
                 .diverging_epoch
                 .map(|(epoch, end_offset)| EpochEndOffset { epoch, end_offset });
             Ok(ReplicaFetchedPartition {
-                fetched: self.to_wit(r)?,
+                fetched: self.handed_over(r)?,
                 diverging_epoch,
             })
         });
@@ -131,7 +131,7 @@ impl log::Host for HandlerState {
             .map(|(partition, fetch_offset)| self.down_converted(partition, magic, fetch_offset))
             .collect();
         self.clock.add_host_wait(started.elapsed());
-        let fetched = converted.into_iter().map(|r| self.to_wit(r));
+        let fetched = converted.into_iter().map(|r| self.handed_over(r));
         Ok(Some(fetched.collect::<wasmtime::Result<_>>()?))
     }
 
@@ -379,7 +379,7 @@ impl HandlerState {
 
 impl HandlerState {
     /// A partition read, its records handed over as a record set.
-    fn to_wit(&mut self, r: replica::FetchedPartition) -> wasmtime::Result<FetchedPartition> {
+    fn handed_over(&mut self, r: replica::FetchedPartition) -> wasmtime::Result<FetchedPartition> {
         Ok(FetchedPartition {
             topic: r.topic,
             partition: r.partition,
