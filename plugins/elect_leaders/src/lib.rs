@@ -240,7 +240,9 @@ mod tests {
 
     #[test]
     fn all_partitions_lists_every_topic_with_the_elections_the_host_made() {
-        let all = ElectLeadersRequest::default().with_election_type(1);
+        let all = ElectLeadersRequest::default()
+            .with_election_type(1)
+            .with_topic_partitions(None);
         let response = fake::handle::<ElectLeaders>(Cluster, 2, &all).response;
         let topics = response.expect("a response").replica_election_results;
         assert_eq!(topics.len(), 1);
