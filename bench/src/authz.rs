@@ -75,6 +75,9 @@ pub async fn run(args: &[String]) -> Result<()> {
     let authorizer = match loader.load_file(&module, &broker.plugins).await? {
         Loaded::Authorizer(authorizer) => Arc::new(authorizer),
         Loaded::Handler(_) => bail!("{} is a handler, not an authorizer", module.display()),
+        Loaded::Interceptor(_) => {
+            bail!("{} is an interceptor, not an authorizer", module.display())
+        }
     };
     broker.authorization().set_active(Some(authorizer));
 

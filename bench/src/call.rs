@@ -45,6 +45,7 @@ async fn load(
     match loader.load_file(&path, host).await? {
         Loaded::Handler(handler) => Ok(handler),
         Loaded::Authorizer(_) => bail!("{module} is an authorizer, not a handler"),
+        Loaded::Interceptor(_) => bail!("{module} is an interceptor, not a handler"),
     }
 }
 

@@ -622,7 +622,7 @@ async fn a_cluster_node_coordinates_the_partitions_it_leads() {
     assert_eq!(c.fetch_offsets("g", None, false).unwrap()[0].offset, 10);
     assert_eq!(c.heartbeat(&elsewhere, 1, "m", None), not_coordinator);
     assert_eq!(
-        c.describe_groups(&[elsewhere.clone()])[0].error_code,
+        c.describe_groups(std::slice::from_ref(&elsewhere))[0].error_code,
         not_coordinator
     );
 
