@@ -239,11 +239,27 @@ impl ReplicaManager {
         let _ = self.leadership.set(leadership);
     }
 
-    /// Whether a client must be sent to the partition's leader.
+    /// Whether a client must be sent to the partition's leader: this
+    /// broker does not lead it, or leads it in an epoch its log has not
+    /// entered yet (Kafka's `makeLeader` has not run). Until then an append
+    /// would be stamped with an older epoch, and a former leader's tail in
+    /// that epoch could never be told apart from it (its divergence would
+    /// go unnoticed and both logs would keep different records).
     fn not_leader(&self, topic: &str, partition: i32) -> bool {
-        self.leadership
-            .get()
-            .is_some_and(|leadership| !leadership.leads(topic, partition))
+        let Some(leadership) = self.leadership.get() else {
+            return false;
+        };
+        if !leadership.leads(topic, partition) {
+            return true;
+        }
+        let Some(replication) = self.replication.get() else {
+            return false;
+        };
+        let tp = TopicPartition::new(topic, partition);
+        match (replication.leader_epoch(&tp), self.logs.leader_epoch(&tp)) {
+            (Some(led), Ok(stamped)) => led != stamped,
+            _ => false,
+        }
     }
 
     /// Sets `producer.id.expiration.ms`: how long a partition remembers an
@@ -468,6 +484,11 @@ impl ReplicaManager {
         commit: bool,
         coordinator_epoch: i32,
     ) -> i16 {
+        // Only the leader writes: a marker on a follower's log would put a
+        // batch there the leader never had.
+        if self.not_leader(topic, partition) {
+            return ErrorCode::NotLeaderOrFollower.code();
+        }
         let tp = TopicPartition::new(topic, partition);
         let state = self.producer_state(&tp);
         let mut state = crate::sync::lock(&state);
