@@ -11,7 +11,7 @@
 //!   read back exactly once, in order.
 //! - A rolling restart of all three nodes (each waits for the ISR to be
 //!   whole again first, as an operator does): again no failed produce
-//!   and nothing lost (ignored for now: see the test).
+//!   and nothing lost.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -127,12 +127,9 @@ async fn the_leader_hands_over_its_partitions_before_it_exits() {
     println!("{n} records, none failed; new leader {leader} at epoch {epoch}");
 }
 
-// Fails today, and not in the controlled shutdown: once node 1 is back
-// (it re-fetches the partition from offset 0 at start) and then elected
-// when node 2 stops, it answers the idempotent producer
-// OUT_OF_ORDER_SEQUENCE_NUMBER (seen 2026-12-02, session 27): its producer
-// state after the restart does not match its log. Run with --ignored.
-#[ignore = "a restarted replica elected leader answers OUT_OF_ORDER_SEQUENCE (under investigation)"]
+// Once failed with OUT_OF_ORDER_SEQUENCE_NUMBER from a restarted replica
+// just elected leader (session 27); it passes since a leader refuses
+// appends until its log has entered the leader epoch the image names.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rolling_restart_fails_no_produce() {
     let mut cluster = start();
