@@ -90,7 +90,8 @@ impl ProducerIdManager {
 
     /// A producer id no one has had before.
     pub fn allocate(&self) -> Result<i64> {
-        let mut state = crate::sync::lock(&self.state);
+        // Held while a cluster node waits for the controller's next block.
+        let mut state = crate::sync::lock_held_across_io(&self.state);
         let (next, reserved) = *state;
         if let Some(source) = self.source.get() {
             let mut prefetch_at = crate::sync::lock(&self.prefetch_at);

@@ -6,11 +6,25 @@
 //! every later access would turn one bug into a dead broker. These helpers
 //! take the guard either way.
 
-use std::sync::{Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{
+    Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard, TryLockError,
+};
 
 /// Locks `mutex`, poisoned or not.
 pub fn lock<T: ?Sized>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Locks `mutex` where its holder may be waiting for the network (a
+/// controller's answer): when it is taken, the wait happens in
+/// `block_in_place`, so a runtime worker hands its other tasks on instead
+/// of stalling them with it. Outside a runtime it is [`lock`].
+pub fn lock_held_across_io<T: ?Sized>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    match mutex.try_lock() {
+        Ok(guard) => guard,
+        Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+        Err(TryLockError::WouldBlock) => tokio::task::block_in_place(|| lock(mutex)),
+    }
 }
 
 /// Read-locks `lock`, poisoned or not.

@@ -221,8 +221,7 @@ impl ClusterNode {
                     blocks_channel,
                     self.config.node_id,
                     Arc::clone(&epoch),
-                    tokio::runtime::Handle::current(),
-                )));
+                )?));
             self.follow_replication(broker_config, services, &record, &epoch, &stopped);
             let member = Member {
                 record,

@@ -189,8 +189,10 @@ impl TransactionStore {
         })
     }
 
+    /// InitProducerId holds it while a cluster node waits for a producer id
+    /// block from the controller.
     fn lock(&self) -> MutexGuard<'_, BTreeMap<String, TransactionalProducer>> {
-        crate::sync::lock(&self.producers)
+        crate::sync::lock_held_across_io(&self.producers)
     }
 
     /// InitProducerId for `transactional_id`. `expected` is the producer id

@@ -11,6 +11,15 @@
 //! controller; when it must (the prefetch failed or was not done), it
 //! asks in line, retrying a controller that moved or a registration not
 //! done yet, up to [`ASK_TIMEOUT`].
+//!
+//! The asks run on a runtime of their own (one thread). InitProducerId
+//! waits for a block inside a handler call, on one of the broker's runtime
+//! workers, while holding the id manager's lock; other InitProducerId
+//! calls then block their workers on that lock. Were the ask's socket and
+//! timers driven by those same workers, a few concurrent InitProducerId
+//! with the controller unreachable would stop every worker for good (seen
+//! in the fault test: the broker froze, logging nothing, ignoring SIGTERM).
+//! On its own runtime the ask always ends, by its answer or its timeout.
 
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -18,7 +27,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
 use kafka_protocol::messages::{AllocateProducerIdsRequest, BrokerId};
-use tokio::runtime::Handle;
+use tokio::runtime::Runtime;
 use tokio::task::JoinHandle;
 
 use super::wire::ControllerChannel;
@@ -88,7 +97,8 @@ pub struct ControllerBlocks {
     asker: Arc<Asker>,
     /// The background ask for the next block, if one was started.
     next: Mutex<Option<JoinHandle<Block>>>,
-    runtime: Handle,
+    /// Where the asks run (None only while dropping).
+    runtime: Option<Runtime>,
 }
 
 impl ControllerBlocks {
@@ -96,16 +106,35 @@ impl ControllerBlocks {
         channel: ControllerChannel,
         broker_id: i32,
         epoch: Arc<AtomicI64>,
-        runtime: Handle,
-    ) -> Self {
-        Self {
+    ) -> std::io::Result<Self> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("producer-id-blocks")
+            .enable_all()
+            .build()?;
+        Ok(Self {
             asker: Arc::new(Asker {
                 channel: tokio::sync::Mutex::new(channel),
                 broker_id,
                 epoch,
             }),
             next: Mutex::new(None),
-            runtime,
+            runtime: Some(runtime),
+        })
+    }
+
+    fn runtime(&self) -> Result<&Runtime> {
+        self.runtime
+            .as_ref()
+            .ok_or_else(|| anyhow::anyhow!("the producer id runtime is stopped"))
+    }
+}
+
+impl Drop for ControllerBlocks {
+    /// Dropped from async code at shutdown: a runtime may not block there.
+    fn drop(&mut self) {
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
         }
     }
 }
@@ -114,8 +143,9 @@ impl BlockSource for ControllerBlocks {
     fn next_block(&self) -> Result<(i64, i64)> {
         let prefetched = crate::sync::lock(&self.next).take();
         let asker = Arc::clone(&self.asker);
+        let runtime = self.runtime()?;
         let block = tokio::task::block_in_place(|| {
-            self.runtime.block_on(async move {
+            runtime.block_on(async move {
                 if let Some(prefetched) = prefetched {
                     match prefetched.await {
                         Ok(Ok(block)) => return Ok(block),
@@ -136,9 +166,9 @@ impl BlockSource for ControllerBlocks {
 
     fn prefetch(&self) {
         let mut next = crate::sync::lock(&self.next);
-        if next.is_none() {
+        if let (None, Ok(runtime)) = (next.as_ref(), self.runtime()) {
             let asker = Arc::clone(&self.asker);
-            *next = Some(self.runtime.spawn(async move { asker.ask().await }));
+            *next = Some(runtime.spawn(async move { asker.ask().await }));
         }
     }
 }
