@@ -108,6 +108,24 @@ pub fn heartbeat(
             decision.is_fenced = false;
         }
     } else if broker.in_controlled_shutdown {
+        if !leads_nothing {
+            // A partition created or elected on an image from before the
+            // shutdown's own change can still name this broker leader:
+            // move those as well (the broker's state change is not
+            // repeated).
+            let moves: Vec<Command> = leaving(
+                image,
+                broker,
+                Departure::ControlledShutdown,
+                unclean_default,
+            )
+            .into_iter()
+            .filter(|command| matches!(command, Command::ChangePartition(_)))
+            .collect();
+            if !moves.is_empty() {
+                decision.command = Some(Command::Atomic(moves));
+            }
+        }
         let applied = i64::try_from(image.last_applied()).unwrap_or(i64::MAX);
         let since = heartbeats.shutdown_offset(broker.id, broker.epoch, applied);
         decision.should_shut_down =

@@ -265,6 +265,41 @@ fn the_topic_config_decides_unclean_election() {
     assert_eq!(partition(&log, "t", 0).leader, 2);
 }
 
+/// A creation decided on an image from before the shutdown's change still
+/// names the broker leader (seen in the fault test: `__consumer_offsets`
+/// created as a node got SIGTERM); its next beats move that too, once.
+#[test]
+fn a_partition_placed_on_a_broker_already_shutting_down_moves_too() {
+    let mut log = Log::with_brokers(2);
+    let mut heartbeats = Heartbeats::new();
+    let now = Instant::now();
+    let shutdown = HeartbeatRequest {
+        want_shutdown: true,
+        ..heartbeat(1, log.epoch(1), 100)
+    };
+    let decision = brokers::heartbeat(&log.image, &mut heartbeats, shutdown, now, false).unwrap();
+    log.ok(&decision.command.unwrap());
+    assert!(
+        log.image
+            .cluster()
+            .broker(1)
+            .unwrap()
+            .in_controlled_shutdown
+    );
+    log.topic("late", &[&[1, 2]]);
+    let two = heartbeat(2, log.epoch(2), log.image.last_applied() as i64);
+    brokers::heartbeat(&log.image, &mut heartbeats, two, now, false).unwrap();
+    let decision = brokers::heartbeat(&log.image, &mut heartbeats, shutdown, now, false).unwrap();
+    assert!(!decision.should_shut_down, "it still leads late-0");
+    log.ok(&decision.command.expect("the late partition moves"));
+    assert_eq!(state(&log, "late", 0), (2, vec![2], 1, 1));
+    let two = heartbeat(2, log.epoch(2), log.image.last_applied() as i64);
+    brokers::heartbeat(&log.image, &mut heartbeats, two, now, false).unwrap();
+    let decision = brokers::heartbeat(&log.image, &mut heartbeats, shutdown, now, false).unwrap();
+    assert_eq!(decision.command, None, "nothing is left to move");
+    assert!(decision.should_shut_down);
+}
+
 #[test]
 fn controlled_shutdown_moves_leadership_away_first() {
     let mut log = Log::with_brokers(2);
