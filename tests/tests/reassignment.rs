@@ -150,7 +150,11 @@ fn await_placement(
 
 /// Waits until `node`'s data directory holds (or not) `topic`-0's log.
 fn await_log(cluster: &Cluster, node: i32, topic: &str, present: bool) {
-    let dir = cluster.node(node).data_dir().join(format!("{topic}-0"));
+    let dir = cluster
+        .node(node)
+        .data_dir()
+        .join("partitions")
+        .join(format!("{topic}-0"));
     let what = if present { "created" } else { "deleted" };
     wait_for(
         &format!("{} {what} on node {node}", dir.display()),
@@ -186,6 +190,7 @@ async fn a_partition_moves_to_another_broker_under_a_producer() {
     await_view(&cluster, 3, topic, "led by 1", |v| v.leader == 1);
     let before = values("before", 200);
     send(&durable_producer(&cluster.bootstrap()), topic, &before).await;
+    await_log(&cluster, 1, topic, true);
     await_log(&cluster, 2, topic, false);
 
     let stop = Arc::new(AtomicBool::new(false));
@@ -217,6 +222,7 @@ async fn a_partition_moves_to_another_broker_under_a_producer() {
         writes.sent.len()
     );
 
+    await_log(&cluster, 2, topic, true);
     await_log(&cluster, 1, topic, false);
     assert!(list(&cluster, 1, None).is_empty(), "completed: none listed");
     let all: Vec<String> = before.iter().chain(&writes.sent).cloned().collect();
@@ -231,6 +237,7 @@ async fn replicas_are_added_listed_cancelled_and_removed() {
     await_view(&cluster, 3, topic, "with the ISR [1, 2]", |v| {
         v.isr == [1, 2]
     });
+    await_log(&cluster, 1, topic, true);
     let first = values("first", 100);
     send(&durable_producer(&cluster.bootstrap()), topic, &first).await;
 
