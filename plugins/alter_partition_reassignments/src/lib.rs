@@ -226,7 +226,7 @@ mod tests {
             admin: false,
             asked: Rc::default(),
         };
-        let handled = fake::handle::<AlterPartitionReassignments>(host, 0, &request());
+        let handled = fake::handle::<AlterPartitionReassignments>(host, 1, &request());
         let denied = ResponseError::ClusterAuthorizationFailed.code();
         let response = handled.response.expect("a response");
         assert_eq!(
