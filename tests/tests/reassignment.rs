@@ -277,7 +277,7 @@ async fn replicas_are_added_listed_cancelled_and_removed() {
         [0]
     );
     let ongoing = (topic.to_string(), 0, vec![1, 2, 3], vec![3], vec![]);
-    assert_eq!(list(&cluster, 1, None), [ongoing.clone()]);
+    assert_eq!(list(&cluster, 1, None), std::slice::from_ref(&ongoing));
     assert_eq!(
         list(&cluster, 2, Some(&[topic, "no-such-topic"][..])),
         [ongoing]

@@ -197,23 +197,18 @@ fn only_reassignments_in_progress_are_listed() {
     reassign_to(&mut log, "a", &[3]);
     reassign_to(&mut log, "b", &[2, 3]);
     let all = ongoing(&log.image, None);
-    let listed: Vec<(&str, i32, &[i32], &[i32], &[i32])> = all
-        .iter()
-        .map(|o| {
-            (
-                o.topic.as_str(),
-                o.partition,
-                &o.replicas[..],
-                &o.adding[..],
-                &o.removing[..],
-            )
-        })
-        .collect();
+    let entry = |topic: &str, replicas: &[i32], adding: &[i32], removing: &[i32]| Ongoing {
+        topic: topic.to_string(),
+        partition: 0,
+        replicas: replicas.to_vec(),
+        adding: adding.to_vec(),
+        removing: removing.to_vec(),
+    };
     assert_eq!(
-        listed,
+        all,
         vec![
-            ("a", 0, &[3, 1][..], &[3][..], &[1][..]),
-            ("b", 0, &[2, 3, 1][..], &[3][..], &[1][..]),
+            entry("a", &[3, 1], &[3], &[1]),
+            entry("b", &[2, 3, 1], &[3], &[1]),
         ]
     );
     let named = ongoing(
