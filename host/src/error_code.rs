@@ -74,6 +74,7 @@ pub enum ErrorCode {
     FencedInstanceId = 82,
     EligibleLeadersNotAvailable = 83,
     ElectionNotNeeded = 84,
+    NoReassignmentInProgress = 85,
     GroupSubscribedToTopic = 86,
     InvalidRecord = 87,
     UnstableOffsetCommit = 88,

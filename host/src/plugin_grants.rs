@@ -84,6 +84,7 @@ pub const CAPABILITIES: &[Capability] = &[
             "topic-configs",
             "broker-config",
             "supported-apis",
+            "list-partition-reassignments",
         ],
     ),
     cap(
@@ -94,6 +95,7 @@ pub const CAPABILITIES: &[Capability] = &[
             "delete-topic",
             "create-partitions",
             "elect-leaders",
+            "alter-partition-reassignment",
         ],
     ),
     cap(

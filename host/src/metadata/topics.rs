@@ -80,6 +80,9 @@ pub struct TopicManager {
     store: Mutex<MetadataStore>,
     topics: RwLock<BTreeMap<String, Topic>>,
     reopen: Reopen,
+    /// Held by a cluster's reconciliation pass from reading the image to
+    /// the last log it creates or deletes (`cluster::reconciler`).
+    reconcile: Mutex<()>,
 }
 
 /// Which partition logs [`TopicManager::open_with`] gives back to the
@@ -155,6 +158,7 @@ impl TopicManager {
             store: Mutex::new(store),
             topics: RwLock::new(topics),
             reopen,
+            reconcile: Mutex::new(()),
         })
     }
 
@@ -406,20 +410,41 @@ impl TopicManager {
         Ok(())
     }
 
+    /// The cluster reconciler's hold: one pass at a time, so a pass planned
+    /// on an older image cannot re-create a log a newer one deleted.
+    pub fn reconcile_hold(&self) -> std::sync::MutexGuard<'_, ()> {
+        crate::sync::lock(&self.reconcile)
+    }
+
+    /// Creates the logs of `partitions` of a known topic, with its config
+    /// (replicas newly placed on this broker in a cluster).
+    pub fn open_replicas(&self, name: &str, partitions: &[i32]) -> Result<(), TopicError> {
+        let _store = self.lock_store();
+        let Some(topic) = self.get(name) else {
+            return Err(TopicError::new(
+                ErrorCode::UnknownTopicOrPartition.code(),
+                format!("The topic '{name}' is not known here."),
+            ));
+        };
+        self.open_partitions(&topic, partitions.iter().copied())?;
+        info!(topic = %name, ?partitions, "replica logs created");
+        Ok(())
+    }
+
     /// The partitions whose logs this broker holds, sorted.
     pub fn local_partitions(&self) -> Vec<TopicPartition> {
         self.logs.partitions()
     }
 
     /// Removes the logs of partitions this broker must not hold (stray
-    /// replicas in a cluster), data and all.
+    /// replicas, or replicas moved away, in a cluster), data and all.
     pub fn remove_logs(&self, stray: &[TopicPartition]) -> Result<(), TopicError> {
         let _store = self.lock_store();
         for tp in stray {
             self.logs
                 .delete_partition(tp)
                 .map_err(|error| TopicError::new(error.error_code(), error.to_string()))?;
-            info!(partition = %tp, "stray partition log removed");
+            info!(partition = %tp, "partition log removed (no replica here)");
         }
         Ok(())
     }

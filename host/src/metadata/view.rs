@@ -72,6 +72,32 @@ pub trait ClusterMetadata: Send + Sync {
     /// ElectLeaders (preferred, or `unclean`) for `partitions`, or for
     /// every partition (then only those that needed one are answered).
     fn elect_leaders(&self, unclean: bool, partitions: Option<&[(String, i32)]>) -> Vec<Election>;
+    /// AlterPartitionReassignments for one partition: move it to `target`
+    /// (None: cancel the reassignment in progress).
+    fn alter_partition_reassignment(
+        &self,
+        topic: &str,
+        partition: i32,
+        target: Option<&[i32]>,
+        allow_replication_factor_change: bool,
+    ) -> Result<(), TopicError>;
+    /// ListPartitionReassignments: those in progress, of every topic
+    /// (`requested` None) or of the named partitions.
+    fn list_partition_reassignments(
+        &self,
+        requested: Option<&[(String, Vec<i32>)]>,
+    ) -> Vec<OngoingReassignment>;
+}
+
+/// A partition reassignment in progress.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OngoingReassignment {
+    pub topic: String,
+    pub partition: i32,
+    /// The target replicas, then those leaving.
+    pub replicas: Vec<i32>,
+    pub adding: Vec<i32>,
+    pub removing: Vec<i32>,
 }
 
 /// One partition's ElectLeaders outcome.
@@ -242,5 +268,77 @@ impl ClusterMetadata for LocalMetadata {
                 }
             })
             .collect()
+    }
+
+    /// The controller's checks with this broker as the only registered
+    /// one: its single replica is the only valid target, so a valid
+    /// reassignment is complete at once and none is ever in progress
+    /// (a cancel is NO_REASSIGNMENT_IN_PROGRESS).
+    fn alter_partition_reassignment(
+        &self,
+        topic: &str,
+        partition: i32,
+        target: Option<&[i32]>,
+        _allow_replication_factor_change: bool,
+    ) -> Result<(), TopicError> {
+        let refuse = |code: ErrorCode, message: String| {
+            Err(TopicError {
+                code: code.code(),
+                message,
+            })
+        };
+        let Some(known) = self.topics.get(topic) else {
+            return refuse(
+                ErrorCode::UnknownTopicOrPartition,
+                format!("Unable to find a topic named {topic}."),
+            );
+        };
+        if !(0..known.partitions).contains(&partition) {
+            return refuse(
+                ErrorCode::UnknownTopicOrPartition,
+                format!("Unable to find partition {topic}:{partition}."),
+            );
+        }
+        let Some(target) = target else {
+            return refuse(
+                ErrorCode::NoReassignmentInProgress,
+                "No partition reassignment is in progress for this topic or partition.".into(),
+            );
+        };
+        let invalid = ErrorCode::InvalidReplicaAssignment;
+        if target.is_empty() {
+            return refuse(
+                invalid,
+                "The manual partition assignment includes an empty replica list.".into(),
+            );
+        }
+        if let Some(id) = target.iter().find(|id| **id != self.node_id) {
+            return refuse(
+                invalid,
+                format!(
+                    "The manual partition assignment includes broker {id}, but no such broker \
+                     is registered."
+                ),
+            );
+        }
+        if target.len() > 1 {
+            return refuse(
+                invalid,
+                format!(
+                    "The manual partition assignment includes the broker {} more than once.",
+                    self.node_id
+                ),
+            );
+        }
+        // The target is the current assignment (of the same replication
+        // factor): the reassignment is complete.
+        Ok(())
+    }
+
+    fn list_partition_reassignments(
+        &self,
+        _requested: Option<&[(String, Vec<i32>)]>,
+    ) -> Vec<OngoingReassignment> {
+        Vec::new()
     }
 }

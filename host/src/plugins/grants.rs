@@ -148,9 +148,13 @@ pub const STANDARD: &[Standard] = &[
     standard(
         "alter_partition_reassignments",
         45,
+        &["authz", "metadata.read", "metadata.write"],
+    ),
+    standard(
+        "list_partition_reassignments",
+        46,
         &["authz", "metadata.read"],
     ),
-    standard("list_partition_reassignments", 46, &["authz"]),
     standard(
         "offset_delete",
         47,

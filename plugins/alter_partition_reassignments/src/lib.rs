@@ -1,35 +1,35 @@
 //! AlterPartitionReassignments (ApiKey 45): move partitions to other
 //! replicas, as Kafka's `ControllerApis.handleAlterPartitionReassignments`
-//! and the controller's `alterPartitionReassignments`.
+//! and the controller's `alterPartitionReassignments` (KIP-455).
 //!
 //! - Versions 0-1. ALTER on the Cluster is required; without it the
 //!   response and every partition get CLUSTER_AUTHORIZATION_FAILED.
-//! - Per partition, as the controller checks it: an unknown topic or
-//!   partition is UNKNOWN_TOPIC_OR_PARTITION; a target replica list must be
-//!   non-empty, name registered brokers, each once
-//!   (INVALID_REPLICA_ASSIGNMENT). On a single node the only valid target
-//!   is the current one, so a valid reassignment completes at once (no
-//!   error) and none is ever in progress: cancelling one (null replicas) is
-//!   NO_REASSIGNMENT_IN_PROGRESS. v1's `allow_replication_factor_change` is
-//!   echoed; with it false a different replica count would be
-//!   INVALID_REPLICATION_FACTOR.
+//! - Each partition goes to the host's `metadata.alter-partition-reassignment`,
+//!   which decides as Kafka's controller does and, in a cluster, carries
+//!   the move out through the metadata quorum: an unknown topic or
+//!   partition is UNKNOWN_TOPIC_OR_PARTITION; a target must be non-empty,
+//!   of registered brokers, each once (INVALID_REPLICA_ASSIGNMENT); null
+//!   replicas cancel the reassignment in progress
+//!   (NO_REASSIGNMENT_IN_PROGRESS when there is none). The new replicas
+//!   catch up and the reassignment completes when they are in sync; the
+//!   answer comes once it has started. On a single node the only valid
+//!   target is the current replica, so a valid reassignment is complete
+//!   at once. v1's `allow_replication_factor_change` is echoed and passed
+//!   on; false refuses a target of another size (INVALID_REPLICATION_FACTOR).
 //! - Error response (a trap or timeout): the error at the top level and
 //!   for every partition, as Kafka's
 //!   `AlterPartitionReassignmentsRequest.getErrorResponse`.
 
-use std::collections::{BTreeSet, HashMap};
-
 use gregor_sdk::authorize::cluster_allowed;
 use gregor_sdk::authz::Operation;
 use gregor_sdk::ids::str_bytes;
-use gregor_sdk::kafka_protocol::messages::alter_partition_reassignments_request::ReassignablePartition;
 use gregor_sdk::kafka_protocol::messages::alter_partition_reassignments_response::ReassignableTopicResponse as TopicResponse;
 use gregor_sdk::kafka_protocol::messages::{
     AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse,
 };
-use gregor_sdk::metadata::{self, TopicInfo};
+use gregor_sdk::metadata;
 use gregor_sdk::partitions::{self, TopicAnswer};
-use gregor_sdk::{Handler, KafkaError, Reply, RequestContext, ResponseError};
+use gregor_sdk::{Handler, Reply, RequestContext, ResponseError};
 
 struct AlterPartitionReassignments;
 
@@ -41,11 +41,6 @@ impl Handler for AlterPartitionReassignments {
         request: &AlterPartitionReassignmentsRequest,
     ) -> Reply<AlterPartitionReassignmentsResponse> {
         let allowed = cluster_allowed(Operation::Alter);
-        let registered: BTreeSet<i32> = metadata::describe_cluster()
-            .brokers
-            .iter()
-            .map(|b| b.node_id)
-            .collect();
         let mut response = AlterPartitionReassignmentsResponse::default()
             .with_allow_replication_factor_change(request.allow_replication_factor_change);
         let denied = ResponseError::ClusterAuthorizationFailed;
@@ -53,28 +48,24 @@ impl Handler for AlterPartitionReassignments {
             response.error_code = denied.code();
             response.error_message = Some(str_bytes(&denied.to_string()));
         }
-        let infos: HashMap<&str, Option<TopicInfo>> = request
-            .topics
-            .iter()
-            .map(|t| (t.name.as_str(), metadata::topic_by_name(t.name.as_str())))
-            .collect();
         response.responses =
             partitions::answer::<TopicResponse>(&request.topics, |topic, partition| {
-                let name = topic.name.as_str();
-                let outcome = if allowed {
-                    reassign(
-                        name,
-                        infos.get(name).and_then(Option::as_ref),
-                        partition,
-                        &registered,
+                let (code, message) = if allowed {
+                    let target: Option<Vec<i32>> = partition
+                        .replicas
+                        .as_ref()
+                        .map(|ids| ids.iter().map(|id| id.0).collect());
+                    match metadata::alter_partition_reassignment(
+                        topic.name.as_str(),
+                        partition.partition_index,
+                        target.as_deref(),
                         request.allow_replication_factor_change,
-                    )
+                    ) {
+                        Ok(()) => (0, None),
+                        Err(error) => (error.code, error.message),
+                    }
                 } else {
-                    Err(error(denied, denied.to_string()))
-                };
-                let (code, message) = match outcome {
-                    Ok(()) => (0, None),
-                    Err(error) => (error.code, error.message),
+                    (denied.code(), Some(denied.to_string()))
                 };
                 TopicResponse::error(partition, code)
                     .with_error_message(message.as_deref().map(str_bytes))
@@ -97,76 +88,6 @@ impl Handler for AlterPartitionReassignments {
     }
 }
 
-fn error(code: ResponseError, message: String) -> KafkaError {
-    KafkaError {
-        code: code.code(),
-        message: Some(message),
-    }
-}
-
-fn reassign(
-    name: &str,
-    info: Option<&TopicInfo>,
-    partition: &ReassignablePartition,
-    registered: &BTreeSet<i32>,
-    allow_replication_factor_change: bool,
-) -> Result<(), KafkaError> {
-    let index = partition.partition_index;
-    let Some(info) = info else {
-        return Err(error(
-            ResponseError::UnknownTopicOrPartition,
-            format!("Unable to find a topic named {name}."),
-        ));
-    };
-    let Some(current) = info.partitions.iter().find(|p| p.partition == index) else {
-        return Err(error(
-            ResponseError::UnknownTopicOrPartition,
-            format!("Unable to find partition {name}:{index}."),
-        ));
-    };
-    let Some(target) = &partition.replicas else {
-        let code = ResponseError::NoReassignmentInProgress;
-        return Err(error(code, code.to_string()));
-    };
-    let target: Vec<i32> = target.iter().map(|id| id.0).collect();
-    validate_target(&target, registered)?;
-    if !allow_replication_factor_change && target.len() != current.replicas.len() {
-        return Err(error(
-            ResponseError::InvalidReplicationFactor,
-            format!(
-                "The replication factor is changed from {} to {}",
-                current.replicas.len(),
-                target.len()
-            ),
-        ));
-    }
-    // The target is the current assignment: the reassignment is complete.
-    Ok(())
-}
-
-/// The controller's `validateManualPartitionAssignment`.
-fn validate_target(target: &[i32], registered: &BTreeSet<i32>) -> Result<(), KafkaError> {
-    let invalid = |message: String| Err(error(ResponseError::InvalidReplicaAssignment, message));
-    if target.is_empty() {
-        return invalid("The manual partition assignment includes an empty replica list.".into());
-    }
-    let mut sorted = target.to_vec();
-    sorted.sort_unstable();
-    for (i, id) in sorted.iter().enumerate() {
-        if !registered.contains(id) {
-            return invalid(format!(
-                "The manual partition assignment includes broker {id}, but no such broker is registered."
-            ));
-        }
-        if i > 0 && sorted[i - 1] == *id {
-            return invalid(format!(
-                "The manual partition assignment includes the broker {id} more than once."
-            ));
-        }
-    }
-    Ok(())
-}
-
 gregor_sdk::export_handler!(AlterPartitionReassignments);
 
 #[cfg(test)]
@@ -174,20 +95,16 @@ mod tests {
     use super::*;
     use gregor_sdk::authz::Action;
     use gregor_sdk::fake::{self, FakeHost};
-    use gregor_sdk::kafka_protocol::messages::alter_partition_reassignments_request::ReassignableTopic;
+    use gregor_sdk::kafka_protocol::messages::alter_partition_reassignments_request::{
+        ReassignablePartition, ReassignableTopic,
+    };
     use gregor_sdk::kafka_protocol::messages::BrokerId;
     use gregor_sdk::testing::assert_encodes_for_served_versions;
+    use gregor_sdk::KafkaError;
+    use std::cell::RefCell;
+    use std::rc::Rc;
 
-    #[test]
-    fn targets_are_checked_like_the_controller() {
-        let registered = BTreeSet::from([1]);
-        assert!(validate_target(&[1], &registered).is_ok());
-        let code = |target: &[i32]| validate_target(target, &registered).unwrap_err().code;
-        let invalid = ResponseError::InvalidReplicaAssignment.code();
-        assert_eq!(code(&[]), invalid);
-        assert_eq!(code(&[2]), invalid);
-        assert_eq!(code(&[1, 1]), invalid);
-    }
+    type Asked = Vec<(String, i32, Option<Vec<i32>>, bool)>;
 
     #[test]
     fn encodes_for_every_served_version() {
@@ -206,21 +123,38 @@ mod tests {
         );
     }
 
-    /// One broker (1) and topic "t" with partition 0 on it; `admin` says
-    /// whether the principal may ALTER the cluster.
+    /// A host that refuses partition 1 of every topic and records what
+    /// it was asked; `admin` says whether the principal may ALTER the
+    /// cluster.
     struct Cluster {
         admin: bool,
+        asked: Rc<RefCell<Asked>>,
     }
 
     impl FakeHost for Cluster {
         fn authorize(&self, _: &Action) -> bool {
             self.admin
         }
-        fn describe_cluster(&self) -> metadata::Cluster {
-            fake::single_node_cluster()
-        }
-        fn list_topics(&self) -> Vec<TopicInfo> {
-            vec![fake::single_node_topic("t", 1)]
+        fn alter_partition_reassignment(
+            &self,
+            topic: &str,
+            partition: i32,
+            replicas: Option<&[i32]>,
+            allow: bool,
+        ) -> Result<(), KafkaError> {
+            self.asked.borrow_mut().push((
+                topic.to_string(),
+                partition,
+                replicas.map(<[i32]>::to_vec),
+                allow,
+            ));
+            if partition == 1 {
+                return Err(KafkaError {
+                    code: ResponseError::NoReassignmentInProgress.code(),
+                    message: Some("none".to_string()),
+                });
+            }
+            Ok(())
         }
     }
 
@@ -235,18 +169,15 @@ mod tests {
                 .with_name(str_bytes(name).into())
                 .with_partitions(partitions)
         };
-        AlterPartitionReassignmentsRequest::default().with_topics(vec![
-            topic(
-                "t",
-                vec![
-                    partition(0, Some(vec![1])),
-                    partition(0, None),
-                    partition(1, Some(vec![1])),
-                    partition(0, Some(vec![2])),
-                ],
-            ),
-            topic("gone", vec![partition(0, Some(vec![1]))]),
-        ])
+        AlterPartitionReassignmentsRequest::default()
+            .with_allow_replication_factor_change(false)
+            .with_topics(vec![
+                topic(
+                    "t",
+                    vec![partition(0, Some(vec![2, 3])), partition(1, None)],
+                ),
+                topic("u", vec![partition(0, Some(vec![1]))]),
+            ])
     }
 
     fn codes(response: &AlterPartitionReassignmentsResponse) -> Vec<i16> {
@@ -255,31 +186,53 @@ mod tests {
     }
 
     #[test]
-    fn partitions_are_checked_as_the_controller_does() {
-        let handled =
-            fake::handle::<AlterPartitionReassignments>(Cluster { admin: true }, 1, &request());
+    fn every_partition_is_decided_by_the_host() {
+        let host = Cluster {
+            admin: true,
+            asked: Rc::default(),
+        };
+        let handled = fake::handle::<AlterPartitionReassignments>(host, 1, &request());
         let response = handled.response.expect("a response");
-        let unknown = ResponseError::UnknownTopicOrPartition.code();
-        let expected = vec![
-            0,
-            ResponseError::NoReassignmentInProgress.code(),
-            unknown,
-            ResponseError::InvalidReplicaAssignment.code(),
-            unknown,
-        ];
-        assert_eq!((response.error_code, codes(&response)), (0, expected));
+        let none = ResponseError::NoReassignmentInProgress.code();
+        assert_eq!(
+            (response.error_code, codes(&response)),
+            (0, vec![0, none, 0])
+        );
+        let message = response.responses[0].partitions[1].error_message.as_deref();
+        assert_eq!(message, Some("none"));
+    }
+
+    #[test]
+    fn the_request_reaches_the_host_as_sent() {
+        let asked = Rc::new(RefCell::new(Vec::new()));
+        let host = Cluster {
+            admin: true,
+            asked: Rc::clone(&asked),
+        };
+        fake::handle::<AlterPartitionReassignments>(host, 1, &request());
+        assert_eq!(
+            *asked.borrow(),
+            vec![
+                ("t".to_string(), 0, Some(vec![2, 3]), false),
+                ("t".to_string(), 1, None, false),
+                ("u".to_string(), 0, Some(vec![1]), false),
+            ]
+        );
     }
 
     #[test]
     fn without_alter_on_the_cluster_everything_is_refused() {
-        let handled =
-            fake::handle::<AlterPartitionReassignments>(Cluster { admin: false }, 0, &request());
+        let host = Cluster {
+            admin: false,
+            asked: Rc::default(),
+        };
+        let handled = fake::handle::<AlterPartitionReassignments>(host, 1, &request());
         let denied = ResponseError::ClusterAuthorizationFailed.code();
         let response = handled.response.expect("a response");
         assert_eq!(
             (response.error_code, codes(&response)),
-            (denied, vec![denied; 5])
+            (denied, vec![denied; 3])
         );
-        assert_eq!(handled.counted_errors, vec![denied; 6]);
+        assert_eq!(handled.counted_errors, vec![denied; 4]);
     }
 }

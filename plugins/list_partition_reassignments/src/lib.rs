@@ -1,14 +1,15 @@
 //! ListPartitionReassignments (ApiKey 46): the partition reassignments in
 //! progress, as Kafka's `ControllerApis.handleListPartitionReassignments`
-//! and the controller's `listPartitionReassignments`.
+//! and the controller's `listPartitionReassignments` (KIP-455).
 //!
 //! - Version 0. DESCRIBE on the Cluster is required, else
 //!   CLUSTER_AUTHORIZATION_FAILED.
 //! - Kafka lists only partitions whose reassignment is ongoing, for every
-//!   topic (null topics) or the named existing ones. On a single node a
-//!   reassignment completes the moment it is accepted (its only valid
-//!   target is the current replica), so none is ever ongoing and the list
-//!   is empty.
+//!   topic (null topics) or the named existing ones, each with its
+//!   replicas (target and leaving together) and the adding and removing
+//!   ones; the host's `metadata.list-partition-reassignments` reads them
+//!   from the cluster's metadata. On a single node a reassignment
+//!   completes the moment it is accepted, so the list is always empty.
 //! - Error response (a trap or timeout): the error, with the requested
 //!   partitions listed and no replicas, as Kafka's
 //!   `ListPartitionReassignmentsRequest.getErrorResponse`.
@@ -16,10 +17,13 @@
 use gregor_sdk::authorize::cluster_allowed;
 use gregor_sdk::authz::Operation;
 use gregor_sdk::ids::str_bytes;
-use gregor_sdk::kafka_protocol::messages::list_partition_reassignments_response::OngoingTopicReassignment;
-use gregor_sdk::kafka_protocol::messages::{
-    ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse,
+use gregor_sdk::kafka_protocol::messages::list_partition_reassignments_response::{
+    OngoingPartitionReassignment, OngoingTopicReassignment,
 };
+use gregor_sdk::kafka_protocol::messages::{
+    BrokerId, ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse,
+};
+use gregor_sdk::metadata::{self, OngoingReassignment};
 use gregor_sdk::partitions;
 use gregor_sdk::{Handler, Reply, RequestContext, ResponseError};
 
@@ -30,17 +34,23 @@ impl Handler for ListPartitionReassignments {
 
     fn handle(
         _ctx: &RequestContext,
-        _request: &ListPartitionReassignmentsRequest,
+        request: &ListPartitionReassignmentsRequest,
     ) -> Reply<ListPartitionReassignmentsResponse> {
         let mut response = ListPartitionReassignmentsResponse::default();
         if !cluster_allowed(Operation::Describe) {
             let error = ResponseError::ClusterAuthorizationFailed;
             response.error_code = error.code();
             response.error_message = Some(str_bytes(&error.to_string()));
+            return response.into();
         }
-        // Kafka lists the requested partitions whose reassignment is
-        // ongoing. A single node completes every reassignment the moment it
-        // accepts it, so whatever the request names, none is ongoing.
+        let requested: Option<Vec<(String, Vec<i32>)>> = request.topics.as_ref().map(|topics| {
+            topics
+                .iter()
+                .map(|t| (t.name.to_string(), t.partition_indexes.clone()))
+                .collect()
+        });
+        let ongoing = metadata::list_partition_reassignments(requested.as_deref());
+        response.topics = by_topic(ongoing);
         response.into()
     }
 
@@ -59,6 +69,28 @@ impl Handler for ListPartitionReassignments {
                 topics, error_code,
             ))
     }
+}
+
+/// The host's entries grouped by topic, in the order it gave them.
+fn by_topic(ongoing: Vec<OngoingReassignment>) -> Vec<OngoingTopicReassignment> {
+    let ids = |ids: Vec<i32>| ids.into_iter().map(BrokerId).collect::<Vec<_>>();
+    let mut topics: Vec<OngoingTopicReassignment> = Vec::new();
+    for entry in ongoing {
+        let partition = OngoingPartitionReassignment::default()
+            .with_partition_index(entry.partition)
+            .with_replicas(ids(entry.replicas))
+            .with_adding_replicas(ids(entry.adding_replicas))
+            .with_removing_replicas(ids(entry.removing_replicas));
+        match topics.last_mut() {
+            Some(last) if last.name.as_str() == entry.topic => last.partitions.push(partition),
+            _ => topics.push(
+                OngoingTopicReassignment::default()
+                    .with_name(str_bytes(&entry.topic).into())
+                    .with_partitions(vec![partition]),
+            ),
+        }
+    }
+    topics
 }
 
 gregor_sdk::export_handler!(ListPartitionReassignments);
@@ -84,6 +116,60 @@ mod tests {
         [ListPartitionReassignmentsResponse::default()]
     );
 
+    /// Two reassignments of "a" and one of "b" in progress, whatever is
+    /// asked (the host filters; see `requested`).
+    struct Moving;
+
+    fn entry(topic: &str, partition: i32) -> OngoingReassignment {
+        OngoingReassignment {
+            topic: topic.to_string(),
+            partition,
+            replicas: vec![2, 3, 1],
+            adding_replicas: vec![3],
+            removing_replicas: vec![1],
+        }
+    }
+
+    impl FakeHost for Moving {
+        fn list_partition_reassignments(
+            &self,
+            topics: Option<&[(String, Vec<i32>)]>,
+        ) -> Vec<OngoingReassignment> {
+            assert_eq!(
+                topics,
+                Some(&[("a".to_string(), vec![0, 1])][..]),
+                "the request's topics reach the host"
+            );
+            vec![entry("a", 0), entry("a", 1), entry("b", 0)]
+        }
+    }
+
+    #[test]
+    fn the_ongoing_reassignments_are_listed_by_topic() {
+        let handled = fake::handle::<ListPartitionReassignments>(Moving, 0, &request());
+        let response = handled.response.expect("a response");
+        assert_eq!(response.error_code, 0);
+        let listed: Vec<(&str, Vec<i32>)> = response
+            .topics
+            .iter()
+            .map(|t| {
+                let partitions = t.partitions.iter().map(|p| p.partition_index).collect();
+                (t.name.as_str(), partitions)
+            })
+            .collect();
+        assert_eq!(listed, vec![("a", vec![0, 1]), ("b", vec![0])]);
+        let first = &response.topics[0].partitions[0];
+        let ids = |ids: &[BrokerId]| ids.iter().map(|id| id.0).collect::<Vec<_>>();
+        assert_eq!(
+            (
+                ids(&first.replicas),
+                ids(&first.adding_replicas),
+                ids(&first.removing_replicas)
+            ),
+            (vec![2, 3, 1], vec![3], vec![1])
+        );
+    }
+
     struct Denied;
 
     impl FakeHost for Denied {
@@ -93,17 +179,11 @@ mod tests {
     }
 
     #[test]
-    fn nothing_is_ever_ongoing_and_describe_is_required() {
-        let allowed = fake::handle::<ListPartitionReassignments>(Allowed, 0, &request());
-        let allowed = allowed.response.expect("a response");
-        assert_eq!((allowed.error_code, allowed.topics.len()), (0, 0));
+    fn describe_on_the_cluster_is_required() {
         let denied = fake::handle::<ListPartitionReassignments>(Denied, 0, &request());
         let code = ResponseError::ClusterAuthorizationFailed.code();
-        assert_eq!(denied.response.map(|r| r.error_code), Some(code));
+        let response = denied.response.expect("a response");
+        assert_eq!((response.error_code, response.topics.len()), (code, 0));
         assert_eq!(denied.counted_errors, vec![code]);
     }
-
-    struct Allowed;
-
-    impl FakeHost for Allowed {}
 }

@@ -21,7 +21,9 @@ use crate::bindings::gregor::broker::controller::{
 };
 use crate::bindings::gregor::broker::groups::{GroupOverview, OffsetCommit};
 use crate::bindings::gregor::broker::logging::Level;
-use crate::bindings::gregor::broker::metadata::{Cluster, ElectionResult, NewTopic, TopicInfo};
+use crate::bindings::gregor::broker::metadata::{
+    Cluster, ElectionResult, NewTopic, OngoingReassignment, TopicInfo,
+};
 use crate::bindings::gregor::broker::scram_credentials::{Deletion, Upsertion, UserCredentials};
 use crate::bindings::gregor::broker::txn::{TxnGroupMember, TxnOffset, TxnPartitionResult};
 use crate::bindings::gregor::broker::types::{
@@ -66,6 +68,21 @@ pub trait FakeHost {
         _partitions: Option<&[(String, i32)]>,
     ) -> Vec<ElectionResult> {
         unfaked("metadata.elect-leaders")
+    }
+    fn alter_partition_reassignment(
+        &self,
+        _topic: &str,
+        _partition: i32,
+        _replicas: Option<&[i32]>,
+        _allow_replication_factor_change: bool,
+    ) -> Result<(), KafkaError> {
+        unfaked("metadata.alter-partition-reassignment")
+    }
+    fn list_partition_reassignments(
+        &self,
+        _topics: Option<&[(String, Vec<i32>)]>,
+    ) -> Vec<OngoingReassignment> {
+        unfaked("metadata.list-partition-reassignments")
     }
     /// No broker config is set.
     fn broker_config(&self, _name: &str) -> Option<String> {
@@ -301,6 +318,26 @@ pub mod imports {
         partitions: Option<&[(String, i32)]>,
     ) -> Vec<ElectionResult> {
         with_host(|host| host.elect_leaders(unclean, partitions))
+    }
+    pub fn alter_partition_reassignment(
+        topic: &str,
+        partition: i32,
+        replicas: Option<&[i32]>,
+        allow_replication_factor_change: bool,
+    ) -> Result<(), KafkaError> {
+        with_host(|host| {
+            host.alter_partition_reassignment(
+                topic,
+                partition,
+                replicas,
+                allow_replication_factor_change,
+            )
+        })
+    }
+    pub fn list_partition_reassignments(
+        topics: Option<&[(String, Vec<i32>)]>,
+    ) -> Vec<OngoingReassignment> {
+        with_host(|host| host.list_partition_reassignments(topics))
     }
     pub fn broker_config(name: &str) -> Option<String> {
         with_host(|host| host.broker_config(name))

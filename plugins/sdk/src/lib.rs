@@ -75,8 +75,8 @@ pub mod metadata {
     pub use crate::bindings::gregor::broker::metadata::*;
     #[cfg(not(target_arch = "wasm32"))]
     pub use crate::fake::imports::{
-        broker_config, create_topic, describe_cluster, elect_leaders, list_topics, topic_by_id,
-        topic_by_name,
+        alter_partition_reassignment, broker_config, create_topic, describe_cluster, elect_leaders,
+        list_partition_reassignments, list_topics, topic_by_id, topic_by_name,
     };
 }
 

@@ -20,7 +20,10 @@
 //!   broker when the client hears back. A decision made on a stale image
 //!   is refused by the image's guards and comes back as Kafka's error.
 //! - ElectLeaders goes the same way: each partition decided with
-//!   `controller::election` on this node's image and proposed.
+//!   `controller::election` on this node's image and proposed; so does
+//!   AlterPartitionReassignments with `controller::reassignment` (the
+//!   start, or the cancel; the leader's AlterPartition completes it at the
+//!   active controller), and ListPartitionReassignments reads the image.
 //! - Configs, ACLs, SCRAM credentials, client quotas and delegation
 //!   tokens go the same way through the stores' log seams ([`stores`]),
 //!   the authorizer choice through the plugin runtime's (`crate::authorizer_choice`).
@@ -35,6 +38,7 @@ use tokio::runtime::Handle;
 
 use crate::cluster::command::{Applied, Command, Refusal, Uuid};
 use crate::cluster::controller::election::{self, ElectionType};
+use crate::cluster::controller::reassignment;
 use crate::cluster::controller::topics::{self, TopicRequest};
 use crate::cluster::image::{MetadataImage, TopicImage};
 use crate::cluster::placement::Seed;
@@ -44,7 +48,8 @@ use crate::error_code::ErrorCode;
 use crate::metadata::bounds;
 use crate::metadata::topics::{new_topic_id, NewTopic, TopicError, TopicManager};
 use crate::metadata::view::{
-    ClusterMetadata, ClusterView, Election, Leadership, NodeView, PartitionView, TopicView,
+    ClusterMetadata, ClusterView, Election, Leadership, NodeView, OngoingReassignment,
+    PartitionView, TopicView,
 };
 
 /// Kafka's REQUEST_TIMED_OUT: a proposal whose outcome is unknown.
@@ -90,9 +95,13 @@ impl BrokerMetadata {
     /// would, a moment later), so a client's next request finds them.
     fn propose(&self, command: Command) -> Result<Applied, TopicError> {
         let answer = self.block_on(self.quorum.propose(command));
-        let image = self.image();
-        let plan = reconciler::plan(&image, self.node_id, &self.topics.list());
-        reconciler::apply(plan, &self.topics, &|_| {});
+        reconciler::sync(
+            self.quorum.as_ref(),
+            self.node_id,
+            &self.topics,
+            reconciler::Removal::Keep,
+            &|_| {},
+        );
         match answer {
             Ok(Ok(applied)) => Ok(applied),
             Ok(Err(refusal)) => Err(refused(refusal)),
@@ -328,9 +337,85 @@ impl ClusterMetadata for BrokerMetadata {
             })
             .collect()
     }
+
+    fn alter_partition_reassignment(
+        &self,
+        topic: &str,
+        partition: i32,
+        target: Option<&[i32]>,
+        allow_replication_factor_change: bool,
+    ) -> Result<(), TopicError> {
+        self.reassign(topic, partition, target, allow_replication_factor_change)
+    }
+
+    fn list_partition_reassignments(
+        &self,
+        requested: Option<&[(String, Vec<i32>)]>,
+    ) -> Vec<OngoingReassignment> {
+        reassignment::ongoing(&self.image(), requested)
+            .into_iter()
+            .map(|o| OngoingReassignment {
+                topic: o.topic,
+                partition: o.partition,
+                replicas: o.replicas,
+                adding: o.adding,
+                removing: o.removing,
+            })
+            .collect()
+    }
 }
 
 impl BrokerMetadata {
+    /// One partition's reassignment decided on the image as it stands;
+    /// a decision overtaken by another change of the partition (the
+    /// leader's AlterPartition) is made again on the newer image.
+    fn reassign(
+        &self,
+        topic: &str,
+        partition: i32,
+        target: Option<&[i32]>,
+        allow_replication_factor_change: bool,
+    ) -> Result<(), TopicError> {
+        const ATTEMPTS: usize = 3;
+        let unclean = self
+            .topics
+            .config_value(topic, "unclean.leader.election.enable")
+            .is_some_and(|value| value.trim().eq_ignore_ascii_case("true"));
+        for attempt in 1..=ATTEMPTS {
+            let image = self.image();
+            let (topic_image, registration) =
+                reassignment::find(&image, topic, partition).map_err(refused)?;
+            let change = match target {
+                None => reassignment::cancel(&image, topic_image, partition, registration, unclean),
+                Some(target) => {
+                    reassignment::validate_target(&image, target).map_err(refused)?;
+                    let current = reassignment::original_replicas(registration).len();
+                    if !allow_replication_factor_change && target.len() != current {
+                        return Err(TopicError {
+                            code: ErrorCode::InvalidReplicationFactor.code(),
+                            message: format!(
+                                "The replication factor is changed from {current} to {}",
+                                target.len()
+                            ),
+                        });
+                    }
+                    reassignment::reassign(&image, topic_image, partition, registration, target)
+                }
+            }
+            .map_err(refused)?;
+            let Some(change) = change else {
+                return Ok(());
+            };
+            match self.propose(Command::ChangePartition(change)) {
+                Err(error)
+                    if error.code == ErrorCode::InvalidUpdateVersion.code()
+                        && attempt < ATTEMPTS => {}
+                answer => return answer.map(drop),
+            }
+        }
+        Ok(())
+    }
+
     /// One partition's election, decided on the image as the previous
     /// ones left it and proposed (answered once applied here).
     fn elect(&self, topic: &str, partition: i32, election: ElectionType) -> Result<(), TopicError> {

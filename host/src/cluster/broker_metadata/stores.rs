@@ -382,9 +382,13 @@ impl ConfigLog for StoreLog {
         if topic {
             // A topic's configs live with the topic and its logs.
             let stores = &self.follower.services;
-            let image = self.quorum.image();
-            let plan = reconciler::plan(&image, self.follower.node_id, &stores.topics.list());
-            reconciler::apply(plan, &stores.topics, &|_| {});
+            reconciler::sync(
+                self.quorum.as_ref(),
+                self.follower.node_id,
+                &stores.topics,
+                reconciler::Removal::Keep,
+                &|_| {},
+            );
         }
         answer.map(drop).map_err(ConfigError::from)
     }

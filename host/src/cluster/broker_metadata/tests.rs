@@ -229,7 +229,12 @@ async fn leadership_and_the_reconciler_follow_the_image() {
     assert!(leadership.leads("other", 0));
 
     let image = node.quorum.image();
-    let plan = reconciler::plan(&image, 1, &node.topics.list());
+    let plan = reconciler::plan(
+        &image,
+        1,
+        &node.topics.list(),
+        &node.topics.local_partitions(),
+    );
     assert_eq!(plan.adopt.len(), 1);
     assert_eq!(
         plan.adopt[0].1,
@@ -239,12 +244,23 @@ async fn leadership_and_the_reconciler_follow_the_image() {
     reconciler::apply(plan, &node.topics, &|_| {});
     let local = node.topics.get("t").unwrap();
     assert_eq!((local.id, local.partitions), (77, 2));
-    assert!(reconciler::plan(&image, 1, &node.topics.list()).is_empty());
+    assert!(reconciler::plan(
+        &image,
+        1,
+        &node.topics.list(),
+        &node.topics.local_partitions()
+    )
+    .is_empty());
 
     node.quorum
         .apply(&Command::DeleteTopic { topic_id: Uuid(77) })
         .unwrap();
-    let plan = reconciler::plan(&node.quorum.image(), 1, &node.topics.list());
+    let plan = reconciler::plan(
+        &node.quorum.image(),
+        1,
+        &node.topics.list(),
+        &node.topics.local_partitions(),
+    );
     assert_eq!(plan.forget, ["t"]);
     let deleted = std::sync::Mutex::new(Vec::new());
     reconciler::apply(plan, &node.topics, &|name| {

@@ -250,7 +250,8 @@ impl ActiveController {
 
     /// AlterPartition: the broker's epoch is checked for the whole
     /// request; each partition is decided on the image as the previous
-    /// ones left it.
+    /// ones left it. A change that completes a reassignment and moves the
+    /// leadership away from the sender is answered NEW_LEADER_ELECTED.
     pub fn alter_partition(
         &self,
         broker_id: i32,
@@ -265,7 +266,7 @@ impl ActiveController {
         let mut answers = Vec::with_capacity(changes.len());
         for change in changes {
             let image = self.quorum.image();
-            let refusal = match topics::alter_partition(&image, change) {
+            let mut refusal = match topics::alter_partition(&image, change) {
                 Ok(None) => None,
                 Ok(Some(command)) => self.propose(command).err(),
                 Err(refusal) => Some(refusal),
@@ -276,6 +277,16 @@ impl ActiveController {
                 .topic_by_id(change.topic_id)
                 .and_then(|topic| topic.partition(change.partition))
                 .cloned();
+            let handed_over = state.as_ref().is_some_and(|p| p.leader != change.broker_id);
+            if refusal.is_none() && handed_over {
+                // The change completed a reassignment that moved the
+                // leadership: Kafka's NEW_LEADER_ELECTED (v2+), so the
+                // sender learns it leads no more.
+                refusal = Some(Refusal::new(
+                    ErrorCode::NewLeaderElected,
+                    "The ISR change completed a reassignment and a new leader was elected.",
+                ));
+            }
             answers.push((refusal, state));
         }
         Ok(answers)

@@ -16,6 +16,8 @@
 //!   ISRs when a broker leaves or comes back;
 //! - [`topics`]: CreateTopics, CreatePartitions, DeleteTopics and
 //!   AlterPartition;
+//! - [`reassignment`]: AlterPartitionReassignments and
+//!   ListPartitionReassignments (KIP-455), completed by AlterPartition;
 //! - [`active`]: the active controller the controller's request APIs
 //!   call: leadership check, decision, proposal, and the fencing clock;
 //! - [`heartbeats`]: broker sessions, kept in the controller's memory only
@@ -26,6 +28,7 @@ pub mod active;
 pub mod brokers;
 pub mod election;
 pub mod heartbeats;
+pub mod reassignment;
 pub mod topics;
 
 pub use brokers::{HeartbeatDecision, HeartbeatRequest};

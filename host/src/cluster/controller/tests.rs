@@ -634,3 +634,38 @@ fn elect_leaders_follows_kafkas_rules() {
         ErrorCode::EligibleLeadersNotAvailable
     );
 }
+
+#[test]
+fn an_isr_with_every_target_replica_completes_the_reassignment() {
+    use super::reassignment;
+    let mut log = Log::with_brokers(3);
+    let id = log.topic("moved", &[&[1]]);
+    let registration = partition(&log, "moved", 0);
+    let topic = log.image.topic("moved").unwrap();
+    let start = reassignment::reassign(&log.image, topic, 0, &registration, &[2])
+        .unwrap()
+        .unwrap();
+    log.ok(&Command::ChangePartition(start));
+    assert_eq!(partition(&log, "moved", 0).replicas, [2, 1]);
+    let join = AlterPartitionRequest {
+        broker_id: 1,
+        broker_epoch: log.epoch(1),
+        topic_id: id,
+        partition: 0,
+        leader_epoch: 0,
+        partition_epoch: 1,
+        new_isr: vec![1, 2],
+        leader_recovery_state: LeaderRecoveryState::Recovered,
+    };
+    let command = topics::alter_partition(&log.image, &join)
+        .unwrap()
+        .expect("a change");
+    log.ok(&command);
+    let done = partition(&log, "moved", 0);
+    assert_eq!(
+        (done.replicas, done.isr, done.leader, done.leader_epoch),
+        (vec![2], vec![2], 2, 1),
+        "the old leader handed over in a new epoch"
+    );
+    assert!(done.adding_replicas.is_empty() && done.removing_replicas.is_empty());
+}

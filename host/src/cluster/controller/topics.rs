@@ -8,6 +8,7 @@
 
 use std::collections::BTreeMap;
 
+use super::reassignment;
 use crate::cluster::command::{
     Command, LeaderRecoveryState, NewTopicRecord, PartitionChangeRecord, PartitionRecord, Refusal,
     Uuid, NO_LEADER,
@@ -217,7 +218,8 @@ pub struct AlterPartitionRequest {
 /// changed since (INVALID_UPDATE_VERSION), an ISR member that may not be
 /// one (INELIGIBLE_REPLICA), an ISR without the leader or a recovery state
 /// going backwards (INVALID_REQUEST). Ok(None) when nothing changes (the
-/// answer is the current state).
+/// answer is the current state). With a reassignment in progress, an ISR
+/// holding every target replica completes it ([`reassignment`]).
 pub fn alter_partition(
     image: &MetadataImage,
     request: &AlterPartitionRequest,
@@ -281,15 +283,27 @@ pub fn alter_partition(
     if state == recovering && request.new_isr.len() > 1 {
         return invalid("A RECOVERING leader must be alone in the ISR.".to_string());
     }
-    let mut change =
-        PartitionChangeRecord::new(topic.id, request.partition, partition.partition_epoch);
-    if request.new_isr != partition.isr {
-        change.isr = Some(request.new_isr.clone());
-    }
+    let mut change = if reassignment::in_progress(partition) {
+        // The ISR may complete the reassignment (and move the leader).
+        reassignment::with_new_isr(image, topic, request.partition, partition, &request.new_isr)
+            .unwrap_or_else(|| {
+                PartitionChangeRecord::new(topic.id, request.partition, partition.partition_epoch)
+            })
+    } else {
+        let mut change =
+            PartitionChangeRecord::new(topic.id, request.partition, partition.partition_epoch);
+        if request.new_isr != partition.isr {
+            change.isr = Some(request.new_isr.clone());
+        }
+        change
+    };
     if state != partition.leader_recovery_state {
         change.leader_recovery_state = Some(state);
     }
-    let changed = change.isr.is_some() || change.leader_recovery_state.is_some();
+    let changed = change.isr.is_some()
+        || change.leader_recovery_state.is_some()
+        || change.leader.is_some()
+        || change.replicas.is_some();
     Ok(changed.then_some(Command::ChangePartition(change)))
 }
 

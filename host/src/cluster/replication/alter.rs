@@ -14,7 +14,7 @@ use std::time::Duration;
 use kafka_protocol::messages::alter_partition_request::{PartitionData, TopicData};
 use kafka_protocol::messages::{AlterPartitionRequest, BrokerId};
 use tokio::sync::{mpsc, watch};
-use tracing::{debug, warn};
+use tracing::{debug, info, warn};
 
 use super::leader::{IsrChange, LeaderReplication};
 use crate::cluster::membership::wire::ControllerChannel;
@@ -103,6 +103,11 @@ pub async fn run(
                 let Some(change) = change else { continue };
                 if partition.error_code == ErrorCode::None.code() {
                     debug!(partition = %change.tp, isr = ?partition.isr, "ISR changed");
+                } else if partition.error_code == ErrorCode::NewLeaderElected.code() {
+                    // The change completed a reassignment that moved the
+                    // leadership: the image tells this broker it follows.
+                    info!(partition = %change.tp, "ISR changed, completing a reassignment; a new leader was elected");
+                    leader.change_failed(change);
                 } else {
                     warn!(partition = %change.tp, code = partition.error_code, "ISR change refused");
                     leader.change_failed(change);

@@ -12,8 +12,8 @@ use crate::metadata::topic_config::BrokerView;
 use crate::metadata::topics::{NewTopic as CreateRequest, TopicError};
 use crate::metadata::view::TopicView;
 use crate::plugins::bindings::handler::gregor::broker::metadata::{
-    self, Broker as BrokerNode, Cluster, ConfigEntry, ElectionResult, NewTopic, PartitionInfo,
-    TopicInfo,
+    self, Broker as BrokerNode, Cluster, ConfigEntry, ElectionResult, NewTopic,
+    OngoingReassignment, PartitionInfo, TopicInfo,
 };
 use crate::plugins::bindings::handler::gregor::broker::types::{ApiInfo, KafkaError, Uuid};
 use crate::plugins::exposure::served_apis;
@@ -175,6 +175,42 @@ impl metadata::Host for HandlerState {
                 topic: e.topic,
                 partition: e.partition,
                 error: e.result.err().map(kafka_error),
+            })
+            .collect()
+    }
+
+    fn alter_partition_reassignment(
+        &mut self,
+        topic: String,
+        partition: i32,
+        replicas: Option<Vec<i32>>,
+        allow_replication_factor_change: bool,
+    ) -> Result<(), KafkaError> {
+        let started = Instant::now();
+        let altered = self.services.metadata().alter_partition_reassignment(
+            &topic,
+            partition,
+            replicas.as_deref(),
+            allow_replication_factor_change,
+        );
+        self.clock.add_host_wait(started.elapsed());
+        altered.map_err(kafka_error)
+    }
+
+    fn list_partition_reassignments(
+        &mut self,
+        topics: Option<Vec<(String, Vec<i32>)>>,
+    ) -> Vec<OngoingReassignment> {
+        self.services
+            .metadata()
+            .list_partition_reassignments(topics.as_deref())
+            .into_iter()
+            .map(|o| OngoingReassignment {
+                topic: o.topic,
+                partition: o.partition,
+                replicas: o.replicas,
+                adding_replicas: o.adding,
+                removing_replicas: o.removing,
             })
             .collect()
     }
