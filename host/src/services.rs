@@ -31,7 +31,7 @@ use crate::security::credentials::{CredentialStore, ScramMechanism, MIN_ITERATIO
 use crate::security::settings;
 use crate::security::tokens::TokenManager;
 use crate::telemetry::ClientMetricsManager;
-use crate::transactions::{PendingOffset, TransactionStore, TxnEffects};
+use crate::transactions::{MarkerRoute, PendingOffset, TransactionStore, TxnEffects};
 
 pub use crate::metadata::view::AdvertisedListener;
 use crate::metadata::view::{Advertised, ClusterMetadata, Leadership, LocalMetadata};
@@ -71,8 +71,11 @@ pub struct Services {
     pub telemetry: Arc<ClientMetricsManager>,
     /// Producer ids for InitProducerId, never handed out twice.
     pub producer_ids: ProducerIdManager,
-    /// Transactional ids with their producer id and epoch.
-    pub transactions: TransactionStore,
+    /// Transactional ids with their producer id and epoch (Kafka's
+    /// TransactionCoordinator).
+    pub transactions: Arc<TransactionStore>,
+    /// On a cluster node, where markers for partitions led elsewhere go.
+    markers: OnceLock<Arc<dyn MarkerRoute>>,
 }
 
 impl Services {
@@ -129,9 +132,29 @@ impl Services {
             replica.purgatory(),
             node_id,
         )?;
-        // A cluster node coordinates the groups of the partitions of
-        // __consumer_offsets it leads, loaded as it becomes their leader.
-        let groups = if reopen_for(&config) == Reopen::Found {
+        let transaction_state = TopicOffsetsLog::for_topic(
+            crate::transactions::state_topic::INTERNAL_TOPIC,
+            &config,
+            Arc::clone(&topics),
+            Arc::clone(&logs),
+            replica.purgatory(),
+            node_id,
+        )?;
+        let max_timeout_ms = transaction_max_timeout_ms(&config)?;
+        // A cluster node coordinates the groups and transactional ids of
+        // the partitions of __consumer_offsets and __transaction_state it
+        // leads, loaded as it becomes their leader.
+        let in_cluster = reopen_for(&config) == Reopen::Found;
+        let transactions = if in_cluster {
+            TransactionStore::open_in_cluster(
+                Arc::new(transaction_state.in_cluster()),
+                max_timeout_ms,
+            )?
+        } else {
+            TransactionStore::open_on_topic(Arc::new(transaction_state), &log_dir, max_timeout_ms)
+                .context("opening transactional ids")?
+        };
+        let groups = if in_cluster {
             if crate::coordinator::legacy_store_exists(&groups_dir) {
                 tracing::warn!(
                     "{} is not read on a cluster node: its groups start anew in {}",
@@ -161,8 +184,8 @@ impl Services {
             advertised,
             replica,
             producer_ids: ProducerIdManager::open(&log_dir).context("opening producer ids")?,
-            transactions: TransactionStore::open(&log_dir, transaction_max_timeout_ms(&config)?)
-                .context("opening transactional ids")?,
+            transactions: Arc::new(transactions),
+            markers: OnceLock::new(),
             metrics,
             logs,
             configs: ConfigAdmin::new(
@@ -216,6 +239,15 @@ impl Services {
         Ok(())
     }
 
+    /// From now on markers for partitions another broker leads are sent
+    /// to it (a cluster node). Once; a second call is refused.
+    pub fn route_markers(&self, route: Arc<dyn MarkerRoute>) -> Result<()> {
+        if self.markers.set(route).is_err() {
+            anyhow::bail!("the marker route is already set");
+        }
+        Ok(())
+    }
+
     /// Flushes every log and the group store (clean shutdown).
     pub fn flush(&self) -> Result<()> {
         self.groups.flush()?;
@@ -254,6 +286,26 @@ impl TxnEffects for Services {
         epoch: i16,
         commit: bool,
     ) -> i16 {
+        if let Some(route) = self.markers.get() {
+            match route.leader(partition) {
+                None => return crate::error_code::ErrorCode::UnknownTopicOrPartition.code(),
+                Some(leader) if leader < 0 => {
+                    return crate::error_code::ErrorCode::NotLeaderOrFollower.code()
+                }
+                Some(leader) if leader != route.this_broker() => {
+                    return route.send(leader, partition, producer_id, epoch, commit)
+                }
+                Some(_) => {}
+            }
+        }
+        if partition.topic == crate::coordinator::offsets_topic::TOPIC {
+            return self.groups.complete_transaction(
+                partition.partition,
+                producer_id,
+                epoch,
+                commit,
+            );
+        }
         self.replica.write_marker(
             &partition.topic,
             partition.partition,
@@ -265,17 +317,30 @@ impl TxnEffects for Services {
     }
 
     fn commit_offsets(&self, group_id: &str, offsets: &[PendingOffset]) -> i16 {
-        let offsets: Vec<crate::coordinator::OffsetCommit> = offsets
-            .iter()
-            .map(|offset| crate::coordinator::OffsetCommit {
-                topic: offset.topic.clone(),
-                partition: offset.partition,
-                offset: offset.offset,
-                leader_epoch: offset.leader_epoch,
-                metadata: offset.metadata.clone(),
-            })
-            .collect();
+        let offsets: Vec<crate::coordinator::OffsetCommit> =
+            offsets.iter().map(PendingOffset::to_commit).collect();
         self.groups.commit_transactional_offsets(group_id, &offsets)
+    }
+
+    /// The marker for the group's partition of `__consumer_offsets`, to
+    /// whichever broker leads it (this one included).
+    fn complete_group(&self, group_id: &str, producer_id: i64, epoch: i16, commit: bool) -> i16 {
+        let topic = crate::coordinator::offsets_topic::TOPIC;
+        let count = match self.markers.get() {
+            Some(route) => route.partitions(topic),
+            None => self.topics.get(topic).map(|t| t.partitions),
+        };
+        let Some(count) = count else {
+            // No offsets topic: no group has offsets anywhere.
+            return crate::error_code::ErrorCode::None.code();
+        };
+        let partition = crate::coordinator::offsets_topic::partition_for(group_id, count);
+        self.write_marker(
+            &TopicPartition::new(topic, partition),
+            producer_id,
+            epoch,
+            commit,
+        )
     }
 }
 

@@ -32,3 +32,4 @@ pub mod reconciler;
 pub mod replication;
 #[cfg(test)]
 pub(crate) mod testing;
+pub mod txn_markers;

@@ -53,6 +53,7 @@ use crate::cluster::replication::alter;
 use crate::cluster::replication::follower;
 use crate::cluster::replication::image_source::ImagePartitions;
 use crate::cluster::replication::leader::{self, LeaderReplication};
+use crate::cluster::txn_markers::MarkerChannels;
 use crate::config::BrokerConfig;
 use crate::security::sasl_client::{self, SaslCredentials};
 use crate::security::settings;
@@ -201,11 +202,18 @@ impl ClusterNode {
         if self.config.roles.is_broker() {
             let epoch = Arc::new(AtomicI64::new(-1));
             self.lead_replication(broker_config, services, &epoch, &stopped)?;
+            let elected: Vec<Box<dyn coordinators::Elected>> = vec![
+                Box::new(coordinators::Groups(Arc::clone(&services.groups))),
+                Box::new(coordinators::Transactions {
+                    store: Arc::clone(&services.transactions),
+                    effects: Arc::clone(services) as _,
+                }),
+            ];
             tokio::spawn(coordinators::run(
                 Arc::clone(&quorum),
                 self.config.node_id,
                 record.incarnation_id,
-                Arc::clone(&services.groups),
+                elected,
                 stopped.clone(),
             ));
             let listeners = &self.config.controller_listener_names;
@@ -285,6 +293,12 @@ impl ClusterNode {
             broker_config,
             Arc::clone(&replication),
         )?));
+        services
+            .transactions
+            .wait_for_replication(Arc::new(IsrWait::transaction_state(
+                broker_config,
+                Arc::clone(&replication),
+            )))?;
         tokio::spawn(Arc::clone(&replication).run(stopped.clone()));
         let listeners = &self.config.controller_listener_names;
         let channel = ControllerChannel::new(
@@ -322,6 +336,16 @@ impl ClusterNode {
         let Some(listener) = self.config.inter_broker_listener_name.clone() else {
             return;
         };
+        let markers = MarkerChannels::new(
+            self.quorum.clone(),
+            self.config.node_id,
+            listener.clone(),
+            follower::settings(broker_config).socket_timeout,
+            tokio::runtime::Handle::current(),
+        );
+        if let Err(error) = services.route_markers(Arc::new(markers)) {
+            tracing::warn!("transaction markers: {error:#}");
+        }
         let replication = follower::Replication {
             quorum: self.quorum.clone(),
             node_id: self.config.node_id,

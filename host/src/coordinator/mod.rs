@@ -48,6 +48,7 @@ mod member;
 mod offsets;
 pub mod offsets_log;
 pub mod offsets_topic;
+mod pending_txn;
 mod protocol;
 mod state;
 mod store;
@@ -286,6 +287,9 @@ struct Inner {
 
 pub struct GroupCoordinator {
     inner: Mutex<Inner>,
+    /// Transactional offsets waiting for their transaction's marker (a
+    /// cluster node). Locked before `inner`, never after.
+    pending_txn: Mutex<pending_txn::PendingTxnOffsets>,
     timers: Arc<Timers>,
     /// On a cluster node, what commits wait on for the ISR.
     replication: OnceLock<Arc<dyn ReplicationWait>>,
@@ -358,6 +362,7 @@ impl GroupCoordinator {
         info!(groups, offsets, "group coordinator loaded");
         Arc::new(Self {
             inner: Mutex::new(inner),
+            pending_txn: Mutex::new(pending_txn::PendingTxnOffsets::default()),
             timers,
             replication: OnceLock::new(),
         })
@@ -679,6 +684,73 @@ impl GroupCoordinator {
             return code;
         }
         inner.commit_transactional_offsets(group_id, offsets)
+    }
+
+    /// TxnOffsetCommit on a cluster node, whose transaction coordinator
+    /// may be another broker: the offsets wait here, by producer, for the
+    /// transaction's marker ([`GroupCoordinator::complete_transaction`]).
+    /// The member check is the caller's
+    /// ([`GroupCoordinator::validate_txn_offset_commit`]).
+    pub fn add_pending_txn_offsets(
+        &self,
+        group_id: &str,
+        producer_id: i64,
+        producer_epoch: i16,
+        offsets: &[OffsetCommit],
+    ) -> i16 {
+        let mut pending = crate::sync::lock(&self.pending_txn);
+        if let Some(code) = self.lock().elsewhere(group_id) {
+            return code;
+        }
+        pending.add(group_id, producer_id, producer_epoch, offsets)
+    }
+
+    /// A transaction marker for `partition` of `__consumer_offsets`: the
+    /// offsets producer `producer_id` left for the groups of that
+    /// partition are committed (or dropped). NOT_LEADER_OR_FOLLOWER when
+    /// this broker does not coordinate the partition's groups, so the
+    /// transaction coordinator retries at the new leader.
+    pub fn complete_transaction(
+        &self,
+        partition: i32,
+        producer_id: i64,
+        producer_epoch: i16,
+        commit: bool,
+    ) -> i16 {
+        let mut pending = crate::sync::lock(&self.pending_txn);
+        let mut inner = self.lock();
+        let partitions = match inner.ownership.as_ref() {
+            Some(ownership) => {
+                if ownership
+                    .led
+                    .get(&partition)
+                    .is_none_or(|(_, loaded)| !loaded)
+                {
+                    return ErrorCode::NotLeaderOrFollower.code();
+                }
+                ownership.partitions
+            }
+            None => return ErrorCode::None.code(),
+        };
+        let taken = pending.take(producer_id, producer_epoch, |group| {
+            offsets_topic::partition_for(group, partitions) == partition
+        });
+        if !commit {
+            return ErrorCode::None.code();
+        }
+        for (group, offsets) in taken {
+            let code = inner.commit_transactional_offsets(&group, &offsets);
+            if code != ErrorCode::None.code() {
+                return code;
+            }
+        }
+        ErrorCode::None.code()
+    }
+
+    /// The partitions with transactional offsets pending here for
+    /// `group_id` (a cluster node's TxnOffsetCommits).
+    pub fn pending_txn_partitions(&self, group_id: &str) -> Vec<(String, i32)> {
+        crate::sync::lock(&self.pending_txn).partitions_of(group_id)
     }
 
     /// OffsetFetch for one group. Offsets pending in a transaction are the

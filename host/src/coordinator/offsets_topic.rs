@@ -284,37 +284,37 @@ pub fn decode_consumer_group(bytes: &[u8]) -> Result<(i32, i64), String> {
     Ok((epoch, state_timestamp))
 }
 
-fn put_i16(out: &mut Vec<u8>, v: i16) {
+pub(crate) fn put_i16(out: &mut Vec<u8>, v: i16) {
     out.extend_from_slice(&v.to_be_bytes());
 }
 
-fn put_i32(out: &mut Vec<u8>, v: i32) {
+pub(crate) fn put_i32(out: &mut Vec<u8>, v: i32) {
     out.extend_from_slice(&v.to_be_bytes());
 }
 
-fn put_i64(out: &mut Vec<u8>, v: i64) {
+pub(crate) fn put_i64(out: &mut Vec<u8>, v: i64) {
     out.extend_from_slice(&v.to_be_bytes());
 }
 
-fn put_string(out: &mut Vec<u8>, s: &str) {
+pub(crate) fn put_string(out: &mut Vec<u8>, s: &str) {
     let len = i16::try_from(s.len()).unwrap_or(i16::MAX);
     put_i16(out, len);
     out.extend_from_slice(&s.as_bytes()[..len as usize]);
 }
 
-fn put_nullable_string(out: &mut Vec<u8>, s: Option<&str>) {
+pub(crate) fn put_nullable_string(out: &mut Vec<u8>, s: Option<&str>) {
     match s {
         Some(s) => put_string(out, s),
         None => put_i16(out, -1),
     }
 }
 
-fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
+pub(crate) fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
     put_i32(out, i32::try_from(b.len()).unwrap_or(i32::MAX));
     out.extend_from_slice(b);
 }
 
-fn put_unsigned_varint(out: &mut Vec<u8>, mut v: u64) {
+pub(crate) fn put_unsigned_varint(out: &mut Vec<u8>, mut v: u64) {
     while v >= 0x80 {
         out.push((v as u8) | 0x80);
         v >>= 7;
@@ -322,10 +322,12 @@ fn put_unsigned_varint(out: &mut Vec<u8>, mut v: u64) {
     out.push(v as u8);
 }
 
-struct Reader<'a>(&'a [u8]);
+/// A cursor over a record's bytes (Kafka's big-endian, classic and
+/// compact encodings), shared with the transaction log's codec.
+pub(crate) struct Reader<'a>(pub(crate) &'a [u8]);
 
 impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
+    pub(crate) fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
         if self.0.len() < n {
             return Err("a record is cut short".into());
         }
@@ -334,33 +336,33 @@ impl<'a> Reader<'a> {
         Ok(head)
     }
 
-    fn i16(&mut self) -> Result<i16, String> {
+    pub(crate) fn i16(&mut self) -> Result<i16, String> {
         let b = self.take(2)?;
         Ok(i16::from_be_bytes([b[0], b[1]]))
     }
 
-    fn i32(&mut self) -> Result<i32, String> {
+    pub(crate) fn i32(&mut self) -> Result<i32, String> {
         let b = self.take(4)?;
         Ok(i32::from_be_bytes([b[0], b[1], b[2], b[3]]))
     }
 
-    fn i64(&mut self) -> Result<i64, String> {
+    pub(crate) fn i64(&mut self) -> Result<i64, String> {
         let b = self.take(8)?;
         let mut a = [0u8; 8];
         a.copy_from_slice(b);
         Ok(i64::from_be_bytes(a))
     }
 
-    fn text(&mut self, len: usize) -> Result<String, String> {
+    pub(crate) fn text(&mut self, len: usize) -> Result<String, String> {
         let bytes = self.take(len)?;
         String::from_utf8(bytes.to_vec()).map_err(|_| "a string is not UTF-8".to_string())
     }
 
-    fn string(&mut self) -> Result<String, String> {
+    pub(crate) fn string(&mut self) -> Result<String, String> {
         self.nullable_string().map(Option::unwrap_or_default)
     }
 
-    fn nullable_string(&mut self) -> Result<Option<String>, String> {
+    pub(crate) fn nullable_string(&mut self) -> Result<Option<String>, String> {
         let len = self.i16()?;
         if len < 0 {
             return Ok(None);
@@ -368,14 +370,14 @@ impl<'a> Reader<'a> {
         self.text(len as usize).map(Some)
     }
 
-    fn compact_string(&mut self) -> Result<Option<String>, String> {
+    pub(crate) fn compact_string(&mut self) -> Result<Option<String>, String> {
         match self.unsigned_varint()? {
             0 => Ok(None),
             n => self.text(n as usize - 1).map(Some),
         }
     }
 
-    fn bytes(&mut self) -> Result<Vec<u8>, String> {
+    pub(crate) fn bytes(&mut self) -> Result<Vec<u8>, String> {
         let len = self.i32()?;
         if len < 0 {
             return Ok(Vec::new());
@@ -383,14 +385,14 @@ impl<'a> Reader<'a> {
         self.take(len as usize).map(<[u8]>::to_vec)
     }
 
-    fn compact_bytes(&mut self) -> Result<Vec<u8>, String> {
+    pub(crate) fn compact_bytes(&mut self) -> Result<Vec<u8>, String> {
         match self.unsigned_varint()? {
             0 => Ok(Vec::new()),
             n => self.take(n as usize - 1).map(<[u8]>::to_vec),
         }
     }
 
-    fn unsigned_varint(&mut self) -> Result<u64, String> {
+    pub(crate) fn unsigned_varint(&mut self) -> Result<u64, String> {
         let mut value = 0u64;
         for shift in (0..64).step_by(7) {
             let byte = self.take(1)?[0];
@@ -402,7 +404,7 @@ impl<'a> Reader<'a> {
         Err("a varint is too long".into())
     }
 
-    fn skip_tags(&mut self) -> Result<(), String> {
+    pub(crate) fn skip_tags(&mut self) -> Result<(), String> {
         for _ in 0..self.unsigned_varint()? {
             self.unsigned_varint()?;
             let size = self.unsigned_varint()? as usize;

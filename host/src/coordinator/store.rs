@@ -513,36 +513,18 @@ pub fn load_partition(log: &dyn OffsetsLog, partition: i32) -> io::Result<Snapsh
     Ok(snapshot)
 }
 
-/// Hands each record of `partition`, from its log start to its end, in
-/// log order, to `apply`; the number of records read.
+/// Hands each group record of `partition`, in log order, to `apply`; the
+/// number of records read.
 fn read_partition(
     log: &dyn OffsetsLog,
     partition: i32,
     apply: &mut dyn FnMut(Record),
 ) -> io::Result<usize> {
-    let mut count = 0usize;
-    let (start, end) = log.bounds(partition)?;
-    let mut offset = start;
-    while offset < end {
-        let bytes = log.read(partition, offset)?;
-        let (records, next) = keyed_records::decode(&bytes).map_err(|why| {
-            io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!("{}-{partition} at {offset}: {why}", offsets_topic::TOPIC),
-            )
-        })?;
-        let Some(next) = next.filter(|next| *next > offset) else {
-            break;
-        };
-        for record in records {
-            count += 1;
-            if let Some(record) = record_of(&record) {
-                apply(record);
-            }
+    super::offsets_log::read_records(log, offsets_topic::TOPIC, partition, &mut |record| {
+        if let Some(record) = record_of(record) {
+            apply(record);
         }
-        offset = next;
-    }
-    Ok(count)
+    })
 }
 
 fn record_group(record: &Record) -> &str {
@@ -636,67 +618,13 @@ mod hex_bytes {
 #[cfg(test)]
 pub(super) mod tests {
     use super::*;
-    use crate::log::manager::LogManager;
-    use crate::log::{LogConfig, LogStore, TopicPartition};
-    use std::sync::atomic::{AtomicBool, Ordering};
+    use crate::log::LogStore;
 
-    pub(crate) const PARTITIONS: i32 = 5;
-
-    /// The topic on a real log manager, created on first use.
-    pub(crate) struct Logs {
-        logs: LogManager,
-        created: AtomicBool,
-    }
-
-    fn tp(partition: i32) -> TopicPartition {
-        TopicPartition {
-            topic: offsets_topic::TOPIC.into(),
-            partition,
-        }
-    }
-
-    impl OffsetsLog for Logs {
-        fn partitions(&self, create: bool) -> io::Result<Option<i32>> {
-            if !self.created.load(Ordering::Acquire) && create {
-                for p in 0..PARTITIONS {
-                    self.logs
-                        .create_partition(&tp(p), LogConfig::default())
-                        .map_err(io::Error::other)?;
-                }
-                self.created.store(true, Ordering::Release);
-            }
-            Ok(self.created.load(Ordering::Acquire).then_some(PARTITIONS))
-        }
-
-        fn append(&self, partition: i32, batch: &[u8]) -> io::Result<i64> {
-            self.logs
-                .append(&tp(partition), batch, 1)
-                .map(|info| info.last_offset + 1)
-                .map_err(io::Error::other)
-        }
-
-        fn bounds(&self, partition: i32) -> io::Result<(i64, i64)> {
-            let o = self
-                .logs
-                .offsets(&tp(partition))
-                .map_err(io::Error::other)?;
-            Ok((o.log_start_offset, o.high_watermark))
-        }
-
-        fn read(&self, partition: i32, offset: i64) -> io::Result<Vec<u8>> {
-            self.logs
-                .read(&tp(partition), offset, 1 << 20, true)
-                .map(|r| r.records)
-                .map_err(io::Error::other)
-        }
-    }
+    pub(crate) use crate::coordinator::offsets_log::testing::{Logs, PARTITIONS};
 
     /// The topic on `dir`'s logs, its partitions created.
     pub(crate) fn created_topic(dir: &Path) -> Arc<Logs> {
-        let logs = Arc::new(Logs {
-            logs: LogManager::open(&dir.join("partitions")).unwrap(),
-            created: AtomicBool::new(false),
-        });
+        let logs = Arc::new(Logs::open(dir, offsets_topic::TOPIC));
         logs.partitions(true).unwrap();
         logs
     }
@@ -704,12 +632,7 @@ pub(super) mod tests {
     /// The store on `dir`'s logs (reopened: the partitions exist if any
     /// were written).
     fn open(dir: &Path) -> (GroupStore, Snapshot, Arc<Logs>) {
-        let logs = LogManager::open(&dir.join("partitions")).unwrap();
-        let created = !logs.partitions().is_empty();
-        let logs = Arc::new(Logs {
-            logs,
-            created: AtomicBool::new(created),
-        });
+        let logs = Arc::new(Logs::open(dir, offsets_topic::TOPIC));
         let (store, snapshot) = GroupStore::open_topic(logs.clone(), &dir.join("groups")).unwrap();
         (store, snapshot, logs)
     }

@@ -1,21 +1,31 @@
 //! The coordinator's state machine: one record per transactional id, the
 //! transitions the transaction APIs make, and the completion of decided
-//! transactions through [`TxnEffects`]. Every change goes to the
-//! [`Journal`] before memory.
+//! transactions through [`TxnEffects`]. Every change goes to
+//! `__transaction_state` ([`StateLog`]) before memory; on a cluster node
+//! the in-sync replicas have it before memory changes and the caller is
+//! answered, and only the ids of the partitions this broker leads (and
+//! has loaded) are here.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::time::{Duration, Instant};
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
 use crate::clock::now_ms;
+use crate::coordinator::offsets_log::OffsetsLog;
+use crate::coordinator::ReplicationWait;
 use crate::error_code::ErrorCode;
 use crate::log::TopicPartition;
 use crate::producer_ids::ProducerIdManager;
 
-use super::journal::Journal;
+use super::state_log::StateLog;
+use super::state_topic::TOPIC;
+
+/// How long a partition load waits before trying the log again.
+const LOAD_RETRY: Duration = Duration::from_millis(200);
 
 /// `transaction.max.timeout.ms` default (15 minutes).
 pub const DEFAULT_MAX_TIMEOUT_MS: i32 = 900_000;
@@ -63,6 +73,19 @@ pub struct PendingOffset {
     pub offset: i64,
     pub leader_epoch: i32,
     pub metadata: Option<String>,
+}
+
+impl PendingOffset {
+    /// The offset as the group coordinator commits it.
+    pub fn to_commit(&self) -> crate::coordinator::OffsetCommit {
+        crate::coordinator::OffsetCommit {
+            topic: self.topic.clone(),
+            partition: self.partition,
+            offset: self.offset,
+            leader_epoch: self.leader_epoch,
+            metadata: self.metadata.clone(),
+        }
+    }
 }
 
 /// One transactional id's durable record.
@@ -121,6 +144,32 @@ pub trait TxnEffects {
     ) -> i16;
     /// Commits a transaction's offsets to a group; a Kafka error code.
     fn commit_offsets(&self, group_id: &str, offsets: &[PendingOffset]) -> i16;
+    /// Ends the transaction at `group_id`'s coordinator (a cluster node:
+    /// the marker for the group's partition of `__consumer_offsets`,
+    /// which commits or drops the offsets its TxnOffsetCommits left
+    /// there); a Kafka error code.
+    fn complete_group(&self, group_id: &str, producer_id: i64, epoch: i16, commit: bool) -> i16;
+}
+
+/// Where a marker goes on a cluster node: a partition another broker
+/// leads gets it through a WriteTxnMarkers request to that leader.
+pub trait MarkerRoute: Send + Sync {
+    /// The partition's leader (-1: none now), None if the partition is not
+    /// in the cluster's metadata.
+    fn leader(&self, partition: &TopicPartition) -> Option<i32>;
+    /// A topic's partition count in the cluster's metadata.
+    fn partitions(&self, topic: &str) -> Option<i32>;
+    /// This broker's id.
+    fn this_broker(&self) -> i32;
+    /// Sends the marker to `leader`; its Kafka error code.
+    fn send(
+        &self,
+        leader: i32,
+        partition: &TopicPartition,
+        producer_id: i64,
+        epoch: i16,
+        commit: bool,
+    ) -> i16;
 }
 
 /// The member a TxnOffsetCommit names, checked by the caller against the
@@ -171,28 +220,224 @@ struct Completion {
     groups: BTreeMap<String, Vec<PendingOffset>>,
 }
 
+/// The effects a loaded partition's prepared transactions are finished
+/// with.
+pub type SharedEffects = Arc<dyn TxnEffects + Send + Sync>;
+
+/// What the ISR wait of a cluster node's writes runs on.
+struct Replication {
+    wait: Arc<dyn ReplicationWait>,
+    runtime: tokio::runtime::Handle,
+}
+
+/// The partitions of `__transaction_state` a cluster node coordinates:
+/// each led partition's leader epoch, and whether it is loaded.
+#[derive(Default)]
+struct Ownership {
+    led: HashMap<i32, (i32, bool)>,
+}
+
 pub struct TransactionStore {
     max_timeout_ms: i32,
     producers: Mutex<BTreeMap<String, TransactionalProducer>>,
-    journal: Journal,
+    log: StateLog,
+    /// On a cluster node, the partitions whose ids are here (none on a
+    /// single node, which coordinates every id).
+    ownership: Option<Mutex<Ownership>>,
+    /// On a cluster node, what every write waits on for the ISR.
+    replication: OnceLock<Replication>,
 }
 
 impl TransactionStore {
-    /// Loads the journal under `dir` (none yet: empty; the older
-    /// single-document store is read too).
-    pub fn open(dir: &Path, max_timeout_ms: i32) -> Result<Self> {
-        let (journal, producers) = Journal::open(dir)?;
+    /// Replays `__transaction_state` on `log` (a single node), first
+    /// migrating an earlier release's `transactions.journal` in `dir`.
+    pub fn open_on_topic(
+        log: Arc<dyn OffsetsLog>,
+        dir: &Path,
+        max_timeout_ms: i32,
+    ) -> Result<Self> {
+        let log = StateLog::new(log).with_context(|| format!("opening {TOPIC}"))?;
+        let mut producers = log.replay().with_context(|| format!("replaying {TOPIC}"))?;
+        log.migrate(dir, &mut producers)?;
         Ok(Self {
             max_timeout_ms,
             producers: Mutex::new(producers),
-            journal,
+            log,
+            ownership: None,
+            replication: OnceLock::new(),
         })
     }
 
-    /// InitProducerId holds it while a cluster node waits for a producer id
-    /// block from the controller.
+    /// A cluster node's coordinator on `__transaction_state` through
+    /// `log`: no id until the broker leads a partition
+    /// ([`TransactionStore::on_elected`]).
+    pub fn open_in_cluster(log: Arc<dyn OffsetsLog>, max_timeout_ms: i32) -> Result<Self> {
+        let log = StateLog::new(log).with_context(|| format!("opening {TOPIC}"))?;
+        Ok(Self {
+            max_timeout_ms,
+            producers: Mutex::new(BTreeMap::new()),
+            log,
+            ownership: Some(Mutex::new(Ownership::default())),
+            replication: OnceLock::new(),
+        })
+    }
+
+    /// From now on every write waits for the in-sync replicas of its
+    /// partition (a cluster node's leader side). Set once, on the runtime
+    /// the waits run on.
+    pub fn wait_for_replication(&self, wait: Arc<dyn ReplicationWait>) -> Result<()> {
+        let runtime = tokio::runtime::Handle::try_current()
+            .context("the transaction coordinator's ISR wait needs a tokio runtime")?;
+        let _ = self.replication.set(Replication { wait, runtime });
+        Ok(())
+    }
+
+    /// Held while a cluster node waits for a producer id block from the
+    /// controller or for a write's in-sync replicas.
     fn lock(&self) -> MutexGuard<'_, BTreeMap<String, TransactionalProducer>> {
         crate::sync::lock_held_across_io(&self.producers)
+    }
+
+    /// Whether this is a cluster node's coordinator (ids by partition
+    /// leadership; offsets of transactions wait at their group's
+    /// coordinator).
+    pub fn in_cluster(&self) -> bool {
+        self.ownership.is_some()
+    }
+
+    /// NOT_COORDINATOR when this broker does not coordinate
+    /// `transactional_id` (a cluster node not leading its partition),
+    /// COORDINATOR_LOAD_IN_PROGRESS while it loads it; None when it does.
+    pub fn elsewhere(&self, transactional_id: &str) -> Option<i16> {
+        let ownership = self.ownership.as_ref()?;
+        let Some(partition) = self.log.partition_of(transactional_id) else {
+            return Some(ErrorCode::NotCoordinator.code());
+        };
+        match crate::sync::lock(ownership).led.get(&partition) {
+            None => Some(ErrorCode::NotCoordinator.code()),
+            Some((_, false)) => Some(ErrorCode::CoordinatorLoadInProgress.code()),
+            Some((_, true)) => None,
+        }
+    }
+
+    /// This broker leads `partition` of `__transaction_state` at `epoch`:
+    /// its ids are loaded on a blocking thread (answered
+    /// COORDINATOR_LOAD_IN_PROGRESS until then), then the transactions it
+    /// finds prepared are completed with `effects`, as Kafka's new
+    /// coordinator does. A new epoch of a partition already led reloads it.
+    pub fn on_elected(self: &Arc<Self>, partition: i32, epoch: i32, effects: SharedEffects) {
+        let Some(ownership) = self.ownership.as_ref() else {
+            return;
+        };
+        let reload = {
+            let mut owned = crate::sync::lock(ownership);
+            if owned
+                .led
+                .get(&partition)
+                .is_some_and(|(led, _)| *led == epoch)
+            {
+                return;
+            }
+            owned.led.insert(partition, (epoch, false)).is_some()
+        };
+        // (Lock order: the records before the ownership, as `load` takes them.)
+        if reload {
+            self.drop_partition(partition);
+        }
+        let store = Arc::clone(self);
+        tokio::task::spawn_blocking(move || {
+            if store.load(partition, epoch) {
+                store.finish_prepared(effects.as_ref());
+            }
+        });
+    }
+
+    /// Replays `partition` and takes its ids on, unless the broker stopped
+    /// leading it (at `epoch`) meanwhile; whether it did. A log not there
+    /// yet (the image ahead of the replica) is retried.
+    fn load(&self, partition: i32, epoch: i32) -> bool {
+        let Some(ownership) = self.ownership.as_ref() else {
+            return false;
+        };
+        let started = Instant::now();
+        loop {
+            let loaded = self
+                .log
+                .partition_count(false)
+                .and_then(|count| match count {
+                    Some(_) => self.log.load_partition(partition),
+                    None => Err(std::io::Error::other(format!("{TOPIC} is not known yet"))),
+                });
+            let mut producers = self.lock();
+            let mut owned = crate::sync::lock(ownership);
+            if owned.led.get(&partition) != Some(&(epoch, false)) {
+                return false;
+            }
+            match loaded {
+                Ok(records) => {
+                    owned.led.insert(partition, (epoch, true));
+                    let ids = records.len();
+                    producers.extend(records);
+                    tracing::info!(
+                        partition,
+                        epoch,
+                        ids,
+                        elapsed_ms = started.elapsed().as_millis() as u64,
+                        "loaded the transactional ids of {TOPIC}-{partition}"
+                    );
+                    return true;
+                }
+                Err(error) => {
+                    drop(owned);
+                    drop(producers);
+                    tracing::warn!(partition, "cannot load {TOPIC}-{partition} yet: {error}");
+                    std::thread::sleep(LOAD_RETRY);
+                }
+            }
+        }
+    }
+
+    /// This broker no longer leads `partition`: its ids go (their clients
+    /// are answered NOT_COORDINATOR and look the coordinator up again).
+    pub fn on_resigned(&self, partition: i32) {
+        let Some(ownership) = self.ownership.as_ref() else {
+            return;
+        };
+        if crate::sync::lock(ownership)
+            .led
+            .remove(&partition)
+            .is_some()
+        {
+            let dropped = self.drop_partition(partition);
+            tracing::info!(
+                partition,
+                ids = dropped,
+                "resigned as transaction coordinator of {TOPIC}-{partition}"
+            );
+        }
+    }
+
+    /// Forgets the ids of `partition`; how many there were.
+    fn drop_partition(&self, partition: i32) -> usize {
+        let mut producers = self.lock();
+        let before = producers.len();
+        producers.retain(|id, _| self.log.partition_of(id) != Some(partition));
+        before - producers.len()
+    }
+
+    /// The partitions of `__transaction_state` whose ids are here, and
+    /// whether each is loaded (a cluster node; empty on a single node).
+    pub fn coordinated_partitions(&self) -> BTreeMap<i32, bool> {
+        self.ownership
+            .iter()
+            .flat_map(|o| {
+                crate::sync::lock(o)
+                    .led
+                    .iter()
+                    .map(|(p, (_, loaded))| (*p, *loaded))
+                    .collect::<Vec<_>>()
+            })
+            .collect()
     }
 
     /// InitProducerId for `transactional_id`. `expected` is the producer id
@@ -206,6 +451,9 @@ impl TransactionStore {
         timeout_ms: i32,
         expected: (i64, i16),
     ) -> InitAnswer {
+        if let Some(code) = self.elsewhere(transactional_id) {
+            return InitAnswer::failed(code);
+        }
         if timeout_ms <= 0 || timeout_ms > self.max_timeout_ms {
             return InitAnswer::failed(ErrorCode::InvalidTransactionTimeout.code());
         }
@@ -328,6 +576,9 @@ impl TransactionStore {
         producer: ProducerRef<'_>,
         change: impl FnOnce(&mut TransactionalProducer) -> bool,
     ) -> i16 {
+        if let Some(code) = self.elsewhere(producer.transactional_id) {
+            return code;
+        }
         let mut producers = self.lock();
         let record = match Self::checked(&producers, producer) {
             Ok(record) => record,
@@ -358,6 +609,9 @@ impl TransactionStore {
         partitions: &[TopicPartition],
         verify_only: bool,
     ) -> Vec<i16> {
+        if let Some(code) = self.elsewhere(producer.transactional_id) {
+            return vec![code; partitions.len()];
+        }
         let unknown: Vec<bool> = partitions
             .iter()
             .map(|p| !effects.partition_exists(&p.topic, p.partition))
@@ -418,6 +672,9 @@ impl TransactionStore {
         group_id: &str,
         offsets: &[PendingOffset],
     ) -> i16 {
+        if let Some(code) = self.elsewhere(producer.transactional_id) {
+            return code;
+        }
         let mut producers = self.lock();
         let record = match Self::checked(&producers, producer) {
             Ok(record) => record,
@@ -467,9 +724,19 @@ impl TransactionStore {
         partition: i32,
     ) -> bool {
         let wanted = TopicPartition::new(topic, partition);
-        self.lock().values().any(|record| {
-            record.producer_id == producer_id
-                && record.producer_epoch == producer_epoch
+        let producers = self.lock();
+        let mut known = producers
+            .values()
+            .filter(|record| record.producer_id == producer_id)
+            .peekable();
+        if known.peek().is_none() && self.in_cluster() {
+            // Coordinated by another broker: Kafka's partition leader asks
+            // it (AddPartitionsToTxn, verify only); not done here yet, so
+            // the batch is taken unverified.
+            return true;
+        }
+        known.any(|record| {
+            record.producer_epoch == producer_epoch
                 && record.state == TxnState::Ongoing
                 && record.partitions.contains(&wanted)
         })
@@ -482,6 +749,9 @@ impl TransactionStore {
         producer: ProducerRef<'_>,
         commit: bool,
     ) -> i16 {
+        if let Some(code) = self.elsewhere(producer.transactional_id) {
+            return code;
+        }
         let mut producers = self.lock();
         let record = match Self::checked(&producers, producer) {
             Ok(record) => record,
@@ -546,6 +816,22 @@ impl TransactionStore {
                         error_code = code,
                         "writing a transaction marker failed; will retry"
                     );
+                    failed = true;
+                }
+            }
+        }
+        if self.in_cluster() {
+            for group in completion.groups.keys() {
+                let code = effects.complete_group(
+                    group,
+                    completion.producer_id,
+                    completion.producer_epoch,
+                    completion.commit,
+                );
+                if code != ErrorCode::None.code()
+                    && code != ErrorCode::UnknownTopicOrPartition.code()
+                {
+                    tracing::warn!(group = %group, error_code = code, "ending a transaction at its group's coordinator failed; will retry");
                     failed = true;
                 }
             }
@@ -667,8 +953,13 @@ impl TransactionStore {
         aborted
     }
 
-    /// DescribeTransactions for one id.
-    pub fn describe(&self, transactional_id: &str) -> Option<TxnDescription> {
+    /// DescribeTransactions for one id: NOT_COORDINATOR (or
+    /// COORDINATOR_LOAD_IN_PROGRESS) when it is not coordinated here,
+    /// TRANSACTIONAL_ID_NOT_FOUND when it is not known.
+    pub fn describe(&self, transactional_id: &str) -> Result<TxnDescription, i16> {
+        if let Some(code) = self.elsewhere(transactional_id) {
+            return Err(code);
+        }
         self.lock()
             .get(transactional_id)
             .map(|record| TxnDescription {
@@ -679,6 +970,7 @@ impl TransactionStore {
                 start_ms: record.start_ms,
                 partitions: record.partitions.iter().cloned().collect(),
             })
+            .ok_or(ErrorCode::TransactionalIdNotFound.code())
     }
 
     /// ListTransactions: (id, producer id, state) filtered by state names
@@ -702,22 +994,20 @@ impl TransactionStore {
             .collect()
     }
 
-    /// Stores a record: journal first, then memory. `durable` fsyncs.
+    /// Stores a record: the log first (and on a cluster node its in-sync
+    /// replicas), then memory. `durable` is what the change asks of the
+    /// log: every change here goes to the topic with the log's own
+    /// durability, the flag names the changes a crash must not lose
+    /// (all but a completion, which its Prepare record redoes).
     fn put(
         &self,
         producers: &mut BTreeMap<String, TransactionalProducer>,
         id: &str,
         record: TransactionalProducer,
-        durable: bool,
+        _durable: bool,
     ) -> Result<(), i16> {
-        self.journal
-            .append(id, Some(record.clone()), durable)
-            .map_err(|error| {
-                tracing::error!("persisting transaction state failed: {error:#}");
-                ErrorCode::KafkaStorageError.code()
-            })?;
+        self.write(id, Some(&record))?;
         producers.insert(id.to_string(), record);
-        self.journal.maybe_compact(producers);
         Ok(())
     }
 
@@ -726,12 +1016,48 @@ impl TransactionStore {
         producers: &mut BTreeMap<String, TransactionalProducer>,
         id: &str,
     ) -> Result<(), i16> {
-        self.journal.append(id, None, true).map_err(|error| {
-            tracing::error!("persisting transaction state failed: {error:#}");
-            ErrorCode::KafkaStorageError.code()
-        })?;
+        self.write(id, None)?;
         producers.remove(id);
         Ok(())
+    }
+
+    /// Appends `id`'s record and waits for the ISR (a cluster node): the
+    /// error the change is answered with, mapped as Kafka's
+    /// `TransactionStateManager.appendTransactionToLog` maps it.
+    fn write(&self, id: &str, record: Option<&TransactionalProducer>) -> Result<(), i16> {
+        let (partition, end) = self.log.append(id, record).map_err(|error| {
+            tracing::error!("persisting transaction state failed: {error}");
+            if self.ownership.is_some() {
+                ErrorCode::NotCoordinator.code()
+            } else {
+                ErrorCode::KafkaStorageError.code()
+            }
+        })?;
+        let Some(replication) = self.replication.get() else {
+            return Ok(());
+        };
+        let wait = replication.wait.replicated(partition, end);
+        let runtime = &replication.runtime;
+        let code = match tokio::runtime::Handle::try_current() {
+            // On a runtime worker: let the runtime move its other tasks.
+            Ok(_) => tokio::task::block_in_place(|| runtime.block_on(wait)),
+            Err(_) => runtime.block_on(wait),
+        };
+        match code {
+            0 => Ok(()),
+            code => Err(append_error(code)),
+        }
+    }
+}
+
+/// Kafka's mapping of a failed `__transaction_state` write (already
+/// mapped once as the group coordinator's commits are) to the answer.
+fn append_error(code: i16) -> i16 {
+    if code == ErrorCode::CoordinatorNotAvailable.code() || code == ErrorCode::NotCoordinator.code()
+    {
+        code
+    } else {
+        ErrorCode::UnknownServerError.code()
     }
 }
 

@@ -1,18 +1,21 @@
-//! The transaction coordinator's journal: its records, kept durable.
+//! The transaction coordinator's store of earlier releases, read once to
+//! migrate it into `__transaction_state`.
 //!
-//! Why a journal: changes are small and frequent (several per
-//! transaction), so each is one JSON line appended to
-//! `transactions.journal` and fsynced, the latest line per id winning on
-//! load; a torn last line from a crash is ignored. When the journal grows
-//! it is rewritten as a snapshot (`durable::replace`), so a crash leaves
-//! the old or the new file, never a mix. Completing a transaction is not
-//! fsynced: if a crash loses it, the Prepare record finishes it again.
+//! Earlier releases kept one JSON line per change in
+//! `transactions.journal` (the latest line per id winning; a torn last
+//! line from a crash ignored), and before that one JSON document,
+//! `transactions.json`. [`read`] reads both as they were written;
+//! [`retire`] renames them `*.migrated` once their records are in the
+//! topic, so an operator can still recover them. The writer ([`Journal`])
+//! is the earlier releases' own code, kept for the tests that build such
+//! a data directory.
 
 use std::collections::BTreeMap;
-use std::fs::{self, File, OpenOptions};
-use std::io::{BufRead, BufReader, Write};
-use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::fs::{self, File};
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+#[cfg(test)]
+use std::{fs::OpenOptions, io::Write, path::PathBuf, sync::Mutex};
 
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
@@ -22,8 +25,8 @@ use super::TransactionalProducer;
 pub(super) const JOURNAL: &str = "transactions.journal";
 /// The snapshot of the previous store format (one JSON document).
 const LEGACY_FILE: &str = "transactions.json";
-/// Journal lines after which it is rewritten as a snapshot.
-const COMPACT_AFTER_LINES: usize = 10_000;
+/// What a migrated file is renamed to: its name with this suffix.
+const RETIRED_SUFFIX: &str = ".migrated";
 
 /// Every record, by transactional id.
 pub(super) type Records = BTreeMap<String, TransactionalProducer>;
@@ -35,47 +38,77 @@ struct JournalLine {
     record: Option<TransactionalProducer>,
 }
 
-/// The journal file, open for appending.
-struct Appender {
-    file: File,
-    lines: usize,
+/// Whether an earlier release's store is in `dir`.
+pub(super) fn exists(dir: &Path) -> bool {
+    dir.join(JOURNAL).exists() || dir.join(LEGACY_FILE).exists()
 }
 
+/// Every record of the earlier stores in `dir` (none: empty): the
+/// single-document store first, then the journal's lines in order.
+pub(super) fn read(dir: &Path) -> Result<Records> {
+    let mut records: Records = match fs::read(dir.join(LEGACY_FILE)) {
+        Ok(bytes) => serde_json::from_slice(&bytes)
+            .with_context(|| format!("parsing {}", dir.join(LEGACY_FILE).display()))?,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => BTreeMap::new(),
+        Err(error) => return Err(error).context("reading transactional ids"),
+    };
+    let path = dir.join(JOURNAL);
+    match File::open(&path) {
+        Ok(file) => {
+            for line in BufReader::new(file).lines() {
+                let line = line.with_context(|| format!("reading {}", path.display()))?;
+                // A torn last line (a crash mid-append) is skipped.
+                let Ok(entry) = serde_json::from_str::<JournalLine>(&line) else {
+                    tracing::warn!("skipping an unreadable line of {}", path.display());
+                    continue;
+                };
+                match entry.record {
+                    Some(record) => records.insert(entry.id, record),
+                    None => records.remove(&entry.id),
+                };
+            }
+        }
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+        Err(error) => return Err(error).with_context(|| format!("opening {}", path.display())),
+    }
+    Ok(records)
+}
+
+/// Renames the earlier stores in `dir` out of the way, durably.
+pub(super) fn retire(dir: &Path) -> Result<()> {
+    for name in [LEGACY_FILE, JOURNAL] {
+        let from = dir.join(name);
+        if from.exists() {
+            let to = dir.join(format!("{name}{RETIRED_SUFFIX}"));
+            fs::rename(&from, &to)
+                .with_context(|| format!("renaming {} to {}", from.display(), to.display()))?;
+        }
+    }
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .with_context(|| format!("syncing {}", dir.display()))
+}
+
+/// The journal file, open for appending.
+#[cfg(test)]
+struct Appender {
+    file: File,
+}
+
+/// The earlier releases' writer.
+#[cfg(test)]
 pub(super) struct Journal {
     dir: PathBuf,
     appender: Mutex<Option<Appender>>,
 }
 
+#[cfg(test)]
 impl Journal {
     /// Reads the records under `dir` (none yet: empty; the older
     /// single-document store is read too) and rewrites them as a fresh
     /// journal.
     pub(super) fn open(dir: &Path) -> Result<(Self, Records)> {
-        let mut records: Records = match fs::read(dir.join(LEGACY_FILE)) {
-            Ok(bytes) => serde_json::from_slice(&bytes)
-                .with_context(|| format!("parsing {}", dir.join(LEGACY_FILE).display()))?,
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => BTreeMap::new(),
-            Err(error) => return Err(error).context("reading transactional ids"),
-        };
-        let path = dir.join(JOURNAL);
-        match File::open(&path) {
-            Ok(file) => {
-                for line in BufReader::new(file).lines() {
-                    let line = line.with_context(|| format!("reading {}", path.display()))?;
-                    // A torn last line (a crash mid-append) is skipped.
-                    let Ok(entry) = serde_json::from_str::<JournalLine>(&line) else {
-                        tracing::warn!("skipping an unreadable line of {}", path.display());
-                        continue;
-                    };
-                    match entry.record {
-                        Some(record) => records.insert(entry.id, record),
-                        None => records.remove(&entry.id),
-                    };
-                }
-            }
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
-            Err(error) => return Err(error).with_context(|| format!("opening {}", path.display())),
-        }
+        let records = read(dir)?;
         let journal = Self {
             dir: dir.to_path_buf(),
             appender: Mutex::new(None),
@@ -109,20 +142,7 @@ impl Journal {
         if durable {
             appender.file.sync_data()?;
         }
-        appender.lines += 1;
         Ok(())
-    }
-
-    /// Rewrites the journal as `records` once it is long enough to pay.
-    pub(super) fn maybe_compact(&self, records: &Records) {
-        let lines = crate::sync::lock(&self.appender)
-            .as_ref()
-            .map_or(0, |appender| appender.lines);
-        if lines >= COMPACT_AFTER_LINES.max(records.len() * 2) {
-            if let Err(error) = self.write_snapshot(records) {
-                tracing::warn!("compacting the transaction journal failed: {error:#}");
-            }
-        }
     }
 
     /// Replaces the journal with one line per id and appends after it.
@@ -145,10 +165,7 @@ impl Journal {
             .append(true)
             .open(&path)
             .with_context(|| format!("opening {}", path.display()))?;
-        *crate::sync::lock(&self.appender) = Some(Appender {
-            file,
-            lines: records.len(),
-        });
+        *crate::sync::lock(&self.appender) = Some(Appender { file });
         Ok(())
     }
 }

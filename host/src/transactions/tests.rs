@@ -8,7 +8,16 @@ use std::io::Write;
 use std::sync::Mutex;
 
 use super::*;
-use crate::transactions::journal::JOURNAL;
+use crate::coordinator::offsets_log::testing::Logs;
+use crate::transactions::journal::{Journal, JOURNAL};
+use crate::transactions::state_topic::TOPIC;
+
+/// The store on `__transaction_state` in `dir`'s logs (reopened: what
+/// an earlier open wrote is replayed), migrating what `dir` holds.
+fn open(dir: &std::path::Path) -> TransactionStore {
+    let logs = Arc::new(Logs::open(dir, TOPIC));
+    TransactionStore::open_on_topic(logs, dir, DEFAULT_MAX_TIMEOUT_MS).unwrap()
+}
 
 /// A marker written: topic, partition, producer id, epoch, committed.
 type Marker = (String, i32, i64, i16, bool);
@@ -19,6 +28,7 @@ struct Recorder {
     markers: Mutex<Vec<Marker>>,
     offsets: Mutex<Vec<(String, Vec<PendingOffset>)>>,
     failing: Mutex<Vec<String>>,
+    groups_ended: Mutex<Vec<(String, bool)>>,
 }
 
 impl TxnEffects for Recorder {
@@ -37,6 +47,14 @@ impl TxnEffects for Recorder {
             epoch,
             commit,
         ));
+        ErrorCode::None.code()
+    }
+
+    fn complete_group(&self, group_id: &str, _: i64, _: i16, commit: bool) -> i16 {
+        self.groups_ended
+            .lock()
+            .unwrap()
+            .push((group_id.to_string(), commit));
         ErrorCode::None.code()
     }
 
@@ -78,7 +96,7 @@ fn epochs_bump_fence_and_survive_a_restart() {
     let dir = tempfile::tempdir().unwrap();
     let fx = Recorder::default();
     let ids = ProducerIdManager::open(dir.path()).unwrap();
-    let store = TransactionStore::open(dir.path(), DEFAULT_MAX_TIMEOUT_MS).unwrap();
+    let store = open(dir.path());
     let first = store.init_producer_id(&ids, &fx, "t", 60_000, (-1, -1));
     assert_eq!(first, answer(0, first.producer_id, 0));
     let pid = first.producer_id;
@@ -105,7 +123,7 @@ fn epochs_bump_fence_and_survive_a_restart() {
         InitAnswer::failed(ErrorCode::InvalidTransactionTimeout.code())
     );
     drop(store);
-    let reopened = TransactionStore::open(dir.path(), DEFAULT_MAX_TIMEOUT_MS).unwrap();
+    let reopened = open(dir.path());
     let ids = ProducerIdManager::open(dir.path()).unwrap();
     assert_eq!(
         reopened.init_producer_id(&ids, &fx, "t", 60_000, (-1, -1)),
@@ -141,7 +159,7 @@ fn commit_writes_markers_and_offsets_and_a_retry_is_answered_again() {
     let dir = tempfile::tempdir().unwrap();
     let fx = Recorder::default();
     let ids = ProducerIdManager::open(dir.path()).unwrap();
-    let store = TransactionStore::open(dir.path(), DEFAULT_MAX_TIMEOUT_MS).unwrap();
+    let store = open(dir.path());
     let pid = store
         .init_producer_id(&ids, &fx, "t", 60_000, (-1, -1))
         .producer_id;
@@ -199,7 +217,7 @@ fn abort_drops_offsets_and_checks_come_first() {
     let dir = tempfile::tempdir().unwrap();
     let fx = Recorder::default();
     let ids = ProducerIdManager::open(dir.path()).unwrap();
-    let store = TransactionStore::open(dir.path(), DEFAULT_MAX_TIMEOUT_MS).unwrap();
+    let store = open(dir.path());
     let pid = store
         .init_producer_id(&ids, &fx, "t", 60_000, (-1, -1))
         .producer_id;
@@ -260,7 +278,7 @@ fn a_new_instance_aborts_the_open_transaction_with_a_fencing_epoch() {
     let dir = tempfile::tempdir().unwrap();
     let fx = Recorder::default();
     let ids = ProducerIdManager::open(dir.path()).unwrap();
-    let store = TransactionStore::open(dir.path(), DEFAULT_MAX_TIMEOUT_MS).unwrap();
+    let store = open(dir.path());
     let pid = store
         .init_producer_id(&ids, &fx, "t", 60_000, (-1, -1))
         .producer_id;
@@ -284,7 +302,7 @@ fn timed_out_transactions_abort_and_prepared_ones_finish_after_a_restart() {
     let dir = tempfile::tempdir().unwrap();
     let fx = Recorder::default();
     let ids = ProducerIdManager::open(dir.path()).unwrap();
-    let store = TransactionStore::open(dir.path(), DEFAULT_MAX_TIMEOUT_MS).unwrap();
+    let store = open(dir.path());
     let pid = store
         .init_producer_id(&ids, &fx, "t", 1_000, (-1, -1))
         .producer_id;
@@ -323,7 +341,7 @@ fn timed_out_transactions_abort_and_prepared_ones_finish_after_a_restart() {
         vec![ErrorCode::ConcurrentTransactions.code()]
     );
     drop(store);
-    let store = TransactionStore::open(dir.path(), DEFAULT_MAX_TIMEOUT_MS).unwrap();
+    let store = open(dir.path());
     assert_eq!(state(&store, "u"), TxnState::PrepareCommit);
     fx.failing.lock().unwrap().clear();
     store.finish_prepared(&fx);
@@ -335,29 +353,97 @@ fn timed_out_transactions_abort_and_prepared_ones_finish_after_a_restart() {
         .contains(&("b".into(), 0, pid, 0, true)));
     // Idle ids expire.
     store.abort_timed_out(&fx, now_ms() + 10_000, 1_000);
-    assert!(store.describe("u").is_none() && store.describe("t").is_none());
+    assert!(store.describe("u").is_err() && store.describe("t").is_err());
     drop(store);
-    let store = TransactionStore::open(dir.path(), DEFAULT_MAX_TIMEOUT_MS).unwrap();
-    assert!(store.describe("u").is_none());
+    let store = open(dir.path());
+    assert!(store.describe("u").is_err());
 }
 
+/// A data directory of an earlier release (its journal written by that
+/// release's own code, with a torn last line from a crash) is migrated
+/// into `__transaction_state` at the first start: nothing is lost, the
+/// journal is retired, and the next start reads the topic alone.
 #[test]
-fn a_torn_journal_line_is_skipped() {
+fn an_earlier_journal_is_migrated_into_the_topic() {
     let dir = tempfile::tempdir().unwrap();
-    let fx = Recorder::default();
-    let ids = ProducerIdManager::open(dir.path()).unwrap();
-    let store = TransactionStore::open(dir.path(), DEFAULT_MAX_TIMEOUT_MS).unwrap();
-    let pid = store
-        .init_producer_id(&ids, &fx, "t", 60_000, (-1, -1))
-        .producer_id;
-    store.add_partitions(&fx, producer("t", pid, 0), &[tp("a", 0)], false);
-    drop(store);
-    let mut journal = OpenOptions::new()
+    let ongoing = TransactionalProducer {
+        producer_id: 1000,
+        producer_epoch: 2,
+        last_producer_id: 1000,
+        last_producer_epoch: 1,
+        timeout_ms: 60_000,
+        state: TxnState::Ongoing,
+        partitions: [tp("a", 0), tp("b", 3)].into_iter().collect(),
+        groups: [(
+            "g".to_string(),
+            vec![PendingOffset {
+                topic: "in".into(),
+                partition: 1,
+                offset: 41,
+                leader_epoch: 0,
+                metadata: Some("m".into()),
+            }],
+        )]
+        .into_iter()
+        .collect(),
+        start_ms: now_ms(),
+        updated_ms: now_ms(),
+    };
+    let prepared = TransactionalProducer {
+        producer_id: 1001,
+        state: TxnState::PrepareCommit,
+        groups: BTreeMap::new(),
+        ..ongoing.clone()
+    };
+    {
+        let (journal, records) = Journal::open(dir.path()).unwrap();
+        assert!(records.is_empty());
+        journal.append("t", Some(ongoing.clone()), true).unwrap();
+        journal.append("u", Some(prepared.clone()), true).unwrap();
+        journal.append("gone", Some(ongoing.clone()), true).unwrap();
+        journal.append("gone", None, true).unwrap();
+    }
+    let mut torn = OpenOptions::new()
         .append(true)
         .open(dir.path().join(JOURNAL))
         .unwrap();
-    journal.write_all(b"{\"id\":\"t\",\"rec").unwrap();
-    let store = TransactionStore::open(dir.path(), DEFAULT_MAX_TIMEOUT_MS).unwrap();
-    assert_eq!(state(&store, "t"), TxnState::Ongoing);
-    assert_eq!(store.describe("t").unwrap().partitions, vec![tp("a", 0)]);
+    torn.write_all(b"{\"id\":\"t\",\"rec").unwrap();
+    drop(torn);
+
+    let check = |store: &TransactionStore| {
+        let t = store.describe("t").unwrap();
+        assert_eq!(t.state, TxnState::Ongoing);
+        assert_eq!((t.producer_id, t.producer_epoch), (1000, 2));
+        assert_eq!(t.partitions, vec![tp("a", 0), tp("b", 3)]);
+        assert_eq!(
+            store.pending_offsets("g"),
+            [("in".to_string(), 1)].into_iter().collect()
+        );
+        assert_eq!(store.describe("u").unwrap().state, TxnState::PrepareCommit);
+        assert!(store.describe("gone").is_err());
+    };
+    let store = open(dir.path());
+    check(&store);
+    assert!(!dir.path().join(JOURNAL).exists());
+    assert!(dir.path().join(format!("{JOURNAL}.migrated")).exists());
+    drop(store);
+    // The next start replays the topic (the journal is not read again).
+    let store = open(dir.path());
+    check(&store);
+    // The retry epoch survived: the previous epoch's InitProducerId is a
+    // retry of the bump to 2 only while no transaction is open, so a
+    // zombie naming epoch 1 now aborts and bumps.
+    let fx = Recorder::default();
+    let ids = ProducerIdManager::open(dir.path()).unwrap();
+    let answer = store.init_producer_id(&ids, &fx, "t", 60_000, (1000, 1));
+    assert_eq!(answer.error_code, 0);
+    assert_eq!(answer.producer_epoch, 3);
+    assert!(fx
+        .markers
+        .lock()
+        .unwrap()
+        .contains(&("b".into(), 3, 1000, 3, false)));
+    // The prepared one finishes.
+    store.finish_prepared(&fx);
+    assert_eq!(state(&store, "u"), TxnState::CompleteCommit);
 }

@@ -21,8 +21,15 @@
 //!   `offsets.topic.num.partitions` (50), `offsets.topic.replication.factor`
 //!   (3, at most the brokers there are) and `offsets.topic.segment.bytes`,
 //!   compacted, through the controller in a cluster.
-//! - A transactional id's coordinator is the active controller's broker
-//!   (transaction state is not partitioned yet).
+//! - A transactional id's coordinator is the leader of its partition of
+//!   `__transaction_state`, by the same hash, created on first use as
+//!   Kafka's `getOrCreateInternalTopic` does with
+//!   `transaction.state.log.num.partitions` (50),
+//!   `transaction.state.log.replication.factor` (3, at most the brokers
+//!   there are), `transaction.state.log.segment.bytes` and
+//!   `min.insync.replicas` from `transaction.state.log.min.isr` (2, at most
+//!   the replication factor, so a small cluster's topic can be written),
+//!   compacted and uncompressed.
 //! - A failed handler (trap or timeout) is answered as Kafka's
 //!   `getErrorResponse`: the error (and its message) for every key, with no
 //!   coordinator.
@@ -43,6 +50,8 @@ const SHARE: i8 = 2;
 
 /// Kafka's internal topic of group state.
 const OFFSETS_TOPIC: &str = "__consumer_offsets";
+/// Kafka's internal topic of transaction state.
+const TRANSACTION_TOPIC: &str = "__transaction_state";
 
 struct FindCoordinator;
 
@@ -129,10 +138,11 @@ fn failed(
 }
 
 /// Where coordinators are, looked up once per request: the cluster, and
-/// `__consumer_offsets` once a group key needs it.
+/// each internal topic once a key needs it.
 struct Coordinators {
     cluster: Cluster,
     offsets: Option<Result<TopicInfo, i16>>,
+    transactions: Option<Result<TopicInfo, i16>>,
 }
 
 impl Coordinators {
@@ -140,6 +150,7 @@ impl Coordinators {
         Self {
             cluster,
             offsets: None,
+            transactions: None,
         }
     }
 
@@ -156,11 +167,26 @@ impl Coordinators {
         let brokers = self.cluster.brokers.len();
         let topic = self
             .offsets
-            .get_or_insert_with(|| offsets_topic(brokers))
-            .as_ref()
-            .map_err(|code| *code)?;
+            .get_or_insert_with(|| internal_topic(&OFFSETS, brokers))
+            .clone()?;
+        self.leader_for(&topic, group)
+    }
+
+    /// The leader of `transactional_id`'s partition of
+    /// `__transaction_state`.
+    fn transaction(&mut self, transactional_id: &str) -> Result<Broker, i16> {
+        let brokers = self.cluster.brokers.len();
+        let topic = self
+            .transactions
+            .get_or_insert_with(|| internal_topic(&TRANSACTIONS, brokers))
+            .clone()?;
+        self.leader_for(&topic, transactional_id)
+    }
+
+    /// The live broker leading `key`'s partition of `topic`.
+    fn leader_for(&self, topic: &TopicInfo, key: &str) -> Result<Broker, i16> {
         let count = i32::try_from(topic.partitions.len()).unwrap_or(i32::MAX);
-        let partition = partition_for(group, count);
+        let partition = partition_for(key, count);
         let leader = topic
             .partitions
             .iter()
@@ -168,12 +194,6 @@ impl Coordinators {
             .map(|p| p.leader_id);
         leader
             .and_then(|leader| self.broker(leader))
-            .ok_or(ResponseError::CoordinatorNotAvailable.code())
-    }
-
-    /// The transaction coordinator: the active controller's broker.
-    fn transaction(&self) -> Result<Broker, i16> {
-        self.broker(self.cluster.controller_id)
             .ok_or(ResponseError::CoordinatorNotAvailable.code())
     }
 }
@@ -188,10 +208,35 @@ fn partition_for(group: &str, partitions: i32) -> i32 {
     hash.checked_abs().unwrap_or(0) % partitions.max(1)
 }
 
-/// `__consumer_offsets`, created if it does not exist yet (Kafka's
+/// An internal topic and the broker settings Kafka creates it with.
+struct Internal {
+    name: &'static str,
+    prefix: &'static str,
+    /// `compression.type` (the producer's for offsets, none for
+    /// transaction state, as Kafka).
+    compression: &'static str,
+    /// The setting `min.insync.replicas` comes from, if any.
+    min_isr: Option<&'static str>,
+}
+
+const OFFSETS: Internal = Internal {
+    name: OFFSETS_TOPIC,
+    prefix: "offsets.topic",
+    compression: "producer",
+    min_isr: None,
+};
+
+const TRANSACTIONS: Internal = Internal {
+    name: TRANSACTION_TOPIC,
+    prefix: "transaction.state.log",
+    compression: "uncompressed",
+    min_isr: Some("transaction.state.log.min.isr"),
+};
+
+/// The internal topic, created if it does not exist yet (Kafka's
 /// `getOrCreateInternalTopic`); COORDINATOR_NOT_AVAILABLE when it cannot be.
-fn offsets_topic(brokers: usize) -> Result<TopicInfo, i16> {
-    if let Some(topic) = metadata::topic_by_name(OFFSETS_TOPIC) {
+fn internal_topic(internal: &Internal, brokers: usize) -> Result<TopicInfo, i16> {
+    if let Some(topic) = metadata::topic_by_name(internal.name) {
         return Ok(topic);
     }
     let setting = |name: &str, default: i64| {
@@ -199,27 +244,33 @@ fn offsets_topic(brokers: usize) -> Result<TopicInfo, i16> {
             .and_then(|value| value.trim().parse::<i64>().ok())
             .unwrap_or(default)
     };
-    let partitions = setting("offsets.topic.num.partitions", 50);
-    let factor = setting("offsets.topic.replication.factor", 3)
+    let prefix = internal.prefix;
+    let partitions = setting(&format!("{prefix}.num.partitions"), 50);
+    let factor = setting(&format!("{prefix}.replication.factor"), 3)
         .min(i64::try_from(brokers).unwrap_or(i64::MAX))
         .max(1);
-    let segment_bytes = setting("offsets.topic.segment.bytes", 100 * 1024 * 1024);
+    let segment_bytes = setting(&format!("{prefix}.segment.bytes"), 100 * 1024 * 1024);
+    let mut configs = vec![
+        ("cleanup.policy".into(), Some("compact".into())),
+        ("compression.type".into(), Some(internal.compression.into())),
+        ("segment.bytes".into(), Some(segment_bytes.to_string())),
+    ];
+    if let Some(min_isr) = internal.min_isr {
+        let min_isr = setting(min_isr, 2).clamp(1, factor);
+        configs.push(("min.insync.replicas".into(), Some(min_isr.to_string())));
+    }
     let topic = NewTopic {
-        name: OFFSETS_TOPIC.to_string(),
+        name: internal.name.to_string(),
         num_partitions: i32::try_from(partitions).unwrap_or(50),
         replication_factor: i16::try_from(factor).unwrap_or(1),
-        configs: vec![
-            ("cleanup.policy".into(), Some("compact".into())),
-            ("compression.type".into(), Some("producer".into())),
-            ("segment.bytes".into(), Some(segment_bytes.to_string())),
-        ],
+        configs,
         replica_assignment: Vec::new(),
     };
     match metadata::create_topic(&topic, false) {
         Ok(created) => Ok(created),
         // Created meanwhile, by another broker's FindCoordinator.
         Err(error) if error.code == ResponseError::TopicAlreadyExists.code() => {
-            metadata::topic_by_name(OFFSETS_TOPIC)
+            metadata::topic_by_name(internal.name)
                 .ok_or(ResponseError::CoordinatorNotAvailable.code())
         }
         Err(_) => Err(ResponseError::CoordinatorNotAvailable.code()),
@@ -247,7 +298,7 @@ fn coordinator(key_type: i8, key: &str, nodes: &mut Coordinators) -> (i16, Optio
     let found = if key_type == GROUP {
         nodes.group(key)
     } else {
-        nodes.transaction()
+        nodes.transaction(key)
     };
     match found {
         Ok(node) => (NONE, Some(node)),
@@ -400,7 +451,10 @@ mod tests {
             action.resource_name != "secret"
         }
         fn list_topics(&self) -> Vec<TopicInfo> {
-            vec![fake::single_node_topic(OFFSETS_TOPIC, 50)]
+            vec![
+                fake::single_node_topic(OFFSETS_TOPIC, 50),
+                fake::single_node_topic(TRANSACTION_TOPIC, 50),
+            ]
         }
         fn describe_cluster(&self) -> Cluster {
             Cluster {
@@ -476,15 +530,20 @@ mod tests {
             }
         }
         fn list_topics(&self) -> Vec<TopicInfo> {
-            let mut topic = fake::single_node_topic(OFFSETS_TOPIC, 50);
-            for p in &mut topic.partitions {
-                p.leader_id = if p.partition == 5 {
-                    9
-                } else {
-                    p.partition % 3 + 1
-                };
-            }
-            vec![topic]
+            [OFFSETS_TOPIC, TRANSACTION_TOPIC]
+                .into_iter()
+                .map(|name| {
+                    let mut topic = fake::single_node_topic(name, 50);
+                    for p in &mut topic.partitions {
+                        p.leader_id = if p.partition == 5 {
+                            9
+                        } else {
+                            p.partition % 3 + 1
+                        };
+                    }
+                    topic
+                })
+                .collect()
         }
     }
 
@@ -519,12 +578,22 @@ mod tests {
                 ("7".into(), unavailable, -1, -1),
             ]
         );
-        // Transactional ids stay with the controller's broker.
+        // A transactional id is coordinated by the leader of its
+        // partition of __transaction_state, by the same hash.
         let request = FindCoordinatorRequest::default()
             .with_key_type(TRANSACTION)
-            .with_coordinator_keys(vec![StrBytes::from_static_str("group")]);
+            .with_coordinator_keys(vec![
+                StrBytes::from_static_str("group"),
+                StrBytes::from_static_str("7"),
+            ]);
         let handled = fake::handle::<FindCoordinator>(ThreeBrokers, 4, &request);
-        assert_eq!(answers(handled), vec![("group".into(), NONE, 2, 9002)]);
+        assert_eq!(
+            answers(handled),
+            vec![
+                ("group".into(), NONE, 3, 9003),
+                ("7".into(), unavailable, -1, -1)
+            ]
+        );
     }
 
     /// No `__consumer_offsets` yet: it is created as Kafka creates it,
@@ -557,6 +626,55 @@ mod tests {
     fn the_offsets_topic_is_created_on_first_use() {
         let request = FindCoordinatorRequest::default().with_key(StrBytes::from_static_str("g"));
         let handled = fake::handle::<FindCoordinator>(NoOffsetsTopic, 3, &request);
+        let response = handled.response.expect("an answer");
+        assert_eq!((response.error_code, response.node_id), (NONE, BrokerId(1)));
+    }
+
+    /// No `__transaction_state` yet: created as Kafka creates it, with
+    /// `min.insync.replicas` from its setting, at most the factor.
+    struct NoTransactionTopic;
+
+    impl FakeHost for NoTransactionTopic {
+        fn describe_cluster(&self) -> Cluster {
+            fake::single_node_cluster()
+        }
+        fn broker_config(&self, name: &str) -> Option<String> {
+            (name == "transaction.state.log.num.partitions").then(|| "3".to_string())
+        }
+        fn create_topic(
+            &self,
+            topic: &NewTopic,
+            validate_only: bool,
+        ) -> Result<TopicInfo, KafkaError> {
+            assert!(!validate_only);
+            assert_eq!(topic.name, TRANSACTION_TOPIC);
+            assert_eq!((topic.num_partitions, topic.replication_factor), (3, 1));
+            for config in [
+                ("cleanup.policy", "compact"),
+                ("compression.type", "uncompressed"),
+                ("min.insync.replicas", "1"),
+            ] {
+                assert!(
+                    topic
+                        .configs
+                        .contains(&(config.0.into(), Some(config.1.into()))),
+                    "{config:?} in {:?}",
+                    topic.configs
+                );
+            }
+            Ok(fake::single_node_topic(
+                TRANSACTION_TOPIC,
+                topic.num_partitions,
+            ))
+        }
+    }
+
+    #[test]
+    fn the_transaction_topic_is_created_on_first_use() {
+        let request = FindCoordinatorRequest::default()
+            .with_key_type(TRANSACTION)
+            .with_key(StrBytes::from_static_str("t"));
+        let handled = fake::handle::<FindCoordinator>(NoTransactionTopic, 3, &request);
         let response = handled.response.expect("an answer");
         assert_eq!((response.error_code, response.node_id), (NONE, BrokerId(1)));
     }

@@ -2,9 +2,11 @@
 //! partitions, as Kafka's `KafkaApis.handleWriteTxnMarkersRequest`. In Kafka
 //! the transaction coordinator sends it to partition leaders at EndTxn, and
 //! `kafka-transactions.sh abort` (Admin `abortTransaction`, KIP-664) sends
-//! it to close a hanging transaction. Gregor's coordinator writes its own
-//! markers through the host, so here this is the admin's tool (and any
-//! other sender's).
+//! it to close a hanging transaction. Gregor's coordinator writes the
+//! markers of partitions its broker leads through the host and sends the
+//! others here, to their leaders, as Kafka's does; a marker for a
+//! partition of `__consumer_offsets` ends the transaction's pending
+//! offsets of that partition's groups (the host's `txn.write-markers`).
 //!
 //! - Versions 0-1. Kafka 4 dropped v0 (KIP-896), v1's fields without
 //!   flexible encoding; Gregor serves it through v1 (see [`v0`]).

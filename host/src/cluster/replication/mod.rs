@@ -28,5 +28,5 @@ pub mod follower;
 pub mod image_source;
 pub mod isr;
 pub mod leader;
-mod leader_channel;
+pub(crate) mod leader_channel;
 pub mod truncation;

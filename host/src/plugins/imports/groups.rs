@@ -131,7 +131,9 @@ impl groups::Host for HandlerState {
             .map_err(failure)?;
         // Offsets a transaction holds for the group are not stable yet.
         let pending = if require_stable {
-            self.services.transactions.pending_offsets(&group_id)
+            let mut pending = self.services.transactions.pending_offsets(&group_id);
+            pending.extend(self.services.groups.pending_txn_partitions(&group_id));
+            pending
         } else {
             Default::default()
         };

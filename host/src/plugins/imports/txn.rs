@@ -165,6 +165,20 @@ impl txn::Host for HandlerState {
                 metadata: offset.metadata.clone(),
             })
             .collect();
+        // On a cluster node the transaction is coordinated elsewhere (or
+        // may move): the offsets wait at the group's coordinator for the
+        // transaction's marker, as in Kafka.
+        if self.services.transactions.in_cluster() {
+            let commits: Vec<crate::coordinator::OffsetCommit> =
+                pending.iter().map(PendingOffset::to_commit).collect();
+            let code = self.services.groups.add_pending_txn_offsets(
+                &group_id,
+                producer_id,
+                producer_epoch,
+                &commits,
+            );
+            return answer(code, offsets);
+        }
         let code = self.services.transactions.txn_offset_commit(
             ProducerRef {
                 transactional_id: &transactional_id,
@@ -206,14 +220,25 @@ impl txn::Host for HandlerState {
         partitions
             .into_iter()
             .map(|partition| {
-                let error_code = self.services.replica.write_marker(
-                    &partition.topic,
-                    partition.partition,
-                    producer_id,
-                    producer_epoch,
-                    commit,
-                    coordinator_epoch,
-                );
+                // A marker for __consumer_offsets ends the transaction's
+                // pending offsets of that partition's groups.
+                let error_code = if partition.topic == crate::coordinator::offsets_topic::TOPIC {
+                    self.services.groups.complete_transaction(
+                        partition.partition,
+                        producer_id,
+                        producer_epoch,
+                        commit,
+                    )
+                } else {
+                    self.services.replica.write_marker(
+                        &partition.topic,
+                        partition.partition,
+                        producer_id,
+                        producer_epoch,
+                        commit,
+                        coordinator_epoch,
+                    )
+                };
                 TxnPartitionResult {
                     topic: partition.topic,
                     partition: partition.partition,
@@ -231,7 +256,7 @@ impl txn::Host for HandlerState {
             .services
             .transactions
             .describe(&transactional_id)
-            .ok_or_else(|| failure(ErrorCode::TransactionalIdNotFound.code()))?;
+            .map_err(failure)?;
         Ok(TransactionDescription {
             state: found.state.name().to_string(),
             producer_id: found.producer_id,

@@ -1,0 +1,558 @@
+//! Transaction coordinators in a cluster (issue 15): three combined-mode
+//! nodes; a transactional id's coordinator is the leader of its partition
+//! of `__transaction_state` (created by the first FindCoordinator,
+//! replication factor 3), its state moves with that leadership, and its
+//! markers reach partitions led by other brokers as WriteTxnMarkers.
+//!
+//! - A consume-transform-produce loop (librdkafka's transactional
+//!   producer, a read_committed consumer group, offsets sent with each
+//!   transaction) runs while the transaction coordinator's broker is
+//!   SIGKILLed: the read_committed output then holds every input exactly
+//!   once. The transactional id is picked so that its coordinator is not
+//!   the group's: the group coordinator holds a transaction's offsets in
+//!   memory until the marker (not yet in `__consumer_offsets` as Kafka
+//!   does), so its own failover mid-transaction is not covered here.
+//! - A transaction left open on partitions its coordinator does not lead,
+//!   when that coordinator is SIGKILLed, is ended by the new coordinator
+//!   (aborted once its timeout passes): every partition's last stable
+//!   offset moves on to its high watermark, and none of its records is
+//!   read_committed.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+use kafka_protocol::messages::create_topics_request::CreatableTopic;
+use kafka_protocol::messages::{CreateTopicsRequest, FindCoordinatorRequest, TopicName};
+use kafka_protocol::protocol::StrBytes;
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::error::KafkaError;
+use rdkafka::message::Message;
+use rdkafka::producer::{
+    BaseProducer, BaseRecord, DefaultProducerContext, Producer, ThreadedProducer,
+};
+use rdkafka::{Offset, TopicPartitionList};
+
+use gregor_tests::cluster::{self, call, metadata, Cluster};
+use gregor_tests::wait_for;
+
+const PARTITIONS: i32 = 3;
+/// How long an election, a coordinator move or a rebalance may take.
+const CONVERGE: Duration = Duration::from_secs(60);
+const CALL: Duration = Duration::from_secs(30);
+
+fn start() -> Cluster {
+    let cluster = cluster::cluster(3)
+        .set("replica.fetch.backoff.ms", "200")
+        .set("replica.fetch.wait.max.ms", "200")
+        .set("replica.lag.time.max.ms", "4000")
+        .set("offsets.topic.num.partitions", "5")
+        .set("transaction.state.log.num.partitions", "5")
+        .set(
+            "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+            "1000",
+        )
+        .start();
+    cluster.await_formed(&[1, 2, 3]);
+    cluster
+}
+
+fn create_topic(cluster: &Cluster, name: &str) {
+    let request = CreateTopicsRequest::default()
+        .with_timeout_ms(30_000)
+        .with_topics(vec![CreatableTopic::default()
+            .with_name(TopicName(StrBytes::from_string(name.to_string())))
+            .with_num_partitions(PARTITIONS)
+            .with_replication_factor(3)]);
+    let response = call(cluster.node(1).addr(), &request, 5).expect("a CreateTopics answer");
+    assert_eq!(response.topics[0].error_code, 0, "{response:?}");
+}
+
+/// The coordinator of `transactional_id` as node `via` answers
+/// FindCoordinator v4 for key type 1 (once it has one other than `not`).
+fn coordinator(cluster: &Cluster, via: i32, transactional_id: &str, not: Option<i32>) -> i32 {
+    find(cluster, via, 1, transactional_id, not)
+}
+
+/// The coordinator of `key` (of `key_type`) as node `via` answers it.
+fn find(cluster: &Cluster, via: i32, key_type: i8, key: &str, not: Option<i32>) -> i32 {
+    let transactional_id = key;
+    let addr = cluster.node(via).addr();
+    let request = FindCoordinatorRequest::default()
+        .with_key_type(key_type)
+        .with_coordinator_keys(vec![StrBytes::from_string(transactional_id.to_string())]);
+    wait_for(
+        &format!("a coordinator of {transactional_id} other than {not:?} seen by node {via}"),
+        CONVERGE,
+        || {
+            let response = call(addr, &request, 4)?;
+            let found = response.coordinators.first()?;
+            let node = found.node_id.0;
+            (found.error_code == 0 && node >= 1 && Some(node) != not).then_some(node)
+        },
+    )
+}
+
+/// Each partition's leader of `topic`, as node `via` sees it.
+fn leaders(cluster: &Cluster, via: i32, topic: &str) -> BTreeMap<i32, i32> {
+    wait_for(&format!("leaders of {topic}"), CONVERGE, || {
+        let md = metadata(cluster.node(via).addr())?;
+        let found = md
+            .topics
+            .iter()
+            .find(|t| t.name.as_ref().is_some_and(|n| n.0.as_str() == topic))?;
+        let leaders: BTreeMap<i32, i32> = found
+            .partitions
+            .iter()
+            .map(|p| (p.partition_index, p.leader_id.0))
+            .collect();
+        (leaders.len() == PARTITIONS as usize && leaders.values().all(|l| *l >= 1))
+            .then_some(leaders)
+    })
+}
+
+fn base_config(bootstrap: &str) -> ClientConfig {
+    let mut config = ClientConfig::new();
+    config
+        .set("bootstrap.servers", bootstrap)
+        .set("broker.address.family", "v4")
+        .set("topic.metadata.refresh.interval.ms", "1000");
+    config
+}
+
+fn produce_inputs(bootstrap: &str, topic: &str, count: usize) {
+    let producer: BaseProducer = base_config(bootstrap)
+        .set("acks", "all")
+        .set("linger.ms", "5")
+        .create()
+        .expect("create a producer");
+    for i in 0..count {
+        let value = format!("r-{i:04}");
+        let key = i.to_string();
+        let record = BaseRecord::to(topic)
+            .payload(&value)
+            .key(&key)
+            .partition(i as i32 % PARTITIONS);
+        producer
+            .send(record)
+            .map_err(|(e, _)| e)
+            .expect("queue a record");
+    }
+    producer.flush(CALL).expect("deliver the inputs");
+}
+
+/// A producer whose delivery reports a thread of its own polls (the
+/// transactional calls wait for them).
+type TxnProducer = ThreadedProducer<DefaultProducerContext>;
+
+fn transactional_producer(
+    bootstrap: &str,
+    transactional_id: &str,
+    timeout_ms: &str,
+) -> TxnProducer {
+    let producer: TxnProducer = base_config(bootstrap)
+        .set("transactional.id", transactional_id)
+        .set("transaction.timeout.ms", timeout_ms)
+        .set("message.timeout.ms", timeout_ms)
+        .set("linger.ms", "5")
+        .create()
+        .expect("create a transactional producer");
+    let deadline = Instant::now() + CONVERGE;
+    loop {
+        match producer.init_transactions(CALL) {
+            Ok(()) => return producer,
+            Err(error) if Instant::now() < deadline => {
+                eprintln!("init_transactions: {error}");
+                std::thread::sleep(Duration::from_millis(500));
+            }
+            Err(error) => panic!("init_transactions: {error}"),
+        }
+    }
+}
+
+/// The read_committed values of `topic`, every partition read to its end.
+fn read_committed(bootstrap: &str, topic: &str, at_least: usize) -> Vec<String> {
+    let consumer: BaseConsumer = base_config(bootstrap)
+        .set("isolation.level", "read_committed")
+        .set("enable.auto.commit", "false")
+        .set("group.id", format!("reader-{topic}"))
+        .create()
+        .expect("create a reader");
+    let mut list = TopicPartitionList::new();
+    for p in 0..PARTITIONS {
+        list.add_partition_offset(topic, p, Offset::Beginning)
+            .expect("a partition");
+    }
+    consumer.assign(&list).expect("assign");
+    let mut values = Vec::new();
+    let started = Instant::now();
+    let mut last = Instant::now();
+    while started.elapsed() < CONVERGE
+        && (values.len() < at_least || last.elapsed() < Duration::from_secs(3))
+    {
+        if let Some(Ok(message)) = consumer.poll(Duration::from_millis(200)) {
+            if let Some(Ok(value)) = message.payload_view::<str>() {
+                values.push(value.to_string());
+            }
+            last = Instant::now();
+        }
+    }
+    values
+}
+
+/// (last stable offset, high watermark) of each partition of `topic`.
+fn stable_and_high(bootstrap: &str, topic: &str) -> Option<Vec<(i64, i64)>> {
+    let watermarks = |isolation: &str| -> Option<Vec<i64>> {
+        let consumer: BaseConsumer = base_config(bootstrap)
+            .set("isolation.level", isolation)
+            .create()
+            .ok()?;
+        (0..PARTITIONS)
+            .map(|p| {
+                consumer
+                    .fetch_watermarks(topic, p, Duration::from_secs(5))
+                    .ok()
+                    .map(|w| w.1)
+            })
+            .collect()
+    };
+    let stable = watermarks("read_committed")?;
+    let high = watermarks("read_uncommitted")?;
+    Some(stable.into_iter().zip(high).collect())
+}
+
+/// The consume-transform-produce loop's state.
+struct Transformer {
+    bootstrap: String,
+    transactional_id: String,
+    consumer: BaseConsumer,
+    producer: TxnProducer,
+    /// The next input offset per partition, as committed with the output.
+    done: BTreeMap<i32, i64>,
+    committed_transactions: usize,
+    aborted_transactions: usize,
+}
+
+const INPUT: &str = "txn-in";
+const OUTPUT: &str = "txn-out";
+const GROUP: &str = "txn-transformer";
+/// Transactional ids are this with a number.
+const TXN_ID_PREFIX: &str = "txn-failover-transformer";
+const RECORDS: usize = 300;
+const BATCH: usize = 20;
+
+impl Transformer {
+    fn new(bootstrap: String, transactional_id: String) -> Self {
+        let consumer: BaseConsumer = base_config(&bootstrap)
+            .set("group.id", GROUP)
+            .set("enable.auto.commit", "false")
+            .set("auto.offset.reset", "earliest")
+            .set("isolation.level", "read_committed")
+            .set("session.timeout.ms", "10000")
+            .set("heartbeat.interval.ms", "500")
+            .create()
+            .expect("create a consumer");
+        consumer.subscribe(&[INPUT]).expect("subscribe");
+        let producer = transactional_producer(&bootstrap, &transactional_id, "20000");
+        Self {
+            bootstrap,
+            transactional_id,
+            consumer,
+            producer,
+            done: BTreeMap::new(),
+            committed_transactions: 0,
+            aborted_transactions: 0,
+        }
+    }
+
+    fn finished(&self) -> bool {
+        self.done.values().sum::<i64>() as usize >= RECORDS
+    }
+
+    /// Up to `BATCH` input records: (partition, offset, value).
+    fn poll(&self) -> Vec<(i32, i64, String)> {
+        let mut batch = Vec::new();
+        let mut last = Instant::now();
+        while batch.len() < BATCH && last.elapsed() < Duration::from_secs(1) {
+            match self.consumer.poll(Duration::from_millis(100)) {
+                Some(Ok(message)) => {
+                    let value = message
+                        .payload_view::<str>()
+                        .and_then(Result::ok)
+                        .unwrap_or_default()
+                        .to_string();
+                    batch.push((message.partition(), message.offset(), value));
+                    last = Instant::now();
+                }
+                Some(Err(error)) => eprintln!("consumer: {error}"),
+                None => {}
+            }
+        }
+        batch
+    }
+
+    /// One transaction of `batch` with its offsets: whether it committed.
+    fn transact(&mut self, batch: &[(i32, i64, String)]) -> bool {
+        let mut next: BTreeMap<i32, i64> = BTreeMap::new();
+        for (partition, offset, _) in batch {
+            let entry = next.entry(*partition).or_insert(offset + 1);
+            *entry = (*entry).max(offset + 1);
+        }
+        match self.try_transact(batch, &next) {
+            Ok(()) => {
+                self.done.extend(next);
+                self.committed_transactions += 1;
+                true
+            }
+            Err(error) => {
+                eprintln!("transaction failed: {error}");
+                self.recover(&error);
+                false
+            }
+        }
+    }
+
+    fn try_transact(
+        &self,
+        batch: &[(i32, i64, String)],
+        next: &BTreeMap<i32, i64>,
+    ) -> Result<(), KafkaError> {
+        self.producer.begin_transaction()?;
+        for (partition, _, value) in batch {
+            let out = format!("out-{value}");
+            let record = BaseRecord::<str, str>::to(OUTPUT)
+                .payload(&out)
+                .partition(*partition);
+            if let Err((error, _)) = self.producer.send(record) {
+                return Err(error);
+            }
+        }
+        let mut offsets = TopicPartitionList::new();
+        for (partition, offset) in next {
+            offsets.add_partition_offset(INPUT, *partition, Offset::Offset(*offset))?;
+        }
+        let metadata = self
+            .consumer
+            .group_metadata()
+            .expect("the consumer's group metadata");
+        self.producer
+            .send_offsets_to_transaction(&offsets, &metadata, CALL)?;
+        // A retriable failure of the commit may be retried as it is.
+        let mut attempts = 0;
+        loop {
+            match self.producer.commit_transaction(CALL) {
+                Ok(()) => return Ok(()),
+                Err(KafkaError::Transaction(error)) if error.is_retriable() && attempts < 5 => {
+                    eprintln!("commit_transaction (retrying): {error}");
+                    attempts += 1;
+                }
+                Err(error) => return Err(error),
+            }
+        }
+    }
+
+    /// After a failed transaction: abort it (or start a new producer when
+    /// the old one cannot go on) and rewind the input to the committed
+    /// offsets.
+    fn recover(&mut self, error: &KafkaError) {
+        let fatal = matches!(error, KafkaError::Transaction(e) if e.is_fatal());
+        let aborted = !fatal && {
+            let deadline = Instant::now() + CONVERGE;
+            loop {
+                match self.producer.abort_transaction(CALL) {
+                    Ok(()) => break true,
+                    Err(KafkaError::Transaction(e)) if e.is_fatal() => break false,
+                    Err(e) if Instant::now() < deadline => {
+                        eprintln!("abort_transaction (retrying): {e}");
+                        std::thread::sleep(Duration::from_millis(500));
+                    }
+                    Err(e) => panic!("abort_transaction: {e}"),
+                }
+            }
+        };
+        if !aborted {
+            eprintln!("a new transactional producer");
+            self.producer =
+                transactional_producer(&self.bootstrap, &self.transactional_id, "20000");
+        }
+        self.aborted_transactions += 1;
+        // Rewind to the offsets committed with the last transaction.
+        let assignment = self.consumer.assignment().expect("the assignment");
+        for element in assignment.elements() {
+            let partition = element.partition();
+            let offset = match self.done.get(&partition) {
+                Some(next) => Offset::Offset(*next),
+                None => Offset::Beginning,
+            };
+            if let Err(e) = self
+                .consumer
+                .seek(INPUT, partition, offset, Duration::from_secs(10))
+            {
+                eprintln!("seek {partition}: {e}");
+            }
+        }
+    }
+}
+
+#[test]
+fn consume_transform_produce_survives_the_sigkill_of_its_transaction_coordinator() {
+    let mut cluster = start();
+    create_topic(&cluster, INPUT);
+    create_topic(&cluster, OUTPUT);
+    produce_inputs(&cluster.bootstrap(), INPUT, RECORDS);
+    let group_coordinator = find(&cluster, 1, 0, GROUP, None);
+    let (txn_id, first) = (0..50)
+        .map(|n| format!("{TXN_ID_PREFIX}-{n}"))
+        .map(|id| {
+            let at = coordinator(&cluster, 1, &id, None);
+            (id, at)
+        })
+        .find(|(_, at)| *at != group_coordinator)
+        .expect("a transactional id coordinated away from the group");
+    let out_leaders = leaders(&cluster, 1, OUTPUT);
+    eprintln!(
+        "{txn_id} coordinated by {first}, {GROUP} by {group_coordinator}; {OUTPUT} led by {out_leaders:?}"
+    );
+
+    let mut transformer = Transformer::new(cluster.bootstrap(), txn_id.clone());
+    let started = Instant::now();
+    let mut killed = None;
+    while !transformer.finished() {
+        assert!(
+            started.elapsed() < CONVERGE * 3,
+            "the loop stalled at {:?} ({} committed, {} aborted)",
+            transformer.done,
+            transformer.committed_transactions,
+            transformer.aborted_transactions
+        );
+        let batch = transformer.poll();
+        if batch.is_empty() {
+            continue;
+        }
+        transformer.transact(&batch);
+        if killed.is_none() && transformer.committed_transactions == 3 {
+            cluster.node_mut(first).kill();
+            eprintln!("SIGKILLed node {first}, the coordinator of {txn_id}");
+            killed = Some(first);
+        }
+    }
+    let survivor = if first == 1 { 2 } else { 1 };
+    let moved = coordinator(&cluster, survivor, &txn_id, Some(first));
+    eprintln!(
+        "{} transactions committed, {} aborted; {txn_id} coordinated by {moved} now",
+        transformer.committed_transactions, transformer.aborted_transactions
+    );
+    assert!(
+        transformer.committed_transactions > 3,
+        "transactions committed after the kill"
+    );
+    drop(transformer);
+
+    let values = read_committed(&cluster.bootstrap(), OUTPUT, RECORDS);
+    let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+    for value in &values {
+        *counts.entry(value.as_str()).or_default() += 1;
+    }
+    let expected: BTreeSet<String> = (0..RECORDS).map(|i| format!("out-r-{i:04}")).collect();
+    let missing: Vec<&String> = expected
+        .iter()
+        .filter(|v| !counts.contains_key(v.as_str()))
+        .collect();
+    let twice: Vec<(&&str, &usize)> = counts.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(missing.is_empty(), "outputs missing: {missing:?}");
+    assert!(twice.is_empty(), "outputs read_committed twice: {twice:?}");
+    assert_eq!(values.len(), RECORDS);
+}
+
+#[test]
+fn an_open_transaction_of_a_killed_coordinator_is_ended_by_the_next() {
+    const TOPIC: &str = "txn-open";
+    const ID: &str = "txn-open-at-kill";
+    let mut cluster = start();
+    create_topic(&cluster, TOPIC);
+    let first = coordinator(&cluster, 1, ID, None);
+    let topic_leaders = leaders(&cluster, 1, TOPIC);
+    let elsewhere: Vec<i32> = topic_leaders
+        .iter()
+        .filter(|(_, leader)| **leader != first)
+        .map(|(p, _)| *p)
+        .collect();
+    eprintln!("{ID} coordinated by {first}; {TOPIC} led by {topic_leaders:?}");
+    assert!(
+        !elsewhere.is_empty(),
+        "a partition of {TOPIC} led by another broker than {first}"
+    );
+
+    // One committed transaction first: its markers go to every
+    // partition, those led elsewhere as WriteTxnMarkers.
+    let producer = transactional_producer(&cluster.bootstrap(), ID, "8000");
+    producer.begin_transaction().expect("begin");
+    for p in 0..PARTITIONS {
+        let value = format!("committed-{p}");
+        let record = BaseRecord::<str, str>::to(TOPIC)
+            .payload(&value)
+            .partition(p);
+        producer.send(record).map_err(|(e, _)| e).expect("send");
+    }
+    producer.commit_transaction(CALL).expect("commit");
+    let settled = wait_for("the committed transaction's markers", CONVERGE, || {
+        let now = stable_and_high(&cluster.bootstrap(), TOPIC)?;
+        now.iter()
+            .all(|(stable, high)| stable == high && *high == 2)
+            .then_some(now)
+    });
+    eprintln!("after the commit: {settled:?}");
+
+    // Then one left open on the partitions led elsewhere.
+    producer.begin_transaction().expect("begin");
+    for p in &elsewhere {
+        for i in 0..5 {
+            let value = format!("open-{p}-{i}");
+            let record = BaseRecord::<str, str>::to(TOPIC)
+                .payload(&value)
+                .partition(*p);
+            producer.send(record).map_err(|(e, _)| e).expect("send");
+        }
+    }
+    producer
+        .flush(CALL)
+        .expect("the open transaction's records written");
+    let held = stable_and_high(&cluster.bootstrap(), TOPIC).expect("offsets");
+    for p in &elsewhere {
+        let (stable, high) = held[*p as usize];
+        assert!(
+            stable < high,
+            "partition {p} held back by the open transaction: {held:?}"
+        );
+    }
+    // The producer goes away without ending it; then its coordinator dies.
+    drop(producer);
+    cluster.node_mut(first).kill();
+    eprintln!("SIGKILLed node {first}, the coordinator of {ID}");
+    let survivor = if first == 1 { 2 } else { 1 };
+    let moved = coordinator(&cluster, survivor, ID, Some(first));
+    eprintln!("{ID} coordinated by {moved} now");
+
+    let ended = wait_for(
+        "every last stable offset to reach its high watermark",
+        CONVERGE,
+        || {
+            let now = stable_and_high(&cluster.bootstrap(), TOPIC)?;
+            now.iter()
+                .all(|(stable, high)| stable == high)
+                .then_some(now)
+        },
+    );
+    eprintln!("after the new coordinator ended it: {ended:?}");
+    for p in &elsewhere {
+        // 2 (the committed record and its marker) + 5 + the abort marker.
+        assert_eq!(ended[*p as usize].1, 8, "partition {p}: {ended:?}");
+    }
+    let mut values = read_committed(&cluster.bootstrap(), TOPIC, PARTITIONS as usize);
+    values.sort();
+    let expected: Vec<String> = (0..PARTITIONS).map(|p| format!("committed-{p}")).collect();
+    assert_eq!(
+        values, expected,
+        "only the committed transaction is read_committed"
+    );
+}
