@@ -26,6 +26,7 @@ pub mod interceptor;
 pub mod limits;
 pub mod loader;
 pub mod manager;
+pub mod produce_records;
 pub mod metering;
 pub mod registry;
 pub mod rollout;
