@@ -386,7 +386,10 @@ mod tests {
         for version in [3, 9, 13] {
             let body = encoded(&request(None), version);
             for cut in 0..body.len() {
-                assert!(split(version, &body.slice(..cut)).is_err(), "v{version} cut {cut}");
+                assert!(
+                    split(version, &body.slice(..cut)).is_err(),
+                    "v{version} cut {cut}"
+                );
             }
             let mut longer = body.to_vec();
             longer.push(0);
@@ -396,7 +399,8 @@ mod tests {
             );
         }
         // v3: no transactional id, acks, timeout, then a huge topic count.
-        let huge_count = Bytes::from_static(&[0xff, 0xff, 0, 1, 0, 0, 0, 0, 0x7f, 0xff, 0xff, 0xff]);
+        let huge_count =
+            Bytes::from_static(&[0xff, 0xff, 0, 1, 0, 0, 0, 0, 0x7f, 0xff, 0xff, 0xff]);
         assert_eq!(split(3, &huge_count), Err(WalkError::Invalid("topic_data")));
         // v9: an over-long varint.
         let long_varint = Bytes::from_static(&[0xff, 0xff, 0xff, 0xff, 0xff, 0x01]);
@@ -418,35 +422,30 @@ mod tests {
                 encoded(&request(Some("t")), version).to_vec(),
                 encoded(&ProduceRequest::default(), version).to_vec(),
             ];
-            crate::fuzz_input::run(
-                &format!("produce walk v{version}"),
-                seeds,
-                3_000,
-                |input| {
-                    let body = Bytes::copy_from_slice(input);
-                    let Ok(split) = split(version, &body) else {
-                        return false;
-                    };
-                    let Ok(mut original) =
-                        ProduceRequest::decode(&mut Bytes::copy_from_slice(input), version)
-                    else {
-                        // kafka-protocol is stricter on some fields (UTF-8
-                        // names); the handler then answers the whole body.
-                        return false;
-                    };
-                    let stripped = decoded(&split.body, version);
-                    for (t, topic) in original.topic_data.iter_mut().enumerate() {
-                        for (p, partition) in topic.partition_data.iter_mut().enumerate() {
-                            assert_eq!(
-                                split.records.get(t as u32, p as u32),
-                                partition.records.take().as_ref()
-                            );
-                        }
+            crate::fuzz_input::run(&format!("produce walk v{version}"), seeds, 3_000, |input| {
+                let body = Bytes::copy_from_slice(input);
+                let Ok(split) = split(version, &body) else {
+                    return false;
+                };
+                let Ok(mut original) =
+                    ProduceRequest::decode(&mut Bytes::copy_from_slice(input), version)
+                else {
+                    // kafka-protocol is stricter on some fields (UTF-8
+                    // names); the handler then answers the whole body.
+                    return false;
+                };
+                let stripped = decoded(&split.body, version);
+                for (t, topic) in original.topic_data.iter_mut().enumerate() {
+                    for (p, partition) in topic.partition_data.iter_mut().enumerate() {
+                        assert_eq!(
+                            split.records.get(t as u32, p as u32),
+                            partition.records.take().as_ref()
+                        );
                     }
-                    assert_eq!(stripped, original);
-                    true
-                },
-            );
+                }
+                assert_eq!(stripped, original);
+                true
+            });
         }
     }
 }

@@ -159,7 +159,10 @@ impl Handler for Produce {
 /// Kafka asks for WRITE on the TransactionalId when a partition's first
 /// batch is transactional (and fails it when there is no id); we ask
 /// whenever the producer names a transactional id.
-fn transactional_allowed(request: &ProduceRequest, records: &[Vec<Option<ProduceRecords>>]) -> bool {
+fn transactional_allowed(
+    request: &ProduceRequest,
+    records: &[Vec<Option<ProduceRecords>>],
+) -> bool {
     match &request.transactional_id {
         Some(id) => is_allowed(Operation::Write, ResourceType::TransactionalId, id),
         None => !records

@@ -153,7 +153,10 @@ mod tests {
     fn validates_like_kafka() {
         let one = batch(2, 0, 70);
         assert_eq!(code(validate(9, Some(&one[..]))), 0);
-        assert_eq!(code(validate(9, None::<&[u8]>)), ResponseError::InvalidRecord.code());
+        assert_eq!(
+            code(validate(9, None::<&[u8]>)),
+            ResponseError::InvalidRecord.code()
+        );
         assert_eq!(
             code(validate(9, Some(&[][..]))),
             ResponseError::InvalidRecord.code()

@@ -47,7 +47,11 @@ impl<'a> ProduceRecords<'a> {
     /// The records of partition `partition_index` of topic `topic_index`
     /// (positions in the request's arrays): the bytes the body carries,
     /// else the host's. None: null records.
-    pub fn of(topic_index: usize, partition_index: usize, inline: Option<&'a Bytes>) -> Option<Self> {
+    pub fn of(
+        topic_index: usize,
+        partition_index: usize,
+        inline: Option<&'a Bytes>,
+    ) -> Option<Self> {
         if let Some(bytes) = inline {
             return Some(Self::Inline(bytes.as_ref()));
         }
