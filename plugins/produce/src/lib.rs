@@ -16,13 +16,13 @@
 //!   `log.append-within` validates the batch, assigns offsets and waits for
 //!   `acks` up to the request's `timeout_ms` (acks=all in a cluster: the
 //!   in-sync replicas; NOT_ENOUGH_REPLICAS below `min.insync.replicas`).
-//!   Failures are per partition: the others are still appended.
-//! - The records are not copied through the module (issue 17): the host
-//!   keeps a v3+ request's records and hands their batch headers and the
-//!   append over by handle ([`gregor_sdk::produce_records`]). A batch
+//!   Failures are per partition: the others are still appended. A batch
 //!   refused for some of its records (keyless records on a compacted
 //!   topic) is INVALID_RECORD with those records' batch indices and
 //!   messages in `record_errors` (v8+, KIP-467), as Kafka answers.
+//! - The records are not copied through the module (issue 17): the host
+//!   keeps a v3+ request's records; the module reads their batch headers
+//!   and appends them by handle ([`gregor_sdk::produce_records`]).
 //! - acks=0 gets no response, except that Kafka closes the connection when a
 //!   partition failed, so the producer notices and refreshes its metadata.
 //! - Client quotas (KIP-219): the request's size counts against the
