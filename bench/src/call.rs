@@ -70,7 +70,14 @@ async fn time_calls(handler: &LoadedHandler, host: &PluginHost, iterations: usiz
     let started = Instant::now();
     for _ in 0..iterations {
         let (outcome, _) = handler
-            .call(host, &session, ctx.clone(), &[], 0, Deferral::default())
+            .call(
+                host,
+                &session,
+                ctx.clone(),
+                &bytes::Bytes::new(),
+                0,
+                Deferral::default(),
+            )
             .await;
         match outcome {
             Ok(CallOutcome::Done(Answered::Respond(_))) => {}

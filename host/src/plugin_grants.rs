@@ -65,13 +65,22 @@ pub const CAPABILITIES: &[Capability] = &[
     ),
     cap("log.replicate", "log", &["replica-fetch-or-park"]),
     // A record set a fetch handed over (only `log.read` and
-    // `log.replicate` hand them out).
+    // `log.replicate` hand them out), or the records of the Produce
+    // request being handled (the module's own input).
     cap(
         "log.records",
         "log",
-        &["[method]record-set.size", "[method]record-set.read"],
+        &[
+            "[method]record-set.size",
+            "[method]record-set.read",
+            "request-records",
+        ],
     ),
-    cap("log.append", "log", &["append", "append-within"]),
+    cap(
+        "log.append",
+        "log",
+        &["append", "append-within", "append-records-within"],
+    ),
     cap("log.admin", "log", &["delete-records", "alter-log-dir"]),
     cap(
         "metadata.read",

@@ -20,6 +20,8 @@ pub mod handler {
             "gregor:broker/log.fetch-legacy-or-park": async | trappable,
             "gregor:broker/log.[method]record-set.size": trappable,
             "gregor:broker/log.[method]record-set.read": trappable,
+            "gregor:broker/log.request-records": trappable,
+            "gregor:broker/log.append-records-within": async | trappable,
             "gregor:broker/authz.authorize": async,
             "gregor:broker/authz.authorize-by-resource-type": async,
             "gregor:broker/groups.join-or-park": async,

@@ -13,6 +13,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{Context, Result};
+use bytes::Bytes;
+use tracing::debug;
 use wasmtime::{Engine, Store, UpdateDeadline};
 
 use crate::metrics::request_label;
@@ -22,6 +24,7 @@ use crate::plugins::bindings::{ApiInfo, Outcome, RequestContext};
 use crate::plugins::deferred::{Deferral, Wait};
 use crate::plugins::imports::record_set::Answered;
 use crate::plugins::metering::{self, Meter};
+use crate::plugins::produce_records::{self, HeldRecords};
 use crate::plugins::state::{CallClock, CallQuota, HandlerState};
 use crate::plugins::{PluginHost, WasmContext};
 use crate::security::session::Session;
@@ -48,6 +51,10 @@ pub struct ModuleSource {
     pub loaded_at: SystemTime,
     /// What the module was granted at its load, and what it uses.
     pub grants: crate::plugins::grants::Grants,
+    /// It imports `log.request-records`: a Produce request's records stay
+    /// in the host and its body comes without them
+    /// (`plugins::produce_records`).
+    pub takes_request_records: bool,
 }
 
 /// Call and failure counters of a module version, and the error codes
@@ -230,7 +237,7 @@ impl LoadedHandler {
         host: &PluginHost,
         session: &Arc<Session>,
         ctx: RequestContext,
-        body: &[u8],
+        body: &Bytes,
         request_size: usize,
         deferral: Deferral,
     ) -> (Result<CallOutcome, CallError>, CallReport) {
@@ -273,12 +280,15 @@ impl LoadedHandler {
             state.call_errors = 0;
             metering::open_call(state);
         }
+        let (body, held) = self.guest_body(&ctx, body);
+        instance.store.data_mut().request_records = held;
         instance.store.set_epoch_deadline(1);
         let result = instance
             .bindings
             .gregor_broker_handler()
-            .call_handle(&mut instance.store, &ctx, body)
+            .call_handle(&mut instance.store, &ctx, &body)
             .await;
+        instance.store.data_mut().request_records = None;
         // Bytes that crossed the boundary: a referencing answer's record
         // sets stay in the host.
         let response_size = match &result {
@@ -329,6 +339,34 @@ impl LoadedHandler {
             }
         };
         (outcome, report)
+    }
+
+    /// The body the guest gets, and the records the host keeps for it:
+    /// a v3+ Produce body without its records for a module that takes them
+    /// by reference; else (or when the walk refuses the body, which the
+    /// module's own decoding then answers) the body as it came.
+    fn guest_body<'a>(
+        &self,
+        ctx: &RequestContext,
+        body: &'a Bytes,
+    ) -> (std::borrow::Cow<'a, [u8]>, Option<HeldRecords>) {
+        let applies = self.source.takes_request_records
+            && ctx.api_key == produce_records::API_KEY
+            && ctx.api_version >= produce_records::FIRST_VERSION;
+        if !applies {
+            return (std::borrow::Cow::Borrowed(&body[..]), None);
+        }
+        match produce_records::split(ctx.api_version, body) {
+            Ok(split) => (std::borrow::Cow::Owned(split.body), Some(split.records)),
+            Err(reason) => {
+                debug!(
+                    plugin = %self.source.name,
+                    correlation_id = ctx.correlation_id,
+                    "produce body handed over whole: {reason}"
+                );
+                (std::borrow::Cow::Borrowed(&body[..]), None)
+            }
+        }
     }
 
     /// Asks a fresh instance for the module's error response to a request

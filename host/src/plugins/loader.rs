@@ -41,6 +41,9 @@ pub const PACKAGE_VERSION: &str = "0.4.0";
 const HANDLER_EXPORT: &str = "gregor:broker/handler@0.4.0";
 const AUTHORIZER_EXPORT: &str = "gregor:broker/authorizer@0.4.0";
 const INTERCEPTOR_EXPORT: &str = "gregor:broker/interceptor@0.4.0";
+/// The import that makes a handler take a Produce request's records by
+/// reference (`plugins::produce_records`).
+const REQUEST_RECORDS_IMPORT: &str = "log.request-records";
 
 /// A successfully loaded module.
 pub enum Loaded {
@@ -134,9 +137,14 @@ impl Loader {
         let kind = classify(&self.engine, &component)?;
         // Least privilege: a handler's imports against its grants, before
         // anything of it runs.
+        let mut takes_request_records = false;
         let grants = match kind {
             ModuleKind::Handler | ModuleKind::Interceptor => {
                 let needed = grants::required(&self.engine, &component, PACKAGE, PACKAGE_VERSION)?;
+                takes_request_records = needed
+                    .values()
+                    .flatten()
+                    .any(|function| function == REQUEST_RECORDS_IMPORT);
                 let layers = host.services.dynamic.broker_layers();
                 let resolved = grants::resolve(&name, &host.services.config, &layers)?;
                 grants::check(&name, &needed, resolved)?
@@ -149,6 +157,7 @@ impl Loader {
             content_hash: hash,
             loaded_at: SystemTime::now(),
             grants,
+            takes_request_records,
         };
         let loaded = match kind {
             ModuleKind::Handler => {

@@ -27,6 +27,7 @@ pub mod limits;
 pub mod loader;
 pub mod manager;
 pub mod metering;
+pub mod produce_records;
 pub mod registry;
 pub mod rollout;
 pub mod state;

@@ -21,6 +21,7 @@ use crate::plugins::handler::HandlerStats;
 use crate::plugins::imports::LogBudget;
 use crate::plugins::limits::GuestLimits;
 use crate::plugins::metering::CallMeter;
+use crate::plugins::produce_records::HeldRecords;
 use crate::plugins::registry::Registry;
 use crate::plugins::PluginHost;
 use crate::security::session::Session;
@@ -63,6 +64,9 @@ pub struct HandlerState {
     pub call_errors: u32,
     /// What the current call used (`plugins::metering`).
     pub metering: CallMeter,
+    /// The records of the Produce request being handled, when the module
+    /// takes them by reference (`plugins::produce_records`).
+    pub request_records: Option<HeldRecords>,
 }
 
 /// Client quota bookkeeping of one call (KIP-219): the longest throttle
@@ -150,6 +154,7 @@ impl HandlerState {
             stats: Arc::default(),
             call_errors: 0,
             metering: CallMeter::default(),
+            request_records: None,
         }
     }
 }

@@ -20,6 +20,9 @@
 //!   refused for some of its records (keyless records on a compacted
 //!   topic) is INVALID_RECORD with those records' batch indices and
 //!   messages in `record_errors` (v8+, KIP-467), as Kafka answers.
+//! - The records are not copied through the module (issue 17): the host
+//!   keeps a v3+ request's records; the module reads their batch headers
+//!   and appends them by handle ([`gregor_sdk::produce_records`]).
 //! - acks=0 gets no response, except that Kafka closes the connection when a
 //!   partition failed, so the producer notices and refreshes its metadata.
 //! - Client quotas (KIP-219): the request's size counts against the
@@ -41,6 +44,7 @@ use gregor_sdk::kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 use gregor_sdk::kafka_protocol::protocol::StrBytes;
 use gregor_sdk::log::{self, AppendResult};
 use gregor_sdk::partitions::{self, TopicAnswer};
+use gregor_sdk::produce_records::ProduceRecords;
 use gregor_sdk::quotas;
 use gregor_sdk::AnswerError;
 use gregor_sdk::KafkaError;
@@ -66,25 +70,38 @@ impl Handler for Produce {
                 _ => Some(topic.name.to_string()),
             })
             .collect();
+        // Each partition's records: held by the host (by reference), or
+        // in the body (v0-2).
+        let records: Vec<Vec<Option<ProduceRecords>>> = request
+            .topic_data
+            .iter()
+            .enumerate()
+            .map(|(t, topic)| {
+                let partitions = topic.partition_data.iter().enumerate();
+                partitions
+                    .map(|(p, partition)| ProduceRecords::of(t, p, partition.records.as_ref()))
+                    .collect()
+            })
+            .collect();
         // None: the transactional producer is not authorized, and Kafka then
         // fails every partition without asking about topics.
-        let authorized_topics = transactional_allowed(request).then(|| {
+        let authorized_topics = transactional_allowed(request, &records).then(|| {
             let names = names.iter().flatten().map(String::as_str);
             allowed_names(Operation::Write, ResourceType::Topic, names)
         });
 
         let mut response = ProduceResponse::default();
         let mut failures = Vec::new(); // logged when acks=0 closes the connection
-        for (topic, name) in request.topic_data.iter().zip(&names) {
+        for ((topic, name), topic_records) in request.topic_data.iter().zip(&names).zip(&records) {
             let mut partition_responses = Vec::with_capacity(topic.partition_data.len());
-            for partition in &topic.partition_data {
+            for (partition, records) in topic.partition_data.iter().zip(topic_records) {
                 let result = match (&authorized_topics, name) {
                     (None, _) => rejected(ResponseError::TransactionalIdAuthorizationFailed, None),
                     (_, None) => rejected(ResponseError::UnknownTopicId, None),
                     (Some(allowed), Some(name)) if !allowed.contains(name) => {
                         rejected(ResponseError::TopicAuthorizationFailed, None)
                     }
-                    (_, Some(name)) => append(version, request, name, partition),
+                    (_, Some(name)) => append(version, request, name, partition, records),
                 };
                 if request.acks == 0 && result.error.error_code() != NONE {
                     let topic = name.clone().unwrap_or_else(|| topic.topic_id.to_string());
@@ -142,14 +159,16 @@ impl Handler for Produce {
 /// Kafka asks for WRITE on the TransactionalId when a partition's first
 /// batch is transactional (and fails it when there is no id); we ask
 /// whenever the producer names a transactional id.
-fn transactional_allowed(request: &ProduceRequest) -> bool {
+fn transactional_allowed(
+    request: &ProduceRequest,
+    records: &[Vec<Option<ProduceRecords>>],
+) -> bool {
     match &request.transactional_id {
         Some(id) => is_allowed(Operation::Write, ResourceType::TransactionalId, id),
-        None => !request
-            .topic_data
+        None => !records
             .iter()
-            .flat_map(|topic| &topic.partition_data)
-            .filter_map(|partition| partition.records.as_deref())
+            .flatten()
+            .flatten()
             .filter_map(|records| records::batch_headers(records).next())
             .any(|batch| batch.is_transactional()),
     }
@@ -162,23 +181,29 @@ fn append(
     request: &ProduceRequest,
     topic: &str,
     partition: &PartitionProduceData,
+    records: &Option<ProduceRecords>,
 ) -> AppendResult {
-    let records = partition.records.as_deref();
     if version >= FIRST_V2_VERSION {
-        if let Err((error, message)) = records::validate(version, records) {
+        if let Err((error, message)) = records::validate(version, records.as_ref()) {
             return rejected(error, Some(message));
         }
     }
     if !matches!(request.acks, -1..=1) {
         return rejected(ResponseError::InvalidRequiredAcks, None);
     }
-    log::append_within(
-        topic,
-        partition.index,
-        records.unwrap_or_default(),
-        request.acks,
-        request.timeout_ms,
-    )
+    match records {
+        Some(records) => {
+            records.append_within(topic, partition.index, request.acks, request.timeout_ms)
+        }
+        // Null records of a v0-2 request: nothing to append, as before.
+        None => log::append_within(
+            topic,
+            partition.index,
+            &[],
+            request.acks,
+            request.timeout_ms,
+        ),
+    }
 }
 
 /// A partition that was not appended, as Kafka's `PartitionResponse(error)`.

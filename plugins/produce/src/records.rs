@@ -2,8 +2,10 @@
 //! `ProduceRequest.validateRecords` and `RequestUtils.hasTransactionalRecords`
 //! do: one batch of magic v2 per partition, ZStandard only from v7 on, and
 //! whether the batch is transactional. The host validates the rest (sizes,
-//! CRC-32C, offsets) when it appends.
+//! CRC-32C, offsets) when it appends. Only the headers are read: the
+//! records themselves stay in the host (`gregor_sdk::produce_records`).
 
+use gregor_sdk::produce_records::RecordBytes;
 use gregor_sdk::ResponseError;
 
 /// Bytes in front of every batch body: base offset (8) and length (4).
@@ -35,29 +37,49 @@ impl BatchHeader {
     }
 }
 
-/// The headers of the whole batches in `records`, in order. As with Kafka's
-/// batch iterator, a truncated batch at the end is not a batch.
-pub fn batch_headers(records: &[u8]) -> impl Iterator<Item = BatchHeader> + '_ {
-    let mut rest = records;
+/// The bytes of a batch header Produce reads: up to the v2 attributes.
+const HEADER_READ: usize = ATTRIBUTES_OFFSET + 2;
+
+/// The headers of the whole batches in `records`, in order, read through
+/// [`RecordBytes`] (the host's record set, or the body's bytes) a header
+/// at a time. As with Kafka's batch iterator, a truncated batch at the end
+/// is not a batch.
+pub fn batch_headers<R: RecordBytes + ?Sized>(
+    records: &R,
+) -> impl Iterator<Item = BatchHeader> + '_ {
+    let size = records.size();
+    let mut at = 0usize;
     std::iter::from_fn(move || {
-        let length = usize::try_from(i32::from_be_bytes(array(rest, 8)?)).ok()?;
-        let batch = rest.get(..LOG_OVERHEAD.checked_add(length)?)?;
-        let magic = i8::from_be_bytes(array(batch, MAGIC_OFFSET)?);
+        let header = records.read(at, HEADER_READ);
+        let length = usize::try_from(i32::from_be_bytes(array(&header, 8)?)).ok()?;
+        let batch_len = LOG_OVERHEAD.checked_add(length)?;
+        if at.checked_add(batch_len)? > size {
+            return None;
+        }
+        let within = header.get(..batch_len.min(header.len()))?;
+        let magic = i8::from_be_bytes(array(within, MAGIC_OFFSET)?);
         let attributes = if magic >= 2 {
-            i16::from_be_bytes(array(batch, ATTRIBUTES_OFFSET)?)
+            i16::from_be_bytes(array(within, ATTRIBUTES_OFFSET)?)
         } else {
             0
         };
-        rest = rest.get(batch.len()..)?;
+        at += batch_len;
         Some(BatchHeader { magic, attributes })
     })
 }
 
 /// Kafka's check on the records of one partition of a v3+ request: the
 /// error (with its message) for records it must not append.
-pub fn validate(version: i16, records: Option<&[u8]>) -> Result<(), (ResponseError, String)> {
+pub fn validate<R: RecordBytes + ?Sized>(
+    version: i16,
+    records: Option<&R>,
+) -> Result<(), (ResponseError, String)> {
     let prefix = format!("Produce requests with version {version}");
-    let mut batches = batch_headers(records.unwrap_or_default());
+    let first_two: Vec<BatchHeader> = match records {
+        Some(records) => batch_headers(records).take(2).collect(),
+        None => Vec::new(),
+    };
+    let mut batches = first_two.into_iter();
     let Some(first) = batches.next() else {
         return Err((
             ResponseError::InvalidRecord,
@@ -112,7 +134,7 @@ mod tests {
     fn reads_each_whole_batch() {
         let mut records = batch(2, 0, 70);
         records.extend(batch(2, TRANSACTIONAL_FLAG | ZSTD, 80));
-        let headers: Vec<_> = batch_headers(&records).collect();
+        let headers: Vec<_> = batch_headers(&records[..]).collect();
         assert_eq!(headers.len(), 2);
         assert!(!headers[0].is_transactional());
         assert!(headers[1].is_transactional() && headers[1].is_zstd());
@@ -122,34 +144,37 @@ mod tests {
     fn truncated_or_garbage_input_ends_the_batches() {
         let records = batch(2, 0, 70);
         assert_eq!(batch_headers(&records[..69]).count(), 0);
-        assert_eq!(batch_headers(&[0xff; 16]).count(), 0);
-        assert_eq!(batch_headers(&[0xff; 40]).count(), 0);
-        assert_eq!(batch_headers(&[]).count(), 0);
+        assert_eq!(batch_headers(&[0xff; 16][..]).count(), 0);
+        assert_eq!(batch_headers(&[0xff; 40][..]).count(), 0);
+        assert_eq!(batch_headers(&[][..]).count(), 0);
     }
 
     #[test]
     fn validates_like_kafka() {
         let one = batch(2, 0, 70);
-        assert_eq!(code(validate(9, Some(&one))), 0);
-        assert_eq!(code(validate(9, None)), ResponseError::InvalidRecord.code());
+        assert_eq!(code(validate(9, Some(&one[..]))), 0);
         assert_eq!(
-            code(validate(9, Some(&[]))),
+            code(validate(9, None::<&[u8]>)),
+            ResponseError::InvalidRecord.code()
+        );
+        assert_eq!(
+            code(validate(9, Some(&[][..]))),
             ResponseError::InvalidRecord.code()
         );
         let legacy = batch(1, 0, 70);
         assert_eq!(
-            code(validate(3, Some(&legacy))),
+            code(validate(3, Some(&legacy[..]))),
             ResponseError::InvalidRecord.code()
         );
         let zstd = batch(2, ZSTD, 70);
         assert_eq!(
-            code(validate(6, Some(&zstd))),
+            code(validate(6, Some(&zstd[..]))),
             ResponseError::UnsupportedCompressionType.code()
         );
-        assert_eq!(code(validate(7, Some(&zstd))), 0);
+        assert_eq!(code(validate(7, Some(&zstd[..]))), 0);
         let two = [one.clone(), one].concat();
         assert_eq!(
-            code(validate(9, Some(&two))),
+            code(validate(9, Some(&two[..]))),
             ResponseError::InvalidRecord.code()
         );
     }

@@ -26,6 +26,7 @@ pub mod ids;
 pub mod legacy;
 pub mod offset_commit;
 pub mod partitions;
+pub mod produce_records;
 pub mod records;
 pub mod request_caps;
 pub mod response;

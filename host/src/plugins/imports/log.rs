@@ -6,6 +6,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use wasmtime::component::Resource;
+
 use crate::error_code::ErrorCode;
 use crate::log::legacy_format;
 use crate::plugins::bindings::handler::gregor::broker::log::{
@@ -15,6 +17,7 @@ use crate::plugins::bindings::handler::gregor::broker::log::{
 };
 use crate::plugins::bindings::handler::gregor::broker::types::KafkaError;
 use crate::plugins::deferred::Memo;
+use crate::plugins::imports::record_set::RecordSet;
 use crate::plugins::imports::{error_field, error_of, result_of};
 use crate::plugins::state::HandlerState;
 use crate::replica;
@@ -36,7 +39,7 @@ impl log::Host for HandlerState {
         self.append_waiting(
             topic,
             partition,
-            records,
+            &records,
             required_acks,
             DEFAULT_APPEND_TIMEOUT,
         )
@@ -52,8 +55,38 @@ impl log::Host for HandlerState {
         timeout_ms: i32,
     ) -> AppendResult {
         let timeout = Duration::from_millis(u64::try_from(timeout_ms.max(0)).unwrap_or(0));
-        self.append_waiting(topic, partition, records, required_acks, timeout)
+        self.append_waiting(topic, partition, &records, required_acks, timeout)
             .await
+    }
+
+    fn request_records(
+        &mut self,
+        topic_index: u32,
+        partition_index: u32,
+    ) -> wasmtime::Result<Option<Resource<RecordSet>>> {
+        let held = self
+            .request_records
+            .as_ref()
+            .and_then(|held| held.get(topic_index, partition_index))
+            .cloned();
+        held.map(|records| self.held_record_set(records))
+            .transpose()
+    }
+
+    async fn append_records_within(
+        &mut self,
+        topic: String,
+        partition: i32,
+        records: Resource<RecordSet>,
+        required_acks: i16,
+        timeout_ms: i32,
+    ) -> wasmtime::Result<AppendResult> {
+        // The buffer is shared, not copied: the handle stays the guest's.
+        let records = self.record_set_bytes(&records)?;
+        let timeout = Duration::from_millis(u64::try_from(timeout_ms.max(0)).unwrap_or(0));
+        Ok(self
+            .append_waiting(topic, partition, &records, required_acks, timeout)
+            .await)
     }
 
     async fn fetch_or_park(
@@ -234,13 +267,13 @@ impl HandlerState {
         &mut self,
         topic: String,
         partition: i32,
-        records: Vec<u8>,
+        records: &[u8],
         required_acks: i16,
         timeout: Duration,
     ) -> AppendResult {
         // A shadow's appends validate and change nothing (dry_run.rs).
         if self.dry_run {
-            return self.dry_append(&topic, partition, &records, required_acks);
+            return self.dry_append(&topic, partition, records, required_acks);
         }
         let started = Instant::now();
         let transactions = &self.services.transactions;
@@ -253,7 +286,7 @@ impl HandlerState {
             .append_acked(
                 &topic,
                 partition,
-                &records,
+                records,
                 required_acks,
                 timeout,
                 &in_transaction,

@@ -2,7 +2,10 @@
 //! instead of copied into it (DESIGN §12). A fetch hands each partition's
 //! bytes to the guest as a handle; the guest puts the handle in its
 //! response (`answer.respond-referencing`) and the connection writes the
-//! bytes from this buffer. A module that looks inside reads them.
+//! bytes from this buffer. A module that looks inside reads them. A
+//! Produce handler gets its request's records the same way
+//! (`log.request-records`, `plugins::produce_records`) and appends them
+//! by handle.
 
 use bytes::Bytes;
 use wasmtime::component::Resource;
@@ -58,6 +61,18 @@ impl HandlerState {
             bytes: Bytes::from(bytes),
         };
         Ok(self.table().push(set)?)
+    }
+
+    /// Hands records the host already holds (a Produce request's) to
+    /// the guest as a record set, sharing their buffer.
+    pub fn held_record_set(&mut self, bytes: Bytes) -> wasmtime::Result<Resource<RecordSet>> {
+        Ok(self.table().push(RecordSet { bytes })?)
+    }
+
+    /// The bytes of a record set the guest holds (a shared buffer, not
+    /// a copy); a handle the table does not hold traps.
+    pub fn record_set_bytes(&mut self, set: &Resource<RecordSet>) -> wasmtime::Result<Bytes> {
+        Ok(self.table().get(set)?.bytes.clone())
     }
 
     /// What the guest answered, its referenced record sets taken back
