@@ -168,13 +168,14 @@ pub async fn serve(config: BrokerConfig) -> Result<()> {
         "gregor started"
     );
 
+    let mut signals = Signals::listen();
     let failure = match fatal.as_mut() {
         Some(fatal) => tokio::select! {
-            _ = wait_for_signal() => None,
+            () = signals.next() => None,
             error = fatal.recv() => error,
         },
         None => {
-            wait_for_signal().await;
+            signals.next().await;
             None
         }
     };
@@ -183,7 +184,7 @@ pub async fn serve(config: BrokerConfig) -> Result<()> {
             // Still serving: clients and followers move to the new leaders.
             tokio::select! {
                 () = node.controlled_shutdown() => {}
-                () = wait_for_signal() => warn!("a second signal: not waiting for the controller"),
+                () = signals.next() => warn!("a second signal: not waiting for the controller"),
             }
         }
     }
@@ -267,26 +268,65 @@ fn advertised_host(bind_host: &str) -> String {
     }
 }
 
-async fn wait_for_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
+/// SIGINT and SIGTERM, listened for once: a second signal that comes
+/// while the first is being handled is kept, not lost between two
+/// listeners (Ctrl-C in a terminal sends SIGINT to a whole process group,
+/// and `scripts/cluster.sh` follows it with SIGTERM: without it, a node
+/// whose controller had already stopped waited out its controlled
+/// shutdown).
+struct Signals {
     #[cfg(unix)]
-    {
-        let mut term =
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(term) => term,
+    interrupt: Option<tokio::signal::unix::Signal>,
+    #[cfg(unix)]
+    terminate: Option<tokio::signal::unix::Signal>,
+}
+
+impl Signals {
+    fn listen() -> Self {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{signal, SignalKind};
+            let listen = |kind: SignalKind, name: &str| match signal(kind) {
+                Ok(stream) => Some(stream),
                 Err(error) => {
-                    warn!("cannot listen for SIGTERM: {error}");
-                    let _ = ctrl_c.await;
-                    return;
+                    warn!("cannot listen for {name}: {error}");
+                    None
                 }
             };
-        tokio::select! {
-            _ = ctrl_c => {}
-            _ = term.recv() => {}
+            Self {
+                interrupt: listen(SignalKind::interrupt(), "SIGINT"),
+                terminate: listen(SignalKind::terminate(), "SIGTERM"),
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            Self {}
         }
     }
-    #[cfg(not(unix))]
-    {
-        let _ = ctrl_c.await;
+
+    /// The next SIGINT or SIGTERM.
+    async fn next(&mut self) {
+        #[cfg(unix)]
+        match (self.interrupt.as_mut(), self.terminate.as_mut()) {
+            (Some(interrupt), Some(terminate)) => {
+                tokio::select! {
+                    _ = interrupt.recv() => {}
+                    _ = terminate.recv() => {}
+                }
+            }
+            (Some(interrupt), None) => {
+                interrupt.recv().await;
+            }
+            (None, Some(terminate)) => {
+                terminate.recv().await;
+            }
+            (None, None) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = tokio::signal::ctrl_c().await;
+        }
     }
 }
