@@ -31,6 +31,7 @@ pub struct PartitionView {
     pub error_code: i16,
     pub leader: i32,
     pub leader_epoch: i32,
+    pub replicas: Vec<i32>,
     pub isr: Vec<i32>,
 }
 
@@ -74,6 +75,7 @@ pub fn partition_view(cluster: &Cluster, via: i32, topic: &str) -> Option<Partit
         error_code: p.error_code,
         leader: p.leader_id.0,
         leader_epoch: p.leader_epoch,
+        replicas: p.replica_nodes.iter().map(|id| id.0).collect(),
         isr,
     })
 }
@@ -188,4 +190,17 @@ pub fn steady_writes(
         }
         writes
     })
+}
+
+/// Delivers `values` to partition 0 of `topic` one after the other (30 s
+/// each), panicking on the first failure.
+pub async fn send(producer: &FutureProducer, topic: &str, values: &[String]) {
+    for value in values {
+        let record = FutureRecord::<str, str>::to(topic)
+            .payload(value)
+            .partition(0);
+        if let Err((error, _)) = producer.send(record, Duration::from_secs(30)).await {
+            panic!("delivering {value:?}: {error}");
+        }
+    }
 }

@@ -10,17 +10,13 @@
 //! partition is UNKNOWN_TOPIC_OR_PARTITION. Records written before and
 //! after are all read back from node 1.
 
-use std::time::Duration;
-
 use kafka_protocol::messages::elect_leaders_request::TopicPartitions;
 use kafka_protocol::messages::{ElectLeadersRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
 
-use rdkafka::producer::{FutureProducer, FutureRecord};
-
 use gregor_tests::cluster::{self, call, Cluster};
 use gregor_tests::replicated::{
-    await_view, consume, create_on, durable_producer, leader_where, partition_view, values,
+    await_view, consume, create_on, durable_producer, leader_where, partition_view, send, values,
 };
 
 const NONE: i16 = 0;
@@ -50,17 +46,6 @@ fn elect(cluster: &Cluster, via: i32, unclean: bool, partitions: &[(&str, i32)])
         .iter()
         .flat_map(|t| t.partition_result.iter().map(|p| p.error_code))
         .collect()
-}
-
-async fn send(producer: &FutureProducer, topic: &str, values: &[String]) {
-    for value in values {
-        let record = FutureRecord::<str, str>::to(topic)
-            .payload(value)
-            .partition(0);
-        if let Err((error, _)) = producer.send(record, Duration::from_secs(30)).await {
-            panic!("delivering {value:?}: {error}");
-        }
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -27,11 +27,11 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::producer::{FutureProducer, FutureRecord};
+use rdkafka::producer::FutureProducer;
 
 use gregor_tests::cluster::{self, broker_ids, call, metadata, Cluster};
 use gregor_tests::replicated::{
-    await_view, consume, create_on, durable_producer, partition_view, values,
+    await_view, consume, create_on, durable_producer, partition_view, send, values,
 };
 use gregor_tests::wait_for;
 
@@ -48,17 +48,6 @@ fn acks_one(bootstrap: &str) -> FutureProducer {
         .set("message.timeout.ms", "30000")
         .create()
         .expect("create a producer")
-}
-
-async fn send(producer: &FutureProducer, topic: &str, values: &[String]) {
-    for value in values {
-        let record = FutureRecord::<str, str>::to(topic)
-            .payload(value)
-            .partition(0);
-        if let Err((error, _)) = producer.send(record, Duration::from_secs(30)).await {
-            panic!("delivering {value:?}: {error}");
-        }
-    }
 }
 
 /// Partition 0's ISR as node `via` answers DescribeTopicPartitions.

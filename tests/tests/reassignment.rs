@@ -30,11 +30,11 @@ use kafka_protocol::messages::{
     AlterPartitionReassignmentsRequest, BrokerId, ListPartitionReassignmentsRequest, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
-use rdkafka::producer::{FutureProducer, FutureRecord};
 
-use gregor_tests::cluster::{self, call, metadata, Cluster};
+use gregor_tests::cluster::{self, call, Cluster};
 use gregor_tests::replicated::{
-    await_view, consume, create_on, durable_producer, steady_writes, values, CONVERGE,
+    await_view, consume, create_on, durable_producer, partition_view, send, steady_writes, values,
+    CONVERGE,
 };
 use gregor_tests::wait_for;
 
@@ -122,16 +122,7 @@ fn list(cluster: &Cluster, via: i32, topics: Option<&[&str]>) -> Vec<Listed> {
 
 /// Partition 0's (leader, replicas, ISR sorted) in node `via`'s Metadata.
 fn placement(cluster: &Cluster, via: i32, topic: &str) -> Option<(i32, Vec<i32>, Vec<i32>)> {
-    let md = metadata(cluster.node(via).addr())?;
-    let t = md
-        .topics
-        .iter()
-        .find(|t| t.name.as_ref().is_some_and(|n| n.as_str() == topic))?;
-    let p = t.partitions.iter().find(|p| p.partition_index == 0)?;
-    let mut isr: Vec<i32> = p.isr_nodes.iter().map(|id| id.0).collect();
-    isr.sort_unstable();
-    let replicas = p.replica_nodes.iter().map(|id| id.0).collect();
-    Some((p.leader_id.0, replicas, isr))
+    partition_view(cluster, via, topic).map(|v| (v.leader, v.replicas, v.isr))
 }
 
 fn await_placement(
@@ -161,17 +152,6 @@ fn await_log(cluster: &Cluster, node: i32, topic: &str, present: bool) {
         CONVERGE,
         || (Path::new(&dir).exists() == present).then_some(()),
     );
-}
-
-async fn send(producer: &FutureProducer, topic: &str, values: &[String]) {
-    for value in values {
-        let record = FutureRecord::<str, str>::to(topic)
-            .payload(value)
-            .partition(0);
-        if let Err((error, _)) = producer.send(record, Duration::from_secs(30)).await {
-            panic!("delivering {value:?}: {error}");
-        }
-    }
 }
 
 fn three_nodes() -> Cluster {
