@@ -148,16 +148,24 @@ pub async fn serve(config: BrokerConfig) -> Result<()> {
             stopped.clone(),
         ));
     }
-    let listeners: Vec<_> = bound
+    // The controller listeners first (brokers, this one too, register
+    // through them); the client listeners once this broker has caught up
+    // with the metadata log.
+    let (controller, clients): (Vec<_>, Vec<_>) = bound
         .into_iter()
-        .map(|bound| {
-            tokio::spawn(listener::accept_loop(
-                bound,
-                Arc::clone(&ctx),
-                stopped.clone(),
-            ))
-        })
-        .collect();
+        .partition(|bound| ctx.controller_listeners.contains(&bound.spec.name));
+    let accept = |bound| {
+        tokio::spawn(listener::accept_loop(
+            bound,
+            Arc::clone(&ctx),
+            stopped.clone(),
+        ))
+    };
+    let mut listeners: Vec<_> = controller.into_iter().map(accept).collect();
+    if let Some(node) = &cluster {
+        node.catch_up().await;
+    }
+    listeners.extend(clients.into_iter().map(accept));
     let addresses: Vec<String> = advertised
         .iter()
         .map(|l| format!("{}://{}:{}", l.name, l.host, l.port))

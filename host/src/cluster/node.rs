@@ -34,8 +34,9 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use tokio::sync::{mpsc, watch};
-use tracing::info;
+use tracing::{info, warn};
 
+use crate::cluster::broker_metadata::stores::StoreFollower;
 use crate::cluster::broker_metadata::{BrokerMetadata, ImageLeadership};
 use crate::cluster::command::{BrokerRegistrationRecord, Command, Endpoint, Uuid};
 use crate::cluster::config::ClusterConfig;
@@ -45,7 +46,9 @@ use crate::cluster::image::MetadataImage;
 use crate::cluster::membership::forward::ControllerForwarder;
 use crate::cluster::membership::producer_ids::ControllerBlocks;
 use crate::cluster::membership::wire::ControllerChannel;
-use crate::cluster::membership::{self, ControlledShutdown, Member, MembershipError};
+use crate::cluster::membership::{
+    self, ControlledShutdown, InitialCatchUp, Member, MembershipError,
+};
 use crate::cluster::quorum::Quorum;
 use crate::cluster::raft::{QuorumConfig, RaftQuorum, Voter};
 use crate::cluster::reconciler;
@@ -77,6 +80,11 @@ pub struct ClusterNode {
     timeout: Duration,
     /// The broker's controlled shutdown, asked for by [`Self::controlled_shutdown`].
     shutdown: ControlledShutdown,
+    /// Done once the broker has applied the metadata log up to its own
+    /// registration ([`Self::catch_up`]).
+    catch_up: InitialCatchUp,
+    /// Brings the stores to the image once caught up.
+    stores: Arc<StoreFollower>,
 }
 
 impl ClusterNode {
@@ -137,8 +145,9 @@ impl ClusterNode {
                 node_id,
             }),
         )?;
-        crate::cluster::broker_metadata::stores::attach(dyn_quorum.clone(), node_id, services)
-            .await?;
+        let stores =
+            crate::cluster::broker_metadata::stores::attach(dyn_quorum.clone(), node_id, services)
+                .await?;
         let active = if config.roles.is_controller() {
             let settings = ControllerSettings {
                 node_id,
@@ -160,6 +169,8 @@ impl ClusterNode {
             active,
             timeout,
             shutdown: ControlledShutdown::default(),
+            catch_up: InitialCatchUp::default(),
+            stores,
         })
     }
 
@@ -238,6 +249,7 @@ impl ClusterNode {
                 registration_timeout: self.timeout,
                 epoch,
                 shutdown: self.shutdown.clone(),
+                catch_up: self.catch_up.clone(),
             };
             let channel = ControllerChannel::new(
                 Arc::clone(&quorum),
@@ -382,6 +394,24 @@ impl ClusterNode {
 
     /// The listeners that serve the controller APIs: this node's
     /// controller listeners if it has the controller role, else none.
+    /// Before the client listeners open, as Kafka's broker waits for its
+    /// initial catch-up: the broker has applied the metadata log up to its
+    /// registration and its stores (configs, ACLs, users, quotas) hold
+    /// the image, so a client is never served what the broker had before
+    /// it restarted. Bounded by the registration timeout; past it the
+    /// broker serves anyway (logged). A controller alone has nothing to
+    /// catch up.
+    pub async fn catch_up(&self) {
+        if self.config.roles.is_broker() && !self.catch_up.wait(self.timeout).await {
+            warn!(
+                timeout_ms = self.timeout.as_millis() as u64,
+                "not caught up with the metadata log in time: serving clients anyway"
+            );
+        }
+        let stores = Arc::clone(&self.stores);
+        let _ = tokio::task::spawn_blocking(move || stores.sync()).await;
+    }
+
     pub fn controller_listeners(&self) -> Vec<String> {
         if self.config.roles.is_controller() {
             self.config.controller_listener_names.clone()

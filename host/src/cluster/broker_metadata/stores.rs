@@ -164,12 +164,13 @@ async fn follow(quorum: Arc<dyn Quorum<MetadataImage>>, follower: Arc<StoreFollo
 
 /// Puts this node's stores on the metadata log: their changes are proposed
 /// from now on, the bootstrap users (`sasl.bootstrap.users`) the image
-/// lacks are proposed, and the stores follow the image from then on.
+/// lacks are proposed, and the stores follow the image from then on: the
+/// follower, to sync at will.
 pub async fn attach(
     quorum: Arc<dyn Quorum<MetadataImage>>,
     node_id: i32,
     services: &Arc<Services>,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<Arc<StoreFollower>> {
     let follower = Arc::new(StoreFollower::new(
         Arc::clone(&quorum),
         node_id,
@@ -191,8 +192,8 @@ pub async fn attach(
             warn!(%error, "proposing the sasl.bootstrap.users credentials");
         }
     }
-    tokio::spawn(follow(quorum, follower));
-    Ok(())
+    tokio::spawn(follow(quorum, Arc::clone(&follower)));
+    Ok(follower)
 }
 
 /// Credentials for the bootstrap users that have none in the image.

@@ -82,10 +82,10 @@ pub async fn await_leader(
     }
 }
 
-/// How often a broker in controlled shutdown heartbeats (at most; the
-/// configured interval if shorter): its leaderships move and it learns it
-/// may stop within a beat or two.
-const SHUTDOWN_BEAT: Duration = Duration::from_millis(100);
+/// How often a broker catching up or in controlled shutdown heartbeats (at
+/// most; the configured interval if shorter): it learns it is caught up,
+/// or that its leaderships moved and it may stop, within a beat or two.
+const FAST_BEAT: Duration = Duration::from_millis(100);
 
 /// The server's side of a controlled shutdown: it asks, the membership
 /// heartbeats say so, and `allowed` turns true once the controller
@@ -116,6 +116,37 @@ impl ControlledShutdown {
     }
 }
 
+/// Kafka's initial catch-up (`BrokerLifecycleManager.initialCatchUpFuture`):
+/// done once a heartbeat answer says this broker has applied the metadata
+/// log up to its own registration, so what a client set before the broker
+/// (re)started is what the broker serves. The server opens its client
+/// listeners after it ([`Self::wait`]).
+#[derive(Clone)]
+pub struct InitialCatchUp(Arc<watch::Sender<bool>>);
+
+impl Default for InitialCatchUp {
+    fn default() -> Self {
+        Self(Arc::new(watch::Sender::new(false)))
+    }
+}
+
+impl InitialCatchUp {
+    fn reached(&self) {
+        self.0.send_replace(true);
+    }
+
+    fn is_done(&self) -> bool {
+        *self.0.borrow()
+    }
+
+    /// Waits until caught up, up to `timeout`: whether it was.
+    pub async fn wait(&self, timeout: Duration) -> bool {
+        let mut caught_up = self.0.subscribe();
+        let waited = tokio::time::timeout(timeout, caught_up.wait_for(|done| *done)).await;
+        matches!(waited, Ok(Ok(_)))
+    }
+}
+
 /// What a broker's membership runs with.
 pub struct Member {
     pub record: BrokerRegistrationRecord,
@@ -127,6 +158,7 @@ pub struct Member {
     /// source asks for blocks with it).
     pub epoch: Arc<AtomicI64>,
     pub shutdown: ControlledShutdown,
+    pub catch_up: InitialCatchUp,
 }
 
 /// Kafka's error codes the broker acts on.
@@ -157,12 +189,15 @@ pub async fn run(
     let mut fenced = true;
     let mut ticks = tokio::time::interval(member.interval);
     let mut want = member.shutdown.want.subscribe();
-    let shutdown_beat = member.interval.min(SHUTDOWN_BEAT);
+    let fast_beat = member.interval.min(FAST_BEAT);
     loop {
         let shutting_down = *want.borrow_and_update();
+        // Faster beats while catching up (Kafka retries at once then) and
+        // while shutting down.
+        let fast = shutting_down || !member.catch_up.is_done();
         tokio::select! {
-            _ = ticks.tick(), if !shutting_down => {}
-            () = tokio::time::sleep(shutdown_beat), if shutting_down => {}
+            _ = ticks.tick(), if !fast => {}
+            () = tokio::time::sleep(fast_beat), if fast => {}
             // Asked to shut down: the first such heartbeat goes at once.
             Ok(()) = want.changed(), if !shutting_down => {}
             _ = stopped.changed() => return,
@@ -195,6 +230,9 @@ pub async fn run(
                     );
                 }
                 fenced = response.is_fenced;
+                if response.is_caught_up {
+                    member.catch_up.reached();
+                }
                 if shutting_down && response.should_shut_down {
                     let was = member.shutdown.allowed.send_replace(true);
                     if !was {
