@@ -8,6 +8,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -210,14 +211,46 @@ pub struct TxnDescription {
     pub partitions: Vec<TopicPartition>,
 }
 
-/// A transaction a Prepare state left to finish: its markers and offsets.
+/// A transaction a Prepare state left to finish: what of its markers and
+/// offsets is still to be written. Each one written leaves it, as Kafka's
+/// `TransactionMarkerChannelManager` removes a partition from the
+/// transaction once its marker is written, so a retry writes only what
+/// failed.
+#[derive(Clone, Debug)]
 struct Completion {
     transactional_id: String,
     producer_id: i64,
     producer_epoch: i16,
     commit: bool,
-    partitions: Vec<TopicPartition>,
-    groups: BTreeMap<String, Vec<PendingOffset>>,
+    /// Partitions whose marker is not written yet.
+    partitions: BTreeSet<TopicPartition>,
+    /// Groups whose coordinator has not ended the transaction yet (a
+    /// cluster node).
+    groups_to_end: BTreeSet<String>,
+    /// Offsets not committed to their group yet (a commit).
+    offsets: BTreeMap<String, Vec<PendingOffset>>,
+}
+
+impl Completion {
+    /// Whether `other` completes the same decision of the same producer.
+    fn same_transaction(&self, other: &Completion) -> bool {
+        (self.producer_id, self.producer_epoch, self.commit)
+            == (other.producer_id, other.producer_epoch, other.commit)
+    }
+
+    fn is_done(&self) -> bool {
+        self.partitions.is_empty() && self.groups_to_end.is_empty() && self.offsets.is_empty()
+    }
+}
+
+/// A prepared transaction's completion as this coordinator goes through
+/// it: what is left, and which call is writing it now (at most one, so
+/// the end of a transaction and the periodic retry never both write a
+/// marker).
+struct InProgress {
+    left: Completion,
+    /// The claim of the call writing it (0: none).
+    running: u64,
 }
 
 /// The effects a loaded partition's prepared transactions are finished
@@ -246,6 +279,12 @@ pub struct TransactionStore {
     ownership: Option<Mutex<Ownership>>,
     /// On a cluster node, what every write waits on for the ISR.
     replication: OnceLock<Replication>,
+    /// Prepared transactions being completed, by transactional id: what
+    /// their markers and offsets still need (memory only: a new
+    /// coordinator, or the next start, writes them all again).
+    completing: Mutex<HashMap<String, InProgress>>,
+    /// The last claim given to a completing call.
+    claims: AtomicU64,
 }
 
 impl TransactionStore {
@@ -265,6 +304,8 @@ impl TransactionStore {
             log,
             ownership: None,
             replication: OnceLock::new(),
+            completing: Mutex::new(HashMap::new()),
+            claims: AtomicU64::new(0),
         })
     }
 
@@ -279,6 +320,8 @@ impl TransactionStore {
             log,
             ownership: Some(Mutex::new(Ownership::default())),
             replication: OnceLock::new(),
+            completing: Mutex::new(HashMap::new()),
+            claims: AtomicU64::new(0),
         })
     }
 
@@ -422,6 +465,9 @@ impl TransactionStore {
         let mut producers = self.lock();
         let before = producers.len();
         producers.retain(|id, _| self.log.partition_of(id) != Some(partition));
+        // (Lock order: the records, then the completions.)
+        crate::sync::lock(&self.completing)
+            .retain(|id, _| self.log.partition_of(id) != Some(partition));
         before - producers.len()
     }
 
@@ -786,92 +832,90 @@ impl TransactionStore {
         ErrorCode::None.code()
     }
 
-    /// Writes a prepared transaction's markers and offsets, then marks it
-    /// complete. A marker that fails for a reason other than a deleted
-    /// partition leaves the transaction prepared, for
-    /// [`Self::finish_prepared`] to retry.
+    /// Writes what is left of a prepared transaction's markers and
+    /// offsets, then marks it complete. What fails for a reason other than
+    /// a deleted partition is kept, and the transaction left prepared, for
+    /// [`Self::finish_prepared`] to retry that alone. A call finding
+    /// another one writing the same transaction leaves it to that one.
     fn complete(&self, effects: &dyn TxnEffects, completion: Completion) {
-        let mut failed = false;
-        for partition in &completion.partitions {
-            let code = effects.write_marker(
-                partition,
-                completion.producer_id,
-                completion.producer_epoch,
-                completion.commit,
-            );
-            // Written, or nothing left to mark: the partition is gone or a
-            // newer epoch has fenced the producer there.
-            let done = [
-                ErrorCode::None,
-                ErrorCode::UnknownTopicOrPartition,
-                ErrorCode::InvalidProducerEpoch,
-            ];
-            match code {
-                _ if done.iter().any(|done| done.code() == code) => {}
-                code => {
-                    tracing::warn!(
-                        transactional_id = %completion.transactional_id,
-                        topic = %partition.topic,
-                        partition = partition.partition,
-                        error_code = code,
-                        "writing a transaction marker failed; will retry"
-                    );
-                    failed = true;
-                }
-            }
-        }
-        if self.in_cluster() {
-            for group in completion.groups.keys() {
-                let code = effects.complete_group(
-                    group,
-                    completion.producer_id,
-                    completion.producer_epoch,
-                    completion.commit,
-                );
-                if code != ErrorCode::None.code()
-                    && code != ErrorCode::UnknownTopicOrPartition.code()
-                {
-                    tracing::warn!(group = %group, error_code = code, "ending a transaction at its group's coordinator failed; will retry");
-                    failed = true;
-                }
-            }
-        }
-        if completion.commit {
-            for (group, offsets) in &completion.groups {
-                if offsets.is_empty() {
-                    continue;
-                }
-                let code = effects.commit_offsets(group, offsets);
-                if code != ErrorCode::None.code() {
-                    tracing::warn!(group = %group, error_code = code, "committing transactional offsets failed; will retry");
-                    failed = true;
-                }
-            }
-        }
-        if failed {
+        let Some((claim, work)) = self.claim(completion) else {
+            return;
+        };
+        let id = work.transactional_id.clone();
+        let (producer_id, commit) = (work.producer_id, work.commit);
+        let left = write_completion(effects, work, self.in_cluster());
+        let done = left.is_done();
+        if !self.release(claim, left) || !done {
             return;
         }
         let mut producers = self.lock();
-        let Some(record) = producers.get(&completion.transactional_id) else {
+        let prepared = producers
+            .get(&id)
+            .filter(|record| record.state.is_prepare() && record.producer_id == producer_id)
+            .cloned();
+        let Some(mut finished) = prepared else {
+            // Completed or replaced meanwhile: nothing left to do for it.
+            crate::sync::lock(&self.completing).remove(&id);
             return;
         };
-        if !record.state.is_prepare() || record.producer_id != completion.producer_id {
-            return;
-        }
-        let mut done = record.clone();
-        done.enter(
-            if completion.commit {
+        finished.enter(
+            if commit {
                 TxnState::CompleteCommit
             } else {
                 TxnState::CompleteAbort
             },
             -1,
         );
-        if let Err(code) = self.put(&mut producers, &completion.transactional_id, done, false) {
-            tracing::warn!(
+        match self.put(&mut producers, &id, finished, false) {
+            Ok(()) => {
+                crate::sync::lock(&self.completing).remove(&id);
+            }
+            Err(code) => tracing::warn!(
                 error_code = code,
                 "recording a completed transaction failed"
-            );
+            ),
+        }
+    }
+
+    /// Takes on writing `completion`: what is left of it (all of it the
+    /// first time, or when it is another decision than the one in
+    /// progress) and the claim to release it with; None when another call
+    /// is writing it now.
+    fn claim(&self, completion: Completion) -> Option<(u64, Completion)> {
+        let claim = self.claims.fetch_add(1, Ordering::Relaxed) + 1;
+        let mut completing = crate::sync::lock(&self.completing);
+        match completing.get_mut(&completion.transactional_id) {
+            Some(progress) if progress.left.same_transaction(&completion) => {
+                if progress.running != 0 {
+                    return None;
+                }
+                progress.running = claim;
+                Some((claim, progress.left.clone()))
+            }
+            _ => {
+                completing.insert(
+                    completion.transactional_id.clone(),
+                    InProgress {
+                        left: completion.clone(),
+                        running: claim,
+                    },
+                );
+                Some((claim, completion))
+            }
+        }
+    }
+
+    /// Keeps what `claim` left to write; false when its transaction was
+    /// dropped or replaced meanwhile (the partition resigned or reloaded).
+    fn release(&self, claim: u64, left: Completion) -> bool {
+        let mut completing = crate::sync::lock(&self.completing);
+        match completing.get_mut(&left.transactional_id) {
+            Some(progress) if progress.running == claim => {
+                progress.left = left;
+                progress.running = 0;
+                true
+            }
+            _ => false,
         }
     }
 
@@ -1062,14 +1106,80 @@ fn append_error(code: i16) -> i16 {
 }
 
 fn completion_of(transactional_id: &str, record: &TransactionalProducer) -> Completion {
+    let commit = record.state == TxnState::PrepareCommit;
     Completion {
         transactional_id: transactional_id.to_string(),
         producer_id: record.producer_id,
         producer_epoch: record.producer_epoch,
-        commit: record.state == TxnState::PrepareCommit,
-        partitions: record.partitions.iter().cloned().collect(),
-        groups: record.groups.clone(),
+        commit,
+        partitions: record.partitions.clone(),
+        groups_to_end: record.groups.keys().cloned().collect(),
+        offsets: record
+            .groups
+            .iter()
+            .filter(|(_, offsets)| commit && !offsets.is_empty())
+            .map(|(group, offsets)| (group.clone(), offsets.clone()))
+            .collect(),
     }
+}
+
+/// A marker's answer that leaves nothing to write: written, the partition
+/// is gone, or a newer epoch has fenced the producer there.
+fn marker_done(code: i16) -> bool {
+    [
+        ErrorCode::None,
+        ErrorCode::UnknownTopicOrPartition,
+        ErrorCode::InvalidProducerEpoch,
+    ]
+    .iter()
+    .any(|done| done.code() == code)
+}
+
+/// Writes `work`'s markers, group ends (`in_cluster`: the groups'
+/// coordinators end the transaction) and offsets; what is left, the
+/// failed ones.
+fn write_completion(
+    effects: &dyn TxnEffects,
+    mut work: Completion,
+    in_cluster: bool,
+) -> Completion {
+    let id = work.transactional_id.clone();
+    let (producer_id, epoch, commit) = (work.producer_id, work.producer_epoch, work.commit);
+    work.partitions.retain(|partition| {
+        let code = effects.write_marker(partition, producer_id, epoch, commit);
+        if marker_done(code) {
+            return false;
+        }
+        tracing::warn!(
+            transactional_id = %id,
+            topic = %partition.topic,
+            partition = partition.partition,
+            error_code = code,
+            "writing a transaction marker failed; will retry"
+        );
+        true
+    });
+    if in_cluster {
+        work.groups_to_end.retain(|group| {
+            let code = effects.complete_group(group, producer_id, epoch, commit);
+            if code == ErrorCode::None.code() || code == ErrorCode::UnknownTopicOrPartition.code() {
+                return false;
+            }
+            tracing::warn!(transactional_id = %id, group = %group, error_code = code, "ending a transaction at its group's coordinator failed; will retry");
+            true
+        });
+    } else {
+        work.groups_to_end.clear();
+    }
+    work.offsets.retain(|group, offsets| {
+        let code = effects.commit_offsets(group, offsets);
+        if code == ErrorCode::None.code() {
+            return false;
+        }
+        tracing::warn!(transactional_id = %id, group = %group, error_code = code, "committing transactional offsets failed; will retry");
+        true
+    });
+    work
 }
 
 /// The next epoch of a record, or a new producer id at epoch 0 when the

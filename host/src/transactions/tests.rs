@@ -22,12 +22,16 @@ fn open(dir: &std::path::Path) -> TransactionStore {
 /// A marker written: topic, partition, producer id, epoch, committed.
 type Marker = (String, i32, i64, i16, bool);
 
-/// Records markers and offsets; `failing` partitions refuse markers.
+/// Records markers and offsets; `failing` topics refuse markers, each of
+/// `fail_once` refuses its next marker, each group of `offsets_fail_once`
+/// its next offset commit.
 #[derive(Default)]
 struct Recorder {
     markers: Mutex<Vec<Marker>>,
     offsets: Mutex<Vec<(String, Vec<PendingOffset>)>>,
     failing: Mutex<Vec<String>>,
+    fail_once: Mutex<BTreeSet<TopicPartition>>,
+    offsets_fail_once: Mutex<BTreeSet<String>>,
     groups_ended: Mutex<Vec<(String, bool)>>,
 }
 
@@ -37,7 +41,9 @@ impl TxnEffects for Recorder {
     }
 
     fn write_marker(&self, p: &TopicPartition, producer_id: i64, epoch: i16, commit: bool) -> i16 {
-        if self.failing.lock().unwrap().contains(&p.topic) {
+        if self.failing.lock().unwrap().contains(&p.topic)
+            || self.fail_once.lock().unwrap().remove(p)
+        {
             return ErrorCode::KafkaStorageError.code();
         }
         self.markers.lock().unwrap().push((
@@ -59,6 +65,9 @@ impl TxnEffects for Recorder {
     }
 
     fn commit_offsets(&self, group_id: &str, offsets: &[PendingOffset]) -> i16 {
+        if self.offsets_fail_once.lock().unwrap().remove(group_id) {
+            return ErrorCode::CoordinatorLoadInProgress.code();
+        }
         self.offsets
             .lock()
             .unwrap()
@@ -446,4 +455,148 @@ fn an_earlier_journal_is_migrated_into_the_topic() {
     // The prepared one finishes.
     store.finish_prepared(&fx);
     assert_eq!(state(&store, "u"), TxnState::CompleteCommit);
+}
+
+/// A retry writes only what failed: a partition whose marker failed once
+/// gets it on the retry, the others (and the offsets, and the group's
+/// end) exactly once, as Kafka's channel manager removes a partition
+/// from the transaction once its marker is written.
+#[test]
+fn a_retry_writes_only_the_markers_and_offsets_that_failed() {
+    let dir = tempfile::tempdir().unwrap();
+    let fx = Recorder::default();
+    let ids = ProducerIdManager::open(dir.path()).unwrap();
+    let store = open(dir.path());
+    let pid = store
+        .init_producer_id(&ids, &fx, "t", 60_000, (-1, -1))
+        .producer_id;
+    let me = producer("t", pid, 0);
+    let written = [tp("a", 0), tp("a", 1), tp("b", 2)];
+    store.add_partitions(&fx, me, &written, false);
+    assert_eq!(store.add_offsets(me, "g"), 0);
+    let offset = PendingOffset {
+        topic: "in".into(),
+        partition: 0,
+        offset: 9,
+        leader_epoch: 0,
+        metadata: None,
+    };
+    assert_eq!(store.txn_offset_commit(me, "g", &[offset.clone()]), 0);
+    fx.fail_once.lock().unwrap().insert(tp("a", 1));
+    assert_eq!(store.end_txn(&fx, me, true), 0);
+    assert_eq!(state(&store, "t"), TxnState::PrepareCommit);
+    let sorted = |fx: &Recorder| {
+        let mut markers = fx.markers.lock().unwrap().clone();
+        markers.sort();
+        markers
+    };
+    assert_eq!(
+        sorted(&fx),
+        vec![("a".into(), 0, pid, 0, true), ("b".into(), 2, pid, 0, true)]
+    );
+    // The offsets were committed by the first pass: the retry does not
+    // commit them again.
+    assert_eq!(fx.offsets.lock().unwrap().len(), 1);
+    store.finish_prepared(&fx);
+    assert_eq!(state(&store, "t"), TxnState::CompleteCommit);
+    assert_eq!(
+        sorted(&fx),
+        vec![
+            ("a".into(), 0, pid, 0, true),
+            ("a".into(), 1, pid, 0, true),
+            ("b".into(), 2, pid, 0, true)
+        ]
+    );
+    assert_eq!(
+        *fx.offsets.lock().unwrap(),
+        vec![("g".to_string(), vec![offset.clone()])]
+    );
+    // Nothing is left: another retry writes nothing.
+    store.finish_prepared(&fx);
+    assert_eq!(sorted(&fx).len(), 3);
+
+    // An offset commit that fails once is retried alone: the markers are
+    // not written again.
+    let me = producer("t", pid, 0);
+    store.add_partitions(&fx, me, &[tp("a", 0)], false);
+    assert_eq!(store.add_offsets(me, "g"), 0);
+    assert_eq!(store.txn_offset_commit(me, "g", &[offset.clone()]), 0);
+    fx.offsets_fail_once.lock().unwrap().insert("g".into());
+    assert_eq!(store.end_txn(&fx, me, true), 0);
+    assert_eq!(state(&store, "t"), TxnState::PrepareCommit);
+    store.finish_prepared(&fx);
+    assert_eq!(state(&store, "t"), TxnState::CompleteCommit);
+    assert_eq!(sorted(&fx).len(), 4);
+    assert_eq!(fx.offsets.lock().unwrap().len(), 2);
+
+    // A restart forgets what was written (memory only): the next start
+    // writes every marker of a prepared transaction again, as a new
+    // Kafka coordinator does.
+    store.add_partitions(&fx, me, &[tp("a", 0), tp("a", 1)], false);
+    fx.fail_once.lock().unwrap().insert(tp("a", 1));
+    assert_eq!(store.end_txn(&fx, me, false), 0);
+    assert_eq!(sorted(&fx).len(), 5);
+    drop(store);
+    let store = open(dir.path());
+    store.finish_prepared(&fx);
+    assert_eq!(state(&store, "t"), TxnState::CompleteAbort);
+    let aborts: Vec<Marker> = sorted(&fx).into_iter().filter(|m| !m.4).collect();
+    assert_eq!(
+        aborts,
+        vec![
+            ("a".into(), 0, pid, 0, false),
+            ("a".into(), 0, pid, 0, false),
+            ("a".into(), 1, pid, 0, false)
+        ]
+    );
+}
+
+/// Effects that, while writing a marker, run the periodic retry as the
+/// broker's clock may at that moment: it finds the transaction being
+/// written and leaves it, so no marker is written twice.
+struct Reentrant<'a> {
+    inner: Recorder,
+    store: &'a TransactionStore,
+}
+
+impl TxnEffects for Reentrant<'_> {
+    fn partition_exists(&self, topic: &str, partition: i32) -> bool {
+        self.inner.partition_exists(topic, partition)
+    }
+
+    fn write_marker(&self, p: &TopicPartition, producer_id: i64, epoch: i16, commit: bool) -> i16 {
+        self.store.finish_prepared(&self.inner);
+        self.inner.write_marker(p, producer_id, epoch, commit)
+    }
+
+    fn complete_group(&self, group_id: &str, producer_id: i64, epoch: i16, commit: bool) -> i16 {
+        self.inner
+            .complete_group(group_id, producer_id, epoch, commit)
+    }
+
+    fn commit_offsets(&self, group_id: &str, offsets: &[PendingOffset]) -> i16 {
+        self.inner.commit_offsets(group_id, offsets)
+    }
+}
+
+#[test]
+fn a_retry_during_the_first_completion_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    let fx = Reentrant {
+        inner: Recorder::default(),
+        store: &store,
+    };
+    let ids = ProducerIdManager::open(dir.path()).unwrap();
+    let pid = store
+        .init_producer_id(&ids, &fx, "t", 60_000, (-1, -1))
+        .producer_id;
+    let me = producer("t", pid, 0);
+    store.add_partitions(&fx, me, &[tp("a", 0), tp("a", 1)], false);
+    assert_eq!(store.end_txn(&fx, me, true), 0);
+    assert_eq!(state(&store, "t"), TxnState::CompleteCommit);
+    assert_eq!(
+        *fx.inner.markers.lock().unwrap(),
+        vec![("a".into(), 0, pid, 0, true), ("a".into(), 1, pid, 0, true)]
+    );
 }
