@@ -52,6 +52,7 @@ pub enum ErrorCode {
     InvalidProducerIdMapping = 49,
     InvalidTransactionTimeout = 50,
     ConcurrentTransactions = 51,
+    TransactionCoordinatorFenced = 52,
     OperationNotAttempted = 55,
     KafkaStorageError = 56,
     LogDirNotFound = 57,

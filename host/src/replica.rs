@@ -474,7 +474,10 @@ impl ReplicaManager {
     /// Appends a commit or abort marker for a producer (what the
     /// coordinator does at EndTxn, and WriteTxnMarkers). A marker from an
     /// epoch older than the producer's current one is refused
-    /// (INVALID_PRODUCER_EPOCH), as Kafka's `checkProducerEpoch`.
+    /// (INVALID_PRODUCER_EPOCH), as Kafka's `checkProducerEpoch`, and one
+    /// from a coordinator older than the one that wrote the producer's
+    /// last marker here (TRANSACTION_COORDINATOR_FENCED: a zombie
+    /// coordinator of its transactional id), as `checkCoordinatorEpoch`.
     pub fn write_marker(
         &self,
         topic: &str,
@@ -498,6 +501,17 @@ impl ReplicaManager {
         if let Some(entry) = state.producers().get(&producer_id) {
             if producer_epoch < entry.epoch {
                 return ErrorCode::InvalidProducerEpoch.code();
+            }
+            if coordinator_epoch < entry.coordinator_epoch {
+                tracing::info!(
+                    topic,
+                    partition,
+                    producer_id,
+                    coordinator_epoch,
+                    current = entry.coordinator_epoch,
+                    "refused a marker from a fenced transaction coordinator"
+                );
+                return ErrorCode::TransactionCoordinatorFenced.code();
             }
         }
         let marker = control::end_transaction_marker(

@@ -285,6 +285,7 @@ impl TxnEffects for Services {
         producer_id: i64,
         epoch: i16,
         commit: bool,
+        coordinator_epoch: i32,
     ) -> i16 {
         if let Some(route) = self.markers.get() {
             match route.leader(partition) {
@@ -293,7 +294,14 @@ impl TxnEffects for Services {
                     return crate::error_code::ErrorCode::NotLeaderOrFollower.code()
                 }
                 Some(leader) if leader != route.this_broker() => {
-                    return route.send(leader, partition, producer_id, epoch, commit)
+                    return route.send(
+                        leader,
+                        partition,
+                        producer_id,
+                        epoch,
+                        commit,
+                        coordinator_epoch,
+                    )
                 }
                 Some(_) => {}
             }
@@ -312,7 +320,7 @@ impl TxnEffects for Services {
             producer_id,
             epoch,
             commit,
-            0,
+            coordinator_epoch,
         )
     }
 
@@ -324,7 +332,14 @@ impl TxnEffects for Services {
 
     /// The marker for the group's partition of `__consumer_offsets`, to
     /// whichever broker leads it (this one included).
-    fn complete_group(&self, group_id: &str, producer_id: i64, epoch: i16, commit: bool) -> i16 {
+    fn complete_group(
+        &self,
+        group_id: &str,
+        producer_id: i64,
+        epoch: i16,
+        commit: bool,
+        coordinator_epoch: i32,
+    ) -> i16 {
         let topic = crate::coordinator::offsets_topic::TOPIC;
         let count = match self.markers.get() {
             Some(route) => route.partitions(topic),
@@ -340,6 +355,7 @@ impl TxnEffects for Services {
             producer_id,
             epoch,
             commit,
+            coordinator_epoch,
         )
     }
 }

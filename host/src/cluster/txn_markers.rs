@@ -82,6 +82,7 @@ fn request(
     producer_id: i64,
     epoch: i16,
     commit: bool,
+    coordinator_epoch: i32,
 ) -> WriteTxnMarkersRequest {
     let topic = WritableTxnMarkerTopic::default()
         .with_name(TopicName(StrBytes::from_string(partition.topic.clone())))
@@ -91,7 +92,7 @@ fn request(
         .with_producer_epoch(epoch)
         .with_transaction_result(commit)
         .with_topics(vec![topic])
-        .with_coordinator_epoch(0);
+        .with_coordinator_epoch(coordinator_epoch);
     WriteTxnMarkersRequest::default().with_markers(vec![marker])
 }
 
@@ -120,9 +121,10 @@ impl MarkerRoute for MarkerChannels {
         producer_id: i64,
         epoch: i16,
         commit: bool,
+        coordinator_epoch: i32,
     ) -> i16 {
         let channel = self.channel(leader);
-        let request = request(partition, producer_id, epoch, commit);
+        let request = request(partition, producer_id, epoch, commit, coordinator_epoch);
         let exchange = async move {
             let mut channel = channel.lock().await;
             channel.send(&request, VERSION).await
@@ -156,12 +158,17 @@ mod tests {
 
     #[test]
     fn one_marker_one_partition() {
-        let r = request(&TopicPartition::new("out", 3), 7, 2, true);
+        let r = request(&TopicPartition::new("out", 3), 7, 2, true, 4);
         assert_eq!(r.markers.len(), 1);
         let m = &r.markers[0];
         assert_eq!(
-            (m.producer_id.0, m.producer_epoch, m.transaction_result),
-            (7, 2, true)
+            (
+                m.producer_id.0,
+                m.producer_epoch,
+                m.transaction_result,
+                m.coordinator_epoch
+            ),
+            (7, 2, true, 4)
         );
         assert_eq!(m.topics[0].name.0.as_str(), "out");
         assert_eq!(m.topics[0].partition_indexes, vec![3]);

@@ -86,6 +86,22 @@ pub fn control_type(batch: &[u8]) -> Option<ControlType> {
     })
 }
 
+/// The coordinator epoch an end-transaction marker carries (its record's
+/// value: version, then the epoch). `None` when the record cannot be read.
+pub fn coordinator_epoch(batch: &[u8]) -> Option<i32> {
+    let records = batch.get(HEADER_SIZE..)?;
+    let mut pos = 0;
+    read_varint(records, &mut pos).ok()?; // record length
+    pos += 1; // attributes
+    read_varlong(records, &mut pos).ok()?; // timestamp delta
+    read_varint(records, &mut pos).ok()?; // offset delta
+    let key_length = usize::try_from(read_varint(records, &mut pos).ok()?).ok()?;
+    pos = pos.checked_add(key_length)?;
+    let value_length = usize::try_from(read_varint(records, &mut pos).ok()?).ok()?;
+    let value = records.get(pos..pos.checked_add(value_length)?)?;
+    Some(i32::from_be_bytes(value.get(2..6)?.try_into().ok()?))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -100,6 +116,9 @@ mod tests {
             assert_eq!(header.record_count, 1);
             assert!(header.is_transactional() && header.is_control());
             assert_eq!(control_type(&marker), Some(expected));
+            assert_eq!(coordinator_epoch(&marker), Some(0));
+            let fenced = end_transaction_marker(42, 3, commit, 7, 1_000);
+            assert_eq!(coordinator_epoch(&fenced), Some(7));
             // The storage engine's validation accepts it (CRC, records).
             prepare_append(&marker, 1 << 20, None, false).unwrap();
         }

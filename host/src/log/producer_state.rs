@@ -71,6 +71,9 @@ pub struct ProducerBatch {
     pub control: bool,
     /// For a control batch: what it marks.
     pub marker: Option<ControlType>,
+    /// For an end-transaction marker: the coordinator epoch it carries
+    /// (-1 otherwise).
+    pub coordinator_epoch: i32,
 }
 
 impl ProducerBatch {
@@ -119,6 +122,11 @@ pub fn producer_batches(mut bytes: &[u8]) -> Option<Vec<ProducerBatch>> {
                 .is_control()
                 .then(|| control::control_type(batch))
                 .flatten(),
+            coordinator_epoch: if header.is_control() {
+                control::coordinator_epoch(batch).unwrap_or(-1)
+            } else {
+                -1
+            },
         });
         bytes = &bytes[batch.len()..];
     }
@@ -162,6 +170,10 @@ pub struct ProducerEntry {
     pub last_timestamp: i64,
     /// First offset of the producer's open transaction in this partition.
     pub txn_first_offset: Option<i64>,
+    /// The coordinator epoch of the last marker written for the producer
+    /// (-1: none): a marker from an older coordinator is refused
+    /// (Kafka's `ProducerStateEntry.coordinatorEpoch`).
+    pub coordinator_epoch: i32,
 }
 
 impl ProducerEntry {
@@ -260,6 +272,7 @@ impl ProducerStateMap {
                     batches: VecDeque::new(),
                     last_timestamp: batch.max_timestamp,
                     txn_first_offset: None,
+                    coordinator_epoch: -1,
                 });
             if batch.producer_epoch != entry.epoch {
                 // A new epoch starts a new sequence space.
@@ -269,6 +282,9 @@ impl ProducerStateMap {
             entry.last_timestamp = entry.last_timestamp.max(batch.max_timestamp);
             if batch.control {
                 let ended = matches!(batch.marker, Some(ControlType::Abort | ControlType::Commit));
+                if ended {
+                    entry.coordinator_epoch = batch.coordinator_epoch;
+                }
                 if let (true, Some(first_offset)) = (ended, entry.txn_first_offset) {
                     entry.txn_first_offset = None;
                     if batch.marker == Some(ControlType::Abort) {
@@ -396,6 +412,7 @@ mod tests {
             transactional: false,
             control: false,
             marker: None,
+            coordinator_epoch: -1,
         }
     }
 
@@ -421,7 +438,30 @@ mod tests {
             } else {
                 ControlType::Abort
             }),
+            coordinator_epoch: 0,
         }
+    }
+
+    /// The producer keeps the coordinator epoch of its last marker (what a
+    /// marker from an older coordinator is checked against).
+    #[test]
+    fn a_marker_records_its_coordinator_epoch() {
+        let mut state = ProducerStateMap::default();
+        appended(&mut state, transactional(1, 0, 1, 0));
+        assert_eq!(state.producers()[&1].coordinator_epoch, -1);
+        appended(
+            &mut state,
+            ProducerBatch {
+                coordinator_epoch: 6,
+                ..marker(1, true, 1)
+            },
+        );
+        assert_eq!(state.producers()[&1].coordinator_epoch, 6);
+        let bytes = control::end_transaction_marker(1, 0, false, 9, 1_000);
+        let parsed = producer_batches(&bytes).unwrap();
+        assert_eq!(parsed[0].coordinator_epoch, 9);
+        state.record(&parsed);
+        assert_eq!(state.producers()[&1].coordinator_epoch, 9);
     }
 
     #[test]

@@ -135,21 +135,32 @@ fn minus_one() -> i64 {
 /// What the coordinator does to the rest of the broker.
 pub trait TxnEffects {
     fn partition_exists(&self, topic: &str, partition: i32) -> bool;
-    /// Appends a commit or abort marker; a Kafka error code.
+    /// Appends a commit or abort marker from the coordinator at
+    /// `coordinator_epoch` (the leader epoch of the `__transaction_state`
+    /// partition of the transactional id); a Kafka error code.
     fn write_marker(
         &self,
         partition: &TopicPartition,
         producer_id: i64,
         epoch: i16,
         commit: bool,
+        coordinator_epoch: i32,
     ) -> i16;
     /// Commits a transaction's offsets to a group; a Kafka error code.
     fn commit_offsets(&self, group_id: &str, offsets: &[PendingOffset]) -> i16;
     /// Ends the transaction at `group_id`'s coordinator (a cluster node:
     /// the marker for the group's partition of `__consumer_offsets`,
     /// which commits or drops the offsets its TxnOffsetCommits left
-    /// there); a Kafka error code.
-    fn complete_group(&self, group_id: &str, producer_id: i64, epoch: i16, commit: bool) -> i16;
+    /// there), from the coordinator at `coordinator_epoch`; a Kafka error
+    /// code.
+    fn complete_group(
+        &self,
+        group_id: &str,
+        producer_id: i64,
+        epoch: i16,
+        commit: bool,
+        coordinator_epoch: i32,
+    ) -> i16;
 }
 
 /// Where a marker goes on a cluster node: a partition another broker
@@ -162,7 +173,8 @@ pub trait MarkerRoute: Send + Sync {
     fn partitions(&self, topic: &str) -> Option<i32>;
     /// This broker's id.
     fn this_broker(&self) -> i32;
-    /// Sends the marker to `leader`; its Kafka error code.
+    /// Sends the marker, from the coordinator at `coordinator_epoch`, to
+    /// `leader`; its Kafka error code.
     fn send(
         &self,
         leader: i32,
@@ -170,6 +182,7 @@ pub trait MarkerRoute: Send + Sync {
         producer_id: i64,
         epoch: i16,
         commit: bool,
+        coordinator_epoch: i32,
     ) -> i16;
 }
 
@@ -222,6 +235,10 @@ struct Completion {
     producer_id: i64,
     producer_epoch: i16,
     commit: bool,
+    /// The leader epoch of the id's `__transaction_state` partition when
+    /// this coordinator decided to complete it (0 on a single node): the
+    /// markers carry it, and a partition refuses markers from an older one.
+    coordinator_epoch: i32,
     /// Partitions whose marker is not written yet.
     partitions: BTreeSet<TopicPartition>,
     /// Groups whose coordinator has not ended the transaction yet (a
@@ -234,8 +251,17 @@ struct Completion {
 impl Completion {
     /// Whether `other` completes the same decision of the same producer.
     fn same_transaction(&self, other: &Completion) -> bool {
-        (self.producer_id, self.producer_epoch, self.commit)
-            == (other.producer_id, other.producer_epoch, other.commit)
+        (
+            self.producer_id,
+            self.producer_epoch,
+            self.commit,
+            self.coordinator_epoch,
+        ) == (
+            other.producer_id,
+            other.producer_epoch,
+            other.commit,
+            other.coordinator_epoch,
+        )
     }
 
     fn is_done(&self) -> bool {
@@ -571,7 +597,7 @@ impl TransactionStore {
             if let Err(code) = self.put(&mut producers, transactional_id, aborting.clone(), true) {
                 return InitAnswer::failed(code);
             }
-            let completion = completion_of(transactional_id, &aborting);
+            let completion = self.completion_of(transactional_id, &aborting);
             drop(producers);
             self.complete(effects, completion);
             producers = self.lock();
@@ -828,7 +854,10 @@ impl TransactionStore {
         drop(producers);
         // Decided: from here the markers are retried until written, so the
         // producer may go on.
-        self.complete(effects, completion_of(producer.transactional_id, &prepared));
+        self.complete(
+            effects,
+            self.completion_of(producer.transactional_id, &prepared),
+        );
         ErrorCode::None.code()
     }
 
@@ -877,11 +906,39 @@ impl TransactionStore {
         }
     }
 
+    /// The coordinator epoch of `transactional_id` here: the leader epoch
+    /// of its `__transaction_state` partition on a cluster node (None when
+    /// not led here), 0 on a single node.
+    fn coordinator_epoch(&self, transactional_id: &str) -> Option<i32> {
+        let Some(ownership) = self.ownership.as_ref() else {
+            return Some(0);
+        };
+        let partition = self.log.partition_of(transactional_id)?;
+        crate::sync::lock(ownership)
+            .led
+            .get(&partition)
+            .map(|(epoch, _)| *epoch)
+    }
+
+    /// What a prepared `record` leaves to write, from this coordinator.
+    fn completion_of(&self, transactional_id: &str, record: &TransactionalProducer) -> Completion {
+        let coordinator_epoch = self.coordinator_epoch(transactional_id).unwrap_or(-1);
+        completion_of(transactional_id, record, coordinator_epoch)
+    }
+
     /// Takes on writing `completion`: what is left of it (all of it the
     /// first time, or when it is another decision than the one in
     /// progress) and the claim to release it with; None when another call
     /// is writing it now.
     fn claim(&self, completion: Completion) -> Option<(u64, Completion)> {
+        if self.coordinator_epoch(&completion.transactional_id)
+            != Some(completion.coordinator_epoch)
+        {
+            // Resigned or reloaded since: the new coordinator (or the new
+            // load) completes it, as Kafka's channel manager drops the
+            // markers of an older coordinator epoch.
+            return None;
+        }
         let claim = self.claims.fetch_add(1, Ordering::Relaxed) + 1;
         let mut completing = crate::sync::lock(&self.completing);
         match completing.get_mut(&completion.transactional_id) {
@@ -926,7 +983,7 @@ impl TransactionStore {
             .lock()
             .iter()
             .filter(|(_, record)| record.state.is_prepare())
-            .map(|(id, record)| completion_of(id, record))
+            .map(|(id, record)| self.completion_of(id, record))
             .collect();
         for completion in completions {
             tracing::info!(transactional_id = %completion.transactional_id, commit = completion.commit, "finishing a prepared transaction");
@@ -970,7 +1027,7 @@ impl TransactionStore {
                     .put(&mut producers, &id, aborting.clone(), true)
                     .is_ok()
                 {
-                    completions.push(completion_of(&id, &aborting));
+                    completions.push(self.completion_of(&id, &aborting));
                 }
             }
             let idle: Vec<String> = producers
@@ -1105,13 +1162,20 @@ fn append_error(code: i16) -> i16 {
     }
 }
 
-fn completion_of(transactional_id: &str, record: &TransactionalProducer) -> Completion {
+/// What a prepared `record` of `transactional_id` leaves to write, by
+/// the coordinator at `coordinator_epoch`.
+fn completion_of(
+    transactional_id: &str,
+    record: &TransactionalProducer,
+    coordinator_epoch: i32,
+) -> Completion {
     let commit = record.state == TxnState::PrepareCommit;
     Completion {
         transactional_id: transactional_id.to_string(),
         producer_id: record.producer_id,
         producer_epoch: record.producer_epoch,
         commit,
+        coordinator_epoch,
         partitions: record.partitions.clone(),
         groups_to_end: record.groups.keys().cloned().collect(),
         offsets: record
@@ -1145,8 +1209,9 @@ fn write_completion(
 ) -> Completion {
     let id = work.transactional_id.clone();
     let (producer_id, epoch, commit) = (work.producer_id, work.producer_epoch, work.commit);
+    let coordinator_epoch = work.coordinator_epoch;
     work.partitions.retain(|partition| {
-        let code = effects.write_marker(partition, producer_id, epoch, commit);
+        let code = effects.write_marker(partition, producer_id, epoch, commit, coordinator_epoch);
         if marker_done(code) {
             return false;
         }
@@ -1161,7 +1226,8 @@ fn write_completion(
     });
     if in_cluster {
         work.groups_to_end.retain(|group| {
-            let code = effects.complete_group(group, producer_id, epoch, commit);
+            let code =
+                effects.complete_group(group, producer_id, epoch, commit, coordinator_epoch);
             if code == ErrorCode::None.code() || code == ErrorCode::UnknownTopicOrPartition.code() {
                 return false;
             }

@@ -40,7 +40,14 @@ impl TxnEffects for Recorder {
         topic != "missing" && partition < 4
     }
 
-    fn write_marker(&self, p: &TopicPartition, producer_id: i64, epoch: i16, commit: bool) -> i16 {
+    fn write_marker(
+        &self,
+        p: &TopicPartition,
+        producer_id: i64,
+        epoch: i16,
+        commit: bool,
+        _: i32,
+    ) -> i16 {
         if self.failing.lock().unwrap().contains(&p.topic)
             || self.fail_once.lock().unwrap().remove(p)
         {
@@ -56,7 +63,7 @@ impl TxnEffects for Recorder {
         ErrorCode::None.code()
     }
 
-    fn complete_group(&self, group_id: &str, _: i64, _: i16, commit: bool) -> i16 {
+    fn complete_group(&self, group_id: &str, _: i64, _: i16, commit: bool, _: i32) -> i16 {
         self.groups_ended
             .lock()
             .unwrap()
@@ -564,14 +571,29 @@ impl TxnEffects for Reentrant<'_> {
         self.inner.partition_exists(topic, partition)
     }
 
-    fn write_marker(&self, p: &TopicPartition, producer_id: i64, epoch: i16, commit: bool) -> i16 {
+    fn write_marker(
+        &self,
+        p: &TopicPartition,
+        producer_id: i64,
+        epoch: i16,
+        commit: bool,
+        coordinator_epoch: i32,
+    ) -> i16 {
         self.store.finish_prepared(&self.inner);
-        self.inner.write_marker(p, producer_id, epoch, commit)
+        self.inner
+            .write_marker(p, producer_id, epoch, commit, coordinator_epoch)
     }
 
-    fn complete_group(&self, group_id: &str, producer_id: i64, epoch: i16, commit: bool) -> i16 {
+    fn complete_group(
+        &self,
+        group_id: &str,
+        producer_id: i64,
+        epoch: i16,
+        commit: bool,
+        coordinator_epoch: i32,
+    ) -> i16 {
         self.inner
-            .complete_group(group_id, producer_id, epoch, commit)
+            .complete_group(group_id, producer_id, epoch, commit, coordinator_epoch)
     }
 
     fn commit_offsets(&self, group_id: &str, offsets: &[PendingOffset]) -> i16 {
