@@ -963,3 +963,80 @@ async fn a_transactional_batch_for_a_partition_outside_the_transaction_is_refuse
         INVALID_RECORD
     );
 }
+
+/// WriteTxnMarkers v1 (flexible) of one marker for partition 0 of
+/// `topic`: the partition's error code.
+fn write_marker_v1(
+    broker: &Broker,
+    topic: &str,
+    (pid, epoch): (i64, i16),
+    commit: bool,
+    coordinator_epoch: i32,
+) -> i16 {
+    let mut body = Vec::new();
+    wire::put_uvarint(&mut body, 2); // one marker
+    body.extend_from_slice(&pid.to_be_bytes());
+    wire::put_i16(&mut body, epoch);
+    body.push(u8::from(commit));
+    wire::put_uvarint(&mut body, 2); // one topic
+    wire::put_compact_string(&mut body, topic);
+    wire::put_uvarint(&mut body, 2); // one partition
+    wire::put_i32(&mut body, 0);
+    wire::put_uvarint(&mut body, 0); // topic tags
+    wire::put_i32(&mut body, coordinator_epoch);
+    wire::put_uvarint(&mut body, 0); // marker tags
+    wire::put_uvarint(&mut body, 0); // request tags
+    let frame = wire::request_frame(27, 1, 9, true, &body);
+    let response = Conn::connect(broker.addr()).round_trip(&frame, 9);
+    // No throttle time in this response: header tags, then the markers.
+    let mut r = wire::Reader::new(&response[4..]);
+    r.skip_tags();
+    assert_eq!(r.uvarint(), 2, "one marker");
+    assert_eq!(read_i64(&mut r), pid);
+    assert_eq!(r.uvarint(), 2, "one topic");
+    assert_eq!(r.compact_nullable_string().as_deref(), Some(topic));
+    assert_eq!(r.uvarint(), 2, "one partition");
+    assert_eq!(r.i32(), 0, "partition 0");
+    r.i16()
+}
+
+/// A partition refuses a marker from a coordinator older than the one
+/// that wrote the producer's last marker there (Kafka's
+/// `checkCoordinatorEpoch`: a zombie coordinator after a failover), also
+/// after a restart rebuilt the producer's state from the log; the same
+/// or a newer coordinator epoch is taken.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_marker_from_an_older_coordinator_epoch_is_fenced() {
+    const TRANSACTION_COORDINATOR_FENCED: i16 = 52;
+    let mut broker = Broker::start();
+    let topic = "txn-coordinator-epoch";
+    kafka::create_topic(&broker, topic, 1).await;
+    let (error, pid, epoch) = init_v1(&broker, "zombie-coordinator", 60_000);
+    assert_eq!(error, 0);
+    assert_eq!(
+        add_partition_v1(&broker, "zombie-coordinator", pid, epoch, topic),
+        0
+    );
+    let batch = transactional_batch(pid, epoch, 0, b"v");
+    assert_eq!(produce_v3(&broker, "zombie-coordinator", topic, &batch), 0);
+    assert_eq!(write_marker_v1(&broker, topic, (pid, epoch), true, 5), 0);
+    assert_eq!(stable_and_high(&broker, topic, 1), vec![(2, 2)]);
+    assert_eq!(
+        write_marker_v1(&broker, topic, (pid, epoch), false, 4),
+        TRANSACTION_COORDINATOR_FENCED
+    );
+    assert_eq!(
+        stable_and_high(&broker, topic, 1),
+        vec![(2, 2)],
+        "the fenced marker is not written"
+    );
+    broker.restart();
+    assert_eq!(
+        write_marker_v1(&broker, topic, (pid, epoch), false, 4),
+        TRANSACTION_COORDINATOR_FENCED,
+        "the coordinator epoch is rebuilt from the log"
+    );
+    assert_eq!(write_marker_v1(&broker, topic, (pid, epoch), true, 5), 0);
+    assert_eq!(write_marker_v1(&broker, topic, (pid, epoch), true, 6), 0);
+    assert_eq!(stable_and_high(&broker, topic, 1), vec![(4, 4)]);
+}
