@@ -488,7 +488,10 @@ fn a_retry_writes_only_the_markers_and_offsets_that_failed() {
         leader_epoch: 0,
         metadata: None,
     };
-    assert_eq!(store.txn_offset_commit(me, "g", &[offset.clone()]), 0);
+    assert_eq!(
+        store.txn_offset_commit(me, "g", std::slice::from_ref(&offset)),
+        0
+    );
     fx.fail_once.lock().unwrap().insert(tp("a", 1));
     assert_eq!(store.end_txn(&fx, me, true), 0);
     assert_eq!(state(&store, "t"), TxnState::PrepareCommit);
@@ -527,7 +530,10 @@ fn a_retry_writes_only_the_markers_and_offsets_that_failed() {
     let me = producer("t", pid, 0);
     store.add_partitions(&fx, me, &[tp("a", 0)], false);
     assert_eq!(store.add_offsets(me, "g"), 0);
-    assert_eq!(store.txn_offset_commit(me, "g", &[offset.clone()]), 0);
+    assert_eq!(
+        store.txn_offset_commit(me, "g", std::slice::from_ref(&offset)),
+        0
+    );
     fx.offsets_fail_once.lock().unwrap().insert("g".into());
     assert_eq!(store.end_txn(&fx, me, true), 0);
     assert_eq!(state(&store, "t"), TxnState::PrepareCommit);
