@@ -5,7 +5,9 @@
 //! ReplicaManager. Blocking work (fsyncs, marker appends) runs here on the
 //! calling worker, as the other storage imports do.
 
-use crate::coordinator::CommitRequest;
+use std::time::Instant;
+
+use crate::coordinator::{CommitRequest, Pending};
 use crate::error_code::ErrorCode;
 use crate::log::TopicPartition;
 use crate::plugins::bindings::handler::gregor::broker::txn::{
@@ -120,7 +122,7 @@ impl txn::Host for HandlerState {
         ))
     }
 
-    fn txn_offset_commit(
+    async fn txn_offset_commit(
         &mut self,
         transactional_id: String,
         group_id: String,
@@ -171,12 +173,19 @@ impl txn::Host for HandlerState {
         if self.services.transactions.in_cluster() {
             let commits: Vec<crate::coordinator::OffsetCommit> =
                 pending.iter().map(PendingOffset::to_commit).collect();
-            let code = self.services.groups.add_pending_txn_offsets(
+            // The write waits for the ISR of the group's partition: the
+            // broker's time, not the guest's.
+            let started = Instant::now();
+            let code = match self.services.groups.add_pending_txn_offsets(
                 &group_id,
                 producer_id,
                 producer_epoch,
                 &commits,
-            );
+            ) {
+                Pending::Ready(code) => code,
+                Pending::Later(replicated) => replicated.await,
+            };
+            self.clock.add_host_wait(started.elapsed());
             return answer(code, offsets);
         }
         let code = self.services.transactions.txn_offset_commit(
