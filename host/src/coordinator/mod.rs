@@ -761,46 +761,18 @@ impl GroupCoordinator {
         producer_id: i64,
         producer_epoch: i16,
         commit: bool,
-    ) -> i16 {
+    ) -> Pending<i16> {
         let mut inner = self.lock();
-        let partitions = match inner.ownership.as_ref() {
-            Some(ownership) => {
-                if ownership
-                    .led
-                    .get(&partition)
-                    .is_none_or(|(_, loaded)| !loaded)
-                {
-                    return ErrorCode::NotLeaderOrFollower.code();
-                }
-                ownership.partitions
-            }
-            None => return ErrorCode::None.code(),
-        };
         let producer = (producer_id, producer_epoch);
-        if let Err(error) = inner.env.store.append_marker(partition, producer, commit) {
-            warn!(
-                partition,
-                producer_id,
-                "cannot write a transaction marker to {}: {error}",
-                offsets_topic::TOPIC
-            );
-            return ErrorCode::KafkaStorageError.code();
+        let code = complete_under_lock(&mut inner, partition, producer, commit);
+        if code != ErrorCode::None.code() {
+            return Pending::Ready(code);
         }
-        let taken = inner
-            .pending_txn
-            .take(producer_id, producer_epoch, |group| {
-                offsets_topic::partition_for(group, partitions) == partition
-            });
-        if !commit {
-            return ErrorCode::None.code();
+        // Answered once the partition's ISR has the marker and offsets.
+        match self.replicated(&mut inner) {
+            None => Pending::Ready(code),
+            Some(replicated) => Pending::Later(replicated),
         }
-        for (group, offsets) in taken {
-            let code = inner.commit_transactional_offsets(&group, &offsets);
-            if code != ErrorCode::None.code() {
-                return code;
-            }
-        }
-        ErrorCode::None.code()
     }
 
     /// The partitions with transactional offsets pending here for
@@ -1077,6 +1049,57 @@ impl Inner {
         self.env.store.forget(&gone);
         gone.len()
     }
+}
+
+/// [`GroupCoordinator::complete_transaction`] under the coordinator's
+/// lock: the marker written, the producer's pending offsets of the
+/// partition's groups committed or dropped.
+fn complete_under_lock(
+    inner: &mut Inner,
+    partition: i32,
+    producer: (i64, i16),
+    commit: bool,
+) -> i16 {
+    let partitions = match inner.ownership.as_ref() {
+        Some(ownership) => {
+            if ownership
+                .led
+                .get(&partition)
+                .is_none_or(|(_, loaded)| !loaded)
+            {
+                return ErrorCode::NotLeaderOrFollower.code();
+            }
+            ownership.partitions
+        }
+        None => return ErrorCode::None.code(),
+    };
+    // Only this marker's writes are waited for.
+    inner.env.store.take_written();
+    if let Err(error) = inner.env.store.append_marker(partition, producer, commit) {
+        warn!(
+            partition,
+            producer_id = producer.0,
+            "cannot write a transaction marker to {}: {error}",
+            offsets_topic::TOPIC
+        );
+        return ErrorCode::KafkaStorageError.code();
+    }
+    let (producer_id, producer_epoch) = producer;
+    let taken = inner
+        .pending_txn
+        .take(producer_id, producer_epoch, |group| {
+            offsets_topic::partition_for(group, partitions) == partition
+        });
+    if !commit {
+        return ErrorCode::None.code();
+    }
+    for (group, offsets) in taken {
+        let code = inner.commit_transactional_offsets(&group, &offsets);
+        if code != ErrorCode::None.code() {
+            return code;
+        }
+    }
+    ErrorCode::None.code()
 }
 
 #[cfg(test)]

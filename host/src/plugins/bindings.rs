@@ -28,6 +28,7 @@ pub mod handler {
             "gregor:broker/groups.sync-or-park": async,
             "gregor:broker/groups.commit-offsets": async,
             "gregor:broker/txn.txn-offset-commit": async,
+            "gregor:broker/txn.write-markers": async,
         },
         exports: { default: async },
         with: {
