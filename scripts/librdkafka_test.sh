@@ -22,10 +22,10 @@
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
-target=${CARGO_TARGET_DIR:-$root/target}
+target=$(realpath -m "${CARGO_TARGET_DIR:-$root/target}")
 export GREGOR_BIN=${GREGOR_BIN:-$target/release/gregor}
 export GREGOR_PLUGIN_DIR=${GREGOR_PLUGIN_DIR:-$root/build/plugins}
-build_dir=${LIBRDKAFKA_TEST_DIR:-$target/librdkafka-tests}
+build_dir=$(realpath -m "${LIBRDKAFKA_TEST_DIR:-$target/librdkafka-tests}")
 tests=${1:-0103}
 
 [ -x "$GREGOR_BIN" ] || { echo "librdkafka_test.sh: no gregor binary at $GREGOR_BIN (make build)" >&2; exit 2; }
