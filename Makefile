@@ -29,6 +29,7 @@ export GREGOR_PLUGIN_DIR := $(abspath $(PLUGIN_DIR))
 export GREGOR_EXAMPLE_DIR := $(abspath $(EXAMPLE_DIR))
 
 .PHONY: all build host plugins authorizers wasm-target test-deps run cluster test unit-test integration-test lint fmt bench bench-cluster bench-rps bench-scale
+.PHONY: librdkafka-test
 .PHONY: fuzz
 
 all: build
@@ -76,6 +77,14 @@ run: build
 # foreground, each node's output prefixed; Ctrl-C stops all three.
 cluster: build
 	CLUSTER_DATA=$(DATA_DIR)/cluster scripts/cluster.sh
+
+# librdkafka's own regression tests (default 0103, transactions; others:
+# LIBRDKAFKA_TESTS=0098,0129) against a 3-node cluster on free ports; the
+# test runner is built once under $(TARGET_DIR)/librdkafka-tests. Never
+# part of `make test` (the first build takes minutes).
+LIBRDKAFKA_TESTS ?= 0103
+librdkafka-test: build
+	CARGO_TARGET_DIR=$(abspath $(TARGET_DIR)) scripts/librdkafka_test.sh $(LIBRDKAFKA_TESTS)
 
 # Client tools the integration tests drive (kcat, librdkafka's build deps).
 test-deps:
