@@ -21,7 +21,7 @@ Environment: BENCH_CLUSTER_ROUNDS (metadata rounds, default 3),
 BENCH_CLUSTER_TOPICS (default 10), BENCH_CLUSTER_RECORDS (records per
 produce/consume run, default 100000), BENCH_CLUSTER_TPUT_ROUNDS (default 3),
 BENCH_CLUSTER_COMMITS (commits per round, default 2000),
-BENCH_CLUSTER_FAILOVERS (failover rounds per part, default 4), GREGOR_BENCH
+BENCH_CLUSTER_FAILOVERS (failover rounds per part, default 5), GREGOR_BENCH
 (the gregor-bench binary; default next to GREGOR_BIN). Results: Markdown on
 stdout, JSON in bench/results/cluster.json (metadata),
 cluster-replication.json and cluster-offsets.json.
@@ -44,7 +44,7 @@ TOPICS = int(os.environ.get("BENCH_CLUSTER_TOPICS", "10"))
 RECORDS = int(os.environ.get("BENCH_CLUSTER_RECORDS", "100000"))
 TPUT_ROUNDS = int(os.environ.get("BENCH_CLUSTER_TPUT_ROUNDS", "3"))
 COMMITS = int(os.environ.get("BENCH_CLUSTER_COMMITS", "2000"))
-FAILOVERS = int(os.environ.get("BENCH_CLUSTER_FAILOVERS", "4"))
+FAILOVERS = int(os.environ.get("BENCH_CLUSTER_FAILOVERS", "5"))
 PARTS = os.environ.get("BENCH_CLUSTER_PARTS", "metadata,replication,offsets").split(",")
 NODES = cluster_nodes.NODES
 RESULTS = os.path.join(ROOT, "bench", "results")
