@@ -19,7 +19,7 @@ Parts (BENCH_CLUSTER_PARTS, comma-separated; default all three):
 
 Environment: BENCH_CLUSTER_ROUNDS (metadata rounds, default 3),
 BENCH_CLUSTER_TOPICS (default 10), BENCH_CLUSTER_RECORDS (records per
-produce/consume run, default 100000), BENCH_CLUSTER_TPUT_ROUNDS (default 3),
+produce/consume run, default 400000), BENCH_CLUSTER_TPUT_ROUNDS (default 3),
 BENCH_CLUSTER_COMMITS (commits per round, default 2000),
 BENCH_CLUSTER_FAILOVERS (failover rounds per part, default 5), GREGOR_BENCH
 (the gregor-bench binary; default next to GREGOR_BIN). Results: Markdown on
@@ -41,7 +41,7 @@ from cluster_nodes import ROOT, checks
 
 ROUNDS = int(os.environ.get("BENCH_CLUSTER_ROUNDS", "3"))
 TOPICS = int(os.environ.get("BENCH_CLUSTER_TOPICS", "10"))
-RECORDS = int(os.environ.get("BENCH_CLUSTER_RECORDS", "100000"))
+RECORDS = int(os.environ.get("BENCH_CLUSTER_RECORDS", "400000"))
 TPUT_ROUNDS = int(os.environ.get("BENCH_CLUSTER_TPUT_ROUNDS", "3"))
 COMMITS = int(os.environ.get("BENCH_CLUSTER_COMMITS", "2000"))
 FAILOVERS = int(os.environ.get("BENCH_CLUSTER_FAILOVERS", "5"))

@@ -141,9 +141,14 @@ def failover_round(cluster, topic, group):
     thread = threading.Thread(target=keep_committing, daemon=True)
     thread.start()
     try:
-        time.sleep(2.0)  # steady state before the kill
+        # Steady state before the kill: commits succeeding, then 1 s more.
+        deadline = time.time() + 30
+        while not successes and time.time() < deadline:
+            time.sleep(0.01)
         if not successes:
-            raise SystemExit(f"no commit succeeded with coordinator {coordinator}")
+            raise SystemExit(f"no commit succeeded with coordinator {coordinator} in 30 s")
+        time.sleep(1.0)
+        controller = checks.raw_metadata(asker)["controller"]
         killed_at = cluster.kill(coordinator)
         moved = watch(lambda: find_coordinator(asker, group) != coordinator)
         deadline = time.time() + 120
@@ -161,6 +166,7 @@ def failover_round(cluster, topic, group):
     new_coordinator = checks.until(lambda: find_coordinator(asker, group), 30)
     cluster.restart(coordinator)
     return {"killed": coordinator, "new_coordinator": new_coordinator, "partition": index,
+            "killed_was_controller": controller == coordinator,
             "kill_to_first_commit_ms": round((first_after - killed_at) * 1000),
             "commit_gap_ms": round((first_after - last_before) * 1000),
             "kill_to_new_coordinator_named_ms":

@@ -159,9 +159,12 @@ def failover_round(cluster, topic, size):
                 return True
         return False
 
-    produce_for(2.0)  # steady state before the kill
-    if not acked:
-        raise SystemExit(f"no acknowledgement from leader {leader} before the kill")
+    # Steady state before the kill: acknowledged records (a new producer's
+    # first ones can wait for its producer id and metadata), then 1 s more.
+    if not produce_for(30.0, until_acked_after=0):
+        raise SystemExit(f"no acknowledgement from leader {leader} in 30 s before the kill")
+    produce_for(1.0)
+    controller = cluster_nodes.checks.raw_metadata(survivor)["controller"]
     killed_at = cluster.kill(leader)
     last_before = max(t for _, t in acked if t <= killed_at)
     elected = watch(lambda: partition(survivor, topic)[0] not in (leader, -1))
@@ -172,7 +175,7 @@ def failover_round(cluster, topic, size):
     elected["thread"].join(timeout=120)
     new_leader = partition(survivor, topic)[0]
     cluster.restart(leader)
-    return {"killed": leader, "new_leader": new_leader,
+    return {"killed": leader, "new_leader": new_leader, "killed_was_controller": controller == leader,
             "kill_to_first_ack_ms": round((first_after - killed_at) * 1000),
             "ack_gap_ms": round((first_after - last_before) * 1000),
             "kill_to_new_leader_in_metadata_ms":
