@@ -92,6 +92,7 @@ def percentile(values, q):
 
 def commit_round(cluster, consumer, topic, start, commits):
     cpu0 = cluster.cpu()
+    by_node0 = [cluster_nodes.cpu_seconds(pid) for pid in cluster.pids()]
     latencies = []
     began = time.perf_counter()
     for i in range(commits):
@@ -100,7 +101,9 @@ def commit_round(cluster, consumer, topic, start, commits):
         latencies.append((time.perf_counter() - t0) * 1000)
     seconds = time.perf_counter() - began
     cpu = cluster.cpu() - cpu0
+    by_node = [cluster_nodes.cpu_seconds(pid) - c for pid, c in zip(cluster.pids(), by_node0)]
     return {"commits_per_sec": round(commits / seconds, 1),
+            "cpu_ms_per_1000_by_node": [round(c * 1000 / commits * 1000, 1) for c in by_node],
             "p50_ms": round(percentile(latencies, 0.50), 3),
             "p99_ms": round(percentile(latencies, 0.99), 3),
             "max_ms": round(max(latencies), 3),
