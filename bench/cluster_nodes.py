@@ -93,9 +93,14 @@ class Cluster:
                     and len({m["controller"] for m in seen}) == 1
                     and seen[0]["controller"] >= 1 and seen[0]["controller"])
 
-        self.controller = checks.until(formed, 90)
-        for node in range(1, NODES + 1):
-            self.commands[node] = cmdline(node_pid(self.proc.pid, node))
+        try:
+            self.controller = checks.until(formed, 90)
+            for node in range(1, NODES + 1):
+                self.commands[node] = cmdline(node_pid(self.proc.pid, node))
+        except BaseException:
+            # A cluster that did not form is stopped, not left running.
+            self.stop()
+            raise
 
     def pid(self, node):
         if node in self.restarted:
