@@ -131,10 +131,15 @@ bench-rps: build
 bench-scale: build
 	python3 bench/scale.py
 
-# Cluster figures on a local 3-node cluster (metadata propagation,
-# controller failover); never part of `make test`.
+# Cluster figures on a local 3-node cluster (metadata propagation and
+# controller failover; acks=all throughput at RF 3 vs RF 1 and leader
+# failover; OffsetCommit on an RF 3 vs RF 1 __consumer_offsets and
+# coordinator failover), about 10 minutes; never part of `make test`.
+# BENCH_CLUSTER_PARTS=metadata,replication,offsets picks parts (see
+# bench/cluster.py for the other BENCH_CLUSTER_* knobs).
 bench-cluster: build
-	python3 bench/cluster.py
+	$(CARGO) build --release -p gregor-bench --bin gregor-bench
+	GREGOR_BENCH=$(abspath $(TARGET_DIR)/release/gregor-bench) python3 bench/cluster.py
 
 # Longer fuzzing on demand; never part of `make test` (which runs the short,
 # seeded versions as unit tests). The SDK's bounded decode of every request
