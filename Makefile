@@ -29,6 +29,7 @@ export GREGOR_PLUGIN_DIR := $(abspath $(PLUGIN_DIR))
 export GREGOR_EXAMPLE_DIR := $(abspath $(EXAMPLE_DIR))
 
 .PHONY: all build host plugins authorizers wasm-target test-deps run cluster test unit-test integration-test lint fmt bench bench-cluster bench-rps bench-scale
+.PHONY: librdkafka-test
 .PHONY: fuzz
 
 all: build
@@ -77,6 +78,14 @@ run: build
 cluster: build
 	CLUSTER_DATA=$(DATA_DIR)/cluster scripts/cluster.sh
 
+# librdkafka's own regression tests (default 0103, transactions; others:
+# LIBRDKAFKA_TESTS=0098,0129) against a 3-node cluster on free ports; the
+# test runner is built once under $(TARGET_DIR)/librdkafka-tests. Never
+# part of `make test` (the first build takes minutes).
+LIBRDKAFKA_TESTS ?= 0103
+librdkafka-test: build
+	CARGO_TARGET_DIR=$(abspath $(TARGET_DIR)) scripts/librdkafka_test.sh $(LIBRDKAFKA_TESTS)
+
 # Client tools the integration tests drive (kcat, librdkafka's build deps).
 test-deps:
 	@command -v kcat >/dev/null && command -v cmake >/dev/null || bash .ci/deps.sh
@@ -122,10 +131,15 @@ bench-rps: build
 bench-scale: build
 	python3 bench/scale.py
 
-# Cluster figures on a local 3-node cluster (metadata propagation,
-# controller failover); never part of `make test`.
+# Cluster figures on a local 3-node cluster (metadata propagation and
+# controller failover; acks=all throughput at RF 3 vs RF 1 and leader
+# failover; OffsetCommit on an RF 3 vs RF 1 __consumer_offsets and
+# coordinator failover), about 10 minutes; never part of `make test`.
+# BENCH_CLUSTER_PARTS=metadata,replication,offsets picks parts (see
+# bench/cluster.py for the other BENCH_CLUSTER_* knobs).
 bench-cluster: build
-	python3 bench/cluster.py
+	$(CARGO) build --release -p gregor-bench --bin gregor-bench
+	GREGOR_BENCH=$(abspath $(TARGET_DIR)/release/gregor-bench) python3 bench/cluster.py
 
 # Longer fuzzing on demand; never part of `make test` (which runs the short,
 # seeded versions as unit tests). The SDK's bounded decode of every request

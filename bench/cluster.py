@@ -1,49 +1,53 @@
 #!/usr/bin/env python3
-"""`make bench-cluster`: a local 3-node cluster's metadata figures.
+"""`make bench-cluster`: figures of a local 3-node cluster (scripts/cluster.sh
+on free loopback ports, an empty data directory; bench/cluster_nodes.py).
 
-Each round starts a fresh cluster with scripts/cluster.sh (free loopback
-ports, an empty data directory), then measures:
-- propagation: CreateTopics (raw v4, RF 3, 3 partitions) answered by one
-  broker, to the topic visible in Metadata on every broker (each polled
-  with its own raw Metadata requests); BENCH_CLUSTER_TOPICS topics a
-  round, through each broker in turn;
-- failover: SIGKILL of the active controller (the quorum leader) to the
-  survivors agreeing on another, and to the first CreateTopics answered
-  without error through a survivor (tests/python/cluster.py `failover`).
-Then the cluster is stopped (Ctrl-C to its process group).
+Parts (BENCH_CLUSTER_PARTS, comma-separated; default all three):
+- metadata: each round starts a fresh cluster, then measures
+  - propagation: CreateTopics (raw v4, RF 3, 3 partitions) answered by one
+    broker, to the topic visible in Metadata on every broker (each polled
+    with its own raw Metadata requests); BENCH_CLUSTER_TOPICS topics a
+    round, through each broker in turn;
+  - failover: SIGKILL of the active controller (the quorum leader) to the
+    survivors agreeing on another, and to the first CreateTopics answered
+    without error through a survivor (tests/python/cluster.py `failover`);
+- replication (issue 14.6, bench/cluster_replication.py): acks=all produce
+  and consume throughput at RF 3 vs RF 1, partition leader failover;
+- offsets (issue 15.5, bench/cluster_offsets.py): synchronous OffsetCommit
+  throughput and p99 on an RF 3 vs an RF 1 `__consumer_offsets`, group
+  coordinator failover.
 
-Environment: BENCH_CLUSTER_ROUNDS (default 5), BENCH_CLUSTER_TOPICS
-(default 10). Results: Markdown on stdout, bench/results/cluster.json.
+Environment: BENCH_CLUSTER_ROUNDS (metadata rounds, default 3),
+BENCH_CLUSTER_TOPICS (default 10), BENCH_CLUSTER_RECORDS (records per
+produce/consume run, default 400000), BENCH_CLUSTER_TPUT_ROUNDS (default 3),
+BENCH_CLUSTER_COMMITS (commits per round, default 2000),
+BENCH_CLUSTER_FAILOVERS (failover rounds per part, default 5), GREGOR_BENCH
+(the gregor-bench binary; default next to GREGOR_BIN). Results: Markdown on
+stdout, JSON in bench/results/cluster.json (metadata),
+cluster-replication.json and cluster-offsets.json.
 """
 
 import json
 import os
-import signal
 import socket
 import statistics
 import struct
-import subprocess
 import sys
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "tests", "python"))
-import cluster as checks  # noqa: E402  (tests/python/cluster.py)
+import cluster_nodes
+from cluster_nodes import ROOT, checks
 
-ROUNDS = int(os.environ.get("BENCH_CLUSTER_ROUNDS", "5"))
+ROUNDS = int(os.environ.get("BENCH_CLUSTER_ROUNDS", "3"))
 TOPICS = int(os.environ.get("BENCH_CLUSTER_TOPICS", "10"))
-NODES = 3
-
-
-def free_ports(n):
-    sockets = [socket.socket() for _ in range(n)]
-    for s in sockets:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in sockets]
-    for s in sockets:
-        s.close()
-    return ports
+RECORDS = int(os.environ.get("BENCH_CLUSTER_RECORDS", "400000"))
+TPUT_ROUNDS = int(os.environ.get("BENCH_CLUSTER_TPUT_ROUNDS", "3"))
+COMMITS = int(os.environ.get("BENCH_CLUSTER_COMMITS", "2000"))
+FAILOVERS = int(os.environ.get("BENCH_CLUSTER_FAILOVERS", "5"))
+PARTS = os.environ.get("BENCH_CLUSTER_PARTS", "metadata,replication,offsets").split(",")
+NODES = cluster_nodes.NODES
+RESULTS = os.path.join(ROOT, "bench", "results")
 
 
 def create_topic(address, name, partitions=3, rf=3):
@@ -62,52 +66,6 @@ def create_topic(address, name, partitions=3, rf=3):
     r.take(">i")  # one topic
     r.string()
     return r.take(">h")
-
-
-def node_pid(script_pid, node_id):
-    """The pid of node `node_id` among the script's children."""
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-            with open(f"/proc/{entry}/cmdline", "rb") as f:
-                args = f.read().split(b"\0")
-        except OSError:
-            continue
-        if ppid == script_pid and f"node.id={node_id}".encode() in args:
-            return int(entry)
-    raise SystemExit(f"node {node_id} not found among the children of {script_pid}")
-
-
-def start(work):
-    client, controller, quorum, admin = (free_ports(NODES) for _ in range(4))
-    env = dict(os.environ,
-               CLUSTER_DATA=os.path.join(work, "data"),
-               CLUSTER_PORTS=" ".join(map(str, client)),
-               CLUSTER_CONTROLLER_PORTS=" ".join(map(str, controller)),
-               CLUSTER_QUORUM_PORTS=" ".join(map(str, quorum)),
-               CLUSTER_ADMIN_PORTS=" ".join(map(str, admin)),
-               CLUSTER_STOP_ON_EXIT="0")
-    log = open(os.path.join(work, "cluster.log"), "w")
-    proc = subprocess.Popen([os.path.join(ROOT, "scripts", "cluster.sh")], env=env,
-                            stdout=log, stderr=log, start_new_session=True, cwd=ROOT)
-    brokers = [f"127.0.0.1:{p}" for p in client]
-
-    def formed():
-        seen = [checks.raw_metadata(b) for b in brokers]
-        return (all(m["brokers"] == [1, 2, 3] for m in seen)
-                and len({m["controller"] for m in seen}) == 1
-                and seen[0]["controller"] >= 1 and seen[0]["controller"])
-
-    controller_id = checks.until(formed, 60)
-    return proc, brokers, controller_id
-
-
-def stop(proc):
-    os.killpg(proc.pid, signal.SIGINT)
-    proc.wait(timeout=60)
 
 
 def propagation(brokers, round_no):
@@ -129,11 +87,10 @@ def propagation(brokers, round_no):
     return figures
 
 
-def failover(proc, brokers, controller_id):
-    victim = node_pid(proc.pid, controller_id)
-    killed_at_ms = int(time.time() * 1000)
-    os.kill(victim, signal.SIGKILL)
-    survivors = [b for i, b in enumerate(brokers) if i + 1 != controller_id]
+def failover(cluster):
+    controller_id = cluster.controller
+    killed_at_ms = int(cluster.kill(controller_id) * 1000)
+    survivors = [b for i, b in enumerate(cluster.brokers) if i + 1 != controller_id]
     return checks.failover(killed_at_ms, controller_id, *survivors)
 
 
@@ -141,16 +98,17 @@ def median(values):
     return statistics.median(values) if values else float("nan")
 
 
-def main():
+def metadata_part():
     results = {"rounds": []}
     for round_no in range(1, ROUNDS + 1):
         with tempfile.TemporaryDirectory(prefix="gregor-cluster-bench-") as work:
-            proc, brokers, controller_id = start(work)
+            cluster = cluster_nodes.Cluster(work)
+            controller_id = cluster.controller
             try:
-                visible = propagation(brokers, round_no)
-                moved = failover(proc, brokers, controller_id)
+                visible = propagation(cluster.brokers, round_no)
+                moved = failover(cluster)
             finally:
-                stop(proc)
+                cluster.stop()
         results["rounds"].append({"visible_ms": visible, "failover": moved})
         print(f"round {round_no}: visible on all brokers, median {median(visible):.1f} ms "
               f"(max {max(visible):.1f}); failover {controller_id} -> {moved['controller']}: "
@@ -168,10 +126,50 @@ def main():
           f"| {median(controller_ms):.0f} | {min(controller_ms)} | {max(controller_ms)} |")
     print(f"| controller SIGKILL to first CreateTopics answered (ms) "
           f"| {median(create_ms):.0f} | {min(create_ms)} | {max(create_ms)} |")
-    out = os.path.join(ROOT, "bench", "results")
-    os.makedirs(out, exist_ok=True)
-    with open(os.path.join(out, "cluster.json"), "w") as f:
+    save("cluster.json", results)
+
+
+def bench_binary():
+    default = os.path.join(os.path.dirname(os.environ.get("GREGOR_BIN", "")), "gregor-bench")
+    binary = os.environ.get("GREGOR_BENCH", default)
+    if not os.access(binary, os.X_OK):
+        raise SystemExit(f"gregor-bench not found at {binary} (set GREGOR_BENCH)")
+    return binary
+
+
+def save(name, results):
+    os.makedirs(RESULTS, exist_ok=True)
+    with open(os.path.join(RESULTS, name), "w") as f:
         json.dump(results, f, indent=1)
+
+
+def main():
+    unknown = set(PARTS) - {"metadata", "replication", "offsets"}
+    if unknown:
+        raise SystemExit(f"BENCH_CLUSTER_PARTS: unknown parts {sorted(unknown)}")
+    started = time.time()
+    print(f"load average at start: {os.getloadavg()}", file=sys.stderr)
+    if "metadata" in PARTS:
+        metadata_part()
+    if "replication" in PARTS:
+        import cluster_replication
+        with tempfile.TemporaryDirectory(prefix="gregor-cluster-bench-") as work:
+            results = cluster_replication.run(bench_binary(), work, TPUT_ROUNDS, RECORDS,
+                                              FAILOVERS)
+        results["load_average_end"] = os.getloadavg()
+        save("cluster-replication.json", results)
+        print()
+        print(cluster_replication.markdown(results))
+    if "offsets" in PARTS:
+        import cluster_offsets
+        with tempfile.TemporaryDirectory(prefix="gregor-cluster-bench-") as work:
+            results = cluster_offsets.run(work, TPUT_ROUNDS, COMMITS, FAILOVERS)
+        results["load_average_end"] = os.getloadavg()
+        save("cluster-offsets.json", results)
+        print()
+        print(cluster_offsets.markdown(results))
+    print(f"\n{'+'.join(PARTS)}: {time.time() - started:.0f} s; load average at the end: "
+          f"{os.getloadavg()}", file=sys.stderr)
 
 
 if __name__ == "__main__":

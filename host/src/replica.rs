@@ -25,6 +25,24 @@ use crate::metadata::view::Leadership;
 use crate::metrics::Metrics;
 use crate::purgatory::FetchPurgatory;
 
+/// How long a marker's write waits for the ISR (Kafka waits up to its
+/// `request.timeout.ms`; this stays below the sending coordinator's socket
+/// timeout, so a slow ISR is answered REQUEST_TIMED_OUT and retried, not
+/// taken for a dead broker).
+pub const MARKER_REPLICATION_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// One transaction marker to write: the partition, the producer whose
+/// transaction it ends, how, and the coordinator's epoch.
+#[derive(Debug, Clone, Copy)]
+pub struct MarkerWrite<'a> {
+    pub topic: &'a str,
+    pub partition: i32,
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    pub commit: bool,
+    pub coordinator_epoch: i32,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AppendOutcome {
     pub error_code: i16,
@@ -471,6 +489,38 @@ impl ReplicaManager {
         Ok(producers)
     }
 
+    /// [`Self::write_marker`] as Kafka's WriteTxnMarkers appends it, with
+    /// acks=all: NOT_ENOUGH_REPLICAS before the write when the ISR is below
+    /// `min.insync.replicas`, and after it a wait until every ISR member
+    /// has the marker, up to `timeout` (REQUEST_TIMED_OUT then, and the
+    /// coordinator writes it again). A marker only the leader had would go
+    /// with it, and the transaction would stay open on the partition's
+    /// next leader, holding its last stable offset back for good.
+    pub async fn write_marker_acked(&self, marker: MarkerWrite<'_>, timeout: Duration) -> i16 {
+        let tp = TopicPartition::new(marker.topic, marker.partition);
+        if let Some(replication) = self.replication.get() {
+            let min_isr = replication.min_insync_replicas(marker.topic);
+            if replication.isr_size(&tp).is_some_and(|isr| isr < min_isr) {
+                return ErrorCode::NotEnoughReplicas.code();
+            }
+        }
+        let end = match self.append_marker(&marker) {
+            Ok(end) => end,
+            Err(code) => return code,
+        };
+        let Some(replication) = self.replication.get() else {
+            return ErrorCode::None.code();
+        };
+        if !replication.must_wait(&tp, end) {
+            return ErrorCode::None.code();
+        }
+        let min_isr = replication.min_insync_replicas(marker.topic);
+        replication
+            .await_replicated(&tp, end, min_isr, timeout)
+            .await
+            .code()
+    }
+
     /// Appends a commit or abort marker for a producer (what the
     /// coordinator does at EndTxn, and WriteTxnMarkers). A marker from an
     /// epoch older than the producer's current one is refused
@@ -487,20 +537,44 @@ impl ReplicaManager {
         commit: bool,
         coordinator_epoch: i32,
     ) -> i16 {
+        let marker = MarkerWrite {
+            topic,
+            partition,
+            producer_id,
+            producer_epoch,
+            commit,
+            coordinator_epoch,
+        };
+        match self.append_marker(&marker) {
+            Ok(_) => ErrorCode::None.code(),
+            Err(code) => code,
+        }
+    }
+
+    /// The marker's write: the log end offset after it, or the error code.
+    fn append_marker(&self, marker: &MarkerWrite<'_>) -> Result<i64, i16> {
+        let MarkerWrite {
+            topic,
+            partition,
+            producer_id,
+            producer_epoch,
+            commit,
+            coordinator_epoch,
+        } = *marker;
         // Only the leader writes: a marker on a follower's log would put a
         // batch there the leader never had.
         if self.not_leader(topic, partition) {
-            return ErrorCode::NotLeaderOrFollower.code();
+            return Err(ErrorCode::NotLeaderOrFollower.code());
         }
         let tp = TopicPartition::new(topic, partition);
         let state = self.producer_state(&tp);
         let mut state = crate::sync::lock(&state);
         if let Err(error) = self.load_producer_state(&tp, &mut state) {
-            return error.error_code();
+            return Err(error.error_code());
         }
         if let Some(entry) = state.producers().get(&producer_id) {
             if producer_epoch < entry.epoch {
-                return ErrorCode::InvalidProducerEpoch.code();
+                return Err(ErrorCode::InvalidProducerEpoch.code());
             }
             if coordinator_epoch < entry.coordinator_epoch {
                 tracing::info!(
@@ -511,7 +585,7 @@ impl ReplicaManager {
                     current = entry.coordinator_epoch,
                     "refused a marker from a fenced transaction coordinator"
                 );
-                return ErrorCode::TransactionCoordinatorFenced.code();
+                return Err(ErrorCode::TransactionCoordinatorFenced.code());
             }
         }
         let marker = control::end_transaction_marker(
@@ -523,7 +597,7 @@ impl ReplicaManager {
         );
         let outcome = self.append_to_log(&tp, &marker);
         if outcome.error_code != ErrorCode::None.code() {
-            return outcome.error_code;
+            return Err(outcome.error_code);
         }
         if let Some(mut batches) = producer_state::producer_batches(&marker) {
             for batch in &mut batches {
@@ -532,7 +606,7 @@ impl ReplicaManager {
             state.record(&batches);
             state.end_offset = outcome.base_offset.saturating_add(1);
         }
-        ErrorCode::None.code()
+        Ok(outcome.end_offset)
     }
 
     /// The partition's last stable offset, with the high watermark it was

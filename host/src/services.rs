@@ -307,21 +307,41 @@ impl TxnEffects for Services {
             }
         }
         if partition.topic == crate::coordinator::offsets_topic::TOPIC {
-            return self.groups.complete_transaction(
+            return match self.groups.complete_transaction(
                 partition.partition,
                 producer_id,
                 epoch,
                 commit,
-            );
+            ) {
+                crate::coordinator::Pending::Ready(code) => code,
+                // No runtime to wait on: written, not yet known replicated.
+                crate::coordinator::Pending::Later(replicated) => {
+                    crate::sync::block_on_current(replicated).unwrap_or(0)
+                }
+            };
         }
-        self.replica.write_marker(
-            &partition.topic,
-            partition.partition,
+        let marker = crate::replica::MarkerWrite {
+            topic: &partition.topic,
+            partition: partition.partition,
             producer_id,
-            epoch,
+            producer_epoch: epoch,
             commit,
             coordinator_epoch,
-        )
+        };
+        // acks=all, as a remote leader writes it (WriteTxnMarkers).
+        let acked = self
+            .replica
+            .write_marker_acked(marker, crate::replica::MARKER_REPLICATION_TIMEOUT);
+        crate::sync::block_on_current(acked).unwrap_or_else(|| {
+            self.replica.write_marker(
+                &partition.topic,
+                partition.partition,
+                producer_id,
+                epoch,
+                commit,
+                coordinator_epoch,
+            )
+        })
     }
 
     fn commit_offsets(&self, group_id: &str, offsets: &[PendingOffset]) -> i16 {

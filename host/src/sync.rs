@@ -27,6 +27,19 @@ pub fn lock_held_across_io<T: ?Sized>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     }
 }
 
+/// Runs `future` to completion from synchronous code on the current
+/// runtime, in `block_in_place` so a runtime worker hands its other tasks
+/// on while it waits. `None` where that cannot be done (outside a runtime,
+/// or on a current-thread runtime, whose one thread must not block).
+pub fn block_on_current<F: std::future::Future>(future: F) -> Option<F::Output> {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    let runtime = Handle::try_current().ok()?;
+    if runtime.runtime_flavor() != RuntimeFlavor::MultiThread {
+        return None;
+    }
+    Some(tokio::task::block_in_place(|| runtime.block_on(future)))
+}
+
 /// Read-locks `lock`, poisoned or not.
 pub fn read<T: ?Sized>(lock: &RwLock<T>) -> RwLockReadGuard<'_, T> {
     lock.read().unwrap_or_else(PoisonError::into_inner)

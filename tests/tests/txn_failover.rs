@@ -265,6 +265,22 @@ impl Transformer {
         }
     }
 
+    /// The group's committed offsets of the assigned partitions, as its
+    /// coordinator answers (empty while it cannot).
+    fn committed(&self) -> BTreeMap<i32, i64> {
+        let Ok(offsets) = self.consumer.committed(Duration::from_secs(5)) else {
+            return BTreeMap::new();
+        };
+        offsets
+            .elements()
+            .iter()
+            .filter_map(|e| match e.offset() {
+                Offset::Offset(offset) => Some((e.partition(), offset)),
+                _ => None,
+            })
+            .collect()
+    }
+
     fn finished(&self) -> bool {
         self.done.values().sum::<i64>() as usize >= RECORDS
     }
@@ -293,12 +309,22 @@ impl Transformer {
 
     /// One transaction of `batch` with its offsets: whether it committed.
     fn transact(&mut self, batch: &[(i32, i64, String)]) -> bool {
+        self.transact_then(batch, &mut || {})
+    }
+
+    /// [`Self::transact`], running `before_commit` once the offsets are
+    /// in the transaction and before it commits.
+    fn transact_then(
+        &mut self,
+        batch: &[(i32, i64, String)],
+        before_commit: &mut dyn FnMut(),
+    ) -> bool {
         let mut next: BTreeMap<i32, i64> = BTreeMap::new();
         for (partition, offset, _) in batch {
             let entry = next.entry(*partition).or_insert(offset + 1);
             *entry = (*entry).max(offset + 1);
         }
-        match self.try_transact(batch, &next) {
+        match self.try_transact(batch, &next, before_commit) {
             Ok(()) => {
                 self.done.extend(next);
                 self.committed_transactions += 1;
@@ -316,6 +342,7 @@ impl Transformer {
         &self,
         batch: &[(i32, i64, String)],
         next: &BTreeMap<i32, i64>,
+        before_commit: &mut dyn FnMut(),
     ) -> Result<(), KafkaError> {
         self.producer.begin_transaction()?;
         for (partition, _, value) in batch {
@@ -337,6 +364,7 @@ impl Transformer {
             .expect("the consumer's group metadata");
         self.producer
             .send_offsets_to_transaction(&offsets, &metadata, CALL)?;
+        before_commit();
         // A retriable failure of the commit may be retried as it is.
         let mut attempts = 0;
         loop {
@@ -447,7 +475,11 @@ fn consume_transform_produce_survives_the_sigkill_of_its_transaction_coordinator
         "transactions committed after the kill"
     );
     drop(transformer);
+    every_input_once_in_the_output(&cluster);
+}
 
+/// The read_committed output holds every input's transform exactly once.
+fn every_input_once_in_the_output(cluster: &Cluster) {
     let values = read_committed(&cluster.bootstrap(), OUTPUT, RECORDS);
     let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
     for value in &values {
@@ -462,6 +494,74 @@ fn consume_transform_produce_survives_the_sigkill_of_its_transaction_coordinator
     assert!(missing.is_empty(), "outputs missing: {missing:?}");
     assert!(twice.is_empty(), "outputs read_committed twice: {twice:?}");
     assert_eq!(values.len(), RECORDS);
+}
+
+/// The group coordinator's broker dies after the transaction's offsets
+/// reached it and before the transaction commits: the offsets were in its
+/// partition of `__consumer_offsets`, so the next coordinator commits them
+/// at the marker, and the group, rebalanced there, resumes from them (had
+/// they been lost, it would resume earlier and transform inputs twice).
+#[test]
+fn consume_transform_produce_survives_the_sigkill_of_its_group_coordinator_mid_transaction() {
+    let mut cluster = start();
+    create_topic(&cluster, INPUT);
+    create_topic(&cluster, OUTPUT);
+    produce_inputs(&cluster.bootstrap(), INPUT, RECORDS);
+    let group_coordinator = find(&cluster, 1, 0, GROUP, None);
+    let (txn_id, txn_coordinator) = (0..50)
+        .map(|n| format!("{TXN_ID_PREFIX}-g{n}"))
+        .map(|id| {
+            let at = coordinator(&cluster, 1, &id, None);
+            (id, at)
+        })
+        .find(|(_, at)| *at != group_coordinator)
+        .expect("a transactional id coordinated away from the group");
+    eprintln!("{txn_id} coordinated by {txn_coordinator}, {GROUP} by {group_coordinator}");
+
+    let mut transformer = Transformer::new(cluster.bootstrap(), txn_id);
+    let started = Instant::now();
+    let mut killed = false;
+    while !transformer.finished() {
+        assert!(
+            started.elapsed() < CONVERGE * 3,
+            "the loop stalled at {:?} ({} committed, {} aborted)",
+            transformer.done,
+            transformer.committed_transactions,
+            transformer.aborted_transactions
+        );
+        let batch = transformer.poll();
+        if batch.is_empty() {
+            continue;
+        }
+        if !killed && transformer.committed_transactions == 3 {
+            let committed = transformer.transact_then(&batch, &mut || {
+                cluster.node_mut(group_coordinator).kill();
+                eprintln!("SIGKILLed node {group_coordinator}, the coordinator of {GROUP}");
+            });
+            killed = true;
+            eprintln!("the transaction open at the kill committed: {committed}");
+            if committed {
+                // Its offsets are the group's now (lost with the killed
+                // broker, the group would still have the previous ones).
+                let wanted = transformer.done.clone();
+                wait_for(
+                    &format!("the group's committed offsets to be {wanted:?}"),
+                    CONVERGE,
+                    || (transformer.committed() == wanted).then_some(()),
+                );
+            }
+        } else {
+            transformer.transact(&batch);
+        }
+    }
+    let survivor = if group_coordinator == 1 { 2 } else { 1 };
+    let moved = find(&cluster, survivor, 0, GROUP, Some(group_coordinator));
+    eprintln!(
+        "{} transactions committed, {} aborted; {GROUP} coordinated by {moved} now",
+        transformer.committed_transactions, transformer.aborted_transactions
+    );
+    drop(transformer);
+    every_input_once_in_the_output(&cluster);
 }
 
 // The offsets are exact: a marker retried by the same coordinator is

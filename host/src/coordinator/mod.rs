@@ -283,13 +283,13 @@ struct Inner {
     /// Topics as the last consumer heartbeat saw them, for deadlines that
     /// recompute a consumer group's assignment.
     topics_view: BTreeMap<String, TopicMeta>,
+    /// Transactional offsets waiting for their transaction's marker (a
+    /// cluster node), as written to the groups' partitions.
+    pending_txn: pending_txn::PendingTxnOffsets,
 }
 
 pub struct GroupCoordinator {
     inner: Mutex<Inner>,
-    /// Transactional offsets waiting for their transaction's marker (a
-    /// cluster node). Locked before `inner`, never after.
-    pending_txn: Mutex<pending_txn::PendingTxnOffsets>,
     timers: Arc<Timers>,
     /// On a cluster node, what commits wait on for the ISR.
     replication: OnceLock<Arc<dyn ReplicationWait>>,
@@ -357,12 +357,12 @@ impl GroupCoordinator {
             env,
             ownership,
             topics_view: BTreeMap::new(),
+            pending_txn: pending_txn::PendingTxnOffsets::default(),
         };
         let (groups, offsets) = inner.install(snapshot, now);
         info!(groups, offsets, "group coordinator loaded");
         Arc::new(Self {
             inner: Mutex::new(inner),
-            pending_txn: Mutex::new(pending_txn::PendingTxnOffsets::default()),
             timers,
             replication: OnceLock::new(),
         })
@@ -425,6 +425,9 @@ impl GroupCoordinator {
                     ownership.led.insert(partition, (epoch, true));
                     let partitions = ownership.partitions;
                     inner.env.store.adopt(partitions, &snapshot);
+                    for (producer_id, (epoch, records)) in &snapshot.pending_txn {
+                        inner.pending_txn.restore(*producer_id, *epoch, records);
+                    }
                     let (groups, offsets) = inner.install(snapshot, Instant::now());
                     info!(
                         partition,
@@ -687,8 +690,12 @@ impl GroupCoordinator {
     }
 
     /// TxnOffsetCommit on a cluster node, whose transaction coordinator
-    /// may be another broker: the offsets wait here, by producer, for the
-    /// transaction's marker ([`GroupCoordinator::complete_transaction`]).
+    /// may be another broker: the offsets are written to the group's
+    /// partition of `__consumer_offsets` in a transactional batch of the
+    /// producer, as Kafka writes them, and wait here for the transaction's
+    /// marker ([`GroupCoordinator::complete_transaction`]); answered once
+    /// the partition's in-sync replicas have them, so a coordinator that
+    /// fails over loses none (the next one reads them back as pending).
     /// The member check is the caller's
     /// ([`GroupCoordinator::validate_txn_offset_commit`]).
     pub fn add_pending_txn_offsets(
@@ -697,60 +704,81 @@ impl GroupCoordinator {
         producer_id: i64,
         producer_epoch: i16,
         offsets: &[OffsetCommit],
-    ) -> i16 {
-        let mut pending = crate::sync::lock(&self.pending_txn);
-        if let Some(code) = self.lock().elsewhere(group_id) {
-            return code;
+    ) -> Pending<i16> {
+        let mut inner = self.lock();
+        if let Some(code) = inner.elsewhere(group_id) {
+            return Pending::Ready(code);
         }
-        pending.add(group_id, producer_id, producer_epoch, offsets)
+        let code = inner.pending_txn.admits(producer_id, producer_epoch);
+        if code != ErrorCode::None.code() {
+            return Pending::Ready(code);
+        }
+        // Only this commit's writes are waited for.
+        inner.env.store.take_written();
+        let now = now_ms();
+        let records: Vec<store::Record> = offsets
+            .iter()
+            .map(|commit| offsets::offset_record(group_id, commit, now, None))
+            .collect();
+        let producer = (producer_id, producer_epoch);
+        if let Err(error) = inner
+            .env
+            .store
+            .append_transactional(group_id, producer, &records)
+        {
+            warn!(
+                group = group_id,
+                "cannot store transactional offsets: {error}"
+            );
+            return Pending::Ready(ErrorCode::CoordinatorNotAvailable.code());
+        }
+        let code = inner
+            .pending_txn
+            .add(group_id, producer_id, producer_epoch, offsets);
+        let Some(replicated) = self.replicated(&mut inner) else {
+            return Pending::Ready(code);
+        };
+        drop(inner);
+        Pending::Later(Box::pin(async move {
+            let failed = replicated.await;
+            if code == ErrorCode::None.code() {
+                failed
+            } else {
+                code
+            }
+        }))
     }
 
-    /// A transaction marker for `partition` of `__consumer_offsets`: the
-    /// offsets producer `producer_id` left for the groups of that
-    /// partition are committed (or dropped). NOT_LEADER_OR_FOLLOWER when
-    /// this broker does not coordinate the partition's groups, so the
-    /// transaction coordinator retries at the new leader.
+    /// A transaction marker for `partition` of `__consumer_offsets`: it is
+    /// written there, then the offsets producer `producer_id` left for the
+    /// groups of that partition are committed (or dropped).
+    /// NOT_LEADER_OR_FOLLOWER when this broker does not coordinate the
+    /// partition's groups, so the transaction coordinator retries at the
+    /// new leader.
     pub fn complete_transaction(
         &self,
         partition: i32,
         producer_id: i64,
         producer_epoch: i16,
         commit: bool,
-    ) -> i16 {
-        let mut pending = crate::sync::lock(&self.pending_txn);
+    ) -> Pending<i16> {
         let mut inner = self.lock();
-        let partitions = match inner.ownership.as_ref() {
-            Some(ownership) => {
-                if ownership
-                    .led
-                    .get(&partition)
-                    .is_none_or(|(_, loaded)| !loaded)
-                {
-                    return ErrorCode::NotLeaderOrFollower.code();
-                }
-                ownership.partitions
-            }
-            None => return ErrorCode::None.code(),
-        };
-        let taken = pending.take(producer_id, producer_epoch, |group| {
-            offsets_topic::partition_for(group, partitions) == partition
-        });
-        if !commit {
-            return ErrorCode::None.code();
+        let producer = (producer_id, producer_epoch);
+        let code = complete_under_lock(&mut inner, partition, producer, commit);
+        if code != ErrorCode::None.code() {
+            return Pending::Ready(code);
         }
-        for (group, offsets) in taken {
-            let code = inner.commit_transactional_offsets(&group, &offsets);
-            if code != ErrorCode::None.code() {
-                return code;
-            }
+        // Answered once the partition's ISR has the marker and offsets.
+        match self.replicated(&mut inner) {
+            None => Pending::Ready(code),
+            Some(replicated) => Pending::Later(replicated),
         }
-        ErrorCode::None.code()
     }
 
     /// The partitions with transactional offsets pending here for
     /// `group_id` (a cluster node's TxnOffsetCommits).
     pub fn pending_txn_partitions(&self, group_id: &str) -> Vec<(String, i32)> {
-        crate::sync::lock(&self.pending_txn).partitions_of(group_id)
+        self.lock().pending_txn.partitions_of(group_id)
     }
 
     /// OffsetFetch for one group. Offsets pending in a transaction are the
@@ -1016,9 +1044,62 @@ impl Inner {
         for id in &gone {
             self.groups.remove(id);
         }
+        self.pending_txn
+            .forget(|group| offsets_topic::partition_for(group, partitions) == partition);
         self.env.store.forget(&gone);
         gone.len()
     }
+}
+
+/// [`GroupCoordinator::complete_transaction`] under the coordinator's
+/// lock: the marker written, the producer's pending offsets of the
+/// partition's groups committed or dropped.
+fn complete_under_lock(
+    inner: &mut Inner,
+    partition: i32,
+    producer: (i64, i16),
+    commit: bool,
+) -> i16 {
+    let partitions = match inner.ownership.as_ref() {
+        Some(ownership) => {
+            if ownership
+                .led
+                .get(&partition)
+                .is_none_or(|(_, loaded)| !loaded)
+            {
+                return ErrorCode::NotLeaderOrFollower.code();
+            }
+            ownership.partitions
+        }
+        None => return ErrorCode::None.code(),
+    };
+    // Only this marker's writes are waited for.
+    inner.env.store.take_written();
+    if let Err(error) = inner.env.store.append_marker(partition, producer, commit) {
+        warn!(
+            partition,
+            producer_id = producer.0,
+            "cannot write a transaction marker to {}: {error}",
+            offsets_topic::TOPIC
+        );
+        return ErrorCode::KafkaStorageError.code();
+    }
+    let (producer_id, producer_epoch) = producer;
+    let taken = inner
+        .pending_txn
+        .take(producer_id, producer_epoch, |group| {
+            offsets_topic::partition_for(group, partitions) == partition
+        });
+    if !commit {
+        return ErrorCode::None.code();
+    }
+    for (group, offsets) in taken {
+        let code = inner.commit_transactional_offsets(&group, &offsets);
+        if code != ErrorCode::None.code() {
+            return code;
+        }
+    }
+    ErrorCode::None.code()
 }
 
 #[cfg(test)]

@@ -462,7 +462,7 @@ impl Inner {
 
 /// Kafka's `validateOffsetCommit` for classic groups.
 /// The store record of one committed offset.
-fn offset_record(
+pub(super) fn offset_record(
     group_id: &str,
     commit: &super::OffsetCommit,
     now: i64,

@@ -18,7 +18,7 @@ use crate::log::{LogStore, TopicPartition};
 use crate::metadata::topics::{NewTopic, TopicManager};
 use crate::purgatory::FetchPurgatory;
 
-use crate::log::keyed_records::{self, KeyedRecord};
+use crate::log::keyed_records::{self, Entry};
 
 use super::offsets_topic::TOPIC;
 
@@ -222,13 +222,14 @@ impl OffsetsLog for TopicOffsetsLog {
     }
 }
 
-/// Hands each record of `partition` of `topic` on `log`, from its log
-/// start to its end, in log order, to `apply`; the number of records read.
+/// Hands each record and transaction end of `partition` of `topic` on
+/// `log`, from its log start to its end, in log order, to `apply`; the
+/// number of entries read.
 pub fn read_records(
     log: &dyn OffsetsLog,
     topic: &str,
     partition: i32,
-    apply: &mut dyn FnMut(&KeyedRecord),
+    apply: &mut dyn FnMut(&Entry),
 ) -> io::Result<usize> {
     let mut count = 0usize;
     let (start, end) = log.bounds(partition)?;

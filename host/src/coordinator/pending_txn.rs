@@ -10,13 +10,15 @@
 //! discards them. A marker for an older epoch than the offsets' leaves
 //! them (a newer instance of the producer wrote them).
 //!
-//! Not yet as Kafka: the pending offsets are in memory, not written to
-//! `__consumer_offsets` as transactional records, so a group coordinator
-//! that fails over before the marker loses them (the transaction then
-//! commits without its offsets).
+//! The offsets are also in the group's partition of `__consumer_offsets`,
+//! as Kafka writes them: a transactional batch of the producer, ended by
+//! the marker. A broker that becomes the partition's leader reads back
+//! the ones no marker ended yet ([`PendingTxnOffsets::restore`]), so a
+//! group coordinator that fails over before the marker loses none.
 
 use std::collections::HashMap;
 
+use super::store::Record;
 use super::OffsetCommit;
 use crate::error_code::ErrorCode;
 
@@ -60,6 +62,53 @@ impl PendingTxnOffsets {
             held.push(offset.clone());
         }
         ErrorCode::None.code()
+    }
+
+    /// Whether producer `producer_id` at `epoch` may add offsets:
+    /// INVALID_PRODUCER_EPOCH when an instance with a newer epoch has some
+    /// pending.
+    pub fn admits(&self, producer_id: i64, epoch: i16) -> i16 {
+        match self.by_producer.get(&producer_id) {
+            Some(pending) if !pending.groups.is_empty() && epoch < pending.epoch => {
+                ErrorCode::InvalidProducerEpoch.code()
+            }
+            _ => ErrorCode::None.code(),
+        }
+    }
+
+    /// Takes back what a loaded partition holds pending for `producer_id`
+    /// (its offset records, read from the log).
+    pub fn restore(&mut self, producer_id: i64, epoch: i16, records: &[Record]) {
+        let mut by_group: HashMap<&str, Vec<OffsetCommit>> = HashMap::new();
+        for record in records {
+            if let Record::Offset {
+                group,
+                topic,
+                partition,
+                value,
+            } = record
+            {
+                by_group.entry(group).or_default().push(OffsetCommit {
+                    topic: topic.clone(),
+                    partition: *partition,
+                    offset: value.offset,
+                    leader_epoch: value.leader_epoch,
+                    metadata: Some(value.metadata.clone()),
+                });
+            }
+        }
+        for (group, offsets) in by_group {
+            self.add(group, producer_id, epoch, &offsets);
+        }
+    }
+
+    /// Drops what is pending for the groups `gone` selects (their
+    /// partition is no longer led here: its next leader reads them back).
+    pub fn forget(&mut self, gone: impl Fn(&str) -> bool) {
+        self.by_producer.retain(|_, pending| {
+            pending.groups.retain(|group, _| !gone(group));
+            !pending.groups.is_empty()
+        });
     }
 
     /// Takes the offsets of `producer_id` for the groups `in_partition`

@@ -46,7 +46,7 @@ use tracing::{info, warn};
 use super::groups_log::{self, GroupsLog};
 use super::offsets_log::OffsetsLog;
 use super::offsets_topic::{self, Key};
-use crate::log::keyed_records::{self, KeyedRecord};
+use crate::log::keyed_records::{self, Entry, KeyedRecord};
 
 /// A committed offset as stored.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -128,6 +128,9 @@ pub struct Snapshot {
     pub offsets: BTreeMap<String, BTreeMap<(String, i32), OffsetRecord>>,
     /// Consumer-protocol groups: (epoch, state timestamp).
     pub consumer_groups: BTreeMap<String, (i32, i64)>,
+    /// Transactional offset commits whose transaction has not ended in
+    /// the log, by producer id: the epoch and the offset records.
+    pub pending_txn: BTreeMap<i64, (i16, Vec<Record>)>,
 }
 
 impl Snapshot {
@@ -288,6 +291,33 @@ impl GroupStore {
         }
     }
 
+    /// A cluster node's TxnOffsetCommit: `records` (offsets of `group`)
+    /// in a transactional batch of `producer` (id, epoch).
+    pub fn append_transactional(
+        &mut self,
+        group: &str,
+        producer: (i64, i16),
+        records: &[Record],
+    ) -> io::Result<()> {
+        match &mut self.0 {
+            Backend::Topic(topic) => topic.append_transactional(group, producer, records),
+            Backend::File(_) => Err(io::Error::other("transactional offsets need the topic")),
+        }
+    }
+
+    /// The marker ending `producer`'s transaction in `partition`.
+    pub fn append_marker(
+        &mut self,
+        partition: i32,
+        producer: (i64, i16),
+        commit: bool,
+    ) -> io::Result<()> {
+        match &mut self.0 {
+            Backend::Topic(topic) => topic.append_marker(partition, producer, commit),
+            Backend::File(_) => Err(io::Error::other("transaction markers need the topic")),
+        }
+    }
+
     /// Whether the file has grown enough that a rewrite pays off (the
     /// topic is compacted by the log cleaner: never).
     pub fn wants_compaction(&self) -> bool {
@@ -383,15 +413,18 @@ impl TopicStore {
         // are applied first, so the later ones win.
         let mut count = 0usize;
         let mut home = Vec::new();
+        let mut pending_txn = BTreeMap::new();
         for partition in 0..partitions {
-            count += read_partition(self.log.as_ref(), partition, &mut |record| {
+            let mut apply = |record: Record| {
                 if offsets_topic::partition_for(record_group(&record), partitions) == partition {
                     home.push(record);
                 } else {
                     snapshot.apply(record);
                 }
-            })?;
+            };
+            count += read_partition(self.log.as_ref(), partition, &mut apply, &mut pending_txn)?;
         }
+        snapshot.pending_txn = pending_txn;
         for record in home {
             snapshot.apply(record);
         }
@@ -434,6 +467,50 @@ impl TopicStore {
             let end = self.log.append(partition, &batch)?;
             self.written.insert(partition, end);
         }
+        Ok(())
+    }
+
+    /// TxnOffsetCommit's records (offsets of `group`) as a transactional
+    /// batch of `producer` in the group's partition, as Kafka writes them:
+    /// they count once the transaction's marker commits them.
+    fn append_transactional(
+        &mut self,
+        group: &str,
+        producer: (i64, i16),
+        records: &[Record],
+    ) -> io::Result<()> {
+        let partitions = self
+            .partitions
+            .ok_or_else(|| io::Error::other(format!("{} is not loaded", offsets_topic::TOPIC)))?;
+        let partition = offsets_topic::partition_for(group, partitions);
+        let mut pairs = Vec::with_capacity(records.len());
+        for record in records {
+            self.encode(record, &mut pairs);
+        }
+        let batch = keyed_records::encode_transactional(&pairs, crate::clock::now_ms(), producer);
+        let end = self.log.append(partition, &batch)?;
+        self.written.insert(partition, end);
+        Ok(())
+    }
+
+    /// A transaction marker in `partition`: `producer`'s transactional
+    /// offsets there are committed or aborted (what a replay reads).
+    fn append_marker(
+        &mut self,
+        partition: i32,
+        producer: (i64, i16),
+        commit: bool,
+    ) -> io::Result<()> {
+        let (producer_id, producer_epoch) = producer;
+        let marker = crate::log::control::end_transaction_marker(
+            producer_id,
+            producer_epoch,
+            commit,
+            0,
+            crate::clock::now_ms(),
+        );
+        let end = self.log.append(partition, &marker)?;
+        self.written.insert(partition, end);
         Ok(())
     }
 
@@ -504,7 +581,14 @@ impl TopicStore {
 /// One partition's state, replayed from `log` (the broker leads it).
 pub fn load_partition(log: &dyn OffsetsLog, partition: i32) -> io::Result<Snapshot> {
     let mut snapshot = Snapshot::default();
-    let count = read_partition(log, partition, &mut |record| snapshot.apply(record))?;
+    let mut pending_txn = BTreeMap::new();
+    let count = read_partition(
+        log,
+        partition,
+        &mut |record| snapshot.apply(record),
+        &mut pending_txn,
+    )?;
+    snapshot.pending_txn = pending_txn;
     info!(
         records = count,
         "replayed {}-{partition}",
@@ -514,15 +598,55 @@ pub fn load_partition(log: &dyn OffsetsLog, partition: i32) -> io::Result<Snapsh
 }
 
 /// Hands each group record of `partition`, in log order, to `apply`; the
-/// number of records read.
+/// number of entries read. A transactional offset commit waits in
+/// `pending_txn` for its producer's marker: a commit hands it to `apply`
+/// then, an abort drops it, and what no marker ended yet stays there (the
+/// transaction is still open). A newer epoch of the producer replaces
+/// what an older one left.
 fn read_partition(
     log: &dyn OffsetsLog,
     partition: i32,
     apply: &mut dyn FnMut(Record),
+    pending_txn: &mut BTreeMap<i64, (i16, Vec<Record>)>,
 ) -> io::Result<usize> {
-    super::offsets_log::read_records(log, offsets_topic::TOPIC, partition, &mut |record| {
-        if let Some(record) = record_of(record) {
-            apply(record);
+    super::offsets_log::read_records(log, offsets_topic::TOPIC, partition, &mut |entry| {
+        match entry {
+            Entry::Record(keyed) => {
+                let Some(record) = record_of(keyed) else {
+                    return;
+                };
+                match keyed.transaction {
+                    None => apply(record),
+                    Some((producer_id, epoch)) => {
+                        let (held_epoch, held) = pending_txn.entry(producer_id).or_default();
+                        if epoch < *held_epoch && !held.is_empty() {
+                            return; // a fenced instance's
+                        }
+                        if epoch > *held_epoch {
+                            held.clear();
+                        }
+                        *held_epoch = epoch;
+                        held.push(record);
+                    }
+                }
+            }
+            Entry::TxnEnd {
+                producer_id,
+                producer_epoch,
+                commit,
+                ..
+            } => {
+                // A marker of an older epoch leaves a newer instance's.
+                if pending_txn
+                    .get(producer_id)
+                    .is_some_and(|(held, _)| producer_epoch >= held)
+                {
+                    let records = pending_txn.remove(producer_id).unwrap_or_default().1;
+                    if *commit {
+                        records.into_iter().for_each(&mut *apply);
+                    }
+                }
+            }
         }
     })
 }
@@ -729,9 +853,13 @@ pub(super) mod tests {
         // cannot bring them back: the tombstones are in h's partition.
         let home = offsets_topic::partition_for("h", PARTITIONS);
         let bytes = logs.read(home, 0).unwrap();
-        let (records, _) = keyed_records::decode(&bytes).unwrap();
-        let tombstones = records
+        let (entries, _) = keyed_records::decode(&bytes).unwrap();
+        let tombstones = entries
             .iter()
+            .filter_map(|entry| match entry {
+                Entry::Record(record) => Some(record),
+                Entry::TxnEnd { .. } => None,
+            })
             .filter(|r| r.value.is_none())
             .filter_map(|r| Key::decode(r.key.as_deref().unwrap()).unwrap())
             .filter(|k| k.group() == "h")

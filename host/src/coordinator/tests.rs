@@ -640,3 +640,66 @@ async fn a_cluster_node_coordinates_the_partitions_it_leads() {
         vec![ErrorCode::None.code(), not_coordinator]
     );
 }
+
+/// TxnOffsetCommit on a cluster node is in the log, so the partition's
+/// next leader holds it pending and the transaction's marker there
+/// commits it; an aborted one never counts, and a reload after the
+/// marker finds the committed offset and nothing pending.
+#[tokio::test]
+async fn transactional_offsets_survive_a_coordinator_failover() {
+    use super::store::tests::{created_topic, PARTITIONS};
+    let dir = tempfile::tempdir().unwrap();
+    let logs = created_topic(dir.path());
+    let home = offsets_topic::partition_for("g", PARTITIONS);
+    let loaded = |c: &GroupCoordinator| {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while c.coordinated_partitions().get(&home) != Some(&true) {
+            assert!(Instant::now() < deadline, "partition {home} not loaded");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    };
+    let txn_commit = |c: &GroupCoordinator, producer: i64, offset: i64| {
+        let offsets = commit("g", -1, "", &[("t", 0, offset)]).offsets;
+        match c.add_pending_txn_offsets("g", producer, 0, &offsets) {
+            Pending::Ready(code) => code,
+            Pending::Later(_) => panic!("no replication to wait for here"),
+        }
+    };
+    let ready = |pending: Pending<i16>| match pending {
+        Pending::Ready(code) => code,
+        Pending::Later(_) => panic!("no replication to wait for here"),
+    };
+    let first = GroupCoordinator::open_in_cluster(logs.clone(), GroupConfig::default());
+    first.on_elected(home, 0, PARTITIONS);
+    loaded(&first);
+    assert_eq!(txn_commit(&first, 7, 42), ErrorCode::None.code());
+    assert_eq!(txn_commit(&first, 8, 99), ErrorCode::None.code());
+    // Pending, not committed.
+    assert!(first.fetch_offsets("g", None, false).unwrap().is_empty());
+    assert_eq!(first.pending_txn_partitions("g").len(), 2);
+    first.on_resigned(home);
+    assert_eq!(
+        ready(first.complete_transaction(home, 7, 0, true)),
+        ErrorCode::NotLeaderOrFollower.code()
+    );
+
+    // The next leader reads both back as pending.
+    let next = GroupCoordinator::open_in_cluster(logs.clone(), GroupConfig::default());
+    next.on_elected(home, 1, PARTITIONS);
+    loaded(&next);
+    assert!(next.fetch_offsets("g", None, false).unwrap().is_empty());
+    assert_eq!(next.pending_txn_partitions("g").len(), 2);
+    assert_eq!(ready(next.complete_transaction(home, 8, 0, false)), 0);
+    assert_eq!(ready(next.complete_transaction(home, 7, 0, true)), 0);
+    let offsets = next.fetch_offsets("g", None, false).unwrap();
+    assert_eq!((offsets.len(), offsets[0].offset), (1, 42));
+    assert!(next.pending_txn_partitions("g").is_empty());
+
+    // And after the markers, a reload has the commit and nothing pending.
+    let last = GroupCoordinator::open_in_cluster(logs, GroupConfig::default());
+    last.on_elected(home, 2, PARTITIONS);
+    loaded(&last);
+    let offsets = last.fetch_offsets("g", None, false).unwrap();
+    assert_eq!((offsets.len(), offsets[0].offset), (1, 42));
+    assert!(last.pending_txn_partitions("g").is_empty());
+}

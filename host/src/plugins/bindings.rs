@@ -27,6 +27,8 @@ pub mod handler {
             "gregor:broker/groups.join-or-park": async,
             "gregor:broker/groups.sync-or-park": async,
             "gregor:broker/groups.commit-offsets": async,
+            "gregor:broker/txn.txn-offset-commit": async,
+            "gregor:broker/txn.write-markers": async,
         },
         exports: { default: async },
         with: {

@@ -26,7 +26,7 @@ use std::sync::{Arc, Mutex};
 use anyhow::{Context, Result};
 
 use crate::coordinator::offsets_log::{read_records, OffsetsLog};
-use crate::log::keyed_records;
+use crate::log::keyed_records::{self, Entry};
 
 use super::journal;
 use super::state_topic::{self, TOPIC};
@@ -118,7 +118,11 @@ impl StateLog {
     }
 
     fn read_into(&self, partition: i32, records: &mut Records) -> io::Result<usize> {
-        read_records(self.log.as_ref(), TOPIC, partition, &mut |record| {
+        read_records(self.log.as_ref(), TOPIC, partition, &mut |entry| {
+            // The coordinator's own records are never transactional.
+            let Entry::Record(record) = entry else {
+                return;
+            };
             let id = match state_topic::decode_key(record.key.as_deref().unwrap_or_default()) {
                 Ok(id) => id,
                 Err(why) => {

@@ -5,7 +5,9 @@
 //! ReplicaManager. Blocking work (fsyncs, marker appends) runs here on the
 //! calling worker, as the other storage imports do.
 
-use crate::coordinator::CommitRequest;
+use std::time::Instant;
+
+use crate::coordinator::{CommitRequest, Pending};
 use crate::error_code::ErrorCode;
 use crate::log::TopicPartition;
 use crate::plugins::bindings::handler::gregor::broker::txn::{
@@ -17,6 +19,7 @@ use crate::plugins::bindings::handler::gregor::broker::types::{
 };
 use crate::plugins::imports::{error_of, failure, result_of};
 use crate::plugins::state::HandlerState;
+use crate::replica::{MarkerWrite, MARKER_REPLICATION_TIMEOUT};
 use crate::transactions::{PendingOffset, ProducerRef};
 
 impl txn::Host for HandlerState {
@@ -120,7 +123,7 @@ impl txn::Host for HandlerState {
         ))
     }
 
-    fn txn_offset_commit(
+    async fn txn_offset_commit(
         &mut self,
         transactional_id: String,
         group_id: String,
@@ -171,12 +174,19 @@ impl txn::Host for HandlerState {
         if self.services.transactions.in_cluster() {
             let commits: Vec<crate::coordinator::OffsetCommit> =
                 pending.iter().map(PendingOffset::to_commit).collect();
-            let code = self.services.groups.add_pending_txn_offsets(
+            // The write waits for the ISR of the group's partition: the
+            // broker's time, not the guest's.
+            let started = Instant::now();
+            let code = match self.services.groups.add_pending_txn_offsets(
                 &group_id,
                 producer_id,
                 producer_epoch,
                 &commits,
-            );
+            ) {
+                Pending::Ready(code) => code,
+                Pending::Later(replicated) => replicated.await,
+            };
+            self.clock.add_host_wait(started.elapsed());
             return answer(code, offsets);
         }
         let code = self.services.transactions.txn_offset_commit(
@@ -209,7 +219,7 @@ impl txn::Host for HandlerState {
         ))
     }
 
-    fn write_markers(
+    async fn write_markers(
         &mut self,
         producer_id: i64,
         producer_epoch: i16,
@@ -217,35 +227,42 @@ impl txn::Host for HandlerState {
         coordinator_epoch: i32,
         partitions: Vec<TxnPartition>,
     ) -> Vec<TxnPartitionResult> {
-        partitions
-            .into_iter()
-            .map(|partition| {
-                // A marker for __consumer_offsets ends the transaction's
-                // pending offsets of that partition's groups.
-                let error_code = if partition.topic == crate::coordinator::offsets_topic::TOPIC {
-                    self.services.groups.complete_transaction(
-                        partition.partition,
-                        producer_id,
-                        producer_epoch,
-                        commit,
-                    )
-                } else {
-                    self.services.replica.write_marker(
-                        &partition.topic,
-                        partition.partition,
-                        producer_id,
-                        producer_epoch,
-                        commit,
-                        coordinator_epoch,
-                    )
-                };
-                TxnPartitionResult {
-                    topic: partition.topic,
-                    partition: partition.partition,
-                    error: error_of(error_code),
+        let mut results = Vec::with_capacity(partitions.len());
+        for partition in partitions {
+            // A marker for __consumer_offsets ends the transaction's
+            // pending offsets of that partition's groups. Either waits for
+            // the partition's ISR, as Kafka appends markers with acks=all.
+            let error_code = if partition.topic == crate::coordinator::offsets_topic::TOPIC {
+                match self.services.groups.complete_transaction(
+                    partition.partition,
+                    producer_id,
+                    producer_epoch,
+                    commit,
+                ) {
+                    Pending::Ready(code) => code,
+                    Pending::Later(replicated) => replicated.await,
                 }
-            })
-            .collect()
+            } else {
+                let marker = MarkerWrite {
+                    topic: &partition.topic,
+                    partition: partition.partition,
+                    producer_id,
+                    producer_epoch,
+                    commit,
+                    coordinator_epoch,
+                };
+                self.services
+                    .replica
+                    .write_marker_acked(marker, MARKER_REPLICATION_TIMEOUT)
+                    .await
+            };
+            results.push(TxnPartitionResult {
+                topic: partition.topic,
+                partition: partition.partition,
+                error: error_of(error_code),
+            });
+        }
+        results
     }
 
     fn describe_transaction(
