@@ -482,6 +482,10 @@ async fn close_connection_policy_skips_the_error_response() {
     conn.send(&request_frame(CHAOS_KEY, 0, 7, false, &[1, 1]))
         .expect("send");
     conn.expect_closed("a trap under the close-connection policy");
-    let entry = handler_entry(&plugin_list(&admin), "chaos").expect("chaos listed");
+    // The close can reach the client before the trap is counted.
+    let entry = gregor_tests::wait_for("the trap to be counted", Duration::from_secs(10), || {
+        let entry = handler_entry(&plugin_list(&admin), "chaos").expect("chaos listed");
+        (entry["traps"] != 0).then_some(entry)
+    });
     assert_eq!(entry["traps"], 1, "{entry}");
 }
