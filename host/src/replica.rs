@@ -528,24 +528,8 @@ impl ReplicaManager {
     /// from a coordinator older than the one that wrote the producer's
     /// last marker here (TRANSACTION_COORDINATOR_FENCED: a zombie
     /// coordinator of its transactional id), as `checkCoordinatorEpoch`.
-    pub fn write_marker(
-        &self,
-        topic: &str,
-        partition: i32,
-        producer_id: i64,
-        producer_epoch: i16,
-        commit: bool,
-        coordinator_epoch: i32,
-    ) -> i16 {
-        let marker = MarkerWrite {
-            topic,
-            partition,
-            producer_id,
-            producer_epoch,
-            commit,
-            coordinator_epoch,
-        };
-        match self.append_marker(&marker) {
+    pub fn write_marker(&self, marker: &MarkerWrite<'_>) -> i16 {
+        match self.append_marker(marker) {
             Ok(_) => ErrorCode::None.code(),
             Err(code) => code,
         }

@@ -332,16 +332,7 @@ impl TxnEffects for Services {
         let acked = self
             .replica
             .write_marker_acked(marker, crate::replica::MARKER_REPLICATION_TIMEOUT);
-        crate::sync::block_on_current(acked).unwrap_or_else(|| {
-            self.replica.write_marker(
-                &partition.topic,
-                partition.partition,
-                producer_id,
-                epoch,
-                commit,
-                coordinator_epoch,
-            )
-        })
+        crate::sync::block_on_current(acked).unwrap_or_else(|| self.replica.write_marker(&marker))
     }
 
     fn commit_offsets(&self, group_id: &str, offsets: &[PendingOffset]) -> i16 {

@@ -66,10 +66,9 @@ pub fn end_transaction_marker(
     .write(&records)
 }
 
-/// The type of the control batch `batch` (one whole, uncompressed batch,
-/// header included), from its first record's key. `None` when the record
-/// cannot be read.
-pub fn control_type(batch: &[u8]) -> Option<ControlType> {
+/// The key and value of the first record of `batch` (one whole,
+/// uncompressed batch, header included); `None` when it cannot be read.
+fn first_record(batch: &[u8]) -> Option<(&[u8], &[u8])> {
     let records = batch.get(HEADER_SIZE..)?;
     let mut pos = 0;
     read_varint(records, &mut pos).ok()?; // record length
@@ -78,6 +77,16 @@ pub fn control_type(batch: &[u8]) -> Option<ControlType> {
     read_varint(records, &mut pos).ok()?; // offset delta
     let key_length = usize::try_from(read_varint(records, &mut pos).ok()?).ok()?;
     let key = records.get(pos..pos.checked_add(key_length)?)?;
+    pos = pos.checked_add(key_length)?;
+    let value_length = usize::try_from(read_varint(records, &mut pos).ok()?).ok()?;
+    let value = records.get(pos..pos.checked_add(value_length)?)?;
+    Some((key, value))
+}
+
+/// The type of the control batch `batch`, from its first record's key.
+/// `None` when the record cannot be read.
+pub fn control_type(batch: &[u8]) -> Option<ControlType> {
+    let (key, _) = first_record(batch)?;
     let kind = i16::from_be_bytes(key.get(2..4)?.try_into().ok()?);
     Some(match kind {
         0 => ControlType::Abort,
@@ -89,16 +98,7 @@ pub fn control_type(batch: &[u8]) -> Option<ControlType> {
 /// The coordinator epoch an end-transaction marker carries (its record's
 /// value: version, then the epoch). `None` when the record cannot be read.
 pub fn coordinator_epoch(batch: &[u8]) -> Option<i32> {
-    let records = batch.get(HEADER_SIZE..)?;
-    let mut pos = 0;
-    read_varint(records, &mut pos).ok()?; // record length
-    pos += 1; // attributes
-    read_varlong(records, &mut pos).ok()?; // timestamp delta
-    read_varint(records, &mut pos).ok()?; // offset delta
-    let key_length = usize::try_from(read_varint(records, &mut pos).ok()?).ok()?;
-    pos = pos.checked_add(key_length)?;
-    let value_length = usize::try_from(read_varint(records, &mut pos).ok()?).ok()?;
-    let value = records.get(pos..pos.checked_add(value_length)?)?;
+    let (_, value) = first_record(batch)?;
     Some(i32::from_be_bytes(value.get(2..6)?.try_into().ok()?))
 }
 
