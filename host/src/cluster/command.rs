@@ -124,6 +124,10 @@ pub enum Command {
     /// that finds none in the image; the first applied stays, later ones
     /// change nothing.
     SetClusterId { cluster_id: String },
+    /// NoOpRecord: changes nothing. A node proposes one as a read barrier:
+    /// once it is applied here, this node's image holds everything the
+    /// quorum had committed when it was proposed.
+    NoOp,
 
     /// Kafka's atomic batch: all apply, or none (the image is left as it
     /// was and the first refusal is the answer). The controller fences a

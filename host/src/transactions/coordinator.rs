@@ -1188,12 +1188,15 @@ fn completion_of(
 }
 
 /// A marker's answer that leaves nothing to write: written, the partition
-/// is gone, or a newer epoch has fenced the producer there.
+/// is gone, a newer epoch has fenced the producer there, or a newer
+/// coordinator has written there (this one is a zombie: as Kafka's
+/// marker channel, it stops sending the transaction's markers).
 fn marker_done(code: i16) -> bool {
     [
         ErrorCode::None,
         ErrorCode::UnknownTopicOrPartition,
         ErrorCode::InvalidProducerEpoch,
+        ErrorCode::TransactionCoordinatorFenced,
     ]
     .iter()
     .any(|done| done.code() == code)

@@ -164,10 +164,9 @@ impl Coordinators {
 
     /// The leader of `group`'s partition of `__consumer_offsets`.
     fn group(&mut self, group: &str) -> Result<Broker, i16> {
-        let brokers = self.cluster.brokers.len();
         let topic = self
             .offsets
-            .get_or_insert_with(|| internal_topic(&OFFSETS, brokers))
+            .get_or_insert_with(|| internal_topic(&OFFSETS))
             .clone()?;
         self.leader_for(&topic, group)
     }
@@ -175,10 +174,9 @@ impl Coordinators {
     /// The leader of `transactional_id`'s partition of
     /// `__transaction_state`.
     fn transaction(&mut self, transactional_id: &str) -> Result<Broker, i16> {
-        let brokers = self.cluster.brokers.len();
         let topic = self
             .transactions
-            .get_or_insert_with(|| internal_topic(&TRANSACTIONS, brokers))
+            .get_or_insert_with(|| internal_topic(&TRANSACTIONS))
             .clone()?;
         self.leader_for(&topic, transactional_id)
     }
@@ -235,7 +233,12 @@ const TRANSACTIONS: Internal = Internal {
 
 /// The internal topic, created if it does not exist yet (Kafka's
 /// `getOrCreateInternalTopic`); COORDINATOR_NOT_AVAILABLE when it cannot be.
-fn internal_topic(internal: &Internal, brokers: usize) -> Result<TopicInfo, i16> {
+/// The configured replication factor is asked for first: the host decides
+/// it on an image brought up to date with the quorum, so a cluster still
+/// forming on this broker's view gets its full factor. Only when the
+/// cluster has fewer live brokers is it capped at them (counted after
+/// that refusal), as a small cluster needs.
+fn internal_topic(internal: &Internal) -> Result<TopicInfo, i16> {
     if let Some(topic) = metadata::topic_by_name(internal.name) {
         return Ok(topic);
     }
@@ -245,10 +248,31 @@ fn internal_topic(internal: &Internal, brokers: usize) -> Result<TopicInfo, i16>
             .unwrap_or(default)
     };
     let prefix = internal.prefix;
+    let configured = setting(&format!("{prefix}.replication.factor"), 3).max(1);
+    match create_internal(internal, &setting, configured) {
+        Err(code) if code == ResponseError::InvalidReplicationFactor.code() => {
+            let brokers = metadata::describe_cluster().brokers.len();
+            let capped = configured
+                .min(i64::try_from(brokers).unwrap_or(i64::MAX))
+                .max(1);
+            create_internal(internal, &setting, capped)
+                .map_err(|_| ResponseError::CoordinatorNotAvailable.code())
+        }
+        Err(_) => Err(ResponseError::CoordinatorNotAvailable.code()),
+        created => created,
+    }
+}
+
+/// Creates `internal` with `factor` replicas; the host's error code when
+/// it cannot (a topic created meanwhile, by another broker's
+/// FindCoordinator, is taken as it is).
+fn create_internal(
+    internal: &Internal,
+    setting: &dyn Fn(&str, i64) -> i64,
+    factor: i64,
+) -> Result<TopicInfo, i16> {
+    let prefix = internal.prefix;
     let partitions = setting(&format!("{prefix}.num.partitions"), 50);
-    let factor = setting(&format!("{prefix}.replication.factor"), 3)
-        .min(i64::try_from(brokers).unwrap_or(i64::MAX))
-        .max(1);
     let segment_bytes = setting(&format!("{prefix}.segment.bytes"), 100 * 1024 * 1024);
     let mut configs = vec![
         ("cleanup.policy".into(), Some("compact".into())),
@@ -268,12 +292,11 @@ fn internal_topic(internal: &Internal, brokers: usize) -> Result<TopicInfo, i16>
     };
     match metadata::create_topic(&topic, false) {
         Ok(created) => Ok(created),
-        // Created meanwhile, by another broker's FindCoordinator.
         Err(error) if error.code == ResponseError::TopicAlreadyExists.code() => {
             metadata::topic_by_name(internal.name)
                 .ok_or(ResponseError::CoordinatorNotAvailable.code())
         }
-        Err(_) => Err(ResponseError::CoordinatorNotAvailable.code()),
+        Err(error) => Err(error.code),
     }
 }
 
@@ -596,8 +619,17 @@ mod tests {
         );
     }
 
+    /// The host's answer to a factor beyond its one broker.
+    fn beyond_one_broker(topic: &NewTopic) -> Option<KafkaError> {
+        (topic.replication_factor > 1).then(|| KafkaError {
+            code: ResponseError::InvalidReplicationFactor.code(),
+            message: Some("only 1 broker".into()),
+        })
+    }
+
     /// No `__consumer_offsets` yet: it is created as Kafka creates it,
-    /// with the configured partitions and a factor capped at the brokers.
+    /// with the configured partitions, the configured factor refused by
+    /// the one broker, then that factor capped at it.
     struct NoOffsetsTopic;
 
     impl FakeHost for NoOffsetsTopic {
@@ -614,6 +646,10 @@ mod tests {
         ) -> Result<TopicInfo, KafkaError> {
             assert!(!validate_only);
             assert_eq!(topic.name, OFFSETS_TOPIC);
+            if let Some(refused) = beyond_one_broker(topic) {
+                assert_eq!(topic.replication_factor, 3, "the configured factor first");
+                return Err(refused);
+            }
             assert_eq!((topic.num_partitions, topic.replication_factor), (7, 1));
             assert!(topic
                 .configs
@@ -628,6 +664,37 @@ mod tests {
         let handled = fake::handle::<FindCoordinator>(NoOffsetsTopic, 3, &request);
         let response = handled.response.expect("an answer");
         assert_eq!((response.error_code, response.node_id), (NONE, BrokerId(1)));
+    }
+
+    /// This broker sees one broker, but the host (deciding on the
+    /// quorum's image) places three replicas: the configured factor is
+    /// asked for, not the count this broker saw.
+    struct LaggingView;
+
+    /// The factors LaggingView was asked for.
+    static ASKED: std::sync::Mutex<Vec<i16>> = std::sync::Mutex::new(Vec::new());
+
+    impl FakeHost for LaggingView {
+        fn describe_cluster(&self) -> Cluster {
+            fake::single_node_cluster()
+        }
+        fn create_topic(
+            &self,
+            topic: &NewTopic,
+            _validate_only: bool,
+        ) -> Result<TopicInfo, KafkaError> {
+            ASKED.lock().unwrap().push(topic.replication_factor);
+            Ok(fake::single_node_topic(OFFSETS_TOPIC, topic.num_partitions))
+        }
+    }
+
+    #[test]
+    fn the_offsets_topic_gets_the_configured_factor_when_the_cluster_has_it() {
+        let request = FindCoordinatorRequest::default().with_key(StrBytes::from_static_str("g"));
+        let handled = fake::handle::<FindCoordinator>(LaggingView, 3, &request);
+        let response = handled.response.expect("an answer");
+        assert_eq!(response.error_code, NONE);
+        assert_eq!(*ASKED.lock().unwrap(), vec![3]);
     }
 
     /// No `__transaction_state` yet: created as Kafka creates it, with
@@ -648,6 +715,9 @@ mod tests {
         ) -> Result<TopicInfo, KafkaError> {
             assert!(!validate_only);
             assert_eq!(topic.name, TRANSACTION_TOPIC);
+            if let Some(refused) = beyond_one_broker(topic) {
+                return Err(refused);
+            }
             assert_eq!((topic.num_partitions, topic.replication_factor), (3, 1));
             for config in [
                 ("cleanup.policy", "compact"),

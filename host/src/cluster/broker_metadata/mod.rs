@@ -18,7 +18,10 @@
 //!   this node, which the quorum forwards to its leader; they are answered
 //!   once the command is applied here, so the topic is visible on this
 //!   broker when the client hears back. A decision made on a stale image
-//!   is refused by the image's guards and comes back as Kafka's error.
+//!   is refused by the image's guards and comes back as Kafka's error;
+//!   one refused for too few active brokers is decided again after a
+//!   read barrier (a NoOp proposed and applied here), since a broker that
+//!   joined a moment ago is in the quorum's image before this node's.
 //! - ElectLeaders goes the same way: each partition decided with
 //!   `controller::election` on this node's image and proposed; so does
 //!   AlterPartitionReassignments with `controller::reassignment` (the
@@ -131,6 +134,36 @@ impl BrokerMetadata {
         }
         self.propose(command)?;
         self.view_of(&self.image(), name)
+    }
+
+    /// Decides a placement on this node's image. One refused for too few
+    /// active brokers is decided again after a read barrier: this node's
+    /// image may lag the quorum's (a broker that registered or was
+    /// unfenced a moment ago is known to the controller first, as Kafka's
+    /// controller, which decides every CreateTopics, would know it).
+    fn decide_placement(
+        &self,
+        decide: impl Fn(&MetadataImage) -> Result<Command, Refusal>,
+    ) -> Result<(Arc<MetadataImage>, Command), TopicError> {
+        let image = self.image();
+        match decide(&image) {
+            Err(refusal) if refusal.code == ErrorCode::InvalidReplicationFactor => {
+                self.read_barrier()?;
+                let image = self.image();
+                let command = decide(&image).map_err(refused)?;
+                Ok((image, command))
+            }
+            decided => decided.map(|command| (image, command)).map_err(refused),
+        }
+    }
+
+    /// Proposes a NoOp and waits until it is applied here: the image then
+    /// holds everything the quorum had committed before.
+    fn read_barrier(&self) -> Result<(), TopicError> {
+        match self.block_on(self.quorum.propose(Command::NoOp)) {
+            Ok(_) => Ok(()),
+            Err(error) => Err(quorum_failed(&error)),
+        }
     }
 
     fn view_of(&self, image: &MetadataImage, name: &str) -> Result<TopicView, TopicError> {
@@ -264,7 +297,8 @@ impl ClusterMetadata for BrokerMetadata {
             assignment: resolved.assignment,
             configs: resolved.configs,
         };
-        let command = topics::create_topic(&image, &decision, seed()).map_err(refused)?;
+        let (image, command) =
+            self.decide_placement(|image| topics::create_topic(image, &decision, seed()))?;
         self.carry_out(&image, command, &request.name, validate_only)
     }
 
@@ -298,8 +332,9 @@ impl ClusterMetadata for BrokerMetadata {
                 message: bounds::TOO_MANY_RECORDS.to_string(),
             });
         }
-        let command =
-            topics::create_partitions(&image, name, total, assignments, seed()).map_err(refused)?;
+        let (image, command) = self.decide_placement(|image| {
+            topics::create_partitions(image, name, total, assignments, seed())
+        })?;
         self.carry_out(&image, command, name, validate_only)
     }
 

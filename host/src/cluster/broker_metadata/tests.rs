@@ -19,6 +19,14 @@ struct Node {
 
 /// Broker 1 of a cluster of `brokers` registered (unfenced) brokers.
 fn node(brokers: i32) -> Node {
+    node_seeing(brokers, |quorum| quorum)
+}
+
+/// As [`node`], with broker 1 seeing the quorum through `view`.
+fn node_seeing(
+    brokers: i32,
+    view: impl FnOnce(Arc<dyn Quorum<MetadataImage>>) -> Arc<dyn Quorum<MetadataImage>>,
+) -> Node {
     let dir = tempfile::tempdir().unwrap();
     let mut config = BrokerConfig::default();
     config
@@ -46,7 +54,7 @@ fn node(brokers: i32) -> Node {
     }
     let dyn_quorum: Arc<dyn Quorum<MetadataImage>> = quorum.clone();
     let metadata = BrokerMetadata::new(
-        dyn_quorum,
+        view(dyn_quorum),
         1,
         "cluster-1".into(),
         Arc::clone(&topics),
@@ -134,14 +142,16 @@ async fn create_topic_places_replicas_over_the_live_brokers() {
         Some("1000")
     );
 
-    // Beyond the live brokers: INVALID_REPLICATION_FACTOR, nothing proposed.
+    // Beyond the live brokers: INVALID_REPLICATION_FACTOR, decided again
+    // after one read barrier (a NoOp), and no topic proposed.
     let before = node.quorum.image().last_applied();
     let error = node
         .metadata
         .create_topic(&new_topic("wide", 1, 4), false)
         .unwrap_err();
     assert_eq!(error.code, ErrorCode::InvalidReplicationFactor.code());
-    assert_eq!(node.quorum.image().last_applied(), before);
+    assert_eq!(node.quorum.image().last_applied(), before + 1);
+    assert!(node.quorum.image().topic("wide").is_none());
     // The single node's validation still applies.
     let error = node
         .metadata
@@ -160,7 +170,7 @@ async fn create_topic_places_replicas_over_the_live_brokers() {
         .unwrap();
     assert_eq!(checked.partitions.len(), 2);
     assert_eq!(node.metadata.topic("dry"), None);
-    assert_eq!(node.quorum.image().last_applied(), before);
+    assert_eq!(node.quorum.image().last_applied(), before + 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -268,4 +278,85 @@ async fn leadership_and_the_reconciler_follow_the_image() {
     });
     assert_eq!(node.topics.get("t"), None);
     assert_eq!(*deleted.lock().unwrap(), ["t"]);
+}
+
+/// A follower's view of the quorum that lags: it shows the image as of
+/// its own last proposal (answered once applied here), not the commits
+/// the leader applied since.
+struct Lagging {
+    quorum: Arc<dyn Quorum<MetadataImage>>,
+    shown: std::sync::Mutex<Arc<MetadataImage>>,
+}
+
+impl Quorum<MetadataImage> for Lagging {
+    fn propose(
+        &self,
+        command: Command,
+    ) -> crate::cluster::quorum::Proposal<'_, crate::cluster::command::Response> {
+        Box::pin(async move {
+            let response = self.quorum.propose(command).await;
+            *crate::sync::lock(&self.shown) = self.quorum.image();
+            response
+        })
+    }
+
+    fn image(&self) -> Arc<MetadataImage> {
+        Arc::clone(&crate::sync::lock(&self.shown))
+    }
+
+    fn watch(&self) -> tokio::sync::watch::Receiver<crate::cluster::quorum::Applied> {
+        self.quorum.watch()
+    }
+
+    fn leader(&self) -> Option<crate::cluster::quorum::NodeId> {
+        self.quorum.leader()
+    }
+}
+
+/// The node saw one broker; two more registered since at the controller.
+/// CreateTopics with RF 3 and CreatePartitions place over all three, as
+/// the controller (which Kafka asks) would, instead of refusing with
+/// INVALID_REPLICATION_FACTOR on the node's stale image.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn placement_on_a_lagging_image_is_decided_again_after_a_read_barrier() {
+    let node = node_seeing(1, |quorum| {
+        let shown = std::sync::Mutex::new(quorum.image());
+        Arc::new(Lagging { quorum, shown })
+    });
+    for id in 2..=3 {
+        let Ok(Applied::BrokerRegistered { epoch }) = node
+            .quorum
+            .apply(&Command::RegisterBroker(registration(id, id as u128)))
+        else {
+            panic!("registration refused");
+        };
+        node.quorum
+            .apply(&Command::UnfenceBroker {
+                broker_id: id,
+                epoch,
+            })
+            .unwrap();
+    }
+    assert_eq!(node.metadata.cluster("PLAINTEXT").brokers.len(), 1);
+    let created = node
+        .metadata
+        .create_topic(&new_topic("late", 2, 3), false)
+        .unwrap();
+    for p in &created.partitions {
+        let mut replicas = p.replicas.clone();
+        replicas.sort_unstable();
+        assert_eq!(replicas, [1, 2, 3]);
+    }
+    assert_eq!(node.metadata.cluster("PLAINTEXT").brokers.len(), 3);
+    let grown = node
+        .metadata
+        .create_partitions("late", 3, None, false)
+        .unwrap();
+    assert_eq!(grown.partitions.len(), 3);
+    // Still too many for the cluster after the barrier: refused.
+    let error = node
+        .metadata
+        .create_topic(&new_topic("wider", 1, 4), false)
+        .unwrap_err();
+    assert_eq!(error.code, ErrorCode::InvalidReplicationFactor.code());
 }

@@ -187,6 +187,7 @@ impl MetadataImage {
                 }
                 Ok(Applied::Done)
             }
+            Command::NoOp => Ok(Applied::Done),
             Command::Atomic(commands) => self.apply_atomic(index, commands),
             Command::Each(commands) => Ok(Applied::Each(
                 commands
