@@ -9,9 +9,11 @@
 //!   transaction) runs while the transaction coordinator's broker is
 //!   SIGKILLed: the read_committed output then holds every input exactly
 //!   once. The transactional id is picked so that its coordinator is not
-//!   the group's: the group coordinator holds a transaction's offsets in
-//!   memory until the marker (not yet in `__consumer_offsets` as Kafka
-//!   does), so its own failover mid-transaction is not covered here.
+//!   the group's; a second test SIGKILLs the group coordinator instead,
+//!   mid-transaction (its transactional offsets are in `__consumer_offsets`
+//!   as Kafka writes them, so the next coordinator has them).
+//! - A commit decided (PrepareCommit) by a coordinator that is SIGKILLed
+//!   before its marker could be written is completed by the next one.
 //! - A transaction left open on partitions its coordinator does not lead,
 //!   when that coordinator is SIGKILLed, is ended by the new coordinator
 //!   (aborted once its timeout passes): every partition's last stable
@@ -22,7 +24,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
-use kafka_protocol::messages::{CreateTopicsRequest, FindCoordinatorRequest, TopicName};
+use kafka_protocol::messages::{
+    CreateTopicsRequest, DescribeTransactionsRequest, FindCoordinatorRequest, TopicName,
+    TransactionalId,
+};
 use kafka_protocol::protocol::StrBytes;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
@@ -671,5 +676,95 @@ fn an_open_transaction_of_a_killed_coordinator_is_ended_by_the_next() {
     assert_eq!(
         values, expected,
         "only the committed transaction is read_committed"
+    );
+}
+
+/// The state DescribeTransactions gives node `via` for `transactional_id`.
+fn described_state(cluster: &Cluster, via: i32, transactional_id: &str) -> Option<String> {
+    let request = DescribeTransactionsRequest::default().with_transactional_ids(vec![
+        TransactionalId(StrBytes::from_string(transactional_id.to_string())),
+    ]);
+    let response = call(cluster.node(via).addr(), &request, 0)?;
+    let state = response.transaction_states.first()?;
+    (state.error_code == 0).then(|| state.transaction_state.to_string())
+}
+
+/// A commit whose coordinator dies after deciding it (PrepareCommit is in
+/// `__transaction_state`) and before its marker is written (the
+/// partition's leader is paused) is completed by the next coordinator, as
+/// Kafka's does on loading a prepared transaction: the producer's commit
+/// call succeeds (its retried EndTxn is told CONCURRENT_TRANSACTIONS until
+/// then), the marker reaches the partition and its records are
+/// read_committed.
+#[test]
+fn a_prepared_commit_of_a_killed_coordinator_is_completed_by_the_next() {
+    const TOPIC: &str = "txn-prepared";
+    const ID: &str = "txn-prepared-at-kill";
+    const RECORDS: usize = 5;
+    let mut cluster = start();
+    create_topic(&cluster, TOPIC);
+    let first = coordinator(&cluster, 1, ID, None);
+    let topic_leaders = leaders(&cluster, 1, TOPIC);
+    let (partition, other) = topic_leaders
+        .iter()
+        .find(|(_, leader)| **leader != first)
+        .map(|(p, leader)| (*p, *leader))
+        .unwrap_or_else(|| panic!("a partition of {TOPIC} led by another broker than {first}"));
+    eprintln!("{ID} coordinated by {first}; {TOPIC}-{partition} led by {other}");
+
+    let producer = transactional_producer(&cluster.bootstrap(), ID, "60000");
+    producer.begin_transaction().expect("begin");
+    for i in 0..RECORDS {
+        let value = format!("prepared-{i}");
+        let record = BaseRecord::<str, str>::to(TOPIC)
+            .payload(&value)
+            .partition(partition);
+        producer.send(record).map_err(|(e, _)| e).expect("send");
+    }
+    producer.flush(CALL).expect("the transaction's records written");
+
+    // The partition's leader stops answering, so the decided commit's
+    // marker cannot be written; the coordinator dies once it has decided.
+    cluster.node(other).pause();
+    let committing = std::thread::spawn(move || {
+        let outcome = producer.commit_transaction(Duration::from_secs(120));
+        (producer, outcome)
+    });
+    wait_for("the commit to be decided (PrepareCommit)", CONVERGE, || {
+        (described_state(&cluster, first, ID)? == "PrepareCommit").then_some(())
+    });
+    cluster.node_mut(first).kill();
+    cluster.node(other).resume();
+    eprintln!("SIGKILLed node {first} with {ID} in PrepareCommit; node {other} resumed");
+
+    let survivor = if first == 1 { 2 } else { 1 };
+    let moved = coordinator(&cluster, survivor, ID, Some(first));
+    let (_producer, outcome) = committing.join().expect("the committing thread");
+    outcome.expect("the commit, completed by the next coordinator");
+    assert_eq!(
+        described_state(&cluster, moved, ID).as_deref(),
+        Some("CompleteCommit")
+    );
+    assert!(
+        cluster
+            .node(moved)
+            .log_text()
+            .contains("finishing a prepared transaction"),
+        "node {moved} loaded {ID} prepared and finished it"
+    );
+    let mut values = read_committed(&cluster.bootstrap(), TOPIC, RECORDS);
+    values.sort();
+    let expected: Vec<String> = (0..RECORDS).map(|i| format!("prepared-{i}")).collect();
+    assert_eq!(values, expected, "the prepared commit's records, once each");
+    let settled = wait_for("the last stable offsets to settle", CONVERGE, || {
+        let now = stable_and_high(&cluster.bootstrap(), TOPIC)?;
+        now.iter()
+            .all(|(stable, high)| stable == high)
+            .then_some(now)
+    });
+    assert_eq!(
+        settled[partition as usize].1,
+        i64::try_from(RECORDS).unwrap_or(0) + 1,
+        "the records and one commit marker: {settled:?}"
     );
 }

@@ -356,6 +356,12 @@ fn timed_out_transactions_abort_and_prepared_ones_finish_after_a_restart() {
         store.add_partitions(&fx, me, &[tp("b", 0)], false),
         vec![ErrorCode::ConcurrentTransactions.code()]
     );
+    // The producer's retried commit is told to retry (Kafka's
+    // CONCURRENT_TRANSACTIONS).
+    assert_eq!(
+        store.end_txn(&fx, me, true),
+        ErrorCode::ConcurrentTransactions.code()
+    );
     drop(store);
     let store = open(dir.path());
     assert_eq!(state(&store, "u"), TxnState::PrepareCommit);
