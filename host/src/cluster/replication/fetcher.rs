@@ -60,6 +60,8 @@ const LIST_OFFSETS_VERSION: i16 = 7;
 const NONE: i16 = ErrorCode::None.code();
 const OFFSET_OUT_OF_RANGE: i16 = ErrorCode::OffsetOutOfRange.code();
 const FENCED_LEADER_EPOCH: i16 = ErrorCode::FencedLeaderEpoch.code();
+/// Kafka's TOPIC_AUTHORIZATION_FAILED.
+const TOPIC_AUTHORIZATION_FAILED: i16 = 29;
 
 /// Kafka's `replica.fetch.*` settings.
 #[derive(Debug, Clone, Copy)]
@@ -530,6 +532,13 @@ impl Fetcher {
             FENCED_LEADER_EPOCH => {
                 info!(partition = %tp, leader = self.leader, "the leader has a newer epoch; waiting for the metadata");
                 p.fenced = true;
+                return;
+            }
+            // A misconfiguration, not a passing state: said as Kafka's
+            // fetcher says it, at every attempt.
+            TOPIC_AUTHORIZATION_FAILED => {
+                warn!(partition = %tp, leader = self.leader, "the leader refused the replica fetch: the inter-broker user needs CLUSTER_ACTION on the cluster");
+                self.delay(p);
                 return;
             }
             _ => {
