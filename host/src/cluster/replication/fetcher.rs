@@ -345,6 +345,10 @@ impl Fetcher {
                         info!(partition = %tp, leader = self.leader, "the leader has a newer epoch; waiting for the metadata");
                         p.fenced = true;
                     }
+                    TOPIC_AUTHORIZATION_FAILED => {
+                        self.unauthorized(&tp, "OffsetForLeaderEpoch");
+                        self.delay(p);
+                    }
                     _ => {
                         debug!(partition = %tp, error = answer.error_code, "OffsetForLeaderEpoch refused; retrying");
                         self.delay(p);
@@ -501,6 +505,17 @@ impl Fetcher {
         }
     }
 
+    /// The leader refused this broker a replica's request: a
+    /// misconfiguration, not a passing state, so said at every attempt (as
+    /// Kafka's fetcher logs partition errors).
+    fn unauthorized(&self, tp: &TopicPartition, api: &str) {
+        warn!(
+            partition = %tp,
+            leader = self.leader,
+            "the leader refused this replica's {api}: the inter-broker user needs CLUSTER_ACTION on the cluster"
+        );
+    }
+
     fn delay_all(
         &self,
         partitions: &mut BTreeMap<TopicPartition, Followed>,
@@ -534,10 +549,8 @@ impl Fetcher {
                 p.fenced = true;
                 return;
             }
-            // A misconfiguration, not a passing state: said as Kafka's
-            // fetcher says it, at every attempt.
             TOPIC_AUTHORIZATION_FAILED => {
-                warn!(partition = %tp, leader = self.leader, "the leader refused the replica fetch: the inter-broker user needs CLUSTER_ACTION on the cluster");
+                self.unauthorized(tp, "Fetch");
                 self.delay(p);
                 return;
             }
