@@ -76,6 +76,8 @@ pub struct ClusterBuilder {
     admin: bool,
     /// `--set` after the harness's own, so they can override them.
     settings: Vec<(String, String)>,
+    /// `--set` for one node (by id) after all the others.
+    node_settings: Vec<(i32, String, String)>,
     /// Node `id` on 127.0.0.`id` instead of every node on 127.0.0.1.
     distinct_hosts: bool,
     /// Node `id` runs as user `base + id` (the fault test's firewall rules
@@ -95,6 +97,7 @@ pub fn cluster(n: usize) -> ClusterBuilder {
         controller_protocol: "PLAINTEXT".to_string(),
         admin: false,
         settings: Vec::new(),
+        node_settings: Vec::new(),
         distinct_hosts: false,
         uid_base: None,
     }
@@ -139,6 +142,13 @@ impl ClusterBuilder {
     /// One more `--set key=value` for every node.
     pub fn set(mut self, key: &str, value: &str) -> Self {
         self.settings.push((key.to_string(), value.to_string()));
+        self
+    }
+
+    /// One more `--set key=value` for node `id` only, after every other.
+    pub fn set_on(mut self, id: i32, key: &str, value: &str) -> Self {
+        self.node_settings
+            .push((id, key.to_string(), value.to_string()));
         self
     }
 
@@ -283,6 +293,12 @@ impl ClusterBuilder {
             .chain(open_admin)
             .map(|(k, v)| (k.to_string(), v))
             .chain(self.settings.iter().cloned())
+            .chain(
+                self.node_settings
+                    .iter()
+                    .filter(|(node, _, _)| *node == id)
+                    .map(|(_, k, v)| (k.clone(), v.clone())),
+            )
         {
             args.push("--set".into());
             args.push(format!("{key}={value}"));

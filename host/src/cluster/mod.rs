@@ -27,6 +27,7 @@ pub mod membership;
 #[cfg(test)]
 pub(crate) mod memory_quorum;
 pub mod node;
+pub mod peer;
 pub mod placement;
 pub mod reconciler;
 pub mod replication;

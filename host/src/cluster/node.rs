@@ -56,6 +56,7 @@ use crate::cluster::replication::alter;
 use crate::cluster::replication::follower;
 use crate::cluster::replication::image_source::ImagePartitions;
 use crate::cluster::replication::leader::{self, LeaderReplication};
+use crate::cluster::replication::leader_channel::InterBroker;
 use crate::cluster::txn_markers::MarkerChannels;
 use crate::config::BrokerConfig;
 use crate::security::sasl_client::{self, SaslCredentials};
@@ -85,6 +86,9 @@ pub struct ClusterNode {
     catch_up: InitialCatchUp,
     /// Brings the stores to the image once caught up.
     stores: Arc<StoreFollower>,
+    /// On a broker, where its replica fetchers and transaction markers
+    /// connect, and its login there (resolved before anything starts).
+    inter_broker: Option<InterBroker>,
 }
 
 impl ClusterNode {
@@ -98,6 +102,11 @@ impl ClusterNode {
             broker_config.millis(REGISTRATION_TIMEOUT_MS, DEFAULT_REGISTRATION_TIMEOUT_MS);
         let log_dir = broker_config.log_dir();
         let node_id = config.node_id;
+        let inter_broker = config
+            .inter_broker_listener_name
+            .clone()
+            .map(|listener| inter_broker(broker_config, listener))
+            .transpose()?;
         let voters: Vec<Voter> = config
             .voters
             .iter()
@@ -171,6 +180,7 @@ impl ClusterNode {
             shutdown: ControlledShutdown::default(),
             catch_up: InitialCatchUp::default(),
             stores,
+            inter_broker,
         })
     }
 
@@ -345,13 +355,13 @@ impl ClusterNode {
         services
             .replica
             .set_epoch_ends(Arc::new(follower::LogEpochs(Arc::clone(&services.logs))));
-        let Some(listener) = self.config.inter_broker_listener_name.clone() else {
+        let Some(inter_broker) = self.inter_broker.clone() else {
             return;
         };
         let markers = MarkerChannels::new(
             self.quorum.clone(),
             self.config.node_id,
-            listener.clone(),
+            inter_broker.clone(),
             follower::settings(broker_config).socket_timeout,
             tokio::runtime::Handle::current(),
         );
@@ -363,7 +373,7 @@ impl ClusterNode {
             node_id: self.config.node_id,
             incarnation: record.incarnation_id,
             services: Arc::clone(services),
-            listener,
+            inter_broker,
             broker_epoch: Arc::clone(broker_epoch),
             settings: follower::settings(broker_config),
             high_watermarks: Arc::default(),
@@ -645,4 +655,28 @@ fn controller_logins(
         }
     }
     Ok(logins)
+}
+
+/// The inter-broker listener and, when `listener.security.protocol.map`
+/// makes it SASL, the broker's login there (checked at start, as Kafka
+/// refuses a SASL inter-broker listener without a usable login, rather
+/// than a follower that never fetches). TLS is not supported between
+/// brokers yet: a broker alone still serves its clients there, so it
+/// starts, warned; its channels to other brokers refuse the listener.
+fn inter_broker(config: &BrokerConfig, listener: String) -> Result<InterBroker> {
+    let protocol = settings::listener_protocol(config, &listener)?;
+    let login = match protocol.name() {
+        "PLAINTEXT" => None,
+        "SASL_PLAINTEXT" => Some(sasl_client::inter_broker_credentials(config, &listener)?),
+        other => {
+            warn!(
+                listener = %listener,
+                protocol = other,
+                "brokers replicate over PLAINTEXT or SASL_PLAINTEXT only for now: \
+                 this broker cannot fetch from or send markers to other brokers"
+            );
+            None
+        }
+    };
+    Ok(InterBroker { listener, login })
 }

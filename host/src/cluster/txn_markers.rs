@@ -3,9 +3,11 @@
 //! completing a transaction sends each marker whose partition another
 //! broker leads to that leader as a real WriteTxnMarkers request (v1, one
 //! marker and one partition per request), on the leader's inter-broker
-//! listener, where the `write_txn_markers` module serves it (authorized
-//! as CLUSTER_ACTION). Where each partition is led comes from the
-//! metadata image at the time of the send.
+//! listener (logged in first when it is SASL_PLAINTEXT, through the same
+//! [`LeaderChannel`] the replica fetchers use), where the
+//! `write_txn_markers` module serves it (authorized as CLUSTER_ACTION).
+//! Where each partition is led comes from the metadata image at the time
+//! of the send.
 //!
 //! A send that fails (no connection, no answer in time) is
 //! NOT_LEADER_OR_FOLLOWER for the coordinator, which keeps the
@@ -26,7 +28,7 @@ use tokio::runtime::Handle;
 
 use crate::cluster::image::MetadataImage;
 use crate::cluster::quorum::Quorum;
-use crate::cluster::replication::leader_channel::LeaderChannel;
+use crate::cluster::replication::leader_channel::{InterBroker, LeaderChannel};
 use crate::error_code::ErrorCode;
 use crate::log::TopicPartition;
 use crate::transactions::MarkerRoute;
@@ -37,8 +39,8 @@ const VERSION: i16 = 1;
 pub struct MarkerChannels {
     quorum: Arc<dyn Quorum<MetadataImage>>,
     node_id: i32,
-    /// `inter.broker.listener.name`.
-    listener: String,
+    /// `inter.broker.listener.name` and the login there.
+    inter_broker: InterBroker,
     timeout: Duration,
     runtime: Handle,
     channels: Mutex<HashMap<i32, Arc<tokio::sync::Mutex<LeaderChannel>>>>,
@@ -48,14 +50,14 @@ impl MarkerChannels {
     pub fn new(
         quorum: Arc<dyn Quorum<MetadataImage>>,
         node_id: i32,
-        listener: String,
+        inter_broker: InterBroker,
         timeout: Duration,
         runtime: Handle,
     ) -> Self {
         Self {
             quorum,
             node_id,
-            listener,
+            inter_broker,
             timeout,
             runtime,
             channels: Mutex::new(HashMap::new()),
@@ -68,7 +70,7 @@ impl MarkerChannels {
             Arc::new(tokio::sync::Mutex::new(LeaderChannel::new(
                 Arc::clone(&self.quorum),
                 leader,
-                self.listener.clone(),
+                self.inter_broker.clone(),
                 self.node_id,
                 self.timeout,
             )))

@@ -1,11 +1,14 @@
 //! The client side of SASL, for the broker's own connections (the
-//! channel to the active controller): PLAIN (RFC 4616) and SCRAM-SHA-256/
+//! channel to the active controller, the replica fetchers' and the
+//! transaction markers' channels to partition leaders): PLAIN (RFC 4616) and SCRAM-SHA-256/
 //! 512 (RFC 5802, as Kafka's ScramSaslClient runs it: client-first,
 //! server-first, client-final, server-final, whose signature is checked so
 //! the broker knows it talks to a server holding its credential).
 //!
 //! The credentials are Kafka's: the mechanism from
-//! `sasl.mechanism.controller.protocol` and the `username`/`password` of
+//! `sasl.mechanism.controller.protocol` (towards controllers) or
+//! `sasl.mechanism.inter.broker.protocol` (towards brokers on the
+//! inter-broker listener) and the `username`/`password` of
 //! the JAAS config for that listener and mechanism
 //! (`listener.name.<listener>.<mechanism>.sasl.jaas.config`, else
 //! `sasl.jaas.config`). Only those two options of the JAAS text are read:
@@ -20,6 +23,8 @@ use crate::security::credentials::ScramMechanism;
 
 /// Kafka's name for the mechanism brokers use towards controllers.
 pub const CONTROLLER_MECHANISM: &str = "sasl.mechanism.controller.protocol";
+/// Kafka's name for the mechanism brokers use towards each other.
+pub const INTER_BROKER_MECHANISM: &str = "sasl.mechanism.inter.broker.protocol";
 
 /// Random bytes of the client nonce.
 const NONCE_BYTES: usize = 24;
@@ -37,14 +42,31 @@ pub struct SaslCredentials {
 /// mechanism and the JAAS config's username and password, or why they are
 /// missing (the message names the settings).
 pub fn controller_credentials(config: &BrokerConfig, listener: &str) -> Result<SaslCredentials> {
-    let Some(mechanism) = config.get(CONTROLLER_MECHANISM).map(str::trim) else {
+    credentials(config, CONTROLLER_MECHANISM, "controller", listener)
+}
+
+/// The credentials for a SASL inter-broker listener `listener`, as
+/// [`controller_credentials`] with `sasl.mechanism.inter.broker.protocol`.
+pub fn inter_broker_credentials(config: &BrokerConfig, listener: &str) -> Result<SaslCredentials> {
+    credentials(config, INTER_BROKER_MECHANISM, "inter-broker", listener)
+}
+
+/// The login on the `role` listener `listener`, with the mechanism the
+/// setting `mechanism_key` names.
+fn credentials(
+    config: &BrokerConfig,
+    mechanism_key: &str,
+    role: &str,
+    listener: &str,
+) -> Result<SaslCredentials> {
+    let Some(mechanism) = config.get(mechanism_key).map(str::trim) else {
         bail!(
-            "the controller listener {listener} uses SASL: set {CONTROLLER_MECHANISM} to PLAIN, \
+            "the {role} listener {listener} uses SASL: set {mechanism_key} to PLAIN, \
              SCRAM-SHA-256 or SCRAM-SHA-512 (Kafka's default, GSSAPI, is not supported)"
         );
     };
     if mechanism != "PLAIN" && ScramMechanism::from_name(mechanism).is_none() {
-        bail!("{CONTROLLER_MECHANISM}={mechanism} is not supported: use PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512");
+        bail!("{mechanism_key}={mechanism} is not supported: use PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512");
     }
     let scoped = format!(
         "listener.name.{}.{}.sasl.jaas.config",
@@ -56,7 +78,7 @@ pub fn controller_credentials(config: &BrokerConfig, listener: &str) -> Result<S
         .or_else(|| config.get("sasl.jaas.config"))
     else {
         bail!(
-            "the controller listener {listener} uses SASL: give the broker's login in {scoped} \
+            "the {role} listener {listener} uses SASL: give the broker's login in {scoped} \
              (or sasl.jaas.config), e.g. `... required username=\"broker\" password=\"...\";`"
         );
     };
@@ -130,6 +152,10 @@ impl SaslClient {
 
     pub fn mechanism(&self) -> &str {
         &self.credentials.mechanism
+    }
+
+    pub fn username(&self) -> &str {
+        &self.credentials.username
     }
 
     /// The next token for the server, `None` when done; an error when the
@@ -290,6 +316,28 @@ mod tests {
         assert!(error
             .to_string()
             .contains("listener.name.controller.plain.sasl.jaas.config"));
+    }
+
+    #[test]
+    fn inter_broker_credentials_use_their_own_mechanism_setting() {
+        let jaas = "listener.name.internal.plain.sasl.jaas.config=x required \
+                    username=\"broker\" password=\"pw\";";
+        let found = inter_broker_credentials(
+            &config(&["sasl.mechanism.inter.broker.protocol=PLAIN", jaas]),
+            "INTERNAL",
+        )
+        .unwrap();
+        assert_eq!(
+            (found.mechanism.as_str(), found.username.as_str()),
+            ("PLAIN", "broker")
+        );
+        let controller_only = config(&["sasl.mechanism.controller.protocol=PLAIN", jaas]);
+        let error = inter_broker_credentials(&controller_only, "INTERNAL").unwrap_err();
+        assert!(
+            error.to_string().contains(INTER_BROKER_MECHANISM)
+                && error.to_string().contains("inter-broker listener INTERNAL"),
+            "{error}"
+        );
     }
 
     fn credentials(mechanism: &str, password: &str) -> SaslCredentials {

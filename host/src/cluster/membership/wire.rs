@@ -10,24 +10,19 @@
 //!
 //! The listener's security protocol is the one the controller registered:
 //! PLAINTEXT, or SASL_PLAINTEXT, where the broker logs in first
-//! (SaslHandshake v1, then SaslAuthenticate v2 until done) with the
-//! mechanism and login configured for that listener
-//! (`security::sasl_client`). TLS towards controllers is not supported
+//! ([`PeerConnection`]) with the mechanism and login configured for that
+//! listener (`security::sasl_client`). TLS towards controllers is not supported
 //! yet: such a listener is an error naming it.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
-use kafka_protocol::messages::{SaslAuthenticateRequest, SaslHandshakeRequest};
-use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request};
 
 use crate::cluster::image::MetadataImage;
+use crate::cluster::peer::{login_for, PeerConnection};
 use crate::cluster::quorum::Quorum;
-use crate::kafka_wire;
-use crate::security::sasl_client::{SaslClient, SaslCredentials};
+use crate::security::sasl_client::SaslCredentials;
 
 /// How long one request may take (connect, send, answer).
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
@@ -42,8 +37,7 @@ pub struct ControllerChannel {
     logins: Vec<(String, SaslCredentials)>,
     client_id: String,
     /// The connection and the controller it goes to.
-    connection: Option<(i32, TcpStream)>,
-    correlation_id: i32,
+    connection: Option<(i32, PeerConnection)>,
 }
 
 impl ControllerChannel {
@@ -59,7 +53,6 @@ impl ControllerChannel {
             logins,
             client_id: format!("broker-{node_id}-to-controller"),
             connection: None,
-            correlation_id: 0,
         }
     }
 
@@ -88,29 +81,13 @@ impl ControllerChannel {
             .ok_or_else(|| {
                 format!("controller {leader} serves none of the controller listeners")
             })?;
-        let login = match endpoint.security_protocol.as_str() {
-            "PLAINTEXT" => None,
-            "SASL_PLAINTEXT" => Some(
-                self.logins
-                    .iter()
-                    .find(|(name, _)| *name == endpoint.name)
-                    .map(|(_, login)| login.clone())
-                    .ok_or_else(|| {
-                        format!(
-                            "controller {leader}'s listener {} is SASL_PLAINTEXT but this \
-                             broker maps it to another protocol (listener.security.protocol.map)",
-                            endpoint.name
-                        )
-                    })?,
-            ),
-            other => {
-                return Err(format!(
-                    "controller {leader}'s listener {} is {other}: brokers reach controllers \
-                     over PLAINTEXT or SASL_PLAINTEXT only for now",
-                    endpoint.name
-                ))
-            }
-        };
+        let login = self
+            .logins
+            .iter()
+            .find(|(name, _)| *name == endpoint.name)
+            .map(|(_, login)| login);
+        let peer = format!("controller {leader}");
+        let login = login_for(&peer, &endpoint.name, &endpoint.security_protocol, login)?;
         Ok((
             leader,
             format!("{}:{}", endpoint.host, endpoint.port),
@@ -147,99 +124,16 @@ impl ControllerChannel {
         {
             self.connection = None;
         }
-        let mut stream = match self.connection.take() {
-            Some((_, stream)) => stream,
+        let mut connection = match self.connection.take() {
+            Some((_, connection)) => connection,
             None => {
-                let mut stream = TcpStream::connect(&address)
-                    .await
-                    .map_err(|e| format!("connecting to controller {leader} at {address}: {e}"))?;
-                let _ = stream.set_nodelay(true);
-                if let Some(login) = login {
-                    self.authenticate(&mut stream, leader, login).await?;
-                }
-                stream
+                let peer = format!("controller {leader}");
+                let client_id = self.client_id.clone();
+                PeerConnection::open(&address, peer, client_id, MAX_RESPONSE, login).await?
             }
         };
-        let response = self
-            .round_trip(&mut stream, leader, request, version)
-            .await?;
-        self.connection = Some((leader, stream));
+        let response = connection.send(request, version).await?;
+        self.connection = Some((leader, connection));
         Ok(response)
-    }
-
-    /// Logs in on a fresh connection: SaslHandshake v1 naming the
-    /// mechanism, then SaslAuthenticate v2 carrying the client's tokens.
-    async fn authenticate(
-        &mut self,
-        stream: &mut TcpStream,
-        leader: i32,
-        login: SaslCredentials,
-    ) -> Result<(), String> {
-        let mut client = SaslClient::new(login);
-        let mechanism = StrBytes::from_string(client.mechanism().to_string());
-        let handshake = SaslHandshakeRequest::default().with_mechanism(mechanism);
-        let answer = self.round_trip(stream, leader, &handshake, 1).await?;
-        if answer.error_code != 0 {
-            return Err(format!(
-                "controller {leader} refused SASL mechanism {} (error {}; it enables {:?})",
-                client.mechanism(),
-                answer.error_code,
-                answer
-                    .mechanisms
-                    .iter()
-                    .map(|m| m.as_str())
-                    .collect::<Vec<_>>()
-            ));
-        }
-        let mut server_token = Bytes::new();
-        while let Some(token) = client.step(&server_token)? {
-            let request = SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from(token));
-            let answer = self.round_trip(stream, leader, &request, 2).await?;
-            if answer.error_code != 0 {
-                return Err(format!(
-                    "controller {leader} refused the broker's SASL login (error {}): {}",
-                    answer.error_code,
-                    answer.error_message.as_deref().unwrap_or_default()
-                ));
-            }
-            server_token = answer.auth_bytes;
-        }
-        Ok(())
-    }
-
-    /// One request and its response on `stream`.
-    async fn round_trip<R>(
-        &mut self,
-        stream: &mut TcpStream,
-        leader: i32,
-        request: &R,
-        version: i16,
-    ) -> Result<R::Response, String>
-    where
-        R: Request + Encodable + HeaderVersion,
-        R::Response: Decodable + HeaderVersion,
-    {
-        self.correlation_id = self.correlation_id.wrapping_add(1);
-        let correlation_id = self.correlation_id;
-        let frame = kafka_wire::encode_request(request, version, correlation_id, &self.client_id)?;
-        stream
-            .write_all(&frame)
-            .await
-            .map_err(|e| format!("sending to controller {leader}: {e}"))?;
-        let mut size = [0u8; 4];
-        stream
-            .read_exact(&mut size)
-            .await
-            .map_err(|e| format!("reading from controller {leader}: {e}"))?;
-        let size = usize::try_from(i32::from_be_bytes(size)).unwrap_or(usize::MAX);
-        if size > MAX_RESPONSE {
-            return Err(format!("controller {leader} sent a {size}-byte response"));
-        }
-        let mut body = vec![0u8; size];
-        stream
-            .read_exact(&mut body)
-            .await
-            .map_err(|e| format!("reading from controller {leader}: {e}"))?;
-        kafka_wire::decode_response::<R>(Bytes::from(body), version, correlation_id)
     }
 }

@@ -60,6 +60,8 @@ const LIST_OFFSETS_VERSION: i16 = 7;
 const NONE: i16 = ErrorCode::None.code();
 const OFFSET_OUT_OF_RANGE: i16 = ErrorCode::OffsetOutOfRange.code();
 const FENCED_LEADER_EPOCH: i16 = ErrorCode::FencedLeaderEpoch.code();
+/// Kafka's TOPIC_AUTHORIZATION_FAILED.
+const TOPIC_AUTHORIZATION_FAILED: i16 = 29;
 
 /// Kafka's `replica.fetch.*` settings.
 #[derive(Debug, Clone, Copy)]
@@ -343,6 +345,10 @@ impl Fetcher {
                         info!(partition = %tp, leader = self.leader, "the leader has a newer epoch; waiting for the metadata");
                         p.fenced = true;
                     }
+                    TOPIC_AUTHORIZATION_FAILED => {
+                        self.unauthorized(&tp, "OffsetForLeaderEpoch");
+                        self.delay(p);
+                    }
                     _ => {
                         debug!(partition = %tp, error = answer.error_code, "OffsetForLeaderEpoch refused; retrying");
                         self.delay(p);
@@ -499,6 +505,17 @@ impl Fetcher {
         }
     }
 
+    /// The leader refused this broker a replica's request: a
+    /// misconfiguration, not a passing state, so said at every attempt (as
+    /// Kafka's fetcher logs partition errors).
+    fn unauthorized(&self, tp: &TopicPartition, api: &str) {
+        warn!(
+            partition = %tp,
+            leader = self.leader,
+            "the leader refused this replica's {api}: the inter-broker user needs CLUSTER_ACTION on the cluster"
+        );
+    }
+
     fn delay_all(
         &self,
         partitions: &mut BTreeMap<TopicPartition, Followed>,
@@ -530,6 +547,11 @@ impl Fetcher {
             FENCED_LEADER_EPOCH => {
                 info!(partition = %tp, leader = self.leader, "the leader has a newer epoch; waiting for the metadata");
                 p.fenced = true;
+                return;
+            }
+            TOPIC_AUTHORIZATION_FAILED => {
+                self.unauthorized(tp, "Fetch");
+                self.delay(p);
                 return;
             }
             _ => {

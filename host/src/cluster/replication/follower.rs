@@ -24,7 +24,7 @@ use tokio::sync::watch;
 use tracing::{info, warn};
 
 use super::fetcher::{FetchSettings, Fetcher, FollowerHighWatermarks, Target, Targets};
-use super::leader_channel::LeaderChannel;
+use super::leader_channel::{InterBroker, LeaderChannel};
 use crate::cluster::command::{Uuid, NO_LEADER};
 use crate::cluster::image::MetadataImage;
 use crate::cluster::quorum::Quorum;
@@ -57,8 +57,9 @@ pub struct Replication {
     /// This start's registration, for the caught-up test.
     pub incarnation: Uuid,
     pub services: Arc<Services>,
-    /// `inter.broker.listener.name`: where leaders are fetched from.
-    pub listener: String,
+    /// `inter.broker.listener.name` (where leaders are fetched from) and
+    /// the login there.
+    pub inter_broker: InterBroker,
     /// This broker's epoch (-1 until registered), sent in every fetch.
     pub broker_epoch: Arc<AtomicI64>,
     pub settings: FetchSettings,
@@ -230,7 +231,7 @@ impl Replication {
             channel: LeaderChannel::new(
                 Arc::clone(&self.quorum),
                 leader,
-                self.listener.clone(),
+                self.inter_broker.clone(),
                 self.node_id,
                 self.settings.socket_timeout,
             ),

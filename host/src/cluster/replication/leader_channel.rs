@@ -4,69 +4,80 @@
 //! lists it. The address is looked up again for every new connection (a
 //! restarted leader may listen elsewhere), and the connection is dropped
 //! on any error so the next request starts afresh.
+//!
+//! On a SASL_PLAINTEXT inter-broker listener every new connection logs in
+//! first ([`PeerConnection`]) as the broker's inter-broker login, resolved
+//! once at start (`security::sasl_client::inter_broker_credentials`); the
+//! leader then authorizes the follower's Fetch and the coordinator's
+//! WriteTxnMarkers as that user (CLUSTER_ACTION on the cluster). TLS
+//! listeners are refused with a message naming them.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 
 use crate::cluster::image::MetadataImage;
+use crate::cluster::peer::{login_for, PeerConnection};
 use crate::cluster::quorum::Quorum;
-use crate::kafka_wire::{decode_response, encode_request};
+use crate::security::sasl_client::SaslCredentials;
 
 /// The largest response accepted: a full fetch response and headroom.
 const MAX_RESPONSE: usize = 256 << 20;
 
+/// Where a broker's channels to leaders go: `inter.broker.listener.name`
+/// and, when this broker maps it to SASL_PLAINTEXT, its login there.
+#[derive(Debug, Clone)]
+pub struct InterBroker {
+    pub listener: String,
+    pub login: Option<SaslCredentials>,
+}
+
 pub struct LeaderChannel {
     quorum: Arc<dyn Quorum<MetadataImage>>,
     leader: i32,
-    /// `inter.broker.listener.name`.
-    listener: String,
+    inter_broker: InterBroker,
     client_id: String,
     timeout: Duration,
-    stream: Option<TcpStream>,
-    correlation_id: i32,
+    connection: Option<PeerConnection>,
 }
 
 impl LeaderChannel {
     pub fn new(
         quorum: Arc<dyn Quorum<MetadataImage>>,
         leader: i32,
-        listener: String,
+        inter_broker: InterBroker,
         node_id: i32,
         timeout: Duration,
     ) -> Self {
         Self {
             quorum,
             leader,
-            listener,
+            inter_broker,
             client_id: format!("replica-fetcher-{node_id}-from-{leader}"),
             timeout,
-            stream: None,
-            correlation_id: 0,
+            connection: None,
         }
     }
 
-    /// Where the leader's inter-broker listener is.
-    fn address(&self) -> Result<String, String> {
+    /// Where the leader's inter-broker listener is, and the login it wants.
+    fn address(&self) -> Result<(String, Option<SaslCredentials>), String> {
         let image = self.quorum.image();
+        let listener = &self.inter_broker.listener;
         let broker = image
             .cluster()
             .broker(self.leader)
             .ok_or_else(|| format!("broker {} is not registered", self.leader))?;
         let endpoint = broker
-            .endpoint(&self.listener)
-            .ok_or_else(|| format!("broker {} has no {} listener", self.leader, self.listener))?;
-        if endpoint.security_protocol != "PLAINTEXT" {
-            return Err(format!(
-                "broker {}'s listener {} is {}: replica fetchers connect over PLAINTEXT only for now",
-                self.leader, endpoint.name, endpoint.security_protocol
-            ));
-        }
-        Ok(format!("{}:{}", endpoint.host, endpoint.port))
+            .endpoint(listener)
+            .ok_or_else(|| format!("broker {} has no {listener} listener", self.leader))?;
+        let login = login_for(
+            &format!("broker {}", self.leader),
+            &endpoint.name,
+            &endpoint.security_protocol,
+            self.inter_broker.login.as_ref(),
+        )?;
+        Ok((format!("{}:{}", endpoint.host, endpoint.port), login))
     }
 
     /// Sends `request` at `version`; the response, or why there is none
@@ -80,7 +91,7 @@ impl LeaderChannel {
             .await
             .unwrap_or_else(|_| Err(format!("broker {} did not answer in time", self.leader)));
         if answer.is_err() {
-            self.stream = None;
+            self.connection = None;
         }
         answer
     }
@@ -90,37 +101,17 @@ impl LeaderChannel {
         R: Request + Encodable + HeaderVersion,
         R::Response: Decodable + HeaderVersion,
     {
-        let leader = self.leader;
-        if self.stream.is_none() {
-            let address = self.address()?;
-            let stream = TcpStream::connect(&address)
-                .await
-                .map_err(|e| format!("connecting to broker {leader} at {address}: {e}"))?;
-            let _ = stream.set_nodelay(true);
-            self.stream = Some(stream);
-        }
-        self.correlation_id = self.correlation_id.wrapping_add(1);
-        let correlation_id = self.correlation_id;
-        let frame = encode_request(request, version, correlation_id, &self.client_id)?;
-        let stream = self.stream.as_mut().ok_or("no connection")?;
-        stream
-            .write_all(&frame)
-            .await
-            .map_err(|e| format!("sending to broker {leader}: {e}"))?;
-        let mut size = [0u8; 4];
-        stream
-            .read_exact(&mut size)
-            .await
-            .map_err(|e| format!("reading from broker {leader}: {e}"))?;
-        let size = usize::try_from(i32::from_be_bytes(size)).unwrap_or(usize::MAX);
-        if size > MAX_RESPONSE {
-            return Err(format!("broker {leader} sent a {size}-byte response"));
-        }
-        let mut body = vec![0u8; size];
-        stream
-            .read_exact(&mut body)
-            .await
-            .map_err(|e| format!("reading from broker {leader}: {e}"))?;
-        decode_response::<R>(Bytes::from(body), version, correlation_id)
+        let mut connection = match self.connection.take() {
+            Some(connection) => connection,
+            None => {
+                let (address, login) = self.address()?;
+                let peer = format!("broker {}", self.leader);
+                let client_id = self.client_id.clone();
+                PeerConnection::open(&address, peer, client_id, MAX_RESPONSE, login).await?
+            }
+        };
+        let response = connection.send(request, version).await?;
+        self.connection = Some(connection);
+        Ok(response)
     }
 }
