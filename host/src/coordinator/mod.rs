@@ -15,7 +15,8 @@
 //! - `offsets.rs`: offset commits, fetches, deletes and retention.
 //! - `store.rs`: where offsets and group metadata persist: records of
 //!   `__consumer_offsets` (`offsets_topic.rs`: Kafka's keys and values,
-//!   `offsets_log.rs`: the topic on the host's log); the file
+//!   `offsets_log.rs`: the topic on the host's log, `consumer_records.rs`:
+//!   KIP-848 members and assignments); the file
 //!   `groups.log` (`groups_log.rs`) is what an earlier release's data
 //!   directory is migrated from; `timers.rs`: the deadlines.
 //!
@@ -41,6 +42,7 @@
 mod assignor;
 mod config;
 mod consumer;
+mod consumer_records;
 mod group;
 pub mod group_configs;
 mod groups_log;
@@ -1013,11 +1015,19 @@ impl Inner {
             }
             self.groups.insert(id, group);
         }
+        let mut members = snapshot.consumer_members;
         for (id, (epoch, state_timestamp)) in snapshot.consumer_groups {
+            let records = members.remove(&id).unwrap_or_default();
             let mut group = Group::new(&id, state_timestamp);
             group.protocol_type = Some(group::CONSUMER_PROTOCOL_TYPE.to_string());
-            group.consumer = Some(consumer::ConsumerGroup::new(epoch));
+            let consumer = consumer::ConsumerGroup::restore(epoch, state_timestamp, records, now);
+            group.consumer = Some(consumer);
+            // Sessions (and revocation deadlines) start afresh, as Kafka's.
+            self.env.start_consumer_timers(&mut group, now);
             self.groups.insert(id, group);
+        }
+        for id in members.keys() {
+            warn!(group = %id, "consumer group members without a group epoch record: ignored");
         }
         let mut offsets = 0;
         for (id, stored) in snapshot.offsets {
@@ -1102,5 +1112,7 @@ fn complete_under_lock(
     ErrorCode::None.code()
 }
 
+#[cfg(test)]
+mod consumer_persist_tests;
 #[cfg(test)]
 mod tests;
