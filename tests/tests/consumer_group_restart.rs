@@ -104,6 +104,10 @@ fn stabilize(addr: SocketAddr, group: &str, members: &mut [Member]) {
         let mut changed = false;
         for member in members.iter_mut() {
             let response = heartbeat(addr, group, member);
+            if RETRIABLE.contains(&response.error_code) {
+                changed = true; // the coordinator is still loading the group
+                continue;
+            }
             assert_eq!(response.error_code, 0, "{response:?}");
             changed |= response.member_epoch != member.epoch;
             member.epoch = response.member_epoch;

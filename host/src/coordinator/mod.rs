@@ -817,8 +817,9 @@ impl GroupCoordinator {
         self.lock().env.group_configs = Some(configs);
     }
 
-    /// ConsumerGroupHeartbeat (KIP-848). `topics` is every topic of the
-    /// cluster by name, for the assignor.
+    /// ConsumerGroupHeartbeat, answered at once. (Handlers wait for the
+    /// replicas through [`GroupCoordinator::begin_consumer_heartbeat`].)
+    #[cfg(test)]
     pub fn consumer_heartbeat(
         &self,
         request: &ConsumerHeartbeat,
@@ -831,6 +832,41 @@ impl GroupCoordinator {
         let result = inner.consumer_heartbeat(request, &topics);
         inner.topics_view = topics;
         result
+    }
+
+    /// ConsumerGroupHeartbeat (KIP-848). `topics` is every topic of the
+    /// cluster by name, for the assignor. Answered once the in-sync
+    /// replicas of the group's partition have the records the heartbeat
+    /// wrote (at once on a single node), as Kafka answers only after its
+    /// records are committed: a coordinator that fails over then knows
+    /// every epoch a member was given. A write the replicas did not take
+    /// is answered with its error (as an offset commit's).
+    pub fn begin_consumer_heartbeat(
+        &self,
+        request: &ConsumerHeartbeat,
+        topics: BTreeMap<String, TopicMeta>,
+    ) -> Pending<ConsumerHeartbeatResult> {
+        let mut inner = self.lock();
+        if let Some(code) = inner.elsewhere(&request.group_id) {
+            let result = ConsumerHeartbeatResult::error(code, "the group is not coordinated here");
+            return Pending::Ready(result);
+        }
+        // Only this heartbeat's writes are waited for.
+        inner.env.store.take_written();
+        let result = inner.consumer_heartbeat(request, &topics);
+        inner.topics_view = topics;
+        let Some(replicated) = self.replicated(&mut inner) else {
+            return Pending::Ready(result);
+        };
+        drop(inner);
+        Pending::Later(Box::pin(async move {
+            let code = replicated.await;
+            if code == ErrorCode::None.code() || result.error_code != ErrorCode::None.code() {
+                result
+            } else {
+                ConsumerHeartbeatResult::error(code, "the group's records were not replicated")
+            }
+        }))
     }
 
     /// ConsumerGroupDescribe: GROUP_ID_NOT_FOUND for groups that do not
