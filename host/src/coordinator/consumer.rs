@@ -15,11 +15,16 @@
 //! - A member that stops heartbeating for `group.consumer.session.timeout.ms`
 //!   or does not revoke within its rebalance timeout is removed (fenced).
 //!
+//! - Members, their subscriptions and assignments persist in
+//!   `__consumer_offsets` as Kafka's records ([`super::consumer_records`]):
+//!   after every change the records that differ from those last written
+//!   are appended, so a coordinator that loads the group (failover or
+//!   restart) takes every member on at its epoch; their session timers
+//!   start afresh then, as Kafka's do.
+//!
 //! Not done here (see the closing report): regular-expression
 //! subscriptions, rack-aware assignment, keeping a static member's place
-//! across its restart (member epoch -2 is treated as leaving), and
-//! persisting members across a broker restart (members rejoin; committed
-//! offsets are kept).
+//! across its restart (member epoch -2 is treated as leaving).
 
 use crate::error_code::ErrorCode;
 
@@ -29,6 +34,9 @@ use std::time::{Duration, Instant};
 use tracing::{info, warn};
 
 use super::assignor::{self, Assignment, MemberSpec};
+use super::consumer_records::{
+    ConsumerRecords, CurrentAssignment, MemberMetadata, SubscribedTopic,
+};
 use super::group::Group;
 use super::state::GroupState;
 use super::store::Record;
@@ -147,6 +155,10 @@ pub struct ConsumerGroup {
     assignor: String,
     /// Partition counts of the subscribed topics the target was computed for.
     topics: BTreeMap<String, TopicMeta>,
+    /// The member and assignment records last written (or loaded).
+    stored: ConsumerRecords,
+    /// The group epoch record last written: (epoch, state timestamp).
+    stored_epoch: Option<(i32, i64)>,
 }
 
 impl ConsumerGroup {
@@ -158,7 +170,140 @@ impl ConsumerGroup {
             target: BTreeMap::new(),
             assignor: assignor::UNIFORM.to_string(),
             topics: BTreeMap::new(),
+            stored: ConsumerRecords::default(),
+            stored_epoch: None,
         }
+    }
+
+    /// The group as its records left it (`state_timestamp`: its epoch
+    /// record's), members' sessions starting at `now`.
+    pub fn restore(
+        epoch: i32,
+        state_timestamp: i64,
+        records: ConsumerRecords,
+        now: Instant,
+    ) -> Self {
+        let mut group = Self::new(epoch);
+        group.stored_epoch = Some((epoch, state_timestamp));
+        if let Some(target_epoch) = records.target_epoch {
+            group.assignment_epoch = target_epoch;
+        }
+        group.topics = records
+            .topics
+            .iter()
+            .flatten()
+            .map(|t| {
+                let meta = TopicMeta {
+                    id: t.id,
+                    partitions: t.partitions,
+                };
+                (t.name.clone(), meta)
+            })
+            .collect();
+        group.target = records
+            .targets
+            .iter()
+            .map(|(id, target)| (id.clone(), to_assignment(target)))
+            .collect();
+        for (id, meta) in &records.members {
+            let current = records.current.get(id);
+            let state = match current.map_or(0, |c| c.state) {
+                0 => MemberState::Stable,
+                1 => MemberState::UnrevokedPartitions,
+                // 2, or a state this build does not know: reconciled again.
+                _ => MemberState::UnreleasedPartitions,
+            };
+            let member = ConsumerMember {
+                member_id: id.clone(),
+                instance_id: meta.instance_id.clone(),
+                rack_id: meta.rack_id.clone(),
+                client_id: meta.client_id.clone(),
+                client_host: meta.client_host.clone(),
+                rebalance_timeout_ms: meta.rebalance_timeout_ms,
+                subscribed: meta.subscribed_topic_names.iter().cloned().collect(),
+                server_assignor: meta.server_assignor.clone(),
+                epoch: current.map_or(0, |c| c.member_epoch),
+                previous_epoch: current.map_or(-1, |c| c.previous_member_epoch),
+                state,
+                assigned: current
+                    .map(|c| to_assignment(&c.assigned))
+                    .unwrap_or_default(),
+                pending_revocation: current
+                    .map(|c| to_assignment(&c.pending_revocation))
+                    .unwrap_or_default(),
+                // Sent again on the first heartbeat to the new coordinator.
+                sent: None,
+                deadline: now,
+                armed: None,
+            };
+            group.members.insert(id.clone(), member);
+        }
+        group.assignor = group.preferred_assignor();
+        group.stored = records;
+        group
+    }
+
+    /// The records of the group's members (`only`: of that member), as
+    /// they are now.
+    fn records(&self, only: Option<&str>) -> ConsumerRecords {
+        let wanted = |id: &str| only.is_none_or(|only| only == id);
+        let members = self.members.values().filter(|m| wanted(&m.member_id));
+        let mut records = ConsumerRecords {
+            topics: Some(
+                self.topics
+                    .iter()
+                    .map(|(name, meta)| SubscribedTopic {
+                        id: meta.id,
+                        name: name.clone(),
+                        partitions: meta.partitions,
+                    })
+                    .collect(),
+            ),
+            target_epoch: Some(self.assignment_epoch),
+            ..ConsumerRecords::default()
+        };
+        for m in members {
+            let id = m.member_id.clone();
+            let metadata = MemberMetadata {
+                instance_id: m.instance_id.clone(),
+                rack_id: m.rack_id.clone(),
+                client_id: m.client_id.clone(),
+                client_host: m.client_host.clone(),
+                subscribed_topic_names: m.subscribed.iter().cloned().collect(),
+                subscribed_topic_regex: None,
+                rebalance_timeout_ms: m.rebalance_timeout_ms,
+                server_assignor: m.server_assignor.clone(),
+            };
+            records.members.insert(id.clone(), metadata);
+            if let Some(target) = self.target.get(&id) {
+                records.targets.insert(id.clone(), to_list(target));
+            }
+            let state = match m.state {
+                MemberState::Stable => 0,
+                MemberState::UnrevokedPartitions => 1,
+                MemberState::UnreleasedPartitions => 2,
+            };
+            let current = CurrentAssignment {
+                member_epoch: m.epoch,
+                previous_member_epoch: m.previous_epoch,
+                state,
+                assigned: to_list(&m.assigned),
+                pending_revocation: to_list(&m.pending_revocation),
+            };
+            records.current.insert(id, current);
+        }
+        records
+    }
+
+    /// (group epoch, assignment epoch, every member's records as now).
+    #[cfg(test)]
+    pub(super) fn state_for_test(&self) -> (i32, i32, ConsumerRecords) {
+        (self.epoch, self.assignment_epoch, self.records(None))
+    }
+
+    /// The records written for the group (what a compaction keeps).
+    pub fn stored_records(&self) -> &ConsumerRecords {
+        &self.stored
     }
 
     pub fn is_empty(&self) -> bool {
@@ -391,20 +536,63 @@ impl Env {
         }
     }
 
-    /// Stores the group's existence and epoch, so that a restart keeps the
-    /// group (members rejoin).
-    fn store_consumer_group(&mut self, group: &Group) {
-        let Some(consumer) = &group.consumer else {
+    /// A loaded group's members' deadlines: their sessions, and the
+    /// rebalance timeout of those still revoking, from `now`.
+    pub(super) fn start_consumer_timers(&self, group: &mut Group, now: Instant) {
+        let Some(consumer) = group.consumer.as_mut() else {
             return;
         };
-        let record = Record::ConsumerGroup {
-            group: group.id.clone(),
-            epoch: consumer.epoch,
-            state_timestamp: group.state_timestamp,
-        };
-        if let Err(error) = self.store.append(&[record]) {
-            warn!(group = %group.id, "cannot store consumer group metadata: {error}");
+        for member in consumer.members.values_mut() {
+            self.consumer_session(&group.id, member);
+            if member.state == MemberState::UnrevokedPartitions {
+                self.timers.schedule(
+                    now + millis(member.rebalance_timeout_ms),
+                    Timer::ConsumerRevocation {
+                        group: group.id.clone(),
+                        member: member.member_id.clone(),
+                        epoch: member.epoch,
+                    },
+                );
+            }
         }
+    }
+
+    /// Appends the group's records that changed since the last write (or
+    /// load), in one append: only `member`'s when the group's epochs are
+    /// unchanged (a heartbeat that moved one member), else every one.
+    pub(super) fn persist_consumer_group(&mut self, group: &mut Group, member: Option<&str>) {
+        let Some(consumer) = group.consumer.as_mut() else {
+            return;
+        };
+        let epoch = (consumer.epoch, group.state_timestamp);
+        let group_wide = consumer.stored_epoch != Some(epoch)
+            || consumer.stored.target_epoch != Some(consumer.assignment_epoch);
+        let only = if group_wide { None } else { member };
+        let now = consumer.records(only);
+        let (before, after) = consumer.stored.diff(&now, only);
+        let epoch_changed = consumer.stored_epoch != Some(epoch);
+        if before.is_empty() && after.is_empty() && !epoch_changed {
+            return;
+        }
+        let wrap = |record| Record::Consumer {
+            group: group.id.clone(),
+            record,
+        };
+        let mut records: Vec<Record> = before.into_iter().map(wrap).collect();
+        if epoch_changed {
+            records.push(Record::ConsumerGroup {
+                group: group.id.clone(),
+                epoch: epoch.0,
+                state_timestamp: epoch.1,
+            });
+        }
+        records.extend(after.into_iter().map(wrap));
+        if let Err(error) = self.store.append(&records) {
+            warn!(group = %group.id, "cannot store consumer group records: {error}");
+            return;
+        }
+        consumer.stored.update(now, only);
+        consumer.stored_epoch = Some(epoch);
     }
 
     /// A membership or subscription change: bump the group epoch and
@@ -425,13 +613,25 @@ impl Env {
         if consumer.members.is_empty() {
             group.state_timestamp = now_ms();
         }
-        self.store_consumer_group(group);
     }
 }
 
 impl Inner {
-    /// ConsumerGroupHeartbeat.
+    /// ConsumerGroupHeartbeat; what changed is stored before the answer.
     pub(super) fn consumer_heartbeat(
+        &mut self,
+        request: &ConsumerHeartbeat,
+        view: &BTreeMap<String, TopicMeta>,
+    ) -> ConsumerHeartbeatResult {
+        let result = self.consumer_heartbeat_unstored(request, view);
+        let Inner { groups, env, .. } = self;
+        if let Some(group) = groups.get_mut(&request.group_id) {
+            env.persist_consumer_group(group, Some(&request.member_id));
+        }
+        result
+    }
+
+    fn consumer_heartbeat_unstored(
         &mut self,
         request: &ConsumerHeartbeat,
         view: &BTreeMap<String, TopicMeta>,
@@ -794,6 +994,7 @@ impl Inner {
         consumer.members.remove(&member_id);
         consumer.target.remove(&member_id);
         env.bump_epoch(group, view, reason);
+        env.persist_consumer_group(group, None);
     }
 }
 

@@ -15,7 +15,8 @@
 //! - `offsets.rs`: offset commits, fetches, deletes and retention.
 //! - `store.rs`: where offsets and group metadata persist: records of
 //!   `__consumer_offsets` (`offsets_topic.rs`: Kafka's keys and values,
-//!   `offsets_log.rs`: the topic on the host's log); the file
+//!   `offsets_log.rs`: the topic on the host's log, `consumer_records.rs`:
+//!   KIP-848 members and assignments); the file
 //!   `groups.log` (`groups_log.rs`) is what an earlier release's data
 //!   directory is migrated from; `timers.rs`: the deadlines.
 //!
@@ -41,6 +42,7 @@
 mod assignor;
 mod config;
 mod consumer;
+mod consumer_records;
 mod group;
 pub mod group_configs;
 mod groups_log;
@@ -815,8 +817,9 @@ impl GroupCoordinator {
         self.lock().env.group_configs = Some(configs);
     }
 
-    /// ConsumerGroupHeartbeat (KIP-848). `topics` is every topic of the
-    /// cluster by name, for the assignor.
+    /// ConsumerGroupHeartbeat, answered at once. (Handlers wait for the
+    /// replicas through [`GroupCoordinator::begin_consumer_heartbeat`].)
+    #[cfg(test)]
     pub fn consumer_heartbeat(
         &self,
         request: &ConsumerHeartbeat,
@@ -829,6 +832,41 @@ impl GroupCoordinator {
         let result = inner.consumer_heartbeat(request, &topics);
         inner.topics_view = topics;
         result
+    }
+
+    /// ConsumerGroupHeartbeat (KIP-848). `topics` is every topic of the
+    /// cluster by name, for the assignor. Answered once the in-sync
+    /// replicas of the group's partition have the records the heartbeat
+    /// wrote (at once on a single node), as Kafka answers only after its
+    /// records are committed: a coordinator that fails over then knows
+    /// every epoch a member was given. A write the replicas did not take
+    /// is answered with its error (as an offset commit's).
+    pub fn begin_consumer_heartbeat(
+        &self,
+        request: &ConsumerHeartbeat,
+        topics: BTreeMap<String, TopicMeta>,
+    ) -> Pending<ConsumerHeartbeatResult> {
+        let mut inner = self.lock();
+        if let Some(code) = inner.elsewhere(&request.group_id) {
+            let result = ConsumerHeartbeatResult::error(code, "the group is not coordinated here");
+            return Pending::Ready(result);
+        }
+        // Only this heartbeat's writes are waited for.
+        inner.env.store.take_written();
+        let result = inner.consumer_heartbeat(request, &topics);
+        inner.topics_view = topics;
+        let Some(replicated) = self.replicated(&mut inner) else {
+            return Pending::Ready(result);
+        };
+        drop(inner);
+        Pending::Later(Box::pin(async move {
+            let code = replicated.await;
+            if code == ErrorCode::None.code() || result.error_code != ErrorCode::None.code() {
+                result
+            } else {
+                ConsumerHeartbeatResult::error(code, "the group's records were not replicated")
+            }
+        }))
     }
 
     /// ConsumerGroupDescribe: GROUP_ID_NOT_FOUND for groups that do not
@@ -1013,11 +1051,19 @@ impl Inner {
             }
             self.groups.insert(id, group);
         }
+        let mut members = snapshot.consumer_members;
         for (id, (epoch, state_timestamp)) in snapshot.consumer_groups {
+            let records = members.remove(&id).unwrap_or_default();
             let mut group = Group::new(&id, state_timestamp);
             group.protocol_type = Some(group::CONSUMER_PROTOCOL_TYPE.to_string());
-            group.consumer = Some(consumer::ConsumerGroup::new(epoch));
+            let consumer = consumer::ConsumerGroup::restore(epoch, state_timestamp, records, now);
+            group.consumer = Some(consumer);
+            // Sessions (and revocation deadlines) start afresh, as Kafka's.
+            self.env.start_consumer_timers(&mut group, now);
             self.groups.insert(id, group);
+        }
+        for id in members.keys() {
+            warn!(group = %id, "consumer group members without a group epoch record: ignored");
         }
         let mut offsets = 0;
         for (id, stored) in snapshot.offsets {
@@ -1102,5 +1148,7 @@ fn complete_under_lock(
     ErrorCode::None.code()
 }
 
+#[cfg(test)]
+mod consumer_persist_tests;
 #[cfg(test)]
 mod tests;

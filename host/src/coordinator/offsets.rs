@@ -441,6 +441,12 @@ impl Inner {
                     epoch: consumer.epoch,
                     state_timestamp: group.state_timestamp,
                 });
+                for record in consumer.stored_records().to_records() {
+                    records.push(Record::Consumer {
+                        group: id.clone(),
+                        record,
+                    });
+                }
             } else if group.generation_id > 0 || group.protocol_type.is_some() {
                 records.push(Record::Group {
                     group: id.clone(),

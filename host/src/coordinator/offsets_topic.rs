@@ -4,8 +4,10 @@
 //!
 //! A key starts with its record type (an int16, Kafka's
 //! `CoordinatorRecordType`: 1 OffsetCommit, 2 GroupMetadata, 3
-//! ConsumerGroupMetadata; type 0, the old OffsetCommit key, is read as 1),
-//! then the key's fields; a value starts with its own version. Written:
+//! ConsumerGroupMetadata, 4-8 a consumer group's members and assignments
+//! ([`super::consumer_records`]); type 0, the old OffsetCommit key, is read
+//! as 1), then the key's fields; a value starts with its own version.
+//! Written:
 //! - `OffsetCommitKey` (group, topic, partition) with `OffsetCommitValue`
 //!   v3 (offset, leader epoch, metadata, commit timestamp), or v1 when the
 //!   commit carries an explicit expiry (offset, metadata, commit and
@@ -32,6 +34,11 @@ const OFFSET_COMMIT: i16 = 1;
 const LEGACY_OFFSET_COMMIT: i16 = 0;
 const GROUP_METADATA: i16 = 2;
 const CONSUMER_GROUP_METADATA: i16 = 3;
+const CONSUMER_PARTITION_METADATA: i16 = 4;
+const CONSUMER_MEMBER_METADATA: i16 = 5;
+const CONSUMER_TARGET_METADATA: i16 = 6;
+const CONSUMER_TARGET_MEMBER: i16 = 7;
+const CONSUMER_CURRENT_ASSIGNMENT: i16 = 8;
 
 /// The partition of `__consumer_offsets` that holds `group`: Kafka's
 /// `Utils.abs(groupId.hashCode()) % partitions` (Java's String.hashCode
@@ -54,12 +61,38 @@ pub enum Key {
     },
     Group(String),
     ConsumerGroup(String),
+    /// Type 4: the subscribed topics' metadata.
+    ConsumerTopics(String),
+    /// Type 5: a member's metadata and subscription.
+    ConsumerMember {
+        group: String,
+        member: String,
+    },
+    /// Type 6: the target assignment's epoch.
+    ConsumerTargetEpoch(String),
+    /// Type 7: a member's target assignment.
+    ConsumerTarget {
+        group: String,
+        member: String,
+    },
+    /// Type 8: a member's current assignment.
+    ConsumerAssignment {
+        group: String,
+        member: String,
+    },
 }
 
 impl Key {
     pub fn group(&self) -> &str {
         match self {
-            Key::Offset { group, .. } | Key::Group(group) | Key::ConsumerGroup(group) => group,
+            Key::Offset { group, .. }
+            | Key::Group(group)
+            | Key::ConsumerGroup(group)
+            | Key::ConsumerTopics(group)
+            | Key::ConsumerMember { group, .. }
+            | Key::ConsumerTargetEpoch(group)
+            | Key::ConsumerTarget { group, .. }
+            | Key::ConsumerAssignment { group, .. } => group,
         }
     }
 
@@ -84,12 +117,35 @@ impl Key {
                 put_i16(&mut out, CONSUMER_GROUP_METADATA);
                 put_string(&mut out, group);
             }
+            Key::ConsumerTopics(group) => {
+                put_i16(&mut out, CONSUMER_PARTITION_METADATA);
+                put_string(&mut out, group);
+            }
+            Key::ConsumerTargetEpoch(group) => {
+                put_i16(&mut out, CONSUMER_TARGET_METADATA);
+                put_string(&mut out, group);
+            }
+            Key::ConsumerMember { group, member } => {
+                put_i16(&mut out, CONSUMER_MEMBER_METADATA);
+                put_string(&mut out, group);
+                put_string(&mut out, member);
+            }
+            Key::ConsumerTarget { group, member } => {
+                put_i16(&mut out, CONSUMER_TARGET_MEMBER);
+                put_string(&mut out, group);
+                put_string(&mut out, member);
+            }
+            Key::ConsumerAssignment { group, member } => {
+                put_i16(&mut out, CONSUMER_CURRENT_ASSIGNMENT);
+                put_string(&mut out, group);
+                put_string(&mut out, member);
+            }
         }
         out
     }
 
     /// The key, or `None` for a record type the group coordinator does
-    /// not keep (KIP-848 member and assignment records, share groups...).
+    /// not keep (share and streams groups...).
     pub fn decode(bytes: &[u8]) -> Result<Option<Key>, String> {
         let mut r = Reader(bytes);
         let kind = r.i16()?;
@@ -101,6 +157,20 @@ impl Key {
             },
             GROUP_METADATA => Key::Group(r.string()?),
             CONSUMER_GROUP_METADATA => Key::ConsumerGroup(r.string()?),
+            CONSUMER_PARTITION_METADATA => Key::ConsumerTopics(r.string()?),
+            CONSUMER_TARGET_METADATA => Key::ConsumerTargetEpoch(r.string()?),
+            CONSUMER_MEMBER_METADATA => Key::ConsumerMember {
+                group: r.string()?,
+                member: r.string()?,
+            },
+            CONSUMER_TARGET_MEMBER => Key::ConsumerTarget {
+                group: r.string()?,
+                member: r.string()?,
+            },
+            CONSUMER_CURRENT_ASSIGNMENT => Key::ConsumerAssignment {
+                group: r.string()?,
+                member: r.string()?,
+            },
             _ => return Ok(None),
         };
         Ok(Some(key))
@@ -446,8 +516,16 @@ mod tests {
             Key::decode(&Key::Group("g".into()).encode()).unwrap(),
             Some(Key::Group("g".into()))
         );
-        // A KIP-848 member record (type 5) is not the coordinator's here.
-        assert_eq!(Key::decode(&[0, 5, 0, 1, b'g']).unwrap(), None);
+        // A KIP-848 member record (type 5): group, then member.
+        assert_eq!(
+            Key::decode(&[0, 5, 0, 1, b'g', 0, 1, b'm']).unwrap(),
+            Some(Key::ConsumerMember {
+                group: "g".into(),
+                member: "m".into()
+            })
+        );
+        // A share group's record (type 9) is not the coordinator's here.
+        assert_eq!(Key::decode(&[0, 9, 0, 1, b'g']).unwrap(), None);
 
         let offset = OffsetRecord {
             offset: 42,

@@ -6,7 +6,8 @@
 //!   ([`offsets_topic::partition_for`], Kafka's); its records are Kafka's
 //!   keys and values ([`offsets_topic`]): an offset commit per partition,
 //!   the group's metadata (written when a rebalance completes), a
-//!   consumer-protocol group's epoch, and tombstones for what is deleted
+//!   consumer-protocol group's epoch, members and assignments
+//!   ([`super::consumer_records`]), and tombstones for what is deleted
 //!   (a deleted group tombstones each of its offsets too, as Kafka does,
 //!   so compaction cannot bring them back).
 //! - The topic is created on the first write (as Kafka creates it on first
@@ -43,6 +44,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use tracing::{info, warn};
 
+use super::consumer_records::{self, ConsumerRecord, ConsumerRecords};
 use super::groups_log::{self, GroupsLog};
 use super::offsets_log::OffsetsLog;
 use super::offsets_topic::{self, Key};
@@ -112,12 +114,16 @@ pub enum Record {
     GroupDeleted {
         group: String,
     },
-    /// A group of the consumer protocol (KIP-848): its epoch. Members are
-    /// not stored; after a restart they rejoin.
+    /// A group of the consumer protocol (KIP-848): its epoch.
     ConsumerGroup {
         group: String,
         epoch: i32,
         state_timestamp: i64,
+    },
+    /// One of a consumer-protocol group's member or assignment records.
+    Consumer {
+        group: String,
+        record: ConsumerRecord,
     },
 }
 
@@ -128,6 +134,8 @@ pub struct Snapshot {
     pub offsets: BTreeMap<String, BTreeMap<(String, i32), OffsetRecord>>,
     /// Consumer-protocol groups: (epoch, state timestamp).
     pub consumer_groups: BTreeMap<String, (i32, i64)>,
+    /// Consumer-protocol groups' members and assignments.
+    pub consumer_members: BTreeMap<String, ConsumerRecords>,
     /// Transactional offset commits whose transaction has not ended in
     /// the log, by producer id: the epoch and the offset records.
     pub pending_txn: BTreeMap<i64, (i16, Vec<Record>)>,
@@ -161,12 +169,21 @@ impl Snapshot {
             }
             Record::Group { group, value } => {
                 self.consumer_groups.remove(&group);
+                self.consumer_members.remove(&group);
                 self.groups.insert(group, value);
             }
             Record::GroupDeleted { group } => {
                 self.groups.remove(&group);
                 self.offsets.remove(&group);
                 self.consumer_groups.remove(&group);
+                self.consumer_members.remove(&group);
+            }
+            Record::Consumer { group, record } => {
+                let records = self.consumer_members.entry(group.clone()).or_default();
+                records.apply(record);
+                if records.is_empty() {
+                    self.consumer_members.remove(&group);
+                }
             }
             Record::ConsumerGroup {
                 group,
@@ -191,6 +208,14 @@ impl Snapshot {
                 epoch: *epoch,
                 state_timestamp: *state_timestamp,
             });
+        }
+        for (group, members) in &self.consumer_members {
+            for record in members.to_records() {
+                records.push(Record::Consumer {
+                    group: group.clone(),
+                    record,
+                });
+            }
         }
         for (group, value) in &self.groups {
             records.push(Record::Group {
@@ -562,6 +587,7 @@ impl TopicStore {
                 let value = offsets_topic::encode_consumer_group(*epoch, *state_timestamp);
                 out.push((key.encode(), Some(value)));
             }
+            Record::Consumer { group, record } => out.push(consumer_key_value(group, record)),
             Record::GroupDeleted { group } => {
                 for (topic, partition) in self.offset_keys.remove(group).unwrap_or_default() {
                     let key = Key::Offset {
@@ -571,11 +597,96 @@ impl TopicStore {
                     };
                     out.push((key.encode(), None));
                 }
+                // Kafka's order for a consumer group: the assignment epoch,
+                // the partition metadata, then the group epoch (its members
+                // were tombstoned as they left).
+                out.push((Key::ConsumerTargetEpoch(group.clone()).encode(), None));
+                out.push((Key::ConsumerTopics(group.clone()).encode(), None));
                 out.push((Key::ConsumerGroup(group.clone()).encode(), None));
                 out.push((Key::Group(group.clone()).encode(), None));
             }
         }
     }
+}
+
+/// A consumer group's member or assignment record as its key and value.
+fn consumer_key_value(group: &str, record: &ConsumerRecord) -> KeyValue {
+    let group = group.to_string();
+    match record {
+        ConsumerRecord::Member { member_id, value } => (
+            Key::ConsumerMember {
+                group,
+                member: member_id.clone(),
+            }
+            .encode(),
+            value.as_ref().map(consumer_records::encode_member),
+        ),
+        ConsumerRecord::Topics { value } => (
+            Key::ConsumerTopics(group).encode(),
+            value.as_deref().map(consumer_records::encode_topics),
+        ),
+        ConsumerRecord::Target { member_id, value } => (
+            Key::ConsumerTarget {
+                group,
+                member: member_id.clone(),
+            }
+            .encode(),
+            value.as_ref().map(consumer_records::encode_target),
+        ),
+        ConsumerRecord::TargetEpoch { value } => (
+            Key::ConsumerTargetEpoch(group).encode(),
+            value.map(consumer_records::encode_target_epoch),
+        ),
+        ConsumerRecord::Assignment { member_id, value } => (
+            Key::ConsumerAssignment {
+                group,
+                member: member_id.clone(),
+            }
+            .encode(),
+            value.as_ref().map(consumer_records::encode_assignment),
+        ),
+    }
+}
+
+/// A consumer group's member or assignment key and value as its record.
+fn consumer_record_of(key: Key, value: Option<&[u8]>) -> Result<Record, String> {
+    use consumer_records as c;
+    let (group, record) = match key {
+        Key::ConsumerMember { group, member } => {
+            let value = value.map(c::decode_member).transpose()?;
+            let record = ConsumerRecord::Member {
+                member_id: member,
+                value,
+            };
+            (group, record)
+        }
+        Key::ConsumerTopics(group) => {
+            let value = value.map(c::decode_topics).transpose()?;
+            (group, ConsumerRecord::Topics { value })
+        }
+        Key::ConsumerTarget { group, member } => {
+            let value = value.map(c::decode_target).transpose()?;
+            let record = ConsumerRecord::Target {
+                member_id: member,
+                value,
+            };
+            (group, record)
+        }
+        Key::ConsumerTargetEpoch(group) => {
+            let value = value.map(c::decode_target_epoch).transpose()?;
+            (group, ConsumerRecord::TargetEpoch { value })
+        }
+        Key::ConsumerAssignment { group, member } => {
+            let value = value.map(c::decode_assignment).transpose()?;
+            let record = ConsumerRecord::Assignment {
+                member_id: member,
+                value,
+            };
+            (group, record)
+        }
+        other => return Err(format!("not a consumer member key: {other:?}")),
+    };
+    Ok(Record::Consumer { group, record })
 }
 
 /// One partition's state, replayed from `log` (the broker leads it).
@@ -657,7 +768,8 @@ fn record_group(record: &Record) -> &str {
         | Record::OffsetDeleted { group, .. }
         | Record::Group { group, .. }
         | Record::GroupDeleted { group }
-        | Record::ConsumerGroup { group, .. } => group,
+        | Record::ConsumerGroup { group, .. }
+        | Record::Consumer { group, .. } => group,
     }
 }
 
@@ -712,6 +824,14 @@ fn record_of(record: &KeyedRecord) -> Option<Record> {
                 epoch,
                 state_timestamp,
             }),
+        (
+            key @ (Key::ConsumerTopics(_)
+            | Key::ConsumerMember { .. }
+            | Key::ConsumerTargetEpoch(_)
+            | Key::ConsumerTarget { .. }
+            | Key::ConsumerAssignment { .. }),
+            value,
+        ) => consumer_record_of(key, value),
     };
     decoded
         .map_err(|why| {
@@ -864,7 +984,10 @@ pub(super) mod tests {
             .filter_map(|r| Key::decode(r.key.as_deref().unwrap()).unwrap())
             .filter(|k| k.group() == "h")
             .count();
-        assert_eq!(tombstones, 4, "two offsets, the group, the consumer group");
+        assert_eq!(
+            tombstones, 6,
+            "two offsets, the assignment epoch, the partition metadata, the consumer group, the group"
+        );
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! Host bindings generated from `wit/`. Only the imports that can wait
 //! (appends, long-poll fetches, JoinGroup and SyncGroup waiting for a
-//! rebalance, offset commits waiting for the replicas of
-//! `__consumer_offsets`, and authorization, which calls the authorizer
+//! rebalance, offset commits and consumer heartbeats waiting for the
+//! replicas of `__consumer_offsets`, and authorization, which calls the authorizer
 //! module) are
 //! async; every export is called with `call_async` because the engine runs
 //! guests on fibers. A long wait parks its request and answers none
@@ -27,6 +27,7 @@ pub mod handler {
             "gregor:broker/groups.join-or-park": async,
             "gregor:broker/groups.sync-or-park": async,
             "gregor:broker/groups.commit-offsets": async,
+            "gregor:broker/groups.consumer-heartbeat": async,
             "gregor:broker/txn.txn-offset-commit": async,
             "gregor:broker/txn.write-markers": async,
         },

@@ -215,7 +215,10 @@ impl groups::Host for HandlerState {
         codes.into_iter().map(error_of).collect()
     }
 
-    fn consumer_heartbeat(&mut self, request: ConsumerHeartbeatRequest) -> ConsumerHeartbeatResult {
+    async fn consumer_heartbeat(
+        &mut self,
+        request: ConsumerHeartbeatRequest,
+    ) -> ConsumerHeartbeatResult {
         let topics = self
             .services
             .topics
@@ -251,7 +254,18 @@ impl groups::Host for HandlerState {
                 .map(|session| format!("/{}", session.client_host))
                 .unwrap_or_default(),
         };
-        let result = self.services.groups.consumer_heartbeat(&request, topics);
+        // In a cluster the answer waits for the ISR to have the group's
+        // records, as an offset commit does.
+        let started = Instant::now();
+        let result = match self
+            .services
+            .groups
+            .begin_consumer_heartbeat(&request, topics)
+        {
+            Pending::Ready(result) => result,
+            Pending::Later(replicated) => replicated.await,
+        };
+        self.clock.add_host_wait(started.elapsed());
         ConsumerHeartbeatResult {
             error: error_field(result.error_code, result.error_message),
             member_id: result.member_id,
