@@ -291,7 +291,10 @@ async fn run() {
         &misplaced[..misplaced.len().min(20)]
     );
     assert_eq!(duplicated, 0, "records stored twice");
-    assert!(exited.is_empty(), "brokers exited by themselves: {exited:?}");
+    assert!(
+        exited.is_empty(),
+        "brokers exited by themselves: {exited:?}"
+    );
     assert!(divergent.is_empty(), "replicas differ: {divergent:?}");
     assert!(
         regressions.is_empty(),

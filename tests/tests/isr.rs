@@ -27,7 +27,8 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::producer::FutureProducer;
+use rdkafka::error::RDKafkaErrorCode;
+use rdkafka::producer::{FutureProducer, FutureRecord};
 
 use gregor_tests::cluster::{self, broker_ids, call, metadata, Cluster};
 use gregor_tests::replicated::{
@@ -48,6 +49,47 @@ fn acks_one(bootstrap: &str) -> FutureProducer {
         .set("message.timeout.ms", "30000")
         .create()
         .expect("create a producer")
+}
+
+/// An acks=all producer that reports a broker's error at once (no
+/// retries), so NOT_ENOUGH_REPLICAS reaches the test.
+fn acks_all_without_retries(bootstrap: &str) -> FutureProducer {
+    ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("broker.address.family", "v4")
+        .set("acks", "all")
+        .set("enable.idempotence", "false")
+        .set("retries", "0")
+        .set("linger.ms", "0")
+        .set("message.timeout.ms", "10000")
+        .create()
+        .expect("create a producer")
+}
+
+/// Sends `value` to partition 0 until its delivery ends as `wanted` says
+/// (tried for 20 s): the last outcome, an offset or the error code.
+async fn deliver_until(
+    producer: &FutureProducer,
+    topic: &str,
+    value: &str,
+    wanted: impl Fn(&Result<i64, RDKafkaErrorCode>) -> bool,
+) -> Result<i64, RDKafkaErrorCode> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let record = FutureRecord::<str, str>::to(topic)
+            .payload(value)
+            .partition(0);
+        let outcome = producer
+            .send(record, Duration::from_secs(5))
+            .await
+            .map(|delivery| delivery.offset)
+            .map_err(|(error, _)| error.rdkafka_error_code().unwrap_or(RDKafkaErrorCode::Fail));
+        if wanted(&outcome) || std::time::Instant::now() > deadline {
+            return outcome;
+        }
+        eprintln!("{value}: {outcome:?}");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
 }
 
 /// Partition 0's ISR as node `via` answers DescribeTopicPartitions.
@@ -90,11 +132,24 @@ async fn a_silent_follower_leaves_the_isr_and_rejoins_once_caught_up() {
     assert_eq!(brokers, [1, 2, 3], "node 3 was fenced, not shrunk out");
     assert_eq!(described_isr(&cluster, 1, topic), Some(vec![1, 2]));
 
+    // With min.insync.replicas above the ISR, an acks=all write is
+    // refused before the append (NOT_ENOUGH_REPLICAS), an acks=1 one not.
+    set_topic_config(&cluster, 1, topic, "min.insync.replicas", "3");
+    let strict = acks_all_without_retries(&cluster.node(1).bootstrap());
+    let refused = deliver_until(&strict, topic, "refused", |outcome| {
+        *outcome == Err(RDKafkaErrorCode::NotEnoughReplicas)
+    })
+    .await;
+    assert_eq!(refused, Err(RDKafkaErrorCode::NotEnoughReplicas));
+
     cluster.node(3).resume();
     send(&producer, topic, &values("after", 10)).await;
     await_view(&cluster, 2, topic, "has the ISR [1, 2, 3] again", |v| {
         v.isr == [1, 2, 3]
     });
+    // The whole ISR back: the acks=all write is taken.
+    let taken = deliver_until(&strict, topic, "taken", Result::is_ok).await;
+    assert!(taken.is_ok_and(|offset| offset >= 60), "{taken:?}");
     wait_for(
         "DescribeTopicPartitions to show node 3 back",
         Duration::from_secs(10),
@@ -111,14 +166,25 @@ async fn a_silent_follower_leaves_the_isr_and_rejoins_once_caught_up() {
 
 /// Sets `unclean.leader.election.enable` on `topic` through node `via`.
 fn enable_unclean(cluster: &Cluster, via: i32, topic: &str) {
+    set_topic_config(
+        cluster,
+        via,
+        topic,
+        "unclean.leader.election.enable",
+        "true",
+    );
+}
+
+/// Sets one config of `topic` through node `via`.
+fn set_topic_config(cluster: &Cluster, via: i32, topic: &str, name: &str, value: &str) {
     let request = IncrementalAlterConfigsRequest::default().with_resources(vec![
         AlterConfigsResource::default()
             .with_resource_type(2)
             .with_resource_name(StrBytes::from_string(topic.to_string()))
             .with_configs(vec![AlterableConfig::default()
-                .with_name(StrBytes::from_static_str("unclean.leader.election.enable"))
+                .with_name(StrBytes::from_string(name.to_string()))
                 .with_config_operation(0)
-                .with_value(Some(StrBytes::from_static_str("true")))]),
+                .with_value(Some(StrBytes::from_string(value.to_string())))]),
     ]);
     let response =
         call(cluster.node(via).addr(), &request, 1).expect("an IncrementalAlterConfigs answer");

@@ -681,9 +681,10 @@ fn an_open_transaction_of_a_killed_coordinator_is_ended_by_the_next() {
 
 /// The state DescribeTransactions gives node `via` for `transactional_id`.
 fn described_state(cluster: &Cluster, via: i32, transactional_id: &str) -> Option<String> {
-    let request = DescribeTransactionsRequest::default().with_transactional_ids(vec![
-        TransactionalId(StrBytes::from_string(transactional_id.to_string())),
-    ]);
+    let request =
+        DescribeTransactionsRequest::default().with_transactional_ids(vec![TransactionalId(
+            StrBytes::from_string(transactional_id.to_string()),
+        )]);
     let response = call(cluster.node(via).addr(), &request, 0)?;
     let state = response.transaction_states.first()?;
     (state.error_code == 0).then(|| state.transaction_state.to_string())
@@ -721,7 +722,9 @@ fn a_prepared_commit_of_a_killed_coordinator_is_completed_by_the_next() {
             .partition(partition);
         producer.send(record).map_err(|(e, _)| e).expect("send");
     }
-    producer.flush(CALL).expect("the transaction's records written");
+    producer
+        .flush(CALL)
+        .expect("the transaction's records written");
 
     // The partition's leader stops answering, so the decided commit's
     // marker cannot be written; the coordinator dies once it has decided.
