@@ -204,3 +204,56 @@ pub async fn send(producer: &FutureProducer, topic: &str, values: &[String]) {
         }
     }
 }
+
+/// `topic` with `partitions` partitions and replication factor 3,
+/// created through node 1 (placed by the controller).
+pub fn create_replicated(cluster: &Cluster, topic: &str, partitions: i32) {
+    let request = CreateTopicsRequest::default()
+        .with_timeout_ms(30_000)
+        .with_topics(vec![CreatableTopic::default()
+            .with_name(TopicName(StrBytes::from_string(topic.to_string())))
+            .with_num_partitions(partitions)
+            .with_replication_factor(3)]);
+    let response = call(cluster.node(1).addr(), &request, 5).expect("a CreateTopics answer");
+    assert_eq!(response.topics[0].error_code, 0, "{response:?}");
+}
+
+/// The read_committed values of partitions `0..partitions` of `topic`,
+/// read from the start until at least `at_least` have come and nothing
+/// more for 3 s (a minute at most).
+pub fn read_committed(
+    bootstrap: &str,
+    topic: &str,
+    partitions: i32,
+    at_least: usize,
+) -> Vec<String> {
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("broker.address.family", "v4")
+        .set("topic.metadata.refresh.interval.ms", "1000")
+        .set("isolation.level", "read_committed")
+        .set("enable.auto.commit", "false")
+        .set("group.id", format!("reader-{topic}"))
+        .create()
+        .expect("create a reader");
+    let mut list = TopicPartitionList::new();
+    for p in 0..partitions {
+        list.add_partition_offset(topic, p, Offset::Beginning)
+            .expect("a partition");
+    }
+    consumer.assign(&list).expect("assign");
+    let mut values = Vec::new();
+    let started = std::time::Instant::now();
+    let mut last = std::time::Instant::now();
+    while started.elapsed() < Duration::from_secs(60)
+        && (values.len() < at_least || last.elapsed() < Duration::from_secs(3))
+    {
+        if let Some(Ok(message)) = consumer.poll(Duration::from_millis(200)) {
+            if let Some(Ok(value)) = rdkafka::message::Message::payload_view::<str>(&message) {
+                values.push(value.to_string());
+            }
+            last = std::time::Instant::now();
+        }
+    }
+    values
+}

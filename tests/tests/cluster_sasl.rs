@@ -25,16 +25,14 @@ use kafka_protocol::messages::create_topics_request::{CreatableReplicaAssignment
 use kafka_protocol::messages::{BrokerId, CreateAclsRequest, CreateTopicsRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use rdkafka::config::ClientConfig;
-use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::message::Message;
 use rdkafka::producer::{
     BaseRecord, DefaultProducerContext, FutureRecord, Producer, ThreadedProducer,
 };
-use rdkafka::{Offset, TopicPartitionList};
 
 use gregor_tests::cluster::{self, call, metadata, Cluster, ClusterBuilder};
 use gregor_tests::replicated::{
-    await_view, consume, create_on, durable_producer, leader_where, values, CONVERGE,
+    await_view, consume, create_on, durable_producer, leader_where, read_committed, values,
+    CONVERGE,
 };
 use gregor_tests::wait_for;
 
@@ -109,39 +107,6 @@ fn create_spread(cluster: &Cluster, topic: &str) {
     });
 }
 
-/// Every read_committed value of `topic`'s partitions, once at least
-/// `at_least` have come and nothing more for 2 s.
-fn read_committed(bootstrap: &str, topic: &str, at_least: usize) -> Vec<String> {
-    let consumer: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
-        .set("broker.address.family", "v4")
-        .set("isolation.level", "read_committed")
-        .set("enable.auto.commit", "false")
-        .set("group.id", format!("reader-{topic}"))
-        .create()
-        .expect("create a reader");
-    let mut list = TopicPartitionList::new();
-    for p in 0..TXN_PARTITIONS {
-        list.add_partition_offset(topic, p, Offset::Beginning)
-            .expect("a partition");
-    }
-    consumer.assign(&list).expect("assign");
-    let mut values = Vec::new();
-    let started = Instant::now();
-    let mut last = Instant::now();
-    while started.elapsed() < CONVERGE
-        && (values.len() < at_least || last.elapsed() < Duration::from_secs(2))
-    {
-        if let Some(Ok(message)) = consumer.poll(Duration::from_millis(200)) {
-            if let Some(Ok(value)) = message.payload_view::<str>() {
-                values.push(value.to_string());
-            }
-            last = Instant::now();
-        }
-    }
-    values
-}
-
 /// One transaction of `values` over every partition of `topic`, committed.
 fn commit_transaction(bootstrap: &str, topic: &str, values: &[String]) {
     let producer: ThreadedProducer<DefaultProducerContext> = ClientConfig::new()
@@ -196,10 +161,11 @@ async fn replication_and_markers_run_over_a_sasl_inter_broker_listener() {
     .await
     .expect("the transaction");
     let (read_bootstrap, expected) = (bootstrap.clone(), committed.len());
-    let mut read =
-        tokio::task::spawn_blocking(move || read_committed(&read_bootstrap, "txn", expected))
-            .await
-            .expect("the read_committed reader");
+    let mut read = tokio::task::spawn_blocking(move || {
+        read_committed(&read_bootstrap, "txn", TXN_PARTITIONS, expected)
+    })
+    .await
+    .expect("the read_committed reader");
     read.sort();
     assert_eq!(read, committed, "read_committed after the commit");
 

@@ -18,10 +18,9 @@ use std::time::{Duration, Instant};
 
 use kafka_protocol::messages::consumer_group_heartbeat_request::TopicPartitions as Owned;
 use kafka_protocol::messages::consumer_group_heartbeat_response::TopicPartitions as Assigned;
-use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::{
-    ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse, CreateTopicsRequest,
-    FindCoordinatorRequest, GroupId, TopicName,
+    ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse, FindCoordinatorRequest, GroupId,
+    TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -211,14 +210,7 @@ fn members_keep_their_epochs_when_the_coordinator_is_killed() {
         .set("offsets.topic.num.partitions", "5")
         .start();
     cluster.await_formed(&[1, 2, 3]);
-    let request = CreateTopicsRequest::default()
-        .with_timeout_ms(30_000)
-        .with_topics(vec![CreatableTopic::default()
-            .with_name(TopicName(StrBytes::from_static_str(TOPIC)))
-            .with_num_partitions(PARTITIONS)
-            .with_replication_factor(3)]);
-    let response = call(cluster.node(1).addr(), &request, 5).expect("a CreateTopics answer");
-    assert_eq!(response.topics[0].error_code, 0, "{response:?}");
+    gregor_tests::replicated::create_replicated(&cluster, TOPIC, PARTITIONS);
 
     let first = coordinator(&cluster, GROUP, 1, None);
     let mut members = [Member::new("member-a"), Member::new("member-b")];

@@ -16,8 +16,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
-use kafka_protocol::messages::create_topics_request::CreatableTopic;
-use kafka_protocol::messages::{CreateTopicsRequest, FindCoordinatorRequest, TopicName};
+use kafka_protocol::messages::FindCoordinatorRequest;
 use kafka_protocol::protocol::StrBytes;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
@@ -26,6 +25,7 @@ use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::{Offset, TopicPartitionList};
 
 use gregor_tests::cluster::{self, call, Cluster};
+use gregor_tests::replicated::create_replicated;
 use gregor_tests::wait_for;
 
 const TOPIC: &str = "events";
@@ -48,14 +48,7 @@ fn start() -> Cluster {
 
 /// `TOPIC` with `PARTITIONS` partitions on all three nodes.
 fn create_topic(cluster: &Cluster) {
-    let request = CreateTopicsRequest::default()
-        .with_timeout_ms(30_000)
-        .with_topics(vec![CreatableTopic::default()
-            .with_name(TopicName(StrBytes::from_static_str(TOPIC)))
-            .with_num_partitions(PARTITIONS)
-            .with_replication_factor(3)]);
-    let response = call(cluster.node(1).addr(), &request, 5).expect("a CreateTopics answer");
-    assert_eq!(response.topics[0].error_code, 0, "{response:?}");
+    create_replicated(cluster, TOPIC, PARTITIONS);
 }
 
 fn produce(bootstrap: &str) {

@@ -23,10 +23,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
-use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::{
-    CreateTopicsRequest, DescribeTransactionsRequest, FindCoordinatorRequest, TopicName,
-    TransactionalId,
+    DescribeTransactionsRequest, FindCoordinatorRequest, TransactionalId,
 };
 use kafka_protocol::protocol::StrBytes;
 use rdkafka::config::ClientConfig;
@@ -39,6 +37,7 @@ use rdkafka::producer::{
 use rdkafka::{Offset, TopicPartitionList};
 
 use gregor_tests::cluster::{self, call, metadata, Cluster};
+use gregor_tests::replicated::{create_replicated, read_committed};
 use gregor_tests::wait_for;
 
 const PARTITIONS: i32 = 3;
@@ -63,14 +62,7 @@ fn start() -> Cluster {
 }
 
 fn create_topic(cluster: &Cluster, name: &str) {
-    let request = CreateTopicsRequest::default()
-        .with_timeout_ms(30_000)
-        .with_topics(vec![CreatableTopic::default()
-            .with_name(TopicName(StrBytes::from_string(name.to_string())))
-            .with_num_partitions(PARTITIONS)
-            .with_replication_factor(3)]);
-    let response = call(cluster.node(1).addr(), &request, 5).expect("a CreateTopics answer");
-    assert_eq!(response.topics[0].error_code, 0, "{response:?}");
+    create_replicated(cluster, name, PARTITIONS);
 }
 
 /// The coordinator of `transactional_id` as node `via` answers
@@ -173,36 +165,6 @@ fn transactional_producer(
             Err(error) => panic!("init_transactions: {error}"),
         }
     }
-}
-
-/// The read_committed values of `topic`, every partition read to its end.
-fn read_committed(bootstrap: &str, topic: &str, at_least: usize) -> Vec<String> {
-    let consumer: BaseConsumer = base_config(bootstrap)
-        .set("isolation.level", "read_committed")
-        .set("enable.auto.commit", "false")
-        .set("group.id", format!("reader-{topic}"))
-        .create()
-        .expect("create a reader");
-    let mut list = TopicPartitionList::new();
-    for p in 0..PARTITIONS {
-        list.add_partition_offset(topic, p, Offset::Beginning)
-            .expect("a partition");
-    }
-    consumer.assign(&list).expect("assign");
-    let mut values = Vec::new();
-    let started = Instant::now();
-    let mut last = Instant::now();
-    while started.elapsed() < CONVERGE
-        && (values.len() < at_least || last.elapsed() < Duration::from_secs(3))
-    {
-        if let Some(Ok(message)) = consumer.poll(Duration::from_millis(200)) {
-            if let Some(Ok(value)) = message.payload_view::<str>() {
-                values.push(value.to_string());
-            }
-            last = Instant::now();
-        }
-    }
-    values
 }
 
 /// (last stable offset, high watermark) of each partition of `topic`.
@@ -485,7 +447,7 @@ fn consume_transform_produce_survives_the_sigkill_of_its_transaction_coordinator
 
 /// The read_committed output holds every input's transform exactly once.
 fn every_input_once_in_the_output(cluster: &Cluster) {
-    let values = read_committed(&cluster.bootstrap(), OUTPUT, RECORDS);
+    let values = read_committed(&cluster.bootstrap(), OUTPUT, PARTITIONS, RECORDS);
     let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
     for value in &values {
         *counts.entry(value.as_str()).or_default() += 1;
@@ -670,7 +632,7 @@ fn an_open_transaction_of_a_killed_coordinator_is_ended_by_the_next() {
         let expected = settled[p].1 + if open { 6 } else { 0 };
         assert_eq!(*high, expected, "partition {p}: {ended:?}");
     }
-    let mut values = read_committed(&cluster.bootstrap(), TOPIC, PARTITIONS as usize);
+    let mut values = read_committed(&cluster.bootstrap(), TOPIC, PARTITIONS, PARTITIONS as usize);
     values.sort();
     let expected: Vec<String> = (0..PARTITIONS).map(|p| format!("committed-{p}")).collect();
     assert_eq!(
@@ -755,7 +717,7 @@ fn a_prepared_commit_of_a_killed_coordinator_is_completed_by_the_next() {
             .contains("finishing a prepared transaction"),
         "node {moved} loaded {ID} prepared and finished it"
     );
-    let mut values = read_committed(&cluster.bootstrap(), TOPIC, RECORDS);
+    let mut values = read_committed(&cluster.bootstrap(), TOPIC, PARTITIONS, RECORDS);
     values.sort();
     let expected: Vec<String> = (0..RECORDS).map(|i| format!("prepared-{i}")).collect();
     assert_eq!(values, expected, "the prepared commit's records, once each");
