@@ -727,9 +727,13 @@ fn a_prepared_commit_of_a_killed_coordinator_is_completed_by_the_next() {
             .all(|(stable, high)| stable == high)
             .then_some(now)
     });
-    assert_eq!(
-        settled[partition as usize].1,
-        i64::try_from(RECORDS).unwrap_or(0) + 1,
-        "the records and one commit marker: {settled:?}"
+    // The records, then the commit marker; possibly twice, as Kafka may
+    // write it: a marker write whose acknowledgement did not come in time
+    // (the resumed leader's followers catching up) is sent again.
+    let records = i64::try_from(RECORDS).unwrap_or(0);
+    let high = settled[partition as usize].1;
+    assert!(
+        high == records + 1 || high == records + 2,
+        "the records and the commit marker: {settled:?}"
     );
 }
