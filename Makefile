@@ -95,8 +95,20 @@ test: test-deps build unit-test integration-test
 unit-test:
 	$(CARGO) test --release --no-fail-fast -p gregor -p gregor-sdk $(addprefix -p ,$(PLUGINS) $(EXAMPLES))
 
+# The integration tests with cargo-nextest: each test in its own process,
+# TEST_JOBS at a time (they mostly wait on brokers, elections and timeouts,
+# so more than the 2 cores); a hung test is ended after 5 minutes and a
+# failed one run once more, reported FLAKY if it then passes
+# (.config/nextest.toml). Plain `cargo test` where nextest is missing.
+TEST_JOBS ?= 4
 integration-test:
-	$(CARGO) test --release --no-fail-fast -p gregor-tests
+	@if command -v cargo-nextest >/dev/null; then \
+	  echo "$(CARGO) nextest run --release -p gregor-tests -j $(TEST_JOBS)"; \
+	  $(CARGO) nextest run --release -p gregor-tests -j $(TEST_JOBS); \
+	else \
+	  echo "cargo-nextest not found: $(CARGO) test (one test binary at a time)"; \
+	  $(CARGO) test --release --no-fail-fast -p gregor-tests; \
+	fi
 
 # The host's top-level modules form no import cycle (.ci/import_cycles.py).
 lint:

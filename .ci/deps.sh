@@ -130,5 +130,13 @@ else
     (cd "$js_dir" && npm ci --no-audit --no-fund)
 fi
 
+# cargo-nextest runs the integration tests side by side (make
+# integration-test); this kind of machine ships it, else it is built once.
+if command -v cargo-nextest >/dev/null 2>&1; then
+    echo "deps.sh: $(cargo-nextest --version 2>/dev/null | head -1) already installed"
+else
+    cargo install --locked cargo-nextest
+fi
+
 kcat -V >/dev/null 2>&1 || { echo "deps.sh: kcat does not run" >&2; exit 1; }
 echo "deps.sh: done"

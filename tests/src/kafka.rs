@@ -401,3 +401,22 @@ pub async fn consume_assigned(
     }
     received
 }
+
+/// Closes a group member within `limit`: rust-rdkafka's drop of a
+/// `BaseConsumer` polls until librdkafka says the consumer is closed,
+/// with no deadline, so a close that never completes (a LeaveGroup or
+/// revoke that never ends) would hang the test instead of failing it.
+/// Dropped on a thread of its own; a close that outlives `limit` fails
+/// the test and names what did not close.
+pub fn close_within<T: Send + 'static>(client: T, limit: Duration, what: &str) {
+    let (done, closed) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        drop(client);
+        let _ = done.send(());
+    });
+    let started = std::time::Instant::now();
+    match closed.recv_timeout(limit) {
+        Ok(()) => eprintln!("{what} closed in {:?}", started.elapsed()),
+        Err(_) => panic!("{what} did not close within {limit:?}"),
+    }
+}

@@ -105,9 +105,12 @@ pub fn plugin_dir() -> PathBuf {
 }
 
 /// A port that was free a moment ago: bind 127.0.0.1:0 and drop the
-/// listener. Never the same port twice in one test process: a broker takes
-/// a while to bind the port it was given, and meanwhile the kernel could
-/// hand that port to a parallel test.
+/// listener. Never the same port twice in one test run: a broker takes a
+/// while to bind the port it was given, and meanwhile the kernel could hand
+/// that port to a parallel test. Test binaries run side by side (`make
+/// test` runs them with cargo-nextest, one process per test), so besides
+/// this process's own set a port is claimed with a file in a directory all
+/// test processes share ([`claim_across_processes`]).
 pub fn free_port() -> u16 {
     static HANDED_OUT: OnceLock<Mutex<HashSet<u16>>> = OnceLock::new();
     let handed_out = HANDED_OUT.get_or_init(Default::default);
@@ -117,9 +120,43 @@ pub fn free_port() -> u16 {
             .local_addr()
             .expect("local address of a bound listener")
             .port();
-        if handed_out.lock().unwrap().insert(port) {
+        if handed_out.lock().unwrap().insert(port) && claim_across_processes(port) {
             return port;
         }
+    }
+}
+
+/// How long another process's claim on a port holds: long enough for its
+/// broker to bind it; after that the port is in use (bind fails) or free.
+const PORT_CLAIM: Duration = Duration::from_secs(120);
+
+/// Claims `port` for this process with a file named after it under the
+/// temporary directory: false if another live claim exists. A claim older
+/// than [`PORT_CLAIM`] is taken over. Where the directory cannot be used,
+/// the claim succeeds (the in-process set still holds).
+fn claim_across_processes(port: u16) -> bool {
+    let dir = std::env::temp_dir().join("gregor-test-ports");
+    if fs::create_dir_all(&dir).is_err() {
+        return true;
+    }
+    let path = dir.join(port.to_string());
+    match OpenOptions::new().write(true).create_new(true).open(&path) {
+        Ok(_) => true,
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            let stale = fs::metadata(&path)
+                .and_then(|meta| meta.modified())
+                .ok()
+                .and_then(|at| at.elapsed().ok())
+                .is_none_or(|age| age > PORT_CLAIM);
+            // Taking over a stale claim: touch it so others see it fresh.
+            stale
+                && OpenOptions::new()
+                    .write(true)
+                    .open(&path)
+                    .and_then(|file| file.set_modified(std::time::SystemTime::now()))
+                    .is_ok()
+        }
+        Err(_) => true,
     }
 }
 

@@ -37,6 +37,7 @@ use rdkafka::producer::{
 use rdkafka::{Offset, TopicPartitionList};
 
 use gregor_tests::cluster::{self, call, metadata, Cluster};
+use gregor_tests::kafka::close_within;
 use gregor_tests::replicated::{create_replicated, read_committed};
 use gregor_tests::wait_for;
 
@@ -248,6 +249,13 @@ impl Transformer {
             .collect()
     }
 
+    /// Ends the loop: the producer, then the consumer's group membership,
+    /// each within [`CALL`] (a close that never ends fails the test).
+    fn close(self) {
+        close_within(self.producer, CALL, "the transactional producer");
+        close_within(self.consumer, CALL, "the transformer's consumer");
+    }
+
     fn finished(&self) -> bool {
         self.done.values().sum::<i64>() as usize >= RECORDS
     }
@@ -441,7 +449,7 @@ fn consume_transform_produce_survives_the_sigkill_of_its_transaction_coordinator
         transformer.committed_transactions > 3,
         "transactions committed after the kill"
     );
-    drop(transformer);
+    transformer.close();
     every_input_once_in_the_output(&cluster);
 }
 
@@ -527,7 +535,7 @@ fn consume_transform_produce_survives_the_sigkill_of_its_group_coordinator_mid_t
         "{} transactions committed, {} aborted; {GROUP} coordinated by {moved} now",
         transformer.committed_transactions, transformer.aborted_transactions
     );
-    drop(transformer);
+    transformer.close();
     every_input_once_in_the_output(&cluster);
 }
 
