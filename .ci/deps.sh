@@ -15,6 +15,8 @@
 #   headless Chromium (through pip's selenium, below; tests/tests/console.rs).
 # - nftables, iproute2: the fault test's links cut inside its own network
 #   namespace (tests/tests/faults.rs).
+# - rapidjson-dev: librdkafka's 0098 transactional-consumer test, built by
+#   `make librdkafka-test` (without it the test runner skips 0098).
 # - curl, ca-certificates, git: general tooling.
 # - wasm32-wasip2: the target the handler plugins are built for.
 set -euo pipefail
@@ -34,6 +36,7 @@ packages=(
     pkg-config
     prometheus
     python3
+    rapidjson-dev
     zlib1g-dev
 )
 

@@ -17,6 +17,7 @@
 # Environment: TEST_KAFKA_VERSION (default 3.9.0, the Kafka version the
 # tests gate features on), SUBTESTS (librdkafka's subtest filter),
 # LIBRDKAFKA_TEST_ARGS (extra test-runner flags, e.g. -Q), TEST_DEBUG,
+# CLUSTER_START_SECONDS (how long the cluster may take to come up, 300),
 # KEEP_DATA=1 (keep the cluster's data and logs), LIBRDKAFKA_REBUILD=1
 # (build the runner again, e.g. after installing rapidjson-dev for 0098).
 set -euo pipefail
@@ -126,12 +127,18 @@ CLUSTER_DATA=$data \
 cluster_pid=$!
 
 # A node opens its client listener once it has caught up with the metadata
-# log, so three open listeners are a cluster that answers.
-deadline=$((SECONDS + 60))
+# log, so three open listeners are a cluster that answers. The wait is long
+# because a first start with a cold plugin compile cache (~/.cache/gregor,
+# or after the plugins were rebuilt) has each of the three nodes compile
+# every plugin at once: 2 min 40 s here on 2 cores shared with other builds
+# (load 15), where a warm start takes seconds.
+start_seconds=${CLUSTER_START_SECONDS:-300}
+deadline=$((SECONDS + start_seconds))
 for port in $client; do
     until (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; do
         if ! kill -0 "$cluster_pid" 2>/dev/null || [ $SECONDS -ge $deadline ]; then
-            echo "librdkafka_test.sh: the cluster did not come up; its log:" >&2
+            echo "librdkafka_test.sh: the cluster did not come up in ${start_seconds}s" \
+                "(CLUSTER_START_SECONDS; a cold plugin compile cache is the slow part); its log:" >&2
             tail -40 "$log" >&2
             exit 1
         fi
