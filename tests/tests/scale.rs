@@ -162,7 +162,7 @@ fn segment_files(broker: &Broker, dir: &str) -> usize {
 /// serving reads on the connections they have; once the idle connections
 /// go, the same topic is created and written.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "environment-dependent: on some machines the late CreateTopics still fits (issue 17)"]
+#[ignore = "premise outdated (issue 17): partitions hold no descriptor until written, so the late CreateTopics rightly succeeds at the limit (seen 2026-12-07, also with 300 partitions); to be rebuilt around writes to new partitions"]
 async fn running_out_of_descriptors_fails_only_what_needed_more() {
     let broker = Broker::start_wrapped(
         &[
@@ -240,7 +240,7 @@ async fn running_out_of_descriptors_fails_only_what_needed_more() {
         Err(("late".to_string(), RDKafkaErrorCode::KafkaStorageError)),
         "{results:?}"
     );
-    assert!(!broker.data_dir().join("late-0").exists());
+    assert!(!broker.data_dir().join("partitions").join("late-0").exists());
 
     // Healthy partitions keep taking writes and serving reads.
     for partition in 0..2 {
