@@ -64,19 +64,6 @@ fn partition_bytes(data: &Path, partition: i32) -> u64 {
         .sum()
 }
 
-fn copy_dir(from: &Path, to: &Path) {
-    fs::create_dir_all(to).unwrap();
-    for entry in fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            fs::copy(entry.path(), &target).unwrap();
-        }
-    }
-}
-
 #[test]
 fn committed_offsets_live_in_the_internal_topic_across_restarts() {
     let mut broker = Broker::start();
@@ -124,12 +111,8 @@ fn committed_offsets_live_in_the_internal_topic_across_restarts() {
 fn a_data_directory_with_groups_log_is_migrated_with_nothing_lost() {
     let fixture = workspace_root().join("tests/fixtures/groups-log-datadir");
     assert!(fixture.join("groups/groups.log").is_file());
-    let mut broker = Broker::start();
-    broker.stop();
+    let mut broker = Broker::start_on_copy_of(&fixture, &[]);
     let data = broker.data_dir().to_path_buf();
-    fs::remove_dir_all(&data).unwrap();
-    copy_dir(&fixture, &data);
-    broker.restart();
 
     let legacy = json!({"0": [3, null], "1": [4, null]});
     let manual = json!({"0": [-1001, null], "1": [2, "kept-metadata"]});
