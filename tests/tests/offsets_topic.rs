@@ -13,7 +13,7 @@
 use std::fs;
 use std::path::Path;
 
-use gregor_tests::cluster::{metadata, script_json};
+use gregor_tests::cluster::{coordinator_partition, metadata, script_json};
 use gregor_tests::{workspace_root, Broker};
 use serde_json::{json, Value};
 
@@ -34,13 +34,6 @@ fn committed(broker: &Broker, group: &str, topic: &str, partitions: u32) -> Valu
         "offsets_topic.py",
         &["committed", &broker.bootstrap(), group, topic, &partitions],
     )
-}
-
-/// Java's `String.hashCode` (over UTF-16 units), as Kafka hashes group ids.
-fn java_hash(text: &str) -> i32 {
-    text.encode_utf16().fold(0i32, |h, unit| {
-        h.wrapping_mul(31).wrapping_add(i32::from(unit))
-    })
 }
 
 /// `__consumer_offsets` as Metadata lists it: (is_internal, partitions),
@@ -85,7 +78,7 @@ fn committed_offsets_live_in_the_internal_topic_across_restarts() {
     assert_eq!(committed(&broker, "billing", "orders", 3), expected);
     assert_eq!(offsets_topic(&broker), Some((true, 50)));
     // Kafka's Utils.abs ("billing" hashes negative: partition 9).
-    let home = java_hash("billing").checked_abs().unwrap_or(0) % 50;
+    let home = coordinator_partition("billing", 50);
     assert!(
         partition_bytes(broker.data_dir(), home) > 0,
         "partition {home}"
@@ -127,7 +120,7 @@ fn a_data_directory_with_groups_log_is_migrated_with_nothing_lost() {
     );
     assert!(data.join("groups/groups.log.migrated").is_file());
     assert_eq!(offsets_topic(&broker), Some((true, 50)));
-    let home = java_hash("legacy-manual").checked_abs().unwrap_or(0) % 50;
+    let home = coordinator_partition("legacy-manual", 50);
     assert!(partition_bytes(&data, home) > 0);
 
     // From the topic alone from now on; new commits go on from there.
