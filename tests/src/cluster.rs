@@ -744,6 +744,17 @@ where
     Some(R::Response::decode(&mut payload, version).expect("a response body"))
 }
 
+/// The partition of `__consumer_offsets` or `__transaction_state` (of
+/// `partitions`) that Kafka keeps `key` (a group or transactional id) in:
+/// `Utils.abs(key.hashCode()) % partitions`, Java's `String.hashCode` over
+/// UTF-16 units.
+pub fn coordinator_partition(key: &str, partitions: i32) -> i32 {
+    let hash = key.encode_utf16().fold(0i32, |h, unit| {
+        h.wrapping_mul(31).wrapping_add(i32::from(unit))
+    });
+    hash.checked_abs().unwrap_or(0) % partitions
+}
+
 /// Metadata (v12, all topics) from the broker at `addr`.
 pub fn metadata(addr: SocketAddr) -> Option<MetadataResponse> {
     call(addr, &MetadataRequest::default().with_topics(None), 12)

@@ -232,6 +232,19 @@ impl Broker {
         Broker::start_wrapped(&[], extra, settings)
     }
 
+    /// Starts a broker with `settings` on a copy of `fixture`, a data
+    /// directory an earlier release wrote (under `tests/fixtures`): its
+    /// first start on that directory is the upgrade.
+    pub fn start_on_copy_of(fixture: &Path, settings: &[(&str, &str)]) -> Broker {
+        assert!(fixture.is_dir(), "no fixture at {}", fixture.display());
+        let mut broker = Broker::start_with(settings);
+        broker.stop();
+        fs::remove_dir_all(&broker.data_dir).expect("empty the data directory");
+        copy_dir(fixture, &broker.data_dir);
+        broker.spawn();
+        broker
+    }
+
     /// Starts the broker under `wrapper` (a command and its arguments,
     /// such as `prlimit --nofile=500`, that execs the broker binary with
     /// the arguments after it, keeping the process id).
@@ -642,6 +655,22 @@ pub fn get_metrics_accepting(admin: &str, accept: Option<&str>) -> (String, Stri
     stream.read_to_string(&mut response).expect("read scrape");
     let (head, body) = response.split_once("\r\n\r\n").expect("HTTP response");
     (head.to_string(), body.to_string())
+}
+
+/// Copies the directory tree `from` to `to` (created as needed).
+pub fn copy_dir(from: &Path, to: &Path) {
+    fs::create_dir_all(to).unwrap_or_else(|e| panic!("create {}: {e}", to.display()));
+    let entries = fs::read_dir(from).unwrap_or_else(|e| panic!("read {}: {e}", from.display()));
+    for entry in entries {
+        let entry = entry.unwrap_or_else(|e| panic!("read {}: {e}", from.display()));
+        let target = to.join(entry.file_name());
+        if entry.path().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            fs::copy(entry.path(), &target)
+                .unwrap_or_else(|e| panic!("copy {}: {e}", entry.path().display()));
+        }
+    }
 }
 
 /// Runs `tests/python/<script>` with `args`, asserting it succeeded: its

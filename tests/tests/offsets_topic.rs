@@ -13,7 +13,7 @@
 use std::fs;
 use std::path::Path;
 
-use gregor_tests::cluster::{metadata, script_json};
+use gregor_tests::cluster::{coordinator_partition, metadata, script_json};
 use gregor_tests::{workspace_root, Broker};
 use serde_json::{json, Value};
 
@@ -34,13 +34,6 @@ fn committed(broker: &Broker, group: &str, topic: &str, partitions: u32) -> Valu
         "offsets_topic.py",
         &["committed", &broker.bootstrap(), group, topic, &partitions],
     )
-}
-
-/// Java's `String.hashCode` (over UTF-16 units), as Kafka hashes group ids.
-fn java_hash(text: &str) -> i32 {
-    text.encode_utf16().fold(0i32, |h, unit| {
-        h.wrapping_mul(31).wrapping_add(i32::from(unit))
-    })
 }
 
 /// `__consumer_offsets` as Metadata lists it: (is_internal, partitions),
@@ -64,19 +57,6 @@ fn partition_bytes(data: &Path, partition: i32) -> u64 {
         .sum()
 }
 
-fn copy_dir(from: &Path, to: &Path) {
-    fs::create_dir_all(to).unwrap();
-    for entry in fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            fs::copy(entry.path(), &target).unwrap();
-        }
-    }
-}
-
 #[test]
 fn committed_offsets_live_in_the_internal_topic_across_restarts() {
     let mut broker = Broker::start();
@@ -98,7 +78,7 @@ fn committed_offsets_live_in_the_internal_topic_across_restarts() {
     assert_eq!(committed(&broker, "billing", "orders", 3), expected);
     assert_eq!(offsets_topic(&broker), Some((true, 50)));
     // Kafka's Utils.abs ("billing" hashes negative: partition 9).
-    let home = java_hash("billing").checked_abs().unwrap_or(0) % 50;
+    let home = coordinator_partition("billing", 50);
     assert!(
         partition_bytes(broker.data_dir(), home) > 0,
         "partition {home}"
@@ -124,12 +104,8 @@ fn committed_offsets_live_in_the_internal_topic_across_restarts() {
 fn a_data_directory_with_groups_log_is_migrated_with_nothing_lost() {
     let fixture = workspace_root().join("tests/fixtures/groups-log-datadir");
     assert!(fixture.join("groups/groups.log").is_file());
-    let mut broker = Broker::start();
-    broker.stop();
+    let mut broker = Broker::start_on_copy_of(&fixture, &[]);
     let data = broker.data_dir().to_path_buf();
-    fs::remove_dir_all(&data).unwrap();
-    copy_dir(&fixture, &data);
-    broker.restart();
 
     let legacy = json!({"0": [3, null], "1": [4, null]});
     let manual = json!({"0": [-1001, null], "1": [2, "kept-metadata"]});
@@ -144,7 +120,7 @@ fn a_data_directory_with_groups_log_is_migrated_with_nothing_lost() {
     );
     assert!(data.join("groups/groups.log.migrated").is_file());
     assert_eq!(offsets_topic(&broker), Some((true, 50)));
-    let home = java_hash("legacy-manual").checked_abs().unwrap_or(0) % 50;
+    let home = coordinator_partition("legacy-manual", 50);
     assert!(partition_bytes(&data, home) > 0);
 
     // From the topic alone from now on; new commits go on from there.

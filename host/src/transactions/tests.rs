@@ -634,3 +634,122 @@ fn a_retry_during_the_first_completion_writes_nothing() {
         vec![("a".into(), 0, pid, 0, true), ("a".into(), 1, pid, 0, true)]
     );
 }
+
+/// `Logs` whose partitions cannot be read until [`GatedLogs::open_gate`]:
+/// a leader's load of `__transaction_state` held in progress.
+struct GatedLogs {
+    logs: Logs,
+    open: Mutex<bool>,
+    opened: std::sync::Condvar,
+}
+
+impl GatedLogs {
+    fn open_gate(&self) {
+        *self.open.lock().unwrap() = true;
+        self.opened.notify_all();
+    }
+}
+
+impl crate::coordinator::offsets_log::OffsetsLog for GatedLogs {
+    fn partitions(&self, create: bool) -> std::io::Result<Option<i32>> {
+        self.logs.partitions(create)
+    }
+
+    fn append(&self, partition: i32, batch: &[u8]) -> std::io::Result<i64> {
+        self.logs.append(partition, batch)
+    }
+
+    fn bounds(&self, partition: i32) -> std::io::Result<(i64, i64)> {
+        // Bounded, so a failed test does not hang its runtime's shutdown.
+        let open = self.open.lock().unwrap();
+        let limit = std::time::Duration::from_secs(30);
+        drop(
+            self.opened
+                .wait_timeout_while(open, limit, |open| !*open)
+                .unwrap(),
+        );
+        self.logs.bounds(partition)
+    }
+
+    fn read(&self, partition: i32, offset: i64) -> std::io::Result<Vec<u8>> {
+        self.logs.read(partition, offset)
+    }
+}
+
+/// A cluster node elected leader of a partition answers its ids
+/// COORDINATOR_LOAD_IN_PROGRESS until the partition is loaded (Kafka's
+/// coordinator while it loads), then serves them from what it loaded;
+/// ids of partitions it does not lead, and all of them once it resigns,
+/// are NOT_COORDINATOR.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_partition_being_loaded_answers_coordinator_load_in_progress() {
+    use crate::coordinator::offsets_log::testing::PARTITIONS;
+    use crate::transactions::state_topic::partition_for;
+    let loading = ErrorCode::CoordinatorLoadInProgress.code();
+    let elsewhere = ErrorCode::NotCoordinator.code();
+    let dir = tempfile::tempdir().unwrap();
+    let fx = Arc::new(Recorder::default());
+    let ids = ProducerIdManager::open(dir.path()).unwrap();
+    // A producer written to the topic before this broker leads it.
+    let written = open(dir.path()).init_producer_id(&ids, fx.as_ref(), "t", 60_000, (-1, -1));
+    assert_eq!(written.error_code, 0);
+    let partition = partition_for("t", PARTITIONS);
+    let other_id = (0..)
+        .map(|n| format!("other-{n}"))
+        .find(|id| partition_for(id, PARTITIONS) != partition)
+        .unwrap();
+
+    let logs = Arc::new(GatedLogs {
+        logs: Logs::open(dir.path(), TOPIC),
+        open: Mutex::new(false),
+        opened: std::sync::Condvar::new(),
+    });
+    let store =
+        Arc::new(TransactionStore::open_in_cluster(logs.clone(), DEFAULT_MAX_TIMEOUT_MS).unwrap());
+    assert_eq!(store.elsewhere("t"), Some(elsewhere), "not led yet");
+    store.on_elected(partition, 1, fx.clone());
+    assert_eq!(store.elsewhere("t"), Some(loading));
+    assert_eq!(
+        store.init_producer_id(&ids, fx.as_ref(), "t", 60_000, (-1, -1)),
+        InitAnswer::failed(loading)
+    );
+    assert_eq!(store.describe("t").map(|d| d.state), Err(loading));
+    assert_eq!(
+        store.add_partitions(
+            fx.as_ref(),
+            producer("t", written.producer_id, 0),
+            &[tp("a", 0)],
+            false
+        ),
+        vec![loading]
+    );
+    assert_eq!(store.elsewhere(&other_id), Some(elsewhere));
+    assert_eq!(
+        store.coordinated_partitions(),
+        BTreeMap::from([(partition, false)])
+    );
+
+    logs.open_gate();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while store.elsewhere("t").is_some() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "partition {partition} not loaded"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert_eq!(
+        store.coordinated_partitions(),
+        BTreeMap::from([(partition, true)])
+    );
+    let loaded = store.describe("t").unwrap();
+    assert_eq!(
+        (loaded.producer_id, loaded.producer_epoch),
+        (written.producer_id, 0)
+    );
+    assert_eq!(store.elsewhere(&other_id), Some(elsewhere));
+
+    store.on_resigned(partition);
+    assert_eq!(store.elsewhere("t"), Some(elsewhere));
+    assert_eq!(store.describe("t").map(|d| d.state), Err(elsewhere));
+}
