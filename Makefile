@@ -19,8 +19,9 @@ EXAMPLES += provision_reader
 EXAMPLES += authorizer_prefix
 # Rollouts: a deliberately broken new version of Produce (canary, shadow).
 EXAMPLES += produce_unready
-# Interceptors: a Produce JSON validator and a tenant isolation filter.
-EXAMPLES += json_validator tenant_filter
+# Interceptors: a Produce JSON validator, a tenant isolation filter, and
+# one that changes nothing (the cost of an interceptor, bench-interceptors).
+EXAMPLES += json_validator tenant_filter passthrough
 EXAMPLE_DIR ?= build/examples
 EXAMPLE_WASM := $(addprefix $(TARGET_DIR)/wasm32-wasip2/plugin/,$(addsuffix .wasm,$(EXAMPLES)))
 
@@ -28,7 +29,7 @@ export GREGOR_BIN
 export GREGOR_PLUGIN_DIR := $(abspath $(PLUGIN_DIR))
 export GREGOR_EXAMPLE_DIR := $(abspath $(EXAMPLE_DIR))
 
-.PHONY: all build host plugins authorizers wasm-target test-deps run cluster test unit-test integration-test lint fmt bench bench-cluster bench-rps bench-scale
+.PHONY: all build host plugins authorizers wasm-target test-deps run cluster test unit-test integration-test lint fmt bench bench-cluster bench-rps bench-scale bench-interceptors
 .PHONY: librdkafka-test
 .PHONY: fuzz
 
@@ -136,6 +137,15 @@ bench-rps: build
 	$(CARGO) build --release -p gregor-bench --bin rps
 	mkdir -p bench/results
 	$(TARGET_DIR)/release/rps $(or $(RPS_ARGS),--gregor-bin $(GREGOR_BIN)) --json bench/results/rps.json
+
+# The cost of one interceptor per request: Produce with none, with the
+# pass-through example and with the JSON validator (rps requests/s and
+# CPU per request, librdkafka records/s and CPU per GiB, the hooks inside
+# the host), 3 alternating rounds, about 10 minutes (bench/interceptors.py);
+# never part of `make test`. INTERCEPTOR_BENCH_ARGS="--parts rps" etc.
+bench-interceptors: build
+	$(CARGO) build --release -p gregor-bench --bin gregor-bench --bin rps
+	python3 bench/interceptors.py --gregor-bin $(GREGOR_BIN) --bench $(abspath $(TARGET_DIR)/release/gregor-bench) --rps $(abspath $(TARGET_DIR)/release/rps) $(INTERCEPTOR_BENCH_ARGS)
 
 # How cost grows: throughput, memory and descriptors at 1 to 10,000
 # partitions, Metadata and start-up with 10,000 topics, memory per idle

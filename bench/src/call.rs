@@ -26,12 +26,14 @@ fn empty_native_call(x: u64) -> u64 {
     std::hint::black_box(x)
 }
 
-async fn load(
+/// Loads `module` (`<plugin dir>/<module>.wasm`) with the config's
+/// limits, its instances reused at most `max_calls` times.
+pub async fn load_module(
     config: &BrokerConfig,
     host: &PluginHost,
     module: &str,
     max_calls: u64,
-) -> Result<LoadedHandler> {
+) -> Result<Loaded> {
     let limits = InstanceLimits {
         memory_max: config.plugin_memory_max_bytes()?,
         recycle_memory: config.plugin_memory_recycle_bytes()?,
@@ -42,31 +44,50 @@ async fn load(
     start_epoch_ticker(engine.clone())?;
     let loader = Loader::new(engine, &config.plugin_cache_dir(), limits)?;
     let path = config.plugin_dir().join(format!("{module}.wasm"));
-    match loader.load_file(&path, host).await? {
+    loader.load_file(&path, host).await
+}
+
+async fn load(
+    config: &BrokerConfig,
+    host: &PluginHost,
+    module: &str,
+    max_calls: u64,
+) -> Result<LoadedHandler> {
+    match load_module(config, host, module, max_calls).await? {
         Loaded::Handler(handler) => Ok(handler),
         Loaded::Authorizer(_) => bail!("{module} is an authorizer, not a handler"),
         Loaded::Interceptor(_) => bail!("{module} is an interceptor, not a handler"),
     }
 }
 
-async fn time_calls(handler: &LoadedHandler, host: &PluginHost, iterations: usize) -> Result<f64> {
-    let session = Arc::new(Session {
+/// An anonymous plaintext client's session.
+pub fn session() -> Arc<Session> {
+    Arc::new(Session {
         connection_id: 0,
         client_host: "127.0.0.1".to_string(),
         listener: "PLAINTEXT".to_string(),
         security_protocol: "PLAINTEXT".to_string(),
         auth: ConnectionAuth::fixed(ANONYMOUS),
-    });
-    let ctx = RequestContext {
-        api_key: handler.info().api_key,
-        api_version: handler.info().min_version,
+    })
+}
+
+/// The context of a request of `api_key` at `api_version` from `session`.
+pub fn context(session: &Session, api_key: i16, api_version: i16) -> RequestContext {
+    RequestContext {
+        api_key,
+        api_version,
         correlation_id: 1,
         client_id: Some("bench".to_string()),
         principal: session.principal().to_string(),
         client_host: session.client_host.clone(),
         listener: session.listener.clone(),
         security_protocol: session.security_protocol.clone(),
-    };
+    }
+}
+
+async fn time_calls(handler: &LoadedHandler, host: &PluginHost, iterations: usize) -> Result<f64> {
+    let session = session();
+    let ctx = context(&session, handler.info().api_key, handler.info().min_version);
     let started = Instant::now();
     for _ in 0..iterations {
         let (outcome, _) = handler

@@ -11,11 +11,12 @@
 //! gregor-bench txn     --bootstrap HOST:PORT [--transactions T] [--records-per-txn R] [--size B] [--partitions P]
 //! gregor-bench parked  --bootstrap HOST:PORT --admin HOST:PORT --broker-pid PID [--fetches N] [--seconds S]
 //! gregor-bench call    --plugin-dir DIR [--module api_versions] [--iterations N]
+//! gregor-bench call-interceptor --plugin-dir DIR --interceptor NAME [--size B] [--iterations N] [--set K=V]...
 //! gregor-bench authz   --module FILE.wasm [--iterations N] [--actions K] [--acls M]
 //!
 //! Every command takes `--client-properties "k=v;k=v"`, librdkafka
-//! properties for every client of the run (TLS, SASL), except `call` and
-//! `authz`, which need no broker: they measure the plugin boundary and
+//! properties for every client of the run (TLS, SASL), except `call`,
+//! `call-interceptor` and `authz`, which need no broker: they measure the plugin boundary and
 //! authorization inside the host, through the `gregor` library.
 //! ```
 //!
@@ -23,6 +24,7 @@
 
 mod authz;
 mod call;
+mod call_interceptor;
 mod consume;
 mod e2e;
 mod parked;
@@ -235,6 +237,7 @@ type InHostBench =
 fn in_host_bench(command: &str) -> Option<InHostBench> {
     match command {
         "call" => Some(|args| Box::pin(call::run(args))),
+        "call-interceptor" => Some(|args| Box::pin(call_interceptor::run(args))),
         "authz" => Some(|args| Box::pin(authz::run(args))),
         _ => None,
     }
@@ -243,7 +246,7 @@ fn in_host_bench(command: &str) -> Option<InHostBench> {
 fn run(args: &[String]) -> Result<(), String> {
     let Some(command) = args.first() else {
         return Err(
-            "usage: gregor-bench suite|produce|consume|e2e|rtt|txn|parked --bootstrap HOST:PORT ... | call|authz ..."
+            "usage: gregor-bench suite|produce|consume|e2e|rtt|txn|parked --bootstrap HOST:PORT ... | call|call-interceptor|authz ..."
                 .to_string(),
         );
     };

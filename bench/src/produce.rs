@@ -80,7 +80,9 @@ pub fn run(
         .map_err(|e| format!("producer: {e}"))?;
     LATENCIES.with(|l| l.borrow_mut().clear());
     FAILURES.with(|f| *f.borrow_mut() = 0);
-    let payload = vec![b'x'; size];
+    // A JSON string (quotes around x's): the broker reads no values, but
+    // the JSON validator interceptor does (bench/interceptors.py).
+    let payload = crate::call_interceptor::json_value(size);
     let started = Instant::now();
     for i in 0..records {
         let key = (i as u64).to_be_bytes();

@@ -7,11 +7,11 @@
 //! `console/`; HTTPS with client certificates (`admin.tls=true`) is
 //! `tls.rs`.
 //!
-//! - `GET /plugins` — loaded handlers and authorizers (ApiKey, versions,
-//!   content hash, load time, call and error counts, a handler's
-//!   `metering`: guest time, host calls by interface, bytes in and out,
-//!   peak memory, CPU-limit throttling; see `plugins::metering`) and
-//!   refused files.
+//! - `GET /plugins` — loaded handlers, authorizers and interceptors
+//!   (ApiKey, versions, content hash, load time, call and error counts, a
+//!   handler's or interceptor's `metering`: guest time, host calls by
+//!   interface, bytes in and out, peak memory, CPU-limit throttling; see
+//!   `plugins::metering`), interceptor chains and refused files.
 //! - `PUT /plugins/{name}` — body is a `.wasm` module, read as it streams
 //!   in up to `admin.upload.max.bytes` (default 64 MiB; 413 past it);
 //!   validated, then written to the plugin directory and swapped in.
@@ -82,6 +82,21 @@ impl AdminState {
                 timeouts: handler.stats.timeouts.load(Relaxed),
                 metering: handler.stats.meter.reading(),
             })
+            .chain(
+                self.broker
+                    .registry()
+                    .interceptors()
+                    .iter()
+                    .map(|interceptor| PluginCounters {
+                        name: interceptor.source().name.to_string(),
+                        // An interceptor may wrap several ApiKeys.
+                        api_key: INTERCEPTOR_API_KEY,
+                        calls: interceptor.stats.calls.load(Relaxed),
+                        traps: interceptor.stats.traps.load(Relaxed),
+                        timeouts: interceptor.stats.timeouts.load(Relaxed),
+                        metering: interceptor.stats.meter.reading(),
+                    }),
+            )
             .collect();
         let gauges = ScrapeGauges {
             queue_size: self.channel.queue_size(),
@@ -102,6 +117,10 @@ impl AdminState {
         }
     }
 }
+
+/// The `api_key` label of an interceptor module's families in `/metrics`
+/// (it wraps as many ApiKeys as its chains say).
+pub const INTERCEPTOR_API_KEY: i16 = -1;
 
 /// The default largest module an upload may carry.
 const DEFAULT_UPLOAD_MAX_BYTES: usize = 64 * 1024 * 1024;

@@ -82,6 +82,11 @@ pub struct FetchOptions {
     /// follower reads up to the log end offset, a consumer up to the high
     /// watermark.
     pub replica_id: i32,
+    /// A shadow version's fetch (`plugins::imports::dry_run`): a
+    /// follower's fetch reads what it would, but the leader records
+    /// nothing of it (the follower's position, its caught-up time, the
+    /// ISR and the high watermark stay as they are).
+    pub dry_run: bool,
 }
 
 impl FetchOptions {
@@ -172,6 +177,9 @@ pub trait PartitionReplication: Send + Sync {
         replica: i32,
         fetch_offset: i64,
     ) -> Result<FollowerFetch, ErrorCode>;
+    /// What `follower_fetched` would answer `replica`, recording nothing:
+    /// a shadow's dry run of a follower's fetch.
+    fn follower_view(&self, tp: &TopicPartition, replica: i32) -> Result<FollowerFetch, ErrorCode>;
     /// Whether an acks=all write of `[.., required)` must wait for the ISR.
     fn must_wait(&self, tp: &TopicPartition, required: i64) -> bool;
     /// acks=all: waits until every ISR member has `[.., required)` or
@@ -768,7 +776,7 @@ impl ReplicaManager {
                     .unwrap_or(0)
                     .min(remaining);
                 let fetched = if options.is_replica_fetch() {
-                    self.read_for_replica(request, options.replica_id, limit, first_data)
+                    self.read_for_replica(request, options, limit, first_data)
                 } else {
                     self.read_for_consumer(request, options.read_committed, limit, first_data)
                 };
@@ -840,11 +848,12 @@ impl ReplicaManager {
     /// A follower's fetch (Kafka's `fetchRecords` with a replica id): the
     /// leader epochs are checked, a diverging epoch is answered instead of
     /// records, and otherwise the fetch offset is the follower's log end
-    /// offset, recorded before the read up to the leader's log end offset.
+    /// offset, recorded before the read up to the leader's log end offset
+    /// (a dry run records nothing: `FetchOptions::dry_run`).
     fn read_for_replica(
         &self,
         request: &FetchPartition,
-        replica_id: i32,
+        options: FetchOptions,
         limit: usize,
         first_data: bool,
     ) -> FetchedPartition {
@@ -883,7 +892,12 @@ impl ReplicaManager {
             fetched.diverging_epoch = Some(diverging);
             return fetched;
         }
-        match replication.follower_fetched(&tp, replica_id, request.fetch_offset) {
+        let followed = if options.dry_run {
+            replication.follower_view(&tp, options.replica_id)
+        } else {
+            replication.follower_fetched(&tp, options.replica_id, request.fetch_offset)
+        };
+        match followed {
             Ok(state) => {
                 fetched.high_watermark = state.high_watermark;
                 fetched.last_stable_offset = state.high_watermark;

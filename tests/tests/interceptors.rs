@@ -4,8 +4,10 @@
 //! records that are not JSON with INVALID_RECORD and per-record errors
 //! (KIP-467) while good records land; the tenant filter lets two SASL
 //! users of different tenants both use a topic and a group called
-//! `orders` without seeing each other's; a configured interceptor that is
-//! not loaded fails the request closed.
+//! `orders` without seeing each other's (stored as `acme.orders` and
+//! `globex.orders`); the two chained on Produce run their request hooks
+//! in the configured order and their response hooks in reverse; a
+//! configured interceptor that is not loaded fails the request closed.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -69,6 +71,11 @@ fn batch(values: &[&str]) -> Bytes {
 /// Produce v9 (acks=all) of one batch per topic, partition 0, over the
 /// wire; the decoded response.
 fn produce(broker: &Broker, batches: &[(&str, Bytes)]) -> ProduceResponse {
+    produce_on(&mut Conn::connect(broker.addr()), batches)
+}
+
+/// As [`produce`], on an open connection.
+fn produce_on(conn: &mut Conn, batches: &[(&str, Bytes)]) -> ProduceResponse {
     let version = 9;
     let mut request = ProduceRequest::default();
     request.acks = -1;
@@ -85,7 +92,7 @@ fn produce(broker: &Broker, batches: &[(&str, Bytes)]) -> ProduceResponse {
     let mut body = BytesMut::new();
     request.encode(&mut body, version).expect("encode Produce");
     let frame = request_frame(ProduceRequest::KEY, version, 11, true, &body);
-    let payload = Conn::connect(broker.addr()).round_trip(&frame, 11);
+    let payload = conn.round_trip(&frame, 11);
     let mut buf = Bytes::from(payload);
     ResponseHeader::decode(&mut buf, 1).expect("response header");
     ProduceResponse::decode(&mut buf, version).expect("Produce response")
@@ -269,33 +276,65 @@ fn metadata_topics(consumer: &BaseConsumer) -> BTreeSet<String> {
         .collect()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn two_tenants_both_use_orders_without_seeing_each_other() {
-    let settings: Vec<(String, String)> = TENANT_APIS
+/// A broker with a SASL_PLAINTEXT listener for the tenants `acme.alice`
+/// and `globex.bob`, the tenant filter wrapping every API of
+/// [`TENANT_APIS`] (Produce with `produce_chain` instead, when given),
+/// plus `settings`: the plugin directory (kept alive) and the broker.
+fn tenant_broker(
+    examples: &[&str],
+    produce_chain: Option<&str>,
+    settings: &[(&str, &str)],
+) -> (tempfile::TempDir, Broker) {
+    let chains: Vec<(String, String)> = TENANT_APIS
         .iter()
         .map(|api| {
-            (
-                format!("plugin.interceptors.{api}"),
-                "tenant_filter".to_string(),
-            )
+            let chain = match (*api, produce_chain) {
+                ("produce", Some(chain)) => chain,
+                _ => "tenant_filter",
+            };
+            (format!("plugin.interceptors.{api}"), chain.to_string())
         })
-        .chain([
-            ("plugin.grants.tenant_filter".into(), "metadata.read".into()),
-            (
-                "sasl.bootstrap.users".into(),
-                "acme.alice:secret,globex.bob:secret".into(),
-            ),
-        ])
         .collect();
-    let settings: Vec<(&str, &str)> = settings
-        .iter()
-        .map(|(k, v)| (k.as_str(), v.as_str()))
-        .collect();
-    let plugins = gregor_tests::plugin_dir_with_examples(&["tenant_filter"]);
+    let plugins = gregor_tests::plugin_dir_with_examples(examples);
     let dir = plugins.path().display().to_string();
-    let mut all = vec![("plugin.dir", dir.as_str())];
-    all.extend_from_slice(&settings);
+    let mut all = vec![
+        ("plugin.dir", dir.as_str()),
+        ("plugin.grants.tenant_filter", "metadata.read"),
+        (
+            "sasl.bootstrap.users",
+            "acme.alice:secret,globex.bob:secret",
+        ),
+    ];
+    all.extend(chains.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+    all.extend_from_slice(settings);
     let broker = Broker::start_with_listeners(&["SASL_PLAINTEXT"], &all);
+    (plugins, broker)
+}
+
+/// A raw connection to the SASL_PLAINTEXT listener, authenticated as
+/// `user` with SASL/PLAIN (SaslHandshake v1, SaslAuthenticate v0).
+fn tenant_conn(broker: &Broker, user: &str) -> Conn {
+    let address = broker
+        .listener_bootstrap("SASL_PLAINTEXT")
+        .parse()
+        .expect("listener address");
+    let mut conn = Conn::connect(address);
+    let mut body = Vec::new();
+    body.extend_from_slice(&5i16.to_be_bytes());
+    body.extend_from_slice(b"PLAIN");
+    let payload = conn.round_trip(&request_frame(17, 1, 1, false, &body), 1);
+    assert_eq!(payload[4..6], [0, 0], "SaslHandshake error code");
+    let token = format!("\0{user}\0secret");
+    let mut body = (token.len() as i32).to_be_bytes().to_vec();
+    body.extend_from_slice(token.as_bytes());
+    let payload = conn.round_trip(&request_frame(36, 0, 2, false, &body), 2);
+    assert_eq!(payload[4..6], [0, 0], "SaslAuthenticate error code");
+    conn
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_tenants_both_use_orders_without_seeing_each_other() {
+    let (_plugins, broker) = tenant_broker(&["tenant_filter"], None, &[]);
 
     for (user, tenant) in [("acme.alice", "acme"), ("globex.bob", "globex")] {
         // Each tenant creates its own `orders` through its AdminClient.
@@ -375,6 +414,15 @@ async fn two_tenants_both_use_orders_without_seeing_each_other() {
         );
     }
 
+    // A tenant's ListGroups shows its own group, un-prefixed.
+    let consumer: BaseConsumer = tenant_config(&broker, "acme.alice")
+        .create()
+        .expect("consumer");
+    assert_eq!(
+        group_names(&consumer),
+        BTreeSet::from(["orders".to_string()])
+    );
+
     // Underneath, two topics and two groups (seen from the PLAINTEXT
     // listener, whose anonymous principal has no tenant).
     let names = kafka::topic_names(&broker);
@@ -384,4 +432,132 @@ async fn two_tenants_both_use_orders_without_seeing_each_other() {
             && !names.contains("orders"),
         "{names:?}"
     );
+    let groups = group_names(&kafka::plain_consumer(&broker));
+    assert!(
+        groups.contains("acme.orders")
+            && groups.contains("globex.orders")
+            && !groups.contains("orders"),
+        "{groups:?}"
+    );
+}
+
+/// The groups ListGroups answers `consumer`'s principal.
+fn group_names(consumer: &BaseConsumer) -> BTreeSet<String> {
+    consumer
+        .fetch_group_list(None, Duration::from_secs(10))
+        .expect("list groups")
+        .groups()
+        .iter()
+        .map(|group| group.name().to_string())
+        .collect()
+}
+
+/// Produce chained `tenant_filter,json_validator` for the tenant acme,
+/// the validator checking only the stored name `acme.events`; one
+/// request with a bad record for `events` and one for `free`.
+async fn chained_produce(chain: &str) -> (tempfile::TempDir, Broker, ProduceResponse) {
+    let (plugins, broker) = tenant_broker(
+        &["tenant_filter", "json_validator"],
+        Some(chain),
+        &[
+            ("plugin.grants.json_validator", "metadata.read"),
+            ("json.validator.topics", "acme.events"),
+        ],
+    );
+    kafka::create_topic(&broker, "acme.events", 1).await;
+    kafka::create_topic(&broker, "acme.free", 1).await;
+    let response = produce_on(
+        &mut tenant_conn(&broker, "acme.alice"),
+        &[
+            ("events", batch(&[r#"{"id":1}"#, "not json"])),
+            ("free", batch(&["plain text"])),
+        ],
+    );
+    (plugins, broker, response)
+}
+
+fn end_offset(broker: &Broker, topic: &str) -> i64 {
+    kafka::plain_consumer(broker)
+        .fetch_watermarks(topic, 0, Duration::from_secs(10))
+        .expect("watermarks")
+        .1
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chained_interceptors_run_requests_in_order_and_responses_in_reverse() {
+    let (_plugins, broker, response) = chained_produce("tenant_filter,json_validator").await;
+    // Request hooks in the configured order: the validator refused a
+    // record of `events`, which it validates only under the name the
+    // tenant filter gave it (`acme.events`), so the filter ran first.
+    let refused = partition(&response, "events");
+    assert_eq!(refused.error_code, INVALID_RECORD, "{response:?}");
+    let indices: Vec<i32> = refused
+        .record_errors
+        .iter()
+        .map(|e| e.batch_index)
+        .collect();
+    assert_eq!(indices, [1], "{refused:?}");
+    // Response hooks in reverse: the validator answered that partition
+    // under the name it was given (`acme.events`), and the client sees
+    // `events`, so the filter took the prefix off after the validator
+    // added its answer. The other topic went through both and the handler.
+    let free = partition(&response, "free");
+    assert_eq!((free.error_code, free.base_offset), (0, 0), "{free:?}");
+    let names: Vec<&str> = response
+        .responses
+        .iter()
+        .map(|t| t.name.0.as_str())
+        .collect();
+    assert_eq!(names.len(), 2, "{names:?}");
+    assert!(!names.iter().any(|n| n.starts_with("acme.")), "{names:?}");
+    assert_eq!(
+        end_offset(&broker, "acme.events"),
+        0,
+        "the refused batch landed"
+    );
+    assert_eq!(end_offset(&broker, "acme.free"), 1);
+
+    // A real producer of the tenant: its non-JSON record is refused, its
+    // JSON one lands in acme.events.
+    let producer: rdkafka::producer::FutureProducer = tenant_config(&broker, "acme.alice")
+        .set("message.timeout.ms", "15000")
+        .create()
+        .expect("producer");
+    let bad = producer
+        .send(
+            FutureRecord::<(), _>::to("events").payload("<xml/>"),
+            Duration::from_secs(15),
+        )
+        .await;
+    assert_eq!(
+        bad.expect_err("a record that is not JSON is refused")
+            .0
+            .rdkafka_error_code(),
+        Some(RDKafkaErrorCode::InvalidRecord)
+    );
+    producer
+        .send(
+            FutureRecord::<(), _>::to("events").payload(r#"{"id":2}"#),
+            Duration::from_secs(15),
+        )
+        .await
+        .expect("a JSON record is delivered");
+    assert_eq!(end_offset(&broker, "acme.events"), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_configured_order_decides_what_each_interceptor_sees() {
+    // The other way round the validator sees the tenant's own name,
+    // `events`, which it is not told to validate: everything lands.
+    let (_plugins, broker, response) = chained_produce("json_validator,tenant_filter").await;
+    for topic in ["events", "free"] {
+        let answer = partition(&response, topic);
+        assert_eq!(
+            (answer.error_code, answer.base_offset),
+            (0, 0),
+            "{response:?}"
+        );
+    }
+    assert_eq!(end_offset(&broker, "acme.events"), 2);
+    assert_eq!(end_offset(&broker, "acme.free"), 1);
 }

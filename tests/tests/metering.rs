@@ -1,5 +1,5 @@
-//! Metering of handler modules over the wire: what each module costs
-//! (guest time, host calls per interface, bytes across the handler
+//! Metering of handler and interceptor modules over the wire: what each
+//! module costs (guest time, host calls per interface, bytes across the
 //! boundary) grows with real requests and reads the same in `/metrics`
 //! and the admin API; a tight `plugin.limits.<module>.cpu.ms.per.sec`
 //! throttles that module's responses (`throttle_time_ms`, a muted
@@ -299,6 +299,87 @@ fn a_tight_cpu_limit_throttles_responses_and_fails_none() {
     assert_eq!(metering["cpu_limit_ms_per_sec"].as_f64(), Some(0.00001));
     assert!(
         metering["throttled_responses"].as_u64() >= Some(3),
+        "{metering}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interceptor_is_metered_like_a_handler() {
+    let plugins = gregor_tests::plugin_dir_with_examples(&["json_validator"]);
+    let dir = plugins.path().display().to_string();
+    let (broker, admin) = start_with_admin(&[
+        ("plugin.dir", dir.as_str()),
+        ("plugin.interceptors.produce", "json_validator"),
+        ("plugin.grants.json_validator", "metadata.read"),
+        ("json.validator.topics", "metered.*"),
+    ]);
+    kafka::create_topic(&broker, "metered.json", 1).await;
+    let producer = kafka::producer(&broker, &[]);
+    for i in 0..5 {
+        let payload = format!("{{\"n\":{i}}}");
+        producer
+            .send(
+                FutureRecord::<(), _>::to("metered.json").payload(&payload),
+                Duration::from_secs(30),
+            )
+            .await
+            .expect("a JSON record is delivered");
+    }
+
+    let text = gregor_tests::scrape_metrics(&admin);
+    let module = "json_validator";
+    // Interceptor families carry api_key -1 (it may wrap several).
+    let value = |family: &str| plugin_sample(&text, family, module, -1);
+    let produced = plugin_sample(&text, "gregor_plugin_calls_total", "produce", 0);
+    assert!(produced >= 5.0, "{text}");
+    // Two hook calls per Produce request, none failed.
+    assert_eq!(value("gregor_plugin_calls_total"), 2.0 * produced, "{text}");
+    assert_eq!(value("gregor_plugin_traps_total"), 0.0);
+    assert!(value("gregor_plugin_guest_seconds_total") > 0.0, "{text}");
+    // The request hook takes the request and hands it on; the response
+    // hook takes the request and the response and hands the response on:
+    // what goes in exceeds what comes out by the requests.
+    let (bytes_in, bytes_out) = (
+        value("gregor_plugin_bytes_in_total"),
+        value("gregor_plugin_bytes_out_total"),
+    );
+    assert!(
+        bytes_out > 0.0 && bytes_in > bytes_out,
+        "{bytes_in} in, {bytes_out} out"
+    );
+    // The request hook reads the validated topics from the broker config
+    // (the response hook only when something was refused).
+    assert!(
+        host_calls(&text, module, -1, "metadata") >= produced,
+        "{text}"
+    );
+    assert!(
+        sample(
+            &text,
+            &format!("gregor_plugin_peak_memory_bytes{{plugin=\"{module}\"}}")
+        )
+        .is_some_and(|peak| peak > 0.0),
+        "{text}"
+    );
+
+    // The admin API reads the same totals.
+    let listing = admin_json(&admin, "/plugins");
+    let metering = listing["interceptors"]
+        .as_array()
+        .expect("interceptors")
+        .iter()
+        .find(|entry| entry["name"] == module)
+        .unwrap_or_else(|| panic!("no interceptor {module} in {listing}"))["metering"]
+        .clone();
+    assert_eq!(metering["bytes_in"].as_f64(), Some(bytes_in), "{metering}");
+    assert_eq!(
+        metering["bytes_out"].as_f64(),
+        Some(bytes_out),
+        "{metering}"
+    );
+    assert!(metering["guest_time_us"].as_u64() > Some(0), "{metering}");
+    assert!(
+        metering["peak_memory_bytes"].as_u64() > Some(0),
         "{metering}"
     );
 }

@@ -1,21 +1,25 @@
 //! `rps`: requests per second of small requests over many connections
 //! (issue 17 item 4). Each connection keeps one request in flight, as a
 //! Kafka client does per broker connection, and sends hand-encoded
-//! ApiVersions v0, Metadata v1 (one topic) or Produce v3 (one 100-byte
-//! record, acks=1) frames, so the client spends almost nothing per request
-//! and what is measured is the broker's request path.
+//! ApiVersions v0, Metadata v1 (one topic) or Produce v3 (one record of
+//! `--record-size` bytes, 100 by default, a JSON string; acks=1) frames,
+//! so the client spends almost nothing per request and what is measured
+//! is the broker's request path.
 //!
 //! ```text
 //! rps [--gregor-bin BIN]... [--plugin-dir DIR] [--bootstrap HOST:PORT]
+//!     [--variant "LABEL:key=value;key=value"]... [--record-size B]
 //!     [--connections 1,10,100] [--requests api_versions,metadata,produce]
 //!     [--seconds S] [--warmup S] [--rounds R] [--threads T] [--json FILE]
 //! ```
 //!
 //! Without `--bootstrap` it starts each `--gregor-bin` (default
 //! `$GREGOR_BIN`) on a free loopback port with a fresh data directory and
-//! `$GREGOR_PLUGIN_DIR`, and with two or more binaries it alternates them
-//! round by round and prints the ratio of each to the first, so a
-//! before/after comparison is measured back to back under the same load.
+//! `$GREGOR_PLUGIN_DIR`, once per `--variant` (broker settings on top of
+//! those, e.g. an interceptor chain), and with two or more brokers it
+//! alternates them round by round and prints the ratio of each to the
+//! first, so a before/after comparison is measured back to back under the
+//! same load.
 //! Broker CPU (user + system from /proc) per request is reported for the
 //! brokers it started. `make bench-rps`; never part of `make test`.
 
@@ -64,8 +68,9 @@ impl Kind {
         }
     }
 
-    /// The request frame (correlation id 0; patched per request).
-    fn frame(self) -> Vec<u8> {
+    /// The request frame (correlation id 0; patched per request); a
+    /// Produce carries one record of `record_size` bytes.
+    fn frame(self, record_size: usize) -> Vec<u8> {
         match self {
             Kind::ApiVersions => frame(18, 0, &[]),
             Kind::Metadata => {
@@ -82,7 +87,7 @@ impl Kind {
                 put_string(&mut body, TOPIC);
                 body.extend_from_slice(&1i32.to_be_bytes());
                 body.extend_from_slice(&0i32.to_be_bytes());
-                let batch = record_batch(&[b'x'; 100]);
+                let batch = record_batch(&json_string(record_size));
                 body.extend_from_slice(&(batch.len() as i32).to_be_bytes());
                 body.extend_from_slice(&batch);
                 frame(0, 3, &body)
@@ -180,6 +185,16 @@ fn put_varint(out: &mut Vec<u8>, value: i64) {
     out.push(zigzag as u8);
 }
 
+/// A JSON string value of `size` bytes (at least 2): the broker reads no
+/// values, but a JSON validator interceptor does.
+fn json_string(size: usize) -> Vec<u8> {
+    let mut value = vec![b'x'; size.max(2)];
+    value[0] = b'"';
+    let last = value.len() - 1;
+    value[last] = b'"';
+    value
+}
+
 /// A v2 record batch of one record with `value`, no key.
 fn record_batch(value: &[u8]) -> Vec<u8> {
     let now = std::time::SystemTime::now()
@@ -250,6 +265,7 @@ struct Tally {
 async fn connection(
     addr: String,
     kind: Kind,
+    record_size: usize,
     measured_from: Instant,
     until: Instant,
 ) -> Result<Tally, String> {
@@ -257,7 +273,7 @@ async fn connection(
         .await
         .map_err(|e| format!("connect {addr}: {e}"))?;
     stream.set_nodelay(true).map_err(|e| e.to_string())?;
-    let mut request = kind.frame();
+    let mut request = kind.frame(record_size);
     let mut response = Vec::new();
     let mut tally = Tally::default();
     let mut correlation_id = 0i32;
@@ -321,10 +337,40 @@ fn clock_ticks() -> f64 {
         .unwrap_or(100.0)
 }
 
+/// Broker settings one set of runs adds (`--variant`).
+struct Variant {
+    label: String,
+    settings: Vec<String>,
+}
+
+impl Variant {
+    /// `LABEL` or `LABEL:key=value;key=value`.
+    fn parse(raw: &str) -> Result<Self, String> {
+        let (label, settings) = raw.split_once(':').unwrap_or((raw, ""));
+        let settings: Vec<String> = settings
+            .split(';')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(String::from)
+            .collect();
+        if label.is_empty() || settings.iter().any(|s| !s.contains('=')) {
+            return Err(format!(
+                "--variant {raw:?}: LABEL or LABEL:key=value;key=value"
+            ));
+        }
+        Ok(Self {
+            label: label.to_string(),
+            settings,
+        })
+    }
+}
+
 struct Options {
     bins: Vec<PathBuf>,
     plugin_dir: PathBuf,
     bootstrap: Option<String>,
+    variants: Vec<Variant>,
+    record_size: usize,
     connections: Vec<usize>,
     kinds: Vec<Kind>,
     seconds: f64,
@@ -341,6 +387,8 @@ fn options() -> Result<Options, String> {
             .map(PathBuf::from)
             .unwrap_or_else(|| PathBuf::from("build/plugins")),
         bootstrap: None,
+        variants: Vec::new(),
+        record_size: 100,
         connections: vec![1, 10, 100],
         kinds: vec![Kind::ApiVersions, Kind::Metadata, Kind::Produce],
         seconds: 5.0,
@@ -357,6 +405,8 @@ fn options() -> Result<Options, String> {
             "--gregor-bin" => o.bins.push(PathBuf::from(value()?)),
             "--plugin-dir" => o.plugin_dir = PathBuf::from(value()?),
             "--bootstrap" => o.bootstrap = Some(value()?),
+            "--variant" => o.variants.push(Variant::parse(&value()?)?),
+            "--record-size" => o.record_size = number(value()?)? as usize,
             "--connections" => {
                 o.connections = value()?
                     .split(',')
@@ -400,7 +450,7 @@ impl Drop for Started {
     }
 }
 
-fn start(bin: &Path, plugin_dir: &Path) -> Result<Started, String> {
+fn start(bin: &Path, plugin_dir: &Path, settings: &[String]) -> Result<Started, String> {
     let port = TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map_err(|e| e.to_string())?
@@ -413,6 +463,7 @@ fn start(bin: &Path, plugin_dir: &Path) -> Result<Started, String> {
         .args(["--set", &format!("log.dirs={}", data.display())])
         .args(["--set", &format!("plugin.dir={}", plugin_dir.display())])
         .args(["--set", "admin.listener="])
+        .args(settings.iter().flat_map(|s| ["--set", s.as_str()]))
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -432,7 +483,7 @@ async fn ready(addr: &str) -> Result<(), String> {
     while Instant::now() < deadline {
         if let Ok(mut stream) = TcpStream::connect(addr).await {
             let mut response = Vec::new();
-            let mut request = Kind::Metadata.frame();
+            let mut request = Kind::Metadata.frame(0);
             match round_trip(&mut stream, &mut request, 1, &mut response).await {
                 Ok(()) => match Kind::Metadata.error_code(&response[4..]) {
                     Ok(0) => return Ok(()),
@@ -459,7 +510,15 @@ async fn measure(
     let measured_from = start + Duration::from_secs_f64(o.warmup);
     let until = measured_from + Duration::from_secs_f64(o.seconds);
     let tasks: Vec<_> = (0..connections)
-        .map(|_| tokio::spawn(connection(addr.to_string(), kind, measured_from, until)))
+        .map(|_| {
+            tokio::spawn(connection(
+                addr.to_string(),
+                kind,
+                o.record_size,
+                measured_from,
+                until,
+            ))
+        })
         .collect();
     tokio::time::sleep_until(measured_from.into()).await;
     let cpu_before = broker.and_then(|pid| cpu_seconds(pid, ticks));
@@ -511,18 +570,14 @@ fn run(o: &Options) -> Result<(), String> {
         .build()
         .map_err(|e| e.to_string())?;
     let ticks = clock_ticks();
-    let targets: Vec<Option<&PathBuf>> = if o.bootstrap.is_some() {
-        vec![None]
-    } else {
-        o.bins.iter().map(Some).collect()
-    };
+    let targets = targets(o);
     // (target, kind, connections) -> rows of every round.
     let mut results: BTreeMap<(usize, Kind, usize), Vec<Row>> = BTreeMap::new();
     let mut json = Vec::new();
     for round in 0..o.rounds.max(1) {
         for (index, target) in targets.iter().enumerate() {
-            let started = match target {
-                Some(bin) => Some(start(bin, &o.plugin_dir)?),
+            let started = match target.bin {
+                Some(bin) => Some(start(bin, &o.plugin_dir, target.settings)?),
                 None => None,
             };
             let addr = started
@@ -532,7 +587,7 @@ fn run(o: &Options) -> Result<(), String> {
                 .ok_or("no broker")?;
             let pid = started.as_ref().map(|s| s.child.id());
             runtime.block_on(ready(&addr))?;
-            let name = target.map_or(addr.clone(), |bin| bin.display().to_string());
+            let name = target.name(&addr);
             for &kind in &o.kinds {
                 for &connections in &o.connections {
                     let row = runtime.block_on(measure(&addr, kind, connections, o, pid, ticks))?;
@@ -547,9 +602,10 @@ fn run(o: &Options) -> Result<(), String> {
                         row.load1
                     );
                     json.push(format!(
-                        "{{\"bench\":\"rps\",\"broker\":\"{}\",\"round\":{round},\"request\":\"{}\",\"connections\":{connections},\"requests_per_s\":{:.1},\"p50_us\":{},\"p99_us\":{},\"broker_cpu_us_per_request\":{},\"errors\":{},\"load1\":{:.2}}}",
+                        "{{\"bench\":\"rps\",\"broker\":\"{}\",\"round\":{round},\"request\":\"{}\",\"record_size\":{},\"connections\":{connections},\"requests_per_s\":{:.1},\"p50_us\":{},\"p99_us\":{},\"broker_cpu_us_per_request\":{},\"errors\":{},\"load1\":{:.2}}}",
                         name.replace('\\', "\\\\").replace('"', "\\\""),
                         kind.key(),
+                        o.record_size,
                         row.rps(),
                         row.p50_us,
                         row.p99_us,
@@ -575,32 +631,76 @@ fn run(o: &Options) -> Result<(), String> {
     Ok(())
 }
 
+/// One broker to measure: a binary (None: the `--bootstrap` broker) and
+/// the settings of a variant.
+struct Target<'a> {
+    bin: Option<&'a PathBuf>,
+    label: Option<&'a str>,
+    settings: &'a [String],
+}
+
+impl Target<'_> {
+    fn name(&self, addr: &str) -> String {
+        let broker = self
+            .bin
+            .map_or(addr.to_string(), |bin| bin.display().to_string());
+        match self.label {
+            Some(label) => format!("{broker} [{label}]"),
+            None => broker,
+        }
+    }
+}
+
+/// Every binary with every variant (a `--bootstrap` broker as it is).
+fn targets(o: &Options) -> Vec<Target<'_>> {
+    if o.bootstrap.is_some() {
+        return vec![Target {
+            bin: None,
+            label: None,
+            settings: &[],
+        }];
+    }
+    let mut targets = Vec::new();
+    for bin in &o.bins {
+        if o.variants.is_empty() {
+            targets.push(Target {
+                bin: Some(bin),
+                label: None,
+                settings: &[],
+            });
+        }
+        for variant in &o.variants {
+            targets.push(Target {
+                bin: Some(bin),
+                label: Some(&variant.label),
+                settings: &variant.settings,
+            });
+        }
+    }
+    targets
+}
+
 fn print_table(
     o: &Options,
-    targets: &[Option<&PathBuf>],
+    targets: &[Target<'_>],
     results: &mut BTreeMap<(usize, Kind, usize), Vec<Row>>,
 ) {
     let mut out = std::io::stdout().lock();
     let _ = writeln!(
         out,
-        "\nMedians of {} round(s), {} s each after {} s warm-up; load = 1-minute load average at the end of each measurement.\n",
+        "\nMedians of {} round(s), {} s each after {} s warm-up; Produce records of {} bytes; load = 1-minute load average at the end of each measurement.\n",
         o.rounds.max(1),
         o.seconds,
-        o.warmup
+        o.warmup,
+        o.record_size
     );
     for (index, target) in targets.iter().enumerate() {
-        let _ = writeln!(
-            out,
-            "[{index}] {}",
-            target.map_or("--bootstrap broker".to_string(), |b| b
-                .display()
-                .to_string())
-        );
+        let _ = writeln!(out, "[{index}] {}", target.name("--bootstrap broker"));
     }
     let mut header = "| request | connections |".to_string();
     for index in 0..targets.len() {
         header.push_str(&format!(
-            " [{index}] req/s | [{index}] p99 µs | [{index}] cpu µs/req |"
+            " [{index}] req/s | [{index}] p50 µs | [{index}] p99 µs | [{index}] cpu µs/req |"
         ));
         if index > 0 {
             header.push_str(&format!(" [{index}]/[0] req/s |"));
@@ -618,6 +718,7 @@ fn print_table(
             for index in 0..targets.len() {
                 let rows = results.entry((index, kind, connections)).or_default();
                 let rps = median(&mut rows.iter().map(Row::rps).collect::<Vec<_>>());
+                let p50 = median(&mut rows.iter().map(|r| r.p50_us as f64).collect::<Vec<_>>());
                 let p99 = median(&mut rows.iter().map(|r| r.p99_us as f64).collect::<Vec<_>>());
                 let cpu = median(
                     &mut rows
@@ -626,7 +727,7 @@ fn print_table(
                         .collect::<Vec<_>>(),
                 );
                 loads.extend(rows.iter().map(|r| r.load1));
-                line.push_str(&format!(" {rps:.0} | {p99:.0} | {cpu:.1} |"));
+                line.push_str(&format!(" {rps:.0} | {p50:.0} | {p99:.0} | {cpu:.1} |"));
                 if index == 0 {
                     first = rps;
                 } else {

@@ -257,15 +257,19 @@ impl Collector for Scraped {
             (extra.idle_ratio * 1e4).round() / 1e4,
         )?;
         let families: [(&str, &str, PluginValue); 3] = [
-            ("gregor_plugin_calls", "Handler module calls.", |p| p.calls),
+            (
+                "gregor_plugin_calls",
+                "Handler and interceptor module calls (an interceptor's api_key is -1).",
+                |p| p.calls,
+            ),
             (
                 "gregor_plugin_traps",
-                "Handler module calls that trapped (panic, out of memory).",
+                "Handler and interceptor module calls that trapped (panic, out of memory).",
                 |p| p.traps,
             ),
             (
                 "gregor_plugin_timeouts",
-                "Handler module calls stopped at their deadline.",
+                "Handler and interceptor module calls stopped at their deadline.",
                 |p| p.timeouts,
             ),
         ];
@@ -295,7 +299,7 @@ fn encode_metering(
     let counters: [(&str, &str, MeterValue); 6] = [
         (
             "gregor_plugin_guest_seconds",
-            "Time handler module code ran: call time minus waits in host calls.",
+            "Time handler or interceptor module code ran: call time minus waits in host calls.",
             |m| m.guest_time.as_secs_f64(),
         ),
         (
@@ -305,12 +309,12 @@ fn encode_metering(
         ),
         (
             "gregor_plugin_bytes_in",
-            "Request body bytes handed to the handler module.",
+            "Request (and, for an interceptor's response hook, response) body bytes handed to the module.",
             |m| m.bytes_in as f64,
         ),
         (
             "gregor_plugin_bytes_out",
-            "Response body bytes the handler module returned.",
+            "Body bytes the handler or interceptor module returned.",
             |m| m.bytes_out as f64,
         ),
         (
@@ -334,7 +338,7 @@ fn encode_metering(
     }
     let mut family = encoder.encode_descriptor(
         "gregor_plugin_host_calls",
-        "Host calls of the handler module, by import interface.",
+        "Host calls of the handler or interceptor module, by import interface.",
         None,
         MetricType::Counter,
     )?;

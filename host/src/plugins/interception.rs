@@ -178,11 +178,12 @@ pub async fn after(
 }
 
 fn record(host: &PluginHost, interceptor: &LoadedInterceptor, started: Instant) {
+    let peak = usize::try_from(interceptor.stats.meter.peak_memory()).unwrap_or(usize::MAX);
     host.services.metrics.record_plugin_call(
         &interceptor.source().name,
         started.elapsed(),
         None,
-        0,
+        peak,
     );
 }
 

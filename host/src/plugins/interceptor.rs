@@ -6,7 +6,10 @@
 //! same host imports, so grants, limits, the epoch deadline and logging
 //! work alike; their world offers only `logging` and `metadata`, and
 //! `metadata.read` must be granted like any capability. An interceptor
-//! never parks: it has no import that waits.
+//! never parks: it has no import that waits. Each hook call is metered as
+//! a handler call is (`plugins::metering`: guest time, host calls, bytes
+//! in and out, peak memory), so `/metrics` and the admin API show what an
+//! interceptor costs; the per-module CPU limit applies to handlers only.
 
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
@@ -20,6 +23,7 @@ use crate::plugins::bindings::interceptor::{
 };
 use crate::plugins::bindings::RequestContext;
 use crate::plugins::handler::{CallError, HandlerStats, InstanceLimits, ModuleSource};
+use crate::plugins::metering;
 use crate::plugins::state::{CallClock, HandlerState};
 use crate::plugins::{PluginHost, WasmContext};
 use crate::security::session::Session;
@@ -174,7 +178,12 @@ impl LoadedInterceptor {
             state.session = Some(Arc::clone(session));
             state.client_id.clone_from(&ctx.client_id);
             state.clock = CallClock::new(self.limits.call_timeout);
+            metering::open_call(state);
         }
+        let bytes_in = match hook {
+            Hook::Request(body) => body.len(),
+            Hook::Response(request, response) => request.len() + response.len(),
+        };
         instance.store.set_epoch_deadline(1);
         let exports = instance.bindings.gregor_broker_interceptor();
         let result = match hook {
@@ -187,6 +196,12 @@ impl LoadedInterceptor {
                 .await
                 .map(Answer::Body),
         };
+        let bytes_out = match &result {
+            Ok(Answer::Verdict(Verdict::Continue(body) | Verdict::Reply(body))) => body.len(),
+            Ok(Answer::Body(Ok(body))) => body.len(),
+            _ => 0,
+        };
+        metering::close_call(instance.store.data_mut(), bytes_in, bytes_out);
         match result {
             Ok(answer) => {
                 instance.calls += 1;

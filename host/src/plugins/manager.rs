@@ -564,6 +564,7 @@ impl PluginManager {
                     "errors": interceptor.stats.traps.load(Relaxed) + interceptor.stats.timeouts.load(Relaxed),
                     "instantiations": interceptor.stats.instantiations.load(Relaxed),
                     "grants": source.grants,
+                    "metering": crate::plugins::metering::to_json(&interceptor.stats.meter.reading()),
                 })
             })
             .collect();

@@ -1,9 +1,10 @@
-//! Metering of handler modules: what each module version costs the broker
-//! (guest time, time its calls waited in the host, host calls per import
-//! interface, bytes crossing the handler boundary, peak linear memory),
-//! read by `/metrics` and the admin API's `GET /plugins`; and the optional
-//! per-module CPU limit, `plugin.limits.<module>.cpu.ms.per.sec`, which
-//! throttles as a Kafka request quota does rather than failing: a response
+//! Metering of handler and interceptor modules: what each module version
+//! costs the broker (guest time, time its calls waited in the host, host
+//! calls per import interface, bytes crossing the boundary, peak linear
+//! memory), read by `/metrics` and the admin API's `GET /plugins`
+//! (an interceptor's hook calls are metered as a handler's calls are,
+//! `plugins::interceptor`); and the optional per-module CPU limit of a
+//! handler, `plugin.limits.<module>.cpu.ms.per.sec`, which throttles as a Kafka request quota does rather than failing: a response
 //! past the limit carries `throttle_time_ms` and the host mutes the
 //! connection that long after sending it.
 //!
@@ -102,6 +103,11 @@ impl Meter {
         let fresh = guest_time.saturating_sub(call.cpu_recorded);
         call.cpu_recorded = call.cpu_recorded.max(guest_time);
         limit.record(fresh.as_secs_f64() * 1000.0)
+    }
+
+    /// The largest linear memory an instance reached so far.
+    pub fn peak_memory(&self) -> u64 {
+        self.peak_memory.load(Relaxed)
     }
 
     /// The totals so far.

@@ -349,6 +349,24 @@ impl LeaderReplication {
         })
     }
 
+    /// What `follower_fetched` answers `replica` without its fetch: the
+    /// high watermark, NOT_LEADER_OR_FOLLOWER as there; nothing of the
+    /// follower, the ISR or the watermark changes (a shadow's dry run).
+    pub fn follower_view(
+        &self,
+        tp: &TopicPartition,
+        replica: i32,
+    ) -> Result<FollowerFetch, ErrorCode> {
+        let state = self.state(tp).ok_or(ErrorCode::NotLeaderOrFollower)?;
+        let guard = lock(&state);
+        if !guard.followers.contains_key(&replica) {
+            return Err(ErrorCode::NotLeaderOrFollower);
+        }
+        Ok(FollowerFetch {
+            high_watermark: guard.high_watermark,
+        })
+    }
+
     /// An append landed: a leader alone in its ISR moves its watermark.
     pub fn appended(&self, tp: &TopicPartition) {
         let _ = self.state(tp);
@@ -524,6 +542,10 @@ impl PartitionReplication for LeaderReplication {
         fetch_offset: i64,
     ) -> Result<FollowerFetch, ErrorCode> {
         LeaderReplication::follower_fetched(self, tp, replica, fetch_offset)
+    }
+
+    fn follower_view(&self, tp: &TopicPartition, replica: i32) -> Result<FollowerFetch, ErrorCode> {
+        LeaderReplication::follower_view(self, tp, replica)
     }
 
     fn must_wait(&self, tp: &TopicPartition, required: i64) -> bool {

@@ -7,6 +7,12 @@
 //!   partition and its leadership, the batches as Kafka's LogValidator
 //!   checks a client's) and answers the offset the batch would get, the
 //!   partition's end offset; nothing is appended.
+//! - `log.replicate` (a follower's fetch) reads what the follower would
+//!   get, but the leader records nothing of it: a copy of a follower's
+//!   fetch, handled after the serving version's and possibly after the
+//!   follower's next one, would otherwise move the leader's view of that
+//!   follower (its log end offset back, its caught-up time, the ISR and
+//!   the high watermark), and a changed shadow could move it anywhere.
 //! - The `quotas.usage` calls charge nothing and throttle nothing: the
 //!   client was charged for its request by the serving version.
 //!
@@ -24,6 +30,7 @@ use crate::plugins::state::HandlerState;
 /// a dry-run variant here.
 const WRITING: &[(&str, bool)] = &[
     ("log.append", true),
+    ("log.replicate", true),
     ("quotas.usage", true),
     ("log.admin", false),
     ("metadata.write", false),

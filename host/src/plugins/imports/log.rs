@@ -323,6 +323,8 @@ impl HandlerState {
             max_bytes: usize::try_from(options.max_bytes.max(0)).unwrap_or(0),
             read_committed: options.isolation_level == READ_COMMITTED,
             replica_id,
+            // A shadow's follower fetch moves nothing (dry_run.rs).
+            dry_run: self.dry_run,
         };
         if let Some(results) = self.deferral.fetch_answer(&requests) {
             return Some(results);

@@ -11,7 +11,9 @@
 //! request are appended by the standard handler. The hooks keep no state:
 //! `on-request` strips the refused partitions from the request (or
 //! answers it, when nothing is left), `on-response` finds them again in
-//! the request it is handed and adds their answers. Null values
+//! the request it is handed and adds their answers (only when the
+//! handler's answer lacks a partition of the request: otherwise nothing
+//! was refused and the records are not read twice). Null values
 //! (tombstones) pass; a batch that cannot be read here (compressed, or
 //! malformed) is refused too, since it cannot be shown to be JSON.
 
@@ -24,8 +26,8 @@ use gregor_intercept::kafka_protocol::protocol::StrBytes;
 use gregor_intercept::kafka_protocol::records::RecordBatchDecoder;
 use gregor_intercept::kafka_protocol::ResponseError;
 use gregor_intercept::{
-    decode_request, encode, metadata, refuse_unreadable, rewrite_response, types, Interceptor,
-    RequestContext, Verdict,
+    decode_request, decode_response, encode, metadata, refuse_unreadable, rewrite_response, types,
+    Interceptor, RequestContext, Verdict,
 };
 
 struct JsonValidator;
@@ -98,6 +100,14 @@ impl Interceptor for JsonValidator {
         response: Vec<u8>,
     ) -> Result<Vec<u8>, String> {
         let request: ProduceRequest = decode_request(ctx, &request).map_err(|e| e.to_string())?;
+        // Refused partitions never reach the handler: an answer for every
+        // partition asked means none was refused, and the records need
+        // not be read again.
+        let answered: ProduceResponse =
+            decode_response(ctx, &response).map_err(|e| e.to_string())?;
+        if answers_all(&answered, &request) {
+            return Ok(response);
+        }
         let refusals = refusals(&request);
         if refusals.is_empty() {
             return Ok(response);
@@ -106,6 +116,24 @@ impl Interceptor for JsonValidator {
             add_refusals(answer, &request, refusals)
         })
     }
+}
+
+/// Whether `response` answers every partition of `request`.
+fn answers_all(response: &ProduceResponse, request: &ProduceRequest) -> bool {
+    request.topic_data.iter().all(|topic| {
+        response
+            .responses
+            .iter()
+            .find(|t| t.name == topic.name && t.topic_id == topic.topic_id)
+            .is_some_and(|answer| {
+                topic.partition_data.iter().all(|partition| {
+                    answer
+                        .partition_responses
+                        .iter()
+                        .any(|p| p.index == partition.index)
+                })
+            })
+    })
 }
 
 /// Adds an INVALID_RECORD answer for each refused partition, under its

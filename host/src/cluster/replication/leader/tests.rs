@@ -141,6 +141,38 @@ fn the_watermark_follows_the_slowest_isr_member() {
 }
 
 #[test]
+fn a_dry_run_view_of_a_follower_fetch_moves_nothing() {
+    let fx = fixture(&[1, 2, 3], DEFAULT_LAG_TIME_MAX);
+    fx.append(10);
+    fx.leader.follower_fetched(&tp(), 2, 4).unwrap();
+    assert_eq!(fx.hw(), 0, "follower 3 has not fetched");
+    // What a shadow's copy of follower 3's fetch at 10 sees: the
+    // watermark, while follower 3 stays unfetched and the watermark put.
+    assert_eq!(
+        fx.leader.follower_view(&tp(), 3),
+        Ok(FollowerFetch { high_watermark: 0 })
+    );
+    assert_eq!(fx.hw(), 0, "a dry run moved the watermark");
+    assert_eq!(
+        fx.leader.follower_view(&tp(), 9),
+        Err(ErrorCode::NotLeaderOrFollower),
+        "not a replica"
+    );
+    // The real fetch moves it.
+    assert_eq!(
+        fx.leader
+            .follower_fetched(&tp(), 3, 10)
+            .unwrap()
+            .high_watermark,
+        4
+    );
+    assert_eq!(
+        fx.leader.follower_view(&tp(), 2),
+        Ok(FollowerFetch { high_watermark: 4 })
+    );
+}
+
+#[test]
 fn an_out_of_sync_follower_is_proposed_out_and_rejoins_once_caught_up() {
     let mut fx = fixture(&[1, 2, 3], Duration::from_millis(50));
     fx.append(10);
