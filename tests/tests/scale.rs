@@ -169,7 +169,7 @@ fn segment_files(broker: &Broker, dir: &str) -> usize {
 /// partitions already written keep taking writes and serving reads; once
 /// the idle connections go, the failed partitions take the same writes at
 /// offset 0 (a failed write left nothing behind) and every acknowledged
-/// record is read back.
+/// record is read back. The broker logs each open that failed.
 ///
 /// Why the outcome is forced: once the idle connections hold every
 /// descriptor the broker may have, the only descriptors a fresh partition
@@ -247,8 +247,9 @@ async fn running_out_of_descriptors_fails_only_what_needed_more() {
     );
     let log = broker.log_tail(usize::MAX);
     assert!(
-        log.contains("out of file descriptors"),
-        "the broker did not log running out: {}",
+        log.contains("out of file descriptors")
+            && log.contains("the operation that needed it fails"),
+        "the broker did not log the opens that failed: {}",
         broker.log_tail(20)
     );
 
@@ -294,7 +295,14 @@ async fn running_out_of_descriptors_fails_only_what_needed_more() {
     }
 
     // Nothing acknowledged is lost, and no failed write left a record.
-    let read = consume_all(&broker, "fresh", FRESH, FRESH as usize, Duration::from_secs(60)).await;
+    let read = consume_all(
+        &broker,
+        "fresh",
+        FRESH,
+        FRESH as usize,
+        Duration::from_secs(60),
+    )
+    .await;
     for partition in 0..FRESH {
         let values: Vec<_> = read
             .get(&partition)
