@@ -132,15 +132,25 @@ impl FileSlot {
 
 /// Runs `open` (anything that opens a log file); on EMFILE/ENFILE the
 /// cache releases half its handles and it is tried once more.
+/// Logged either way, saying whether the operation went through: a
+/// failure here is what fails a request (a first write to a partition, a
+/// roll, a read of an evicted segment).
 pub fn retrying<T>(open: impl Fn() -> io::Result<T>) -> io::Result<T> {
     match open() {
         Err(e) if is_out_of_descriptors(&e) => {
             let released = CACHE.shrink(*LIMIT / 2);
-            tracing::warn!(
-                released,
-                "out of file descriptors: released cached segment handles"
-            );
-            open()
+            let again = open();
+            match &again {
+                Ok(_) => tracing::warn!(
+                    released,
+                    "out of file descriptors: released cached segment handles, then the open succeeded"
+                ),
+                Err(e) => tracing::warn!(
+                    released,
+                    "out of file descriptors: released cached segment handles, the open still failed ({e}): the operation that needed it fails"
+                ),
+            }
+            again
         }
         other => other,
     }
@@ -249,6 +259,38 @@ mod tests {
         slot.release();
         let err = slot.get().unwrap_err();
         assert!(err.to_string().contains("replaced"), "{err}");
+    }
+
+    #[test]
+    fn out_of_descriptors_is_retried_once_and_other_errors_not() {
+        let emfile = || io::Error::from_raw_os_error(libc::EMFILE);
+        let calls = std::cell::Cell::new(0);
+        let once = retrying(|| {
+            calls.set(calls.get() + 1);
+            if calls.get() == 1 {
+                Err(emfile())
+            } else {
+                Ok(calls.get())
+            }
+        });
+        assert_eq!(once.unwrap(), 2);
+        // Still out after the release: the error comes back, no loop.
+        calls.set(0);
+        let err = retrying(|| -> io::Result<()> {
+            calls.set(calls.get() + 1);
+            Err(emfile())
+        })
+        .unwrap_err();
+        assert!(is_out_of_descriptors(&err));
+        assert_eq!(calls.get(), 2);
+        calls.set(0);
+        let err = retrying(|| -> io::Result<()> {
+            calls.set(calls.get() + 1);
+            Err(io::Error::from(io::ErrorKind::NotFound))
+        })
+        .unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::NotFound);
+        assert_eq!(calls.get(), 1);
     }
 
     #[test]
