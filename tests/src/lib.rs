@@ -23,6 +23,7 @@ pub mod cluster;
 pub mod kafka;
 pub mod netns;
 pub mod replicated;
+pub mod unclean;
 pub mod wire;
 
 use std::collections::HashSet;

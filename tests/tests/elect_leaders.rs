@@ -9,6 +9,12 @@
 //! as is an UNCLEAN one of a partition that has a leader; an unknown
 //! partition is UNKNOWN_TOPIC_OR_PARTITION. Records written before and
 //! after are all read back from node 1.
+//!
+//! An UNCLEAN election brings back an offline partition whose only
+//! in-sync replica is a dead broker (the topic's
+//! `unclean.leader.election.enable` left false): the out-of-sync replica
+//! leads, alone in the ISR, and takes writes again; what only the dead
+//! leader had is gone.
 
 use kafka_protocol::messages::elect_leaders_request::TopicPartitions;
 use kafka_protocol::messages::{ElectLeadersRequest, TopicName};
@@ -18,6 +24,7 @@ use gregor_tests::cluster::{self, call, Cluster};
 use gregor_tests::replicated::{
     await_view, consume, create_on, durable_producer, leader_where, partition_view, send, values,
 };
+use gregor_tests::unclean::{assert_writable_without_the_tail, offline_with_a_lagging_replica};
 
 const NONE: i16 = 0;
 const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
@@ -118,4 +125,28 @@ async fn a_preferred_election_gives_leadership_back_to_the_first_replica() {
         .cloned()
         .collect();
     assert_eq!(consume(&cluster.node(1).bootstrap(), topic, all.len()), all);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unclean_election_brings_an_offline_partition_back() {
+    let mut cluster = cluster::cluster(3)
+        .set("replica.lag.time.max.ms", "2000")
+        .set("replica.fetch.wait.max.ms", "200")
+        .start();
+    cluster.await_formed(&[1, 2, 3]);
+    let topic = "offline";
+    let offline = offline_with_a_lagging_replica(&mut cluster, topic).await;
+    // The preferred replica (node 1) is dead; a clean election has no
+    // candidate, an unclean one takes node 2.
+    assert_eq!(
+        elect(&cluster, 3, false, &[(topic, 0)]),
+        [PREFERRED_LEADER_NOT_AVAILABLE]
+    );
+    assert_eq!(elect(&cluster, 3, true, &[(topic, 0)]), [NONE]);
+    assert_writable_without_the_tail(&cluster, topic, &offline).await;
+    assert_eq!(
+        elect(&cluster, 3, true, &[(topic, 0)]),
+        [ELECTION_NOT_NEEDED],
+        "it has a leader now"
+    );
 }

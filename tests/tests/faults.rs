@@ -2,8 +2,9 @@
 //! nodes on 127.0.0.1, .2 and .3 inside a network namespace of the test's
 //! own (`unshare -n`, loopback only; tests/src/netns.rs), a topic of three
 //! partitions with replication factor 3 and `min.insync.replicas=2`,
-//! idempotent acks=all librdkafka producers writing unique values and a
-//! consumer group reading and committing, while for a minute a fault
+//! idempotent acks=all librdkafka producers writing unique values and two
+//! consumers of one group reading and committing (so the group rebalances
+//! as coordinators and members come and go), while for a minute a fault
 //! strikes every few seconds:
 //! - SIGKILL of a partition leader, restarted a few seconds later;
 //! - SIGSTOP of a broker, SIGCONT a few seconds later;
@@ -15,10 +16,15 @@
 //! Then everything heals, the replicas catch up, and the checks run:
 //! - every acknowledged record is in the log exactly once, at the offset it
 //!   was acknowledged at (an isolated leader acknowledging an acks=all
-//!   write would fail this: its tail is cut when it rejoins);
+//!   write would fail this: its tail is cut when it rejoins); the
+//!   acknowledgements of the cut-off leader's partitions while it was cut
+//!   off (and 5 s after, a request timeout) are counted apart, and none of
+//!   them may be missing from its offset;
 //! - no two replicas hold different batches at one offset (their segment
 //!   files compared batch by batch);
-//! - the group's committed offsets never went backwards.
+//! - the group's committed offsets never went backwards: each reader, after
+//!   its commit, reads them back from the coordinator and compares them
+//!   with every value either reader had read back before it asked.
 //!
 //! The counts are printed; any loss fails. The namespace needs root and
 //! `nft`; without them the test says SKIPPED and why. `GREGOR_FAULT_SEED`
@@ -56,6 +62,11 @@ const FAULT_WINDOW: Duration = Duration::from_secs(60);
 /// Node `id` runs as user `USERS + id`.
 const USERS: u32 = 47_000;
 const WRITERS: usize = 3;
+/// Consumers of the one group.
+const READERS: usize = 2;
+/// How long after a cut is healed an acknowledgement may still come from
+/// what the cut-off leader took (the producers' request timeout).
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 /// Sends a writer keeps unanswered at most.
 const IN_FLIGHT: usize = 16;
 /// How long healing (every replica back in the ISR) may take.
@@ -90,11 +101,39 @@ fn acknowledged_records_survive_kills_pauses_and_partitions() {
     runtime.block_on(run());
 }
 
+/// An acknowledged record: its value, partition and offset, and when the
+/// acknowledgement came.
+struct Ack {
+    value: String,
+    partition: i32,
+    offset: i64,
+    at: Instant,
+}
+
+/// A partition leader cut off from the other nodes: the partitions it led
+/// and when.
+struct Cut {
+    partitions: Vec<i32>,
+    from: Instant,
+    to: Instant,
+}
+
+/// What the readers saw.
+#[derive(Default)]
+struct Reads {
+    /// Each partition's committed offset as last read back.
+    committed: HashMap<i32, i64>,
+    /// Every time a read-back was lower than one read before it began.
+    regressions: Vec<String>,
+    commits: usize,
+    /// Assignment changes over both readers (rebalances they took part in).
+    reassignments: usize,
+}
+
 /// What the writers saw.
 #[derive(Default)]
 struct Writes {
-    /// Value, partition, offset of every acknowledged record.
-    acknowledged: Vec<(String, i32, i64)>,
+    acknowledged: Vec<Ack>,
     /// Failed deliveries by error (each one is allowed to be lost).
     failed: BTreeMap<String, usize>,
 }
@@ -149,13 +188,17 @@ async fn run() {
         ));
     }
     let stop_reading = Arc::new(AtomicBool::new(false));
-    let reader = {
-        let (bootstrap, stop) = (bootstrap.clone(), stop_reading.clone());
-        thread::spawn(move || read_and_commit(&bootstrap, &stop))
-    };
+    let reads = Arc::new(Mutex::new(Reads::default()));
+    let readers: Vec<_> = (0..READERS)
+        .map(|_| {
+            let (bootstrap, stop, reads) = (bootstrap.clone(), stop_reading.clone(), reads.clone());
+            thread::spawn(move || read_and_commit(&bootstrap, &stop, &reads))
+        })
+        .collect();
 
     // Faults, one at a time, each undone before the next.
     let mut faults: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut cuts = Vec::new();
     let mut led = leaders(&cluster, &[]);
     let mut failovers = 0;
     let start = Instant::now();
@@ -181,9 +224,20 @@ async fn run() {
                     .filter(|id| *id != leader)
                     .map(|id| cluster.node(id).host())
                     .collect();
+                let partitions = led
+                    .iter()
+                    .filter(|(_, (id, _))| *id == leader)
+                    .map(|(p, _)| *p)
+                    .collect();
+                let from = Instant::now();
                 firewall.isolate(cluster.node(leader).host(), &others);
                 sleep(5000 + rng.below(3000)).await;
                 firewall.heal();
+                cuts.push(Cut {
+                    partitions,
+                    from,
+                    to: Instant::now(),
+                });
                 "a leader cut off"
             }
             _ => {
@@ -236,7 +290,11 @@ async fn run() {
     while writers.join_next().await.is_some() {}
     await_full_isr(&cluster);
     stop_reading.store(true, Ordering::SeqCst);
-    let regressions = reader.join().expect("the reader thread");
+    for reader in readers {
+        reader.join().expect("a reader thread");
+    }
+    let reads = std::mem::take(&mut *reads.lock().expect("the reads"));
+    let regressions = reads.regressions;
 
     // The checks.
     let writes = std::mem::take(&mut *writes.lock().expect("the writes"));
@@ -256,8 +314,28 @@ async fn run() {
     // librdkafka reports some acknowledgements without an offset (-1001,
     // OFFSET_INVALID): those records must be in the log, anywhere.
     let mut without_offset = 0;
-    for (value, partition, offset) in &writes.acknowledged {
+    // Acknowledgements of a cut-off leader's partitions during its cut,
+    // and those of them not at their offset in the log.
+    let mut while_cut_off = 0;
+    let mut cut_off_missing = Vec::new();
+    for ack in &writes.acknowledged {
+        let Ack {
+            value,
+            partition,
+            offset,
+            at,
+        } = ack;
         let stored = copies.contains_key(value.as_str());
+        let in_place = log.get(&(*partition, *offset)) == Some(value);
+        let cut_off = cuts.iter().any(|cut| {
+            cut.partitions.contains(partition) && *at >= cut.from && *at <= cut.to + REQUEST_TIMEOUT
+        });
+        if cut_off {
+            while_cut_off += 1;
+            if !in_place && (*offset >= 0 || !stored) {
+                cut_off_missing.push(format!("{value} at {partition}/{offset}"));
+            }
+        }
         match log.get(&(*partition, *offset)) {
             Some(found) if found == value => {}
             _ if *offset < 0 && stored => without_offset += 1,
@@ -271,14 +349,22 @@ async fn run() {
     let divergent = divergent_batches(&cluster);
     let failed: usize = writes.failed.values().sum();
     println!(
-        "fault test: brokers exited by themselves {exited:?}; faults {faults:?}, failovers {failovers}; acknowledged {} ({without_offset} without an offset), failed {failed} {:?}; read {}; lost {}, duplicated {duplicated}, misplaced {}, divergent offsets {}, committed offsets gone back {}",
+        "fault test: brokers exited by themselves {exited:?}; faults {faults:?}, failovers {failovers}; acknowledged {} ({without_offset} without an offset), failed {failed} {:?}; read {}; lost {}, duplicated {duplicated}, misplaced {}, divergent offsets {}; acknowledged on a cut-off leader's partitions while cut off {while_cut_off}, of them missing {}; {READERS} readers: {} commits, {} assignment changes, committed offsets gone back {}",
         writes.acknowledged.len(),
         writes.failed,
         log.len(),
         lost.len(),
         misplaced.len(),
         divergent.len(),
+        cut_off_missing.len(),
+        reads.commits,
+        reads.reassignments,
         regressions.len(),
+    );
+    assert!(
+        cut_off_missing.is_empty(),
+        "acknowledged while their leader was cut off, not in the log: {:?}",
+        &cut_off_missing[..cut_off_missing.len().min(20)]
     );
     assert!(
         lost.is_empty(),
@@ -443,16 +529,22 @@ type Outcome = (String, Result<(i32, i64), String>);
 fn record(writes: &Mutex<Writes>, (value, sent): Outcome) {
     let mut writes = writes.lock().expect("the writes");
     match sent {
-        Ok((partition, offset)) => writes.acknowledged.push((value, partition, offset)),
+        Ok((partition, offset)) => writes.acknowledged.push(Ack {
+            value,
+            partition,
+            offset,
+            at: Instant::now(),
+        }),
         Err(error) => *writes.failed.entry(error).or_default() += 1,
     }
 }
 
 /// A consumer group member reading the topic and committing its position
 /// every second until told to stop; after each commit it reads the
-/// committed offsets back from the coordinator: every time one was lower
-/// than before.
-fn read_and_commit(bootstrap: &str, stop: &AtomicBool) -> Vec<String> {
+/// committed offsets back from the coordinator and compares each with the
+/// value last read back (by either reader) before it asked: a lower one,
+/// or none after one, is a regression.
+fn read_and_commit(bootstrap: &str, stop: &AtomicBool, reads: &Mutex<Reads>) {
     let consumer: BaseConsumer = ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
         .set("group.id", "fault-readers")
@@ -462,11 +554,18 @@ fn read_and_commit(bootstrap: &str, stop: &AtomicBool) -> Vec<String> {
         .create()
         .expect("create a consumer");
     consumer.subscribe(&[TOPIC]).expect("subscribe");
-    let mut committed: HashMap<i32, i64> = HashMap::new();
-    let mut regressions = Vec::new();
+    let mut assigned = Vec::new();
     let mut last_commit = Instant::now();
     while !stop.load(Ordering::SeqCst) {
         let _ = consumer.poll(Duration::from_millis(100));
+        let now: Vec<i32> = consumer.assignment().map_or_else(
+            |_| Vec::new(),
+            |list| list.elements().iter().map(|e| e.partition()).collect(),
+        );
+        if now != assigned {
+            assigned = now;
+            reads.lock().expect("the reads").reassignments += 1;
+        }
         if last_commit.elapsed() < Duration::from_secs(1) {
             continue;
         }
@@ -474,29 +573,32 @@ fn read_and_commit(bootstrap: &str, stop: &AtomicBool) -> Vec<String> {
         if consumer.commit_consumer_state(CommitMode::Sync).is_err() {
             continue; // the coordinator is moving, or nothing to commit
         }
+        let before = reads.lock().expect("the reads").committed.clone();
         let Ok(now) = consumer.committed(Duration::from_secs(5)) else {
             continue;
         };
+        let mut reads = reads.lock().expect("the reads");
+        reads.commits += 1;
         for element in now.elements() {
+            let partition = element.partition();
+            let earlier = before.get(&partition).copied();
             let Offset::Offset(offset) = element.offset() else {
-                if let Some(before) = committed.get(&element.partition()) {
-                    regressions.push(format!(
-                        "partition {}: {before} then none",
-                        element.partition()
-                    ));
+                if let Some(earlier) = earlier {
+                    reads
+                        .regressions
+                        .push(format!("partition {partition}: {earlier} then none"));
                 }
                 continue;
             };
-            let before = committed.insert(element.partition(), offset);
-            if let Some(before) = before.filter(|before| *before > offset) {
-                regressions.push(format!(
-                    "partition {}: {before} then {offset}",
-                    element.partition()
-                ));
+            if let Some(earlier) = earlier.filter(|earlier| *earlier > offset) {
+                reads
+                    .regressions
+                    .push(format!("partition {partition}: {earlier} then {offset}"));
             }
+            let latest = reads.committed.entry(partition).or_insert(offset);
+            *latest = (*latest).max(offset);
         }
     }
-    regressions
 }
 
 /// Every record of the topic, read from the beginning up to each

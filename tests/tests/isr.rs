@@ -26,30 +26,15 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 use rdkafka::config::ClientConfig;
-use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::RDKafkaErrorCode;
 use rdkafka::producer::{FutureProducer, FutureRecord};
 
 use gregor_tests::cluster::{self, broker_ids, call, metadata, Cluster};
-use gregor_tests::replicated::{
-    await_view, consume, create_on, durable_producer, partition_view, send, values,
+use gregor_tests::replicated::{await_view, create_on, send, values};
+use gregor_tests::unclean::{
+    acks_one, assert_writable_without_the_tail, offline_with_a_lagging_replica,
 };
 use gregor_tests::wait_for;
-
-/// Kafka's LEADER_NOT_AVAILABLE.
-const LEADER_NOT_AVAILABLE: i16 = 5;
-
-fn acks_one(bootstrap: &str) -> FutureProducer {
-    ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
-        .set("broker.address.family", "v4")
-        .set("acks", "1")
-        .set("enable.idempotence", "false")
-        .set("linger.ms", "5")
-        .set("message.timeout.ms", "30000")
-        .create()
-        .expect("create a producer")
-}
 
 /// An acks=all producer that reports a broker's error at once (no
 /// retries), so NOT_ENOUGH_REPLICAS reaches the test.
@@ -198,79 +183,9 @@ async fn an_out_of_sync_replica_leads_only_when_unclean_election_is_enabled() {
         .set("replica.fetch.wait.max.ms", "200")
         .start();
     cluster.await_formed(&[1, 2, 3]);
-    // Two replicas; node 3 (no replica) keeps the metadata quorum a
-    // majority while one of them is down.
     let topic = "fragile";
-    create_on(&cluster, topic, &[1, 2], &[]);
-    await_view(&cluster, 1, topic, "has the ISR [1, 2]", |v| {
-        v.leader == 1 && v.isr == [1, 2]
-    });
-    let shared = values("shared", 50);
-    send(
-        &durable_producer(&cluster.node(1).bootstrap()),
-        topic,
-        &shared,
-    )
-    .await;
-
-    // Node 2 goes silent; the ISR shrinks to the leader, which takes a
-    // tail node 2 never sees.
-    cluster.node(2).pause();
-    let tail = values("only-on-1", 20);
-    send(&acks_one(&cluster.node(1).bootstrap()), topic, &tail).await;
-    await_view(&cluster, 3, topic, "has the ISR [1]", |v| v.isr == [1]);
-
-    // The leader dies and node 2 returns, out of sync: no clean leader.
-    cluster.node_mut(1).kill();
-    cluster.node(2).resume();
-    let offline = await_view(&cluster, 3, topic, "offline", |v| v.leader == -1);
-    assert_eq!(offline.error_code, LEADER_NOT_AVAILABLE);
-    assert_eq!(offline.isr, [1], "the last in-sync replica stays recorded");
-    wait_for("node 2 to be live again", Duration::from_secs(30), || {
-        let md = metadata(cluster.node(3).addr())?;
-        broker_ids(&md).contains(&2).then_some(())
-    });
-    // Still offline a while after node 2 is back.
-    std::thread::sleep(Duration::from_secs(3));
-    let still = partition_view(&cluster, 2, topic).expect("metadata from node 2");
-    assert_eq!(
-        still.leader, -1,
-        "an out-of-sync replica was elected: {still:?}"
-    );
-
+    let offline = offline_with_a_lagging_replica(&mut cluster, topic).await;
     // Allowed now: node 2 leads, without the tail.
     enable_unclean(&cluster, 3, topic);
-    let view = await_view(&cluster, 3, topic, "led by node 2", |v| v.leader == 2);
-    assert_eq!(view.isr, [2]);
-    let bootstrap = format!(
-        "{},{}",
-        cluster.node(2).bootstrap(),
-        cluster.node(3).bootstrap()
-    );
-    let after = values("after", 10);
-    send(&durable_producer(&bootstrap), topic, &after).await;
-    // Node 2 may hold the first tail record (a fetch answered into its
-    // socket just before SIGSTOP, read after SIGCONT), never the rest.
-    let watermarks: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", &bootstrap)
-        .set("broker.address.family", "v4")
-        .create()
-        .expect("create a consumer");
-    let (_, high) = watermarks
-        .fetch_watermarks(topic, 0, Duration::from_secs(10))
-        .expect("the watermarks");
-    let read = consume(
-        &bootstrap,
-        topic,
-        usize::try_from(high).expect("a watermark"),
-    );
-    let kept = read.len() - shared.len() - after.len();
-    assert!(kept < tail.len(), "the whole tail survived: {read:?}");
-    let expected: Vec<String> = shared
-        .iter()
-        .chain(&tail[..kept])
-        .chain(&after)
-        .cloned()
-        .collect();
-    assert_eq!(read, expected);
+    assert_writable_without_the_tail(&cluster, topic, &offline).await;
 }
