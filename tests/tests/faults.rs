@@ -486,7 +486,13 @@ async fn write(
         .set("acks", "all")
         .set("enable.idempotence", "true")
         .set("linger.ms", "5")
-        .set("message.timeout.ms", "20000")
+        // Longer than any stall the faults cause: a message that times out
+        // makes librdkafka's idempotent producer bump its epoch and send
+        // what it still holds again under new sequences, which a broker
+        // cannot tell from new records (Kafka stores them twice too;
+        // confluentinc/librdkafka#4953). Seen with 20 s: 16 timeouts and
+        // 12 such second copies in one run.
+        .set("message.timeout.ms", "120000")
         .set("request.timeout.ms", "5000")
         .create()
         .expect("create a producer");

@@ -711,17 +711,26 @@ impl Partition {
     /// new end go too. Below the first segment the log is emptied and
     /// starts at `offset`. Returns the new log end offset.
     pub fn truncate_to(&self, offset: i64) -> Result<i64, StorageError> {
-        let below_first_segment = {
+        let (end, empty_epoch, below_first_segment) = {
             let state = read(&self.state);
             let state = state.live()?;
-            if offset >= state.log_end_offset() {
-                return Ok(state.log_end_offset());
-            }
-            state
-                .segments
-                .first()
-                .is_none_or(|s| s.base_offset() >= offset)
+            let end = state.log_end_offset();
+            (
+                end,
+                state.epochs.latest().is_some_and(|e| e.start_offset >= end),
+                state
+                    .segments
+                    .first()
+                    .is_none_or(|s| s.base_offset() >= offset),
+            )
         };
+        if offset >= end {
+            return if empty_epoch {
+                self.forget_epochs_from_end()
+            } else {
+                Ok(end)
+            };
+        }
         if below_first_segment {
             self.truncate_fully_and_start_at(offset)?;
             return Ok(offset);
@@ -770,6 +779,32 @@ impl Partition {
             epochs.write(&dir)?;
         }
         tracing::info!(partition = %self.tp, offset, log_end_offset = end, "truncated the log");
+        Ok(end)
+    }
+
+    /// Truncation at or past the log end removes no record, but epochs
+    /// that start at the end go, as Kafka's `truncateTo` does: a broker
+    /// that became leader and appended nothing holds an epoch with no
+    /// records, and as a follower it would send that epoch as its last
+    /// fetched one and be told to diverge at its own log end, forever.
+    fn forget_epochs_from_end(&self) -> Result<i64, StorageError> {
+        let _append = lock(&self.append_lock);
+        let (end, epochs) = {
+            let mut state = write(&self.state);
+            if state.deleted {
+                return Err(StorageError::UnknownTopicOrPartition);
+            }
+            let end = state.log_end_offset();
+            let epochs = state
+                .epochs
+                .truncate_from_end(end)
+                .then(|| state.epochs.clone());
+            (end, epochs)
+        };
+        if let Some(epochs) = epochs {
+            epochs.write(&self.dir())?;
+            tracing::info!(partition = %self.tp, log_end_offset = end, "dropped leader epochs with no records after them");
+        }
         Ok(end)
     }
 
@@ -1281,6 +1316,27 @@ mod tests {
         drop(p);
         let p = open(&path, config(2 * batch_len)).unwrap();
         assert_eq!(p.offsets().unwrap().high_watermark, 0);
+    }
+
+    #[test]
+    fn truncating_at_the_end_drops_an_epoch_led_without_records() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t-0");
+        let p = open(&path, LogConfig::default()).unwrap();
+        p.become_leader(4).unwrap();
+        p.append(&simple_batch(5, 10, 0), 0).unwrap();
+        // Led epoch 5 and appended nothing (paused, then deposed).
+        p.become_leader(5).unwrap();
+        assert_eq!(epoch_pairs(&p), [(4, 0), (5, 5)]);
+        // At the end and beyond: no record goes, the empty epoch does.
+        assert_eq!(p.truncate_to(5).unwrap(), 5);
+        assert_eq!(epoch_pairs(&p), [(4, 0)]);
+        assert_eq!(p.truncate_to(100).unwrap(), 5);
+        assert_eq!(headers(&all_bytes(&p)).len(), 1);
+        // The checkpoint file says so too.
+        drop(p);
+        let p = open(&path, LogConfig::default()).unwrap();
+        assert_eq!(epoch_pairs(&p), [(4, 0)]);
     }
 
     #[test]

@@ -389,6 +389,10 @@ impl Fetcher {
                     "truncating a diverging log"
                 );
                 s.replica.truncate_to(tp, offset)?
+            } else if epochs.latest().is_some_and(|e| e.start_offset >= log_end) {
+                // An epoch this broker led without appending: it goes, or
+                // the next fetch would send it again and diverge again.
+                s.logs.truncate_to(tp, log_end)?
             } else {
                 log_end
             };
