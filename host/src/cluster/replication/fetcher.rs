@@ -243,6 +243,16 @@ impl Fetcher {
             .unwrap_or_else(|e| Err(StorageError::Io(std::io::Error::other(e.to_string()))))
     }
 
+    /// Whether this fetcher still follows `tp` as `target`. An answer
+    /// that arrives after the partition moved on (another leader, a new
+    /// leader epoch, this fetcher stopped) is dropped unapplied, as Kafka's
+    /// fetcher drops data for partitions removed while its fetch was in
+    /// flight: applied, a deposed leader's records could land on a log
+    /// that already follows (or is) the new leader.
+    fn still_following(&self, tp: &TopicPartition, target: &Target) -> bool {
+        self.targets.has_changed().is_ok() && self.targets.borrow().get(tp) == Some(target)
+    }
+
     fn delay(&self, p: &mut Followed) {
         p.delayed_until = Some(Instant::now() + self.settings.backoff);
     }
@@ -318,6 +328,9 @@ impl Fetcher {
                 let Some(p) = partitions.get_mut(&tp) else {
                     continue;
                 };
+                if !self.still_following(&tp, &p.target) {
+                    continue;
+                }
                 match answer.error_code {
                     NONE => {
                         let outcome = self
@@ -504,6 +517,9 @@ impl Fetcher {
                 let Some(p) = partitions.get_mut(&tp) else {
                     continue;
                 };
+                if !self.still_following(&tp, &p.target) {
+                    continue;
+                }
                 self.handle_partition(&tp, p, data).await;
             }
         }
