@@ -4,6 +4,7 @@
 //! an idempotent acks=all producer that keeps writing while brokers come
 //! and go, and reading a partition back.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -110,6 +111,44 @@ pub fn leader_where(
 }
 
 /// An idempotent acks=all producer.
+/// An acks=1 producer without idempotence (a leader alone may take its
+/// writes: how a tail only one replica has is made).
+pub fn acks_one(bootstrap: &str) -> FutureProducer {
+    ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("broker.address.family", "v4")
+        .set("acks", "1")
+        .set("enable.idempotence", "false")
+        .set("linger.ms", "5")
+        .set("message.timeout.ms", "30000")
+        .create()
+        .expect("create a producer")
+}
+
+/// Each partition's leader of `topic` as node `via` sees it, once all
+/// `partitions` have one (within `within`).
+pub fn partition_leaders(
+    cluster: &Cluster,
+    via: i32,
+    topic: &str,
+    partitions: usize,
+    within: Duration,
+) -> BTreeMap<i32, i32> {
+    wait_for(&format!("leaders of {topic} on node {via}"), within, || {
+        let md = metadata(cluster.node(via).addr())?;
+        let found = md
+            .topics
+            .iter()
+            .find(|t| t.name.as_ref().is_some_and(|n| n.0.as_str() == topic))?;
+        let leaders: BTreeMap<i32, i32> = found
+            .partitions
+            .iter()
+            .map(|p| (p.partition_index, p.leader_id.0))
+            .collect();
+        (leaders.len() == partitions && leaders.values().all(|l| *l >= 1)).then_some(leaders)
+    })
+}
+
 pub fn durable_producer(bootstrap: &str) -> FutureProducer {
     ClientConfig::new()
         .set("bootstrap.servers", bootstrap)

@@ -10,29 +10,15 @@ use std::time::Duration;
 
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::producer::FutureProducer;
 
 use crate::cluster::{broker_ids, metadata, Cluster};
 use crate::replicated::{
-    await_view, consume, create_on, durable_producer, partition_view, send, values,
+    acks_one, await_view, consume, create_on, durable_producer, partition_view, send, values,
 };
 use crate::wait_for;
 
 /// Kafka's LEADER_NOT_AVAILABLE.
 pub const LEADER_NOT_AVAILABLE: i16 = 5;
-
-/// An acks=1 producer without idempotence.
-pub fn acks_one(bootstrap: &str) -> FutureProducer {
-    ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
-        .set("broker.address.family", "v4")
-        .set("acks", "1")
-        .set("enable.idempotence", "false")
-        .set("linger.ms", "5")
-        .set("message.timeout.ms", "30000")
-        .create()
-        .expect("create a producer")
-}
 
 /// What both replicas had, and the tail only the dead leader had.
 pub struct Offline {

@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 use kafka_protocol::messages::FindCoordinatorRequest;
 use kafka_protocol::protocol::StrBytes;
 
-use gregor_tests::cluster::{self, call, coordinator_partition, metadata, Cluster};
+use gregor_tests::cluster::{self, call, coordinator_partition, Cluster};
+use gregor_tests::replicated::partition_leaders;
 use gregor_tests::wait_for;
 
 const PARTITIONS: i32 = 5;
@@ -30,29 +31,6 @@ fn one_key_per_partition(prefix: &str) -> Vec<String> {
         }
     }
     found.into_values().collect()
-}
-
-/// Each partition's leader of `topic`, as node `via` sees it (once every
-/// partition has one).
-fn leaders(cluster: &Cluster, via: i32, topic: &str) -> BTreeMap<i32, i32> {
-    wait_for(
-        &format!("leaders of {topic} on node {via}"),
-        CONVERGE,
-        || {
-            let md = metadata(cluster.node(via).addr())?;
-            let found = md
-                .topics
-                .iter()
-                .find(|t| t.name.as_ref().is_some_and(|n| n.0.as_str() == topic))?;
-            let leaders: BTreeMap<i32, i32> = found
-                .partitions
-                .iter()
-                .map(|p| (p.partition_index, p.leader_id.0))
-                .collect();
-            (leaders.len() == PARTITIONS as usize && leaders.values().all(|l| *l >= 1))
-                .then_some(leaders)
-        },
-    )
 }
 
 /// One FindCoordinator v`version` for `keys` to node `via`: per key, its
@@ -99,7 +77,7 @@ fn check_keys(cluster: &Cluster, key_type: i8, topic: &str, keys: &[String]) {
             .all(|(_, error, _, _)| *error == 0)
             .then_some(())
     });
-    let by_partition = leaders(cluster, 1, topic);
+    let by_partition = partition_leaders(cluster, 1, topic, PARTITIONS as usize, CONVERGE);
     let expected: Vec<(String, i16, i32, String)> = keys
         .iter()
         .map(|key| {
@@ -144,8 +122,20 @@ fn several_keys_in_one_request_each_get_their_partition_leader() {
 
     // The partitions are led by more than one broker, so the answers above
     // differ by key, not only by luck of a single leader.
-    let offsets_leaders = leaders(&cluster, 1, "__consumer_offsets");
-    let txn_leaders = leaders(&cluster, 1, "__transaction_state");
+    let offsets_leaders = partition_leaders(
+        &cluster,
+        1,
+        "__consumer_offsets",
+        PARTITIONS as usize,
+        CONVERGE,
+    );
+    let txn_leaders = partition_leaders(
+        &cluster,
+        1,
+        "__transaction_state",
+        PARTITIONS as usize,
+        CONVERGE,
+    );
     let distinct =
         |l: &BTreeMap<i32, i32>| l.values().collect::<std::collections::BTreeSet<_>>().len();
     assert!(

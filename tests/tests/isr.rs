@@ -30,10 +30,9 @@ use rdkafka::error::RDKafkaErrorCode;
 use rdkafka::producer::{FutureProducer, FutureRecord};
 
 use gregor_tests::cluster::{self, broker_ids, call, metadata, Cluster};
+use gregor_tests::replicated::acks_one;
 use gregor_tests::replicated::{await_view, create_on, send, values};
-use gregor_tests::unclean::{
-    acks_one, assert_writable_without_the_tail, offline_with_a_lagging_replica,
-};
+use gregor_tests::unclean::{assert_writable_without_the_tail, offline_with_a_lagging_replica};
 use gregor_tests::wait_for;
 
 /// An acks=all producer that reports a broker's error at once (no

@@ -27,7 +27,7 @@ use rdkafka::producer::{FutureProducer, FutureRecord};
 
 use gregor_tests::cluster::{self, Cluster};
 use gregor_tests::replicated::{
-    consume, create_on, durable_producer, leader_where, values, CONVERGE,
+    acks_one, consume, create_on, durable_producer, leader_where, values, CONVERGE,
 };
 use gregor_tests::wait_for;
 
@@ -49,18 +49,6 @@ fn create_replicated(cluster: &Cluster, topic: &str) {
 fn create_replicated_with(cluster: &Cluster, topic: &str, configs: &[(&str, &str)]) {
     create_on(cluster, topic, &[1, 2, 3], configs);
     assert_eq!(leader_where(cluster, 1, topic, |_, _| true), (1, 0));
-}
-
-fn producer(bootstrap: &str) -> FutureProducer {
-    ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
-        .set("broker.address.family", "v4")
-        .set("acks", "1")
-        .set("enable.idempotence", "false")
-        .set("linger.ms", "5")
-        .set("message.timeout.ms", "30000")
-        .create()
-        .expect("create a producer")
 }
 
 /// Sends `values` to partition 0 and waits for every delivery.
@@ -136,7 +124,7 @@ async fn followers_copy_the_leaders_log_and_take_over_when_it_fails() {
     let topic = "replicated";
     create_replicated(&cluster, topic);
     let first = values("first", 300);
-    send(&producer(&cluster.bootstrap()), topic, &first).await;
+    send(&acks_one(&cluster.bootstrap()), topic, &first).await;
     let log = await_identical_logs(&cluster, &[1, 2, 3], topic, 300 * 10);
     assert!(contains(&log, "first-0299"));
     for id in [2, 3] {
@@ -160,7 +148,7 @@ async fn followers_copy_the_leaders_log_and_take_over_when_it_fails() {
     // Records of the new epoch; the old leader returns as a follower and
     // copies them, with the new epoch in its cache.
     let second = values("second", 100);
-    send(&producer(&bootstrap), topic, &second).await;
+    send(&acks_one(&bootstrap), topic, &second).await;
     cluster.node_mut(1).restart();
     let log = await_identical_logs(&cluster, &[1, 2, 3], topic, 400 * 10);
     assert!(contains(&log, "second-0099"));
@@ -187,14 +175,14 @@ async fn a_former_leaders_unreplicated_tail_is_truncated() {
         &[("unclean.leader.election.enable", "true")],
     );
     let shared = values("shared", 50);
-    send(&producer(&cluster.bootstrap()), topic, &shared).await;
+    send(&acks_one(&cluster.bootstrap()), topic, &shared).await;
     await_identical_logs(&cluster, &[1, 2, 3], topic, 50 * 10);
 
     // The followers go down; the leader takes a tail nobody else has.
     cluster.node_mut(2).kill();
     cluster.node_mut(3).kill();
     let tail = values("unreplicated", 30);
-    send(&producer(&cluster.node(1).bootstrap()), topic, &tail).await;
+    send(&acks_one(&cluster.node(1).bootstrap()), topic, &tail).await;
     let old_log = log_bytes(cluster.node(1).data_dir(), topic);
     assert!(contains(&old_log, "unreplicated-0029"));
 
@@ -211,7 +199,7 @@ async fn a_former_leaders_unreplicated_tail_is_truncated() {
     let (new_leader, _) = leader_where(&cluster, 2, topic, |l, e| l != 1 && e >= 1);
     let bootstrap = cluster.node(new_leader).bootstrap();
     let other = values("new-leader", 40);
-    send(&producer(&bootstrap), topic, &other).await;
+    send(&acks_one(&bootstrap), topic, &other).await;
 
     // The former leader comes back as a follower: its tail is cut and it
     // copies the new leader's records at those offsets.

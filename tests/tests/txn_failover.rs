@@ -36,9 +36,9 @@ use rdkafka::producer::{
 };
 use rdkafka::{Offset, TopicPartitionList};
 
-use gregor_tests::cluster::{self, call, metadata, Cluster};
+use gregor_tests::cluster::{self, call, Cluster};
 use gregor_tests::kafka::close_within;
-use gregor_tests::replicated::{create_replicated, read_committed};
+use gregor_tests::replicated::{create_replicated, partition_leaders, read_committed};
 use gregor_tests::wait_for;
 
 const PARTITIONS: i32 = 3;
@@ -89,24 +89,6 @@ fn find(cluster: &Cluster, via: i32, key_type: i8, key: &str, not: Option<i32>) 
             (found.error_code == 0 && node >= 1 && Some(node) != not).then_some(node)
         },
     )
-}
-
-/// Each partition's leader of `topic`, as node `via` sees it.
-fn leaders(cluster: &Cluster, via: i32, topic: &str) -> BTreeMap<i32, i32> {
-    wait_for(&format!("leaders of {topic}"), CONVERGE, || {
-        let md = metadata(cluster.node(via).addr())?;
-        let found = md
-            .topics
-            .iter()
-            .find(|t| t.name.as_ref().is_some_and(|n| n.0.as_str() == topic))?;
-        let leaders: BTreeMap<i32, i32> = found
-            .partitions
-            .iter()
-            .map(|p| (p.partition_index, p.leader_id.0))
-            .collect();
-        (leaders.len() == PARTITIONS as usize && leaders.values().all(|l| *l >= 1))
-            .then_some(leaders)
-    })
 }
 
 fn base_config(bootstrap: &str) -> ClientConfig {
@@ -412,7 +394,7 @@ fn consume_transform_produce_survives_the_sigkill_of_its_transaction_coordinator
         })
         .find(|(_, at)| *at != group_coordinator)
         .expect("a transactional id coordinated away from the group");
-    let out_leaders = leaders(&cluster, 1, OUTPUT);
+    let out_leaders = partition_leaders(&cluster, 1, OUTPUT, PARTITIONS as usize, CONVERGE);
     eprintln!(
         "{txn_id} coordinated by {first}, {GROUP} by {group_coordinator}; {OUTPUT} led by {out_leaders:?}"
     );
@@ -550,7 +532,7 @@ fn an_open_transaction_of_a_killed_coordinator_is_ended_by_the_next() {
     let mut cluster = start();
     create_topic(&cluster, TOPIC);
     let first = coordinator(&cluster, 1, ID, None);
-    let topic_leaders = leaders(&cluster, 1, TOPIC);
+    let topic_leaders = partition_leaders(&cluster, 1, TOPIC, PARTITIONS as usize, CONVERGE);
     let elsewhere: Vec<i32> = topic_leaders
         .iter()
         .filter(|(_, leader)| **leader != first)
@@ -675,7 +657,7 @@ fn a_prepared_commit_of_a_killed_coordinator_is_completed_by_the_next() {
     let mut cluster = start();
     create_topic(&cluster, TOPIC);
     let first = coordinator(&cluster, 1, ID, None);
-    let topic_leaders = leaders(&cluster, 1, TOPIC);
+    let topic_leaders = partition_leaders(&cluster, 1, TOPIC, PARTITIONS as usize, CONVERGE);
     let (partition, other) = topic_leaders
         .iter()
         .find(|(_, leader)| **leader != first)
