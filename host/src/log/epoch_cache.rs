@@ -216,13 +216,14 @@ impl EpochCache {
         }
     }
 
-    /// Replaces `<dir>/leader-epoch-checkpoint` with the entries.
+    /// Replaces `<dir>/leader-epoch-checkpoint` with the entries; out of
+    /// descriptors, tried once more after the segment handle cache shrank.
     pub fn write(&self, dir: &Path) -> io::Result<()> {
         let mut text = format!("{VERSION}\n{}\n", self.entries.len());
         for e in &self.entries {
             text.push_str(&format!("{} {}\n", e.epoch, e.start_offset));
         }
-        crate::durable::replace(dir, CHECKPOINT, text.as_bytes())
+        super::handles::retrying(|| crate::durable::replace(dir, CHECKPOINT, text.as_bytes()))
     }
 }
 

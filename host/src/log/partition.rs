@@ -543,6 +543,23 @@ impl Partition {
             prepared.assign_offsets(base_offset);
             prepared.stamp_leader_epoch(leader_epoch);
         }
+        // New epochs are checkpointed before their records are written, as
+        // Kafka assigns them before the segment append: if the checkpoint
+        // cannot be saved nothing is stored and the error is the answer; a
+        // checkpoint entry whose records then fail to land is past the log
+        // end, and dropped on the next open or replaced by the next save.
+        let epochs = {
+            let state = read(&self.state);
+            let mut epochs = state.live()?.epochs.clone();
+            let mut changed = false;
+            for b in &prepared.batches {
+                changed |= epochs.assign(prepared.leader_epoch_of(b), prepared.base_offset_of(b));
+            }
+            changed.then_some(epochs)
+        };
+        if let Some(epochs) = &epochs {
+            epochs.write(&self.dir())?;
+        }
         if let Err(e) = file.write_all_at(&prepared.buf, position) {
             // Leave no partial batch behind: cut the file back.
             if let Err(e2) = file.set_len(position) {
@@ -551,29 +568,27 @@ impl Partition {
             return Err(e.into());
         }
 
-        let (log_start_offset, flush_due, epochs) = {
+        let (log_start_offset, flush_due) = {
             let mut state = write(&self.state);
             let state = &mut *state;
             let active = state.segments.last_mut().ok_or_else(no_segments)?;
-            let mut epochs_changed = false;
             for b in &prepared.batches {
                 let offset = prepared.base_offset_of(b);
                 let next = offset + i64::from(b.last_offset_delta) + 1;
                 active.push_batch(b.size as u64, offset, next, b.max_timestamp, index_interval);
-                epochs_changed |= state.epochs.assign(prepared.leader_epoch_of(b), offset);
+            }
+            // Every change to the epochs holds the append lock: nothing
+            // changed them since the clone above.
+            if let Some(epochs) = epochs {
+                state.epochs = epochs;
             }
             state.appended_records += prepared.record_count as i64;
             let unflushed = state.appended_records - state.flushed_records;
             (
                 state.log_start_offset,
                 unflushed >= state.config.flush_messages,
-                epochs_changed.then(|| state.epochs.clone()),
             )
         };
-        if let Some(epochs) = epochs {
-            // Still under the append lock: checkpoints are written in order.
-            epochs.write(&self.dir())?;
-        }
         drop(append);
         if flush_due {
             // `flush.messages`: the append is acknowledged only once durable.
@@ -671,21 +686,27 @@ impl Partition {
     pub fn become_leader(&self, epoch: i32) -> Result<(), StorageError> {
         let _append = lock(&self.append_lock);
         let epochs = {
-            let mut state = write(&self.state);
-            if state.deleted {
-                return Err(StorageError::UnknownTopicOrPartition);
-            }
-            state.leader_epoch = epoch;
-            let end = state.log_end_offset();
-            state
-                .epochs
-                .assign(epoch, end)
-                .then(|| state.epochs.clone())
+            let state = read(&self.state);
+            let state = state.live()?;
+            let mut epochs = state.epochs.clone();
+            epochs
+                .assign(epoch, state.log_end_offset())
+                .then_some(epochs)
         };
-        match epochs {
-            Some(epochs) => Ok(epochs.write(&self.dir())?),
-            None => Ok(()),
+        // Saved first: the epoch is stamped on batches only once its
+        // checkpoint entry is durable.
+        if let Some(epochs) = &epochs {
+            epochs.write(&self.dir())?;
         }
+        let mut state = write(&self.state);
+        if state.deleted {
+            return Err(StorageError::UnknownTopicOrPartition);
+        }
+        state.leader_epoch = epoch;
+        if let Some(epochs) = epochs {
+            state.epochs = epochs;
+        }
+        Ok(())
     }
 
     pub fn leader_epoch(&self) -> Result<i32, StorageError> {
@@ -1269,6 +1290,39 @@ mod tests {
             follower.append_replicated(&corrupt),
             Err(StorageError::CorruptMessage(_))
         ));
+    }
+
+    #[test]
+    fn a_new_epoch_whose_checkpoint_cannot_be_saved_stores_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let leader = open(&dir.path().join("leader"), LogConfig::default()).unwrap();
+        leader.become_leader(3).unwrap();
+        leader.append(&simple_batch(2, 10, 0), 0).unwrap();
+        let data = all_bytes(&leader);
+        let path = dir.path().join("follower");
+        let follower = open(&path, LogConfig::default()).unwrap();
+        // A directory where the checkpoint's temporary file goes: every
+        // save fails.
+        let blocker = crate::durable::tmp_path(&path, crate::log::epoch_cache::CHECKPOINT);
+        fs::create_dir(&blocker).unwrap();
+        assert!(follower.append_replicated(&data).is_err());
+        assert_eq!(follower.offsets().unwrap().high_watermark, 0);
+        assert_eq!(epoch_pairs(&follower), [(0, 0)]);
+        assert!(follower.become_leader(5).is_err());
+        assert_eq!(follower.leader_epoch().unwrap(), 0);
+        assert_eq!(epoch_pairs(&follower), [(0, 0)]);
+        // Appends that start no epoch need no save and go on.
+        follower.append(&simple_batch(1, 10, 0), 0).unwrap();
+        assert_eq!(follower.offsets().unwrap().high_watermark, 1);
+        fs::remove_dir(&blocker).unwrap();
+        follower.truncate_to(0).unwrap();
+        let info = follower.append_replicated(&data).unwrap();
+        assert_eq!((info.base_offset, info.last_offset), (0, 1));
+        assert_eq!(all_bytes(&follower), data);
+        assert_eq!(epoch_pairs(&follower), [(3, 0)]);
+        drop(follower);
+        let follower = open(&path, LogConfig::default()).unwrap();
+        assert_eq!(epoch_pairs(&follower), [(3, 0)]);
     }
 
     #[test]
