@@ -13,12 +13,14 @@
 //! authorizer), the log's checkpoints, the producer-id block, and the
 //! journals of the transaction and group coordinators when they compact.
 
+mod journal;
 mod json_file;
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
+pub use journal::Journal;
 pub use json_file::JsonFile;
 
 /// The temporary file a replacement of `name` is written to.
