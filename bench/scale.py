@@ -110,7 +110,7 @@ def layout(partitions):
 def create(broker, topics):
     """CreateTopics in as few requests as Kafka allows (at most 10,000
     metadata records each: a topic and each of its partitions is one)."""
-    admin = AdminClient(conf(broker, **{"socket.timeout.ms": 600000}))
+    admin = AdminClient(conf(broker, **{"socket.timeout.ms": 300000}))
     chunks, chunk, records = [], [], 0
     for name, n in topics:
         if chunk and records + 1 + n > 10000:
