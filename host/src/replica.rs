@@ -12,7 +12,7 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -685,6 +685,9 @@ impl ReplicaManager {
             }
             Err(error) => {
                 self.metrics.record_produce(topic, 0, 0, true);
+                if let StorageError::Io(io) = &error {
+                    warn_disk_failure(tp, io);
+                }
                 AppendOutcome::refused(&error)
             }
         }
@@ -1280,4 +1283,25 @@ impl ReplicaManager {
         *state = ProducerStateMap::default();
         Ok(())
     }
+}
+
+/// An append the disk refused (full, read-only, failing): the producer gets
+/// KAFKA_STORAGE_ERROR and retries, and the operator needs to know, so it
+/// is logged, at most once a second with the count since the last line,
+/// so a full disk under many producers does not flood the log.
+fn warn_disk_failure(tp: &TopicPartition, error: &std::io::Error) {
+    static LAST_WARNED_MS: AtomicI64 = AtomicI64::new(i64::MIN);
+    static FAILED_SINCE: AtomicU64 = AtomicU64::new(0);
+    FAILED_SINCE.fetch_add(1, Ordering::Relaxed);
+    let now = now_ms();
+    let last = LAST_WARNED_MS.load(Ordering::Relaxed);
+    if now.saturating_sub(last) < 1000
+        || LAST_WARNED_MS
+            .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+            .is_err()
+    {
+        return;
+    }
+    let failed = FAILED_SINCE.swap(0, Ordering::Relaxed);
+    tracing::warn!(partition = %tp, failed_appends = failed, "the disk refused an append, answered KAFKA_STORAGE_ERROR (records already acknowledged stay readable): {error}");
 }

@@ -108,6 +108,14 @@ async fn a_full_disk_fails_writes_keeps_reads_and_recovers() {
         send(&p, &value).await,
         Err(RDKafkaErrorCode::KafkaStorageError)
     );
+    // The operator is told, with the partition and the system's error.
+    let log = broker.log_tail(200);
+    assert!(
+        log.lines().any(|l| l.contains("the disk refused an append")
+            && l.contains("partition=full-0")
+            && l.contains("No space left on device")),
+        "no disk failure in the log:\n{log}"
+    );
 
     // Reads keep working and every acknowledged record is there.
     let read = consume_all(
