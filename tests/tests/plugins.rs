@@ -228,8 +228,12 @@ async fn trapping_looping_and_hoarding_modules_are_contained_and_counted() {
         .expect("metadata from a real client after the failures");
     assert_eq!(metadata.brokers().len(), 1);
 
-    let list = plugin_list(&admin);
-    let entry = handler_entry(&list, "chaos").expect("chaos listed");
+    // The listing can lag the calls just answered (seen once under load:
+    // 7 of 10 counted, the 3 of the last mode missing); wait for all 10.
+    let entry = wait_for("all 10 calls counted", Duration::from_secs(30), || {
+        let entry = handler_entry(&plugin_list(&admin), "chaos").expect("chaos listed");
+        (entry["calls"] == 10).then_some(entry)
+    });
     assert_eq!(
         entry["traps"], 4,
         "trap and out-of-memory are traps: {entry}"
