@@ -76,8 +76,22 @@ class Broker:
         raise SystemExit("broker did not start")
 
     def stop(self):
+        if self.proc is None or self.proc.poll() is not None:
+            return
         self.proc.terminate()
-        self.proc.wait(timeout=120)
+        try:
+            self.proc.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *_):
+        # A failed step (SystemExit included) must not leave a broker
+        # running: one left by an aborted run idled beside later benches.
+        self.stop()
 
     @property
     def bootstrap(self):
@@ -224,8 +238,7 @@ def recv_exact(s, n):
 def partitions_run(counts):
     rows = []
     for n in counts:
-        with tempfile.TemporaryDirectory(prefix="gregor-scale-") as work:
-            broker = Broker(work)
+        with tempfile.TemporaryDirectory(prefix="gregor-scale-") as work, Broker(work) as broker:
             broker.start()
             time.sleep(1)
             empty = {"rss_mb": broker.rss_mb(), "fds": broker.fds()}
@@ -249,8 +262,7 @@ def partitions_run(counts):
 
 
 def topics_run(n):
-    with tempfile.TemporaryDirectory(prefix="gregor-scale-") as work:
-        broker = Broker(work)
+    with tempfile.TemporaryDirectory(prefix="gregor-scale-") as work, Broker(work) as broker:
         broker.start()
         time.sleep(1)
         empty_rss = broker.rss_mb()
