@@ -251,7 +251,6 @@ def partitions_run(counts):
             written = {"rss_mb": broker.rss_mb(), "fds": broker.fds()}
             consume_mbs = consume(broker, tps)
             after = {"rss_mb": broker.rss_mb(), "fds": broker.fds()}
-            broker.stop()
         row = {"partitions": n, "topics": len(topics), "create_topics_ms": round(create_ms),
                "create_topics_requests": requests,
                "produce_mb_s": round(produce_mbs, 1), "consume_mb_s": round(consume_mbs, 1),

@@ -72,13 +72,8 @@ impl EpochCache {
     /// entries changed (the checkpoint is then due). Negative values are
     /// ignored: a batch of a leader that recorded no epoch.
     pub fn assign(&mut self, epoch: i32, start_offset: i64) -> bool {
-        if epoch < 0 || start_offset < 0 {
+        if !self.would_change(epoch, start_offset) {
             return false;
-        }
-        if let Some(latest) = self.latest() {
-            if latest.epoch == epoch && latest.start_offset <= start_offset {
-                return false;
-            }
         }
         let removed_from = self
             .entries
@@ -103,6 +98,35 @@ impl EpochCache {
             start_offset,
         });
         true
+    }
+
+    /// Whether [`Self::assign`] of `epoch` at `start_offset` would change
+    /// the entries.
+    fn would_change(&self, epoch: i32, start_offset: i64) -> bool {
+        epoch >= 0
+            && start_offset >= 0
+            && !self
+                .latest()
+                .is_some_and(|l| l.epoch == epoch && l.start_offset <= start_offset)
+    }
+
+    /// The entries after [`Self::assign`] of each (epoch, start offset) in
+    /// turn, or None when that changes nothing: an append in the current
+    /// epoch, nearly every append, copies nothing.
+    pub fn assigned(&self, starts: impl IntoIterator<Item = (i32, i64)>) -> Option<EpochCache> {
+        let mut changed: Option<EpochCache> = None;
+        for (epoch, start_offset) in starts {
+            if changed
+                .as_ref()
+                .unwrap_or(self)
+                .would_change(epoch, start_offset)
+            {
+                changed
+                    .get_or_insert_with(|| self.clone())
+                    .assign(epoch, start_offset);
+            }
+        }
+        changed
     }
 
     /// Kafka's `endOffsetFor`: the epoch at or below `requested` that the
@@ -290,6 +314,16 @@ mod tests {
             .iter()
             .map(|e| (e.epoch, e.start_offset))
             .collect()
+    }
+
+    #[test]
+    fn assigned_copies_only_when_something_changes() {
+        let c = cache(&[(0, 0), (2, 10)]);
+        // The current epoch at or after its start, and no-epoch batches.
+        assert_eq!(c.assigned([(2, 10), (2, 15), (-1, 20)]), None);
+        let next = c.assigned([(2, 20), (3, 25), (3, 30)]).unwrap();
+        assert_eq!(pairs(&next), [(0, 0), (2, 10), (3, 25)]);
+        assert_eq!(pairs(&c), [(0, 0), (2, 10)]);
     }
 
     #[test]

@@ -553,15 +553,12 @@ impl Partition {
         // cannot be saved nothing is stored and the error is the answer; a
         // checkpoint entry whose records then fail to land is past the log
         // end, and dropped on the next open or replaced by the next save.
-        let epochs = {
-            let state = read(&self.state);
-            let mut epochs = state.live()?.epochs.clone();
-            let mut changed = false;
-            for b in &prepared.batches {
-                changed |= epochs.assign(prepared.leader_epoch_of(b), prepared.base_offset_of(b));
-            }
-            changed.then_some(epochs)
-        };
+        let epochs = read(&self.state).live()?.epochs.assigned(
+            prepared
+                .batches
+                .iter()
+                .map(|b| (prepared.leader_epoch_of(b), prepared.base_offset_of(b))),
+        );
         if let Some(epochs) = &epochs {
             epochs.write(&self.dir())?;
         }
@@ -693,10 +690,7 @@ impl Partition {
         let epochs = {
             let state = read(&self.state);
             let state = state.live()?;
-            let mut epochs = state.epochs.clone();
-            epochs
-                .assign(epoch, state.log_end_offset())
-                .then_some(epochs)
+            state.epochs.assigned([(epoch, state.log_end_offset())])
         };
         // Saved first: the epoch is stamped on batches only once its
         // checkpoint entry is durable.

@@ -97,11 +97,8 @@ impl MetadataStore {
 
     /// Inserts or replaces the topic named `topic.name`; durable on return.
     pub fn put_topic(&mut self, topic: TopicRecord) -> io::Result<()> {
-        let change = Change::Put(topic);
-        self.journal.append(&change)?;
-        if let Change::Put(topic) = change {
-            self.topics.insert(topic.name.clone(), topic);
-        }
+        self.journal.append(&Change::Put(topic.clone()))?;
+        self.topics.insert(topic.name.clone(), topic);
         self.compact_if_due();
         Ok(())
     }
