@@ -250,3 +250,41 @@ fn compressed_append_throughput() {
         );
     }
 }
+
+/// Walking and checking the records of uncompressed batches of small
+/// records (`validate::records`, the per-record share of a Produce of
+/// 100-byte records): ns per record, with the CRC-32C of the same batch
+/// for scale.
+#[test]
+#[ignore = "benchmark: run by hand with --ignored --nocapture"]
+fn record_validation() {
+    use super::batch::BatchHeader;
+    use super::validate::{records, Rules};
+    let rules = Rules {
+        compact: false,
+        decompressed_limit: 1 << 20,
+    };
+    for (count, value_len) in [(1000usize, 100usize), (100, 100), (16, 1024)] {
+        let batch = simple_batch(count, value_len, 1_700_000_000_000);
+        let header = BatchHeader::parse(&batch).expect("header");
+        let rounds = 20_000_000 / count;
+        let started = Instant::now();
+        for _ in 0..rounds {
+            std::hint::black_box(records(std::hint::black_box(&batch), &header, rules))
+                .expect("valid");
+        }
+        let walk = started.elapsed().as_secs_f64();
+        let started = Instant::now();
+        for _ in 0..rounds {
+            std::hint::black_box(crc32c::crc32c(std::hint::black_box(&batch[21..])));
+        }
+        let crc = started.elapsed().as_secs_f64();
+        let records_done = (rounds * count) as f64;
+        println!(
+            "{count} records of {value_len} B: walk {:.1} ns/record ({:.2} cpu-s/GiB), crc {:.1} ns/record",
+            walk * 1e9 / records_done,
+            walk / ((rounds * batch.len()) as f64 / f64::from(1u32 << 30)),
+            crc * 1e9 / records_done,
+        );
+    }
+}

@@ -6,9 +6,9 @@
 //!
 //! Memory: before reading a body the reader reserves its declared size
 //! from the broker's request memory pool (`queued.max.request.bytes`) and
-//! reads nothing while the pool is short. The body buffer then grows as
+//! reads nothing while the pool is short. A body past 1 MiB then grows as
 //! bytes arrive, so a peer that declares 100 MiB and sends one byte costs
-//! one chunk, not 100 MiB.
+//! 1 MiB of address space, not 100 MiB.
 //!
 //! The reader keeps its own buffer (rather than a `BufReader`) so that a
 //! connection waiting for a response can keep watching the socket:
@@ -26,9 +26,16 @@ use crate::network::memory_pool::{MemoryPool, Reservation};
 /// The smallest request: api key, version and correlation id.
 const MIN_REQUEST_BYTES: usize = 8;
 
-/// What one read from the socket asks for, and the first allocation of
-/// a frame body.
+/// What one read from the socket asks for.
 const CHUNK: usize = 64 * 1024;
+
+/// The first allocation of a frame body: a frame up to this size (every
+/// Produce a librdkafka producer sends with its default `batch.size` and
+/// a few partitions) is read into one buffer, never grown and copied;
+/// larger ones start here and double as their bytes arrive. The pool has
+/// reserved the whole frame by then; this only bounds the address space a
+/// frame that never arrives holds (untouched pages cost no memory).
+const FIRST_ALLOCATION: usize = 1 << 20;
 
 /// How many pipelined bytes a connection buffers while a request is in
 /// flight. Beyond this it stops reading (the peer's further bytes wait in
@@ -138,7 +145,7 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
         }
         let reservation = pool.reserve(length).await;
         let buffered = self.buffer.len().min(length);
-        let mut body = Vec::with_capacity(length.min(CHUNK.max(buffered)));
+        let mut body = Vec::with_capacity(length.min(FIRST_ALLOCATION.max(buffered)));
         body.extend_from_slice(&self.buffer[..buffered]);
         self.buffer.advance(buffered);
         while body.len() < length {
