@@ -11,6 +11,7 @@ use anyhow::{Context, Result};
 
 use crate::config::BrokerConfig;
 use crate::plugins::authorization::Authorization;
+use crate::plugins::limits::GuestMemoryBudget;
 use crate::plugins::registry::Registry;
 use crate::plugins::PluginHost;
 use crate::services::Services;
@@ -41,6 +42,10 @@ impl Broker {
                 authorization: Arc::new(authorization),
                 controller: Default::default(),
                 forwarder: Default::default(),
+                memory_budget: GuestMemoryBudget::new(
+                    services.config.plugin_memory_total_max_bytes()?,
+                    Arc::clone(&services.metrics.guest_memory),
+                ),
             },
             services,
         })

@@ -71,6 +71,7 @@ const DEFAULTS: &[(&str, &str)] = &[
     ("plugin.call.timeout.ms", "5000"),
     ("plugin.memory.max.bytes", "268435456"),
     ("plugin.memory.recycle.bytes", "33554432"),
+    ("plugin.memory.total.max.bytes", "0"),
     ("fetch.max.bytes", "57671680"),
     ("plugin.instance.max.calls", "100000"),
     ("allow.everyone.if.no.acl.found", "false"),
@@ -202,6 +203,7 @@ impl BrokerConfig {
         self.io_threads()?;
         self.plugin_call_timeout_ms()?;
         self.plugin_memory_max_bytes()?;
+        self.plugin_memory_total_max_bytes()?;
         self.plugin_instance_max_calls()?;
         for (name, value) in &self.props {
             if name.starts_with("plugin.failure.policy.")
@@ -427,6 +429,23 @@ impl BrokerConfig {
         self.parsed("plugin.memory.max.bytes")
     }
 
+    /// The most linear memory all module instances together may have
+    /// (`plugins::limits`). 0, the default, is half of the machine's
+    /// memory (`MemTotal`; 4 GiB where /proc/meminfo cannot be read), as
+    /// a JVM's default heap is a fraction of it; it must leave room for
+    /// the request pool, the page cache and the broker itself.
+    pub fn plugin_memory_total_max_bytes(&self) -> Result<usize> {
+        let bytes: usize = self.parsed("plugin.memory.total.max.bytes")?;
+        if bytes > 0 {
+            return Ok(bytes);
+        }
+        let machine = std::fs::read_to_string("/proc/meminfo")
+            .ok()
+            .and_then(|text| mem_total_bytes(&text))
+            .unwrap_or(8 << 30);
+        Ok(machine / 2)
+    }
+
     /// An instance whose memory grew past this is dropped after its call,
     /// so one large fetch does not pin its memory in the pool.
     pub fn plugin_memory_recycle_bytes(&self) -> Result<usize> {
@@ -527,6 +546,19 @@ impl ListenerSpec {
     }
 }
 
+/// `MemTotal` of /proc/meminfo, in bytes.
+fn mem_total_bytes(meminfo: &str) -> Option<usize> {
+    let kib: usize = meminfo
+        .lines()
+        .find_map(|line| line.strip_prefix("MemTotal:"))?
+        .trim()
+        .strip_suffix("kB")?
+        .trim()
+        .parse()
+        .ok()?;
+    kib.checked_mul(1024)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -539,6 +571,24 @@ mod tests {
         assert_eq!(config.num_partitions().unwrap(), 3);
         assert!(config.set_pair("novalue").is_err());
         config.set_pair("auto.create.topics.enable=maybe").unwrap();
+        assert!(config.validate().is_err());
+    }
+
+    #[test]
+    fn guest_memory_total_is_half_the_machine_unless_set() {
+        assert_eq!(
+            mem_total_bytes("MemFree: 5 kB\nMemTotal:       24576000 kB\n"),
+            Some(24_576_000 * 1024)
+        );
+        assert_eq!(mem_total_bytes("MemTotal: lots\n"), None);
+        let mut config = BrokerConfig::default();
+        let auto = config.plugin_memory_total_max_bytes().unwrap();
+        assert!(auto >= 1 << 20, "{auto}");
+        config
+            .set_pair("plugin.memory.total.max.bytes=1073741824")
+            .unwrap();
+        assert_eq!(config.plugin_memory_total_max_bytes().unwrap(), 1 << 30);
+        config.set_pair("plugin.memory.total.max.bytes=-1").unwrap();
         assert!(config.validate().is_err());
     }
 

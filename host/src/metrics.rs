@@ -370,6 +370,8 @@ pub struct Metrics {
     pub memory_pool: Arc<MemoryPoolGauges>,
     /// Kept by `network::connection_quotas`.
     pub connection_quotas: Arc<ConnectionQuotaCounters>,
+    /// Kept by `plugins::limits`.
+    pub guest_memory: Arc<GuestMemoryGauges>,
 }
 
 impl Default for Metrics {
@@ -377,11 +379,13 @@ impl Default for Metrics {
         let families = Families::default();
         let memory_pool = Arc::new(MemoryPoolGauges::default());
         let connection_quotas = Arc::new(ConnectionQuotaCounters::default());
+        let guest_memory = Arc::new(GuestMemoryGauges::default());
         let mut registry = Registry::default();
         families.register(&mut registry);
         registry.register_collector(Box::new(exposition::PoolAndQuotas {
             pool: Arc::clone(&memory_pool),
             quotas: Arc::clone(&connection_quotas),
+            guest_memory: Arc::clone(&guest_memory),
         }));
         Self {
             registry,
@@ -391,6 +395,7 @@ impl Default for Metrics {
             plugins: Handles::default(),
             memory_pool,
             connection_quotas,
+            guest_memory,
         }
     }
 }
@@ -403,6 +408,17 @@ pub struct MemoryPoolGauges {
     pub used: AtomicI64,
     /// Connections waiting for room to read their next request.
     pub waiting: AtomicI64,
+}
+
+/// The linear memory of every live module instance, against
+/// `plugin.memory.total.max.bytes`.
+#[derive(Debug, Default)]
+pub struct GuestMemoryGauges {
+    pub capacity: AtomicI64,
+    pub used: AtomicI64,
+    /// Memory growths (and instantiations) refused because the total
+    /// would have passed the capacity.
+    pub refused: AtomicU64,
 }
 
 /// Connections the connection quotas turned away or held back.

@@ -365,6 +365,20 @@ impl Broker {
         self.child.as_ref().map(Child::id)
     }
 
+    /// A field of the running broker's /proc/<pid>/status in bytes
+    /// (VmRSS, VmHWM: the peak resident set).
+    pub fn status_bytes(&self, field: &str) -> u64 {
+        let pid = self.pid().expect("the broker runs");
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("read status");
+        let kib: u64 = status
+            .lines()
+            .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
+            .and_then(|value| value.trim().strip_suffix("kB"))
+            .and_then(|kib| kib.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"));
+        kib * 1024
+    }
+
     /// Whether the process is still alive.
     pub fn is_running(&mut self) -> bool {
         match self.child.as_mut() {
@@ -626,6 +640,18 @@ pub fn start_with_admin(settings: &[(&str, &str)]) -> (Broker, String) {
 
 /// `GET /metrics` on an admin endpoint: the Prometheus text (asserting a
 /// 200 answer).
+/// The value of one sample of a /metrics text, by its exact name and
+/// labels.
+pub fn metric_sample(text: &str, series: &str) -> Option<f64> {
+    text.lines().find_map(|line| {
+        line.strip_prefix(series)?
+            .strip_prefix(' ')?
+            .trim()
+            .parse()
+            .ok()
+    })
+}
+
 pub fn scrape_metrics(admin: &str) -> String {
     let (head, body) = get_metrics(admin);
     assert!(head.starts_with("HTTP/1.1 200"), "scrape failed: {head}");

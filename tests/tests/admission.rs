@@ -47,13 +47,7 @@ fn scrape(admin: SocketAddr) -> String {
 
 /// One sample by its exact name and labels, if /metrics has it.
 fn try_sample(admin: SocketAddr, series: &str) -> Option<f64> {
-    scrape(admin).lines().find_map(|line| {
-        line.strip_prefix(series)?
-            .strip_prefix(' ')?
-            .trim()
-            .parse()
-            .ok()
-    })
+    gregor_tests::metric_sample(&scrape(admin), series)
 }
 
 fn sample(admin: SocketAddr, series: &str) -> f64 {
@@ -63,19 +57,6 @@ fn sample(admin: SocketAddr, series: &str) -> f64 {
 /// Open PLAINTEXT connections (the series appears with the first one).
 fn open_connections(admin: SocketAddr) -> f64 {
     try_sample(admin, "gregor_connections{listener=\"PLAINTEXT\"}").unwrap_or(0.0)
-}
-
-/// A field of /proc/<pid>/status in bytes (VmHWM: the peak resident set).
-fn proc_status_bytes(broker: &Broker, field: &str) -> u64 {
-    let pid = broker.pid().expect("the broker runs");
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("read status");
-    let kib: u64 = status
-        .lines()
-        .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
-        .and_then(|value| value.trim().strip_suffix("kB"))
-        .and_then(|kib| kib.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"));
-    kib * 1024
 }
 
 fn admin_settings(admin: &str) -> Vec<(&str, &str)> {
@@ -167,7 +148,7 @@ async fn big_and_held_frames_stay_within_the_memory_budget() {
         sample(admin, "gregor_memory_pool_capacity_bytes"),
         BUDGET as f64
     );
-    let idle_peak = proc_status_bytes(&broker, "VmHWM");
+    let idle_peak = broker.status_bytes("VmHWM");
 
     let release = Arc::new(AtomicBool::new(false));
     let addr = broker.addr();
@@ -219,7 +200,7 @@ async fn big_and_held_frames_stay_within_the_memory_budget() {
         },
     );
     fresh_client_works(&broker, "fresh", 1).await;
-    let abused_peak = proc_status_bytes(&broker, "VmHWM");
+    let abused_peak = broker.status_bytes("VmHWM");
     let bound = idle_peak + BUDGET as u64 + OVERHEAD;
     println!(
         "idle peak {} MiB, peak under abuse {} MiB, bound {} MiB",
@@ -250,7 +231,7 @@ async fn big_and_held_frames_stay_within_the_memory_budget() {
             .then_some(())
     });
     fresh_client_works(&broker, "fresh", 2).await;
-    let final_peak = proc_status_bytes(&broker, "VmHWM");
+    let final_peak = broker.status_bytes("VmHWM");
     println!("peak after every frame was read {} MiB", final_peak >> 20);
     assert!(
         final_peak <= bound,

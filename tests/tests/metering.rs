@@ -10,7 +10,7 @@ use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use gregor_tests::wire::{api_versions_request, request_frame, Conn, Reader};
-use gregor_tests::{kafka, start_with_admin};
+use gregor_tests::{kafka, metric_sample as sample, start_with_admin};
 use rdkafka::consumer::Consumer;
 use rdkafka::producer::FutureRecord;
 use serde_json::Value;
@@ -20,17 +20,6 @@ const METADATA: i16 = 3;
 /// A Metadata v12 body asking for no topics: an empty compact array,
 /// no auto-creation, no authorized operations, no tagged fields.
 const METADATA_BODY: [u8; 4] = [1, 0, 0, 0];
-
-/// The value of one sample, by its exact name and labels.
-fn sample(text: &str, series: &str) -> Option<f64> {
-    text.lines().find_map(|line| {
-        line.strip_prefix(series)?
-            .strip_prefix(' ')?
-            .trim()
-            .parse()
-            .ok()
-    })
-}
 
 /// `GET path` on the admin endpoint: the JSON body of a 200 answer.
 fn admin_json(admin: &str, path: &str) -> Value {

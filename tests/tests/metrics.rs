@@ -6,23 +6,12 @@ use std::path::Path;
 use std::time::Duration;
 
 use gregor_tests::wire::{request_frame, Conn};
-use gregor_tests::{free_port, kafka, workspace_root, Broker};
+use gregor_tests::{free_port, kafka, metric_sample as sample, workspace_root, Broker};
 use rdkafka::consumer::Consumer;
 use rdkafka::producer::FutureRecord;
 
 fn scrape(admin: &str) -> String {
     gregor_tests::scrape_metrics(admin)
-}
-
-/// The value of one sample, by its exact name and labels.
-fn sample(text: &str, series: &str) -> Option<f64> {
-    text.lines().find_map(|line| {
-        line.strip_prefix(series)?
-            .strip_prefix(' ')?
-            .trim()
-            .parse()
-            .ok()
-    })
 }
 
 /// Total size of a partition's `.log` segment files.

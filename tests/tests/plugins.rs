@@ -242,6 +242,129 @@ async fn trapping_looping_and_hoarding_modules_are_contained_and_counted() {
     assert_eq!(entry["calls"], 10, "{entry}");
 }
 
+/// `plugin.memory.total.max.bytes` bounds the linear memory of all module
+/// instances together. Eight calls that each take all an instance may have
+/// (64 MiB) at once, 512 MiB in all, get what is left of the total between
+/// them: the broker's resident memory grows by that, not by 512 MiB. Each
+/// such call fails alone, and a producer writing meanwhile is acknowledged
+/// throughout, every record read back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn module_memory_has_a_broker_wide_total_and_running_out_fails_only_those_calls() {
+    const MIB: u64 = 1 << 20;
+    const HOARDERS: usize = 8;
+    const TOTAL: u64 = 256 * MIB;
+    let total = TOTAL.to_string();
+    let (_plugins, broker, admin) = start_private(&[
+        ("plugin.call.timeout.ms", "3000"),
+        ("plugin.memory.max.bytes", "67108864"),
+        ("plugin.memory.total.max.bytes", &total),
+    ]);
+    let chaos = example("chaos").display().to_string();
+    let (ok, text) = cli(&admin, &["load", &chaos]);
+    assert!(ok, "loading chaos failed: {text}");
+    let metric = |series: &str| {
+        gregor_tests::metric_sample(&gregor_tests::scrape_metrics(&admin), series)
+            .unwrap_or_else(|| panic!("no {series} in /metrics"))
+    };
+    assert_eq!(metric("gregor_plugin_memory_capacity_bytes"), TOTAL as f64);
+
+    // A topic being produced to before, during and after.
+    let topic = "steady";
+    kafka::create_topic(&broker, topic, 3).await;
+    let producer = kafka::producer(&broker, &[("acks", "all")]);
+    let batch = |round: usize| -> Vec<String> {
+        (0..50)
+            .map(|i| format!("round {round} record {i}"))
+            .collect()
+    };
+    kafka::send_values(&producer, topic, 3, &batch(0)).await;
+    let used_before = metric("gregor_plugin_memory_used_bytes");
+    let peak_before = broker.status_bytes("VmHWM");
+
+    let addr = broker.addr();
+    let hoarders: Vec<_> = (0..HOARDERS)
+        .map(|_| {
+            std::thread::spawn(move || {
+                let mut conn = Conn::connect(addr);
+                conn.send(&request_frame(CHAOS_KEY, 0, 42, false, &[6, 1]))
+                    .expect("send");
+                conn.read_frame()
+            })
+        })
+        .collect();
+    // Produced while the hoarders hold the memory (their calls last 3 s).
+    for round in 1..=5 {
+        kafka::send_values(&producer, topic, 3, &batch(round)).await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    // Each fails: at its deadline, answered with the module's error
+    // response; or, when not even a fresh instance could have its first
+    // memory, with the connection closed (there is no instance to ask for
+    // an error response).
+    let mut answered = 0;
+    for hoarder in hoarders {
+        match hoarder.join().expect("hoarder thread") {
+            Ok(payload) => {
+                assert_eq!(
+                    payload,
+                    [0, 0, 0, 42, 0xff, 0xff],
+                    "a hoarding call's answer"
+                );
+                answered += 1;
+            }
+            Err(e) => assert!(gregor_tests::wire::is_closed_error(&e), "{e}"),
+        }
+    }
+    assert!(answered >= 1, "no hoarding call got its error response");
+
+    let grown = broker.status_bytes("VmHWM").saturating_sub(peak_before);
+    let unbounded = HOARDERS as u64 * 64 * MIB;
+    let left = TOTAL.saturating_sub(used_before as u64);
+    eprintln!(
+        "resident memory grew by {} MiB with {} MiB of the total left",
+        grown / MIB,
+        left / MIB
+    );
+    assert!(
+        grown < left + 64 * MIB,
+        "resident memory grew by {} MiB; the total left {} MiB to the hoarders \
+         ({} MiB without it)",
+        grown / MIB,
+        left / MIB,
+        unbounded / MIB
+    );
+    assert!(
+        metric("gregor_plugin_memory_refused_total") >= 1.0,
+        "no growth was refused"
+    );
+    // The hoarders' memory is back once their instances are gone.
+    wait_for("the hoarders' memory back", Duration::from_secs(30), || {
+        let used = metric("gregor_plugin_memory_used_bytes");
+        (used <= used_before + (16 * MIB) as f64).then_some(())
+    });
+
+    // Nothing produced was lost, and the broker still serves everything.
+    kafka::send_values(&producer, topic, 3, &batch(6)).await;
+    let read = kafka::read_values(
+        &broker,
+        topic,
+        3,
+        kafka::Isolation::ReadUncommitted,
+        7 * 50,
+        Duration::from_secs(60),
+    )
+    .await;
+    let mut values: Vec<String> = read.into_values().flatten().collect();
+    values.sort();
+    let mut expected: Vec<String> = (0..=6).flat_map(batch).collect();
+    expected.sort();
+    assert_eq!(values, expected);
+    let mut echo = Conn::connect(broker.addr());
+    echo.send(&request_frame(CHAOS_KEY, 0, 43, false, &[9]))
+        .expect("send");
+    assert_eq!(echo.read_frame().expect("echo"), [0, 0, 0, 43, 9]);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn refused_modules_leave_the_previous_version_serving() {
     let (plugins, broker, admin) = start_private(&[]);

@@ -121,6 +121,7 @@ pub const BROKER_CONFIGS: &[BrokerConfigDef] = &[
     def("plugin.instance.max.calls", Long, Some("100000"), false, Some(1), "Gregor: calls before a module instance is recycled."),
     def("plugin.memory.max.bytes", Long, Some("268435456"), false, Some(1), "Gregor: linear memory limit of a module instance."),
     def("plugin.memory.recycle.bytes", Long, Some("33554432"), false, Some(1), "Gregor: an instance whose memory grew past this is recycled."),
+    def("plugin.memory.total.max.bytes", Long, Some("0"), false, Some(0), "Gregor: linear memory limit of all module instances together; 0 is half of the machine's memory."),
     def("plugin.watch.interval.ms", Long, Some("250"), false, Some(10), "Gregor: how often the plugin directory is checked for changes."),
     def("queued.max.request.bytes", Long, Some("157286400"), false, None, "Bytes of requests in flight before connections stop reading; -1 is unbounded (Kafka's default; Gregor's is 150 MiB)."),
     def("queued.max.requests", Int, Some("500"), false, Some(1), "Requests the request channel holds before connections wait."),

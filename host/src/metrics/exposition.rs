@@ -16,7 +16,8 @@ use prometheus_client::metrics::{MetricType, TypedMetric};
 use prometheus_client::registry::Registry;
 
 use super::{
-    ConnectionQuotaCounters, MemoryPoolGauges, MeterReading, PluginCounters, ScrapeGauges,
+    ConnectionQuotaCounters, GuestMemoryGauges, MemoryPoolGauges, MeterReading, PluginCounters,
+    ScrapeGauges,
 };
 use crate::telemetry::ClientMetricsManager;
 
@@ -182,12 +183,13 @@ fn counter(
     )?)
 }
 
-/// The request memory pool and connection quotas, kept as plain atomics
-/// by `network`.
+/// The request memory pool and connection quotas (kept as plain atomics
+/// by `network`) and the guest memory budget (by `plugins::limits`).
 #[derive(Debug)]
 pub(super) struct PoolAndQuotas {
     pub pool: Arc<MemoryPoolGauges>,
     pub quotas: Arc<ConnectionQuotaCounters>,
+    pub guest_memory: Arc<GuestMemoryGauges>,
 }
 
 impl Collector for PoolAndQuotas {
@@ -210,6 +212,25 @@ impl Collector for PoolAndQuotas {
             "gregor_memory_pool_waiting_connections",
             "Connections waiting for request memory before reading (Kafka's muted channels, memory-pool-depleted).",
             pool.waiting.load(Ordering::Relaxed),
+        )?;
+        let guest = &self.guest_memory;
+        gauge(
+            &mut encoder,
+            "gregor_plugin_memory_used_bytes",
+            "Linear memory of every live module instance, counted against plugin.memory.total.max.bytes.",
+            guest.used.load(Ordering::Relaxed),
+        )?;
+        gauge(
+            &mut encoder,
+            "gregor_plugin_memory_capacity_bytes",
+            "plugin.memory.total.max.bytes: the most linear memory all module instances together may have.",
+            guest.capacity.load(Ordering::Relaxed),
+        )?;
+        counter(
+            &mut encoder,
+            "gregor_plugin_memory_refused",
+            "Module memory growths and instantiations refused because plugin.memory.total.max.bytes was reached (each fails only its own call).",
+            guest.refused.load(Ordering::Relaxed),
         )?;
         let rejected = ConstCounter::new(self.quotas.rejected_per_ip.load(Ordering::Relaxed));
         let mut family = encoder.encode_descriptor(

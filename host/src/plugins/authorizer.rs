@@ -21,8 +21,8 @@ use crate::plugins::bindings::{Action, Operation, ResourceType};
 use crate::plugins::engine::EPOCH_TICK;
 use crate::plugins::handler::ModuleSource;
 use crate::plugins::imports::LogBudget;
-use crate::plugins::limits::GuestLimits;
-use crate::plugins::WasmContext;
+use crate::plugins::limits::{GuestLimits, GuestMemoryBudget};
+use crate::plugins::{PluginHost, WasmContext};
 use crate::security::acl_store::AclStore;
 use crate::security::session::Session;
 
@@ -67,6 +67,7 @@ pub struct LoadedAuthorizer {
     acls: Arc<AclStore>,
     config: Arc<BrokerConfig>,
     memory_max: usize,
+    memory_budget: Arc<GuestMemoryBudget>,
     deadline_ticks: u64,
     idle: Mutex<Vec<LiveAuthorizer>>,
     pub calls: AtomicU64,
@@ -78,8 +79,7 @@ impl LoadedAuthorizer {
         engine: &Engine,
         pre: KafkaAuthorizerPre<AuthorizerState>,
         source: ModuleSource,
-        acls: Arc<AclStore>,
-        config: Arc<BrokerConfig>,
+        host: &PluginHost,
         memory_max: usize,
         call_timeout: Duration,
     ) -> Self {
@@ -88,9 +88,10 @@ impl LoadedAuthorizer {
             source,
             engine: engine.clone(),
             pre,
-            acls,
-            config,
+            acls: Arc::clone(&host.services.acls),
+            config: Arc::clone(&host.services.config),
             memory_max,
+            memory_budget: Arc::clone(&host.memory_budget),
             deadline_ticks: u64::try_from(ticks).unwrap_or(u64::MAX),
             idle: Mutex::new(Vec::new()),
             calls: AtomicU64::new(0),
@@ -116,7 +117,7 @@ impl LoadedAuthorizer {
         let state = AuthorizerState {
             wasi: WasiCtx::builder().build(),
             table: ResourceTable::new(),
-            limits: GuestLimits::new(self.memory_max),
+            limits: GuestLimits::new(self.memory_max, Arc::clone(&self.memory_budget)),
             acls: Arc::clone(&self.acls),
             config: Arc::clone(&self.config),
             plugin: Arc::clone(&self.source.name),

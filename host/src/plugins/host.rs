@@ -6,6 +6,7 @@ use crate::cluster::controller::active::ActiveController;
 use crate::cluster::membership::forward::ControllerForwarder;
 
 use crate::plugins::authorization::Authorization;
+use crate::plugins::limits::GuestMemoryBudget;
 use crate::plugins::registry::Registry;
 use crate::services::Services;
 
@@ -23,4 +24,7 @@ pub struct PluginHost {
     /// Set at start on a cluster node with the broker role: forwards the
     /// controller APIs a broker listener serves (`membership::forward`).
     pub forwarder: Arc<OnceLock<Arc<ControllerForwarder>>>,
+    /// Linear memory of every live instance, against
+    /// `plugin.memory.total.max.bytes` (`plugins::limits`).
+    pub memory_budget: Arc<GuestMemoryBudget>,
 }

@@ -215,8 +215,7 @@ impl Loader {
                     &self.engine,
                     pre,
                     source,
-                    Arc::clone(&host.services.acls),
-                    Arc::clone(&host.services.config),
+                    host,
                     self.limits.memory_max,
                     self.limits.call_timeout,
                 );

@@ -136,7 +136,7 @@ impl HandlerState {
         Self {
             wasi: WasiCtx::builder().build(),
             table: ResourceTable::new(),
-            limits: GuestLimits::new(memory_max),
+            limits: GuestLimits::new(memory_max, Arc::clone(&host.memory_budget)),
             services: Arc::clone(&host.services),
             registry: Arc::clone(&host.registry),
             authorization: Arc::clone(&host.authorization),

@@ -6,7 +6,9 @@
 //! 5 long-polls partition 0 of the topic named by the rest of the body
 //! (from the third byte) with `log.fetch-or-park` straight from a raw
 //! handler and answers the bytes it read as a big-endian u32 (the host
-//! parks the request and calls `handle` again once a record arrives);
+//! parks the request and calls `handle` again once a record arrives),
+//! 6 takes all the memory it may have, in MiB blocks, and spins holding
+//! it until its deadline (so concurrent calls hold memory at once);
 //! anything else echoes the body back. When the second byte is 1, the
 //! module offers an error response for a failed call (the error code, as
 //! two bytes); otherwise it has none and the host closes the connection.
@@ -36,6 +38,20 @@ impl RawHandler for Chaos {
                 let mut hoard: Vec<Vec<u8>> = Vec::new();
                 loop {
                     hoard.push(std::hint::black_box(vec![7u8; 1 << 20]));
+                }
+            }
+            Some(6) => {
+                let mut hoard: Vec<Vec<u8>> = Vec::with_capacity(1 << 16);
+                while hoard.len() < hoard.capacity() {
+                    let mut block = Vec::new();
+                    if block.try_reserve_exact(1 << 20).is_err() {
+                        break;
+                    }
+                    block.resize(1 << 20, 7u8);
+                    hoard.push(block);
+                }
+                loop {
+                    std::hint::black_box(&hoard);
                 }
             }
             Some(4) => {
