@@ -712,9 +712,7 @@ impl SegmentView {
     /// copies segments with it).
     pub fn copy_range(&self, from: u64, to: u64) -> io::Result<Vec<u8>> {
         let to = to.min(self.end);
-        let mut out = vec![0u8; to.saturating_sub(from) as usize];
-        self.file.read_exact_at(&mut out, from)?;
-        Ok(out)
+        read_exact_at_unzeroed(&self.file, to.saturating_sub(from) as usize, from)
     }
 
     pub fn end(&self) -> u64 {
@@ -773,10 +771,58 @@ impl<'a> FileWindow<'a> {
             let off = (pos - self.start) as usize;
             return Ok(self.buf[off..off + len].to_vec());
         }
-        let mut out = vec![0; len];
-        self.file.read_exact_at(&mut out, pos)?;
-        Ok(out)
+        read_exact_at_unzeroed(self.file, len, pos)
     }
+}
+
+/// `len` bytes of `file` at `pos` in a new buffer that is never zeroed
+/// first: a fetch reads up to `max.partition.fetch.bytes` per partition,
+/// and the memset before `read_exact_at` was 5% of the broker's CPU for a
+/// consumer of 8 partitions (`perf`, 1 KiB records). `UnexpectedEof` if
+/// the file ends first, as `read_exact_at`.
+fn read_exact_at_unzeroed(file: &File, len: usize, pos: u64) -> io::Result<Vec<u8>> {
+    use std::os::fd::AsRawFd;
+    let mut out = Vec::<u8>::with_capacity(len);
+    while out.len() < len {
+        let filled = out.len();
+        let spare = &mut out.spare_capacity_mut()[..len - filled];
+        let offset = pos
+            .checked_add(filled as u64)
+            .and_then(|at| libc::off_t::try_from(at).ok())
+            .ok_or_else(|| {
+                io::Error::new(io::ErrorKind::InvalidInput, "read past the largest offset")
+            })?;
+        // SAFETY: pread writes at most `spare.len()` bytes to the start of
+        // `spare`, memory the vector owns beyond its length.
+        let read = unsafe {
+            libc::pread(
+                file.as_raw_fd(),
+                spare.as_mut_ptr().cast(),
+                spare.len(),
+                offset,
+            )
+        };
+        match read {
+            0 => {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "failed to fill whole buffer",
+                ))
+            }
+            n if n > 0 => {
+                // SAFETY: pread initialised the `n` bytes after `filled`,
+                // and `n <= spare.len()` keeps the length within capacity.
+                unsafe { out.set_len(filled + n as usize) };
+            }
+            _ => {
+                let error = io::Error::last_os_error();
+                if error.kind() != io::ErrorKind::Interrupted {
+                    return Err(error);
+                }
+            }
+        }
+    }
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -786,6 +832,22 @@ mod tests {
     use super::super::index;
     use super::*;
     use std::io::Write;
+
+    #[test]
+    fn unzeroed_reads_are_exact_and_stop_at_the_end_of_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("bytes");
+        let bytes: Vec<u8> = (0..=255u8).cycle().take(100_000).collect();
+        std::fs::write(&path, &bytes).unwrap();
+        let file = File::open(&path).unwrap();
+        assert_eq!(
+            read_exact_at_unzeroed(&file, 70_000, 1234).unwrap(),
+            bytes[1234..71_234]
+        );
+        assert!(read_exact_at_unzeroed(&file, 0, 0).unwrap().is_empty());
+        let past = read_exact_at_unzeroed(&file, 10, 99_995).unwrap_err();
+        assert_eq!(past.kind(), io::ErrorKind::UnexpectedEof);
+    }
 
     /// Writes `n` single-record batches of `value_len` bytes, with offsets
     /// from 0 and timestamps 1000 + offset, through the segment's bookkeeping.
