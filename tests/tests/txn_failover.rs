@@ -646,9 +646,10 @@ fn described_state(cluster: &Cluster, via: i32, transactional_id: &str) -> Optio
 /// `__transaction_state`) and before its marker is written (the
 /// partition's leader is paused) is completed by the next coordinator, as
 /// Kafka's does on loading a prepared transaction: the producer's commit
-/// call succeeds (its retried EndTxn is told CONCURRENT_TRANSACTIONS until
-/// then), the marker reaches the partition and its records are
-/// read_committed.
+/// call succeeds (answered once the decision was written, or, when that
+/// answer died with the coordinator, its retried EndTxn told
+/// CONCURRENT_TRANSACTIONS until then), the marker reaches the partition
+/// and its records are read_committed.
 #[test]
 fn a_prepared_commit_of_a_killed_coordinator_is_completed_by_the_next() {
     const TOPIC: &str = "txn-prepared";
@@ -696,9 +697,13 @@ fn a_prepared_commit_of_a_killed_coordinator_is_completed_by_the_next() {
     let moved = coordinator(&cluster, survivor, ID, Some(first));
     let (_producer, outcome) = committing.join().expect("the committing thread");
     outcome.expect("the commit, completed by the next coordinator");
-    assert_eq!(
-        described_state(&cluster, moved, ID).as_deref(),
-        Some("CompleteCommit")
+    // The commit call may return while the marker is still pending: an
+    // EndTxn is answered once the decision is written, as Kafka answers
+    // it, so the next coordinator may still be retrying the marker.
+    wait_for(
+        "the next coordinator to complete the commit",
+        CONVERGE,
+        || (described_state(&cluster, moved, ID)? == "CompleteCommit").then_some(()),
     );
     assert!(
         cluster
