@@ -439,8 +439,13 @@ impl PluginManager {
         })
     }
 
-    /// One pass of the directory watcher.
+    /// One pass of the directory watcher. It compares the directory with
+    /// what it has seen under the changes lock: an upload in progress puts
+    /// its file in place and remembers it before the pass looks, so the
+    /// file is not loaded a second time as a replacement of itself (which
+    /// started the module's counts again; seen once, a trap uncounted).
     async fn scan(&self) {
+        let _guard = self.changes.lock().await;
         let Ok(files) = Loader::module_files(&self.dir) else {
             return;
         };
@@ -462,7 +467,6 @@ impl PluginManager {
         if changed.is_empty() && removed.is_empty() {
             return;
         }
-        let _guard = self.changes.lock().await;
         for path in removed {
             self.remove_file_locked(&path).await;
         }
