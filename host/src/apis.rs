@@ -188,16 +188,19 @@ impl KafkaApis {
                 let outcome = match outcome {
                     // Interceptors read the whole response: its record
                     // sets are copied in for them.
-                    Ok(Answered::Respond(body)) if !passed.is_empty() => interception::after(
-                        &self.broker.plugins,
-                        &passed,
-                        &request.intercepted,
-                        &request.session,
-                        &ctx,
-                        body.to_vec(),
-                    )
-                    .await
-                    .map(|body| Answered::Respond(ResponseBody::plain(body))),
+                    Ok(Answered::Respond(body)) if !passed.is_empty() => match body.to_vec() {
+                        Ok(body) => interception::after(
+                            &self.broker.plugins,
+                            &passed,
+                            &request.intercepted,
+                            &request.session,
+                            &ctx,
+                            body,
+                        )
+                        .await
+                        .map(|body| Answered::Respond(ResponseBody::plain(body))),
+                        Err(error) => Err(format!("cannot read the response's records: {error}")),
+                    },
                     other => other,
                 };
                 match outcome {
@@ -281,7 +284,7 @@ impl KafkaApis {
                     ctx,
                     &request.body,
                     request.size,
-                    body.to_vec(),
+                    body.clone(),
                 );
             }
         }

@@ -18,9 +18,10 @@ use std::time::{Duration, Instant};
 
 use crate::clock::now_ms;
 use crate::error_code::ErrorCode;
+use crate::log::file_records::Records;
 use crate::log::producer_state::{self, AbortedTxn, ProducerBatch, ProducerStateMap, Verdict};
 use crate::log::{control, validate};
-use crate::log::{LogStore, PartitionOffsets, StorageError, TopicPartition};
+use crate::log::{LogStore, PartitionOffsets, ReadResult, StorageError, TopicPartition};
 use crate::metadata::view::Leadership;
 use crate::metrics::Metrics;
 use crate::purgatory::FetchPurgatory;
@@ -103,13 +104,25 @@ pub struct FetchedPartition {
     pub high_watermark: i64,
     pub last_stable_offset: i64,
     pub log_start_offset: i64,
-    pub records: Vec<u8>,
+    /// Whole batches, in the segment file until the response is written.
+    pub records: Records,
     /// read_committed only: aborted transactions overlapping `records`.
     pub aborted_transactions: Vec<AbortedTxn>,
     /// A follower's fetch whose last fetched epoch ends before its fetch
     /// offset here (KIP-320): the epoch and its end offset, to truncate
     /// to; no records then.
     pub diverging_epoch: Option<(i32, i64)>,
+}
+
+/// A consumer's read once cut to what it may see.
+struct ConsumerRead {
+    records: Records,
+    high_watermark: i64,
+    last_stable_offset: i64,
+    log_start_offset: i64,
+    /// read_committed with records: the offset after them, up to which
+    /// aborted transactions are listed.
+    aborted_until: Option<i64>,
 }
 
 /// One producer in a DescribeProducers answer.
@@ -644,10 +657,9 @@ impl ReplicaManager {
         *state = ProducerStateMap::default();
         let mut next = offsets.log_start_offset;
         while next < offsets.high_watermark {
-            let read = self.logs.read(tp, next, 1 << 20, true)?;
-            let Some(batches) = producer_state::producer_batches(&read.records) else {
-                break;
-            };
+            // Only the batch headers are read, a few MiB of log at a time.
+            let read = self.logs.read_records(tp, next, 8 << 20, true)?;
+            let batches = producer_state::producer_batches_in(&read.records)?;
             let Some(last) = batches.last() else {
                 break;
             };
@@ -808,31 +820,21 @@ impl ReplicaManager {
         // Taken before the read: the records read may only grow past it,
         // never hide a transaction opened since.
         let stable = self.last_stable_offset(&tp);
-        match self.logs.read(&tp, request.fetch_offset, limit, first_data) {
-            Ok(read) => {
-                let offsets = PartitionOffsets {
-                    log_start_offset: read.log_start_offset,
-                    high_watermark: read.high_watermark,
-                };
-                let high_watermark = self.committed_end(&tp, offsets);
-                let lso = stable.unwrap_or(high_watermark).min(high_watermark);
-                fetched.high_watermark = high_watermark;
-                fetched.last_stable_offset = lso;
-                fetched.log_start_offset = read.log_start_offset;
-                fetched.records = read.records;
-                if high_watermark < read.high_watermark {
-                    // Nothing above the high watermark leaves the leader.
-                    let (keep, _) =
-                        producer_state::batches_before(&fetched.records, high_watermark);
-                    fetched.records.truncate(keep);
-                }
-                if read_committed {
-                    let (keep, end) = producer_state::batches_before(&fetched.records, lso);
-                    fetched.records.truncate(keep);
-                    if keep > 0 {
-                        fetched.aborted_transactions =
-                            self.aborted_between(&tp, request.fetch_offset, end);
-                    }
+        let read = self
+            .logs
+            .read_records(&tp, request.fetch_offset, limit, first_data)
+            .and_then(|read| {
+                self.cut_for_consumer(&tp, read, stable.as_ref().ok().copied(), read_committed)
+            });
+        match read {
+            Ok(cut) => {
+                fetched.high_watermark = cut.high_watermark;
+                fetched.last_stable_offset = cut.last_stable_offset;
+                fetched.log_start_offset = cut.log_start_offset;
+                fetched.records = cut.records;
+                if let Some(end) = cut.aborted_until {
+                    fetched.aborted_transactions =
+                        self.aborted_between(&tp, request.fetch_offset, end);
                 }
             }
             Err(error) => {
@@ -846,6 +848,40 @@ impl ReplicaManager {
             }
         }
         fetched
+    }
+
+    /// A consumer's read cut where it may see: nothing above the high
+    /// watermark leaves the leader, and read_committed stops at the last
+    /// stable offset (`stable`, taken before the read).
+    fn cut_for_consumer(
+        &self,
+        tp: &TopicPartition,
+        read: ReadResult<Records>,
+        stable: Option<i64>,
+        read_committed: bool,
+    ) -> Result<ConsumerRead, StorageError> {
+        let offsets = PartitionOffsets {
+            log_start_offset: read.log_start_offset,
+            high_watermark: read.high_watermark,
+        };
+        let high_watermark = self.committed_end(tp, offsets);
+        let last_stable_offset = stable.unwrap_or(high_watermark).min(high_watermark);
+        let mut records = read.records;
+        if high_watermark < read.high_watermark {
+            records.keep_batches_before(high_watermark)?;
+        }
+        let mut aborted_until = None;
+        if read_committed {
+            let end = records.keep_batches_before(last_stable_offset)?;
+            aborted_until = (!records.is_empty()).then_some(end);
+        }
+        Ok(ConsumerRead {
+            records,
+            high_watermark,
+            last_stable_offset,
+            log_start_offset: read.log_start_offset,
+            aborted_until,
+        })
     }
 
     /// A follower's fetch (Kafka's `fetchRecords` with a replica id): the
@@ -910,7 +946,10 @@ impl ReplicaManager {
                 return fetched;
             }
         }
-        match self.logs.read(&tp, request.fetch_offset, limit, first_data) {
+        match self
+            .logs
+            .read_records(&tp, request.fetch_offset, limit, first_data)
+        {
             Ok(read) => {
                 fetched.log_start_offset = read.log_start_offset;
                 fetched.records = read.records;
@@ -1132,7 +1171,7 @@ impl FetchedPartition {
             high_watermark: -1,
             last_stable_offset: -1,
             log_start_offset: -1,
-            records: Vec::new(),
+            records: Records::default(),
             aborted_transactions: Vec::new(),
             diverging_epoch: None,
         }

@@ -211,7 +211,7 @@ impl ClusterBuilder {
             nodes,
             voters: voters.to_string(),
             builder: self,
-            dir,
+            dir: Some(dir),
         }
     }
 
@@ -354,12 +354,25 @@ pub fn voters(quorum: &[(i32, u16)]) -> String {
         .join(",")
 }
 
-/// The nodes of a started cluster (their directory removed on drop).
+/// The nodes of a started cluster (their directory removed on drop,
+/// unless `GREGOR_KEEP_TEST_DIRS` is set).
 pub struct Cluster {
     pub nodes: Vec<Node>,
     voters: String,
     builder: ClusterBuilder,
-    dir: tempfile::TempDir,
+    dir: Option<tempfile::TempDir>,
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        // The nodes stop first, so that the directory holds their whole logs.
+        self.nodes.clear();
+        if let Some(dir) = self.dir.take() {
+            if std::env::var_os("GREGOR_KEEP_TEST_DIRS").is_some() {
+                eprintln!("gregor-tests: kept {}", dir.keep().display());
+            }
+        }
+    }
 }
 
 impl Cluster {
@@ -390,7 +403,10 @@ impl Cluster {
 
     /// The cluster's temporary directory (node data and logs).
     pub fn dir(&self) -> &Path {
-        self.dir.path()
+        self.dir
+            .as_ref()
+            .expect("the directory is kept until the cluster drops")
+            .path()
     }
 
     /// How the nodes were configured (for another node in `dir`).

@@ -50,6 +50,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use super::checkpoint;
 use super::cleaner;
 use super::epoch_cache::EpochCache;
+use super::file_records::Records;
 use super::partition::{now_ms, OpenHints, Partition};
 use super::segment::Segment;
 use super::{
@@ -724,6 +725,16 @@ impl LogStore for LogManager {
         min_one_batch: bool,
     ) -> Result<ReadResult, StorageError> {
         self.get(tp)?.read(offset, max_bytes, min_one_batch)
+    }
+
+    fn read_records(
+        &self,
+        tp: &TopicPartition,
+        offset: i64,
+        max_bytes: usize,
+        min_one_batch: bool,
+    ) -> Result<ReadResult<Records>, StorageError> {
+        self.get(tp)?.read_records(offset, max_bytes, min_one_batch)
     }
 
     fn offsets(&self, tp: &TopicPartition) -> Result<PartitionOffsets, StorageError> {

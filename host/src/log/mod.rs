@@ -68,6 +68,7 @@ pub mod client_records;
 mod codec;
 pub mod control;
 pub mod epoch_cache;
+pub mod file_records;
 #[cfg(test)]
 mod fuzz;
 mod handles;
@@ -129,11 +130,12 @@ pub struct AppendInfo {
     pub bytes: usize,
 }
 
-/// Whole record batches read from a partition.
+/// Whole record batches read from a partition: their bytes, or where
+/// they are (`file_records::Records`).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ReadResult {
+pub struct ReadResult<R = Vec<u8>> {
     /// Record batches as on the wire; empty when nothing is available.
-    pub records: Vec<u8>,
+    pub records: R,
     pub high_watermark: i64,
     pub log_start_offset: i64,
 }
@@ -363,6 +365,16 @@ pub trait LogStore: Send + Sync {
         max_bytes: usize,
         min_one_batch: bool,
     ) -> Result<ReadResult, StorageError>;
+
+    /// As `read`, the batches where they are (a range of a segment file),
+    /// for a fetch to send without reading them into memory first.
+    fn read_records(
+        &self,
+        tp: &TopicPartition,
+        offset: i64,
+        max_bytes: usize,
+        min_one_batch: bool,
+    ) -> Result<ReadResult<file_records::Records>, StorageError>;
 
     /// Log start offset and high watermark.
     fn offsets(&self, tp: &TopicPartition) -> Result<PartitionOffsets, StorageError>;

@@ -32,7 +32,8 @@ use crate::sync::{lock, read, write};
 
 use super::batch;
 use super::epoch_cache::EpochCache;
-use super::segment::{self, Segment, MAX_RELATIVE_OFFSET, MAX_SEGMENT_BYTES};
+use super::file_records::Records;
+use super::segment::{self, Segment, SegmentView, MAX_RELATIVE_OFFSET, MAX_SEGMENT_BYTES};
 use super::{
     create_dir_durably, sync_dir, AppendInfo, LogConfig, PartitionOffsets, ReadResult,
     StorageError, TopicPartition,
@@ -617,6 +618,32 @@ impl Partition {
         max_bytes: usize,
         min_one_batch: bool,
     ) -> Result<ReadResult, StorageError> {
+        self.read_with(offset, |view| {
+            view.read_from_offset(offset, max_bytes, min_one_batch)
+        })
+    }
+
+    /// As `read`, the batches left in the segment file (a fetch sends
+    /// them from there).
+    pub fn read_records(
+        &self,
+        offset: i64,
+        max_bytes: usize,
+        min_one_batch: bool,
+    ) -> Result<ReadResult<Records>, StorageError> {
+        self.read_with(offset, |view| {
+            let found = view.file_records_from_offset(offset, max_bytes, min_one_batch)?;
+            Ok(found.map(Records::File))
+        })
+    }
+
+    /// Reads with `read` from the segment holding `offset`, or from the
+    /// next one when a gap in the offsets leaves nothing in it.
+    fn read_with<R: Default>(
+        &self,
+        offset: i64,
+        read_view: impl Fn(&SegmentView) -> Result<Option<R>, StorageError>,
+    ) -> Result<ReadResult<R>, StorageError> {
         let (high_watermark, log_start_offset, mut view) = {
             let state = read(&self.state);
             let state = state.live()?;
@@ -628,7 +655,7 @@ impl Partition {
                 Some(s) if offset < end => s,
                 _ => {
                     return Ok(ReadResult {
-                        records: Vec::new(),
+                        records: R::default(),
                         high_watermark: end,
                         log_start_offset: start,
                     })
@@ -641,7 +668,7 @@ impl Partition {
             )
         };
         loop {
-            if let Some(records) = view.read_from_offset(offset, max_bytes, min_one_batch)? {
+            if let Some(records) = read_view(&view)? {
                 return Ok(ReadResult {
                     records,
                     high_watermark,
@@ -664,7 +691,7 @@ impl Partition {
                 Some(v) => view = v,
                 None => {
                     return Ok(ReadResult {
-                        records: Vec::new(),
+                        records: R::default(),
                         high_watermark,
                         log_start_offset,
                     })

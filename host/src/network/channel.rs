@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use tokio::sync::oneshot;
 
+use crate::log::file_records::Records;
 use crate::metrics::RequestEnd;
 use crate::network::header::{encode_response, response_head, RequestHeader};
 use crate::plugins::deferred::Memo;
@@ -34,8 +35,8 @@ pub enum Response {
     /// Write this whole frame (size prefix included).
     Send(Vec<u8>),
     /// Write these parts in order, one frame (a body referencing record
-    /// sets: written from their buffers with vectored writes).
-    SendParts(Vec<Bytes>),
+    /// sets: written from their buffers or files, not copied together).
+    SendParts(Vec<Records>),
     /// Write nothing (acks=0 Produce).
     Nothing,
     /// Close the connection.
@@ -46,14 +47,20 @@ impl Response {
     /// The frame answering `correlation_id` with `body`: one buffer, or
     /// its parts when it references record sets (not copied together).
     pub fn respond(correlation_id: i32, flexible_header: bool, body: &ResponseBody) -> Self {
-        let mut parts = body.parts();
-        if parts.len() <= 1 {
-            let body = parts.pop().unwrap_or_default();
-            return Response::Send(encode_response(correlation_id, flexible_header, &body));
+        let parts = body.parts();
+        match parts.as_slice() {
+            [] => Response::Send(encode_response(correlation_id, flexible_header, &[])),
+            [Records::Memory(only)] => {
+                Response::Send(encode_response(correlation_id, flexible_header, only))
+            }
+            _ => {
+                let head = response_head(correlation_id, flexible_header, body.len(), 0);
+                let mut frame = Vec::with_capacity(parts.len() + 1);
+                frame.push(Records::from(head));
+                frame.extend(parts);
+                Response::SendParts(frame)
+            }
         }
-        let head = response_head(correlation_id, flexible_header, body.len(), 0);
-        parts.insert(0, Bytes::from(head));
-        Response::SendParts(parts)
     }
 }
 

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::sync::oneshot;
 use tracing::{debug, info, info_span, warn, Instrument};
 
@@ -29,6 +29,7 @@ use crate::network::frame::{Frame, FrameReader};
 use crate::network::header::{self, API_VERSIONS_KEY};
 use crate::network::memory_pool::MemoryPool;
 use crate::network::sasl_v0;
+use crate::network::transport::Transport;
 use crate::network::vectored::write_parts;
 use crate::plugins::exposure;
 use crate::plugins::registry::Registry;
@@ -74,10 +75,7 @@ enum Ending {
 }
 
 /// Serves one connection, plain TCP or TLS, until it ends.
-pub async fn serve<S>(stream: S, session: Arc<Session>, ctx: Arc<ConnectionContext>)
-where
-    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
-{
+pub async fn serve<S: Transport>(stream: S, session: Arc<Session>, ctx: Arc<ConnectionContext>) {
     let span = info_span!(
         "connection",
         id = session.connection_id,
@@ -110,11 +108,8 @@ where
     .await
 }
 
-async fn run<S>(stream: S, session: &Arc<Session>, ctx: &ConnectionContext) -> Ending
-where
-    S: AsyncRead + AsyncWrite + Unpin,
-{
-    let (read_half, mut write_half) = tokio::io::split(stream);
+async fn run<S: Transport>(stream: S, session: &Arc<Session>, ctx: &ConnectionContext) -> Ending {
+    let (read_half, mut write_half) = stream.into_halves();
     let mut reader = FrameReader::new(read_half);
     // This connection's metric handles: recording touches only atomics.
     let mut recorder = ConnectionRecorder::default();

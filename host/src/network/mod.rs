@@ -11,7 +11,8 @@
 //! is the queue between the connections and the handler workers.
 //! `plugins::exposure` keeps the controller's APIs to the controller
 //! listeners. A response that references record sets is written in parts
-//! with vectored writes (`vectored`).
+//! (`vectored`): vectored writes from memory, and records still in a
+//! segment file with `sendfile` on plain TCP (`transport`).
 
 pub mod channel;
 pub mod connection;
@@ -24,4 +25,5 @@ pub mod listener;
 pub mod memory_pool;
 mod sasl_v0;
 pub mod tls;
+pub mod transport;
 mod vectored;

@@ -1,6 +1,7 @@
 //! Writing a response frame made of parts (the host's header and the
-//! guest's bytes, with record sets between them) with vectored writes, so
-//! the records go out from the buffers they were read into instead of
+//! guest's bytes, with record sets between them): parts in memory with
+//! vectored writes, parts in a segment file by the transport (`sendfile`
+//! on plain TCP), so the records go out from where they are instead of
 //! being copied into one frame first (DESIGN §12).
 
 use std::io::{self, IoSlice};
@@ -8,11 +9,30 @@ use std::io::{self, IoSlice};
 use bytes::Bytes;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 
+use crate::log::file_records::Records;
+use crate::network::transport::RecordsWriter;
+
 /// At most this many slices per write (Linux's IOV_MAX is 1024).
 const SLICES_PER_WRITE: usize = 64;
 
 /// Writes every byte of `parts`, in order.
-pub async fn write_parts<W: AsyncWrite + Unpin>(writer: &mut W, parts: &[Bytes]) -> io::Result<()> {
+pub async fn write_parts<W: RecordsWriter>(writer: &mut W, parts: &[Records]) -> io::Result<()> {
+    let mut in_memory = Vec::new();
+    for part in parts {
+        match part {
+            Records::Memory(bytes) => in_memory.push(bytes.clone()),
+            Records::File(records) => {
+                write_buffers(writer, &in_memory).await?;
+                in_memory.clear();
+                writer.write_file_records(records).await?;
+            }
+        }
+    }
+    write_buffers(writer, &in_memory).await
+}
+
+/// Writes every byte of `parts`, in order, with vectored writes.
+async fn write_buffers<W: AsyncWrite + Unpin>(writer: &mut W, parts: &[Bytes]) -> io::Result<()> {
     // The first byte not yet written: part `index`, at `offset`.
     let (mut index, mut offset) = (0, 0);
     loop {
@@ -53,7 +73,11 @@ pub async fn write_parts<W: AsyncWrite + Unpin>(writer: &mut W, parts: &[Bytes])
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::log::file_records::FileRecords;
+    use crate::network::transport::write_through_buffer;
+    use std::io::Write;
     use std::pin::Pin;
+    use std::sync::Arc;
     use std::task::{Context, Poll};
 
     /// Takes at most `step` bytes per write, vectored or not.
@@ -103,12 +127,30 @@ mod tests {
         }
     }
 
+    impl RecordsWriter for Trickle {
+        async fn write_file_records(&mut self, records: &FileRecords) -> io::Result<()> {
+            write_through_buffer(self, records).await
+        }
+    }
+
     #[tokio::test]
     async fn every_part_is_written_in_order_however_the_writes_split() {
-        let parts: Vec<Bytes> = (0u8..200)
-            .map(|i| Bytes::from(vec![i; usize::from(i % 7)]))
+        let mut file = tempfile::tempfile().unwrap();
+        file.write_all(&(0..=255u8).cycle().take(300_000).collect::<Vec<_>>())
+            .unwrap();
+        let file = Arc::new(file);
+        let parts: Vec<Records> = (0u8..200)
+            .map(|i| match i % 10 {
+                // Every tenth part is a range of the file.
+                9 => Records::File(FileRecords::new_for_test(
+                    Arc::clone(&file),
+                    u64::from(i) * 1000,
+                    usize::from(i) * 300,
+                )),
+                _ => Records::from(Bytes::from(vec![i; usize::from(i % 7)])),
+            })
             .collect();
-        let expected: Vec<u8> = parts.iter().flat_map(|p| p.to_vec()).collect();
+        let expected: Vec<u8> = parts.iter().flat_map(|p| p.load().unwrap()).collect();
         for step in [1, 3, 5, 64, 100_000] {
             let mut writer = Trickle {
                 out: Vec::new(),

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use wasmtime::component::Resource;
 
 use crate::error_code::ErrorCode;
+use crate::log::file_records::Records;
 use crate::log::legacy_format;
 use crate::plugins::bindings::handler::gregor::broker::log::{
     self, AbortedTransaction, AppendResult, DeleteRecordsResult, EpochEndOffset, FetchOptions,
@@ -69,7 +70,7 @@ impl log::Host for HandlerState {
             .as_ref()
             .and_then(|held| held.get(topic_index, partition_index))
             .cloned();
-        held.map(|records| self.held_record_set(records))
+        held.map(|records| self.record_set(Records::from(records)))
             .transpose()
     }
 
@@ -386,25 +387,35 @@ impl HandlerState {
         };
         let converted = match refusal {
             Some(error) => Err(error.code()),
-            None => {
-                legacy_format::down_convert(&partition.records, magic, fetch_offset).map_err(|e| {
+            None => match partition.records.load() {
+                Ok(records) => {
+                    legacy_format::down_convert(&records, magic, fetch_offset).map_err(|e| {
+                        tracing::warn!(
+                            topic = %partition.topic,
+                            partition = partition.partition,
+                            "cannot down-convert to magic v{magic}: {e}"
+                        );
+                        e.error_code()
+                    })
+                }
+                Err(e) => {
                     tracing::warn!(
                         topic = %partition.topic,
                         partition = partition.partition,
-                        "cannot down-convert to magic v{magic}: {e}"
+                        "cannot read the records to down-convert: {e}"
                     );
-                    e.error_code()
-                })
-            }
+                    Err(ErrorCode::KafkaStorageError.code())
+                }
+            },
         };
         match converted {
-            Ok(records) => partition.records = records,
+            Ok(records) => partition.records = Records::from(records),
             Err(code) => {
                 partition.error_code = code;
                 partition.high_watermark = -1;
                 partition.last_stable_offset = -1;
                 partition.log_start_offset = -1;
-                partition.records = Vec::new();
+                partition.records = Records::default();
                 partition.aborted_transactions = Vec::new();
             }
         }

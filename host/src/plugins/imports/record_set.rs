@@ -11,6 +11,7 @@ use bytes::Bytes;
 use wasmtime::component::Resource;
 use wasmtime_wasi::WasiView;
 
+use crate::log::file_records::Records;
 use crate::plugins::bindings::handler::exports::gregor::broker::handler::{
     Answer, ReferencingBody,
 };
@@ -21,14 +22,14 @@ use crate::plugins::state::HandlerState;
 /// The host side of a `record-set` handle.
 #[derive(Debug)]
 pub struct RecordSet {
-    bytes: Bytes,
+    records: Records,
 }
 
 impl HostRecordSet for HandlerState {
     fn size(&mut self, set: Resource<RecordSet>) -> wasmtime::Result<u32> {
         let set = self.table().get(&set)?;
         // A fetch never reads past `max-bytes` (an s32).
-        Ok(u32::try_from(set.bytes.len()).unwrap_or(u32::MAX))
+        Ok(u32::try_from(set.records.len()).unwrap_or(u32::MAX))
     }
 
     fn read(
@@ -37,10 +38,8 @@ impl HostRecordSet for HandlerState {
         offset: u32,
         len: u32,
     ) -> wasmtime::Result<Vec<u8>> {
-        let bytes = &self.table().get(&set)?.bytes;
-        let start = (offset as usize).min(bytes.len());
-        let end = start.saturating_add(len as usize).min(bytes.len());
-        Ok(bytes[start..end].to_vec())
+        let records = &self.table().get(&set)?.records;
+        Ok(records.read(offset as usize, len as usize)?)
     }
 
     fn drop(&mut self, set: Resource<RecordSet>) -> wasmtime::Result<()> {
@@ -55,24 +54,17 @@ impl HandlerState {
         self.ctx().table
     }
 
-    /// Hands `bytes` to the guest as a record set.
-    pub fn record_set(&mut self, bytes: Vec<u8>) -> wasmtime::Result<Resource<RecordSet>> {
-        let set = RecordSet {
-            bytes: Bytes::from(bytes),
-        };
-        Ok(self.table().push(set)?)
+    /// Hands records the host holds (a fetch's, where they are, or a
+    /// Produce request's buffer) to the guest as a record set.
+    pub fn record_set(&mut self, records: Records) -> wasmtime::Result<Resource<RecordSet>> {
+        Ok(self.table().push(RecordSet { records })?)
     }
 
-    /// Hands records the host already holds (a Produce request's) to
-    /// the guest as a record set, sharing their buffer.
-    pub fn held_record_set(&mut self, bytes: Bytes) -> wasmtime::Result<Resource<RecordSet>> {
-        Ok(self.table().push(RecordSet { bytes })?)
-    }
-
-    /// The bytes of a record set the guest holds (a shared buffer, not
-    /// a copy); a handle the table does not hold traps.
+    /// The bytes of a record set the guest holds (a shared buffer when
+    /// they are in memory, read when they are in a segment file); a
+    /// handle the table does not hold traps.
     pub fn record_set_bytes(&mut self, set: &Resource<RecordSet>) -> wasmtime::Result<Bytes> {
-        Ok(self.table().get(set)?.bytes.clone())
+        Ok(self.table().get(set)?.records.load()?)
     }
 
     /// What the guest answered, its referenced record sets taken back
@@ -90,7 +82,7 @@ impl HandlerState {
         let mut records = Vec::with_capacity(splices.len());
         for splice in splices {
             let set = self.table().delete(splice.records)?;
-            records.push((splice.at as usize, set.bytes));
+            records.push((splice.at as usize, set.records));
         }
         let body = ResponseBody::referencing(body, records)
             .map_err(|reason| wasmtime::Error::msg(format!("bad response: {reason}")))?;
@@ -111,12 +103,12 @@ pub enum Answered {
 
 /// A response body: the guest's bytes with record sets inserted at
 /// their places, written without concatenating them.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct ResponseBody {
     /// The guest's bytes.
     body: Bytes,
     /// Where in `body` each record set goes, ascending.
-    records: Vec<(usize, Bytes)>,
+    records: Vec<(usize, Records)>,
 }
 
 impl ResponseBody {
@@ -130,7 +122,7 @@ impl ResponseBody {
 
     /// `body` with `records` inserted at their places, which must be in
     /// ascending order within the body.
-    pub fn referencing(body: Vec<u8>, records: Vec<(usize, Bytes)>) -> Result<Self, String> {
+    pub fn referencing(body: Vec<u8>, records: Vec<(usize, Records)>) -> Result<Self, String> {
         let mut last = 0;
         for (at, _) in &records {
             if *at < last || *at > body.len() {
@@ -158,27 +150,28 @@ impl ResponseBody {
 
     /// The body in the order it is sent: the guest's bytes cut at each
     /// record set's place, the record sets between them.
-    pub fn parts(&self) -> Vec<Bytes> {
+    pub fn parts(&self) -> Vec<Records> {
         let mut parts = Vec::with_capacity(2 * self.records.len() + 1);
         let mut from = 0;
         for (at, records) in &self.records {
-            parts.push(self.body.slice(from..*at));
+            parts.push(Records::Memory(self.body.slice(from..*at)));
             parts.push(records.clone());
             from = *at;
         }
-        parts.push(self.body.slice(from..));
+        parts.push(Records::Memory(self.body.slice(from..)));
         parts.retain(|part| !part.is_empty());
         parts
     }
 
-    /// The whole body in one buffer (a copy when it references records):
-    /// for a shadow version to compare against.
-    pub fn to_vec(&self) -> Vec<u8> {
+    /// The whole body in one buffer (a copy when it references records,
+    /// which are read from their files): for interceptors, which read the
+    /// whole response, and for a shadow version to compare against.
+    pub fn to_vec(&self) -> std::io::Result<Vec<u8>> {
         let mut out = Vec::with_capacity(self.len());
         for part in self.parts() {
-            out.extend_from_slice(&part);
+            out.extend_from_slice(&part.load()?);
         }
-        out
+        Ok(out)
     }
 }
 
@@ -189,20 +182,23 @@ mod tests {
     #[test]
     fn records_go_in_their_places() {
         let records = vec![
-            (2, Bytes::from_static(b"RR")),
-            (2, Bytes::from_static(b"S")),
+            (2, Records::from(Bytes::from_static(b"RR"))),
+            (2, Records::from(Bytes::from_static(b"S"))),
         ];
         let body = ResponseBody::referencing(b"abcd".to_vec(), records).unwrap();
-        assert_eq!(body.to_vec(), b"abRRScd");
+        assert_eq!(body.to_vec().unwrap(), b"abRRScd");
         assert_eq!(body.len(), 7);
         assert_eq!(body.parts().len(), 4);
-        let at_end = ResponseBody::referencing(b"ab".to_vec(), vec![(2, Bytes::from_static(b"R"))]);
-        assert_eq!(at_end.unwrap().to_vec(), b"abR");
+        let at_end = ResponseBody::referencing(
+            b"ab".to_vec(),
+            vec![(2, Records::from(Bytes::from_static(b"R")))],
+        );
+        assert_eq!(at_end.unwrap().to_vec().unwrap(), b"abR");
     }
 
     #[test]
     fn places_out_of_order_or_outside_are_refused() {
-        let r = || Bytes::from_static(b"R");
+        let r = || Records::from(Bytes::from_static(b"R"));
         assert!(ResponseBody::referencing(b"ab".to_vec(), vec![(3, r())]).is_err());
         assert!(ResponseBody::referencing(b"abc".to_vec(), vec![(2, r()), (1, r())]).is_err());
         assert_eq!(ResponseBody::plain(b"ab".to_vec()).parts().len(), 1);

@@ -17,7 +17,7 @@ use super::{sample, short, Rollout};
 use crate::plugins::bindings::RequestContext;
 use crate::plugins::deferred::Deferral;
 use crate::plugins::handler::CallOutcome;
-use crate::plugins::imports::record_set::Answered;
+use crate::plugins::imports::record_set::{Answered, ResponseBody};
 use crate::plugins::PluginHost;
 use crate::security::session::Session;
 
@@ -39,7 +39,7 @@ pub fn mirror(
     ctx: &RequestContext,
     body: &Bytes,
     request_size: usize,
-    serving_body: Vec<u8>,
+    serving_body: ResponseBody,
 ) {
     let stats = &rollout.shadow;
     let limit = rollout.settings.shadow_max_in_flight;
@@ -74,8 +74,7 @@ pub fn mirror(
             .canary
             .push(sample(&result, &report), rollout.settings.window());
         let shadow_body = match result {
-            // Compared whole: the records it references copied in.
-            Ok(CallOutcome::Done(Answered::Respond(shadow_body))) => Some(shadow_body.to_vec()),
+            Ok(CallOutcome::Done(Answered::Respond(shadow_body))) => Some(shadow_body),
             Ok(CallOutcome::Done(_)) => None,
             Ok(CallOutcome::Parked(_)) => return,
             Err(error) => {
@@ -85,6 +84,21 @@ pub fn mirror(
                     version = short(&candidate.source().content_hash),
                     correlation_id = ctx.correlation_id,
                     "shadow call failed: {error}"
+                );
+                return;
+            }
+        };
+        // Compared whole: the records both reference read in.
+        let serving_body = serving_body.to_vec();
+        let shadow_body = shadow_body.map(|body| body.to_vec()).transpose();
+        let (serving_body, shadow_body) = match (serving_body, shadow_body) {
+            (Ok(serving), Ok(shadow)) => (serving, shadow),
+            (Err(error), _) | (_, Err(error)) => {
+                rollout.shadow.drop_one("unreadable");
+                warn!(
+                    module = %rollout.module,
+                    correlation_id = ctx.correlation_id,
+                    "cannot read the records of a shadowed response: {error}"
                 );
                 return;
             }
