@@ -659,7 +659,7 @@ impl ReplicaManager {
         while next < offsets.high_watermark {
             // Only the batch headers are read, a few MiB of log at a time.
             let read = self.logs.read_records(tp, next, 8 << 20, true)?;
-            let batches = producer_state::producer_batches_in(&read.records)?;
+            let batches = read.records.producer_batches()?;
             let Some(last) = batches.last() else {
                 break;
             };

@@ -20,8 +20,8 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use super::batch::{BatchHeader, HEADER_SIZE};
-use super::producer_state;
-use super::segment::{read_exact_at_unzeroed, FileWindow, SCAN_CHUNK};
+use super::positional::{read_exact_at_unzeroed, FileWindow, SCAN_CHUNK};
+use super::producer_state::{self, ProducerBatch};
 
 /// `len` bytes of a segment file at `position`: whole record batches.
 #[derive(Debug, Clone)]
@@ -197,6 +197,21 @@ impl Records {
         Ok(headers)
     }
 
+    /// The producer headers of the batches, reading from a segment file
+    /// only the headers and the (small) control batches: a partition's
+    /// producer state is rebuilt from its whole log.
+    pub fn producer_batches(&self) -> io::Result<Vec<ProducerBatch>> {
+        let mut out = Vec::new();
+        for (at, header) in self.batch_headers()? {
+            let batch = match header.is_control() {
+                true => self.read(at, header.size())?,
+                false => Vec::new(),
+            };
+            out.push(ProducerBatch::of(&header, &batch));
+        }
+        Ok(out)
+    }
+
     /// Keeps only the batches whose base offset is below `end` (a fetch
     /// stops at the high watermark, read_committed at the last stable
     /// offset). Returns the offset after the last batch kept, -1 if none.
@@ -268,5 +283,29 @@ mod tests {
             records.load().unwrap_err().kind(),
             io::ErrorKind::UnexpectedEof
         );
+    }
+
+    #[test]
+    fn headers_read_from_a_file_are_those_parsed_from_its_bytes() {
+        use crate::log::batch::testing::simple_batch;
+        use crate::log::control::end_transaction_marker;
+        use std::io::Write;
+        let mut bytes = simple_batch(3, 20_000, 1_000);
+        bytes.extend(end_transaction_marker(7, 1, false, 4, 2_000));
+        bytes.extend(simple_batch(2, 10, 3_000));
+        let mut file = tempfile::tempfile().unwrap();
+        file.write_all(b"before").unwrap();
+        file.write_all(&bytes).unwrap();
+        let in_file = Records::File(FileRecords::new(Arc::new(file), 6, bytes.len()));
+        let from_file = in_file.producer_batches().unwrap();
+        assert_eq!(
+            Some(from_file.clone()),
+            producer_state::producer_batches(&bytes)
+        );
+        assert_eq!(
+            from_file[1].marker,
+            Some(crate::log::control::ControlType::Abort)
+        );
+        assert_eq!(from_file[1].coordinator_epoch, 4);
     }
 }

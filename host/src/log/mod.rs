@@ -77,6 +77,7 @@ pub mod keyed_records;
 pub mod legacy_format;
 pub mod manager;
 mod partition;
+mod positional;
 pub mod producer_state;
 mod record_stream;
 mod segment;

@@ -47,11 +47,9 @@
 use crate::error_code::ErrorCode;
 
 use std::collections::{HashMap, VecDeque};
-use std::io;
 
 use super::batch::BatchHeader;
 use super::control::{self, ControlType};
-use super::file_records::Records;
 
 /// Batches remembered per producer: the producer's in-flight limit.
 pub const CACHED_BATCHES: usize = 5;
@@ -117,24 +115,9 @@ pub fn producer_batches(mut bytes: &[u8]) -> Option<Vec<ProducerBatch>> {
     Some(out)
 }
 
-/// The producer headers of whole batches a read found, reading from a
-/// segment file only the headers and the (small) control batches: a
-/// partition's producer state is rebuilt from its whole log.
-pub fn producer_batches_in(records: &Records) -> io::Result<Vec<ProducerBatch>> {
-    let mut out = Vec::new();
-    for (at, header) in records.batch_headers()? {
-        let batch = match header.is_control() {
-            true => records.read(at, header.size())?,
-            false => Vec::new(),
-        };
-        out.push(ProducerBatch::of(&header, &batch));
-    }
-    Ok(out)
-}
-
 impl ProducerBatch {
     /// From a batch's header, and its bytes for a control batch.
-    fn of(header: &BatchHeader, batch: &[u8]) -> Self {
+    pub(super) fn of(header: &BatchHeader, batch: &[u8]) -> Self {
         let control = header.is_control();
         ProducerBatch {
             base_offset: header.base_offset,
@@ -612,29 +595,6 @@ mod tests {
             DEFAULT_EXPIRATION_MS,
         );
         assert!(state.producers().is_empty());
-    }
-
-    #[test]
-    fn headers_read_from_a_file_are_those_parsed_from_its_bytes() {
-        use crate::log::batch::testing::simple_batch;
-        use crate::log::control::end_transaction_marker;
-        use crate::log::file_records::{FileRecords, Records};
-        use std::io::Write;
-        let mut bytes = simple_batch(3, 20_000, 1_000);
-        bytes.extend(end_transaction_marker(7, 1, false, 4, 2_000));
-        bytes.extend(simple_batch(2, 10, 3_000));
-        let mut file = tempfile::tempfile().unwrap();
-        file.write_all(b"before").unwrap();
-        file.write_all(&bytes).unwrap();
-        let in_file = Records::File(FileRecords::new_for_test(
-            std::sync::Arc::new(file),
-            6,
-            bytes.len(),
-        ));
-        let from_file = producer_batches_in(&in_file).unwrap();
-        assert_eq!(Some(from_file.clone()), producer_batches(&bytes));
-        assert_eq!(from_file[1].marker, Some(ControlType::Abort));
-        assert_eq!(from_file[1].coordinator_epoch, 4);
     }
 
     #[test]

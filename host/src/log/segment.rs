@@ -26,7 +26,6 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::io;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 use std::time::UNIX_EPOCH;
@@ -35,6 +34,7 @@ use super::batch::{self, BatchHeader, HEADER_SIZE};
 use super::file_records::FileRecords;
 use super::handles::{self, FileSlot};
 use super::index::SegmentIndex;
+use super::positional::{read_exact_at_unzeroed, FileWindow, SCAN_CHUNK};
 use super::StorageError;
 
 /// Kafka's default `index.interval.bytes`.
@@ -46,8 +46,6 @@ pub const MAX_RELATIVE_OFFSET: i64 = i32::MAX as i64;
 
 /// How much recovery reads at a time.
 const RECOVERY_CHUNK: usize = 1 << 20;
-/// Read-ahead when scanning batch headers (fetch, timestamp lookups).
-pub(super) const SCAN_CHUNK: usize = 16 * 1024;
 
 /// `<base offset, 20 digits>.log`, Kafka's naming.
 pub fn file_name(base_offset: i64) -> String {
@@ -759,120 +757,6 @@ impl SegmentView {
     }
 }
 
-/// Buffered positional reads over `[0, limit)` of a file: scans of many small
-/// headers cost one `read_at` per chunk rather than one per header.
-pub(super) struct FileWindow<'a> {
-    file: &'a File,
-    limit: u64,
-    chunk: usize,
-    start: u64,
-    buf: Vec<u8>,
-}
-
-impl<'a> FileWindow<'a> {
-    pub(super) fn new(file: &'a File, limit: u64, chunk: usize) -> FileWindow<'a> {
-        FileWindow {
-            file,
-            limit,
-            chunk,
-            start: 0,
-            buf: Vec::new(),
-        }
-    }
-
-    fn covers(&self, pos: u64, end: u64) -> bool {
-        pos >= self.start && end <= self.start + self.buf.len() as u64
-    }
-
-    /// `len` bytes at `pos`, or `None` if they extend past the limit.
-    /// Reads a chunk at a time, except after skipping more than a chunk
-    /// (a walk of the headers of large batches): then only `len`.
-    pub(super) fn get(&mut self, pos: u64, len: usize) -> io::Result<Option<&[u8]>> {
-        let end = match pos.checked_add(len as u64) {
-            Some(end) if end <= self.limit => end,
-            _ => return Ok(None),
-        };
-        if !self.covers(pos, end) {
-            let skipped_a_chunk = !self.buf.is_empty()
-                && pos >= self.start + self.buf.len() as u64 + self.chunk as u64;
-            let read = if skipped_a_chunk {
-                len
-            } else {
-                len.max(self.chunk)
-            };
-            let want = (read as u64).min(self.limit - pos) as usize;
-            self.buf.clear();
-            self.buf.resize(want, 0);
-            if let Err(e) = self.file.read_exact_at(&mut self.buf, pos) {
-                self.buf.clear();
-                return Err(e);
-            }
-            self.start = pos;
-        }
-        let off = (pos - self.start) as usize;
-        Ok(Some(&self.buf[off..off + len]))
-    }
-
-    /// A copy of `len` bytes at `pos`, from the buffer when it has them.
-    fn take(&mut self, pos: u64, len: usize) -> io::Result<Vec<u8>> {
-        if self.covers(pos, pos + len as u64) {
-            let off = (pos - self.start) as usize;
-            return Ok(self.buf[off..off + len].to_vec());
-        }
-        read_exact_at_unzeroed(self.file, len, pos)
-    }
-}
-
-/// `len` bytes of `file` at `pos` in a new buffer that is never zeroed
-/// first: a fetch reads up to `max.partition.fetch.bytes` per partition,
-/// and the memset before `read_exact_at` was 5% of the broker's CPU for a
-/// consumer of 8 partitions (`perf`, 1 KiB records). `UnexpectedEof` if
-/// the file ends first, as `read_exact_at`.
-pub(super) fn read_exact_at_unzeroed(file: &File, len: usize, pos: u64) -> io::Result<Vec<u8>> {
-    use std::os::fd::AsRawFd;
-    let mut out = Vec::<u8>::with_capacity(len);
-    while out.len() < len {
-        let filled = out.len();
-        let spare = &mut out.spare_capacity_mut()[..len - filled];
-        let offset = pos
-            .checked_add(filled as u64)
-            .and_then(|at| libc::off_t::try_from(at).ok())
-            .ok_or_else(|| {
-                io::Error::new(io::ErrorKind::InvalidInput, "read past the largest offset")
-            })?;
-        // SAFETY: pread writes at most `spare.len()` bytes to the start of
-        // `spare`, memory the vector owns beyond its length.
-        let read = unsafe {
-            libc::pread(
-                file.as_raw_fd(),
-                spare.as_mut_ptr().cast(),
-                spare.len(),
-                offset,
-            )
-        };
-        match read {
-            0 => {
-                return Err(io::Error::new(
-                    io::ErrorKind::UnexpectedEof,
-                    "failed to fill whole buffer",
-                ))
-            }
-            n if n > 0 => {
-                // SAFETY: pread initialised the `n` bytes after `filled`,
-                // and `n <= spare.len()` keeps the length within capacity.
-                unsafe { out.set_len(filled + n as usize) };
-            }
-            _ => {
-                let error = io::Error::last_os_error();
-                if error.kind() != io::ErrorKind::Interrupted {
-                    return Err(error);
-                }
-            }
-        }
-    }
-    Ok(out)
-}
-
 #[cfg(test)]
 mod tests {
     use super::super::batch::prepare_append;
@@ -880,6 +764,7 @@ mod tests {
     use super::super::index;
     use super::*;
     use std::io::Write;
+    use std::os::unix::fs::FileExt;
 
     #[test]
     fn unzeroed_reads_are_exact_and_stop_at_the_end_of_the_file() {
