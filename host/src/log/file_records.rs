@@ -32,18 +32,12 @@ pub struct FileRecords {
 }
 
 impl FileRecords {
-    pub(super) fn new(file: Arc<File>, position: u64, len: usize) -> Self {
+    pub(crate) fn new(file: Arc<File>, position: u64, len: usize) -> Self {
         Self {
             file,
             position,
             len,
         }
-    }
-
-    /// A range of any file, for tests elsewhere.
-    #[cfg(test)]
-    pub fn new_for_test(file: Arc<File>, position: u64, len: usize) -> Self {
-        Self::new(file, position, len)
     }
 
     pub fn file(&self) -> &File {
@@ -169,42 +163,27 @@ impl Records {
         }
     }
 
-    /// Each batch's position and header. The records must be whole
-    /// batches (a read's): only the headers are read from a file.
-    pub fn batch_headers(&self) -> io::Result<Vec<(usize, BatchHeader)>> {
-        let mut headers = Vec::new();
-        match self {
-            Records::Memory(bytes) => {
-                let mut at = 0;
-                while at < bytes.len() {
-                    let header = bytes
-                        .get(at..)
-                        .map(BatchHeader::parse)
-                        .and_then(Result::ok)
-                        .filter(|header| at + header.size() <= bytes.len())
-                        .ok_or_else(|| {
-                            io::Error::new(io::ErrorKind::InvalidData, "not whole record batches")
-                        })?;
-                    at += header.size();
-                    headers.push((at - header.size(), header));
-                }
-            }
-            Records::File(file) => file.walk_headers(|at, header| {
-                headers.push((at, *header));
-                Walk::On
-            })?,
-        }
-        Ok(headers)
-    }
-
     /// The producer headers of the batches, reading from a segment file
     /// only the headers and the (small) control batches: a partition's
     /// producer state is rebuilt from its whole log.
     pub fn producer_batches(&self) -> io::Result<Vec<ProducerBatch>> {
-        let mut out = Vec::new();
-        for (at, header) in self.batch_headers()? {
+        let file = match self {
+            Records::Memory(bytes) => {
+                return producer_state::producer_batches(bytes).ok_or_else(|| {
+                    io::Error::new(io::ErrorKind::InvalidData, "not whole record batches")
+                })
+            }
+            Records::File(file) => file,
+        };
+        let mut headers = Vec::new();
+        file.walk_headers(|at, header| {
+            headers.push((at, *header));
+            Walk::On
+        })?;
+        let mut out = Vec::with_capacity(headers.len());
+        for (at, header) in headers {
             let batch = match header.is_control() {
-                true => self.read(at, header.size())?,
+                true => file.read(at, header.size())?,
                 false => Vec::new(),
             };
             out.push(ProducerBatch::of(&header, &batch));

@@ -150,7 +150,7 @@ mod tests {
         let (client, server) = pair().await;
         let (_, mut writer) = server.into_halves();
         // Larger than the socket buffers: the sender waits for the reader.
-        let range = FileRecords::new_for_test(Arc::clone(&file), 1234, 2_500_000);
+        let range = FileRecords::new(Arc::clone(&file), 1234, 2_500_000);
         let reading = tokio::spawn(async move {
             let mut client = client;
             let mut received = vec![0; 2_500_000];
@@ -177,7 +177,7 @@ mod tests {
         let file = Arc::new(file);
         let (_client, server) = pair().await;
         let (_, mut writer) = server.into_halves();
-        let range = FileRecords::new_for_test(file, 0, 64 << 20);
+        let range = FileRecords::new(file, 0, 64 << 20);
         let write = tokio::time::timeout(
             std::time::Duration::from_millis(500),
             writer.write_file_records(&range),

@@ -142,7 +142,7 @@ mod tests {
         let parts: Vec<Records> = (0u8..200)
             .map(|i| match i % 10 {
                 // Every tenth part is a range of the file.
-                9 => Records::File(FileRecords::new_for_test(
+                9 => Records::File(FileRecords::new(
                     Arc::clone(&file),
                     u64::from(i) * 1000,
                     usize::from(i) * 300,
