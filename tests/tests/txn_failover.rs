@@ -14,6 +14,9 @@
 //!   as Kafka writes them, so the next coordinator has them).
 //! - A commit decided (PrepareCommit) by a coordinator that is SIGKILLed
 //!   before its marker could be written is completed by the next one.
+//! - A commit whose decision waits seconds for a paused replica to leave
+//!   the in-sync replicas is not cut short by the module's call deadline:
+//!   that wait is the broker's time, not the guest's.
 //! - A transaction left open on partitions its coordinator does not lead,
 //!   when that coordinator is SIGKILLed, is ended by the new coordinator
 //!   (aborted once its timeout passes): every partition's last stable
@@ -47,7 +50,15 @@ const CONVERGE: Duration = Duration::from_secs(60);
 const CALL: Duration = Duration::from_secs(30);
 
 fn start() -> Cluster {
-    let cluster = cluster::cluster(3)
+    start_with(&[])
+}
+
+fn start_with(extra: &[(&str, &str)]) -> Cluster {
+    let mut builder = cluster::cluster(3);
+    for (key, value) in extra {
+        builder = builder.set(key, value);
+    }
+    let cluster = builder
         .set("replica.fetch.backoff.ms", "200")
         .set("replica.fetch.wait.max.ms", "200")
         .set("replica.lag.time.max.ms", "4000")
@@ -640,6 +651,56 @@ fn described_state(cluster: &Cluster, via: i32, transactional_id: &str) -> Optio
     let response = call(cluster.node(via).addr(), &request, 0)?;
     let state = response.transaction_states.first()?;
     (state.error_code == 0).then(|| state.transaction_state.to_string())
+}
+
+/// The EndTxn module's call deadline (1 s here) counts only its own time:
+/// the coordinator waiting for the in-sync replicas of its
+/// `__transaction_state` partition and of the marker's partition, while a
+/// paused follower is still in them (`replica.lag.time.max.ms` is 4 s),
+/// is the broker's. Before, that wait timed the module out and the
+/// producer was answered UNKNOWN_SERVER_ERROR, failing its commit.
+#[test]
+fn a_commit_waiting_for_a_paused_replica_outlasts_the_module_deadline() {
+    const TOPIC: &str = "txn-slow-isr";
+    const ID: &str = "txn-slow-isr-id";
+    const RECORDS: usize = 3;
+    let cluster = start_with(&[("plugin.call.timeout.ms", "1000")]);
+    create_topic(&cluster, TOPIC);
+    let first = coordinator(&cluster, 1, ID, None);
+    let topic_leaders = partition_leaders(&cluster, 1, TOPIC, PARTITIONS as usize, CONVERGE);
+    let partition = topic_leaders
+        .iter()
+        .find(|(_, leader)| **leader == first)
+        .map(|(p, _)| *p)
+        .unwrap_or_else(|| panic!("a partition of {TOPIC} led by {first}"));
+    let paused = if first == 1 { 2 } else { 1 };
+
+    let producer = transactional_producer(&cluster.bootstrap(), ID, "60000");
+    producer.begin_transaction().expect("begin");
+    for i in 0..RECORDS {
+        let value = format!("slow-{i}");
+        let record = BaseRecord::<str, str>::to(TOPIC)
+            .payload(&value)
+            .partition(partition);
+        producer.send(record).map_err(|(e, _)| e).expect("send");
+    }
+    producer
+        .flush(CALL)
+        .expect("the transaction's records written");
+
+    cluster.node(paused).pause();
+    let started = Instant::now();
+    let outcome = producer.commit_transaction(Duration::from_secs(60));
+    let took = started.elapsed();
+    cluster.node(paused).resume();
+    outcome.unwrap_or_else(|error| {
+        panic!("the commit, with node {paused} paused, failed after {took:?}: {error}")
+    });
+    eprintln!("committed in {took:?} with node {paused} paused");
+    let mut values = read_committed(&cluster.bootstrap(), TOPIC, PARTITIONS, RECORDS);
+    values.sort();
+    let expected: Vec<String> = (0..RECORDS).map(|i| format!("slow-{i}")).collect();
+    assert_eq!(values, expected, "the committed records, once each");
 }
 
 /// A commit whose coordinator dies after deciding it (PrepareCommit is in

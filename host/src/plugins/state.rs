@@ -157,6 +157,16 @@ impl HandlerState {
             request_records: None,
         }
     }
+
+    /// Runs broker work that may block inside a host call (an fsync, a
+    /// wait for a partition's in-sync replicas): its time is the broker's,
+    /// credited to the call's host wait, not charged to the guest's budget.
+    pub fn broker_work<T>(&mut self, work: impl FnOnce(&Self) -> T) -> T {
+        let started = Instant::now();
+        let done = work(self);
+        self.clock.add_host_wait(started.elapsed());
+        done
+    }
 }
 
 impl WasiView for HandlerState {

@@ -115,15 +115,16 @@ impl configs::Host for HandlerState {
                 value: entry.value,
             })
             .collect();
-        self.services
-            .configs
-            .incremental_alter(
+        // A cluster node's change is committed by the metadata quorum.
+        self.broker_work(|state| {
+            state.services.configs.incremental_alter(
                 resource(resource_type),
                 &resource_name,
                 &entries,
                 validate_only,
             )
-            .map_err(kafka_error)
+        })
+        .map_err(kafka_error)
     }
 
     fn replace(
@@ -133,15 +134,15 @@ impl configs::Host for HandlerState {
         configs: Vec<(String, Option<String>)>,
         validate_only: bool,
     ) -> Result<(), KafkaError> {
-        self.services
-            .configs
-            .replace(
+        self.broker_work(|state| {
+            state.services.configs.replace(
                 resource(resource_type),
                 &resource_name,
                 &configs,
                 validate_only,
             )
-            .map_err(kafka_error)
+        })
+        .map_err(kafka_error)
     }
 
     fn list_client_metrics(&mut self) -> Vec<String> {

@@ -192,22 +192,27 @@ fn forwarded_quorum(forwarder: &ControllerForwarder) -> Result<QuorumState, Kafk
 impl controller::Host for HandlerState {
     fn register_broker(&mut self, registration: BrokerRegistration) -> Result<i64, KafkaError> {
         let cluster_id = registration.cluster_id.clone();
-        self.controller()?
-            .register(&cluster_id, record(registration))
-            .map_err(kafka_error)
+        self.broker_work(|state| {
+            state
+                .controller()?
+                .register(&cluster_id, record(registration))
+                .map_err(kafka_error)
+        })
     }
 
     fn broker_heartbeat(&mut self, heartbeat: Heartbeat) -> Result<HeartbeatState, KafkaError> {
-        let decision = self
-            .controller()?
-            .heartbeat(HeartbeatRequest {
-                broker_id: heartbeat.broker_id,
-                broker_epoch: heartbeat.broker_epoch,
-                current_metadata_offset: heartbeat.current_metadata_offset,
-                want_fence: heartbeat.want_fence,
-                want_shutdown: heartbeat.want_shut_down,
-            })
-            .map_err(kafka_error)?;
+        let decision = self.broker_work(|state| {
+            state
+                .controller()?
+                .heartbeat(HeartbeatRequest {
+                    broker_id: heartbeat.broker_id,
+                    broker_epoch: heartbeat.broker_epoch,
+                    current_metadata_offset: heartbeat.current_metadata_offset,
+                    want_fence: heartbeat.want_fence,
+                    want_shutdown: heartbeat.want_shut_down,
+                })
+                .map_err(kafka_error)
+        })?;
         Ok(HeartbeatState {
             is_caught_up: decision.is_caught_up,
             is_fenced: decision.is_fenced,
@@ -216,14 +221,17 @@ impl controller::Host for HandlerState {
     }
 
     fn unregister_broker(&mut self, broker_id: i32) -> Result<(), KafkaError> {
-        if let Some(forwarder) = self.forwarding() {
-            return forwarder
-                .unregister_broker(broker_id)
-                .map_err(forward_failed);
-        }
-        self.controller()?
-            .unregister(broker_id)
-            .map_err(kafka_error)
+        self.broker_work(|state| {
+            if let Some(forwarder) = state.forwarding() {
+                return forwarder
+                    .unregister_broker(broker_id)
+                    .map_err(forward_failed);
+            }
+            state
+                .controller()?
+                .unregister(broker_id)
+                .map_err(kafka_error)
+        })
     }
 
     fn allocate_producer_ids(
@@ -231,10 +239,12 @@ impl controller::Host for HandlerState {
         broker_id: i32,
         broker_epoch: i64,
     ) -> Result<ProducerIdBlock, KafkaError> {
-        let (first, size) = self
-            .controller()?
-            .allocate_producer_ids(broker_id, broker_epoch)
-            .map_err(kafka_error)?;
+        let (first, size) = self.broker_work(|state| {
+            state
+                .controller()?
+                .allocate_producer_ids(broker_id, broker_epoch)
+                .map_err(kafka_error)
+        })?;
         Ok(ProducerIdBlock { first, size })
     }
 
@@ -257,16 +267,19 @@ impl controller::Host for HandlerState {
                 leader_recovery_state: recovery_state(c.leader_recovery_state),
             })
             .collect();
-        let answers = self
-            .controller()?
-            .alter_partition(broker_id, broker_epoch, &requests)
-            .map_err(kafka_error)?;
+        let answers = self.broker_work(|state| {
+            state
+                .controller()?
+                .alter_partition(broker_id, broker_epoch, &requests)
+                .map_err(kafka_error)
+        })?;
         Ok(answers.into_iter().map(partition_state).collect())
     }
 
     fn describe_quorum(&mut self) -> Result<QuorumState, KafkaError> {
-        if let Some(forwarder) = self.forwarding() {
-            return forwarded_quorum(forwarder);
+        if let Some(forwarded) = self.broker_work(|state| state.forwarding().map(forwarded_quorum))
+        {
+            return forwarded;
         }
         let (status, nodes) = self.controller()?.describe_quorum().map_err(kafka_error)?;
         let offset = |index: Option<u64>| index.and_then(|i| i64::try_from(i).ok()).unwrap_or(-1);

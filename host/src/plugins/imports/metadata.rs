@@ -6,8 +6,6 @@
 //! host, so a legal request for thousands of partitions is not cut off by
 //! the guest's call deadline.
 
-use std::time::Instant;
-
 use crate::metadata::topic_config::BrokerView;
 use crate::metadata::topics::{NewTopic as CreateRequest, TopicError};
 use crate::metadata::view::TopicView;
@@ -104,21 +102,19 @@ impl metadata::Host for HandlerState {
             configs: topic.configs,
             replica_assignment: topic.replica_assignment,
         };
-        let started = Instant::now();
-        let created = self
-            .services
-            .metadata()
-            .create_topic(&request, validate_only);
         // Creating partition logs is the broker's time, not the guest's.
-        self.clock.add_host_wait(started.elapsed());
-        created.map(topic_info).map_err(kafka_error)
+        self.broker_work(|state| {
+            state
+                .services
+                .metadata()
+                .create_topic(&request, validate_only)
+        })
+        .map(topic_info)
+        .map_err(kafka_error)
     }
 
     fn delete_topic(&mut self, name: String) -> Result<Uuid, KafkaError> {
-        let started = Instant::now();
-        let deleted = self.services.metadata().delete_topic(&name);
-        self.clock.add_host_wait(started.elapsed());
-        deleted
+        self.broker_work(|state| state.services.metadata().delete_topic(&name))
             // Kafka drops the committed offsets of deleted partitions.
             .inspect(|_| self.services.groups.on_topic_deleted(&name))
             .map(Uuid::from)
@@ -147,15 +143,16 @@ impl metadata::Host for HandlerState {
         assignments: Option<Vec<Vec<i32>>>,
         validate_only: bool,
     ) -> Result<TopicInfo, KafkaError> {
-        let started = Instant::now();
-        let created = self.services.metadata().create_partitions(
-            &name,
-            total,
-            assignments.as_deref(),
-            validate_only,
-        );
-        self.clock.add_host_wait(started.elapsed());
-        created.map(topic_info).map_err(kafka_error)
+        self.broker_work(|state| {
+            state.services.metadata().create_partitions(
+                &name,
+                total,
+                assignments.as_deref(),
+                validate_only,
+            )
+        })
+        .map(topic_info)
+        .map_err(kafka_error)
     }
 
     fn elect_leaders(
@@ -163,20 +160,19 @@ impl metadata::Host for HandlerState {
         unclean: bool,
         partitions: Option<Vec<(String, i32)>>,
     ) -> Vec<ElectionResult> {
-        let started = Instant::now();
-        let elections = self
-            .services
-            .metadata()
-            .elect_leaders(unclean, partitions.as_deref());
-        self.clock.add_host_wait(started.elapsed());
-        elections
-            .into_iter()
-            .map(|e| ElectionResult {
-                topic: e.topic,
-                partition: e.partition,
-                error: e.result.err().map(kafka_error),
-            })
-            .collect()
+        self.broker_work(|state| {
+            state
+                .services
+                .metadata()
+                .elect_leaders(unclean, partitions.as_deref())
+        })
+        .into_iter()
+        .map(|e| ElectionResult {
+            topic: e.topic,
+            partition: e.partition,
+            error: e.result.err().map(kafka_error),
+        })
+        .collect()
     }
 
     fn alter_partition_reassignment(
@@ -186,15 +182,15 @@ impl metadata::Host for HandlerState {
         replicas: Option<Vec<i32>>,
         allow_replication_factor_change: bool,
     ) -> Result<(), KafkaError> {
-        let started = Instant::now();
-        let altered = self.services.metadata().alter_partition_reassignment(
-            &topic,
-            partition,
-            replicas.as_deref(),
-            allow_replication_factor_change,
-        );
-        self.clock.add_host_wait(started.elapsed());
-        altered.map_err(kafka_error)
+        self.broker_work(|state| {
+            state.services.metadata().alter_partition_reassignment(
+                &topic,
+                partition,
+                replicas.as_deref(),
+                allow_replication_factor_change,
+            )
+        })
+        .map_err(kafka_error)
     }
 
     fn list_partition_reassignments(

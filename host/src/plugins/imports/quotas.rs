@@ -190,9 +190,7 @@ impl quotas::Host for HandlerState {
                 remove: op.remove,
             })
             .collect();
-        self.services
-            .quotas
-            .alter(&entity, &ops, validate_only)
+        self.broker_work(|state| state.services.quotas.alter(&entity, &ops, validate_only))
             .map_err(kafka_error)
     }
 }

@@ -136,7 +136,9 @@ impl scram_credentials::Host for HandlerState {
             answers.push(None);
             changes.push((upsertion.user, mechanism, Some(credential)));
         }
-        let mut results = self.services.credentials.apply(changes).into_iter();
+        let mut results = self
+            .broker_work(|state| state.services.credentials.apply(changes))
+            .into_iter();
         answers
             .into_iter()
             .enumerate()
@@ -198,7 +200,7 @@ impl acl_admin::Host for HandlerState {
     fn create_acls(&mut self, bindings: Vec<AclBinding>) -> Vec<Option<KafkaError>> {
         let count = bindings.len();
         let bindings = bindings.into_iter().map(from_wit_binding).collect();
-        match self.services.acls.create(bindings) {
+        match self.broker_work(|state| state.services.acls.create(bindings)) {
             Ok(()) => vec![None; count],
             Err(failure) => vec![Some(acl_change_error(&failure)); count],
         }
@@ -218,7 +220,7 @@ impl acl_admin::Host for HandlerState {
         filters: Vec<AclBindingFilter>,
     ) -> Result<Vec<Vec<AclBinding>>, KafkaError> {
         let filters: Vec<AclFilter> = filters.into_iter().map(filter_of).collect();
-        match self.services.acls.delete(&filters) {
+        match self.broker_work(|state| state.services.acls.delete(&filters)) {
             Ok(matched) => Ok(matched
                 .iter()
                 .map(|bindings| bindings.iter().map(to_wit_binding).collect())

@@ -77,27 +77,36 @@ impl delegation_tokens::Host for HandlerState {
     ) -> Result<TokenInfo, KafkaError> {
         let requester = self.token_requester()?;
         let owner = owner.unwrap_or_else(|| requester.clone());
-        self.services
-            .tokens
-            .create(&owner, &requester, &renewers, max_lifetime_ms)
-            .map(info)
-            .map_err(kafka_error)
+        self.broker_work(|state| {
+            state
+                .services
+                .tokens
+                .create(&owner, &requester, &renewers, max_lifetime_ms)
+        })
+        .map(info)
+        .map_err(kafka_error)
     }
 
     fn renew(&mut self, hmac: Vec<u8>, renew_period_ms: i64) -> Result<i64, KafkaError> {
         let requester = self.token_requester()?;
-        self.services
-            .tokens
-            .renew(&requester, &hmac, renew_period_ms)
-            .map_err(kafka_error)
+        self.broker_work(|state| {
+            state
+                .services
+                .tokens
+                .renew(&requester, &hmac, renew_period_ms)
+        })
+        .map_err(kafka_error)
     }
 
     fn expire(&mut self, hmac: Vec<u8>, expiry_period_ms: i64) -> Result<i64, KafkaError> {
         let requester = self.token_requester()?;
-        self.services
-            .tokens
-            .expire(&requester, &hmac, expiry_period_ms)
-            .map_err(kafka_error)
+        self.broker_work(|state| {
+            state
+                .services
+                .tokens
+                .expire(&requester, &hmac, expiry_period_ms)
+        })
+        .map_err(kafka_error)
     }
 
     fn list_tokens(&mut self) -> Result<Vec<TokenInfo>, KafkaError> {

@@ -2,8 +2,12 @@
 //! [`crate::producer_ids::ProducerIdManager`]; the transaction coordinator
 //! ([`crate::transactions`]) for the transaction APIs; and the partitions'
 //! producer state for DescribeProducers and markers, from the
-//! ReplicaManager. Blocking work (fsyncs, marker appends) runs here on the
-//! calling worker, as the other storage imports do.
+//! ReplicaManager. Blocking work (fsyncs, marker appends, waits for the
+//! in-sync replicas of `__transaction_state`) runs here on the calling
+//! worker, as the other storage imports do, and counts as the broker's
+//! time (`HandlerState::broker_work`), not the guest's: a coordinator
+//! waiting out a paused replica answers its own retriable error instead
+//! of the module timing out with UNKNOWN_SERVER_ERROR.
 
 use std::time::Instant;
 
@@ -24,7 +28,7 @@ use crate::transactions::{PendingOffset, ProducerRef};
 
 impl txn::Host for HandlerState {
     fn init_idempotent_producer(&mut self) -> ProducerIdAndEpoch {
-        match self.services.producer_ids.allocate() {
+        match self.broker_work(|state| state.services.producer_ids.allocate()) {
             Ok(producer_id) => ProducerIdAndEpoch {
                 error: None,
                 producer_id,
@@ -48,13 +52,16 @@ impl txn::Host for HandlerState {
         producer_id: i64,
         producer_epoch: i16,
     ) -> ProducerIdAndEpoch {
-        let answer = self.services.transactions.init_producer_id(
-            &self.services.producer_ids,
-            self.services.as_ref(),
-            &transactional_id,
-            transaction_timeout_ms,
-            (producer_id, producer_epoch),
-        );
+        let answer = self.broker_work(|state| {
+            let services = state.services.as_ref();
+            services.transactions.init_producer_id(
+                &services.producer_ids,
+                services,
+                &transactional_id,
+                transaction_timeout_ms,
+                (producer_id, producer_epoch),
+            )
+        });
         ProducerIdAndEpoch {
             error: error_of(answer.error_code),
             producer_id: answer.producer_id,
@@ -93,16 +100,19 @@ impl txn::Host for HandlerState {
         verify_only: bool,
     ) -> Vec<TxnPartitionResult> {
         let wanted = coordinator_partitions(&partitions);
-        let codes = self.services.transactions.add_partitions(
-            self.services.as_ref(),
-            ProducerRef {
-                transactional_id: &transactional_id,
-                producer_id,
-                producer_epoch,
-            },
-            &wanted,
-            verify_only,
-        );
+        let codes = self.broker_work(|state| {
+            let services = state.services.as_ref();
+            services.transactions.add_partitions(
+                services,
+                ProducerRef {
+                    transactional_id: &transactional_id,
+                    producer_id,
+                    producer_epoch,
+                },
+                &wanted,
+                verify_only,
+            )
+        });
         results(partitions, &codes)
     }
 
@@ -113,14 +123,17 @@ impl txn::Host for HandlerState {
         producer_epoch: i16,
         group_id: String,
     ) -> Result<(), KafkaError> {
-        result_of(self.services.transactions.add_offsets(
-            ProducerRef {
-                transactional_id: &transactional_id,
-                producer_id,
-                producer_epoch,
-            },
-            &group_id,
-        ))
+        result_of(self.broker_work(|state| {
+            let services = state.services.as_ref();
+            services.transactions.add_offsets(
+                ProducerRef {
+                    transactional_id: &transactional_id,
+                    producer_id,
+                    producer_epoch,
+                },
+                &group_id,
+            )
+        }))
     }
 
     async fn txn_offset_commit(
@@ -189,15 +202,18 @@ impl txn::Host for HandlerState {
             self.clock.add_host_wait(started.elapsed());
             return answer(code, offsets);
         }
-        let code = self.services.transactions.txn_offset_commit(
-            ProducerRef {
-                transactional_id: &transactional_id,
-                producer_id,
-                producer_epoch,
-            },
-            &group_id,
-            &pending,
-        );
+        let code = self.broker_work(|state| {
+            let services = state.services.as_ref();
+            services.transactions.txn_offset_commit(
+                ProducerRef {
+                    transactional_id: &transactional_id,
+                    producer_id,
+                    producer_epoch,
+                },
+                &group_id,
+                &pending,
+            )
+        });
         answer(code, offsets)
     }
 
@@ -208,15 +224,20 @@ impl txn::Host for HandlerState {
         producer_epoch: i16,
         commit: bool,
     ) -> Result<(), KafkaError> {
-        result_of(self.services.transactions.end_txn(
-            self.services.as_ref(),
-            ProducerRef {
-                transactional_id: &transactional_id,
-                producer_id,
-                producer_epoch,
-            },
-            commit,
-        ))
+        // The decision waits for the in-sync replicas of the id's
+        // partition, then the markers are written: the broker's time.
+        result_of(self.broker_work(|state| {
+            let services = state.services.as_ref();
+            services.transactions.end_txn(
+                services,
+                ProducerRef {
+                    transactional_id: &transactional_id,
+                    producer_id,
+                    producer_epoch,
+                },
+                commit,
+            )
+        }))
     }
 
     async fn write_markers(
@@ -227,6 +248,7 @@ impl txn::Host for HandlerState {
         coordinator_epoch: i32,
         partitions: Vec<TxnPartition>,
     ) -> Vec<TxnPartitionResult> {
+        let started = Instant::now();
         let mut results = Vec::with_capacity(partitions.len());
         for partition in partitions {
             // A marker for __consumer_offsets ends the transaction's
@@ -262,6 +284,7 @@ impl txn::Host for HandlerState {
                 error: error_of(error_code),
             });
         }
+        self.clock.add_host_wait(started.elapsed());
         results
     }
 
@@ -269,10 +292,9 @@ impl txn::Host for HandlerState {
         &mut self,
         transactional_id: String,
     ) -> Result<TransactionDescription, KafkaError> {
+        // Waits for a change being written to the id's partition.
         let found = self
-            .services
-            .transactions
-            .describe(&transactional_id)
+            .broker_work(|state| state.services.transactions.describe(&transactional_id))
             .map_err(failure)?;
         Ok(TransactionDescription {
             state: found.state.name().to_string(),
@@ -298,18 +320,21 @@ impl txn::Host for HandlerState {
         min_duration_ms: i64,
     ) -> Vec<TransactionListing> {
         let now = crate::clock::now_ms();
-        self.services
-            .transactions
-            .list(&states, &producer_ids, min_duration_ms, now)
-            .into_iter()
-            .map(
-                |(transactional_id, producer_id, state)| TransactionListing {
-                    transactional_id,
-                    producer_id,
-                    state: state.name().to_string(),
-                },
-            )
-            .collect()
+        self.broker_work(|state| {
+            let services = state.services.as_ref();
+            services
+                .transactions
+                .list(&states, &producer_ids, min_duration_ms, now)
+        })
+        .into_iter()
+        .map(
+            |(transactional_id, producer_id, state)| TransactionListing {
+                transactional_id,
+                producer_id,
+                state: state.name().to_string(),
+            },
+        )
+        .collect()
     }
 }
 
