@@ -1146,7 +1146,15 @@ impl TransactionStore {
         };
         match code {
             0 => Ok(()),
-            code => Err(append_error(code)),
+            code => {
+                tracing::warn!(
+                    transactional_id = id,
+                    partition,
+                    error_code = code,
+                    "a transaction state change was not replicated in time"
+                );
+                Err(append_error(code))
+            }
         }
     }
 }
