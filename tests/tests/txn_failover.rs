@@ -50,18 +50,20 @@ const CONVERGE: Duration = Duration::from_secs(60);
 const CALL: Duration = Duration::from_secs(30);
 
 fn start() -> Cluster {
-    start_with(&[])
+    start_with(4000, 3000, &[])
 }
 
-fn start_with(extra: &[(&str, &str)]) -> Cluster {
-    let mut builder = cluster::cluster(3);
+/// [`start`] with `replica.lag.time.max.ms`, the brokers' session timeout
+/// and more settings given.
+fn start_with(lag_ms: u64, session_ms: u64, extra: &[(&str, &str)]) -> Cluster {
+    let mut builder = cluster::cluster(3).timing(500, session_ms, 8000);
     for (key, value) in extra {
         builder = builder.set(key, value);
     }
     let cluster = builder
         .set("replica.fetch.backoff.ms", "200")
         .set("replica.fetch.wait.max.ms", "200")
-        .set("replica.lag.time.max.ms", "4000")
+        .set("replica.lag.time.max.ms", &lag_ms.to_string())
         .set("offsets.topic.num.partitions", "5")
         .set("transaction.state.log.num.partitions", "5")
         .set(
@@ -691,7 +693,7 @@ fn a_commit_waiting_for_a_paused_replica_outlasts_the_module_deadline() {
     const TOPIC: &str = "txn-slow-isr";
     const ID: &str = "txn-slow-isr-id";
     const RECORDS: usize = 3;
-    let cluster = start_with(&[("plugin.call.timeout.ms", "1000")]);
+    let cluster = start_with(4000, 3000, &[("plugin.call.timeout.ms", "1000")]);
     create_topic(&cluster, TOPIC);
     let first = coordinator(&cluster, 1, ID, None);
     let topic_leaders = partition_leaders(&cluster, 1, TOPIC, PARTITIONS as usize, CONVERGE);
@@ -702,7 +704,13 @@ fn a_commit_waiting_for_a_paused_replica_outlasts_the_module_deadline() {
         .unwrap_or_else(|| panic!("a partition of {TOPIC} led by {first}"));
     let paused = if first == 1 { 2 } else { 1 };
 
-    let producer = transactional_producer(&cluster.bootstrap(), ID, "60000");
+    // As in the test below: a lookup at the paused broker is given up on.
+    let producer = transactional_producer_with(
+        &cluster.bootstrap(),
+        ID,
+        "60000",
+        &[("socket.timeout.ms", "10000")],
+    );
     producer.begin_transaction().expect("begin");
     for i in 0..RECORDS {
         let value = format!("slow-{i}");
@@ -743,7 +751,13 @@ fn a_prepared_commit_of_a_killed_coordinator_is_completed_by_the_next() {
     const TOPIC: &str = "txn-prepared";
     const ID: &str = "txn-prepared-at-kill";
     const RECORDS: usize = 5;
-    let mut cluster = start();
+    // The paused leader must keep its partition until the coordinator is
+    // killed: its session (20 s) outlasts the ISR change that lets the
+    // decision be written (8 s without a fetch), so the marker cannot be
+    // written meanwhile. (With the default 3 s session the leadership
+    // moved first and the commit could complete before the kill; 8 s
+    // also keeps a healthy follower slowed by a busy machine in the ISR.)
+    let mut cluster = start_with(8000, 20_000, &[]);
     create_topic(&cluster, TOPIC);
     let first = coordinator(&cluster, 1, ID, None);
     let topic_leaders = partition_leaders(&cluster, 1, TOPIC, PARTITIONS as usize, CONVERGE);
