@@ -682,6 +682,40 @@ fn described_state(cluster: &Cluster, via: i32, transactional_id: &str) -> Optio
     (state.error_code == 0).then(|| state.transaction_state.to_string())
 }
 
+/// A transactional producer of `transactional_id` with a transaction
+/// open and `count` records ("{prefix}-{i}") written to `partition`.
+///
+/// A request it sends to a paused broker (a FindCoordinator after the
+/// coordinator answered COORDINATOR_NOT_AVAILABLE, its write having
+/// waited out an ISR change) is given up on after 10 s, not librdkafka's
+/// default 60 s, which is as long as these tests wait.
+fn open_transaction(
+    cluster: &Cluster,
+    transactional_id: &str,
+    (topic, partition): (&str, i32),
+    prefix: &str,
+    count: usize,
+) -> TxnProducer {
+    let producer = transactional_producer_with(
+        &cluster.bootstrap(),
+        transactional_id,
+        "60000",
+        &[("socket.timeout.ms", "10000")],
+    );
+    producer.begin_transaction().expect("begin");
+    for i in 0..count {
+        let value = format!("{prefix}-{i}");
+        let record = BaseRecord::<str, str>::to(topic)
+            .payload(&value)
+            .partition(partition);
+        producer.send(record).map_err(|(e, _)| e).expect("send");
+    }
+    producer
+        .flush(CALL)
+        .expect("the transaction's records written");
+    producer
+}
+
 /// The EndTxn module's call deadline (1 s here) counts only its own time:
 /// the coordinator waiting for the in-sync replicas of its
 /// `__transaction_state` partition and of the marker's partition, while a
@@ -704,24 +738,7 @@ fn a_commit_waiting_for_a_paused_replica_outlasts_the_module_deadline() {
         .unwrap_or_else(|| panic!("a partition of {TOPIC} led by {first}"));
     let paused = if first == 1 { 2 } else { 1 };
 
-    // As in the test below: a lookup at the paused broker is given up on.
-    let producer = transactional_producer_with(
-        &cluster.bootstrap(),
-        ID,
-        "60000",
-        &[("socket.timeout.ms", "10000")],
-    );
-    producer.begin_transaction().expect("begin");
-    for i in 0..RECORDS {
-        let value = format!("slow-{i}");
-        let record = BaseRecord::<str, str>::to(TOPIC)
-            .payload(&value)
-            .partition(partition);
-        producer.send(record).map_err(|(e, _)| e).expect("send");
-    }
-    producer
-        .flush(CALL)
-        .expect("the transaction's records written");
+    let producer = open_transaction(&cluster, ID, (TOPIC, partition), "slow", RECORDS);
 
     cluster.node(paused).pause();
     let started = Instant::now();
@@ -768,27 +785,7 @@ fn a_prepared_commit_of_a_killed_coordinator_is_completed_by_the_next() {
         .unwrap_or_else(|| panic!("a partition of {TOPIC} led by another broker than {first}"));
     eprintln!("{ID} coordinated by {first}; {TOPIC}-{partition} led by {other}");
 
-    // A request to the paused broker (a FindCoordinator after the
-    // coordinator answered COORDINATOR_NOT_AVAILABLE, its write having
-    // waited out the ISR change) is given up on after 10 s, not
-    // librdkafka's default 60 s, which is this test's whole wait.
-    let producer = transactional_producer_with(
-        &cluster.bootstrap(),
-        ID,
-        "60000",
-        &[("socket.timeout.ms", "10000")],
-    );
-    producer.begin_transaction().expect("begin");
-    for i in 0..RECORDS {
-        let value = format!("prepared-{i}");
-        let record = BaseRecord::<str, str>::to(TOPIC)
-            .payload(&value)
-            .partition(partition);
-        producer.send(record).map_err(|(e, _)| e).expect("send");
-    }
-    producer
-        .flush(CALL)
-        .expect("the transaction's records written");
+    let producer = open_transaction(&cluster, ID, (TOPIC, partition), "prepared", RECORDS);
 
     // The partition's leader stops answering, so the decided commit's
     // marker cannot be written; the coordinator dies once it has decided.
