@@ -866,14 +866,20 @@ impl ReplicaManager {
         };
         let high_watermark = self.committed_end(tp, offsets);
         let last_stable_offset = stable.unwrap_or(high_watermark).min(high_watermark);
+        // One cut: the last stable offset is never above the high
+        // watermark, so read_committed's cut includes the other.
+        let cut_at = if read_committed {
+            Some(last_stable_offset)
+        } else {
+            (high_watermark < read.high_watermark).then_some(high_watermark)
+        };
         let mut records = read.records;
-        if high_watermark < read.high_watermark {
-            records.keep_batches_before(high_watermark)?;
-        }
         let mut aborted_until = None;
-        if read_committed {
-            let end = records.keep_batches_before(last_stable_offset)?;
-            aborted_until = (!records.is_empty()).then_some(end);
+        if let Some(end) = cut_at {
+            let next = records.keep_batches_before(end)?;
+            if read_committed && !records.is_empty() {
+                aborted_until = Some(next);
+            }
         }
         Ok(ConsumerRead {
             records,

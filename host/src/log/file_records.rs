@@ -182,9 +182,10 @@ impl Records {
         })?;
         let mut out = Vec::with_capacity(headers.len());
         for (at, header) in headers {
-            let batch = match header.is_control() {
-                true => file.read(at, header.size())?,
-                false => Vec::new(),
+            let batch = if header.is_control() {
+                file.read(at, header.size())?
+            } else {
+                Vec::new()
             };
             out.push(ProducerBatch::of(&header, &batch));
         }
