@@ -289,6 +289,22 @@ struct Replication {
     runtime: tokio::runtime::Handle,
 }
 
+impl Replication {
+    /// Blocks until the ISR of `partition` has its log up to `end`: NONE,
+    /// or the error the write is answered with.
+    fn wait(&self, partition: i32, end: i64) -> i16 {
+        let wait = self.wait.replicated(partition, end);
+        match tokio::runtime::Handle::try_current() {
+            // On a runtime worker: let the runtime move its other tasks.
+            Ok(_) => tokio::task::block_in_place(|| self.runtime.block_on(wait)),
+            Err(_) => self.runtime.block_on(wait),
+        }
+    }
+}
+
+/// The records of the coordinated ids, locked.
+type Records<'a> = MutexGuard<'a, BTreeMap<String, TransactionalProducer>>;
+
 /// The partitions of `__transaction_state` a cluster node coordinates:
 /// each led partition's leader epoch, and whether it is loaded.
 #[derive(Default)]
@@ -311,6 +327,10 @@ pub struct TransactionStore {
     completing: Mutex<HashMap<String, InProgress>>,
     /// The last claim given to a completing call.
     claims: AtomicU64,
+    /// Ids with changes in the log that wait for the in-sync replicas, and
+    /// how many (one but for a reload's completion racing the previous
+    /// epoch's). Changed only with the records locked.
+    writing: Mutex<HashMap<String, u32>>,
 }
 
 impl TransactionStore {
@@ -332,6 +352,7 @@ impl TransactionStore {
             replication: OnceLock::new(),
             completing: Mutex::new(HashMap::new()),
             claims: AtomicU64::new(0),
+            writing: Mutex::new(HashMap::new()),
         })
     }
 
@@ -348,6 +369,7 @@ impl TransactionStore {
             replication: OnceLock::new(),
             completing: Mutex::new(HashMap::new()),
             claims: AtomicU64::new(0),
+            writing: Mutex::new(HashMap::new()),
         })
     }
 
@@ -362,8 +384,8 @@ impl TransactionStore {
     }
 
     /// Held while a cluster node waits for a producer id block from the
-    /// controller or for a write's in-sync replicas.
-    fn lock(&self) -> MutexGuard<'_, BTreeMap<String, TransactionalProducer>> {
+    /// controller (not for a write's in-sync replicas: [`Self::put`]).
+    fn lock(&self) -> Records<'_> {
         crate::sync::lock_held_across_io(&self.producers)
     }
 
@@ -530,6 +552,9 @@ impl TransactionStore {
             return InitAnswer::failed(ErrorCode::InvalidTransactionTimeout.code());
         }
         let mut producers = self.lock();
+        if self.is_writing(transactional_id) {
+            return InitAnswer::failed(ErrorCode::ConcurrentTransactions.code());
+        }
         let current = producers.get(transactional_id).cloned();
         let mut next = match &current {
             None => match ids.allocate() {
@@ -594,22 +619,24 @@ impl TransactionStore {
             let mut aborting = old.clone();
             aborting.producer_epoch = fence_epoch;
             aborting.state = TxnState::PrepareAbort;
-            if let Err(code) = self.put(&mut producers, transactional_id, aborting.clone(), true) {
+            let (records, written) = self.put(producers, transactional_id, Some(aborting.clone()));
+            if let Err(code) = written {
                 return InitAnswer::failed(code);
             }
+            drop(records);
             let completion = self.completion_of(transactional_id, &aborting);
-            drop(producers);
             self.complete(effects, completion);
             producers = self.lock();
-            if producers
-                .get(transactional_id)
-                .is_some_and(|record| record.state.is_prepare())
+            if self.is_writing(transactional_id)
+                || producers
+                    .get(transactional_id)
+                    .is_some_and(|record| record.state.is_prepare())
             {
                 return InitAnswer::failed(ErrorCode::ConcurrentTransactions.code());
             }
         }
         next.enter(TxnState::Empty, -1);
-        if let Err(code) = self.put(&mut producers, transactional_id, next.clone(), true) {
+        if let (_, Err(code)) = self.put(producers, transactional_id, Some(next.clone())) {
             return InitAnswer::failed(code);
         }
         InitAnswer {
@@ -622,6 +649,7 @@ impl TransactionStore {
     /// The record of a producer about to change its transaction: the
     /// checks every transaction request starts with.
     fn checked<'a>(
+        &self,
         producers: &'a BTreeMap<String, TransactionalProducer>,
         producer: ProducerRef<'_>,
     ) -> Result<&'a TransactionalProducer, i16> {
@@ -635,7 +663,7 @@ impl TransactionStore {
         if record.producer_epoch != producer.producer_epoch {
             return Err(ErrorCode::ProducerFenced.code());
         }
-        if record.state.is_prepare() {
+        if self.is_writing(producer.transactional_id) || record.state.is_prepare() {
             return Err(ErrorCode::ConcurrentTransactions.code());
         }
         Ok(record)
@@ -651,8 +679,8 @@ impl TransactionStore {
         if let Some(code) = self.elsewhere(producer.transactional_id) {
             return code;
         }
-        let mut producers = self.lock();
-        let record = match Self::checked(&producers, producer) {
+        let producers = self.lock();
+        let record = match self.checked(&producers, producer) {
             Ok(record) => record,
             Err(code) => return code,
         };
@@ -667,9 +695,9 @@ impl TransactionStore {
             return ErrorCode::None.code();
         }
         next.updated_ms = now_ms();
-        match self.put(&mut producers, producer.transactional_id, next, true) {
-            Ok(()) => ErrorCode::None.code(),
-            Err(code) => code,
+        match self.put(producers, producer.transactional_id, Some(next)) {
+            (_, Ok(())) => ErrorCode::None.code(),
+            (_, Err(code)) => code,
         }
     }
 
@@ -702,7 +730,7 @@ impl TransactionStore {
         }
         if verify_only {
             let producers = self.lock();
-            return match Self::checked(&producers, producer) {
+            return match self.checked(&producers, producer) {
                 Err(code) => vec![code; partitions.len()],
                 Ok(record) => partitions
                     .iter()
@@ -747,8 +775,8 @@ impl TransactionStore {
         if let Some(code) = self.elsewhere(producer.transactional_id) {
             return code;
         }
-        let mut producers = self.lock();
-        let record = match Self::checked(&producers, producer) {
+        let producers = self.lock();
+        let record = match self.checked(&producers, producer) {
             Ok(record) => record,
             Err(code) if code == ErrorCode::ProducerFenced.code() => {
                 return ErrorCode::InvalidProducerEpoch.code()
@@ -766,9 +794,9 @@ impl TransactionStore {
             pending.push(offset.clone());
         }
         next.updated_ms = now_ms();
-        match self.put(&mut producers, producer.transactional_id, next, true) {
-            Ok(()) => ErrorCode::None.code(),
-            Err(code) => code,
+        match self.put(producers, producer.transactional_id, Some(next)) {
+            (_, Ok(())) => ErrorCode::None.code(),
+            (_, Err(code)) => code,
         }
     }
 
@@ -824,8 +852,8 @@ impl TransactionStore {
         if let Some(code) = self.elsewhere(producer.transactional_id) {
             return code;
         }
-        let mut producers = self.lock();
-        let record = match Self::checked(&producers, producer) {
+        let producers = self.lock();
+        let record = match self.checked(&producers, producer) {
             Ok(record) => record,
             Err(code) => return code,
         };
@@ -843,15 +871,11 @@ impl TransactionStore {
             TxnState::PrepareAbort
         };
         prepared.updated_ms = now_ms();
-        if let Err(code) = self.put(
-            &mut producers,
-            producer.transactional_id,
-            prepared.clone(),
-            true,
-        ) {
+        if let (_, Err(code)) =
+            self.put(producers, producer.transactional_id, Some(prepared.clone()))
+        {
             return code;
         }
-        drop(producers);
         // Decided: from here the markers are retried until written, so the
         // producer may go on.
         self.complete(
@@ -877,7 +901,7 @@ impl TransactionStore {
         if !self.release(claim, left) || !done {
             return;
         }
-        let mut producers = self.lock();
+        let producers = self.lock();
         let prepared = producers
             .get(&id)
             .filter(|record| record.state.is_prepare() && record.producer_id == producer_id)
@@ -895,11 +919,12 @@ impl TransactionStore {
             },
             -1,
         );
-        match self.put(&mut producers, &id, finished, false) {
-            Ok(()) => {
+        match self.put(producers, &id, Some(finished)) {
+            (_records, Ok(())) => {
+                // (Lock order: the records, then the completions.)
                 crate::sync::lock(&self.completing).remove(&id);
             }
-            Err(code) => tracing::warn!(
+            (_, Err(code)) => tracing::warn!(
                 error_code = code,
                 "recording a completed transaction failed"
             ),
@@ -1001,52 +1026,63 @@ impl TransactionStore {
         now: i64,
         id_expiration_ms: i64,
     ) -> usize {
+        let timed_out = |record: &TransactionalProducer| {
+            record.state == TxnState::Ongoing
+                && record.start_ms >= 0
+                && now.saturating_sub(record.start_ms) > i64::from(record.timeout_ms)
+        };
+        let idle = |record: &TransactionalProducer| {
+            matches!(
+                record.state,
+                TxnState::Empty | TxnState::CompleteCommit | TxnState::CompleteAbort
+            ) && now.saturating_sub(record.updated_ms) > id_expiration_ms
+        };
         let mut completions = Vec::new();
-        {
-            let mut producers = self.lock();
-            let expired: Vec<(String, TransactionalProducer)> = producers
-                .iter()
-                .filter(|(_, record)| {
-                    record.state == TxnState::Ongoing
-                        && record.start_ms >= 0
-                        && now.saturating_sub(record.start_ms) > i64::from(record.timeout_ms)
-                })
-                .map(|(id, record)| (id.clone(), record.clone()))
-                .collect();
-            for (id, record) in expired {
-                let mut aborting = record.clone();
-                if record.producer_epoch < i16::MAX - 1 {
-                    aborting.last_producer_id = record.producer_id;
-                    aborting.last_producer_epoch = record.producer_epoch;
-                    aborting.producer_epoch = record.producer_epoch + 1;
-                }
-                aborting.state = TxnState::PrepareAbort;
-                aborting.updated_ms = now;
-                tracing::info!(transactional_id = %id, timeout_ms = record.timeout_ms, "aborting a timed-out transaction");
-                if self
-                    .put(&mut producers, &id, aborting.clone(), true)
-                    .is_ok()
-                {
-                    completions.push(self.completion_of(&id, &aborting));
-                }
+        let mut producers = self.lock();
+        let expired: Vec<String> = producers
+            .iter()
+            .filter(|(_, record)| timed_out(record))
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in expired {
+            // Each write may unlock the records: look again.
+            let record = producers
+                .get(&id)
+                .filter(|record| timed_out(record) && !self.is_writing(&id))
+                .cloned();
+            let Some(record) = record else { continue };
+            let mut aborting = record.clone();
+            if record.producer_epoch < i16::MAX - 1 {
+                aborting.last_producer_id = record.producer_id;
+                aborting.last_producer_epoch = record.producer_epoch;
+                aborting.producer_epoch = record.producer_epoch + 1;
             }
-            let idle: Vec<String> = producers
-                .iter()
-                .filter(|(_, record)| {
-                    matches!(
-                        record.state,
-                        TxnState::Empty | TxnState::CompleteCommit | TxnState::CompleteAbort
-                    ) && now.saturating_sub(record.updated_ms) > id_expiration_ms
-                })
-                .map(|(id, _)| id.clone())
-                .collect();
-            for id in idle {
-                tracing::info!(transactional_id = %id, "transactional id expired");
-                if let Err(code) = self.remove(&mut producers, &id) {
-                    tracing::warn!(error_code = code, "forgetting a transactional id failed");
-                }
+            aborting.state = TxnState::PrepareAbort;
+            aborting.updated_ms = now;
+            tracing::info!(transactional_id = %id, timeout_ms = record.timeout_ms, "aborting a timed-out transaction");
+            let written;
+            (producers, written) = self.put(producers, &id, Some(aborting.clone()));
+            if written.is_ok() {
+                completions.push(self.completion_of(&id, &aborting));
             }
         }
+        let forgotten: Vec<String> = producers
+            .iter()
+            .filter(|(_, record)| idle(record))
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in forgotten {
+            if !producers.get(&id).is_some_and(|record| idle(record)) || self.is_writing(&id) {
+                continue;
+            }
+            tracing::info!(transactional_id = %id, "transactional id expired");
+            let written;
+            (producers, written) = self.put(producers, &id, None);
+            if let Err(code) = written {
+                tracing::warn!(error_code = code, "forgetting a transactional id failed");
+            }
+        }
+        drop(producers);
         let aborted = completions.len();
         for completion in completions {
             self.complete(effects, completion);
@@ -1095,67 +1131,76 @@ impl TransactionStore {
             .collect()
     }
 
-    /// Stores a record: the log first (and on a cluster node its in-sync
-    /// replicas), then memory. `durable` is what the change asks of the
-    /// log: every change here goes to the topic with the log's own
-    /// durability, the flag names the changes a crash must not lose
-    /// (all but a completion, which its Prepare record redoes).
-    fn put(
-        &self,
-        producers: &mut BTreeMap<String, TransactionalProducer>,
-        id: &str,
-        record: TransactionalProducer,
-        _durable: bool,
-    ) -> Result<(), i16> {
-        self.write(id, Some(&record))?;
-        producers.insert(id.to_string(), record);
-        Ok(())
-    }
-
-    fn remove(
-        &self,
-        producers: &mut BTreeMap<String, TransactionalProducer>,
-        id: &str,
-    ) -> Result<(), i16> {
-        self.write(id, None)?;
-        producers.remove(id);
-        Ok(())
-    }
-
-    /// Appends `id`'s record and waits for the ISR (a cluster node): the
-    /// error the change is answered with, mapped as Kafka's
+    /// Stores `id`'s record (None: forgets the id): the log first, then
+    /// memory. On a cluster node the change then waits for the in-sync
+    /// replicas with the records unlocked: the id is marked as writing
+    /// meanwhile (Kafka's `pendingState`), so its own further changes are
+    /// answered CONCURRENT_TRANSACTIONS while reads, produce verification
+    /// and other ids go on. The change reaches memory once replicated, and
+    /// only if this broker still coordinates the id at the same epoch.
+    /// Returns the records locked again, with the error the change is
+    /// answered with, mapped as Kafka's
     /// `TransactionStateManager.appendTransactionToLog` maps it.
-    fn write(&self, id: &str, record: Option<&TransactionalProducer>) -> Result<(), i16> {
-        let (partition, end) = self.log.append(id, record).map_err(|error| {
+    fn put<'a>(
+        &'a self,
+        mut producers: Records<'a>,
+        id: &str,
+        record: Option<TransactionalProducer>,
+    ) -> (Records<'a>, Result<(), i16>) {
+        let appended = self.log.append(id, record.as_ref()).map_err(|error| {
             tracing::error!("persisting transaction state failed: {error}");
             if self.ownership.is_some() {
                 ErrorCode::NotCoordinator.code()
             } else {
                 ErrorCode::KafkaStorageError.code()
             }
-        })?;
-        let Some(replication) = self.replication.get() else {
-            return Ok(());
+        });
+        let (partition, end) = match appended {
+            Ok(at) => at,
+            Err(code) => return (producers, Err(code)),
         };
-        let wait = replication.wait.replicated(partition, end);
-        let runtime = &replication.runtime;
-        let code = match tokio::runtime::Handle::try_current() {
-            // On a runtime worker: let the runtime move its other tasks.
-            Ok(_) => tokio::task::block_in_place(|| runtime.block_on(wait)),
-            Err(_) => runtime.block_on(wait),
-        };
-        match code {
-            0 => Ok(()),
-            code => {
+        if let Some(replication) = self.replication.get() {
+            let epoch = self.coordinator_epoch(id);
+            *crate::sync::lock(&self.writing)
+                .entry(id.to_string())
+                .or_default() += 1;
+            drop(producers);
+            let code = replication.wait(partition, end);
+            producers = self.lock();
+            let mut writing = crate::sync::lock(&self.writing);
+            if let Some(count) = writing.get_mut(id) {
+                *count -= 1;
+                if *count == 0 {
+                    writing.remove(id);
+                }
+            }
+            drop(writing);
+            if code != ErrorCode::None.code() {
                 tracing::warn!(
                     transactional_id = id,
                     partition,
                     error_code = code,
                     "a transaction state change was not replicated in time"
                 );
-                Err(append_error(code))
+                return (producers, Err(append_error(code)));
+            }
+            if self.coordinator_epoch(id) != epoch {
+                // Resigned or reloaded meanwhile: the log is the new
+                // coordinator's to read, memory no longer holds this id.
+                return (producers, Err(ErrorCode::NotCoordinator.code()));
             }
         }
+        match record {
+            Some(record) => producers.insert(id.to_string(), record),
+            None => producers.remove(id),
+        };
+        (producers, Ok(()))
+    }
+
+    /// Whether a change of `id` waits for the in-sync replicas (asked with
+    /// the records locked).
+    fn is_writing(&self, id: &str) -> bool {
+        crate::sync::lock(&self.writing).contains_key(id)
     }
 }
 

@@ -753,3 +753,125 @@ async fn a_partition_being_loaded_answers_coordinator_load_in_progress() {
     assert_eq!(store.elsewhere("t"), Some(elsewhere));
     assert_eq!(store.describe("t").map(|d| d.state), Err(elsewhere));
 }
+
+/// The ISR of every write, held back while the gate is shut.
+struct GatedReplication {
+    open: tokio::sync::watch::Sender<bool>,
+}
+
+impl crate::coordinator::ReplicationWait for GatedReplication {
+    fn replicated(&self, _: i32, _: i64) -> crate::coordinator::Waiting {
+        let mut open = self.open.subscribe();
+        Box::pin(async move {
+            match open.wait_for(|open| *open).await {
+                Ok(_) => ErrorCode::None.code(),
+                Err(_) => ErrorCode::RequestTimedOut.code(),
+            }
+        })
+    }
+}
+
+/// Runs `call` on a blocking thread; if it takes more than 5 s (it waits
+/// for the records' lock), opens `gate` so that the blocked calls end,
+/// then fails the test.
+async fn promptly<T: Send + 'static>(
+    gate: &GatedReplication,
+    call: impl FnOnce() -> T + Send + 'static,
+) -> T {
+    let running = tokio::task::spawn_blocking(call);
+    match tokio::time::timeout(std::time::Duration::from_secs(5), running).await {
+        Ok(done) => done.unwrap(),
+        Err(_) => {
+            gate.open.send_replace(true);
+            panic!("the call waited for another change's replication");
+        }
+    }
+}
+
+/// A change waiting for the in-sync replicas holds back only its own id
+/// (Kafka's pending state): that id's next change is answered
+/// CONCURRENT_TRANSACTIONS, while reads, produce verification and other
+/// ids go on; memory shows the change once the ISR has it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_change_waiting_for_its_replicas_holds_back_only_its_own_id() {
+    use crate::coordinator::offsets_log::testing::PARTITIONS;
+    let dir = tempfile::tempdir().unwrap();
+    let fx = Arc::new(Recorder::default());
+    let ids = Arc::new(ProducerIdManager::open(dir.path()).unwrap());
+    let logs = Arc::new(Logs::open(dir.path(), TOPIC));
+    // The topic exists (the controller's to create in a cluster).
+    let created = crate::coordinator::offsets_log::OffsetsLog::partitions(logs.as_ref(), true);
+    assert_eq!(created.unwrap(), Some(PARTITIONS));
+    let store = Arc::new(TransactionStore::open_in_cluster(logs, DEFAULT_MAX_TIMEOUT_MS).unwrap());
+    let (open, _) = tokio::sync::watch::channel(true);
+    let gate = Arc::new(GatedReplication { open });
+    store.wait_for_replication(gate.clone()).unwrap();
+    for partition in 0..PARTITIONS {
+        store.on_elected(partition, 1, fx.clone());
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while store
+        .coordinated_partitions()
+        .values()
+        .any(|loaded| !loaded)
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "partitions not loaded"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    let t = store.init_producer_id(&ids, fx.as_ref(), "t", 60_000, (-1, -1));
+    let u = store.init_producer_id(&ids, fx.as_ref(), "u", 60_000, (-1, -1));
+    assert_eq!((t.error_code, u.error_code), (0, 0));
+
+    gate.open.send_replace(false);
+    let adding = {
+        let (store, fx) = (store.clone(), fx.clone());
+        tokio::task::spawn_blocking(move || {
+            store.add_partitions(
+                fx.as_ref(),
+                producer("t", t.producer_id, 0),
+                &[tp("a", 0)],
+                false,
+            )
+        })
+    };
+    while !crate::sync::lock(&store.writing).contains_key("t") {
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    let (waiting, fx2) = (store.clone(), fx.clone());
+    let (t_state, u_state, again, listed, verified) = promptly(&gate, move || {
+        (
+            waiting.describe("t").map(|d| d.state),
+            waiting.describe("u").map(|d| d.state),
+            waiting.add_partitions(
+                fx2.as_ref(),
+                producer("t", t.producer_id, 0),
+                &[tp("a", 1)],
+                false,
+            ),
+            waiting.list(&[], &[], -1, 0).len(),
+            waiting.includes_partition(t.producer_id, 0, "a", 0),
+        )
+    })
+    .await;
+    assert_eq!(
+        t_state,
+        Ok(TxnState::Empty),
+        "not in memory before the ISR has it"
+    );
+    assert_eq!(u_state, Ok(TxnState::Empty));
+    assert_eq!(again, vec![ErrorCode::ConcurrentTransactions.code()]);
+    assert_eq!(listed, 2);
+    assert!(!verified);
+    assert!(!adding.is_finished(), "answered before the ISR had it");
+
+    gate.open.send_replace(true);
+    assert_eq!(adding.await.unwrap(), vec![ErrorCode::None.code()]);
+    let described = store.describe("t").unwrap();
+    assert_eq!(described.state, TxnState::Ongoing);
+    assert_eq!(described.partitions, vec![tp("a", 0)]);
+    assert!(store.includes_partition(t.producer_id, 0, "a", 0));
+    assert!(crate::sync::lock(&store.writing).is_empty());
+}
