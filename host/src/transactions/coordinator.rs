@@ -1072,7 +1072,7 @@ impl TransactionStore {
             .map(|(id, _)| id.clone())
             .collect();
         for id in forgotten {
-            if !producers.get(&id).is_some_and(|record| idle(record)) || self.is_writing(&id) {
+            if !producers.get(&id).is_some_and(&idle) || self.is_writing(&id) {
                 continue;
             }
             tracing::info!(transactional_id = %id, "transactional id expired");
