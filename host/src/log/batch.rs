@@ -24,6 +24,8 @@
 //! where the records themselves matter (the cleaner, exact timestamp
 //! lookups).
 
+use std::borrow::Cow;
+
 use super::codec;
 use super::legacy_format;
 use super::record_stream::RecordStream;
@@ -190,7 +192,13 @@ pub fn crc_matches(batch: &[u8], header: &BatchHeader) -> bool {
     batch.len() > ATTRIBUTES && crc32c::crc32c(&batch[ATTRIBUTES..]) == header.crc
 }
 
-/// One batch of a validated append, positioned in [`PreparedAppend::buf`].
+/// The front of a batch the broker rewrites on append, base offset
+/// through max timestamp: each prepared batch holds its own copy of it,
+/// and the rest of the batch is written from the bytes received.
+const REWRITTEN_HEAD: usize = PRODUCER_ID;
+
+/// One batch of a validated append, positioned in
+/// [`PreparedAppend::input`], with its head as it will be stored.
 #[derive(Clone, Copy, Debug)]
 pub struct PreparedBatch {
     pub position: usize,
@@ -198,27 +206,60 @@ pub struct PreparedBatch {
     pub last_offset_delta: i32,
     /// The batch's max timestamp as it will be stored.
     pub max_timestamp: i64,
+    head: [u8; REWRITTEN_HEAD],
 }
 
-/// Batches that passed validation, copied and rewritten as they will be
-/// stored except for their base offsets, which [`PreparedAppend::assign_offsets`]
-/// sets under the partition's append lock.
+impl PreparedBatch {
+    /// The batch at `position` of `input`, `size` bytes (at least a
+    /// header: the callers checked).
+    fn at(
+        input: &[u8],
+        position: usize,
+        size: usize,
+        last_offset_delta: i32,
+        max_timestamp: i64,
+    ) -> Result<Self, StorageError> {
+        let head = input
+            .get(position..)
+            .and_then(|batch| batch.first_chunk::<REWRITTEN_HEAD>())
+            .ok_or_else(|| {
+                StorageError::CorruptMessage(format!(
+                    "batch at position {position} is shorter than its header"
+                ))
+            })?;
+        Ok(PreparedBatch {
+            position,
+            size,
+            last_offset_delta,
+            max_timestamp,
+            head: *head,
+        })
+    }
+}
+
+/// Batches that passed validation, to be stored as received except for
+/// their heads (base offset, leader epoch, timestamp type, max timestamp
+/// and CRC), which each [`PreparedBatch`] holds rewritten; the base
+/// offsets are set by [`PreparedAppend::assign_offsets`] under the
+/// partition's append lock. The records are not copied: a produced
+/// megabyte is written to the segment from the request's own buffer.
 #[derive(Debug)]
-pub struct PreparedAppend {
-    pub buf: Vec<u8>,
+pub struct PreparedAppend<'a> {
+    /// The batches as received (or as up-converted from v0/v1 messages).
+    input: Cow<'a, [u8]>,
     pub batches: Vec<PreparedBatch>,
     pub record_count: u64,
     /// Records the offsets consume: the sum of `lastOffsetDelta + 1`.
     pub offset_count: i64,
 }
 
-impl PreparedAppend {
+impl PreparedAppend<'_> {
     /// Writes consecutive base offsets starting at `first_offset` and returns
     /// the last offset assigned.
     pub fn assign_offsets(&mut self, first_offset: i64) -> i64 {
         let mut next = first_offset;
-        for b in &self.batches {
-            self.buf[b.position..b.position + 8].copy_from_slice(&next.to_be_bytes());
+        for b in &mut self.batches {
+            b.head[BASE_OFFSET..BASE_OFFSET + 8].copy_from_slice(&next.to_be_bytes());
             next = next.saturating_add(i64::from(b.last_offset_delta) + 1);
         }
         next - 1
@@ -228,20 +269,47 @@ impl PreparedAppend {
     /// CRC, which is unchanged): the leader stamps its epoch under the
     /// partition's append lock, like the offsets.
     pub fn stamp_leader_epoch(&mut self, epoch: i32) {
-        for b in &self.batches {
-            let at = b.position + PARTITION_LEADER_EPOCH;
-            self.buf[at..at + 4].copy_from_slice(&epoch.to_be_bytes());
+        for b in &mut self.batches {
+            b.head[PARTITION_LEADER_EPOCH..PARTITION_LEADER_EPOCH + 4]
+                .copy_from_slice(&epoch.to_be_bytes());
         }
     }
 
     /// The base offset written in `batch` (assigned, or kept from the
     /// leader by a follower).
     pub fn base_offset_of(&self, batch: &PreparedBatch) -> i64 {
-        i64_at(&self.buf, batch.position + BASE_OFFSET)
+        i64_at(&batch.head, BASE_OFFSET)
     }
 
     pub fn leader_epoch_of(&self, batch: &PreparedBatch) -> i32 {
-        i32_at(&self.buf, batch.position + PARTITION_LEADER_EPOCH)
+        i32_at(&batch.head, PARTITION_LEADER_EPOCH)
+    }
+
+    /// The bytes the batches take in the log.
+    pub fn stored_len(&self) -> usize {
+        self.batches.last().map_or(0, |b| b.position + b.size)
+    }
+
+    /// The stored bytes, in order, for one vectored write: each batch's
+    /// head, then the rest of it as received.
+    pub fn io_slices(&self) -> Vec<std::io::IoSlice<'_>> {
+        let mut slices = Vec::with_capacity(self.batches.len() * 2);
+        for b in &self.batches {
+            slices.push(std::io::IoSlice::new(&b.head));
+            slices.push(std::io::IoSlice::new(
+                &self.input[b.position + REWRITTEN_HEAD..b.position + b.size],
+            ));
+        }
+        slices
+    }
+
+    /// The stored bytes in one buffer (a copy).
+    #[cfg(test)]
+    pub fn to_bytes(&self) -> Vec<u8> {
+        self.io_slices()
+            .iter()
+            .flat_map(|slice| slice.iter().copied())
+            .collect()
     }
 }
 
@@ -251,7 +319,7 @@ impl PreparedAppend {
 /// (v2 framing, CRC-32C, offsets that grow). Compaction may have left
 /// fewer records than offsets, so counts are not checked. A partial batch
 /// at the end (a leader may cut a response mid-batch) is left out.
-pub fn prepare_replicated(input: &[u8]) -> Result<PreparedAppend, StorageError> {
+pub fn prepare_replicated(input: &[u8]) -> Result<PreparedAppend<'_>, StorageError> {
     let mut batches = Vec::new();
     let mut record_count = 0u64;
     let mut next_offset: Option<i64> = None;
@@ -277,12 +345,13 @@ pub fn prepare_replicated(input: &[u8]) -> Result<PreparedAppend, StorageError> 
         }
         next_offset = Some(header.next_offset());
         record_count += u64::try_from(header.record_count).unwrap_or(0);
-        batches.push(PreparedBatch {
-            position: pos,
+        batches.push(PreparedBatch::at(
+            input,
+            pos,
             size,
-            last_offset_delta: header.last_offset_delta,
-            max_timestamp: header.max_timestamp,
-        });
+            header.last_offset_delta,
+            header.max_timestamp,
+        )?);
         pos += size;
     }
     let offset_count = match (batches.first(), next_offset) {
@@ -290,7 +359,7 @@ pub fn prepare_replicated(input: &[u8]) -> Result<PreparedAppend, StorageError> 
         _ => 0,
     };
     Ok(PreparedAppend {
-        buf: input[..pos].to_vec(),
+        input: Cow::Borrowed(&input[..pos]),
         batches,
         record_count,
         offset_count,
@@ -307,7 +376,7 @@ pub fn prepare_append(
     max_message_bytes: usize,
     log_append_time: Option<i64>,
     compact: bool,
-) -> Result<PreparedAppend, StorageError> {
+) -> Result<PreparedAppend<'_>, StorageError> {
     let rules = validate::Rules {
         compact,
         decompressed_limit: codec::limit_for(max_message_bytes),
@@ -319,12 +388,12 @@ pub fn prepare_append(
     }
     // Produce v0-2's message sets become one v2 batch, validated below
     // like any other (Kafka 3.9's LogValidator converts on append).
-    let converted;
     let input = if legacy_format::is_legacy(input) {
-        converted = legacy_format::up_convert(input, max_message_bytes, rules.decompressed_limit)?;
-        &converted[..]
+        let converted =
+            legacy_format::up_convert(input, max_message_bytes, rules.decompressed_limit)?;
+        Cow::Owned(converted)
     } else {
-        input
+        Cow::Borrowed(input)
     };
 
     // Pass 1: framing and size limits (cheap, before any CRC work).
@@ -421,36 +490,38 @@ pub fn prepare_append(
         let max_timestamp = validate::records(bytes, &header, rules)?;
         record_count += header.record_count as u64;
         offset_count += i64::from(header.last_offset_delta) + 1;
-        batches.push(PreparedBatch {
+        batches.push(PreparedBatch::at(
+            &input,
             position,
             size,
-            last_offset_delta: header.last_offset_delta,
+            header.last_offset_delta,
             max_timestamp,
-        });
+        )?);
     }
 
-    // Pass 3: copy once and rewrite the broker-owned fields.
-    let mut buf = input.to_vec();
+    // Pass 3: rewrite the broker-owned fields of each head (the records
+    // are written as received).
     for b in &mut batches {
-        let batch = &mut buf[b.position..b.position + b.size];
-        batch[PARTITION_LEADER_EPOCH..PARTITION_LEADER_EPOCH + 4]
+        let head = &mut b.head;
+        head[PARTITION_LEADER_EPOCH..PARTITION_LEADER_EPOCH + 4]
             .copy_from_slice(&0i32.to_be_bytes());
-        let attributes = i16_at(batch, ATTRIBUTES);
+        let attributes = i16_at(head, ATTRIBUTES);
         let (new_attributes, new_max) = match log_append_time {
             Some(now) => (attributes | TIMESTAMP_TYPE_LOG_APPEND, now),
             None => (attributes & !TIMESTAMP_TYPE_LOG_APPEND, b.max_timestamp),
         };
-        if new_attributes != attributes || new_max != i64_at(batch, MAX_TIMESTAMP) {
-            batch[ATTRIBUTES..ATTRIBUTES + 2].copy_from_slice(&new_attributes.to_be_bytes());
-            batch[MAX_TIMESTAMP..MAX_TIMESTAMP + 8].copy_from_slice(&new_max.to_be_bytes());
-            let crc = crc32c::crc32c(&batch[ATTRIBUTES..]);
-            batch[CRC..CRC + 4].copy_from_slice(&crc.to_be_bytes());
+        if new_attributes != attributes || new_max != i64_at(head, MAX_TIMESTAMP) {
+            head[ATTRIBUTES..ATTRIBUTES + 2].copy_from_slice(&new_attributes.to_be_bytes());
+            head[MAX_TIMESTAMP..MAX_TIMESTAMP + 8].copy_from_slice(&new_max.to_be_bytes());
+            let rest = &input[b.position + REWRITTEN_HEAD..b.position + b.size];
+            let crc = crc32c::crc32c_append(crc32c::crc32c(&head[ATTRIBUTES..]), rest);
+            head[CRC..CRC + 4].copy_from_slice(&crc.to_be_bytes());
         }
         b.max_timestamp = new_max;
     }
 
     Ok(PreparedAppend {
-        buf,
+        input,
         batches,
         record_count,
         offset_count,
@@ -960,10 +1031,11 @@ mod tests {
         assert_eq!(p.offset_count, 3);
         assert_eq!(p.batches[0].max_timestamp, 1005);
         assert_eq!(p.assign_offsets(42), 44);
-        let h = headers(&p.buf);
+        let bytes = p.to_bytes();
+        let h = headers(&bytes);
         assert_eq!(h[0].base_offset, 42);
         assert_eq!(h[0].partition_leader_epoch, 0);
-        let recs: Vec<_> = Records::new(&p.buf, &h[0]).map(|r| r.unwrap()).collect();
+        let recs: Vec<_> = Records::new(&bytes, &h[0]).map(|r| r.unwrap()).collect();
         assert_eq!(
             recs.iter().map(|r| r.timestamp).collect::<Vec<_>>(),
             vec![1000, 1005, 1002]
@@ -974,7 +1046,7 @@ mod tests {
     fn log_append_time_rewrites_timestamp_and_crc() {
         let batch = simple_batch(2, 10, 5);
         let p = prepare_append(&batch, MAX, Some(99_999), false).unwrap();
-        let h = headers(&p.buf);
+        let h = headers(&p.to_bytes());
         assert!(h[0].is_log_append_time());
         assert_eq!(h[0].max_timestamp, 99_999);
         assert_eq!(p.batches[0].max_timestamp, 99_999);
@@ -986,7 +1058,7 @@ mod tests {
         batch[MAX_TIMESTAMP..MAX_TIMESTAMP + 8].copy_from_slice(&7i64.to_be_bytes());
         fix_crc(&mut batch);
         let p = prepare_append(&batch, MAX, None, false).unwrap();
-        assert_eq!(headers(&p.buf)[0].max_timestamp, 102);
+        assert_eq!(headers(&p.to_bytes())[0].max_timestamp, 102);
     }
 
     #[test]
@@ -1064,7 +1136,7 @@ mod tests {
         for codec in 1..=4 {
             let batch = compressed_batch(&plain, codec);
             let p = prepare_append(&batch, MAX, None, false).unwrap();
-            assert_eq!(p.buf, batch_with_epoch0(&batch), "{codec}");
+            assert_eq!(p.to_bytes(), batch_with_epoch0(&batch), "{codec}");
             assert_eq!(p.batches[0].max_timestamp, 20);
         }
         // The max timestamp comes from the records, as for plain batches.
@@ -1072,7 +1144,7 @@ mod tests {
         wrong[MAX_TIMESTAMP..MAX_TIMESTAMP + 8].copy_from_slice(&99i64.to_be_bytes());
         fix_crc(&mut wrong);
         let p = prepare_append(&wrong, MAX, None, false).unwrap();
-        assert_eq!(headers(&p.buf)[0].max_timestamp, 20);
+        assert_eq!(headers(&p.to_bytes())[0].max_timestamp, 20);
         // The compression bit on plain records is refused.
         let fake = encode_batch_with(1, &[Rec::new(10, b"x"), Rec::new(20, b"y")]);
         assert!(matches!(

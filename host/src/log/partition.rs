@@ -24,7 +24,6 @@
 
 use std::fs;
 use std::io;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, RwLock};
 
@@ -33,6 +32,7 @@ use crate::sync::{lock, read, write};
 use super::batch;
 use super::epoch_cache::EpochCache;
 use super::file_records::Records;
+use super::positional;
 use super::segment::{self, Segment, SegmentView, MAX_RELATIVE_OFFSET, MAX_SEGMENT_BYTES};
 use super::{
     create_dir_durably, sync_dir, AppendInfo, LogConfig, PartitionOffsets, ReadResult,
@@ -454,12 +454,11 @@ impl Partition {
             .take_while(|b| prepared.base_offset_of(b) + i64::from(b.last_offset_delta) < log_end)
             .count();
         if stale > 0 {
-            prepared = batch::prepare_replicated(
-                &prepared.buf[prepared
-                    .batches
-                    .get(stale)
-                    .map_or(prepared.buf.len(), |b| b.position)..],
-            )?;
+            let fresh = prepared
+                .batches
+                .get(stale)
+                .map_or(prepared.stored_len(), |b| b.position);
+            prepared = batch::prepare_replicated(&batches[fresh..])?;
         }
         if let Some(first) = prepared.batches.first() {
             let base = prepared.base_offset_of(first);
@@ -473,11 +472,11 @@ impl Partition {
     /// Writes prepared batches at the end of the log, all or nothing.
     fn write(
         &self,
-        mut prepared: batch::PreparedAppend,
+        mut prepared: batch::PreparedAppend<'_>,
         origin: Origin,
         now_ms: i64,
     ) -> Result<AppendInfo, StorageError> {
-        let bytes = prepared.buf.len() as u64;
+        let bytes = prepared.stored_len() as u64;
         let append = lock(&self.append_lock);
         let (mut file, mut position, base_offset, next, roll, index_interval, leader_epoch) = {
             let state = read(&self.state);
@@ -563,7 +562,9 @@ impl Partition {
         if let Some(epochs) = &epochs {
             epochs.write(&self.dir())?;
         }
-        if let Err(e) = file.write_all_at(&prepared.buf, position) {
+        if let Err(e) =
+            positional::write_all_vectored_at(&file, &mut prepared.io_slices(), position)
+        {
             // Leave no partial batch behind: cut the file back.
             if let Err(e2) = file.set_len(position) {
                 tracing::error!(partition = %self.tp, "cannot truncate after a failed write: {e2}");
@@ -608,7 +609,7 @@ impl Partition {
             log_append_time_ms: log_append_time.unwrap_or(-1),
             log_start_offset,
             record_count: prepared.record_count,
-            bytes: prepared.buf.len(),
+            bytes: prepared.stored_len(),
         })
     }
 
@@ -1599,10 +1600,10 @@ mod tests {
         let mut out = Vec::new();
         let mut next = base;
         for &n in counts {
-            let mut p =
-                batch::prepare_append(&simple_batch(n, 10, 0), 1 << 20, None, false).unwrap();
+            let input = simple_batch(n, 10, 0);
+            let mut p = batch::prepare_append(&input, 1 << 20, None, false).unwrap();
             next = p.assign_offsets(next) + 1;
-            out.extend(p.buf);
+            out.extend(p.to_bytes());
         }
         out
     }

@@ -123,3 +123,53 @@ pub(super) fn read_exact_at_unzeroed(file: &File, len: usize, pos: u64) -> io::R
     }
     Ok(out)
 }
+
+/// Writes `slices` in order at `pos` of `file` (`pwritev`): a produced
+/// batch goes to its segment as its rewritten head and the request's own
+/// bytes, with no copy into one buffer first. Retries short writes and
+/// interrupts; `slices` is consumed.
+pub(super) fn write_all_vectored_at(
+    file: &File,
+    mut slices: &mut [io::IoSlice<'_>],
+    mut pos: u64,
+) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    /// Linux's `UIO_MAXIOV`: more slices go in the next call.
+    const MAX_SLICES: usize = 1024;
+    io::IoSlice::advance_slices(&mut slices, 0);
+    while !slices.is_empty() {
+        let count = slices.len().min(MAX_SLICES);
+        let offset = libc::off_t::try_from(pos).map_err(|_| {
+            io::Error::new(io::ErrorKind::InvalidInput, "write past the largest offset")
+        })?;
+        // SAFETY: `IoSlice` is ABI-compatible with `iovec` on Unix, and the
+        // first `count` slices are valid for reads for the whole call.
+        let written = unsafe {
+            libc::pwritev(
+                file.as_raw_fd(),
+                slices.as_ptr().cast::<libc::iovec>(),
+                count as libc::c_int,
+                offset,
+            )
+        };
+        match written {
+            0 => {
+                return Err(io::Error::new(
+                    io::ErrorKind::WriteZero,
+                    "failed to write whole buffer",
+                ))
+            }
+            n if n > 0 => {
+                pos += n as u64;
+                io::IoSlice::advance_slices(&mut slices, n as usize);
+            }
+            _ => {
+                let error = io::Error::last_os_error();
+                if error.kind() != io::ErrorKind::Interrupted {
+                    return Err(error);
+                }
+            }
+        }
+    }
+    Ok(())
+}

@@ -786,17 +786,17 @@ mod tests {
     /// from 0 and timestamps 1000 + offset, through the segment's bookkeeping.
     fn fill(segment: &mut Segment, n: i64, value_len: usize) {
         for i in 0..n {
-            let mut p = prepare_append(&simple_batch(1, value_len, 1000 + i), 1 << 20, None, false)
-                .unwrap();
+            let input = simple_batch(1, value_len, 1000 + i);
+            let mut p = prepare_append(&input, 1 << 20, None, false).unwrap();
             let next = segment.next_offset();
             p.assign_offsets(next);
             segment
                 .file()
                 .unwrap()
-                .write_all_at(&p.buf, segment.size())
+                .write_all_at(&p.to_bytes(), segment.size())
                 .unwrap();
             segment.push_batch(
-                p.buf.len() as u64,
+                p.stored_len() as u64,
                 next,
                 next + 1,
                 p.batches[0].max_timestamp,
