@@ -380,7 +380,13 @@ async fn modern_records_come_back_as_old_messages() {
         kafka::create_topic(&broker, &topic, 1).await;
         let producer: FutureProducer = kafka::producer(
             &broker,
-            &[("compression.codec", codec), ("linger.ms", "50")],
+            // The four records in one batch, whatever the machine's load:
+            // a compressed wrapper is sent whole, from its first offset.
+            &[
+                ("compression.codec", codec),
+                ("linger.ms", "10000"),
+                ("batch.num.messages", "4"),
+            ],
         );
         let mut pending = Vec::new();
         for i in 0..4i64 {
