@@ -31,3 +31,12 @@ def cpu_seconds(pid):
         fields = f.read().rsplit(")", 1)[1].split()
     # utime and stime are fields 14 and 15 (1-based); fields[0] is field 3.
     return (int(fields[11]) + int(fields[12])) / TICKS
+
+
+def minor_faults(pid):
+    """A process's minor page faults so far: a fresh page touched (a
+    buffer the allocator had given back) counts one."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    # minflt is field 10 (1-based).
+    return int(fields[7])

@@ -5,13 +5,14 @@ boundary).
 
 Each round starts a fresh broker for every build given (`--build
 LABEL=BINARY:PLUGIN_DIR`, in alternating order from round to round), has
-`gregor-bench produce` (librdkafka, acks=1, linger.ms=5, batch.size 1 MB)
-write `--mib` MiB of `--size`-byte records into a fresh one-partition
-topic, and reads the broker's CPU seconds (user + system, from
-/proc/<pid>/stat) around that run only (start-up and a warm-up run
-excluded; the run's own topic creation, a few ms, included). It prints every round and, per build, the medians of CPU
-seconds per GiB and MB/s, with the load average: the machine is shared,
-so figures are rough. Not a test (nothing is asserted). python3 stdlib.
+`gregor-bench produce` (librdkafka, `--acks`, linger.ms=5, batch.size 1 MB)
+write `--mib` MiB of `--size`-byte records into a fresh topic of
+`--partitions` partitions, and reads the broker's CPU seconds (user +
+system) and minor page faults (fresh memory touched) from
+/proc/<pid>/stat around that run only (start-up and a warm-up run
+excluded; the run's own topic creation, a few ms, included). It prints
+every round and, per build, the medians of CPU seconds per GiB and MB/s,
+with the load average: the machine is shared, so figures are rough. Not a test (nothing is asserted). python3 stdlib.
 """
 
 import argparse
@@ -23,10 +24,10 @@ import sys
 import tempfile
 import time
 
-from broker_proc import cpu_seconds, free_port, wait_port
+from broker_proc import cpu_seconds, free_port, minor_faults, wait_port
 
 
-def one_round(bench, binary, plugins, records, size, acks):
+def one_round(bench, binary, plugins, records, size, acks, partitions):
     port = free_port()
     bootstrap = f"127.0.0.1:{port}"
     with tempfile.TemporaryDirectory() as data:
@@ -47,18 +48,21 @@ def one_round(bench, binary, plugins, records, size, acks):
                 check=True, stdout=subprocess.DEVNULL, timeout=300,
             )
             cpu0, t0 = cpu_seconds(broker.pid), time.time()
+            faults0 = minor_faults(broker.pid)
             run = subprocess.run(
                 [bench, "produce", "--bootstrap", bootstrap, "--records", str(records),
-                 "--size", str(size), "--acks", acks],
+                 "--size", str(size), "--acks", acks, "--partitions", str(partitions)],
                 check=True, capture_output=True, text=True, timeout=900,
             )
             seconds, cpu = time.time() - t0, cpu_seconds(broker.pid) - cpu0
+            faults = minor_faults(broker.pid) - faults0
             report = json.loads(run.stdout.strip().splitlines()[-1])
             gib = records * size / 2**30
             return {
                 "seconds": round(seconds, 3),
                 "mb_per_sec": report["mb_per_sec"],
                 "broker_cpu_s_per_gib": round(cpu / gib, 3),
+                "minor_faults_per_mib": round(faults / (gib * 1024), 1),
                 "load_average": [round(x, 1) for x in os.getloadavg()],
             }
         finally:
@@ -74,6 +78,7 @@ def main():
     parser.add_argument("--mib", type=int, default=256)
     parser.add_argument("--size", type=int, default=1024)
     parser.add_argument("--acks", default="1")
+    parser.add_argument("--partitions", type=int, default=1)
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     builds = []
@@ -86,7 +91,8 @@ def main():
     for round_index in range(args.rounds):
         order = builds if round_index % 2 == 0 else list(reversed(builds))
         for label, binary, plugins in order:
-            result = one_round(args.bench, binary, plugins, records, args.size, args.acks)
+            result = one_round(args.bench, binary, plugins, records, args.size, args.acks,
+                               args.partitions)
             results[label].append(result)
             print(json.dumps({"round": round_index, "build": label, **result}), flush=True)
     summary = {
@@ -98,6 +104,7 @@ def main():
         for label, rounds in results.items()
     }
     print(json.dumps({"mib": args.mib, "size": args.size, "acks": args.acks,
+                      "partitions": args.partitions,
                       "rounds": args.rounds, "summary": summary}))
 
 
