@@ -235,6 +235,16 @@ impl PreparedBatch {
             head: *head,
         })
     }
+
+    /// The base offset written in the batch (assigned, or kept from the
+    /// leader by a follower).
+    pub fn base_offset(&self) -> i64 {
+        i64_at(&self.head, BASE_OFFSET)
+    }
+
+    pub fn leader_epoch(&self) -> i32 {
+        i32_at(&self.head, PARTITION_LEADER_EPOCH)
+    }
 }
 
 /// Batches that passed validation, to be stored as received except for
@@ -273,16 +283,6 @@ impl PreparedAppend<'_> {
             b.head[PARTITION_LEADER_EPOCH..PARTITION_LEADER_EPOCH + 4]
                 .copy_from_slice(&epoch.to_be_bytes());
         }
-    }
-
-    /// The base offset written in `batch` (assigned, or kept from the
-    /// leader by a follower).
-    pub fn base_offset_of(&self, batch: &PreparedBatch) -> i64 {
-        i64_at(&batch.head, BASE_OFFSET)
-    }
-
-    pub fn leader_epoch_of(&self, batch: &PreparedBatch) -> i32 {
-        i32_at(&batch.head, PARTITION_LEADER_EPOCH)
     }
 
     /// The bytes the batches take in the log.

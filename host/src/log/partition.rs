@@ -451,7 +451,7 @@ impl Partition {
         let stale = prepared
             .batches
             .iter()
-            .take_while(|b| prepared.base_offset_of(b) + i64::from(b.last_offset_delta) < log_end)
+            .take_while(|b| b.base_offset() + i64::from(b.last_offset_delta) < log_end)
             .count();
         if stale > 0 {
             let fresh = prepared
@@ -461,7 +461,7 @@ impl Partition {
             prepared = batch::prepare_replicated(&batches[fresh..])?;
         }
         if let Some(first) = prepared.batches.first() {
-            let base = prepared.base_offset_of(first);
+            let base = first.base_offset();
             if base < log_end && empty {
                 self.truncate_fully_and_start_at(base)?;
             }
@@ -501,7 +501,7 @@ impl Partition {
                             bytes: 0,
                         });
                     };
-                    let base = prepared.base_offset_of(first);
+                    let base = first.base_offset();
                     if base < log_end {
                         return Err(StorageError::InvalidRecord(format!(
                             "replicated batches start at offset {base}, below the log end offset {log_end}"
@@ -557,7 +557,7 @@ impl Partition {
             prepared
                 .batches
                 .iter()
-                .map(|b| (prepared.leader_epoch_of(b), prepared.base_offset_of(b))),
+                .map(|b| (b.leader_epoch(), b.base_offset())),
         );
         if let Some(epochs) = &epochs {
             epochs.write(&self.dir())?;
@@ -577,7 +577,7 @@ impl Partition {
             let state = &mut *state;
             let active = state.segments.last_mut().ok_or_else(no_segments)?;
             for b in &prepared.batches {
-                let offset = prepared.base_offset_of(b);
+                let offset = b.base_offset();
                 let next = offset + i64::from(b.last_offset_delta) + 1;
                 active.push_batch(b.size as u64, offset, next, b.max_timestamp, index_interval);
             }

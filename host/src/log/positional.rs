@@ -136,6 +136,8 @@ pub(super) fn write_all_vectored_at(
     use std::os::fd::AsRawFd;
     /// Linux's `UIO_MAXIOV`: more slices go in the next call.
     const MAX_SLICES: usize = 1024;
+    // Drops leading empty slices: nothing but empty ones left ends the
+    // loop rather than a zero-byte pwritev reading as WriteZero.
     io::IoSlice::advance_slices(&mut slices, 0);
     while !slices.is_empty() {
         let count = slices.len().min(MAX_SLICES);

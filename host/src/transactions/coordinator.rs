@@ -619,11 +619,9 @@ impl TransactionStore {
             let mut aborting = old.clone();
             aborting.producer_epoch = fence_epoch;
             aborting.state = TxnState::PrepareAbort;
-            let (records, written) = self.put(producers, transactional_id, Some(aborting.clone()));
-            if let Err(code) = written {
+            if let (_, Err(code)) = self.put(producers, transactional_id, Some(aborting.clone())) {
                 return InitAnswer::failed(code);
             }
-            drop(records);
             let completion = self.completion_of(transactional_id, &aborting);
             self.complete(effects, completion);
             producers = self.lock();
@@ -1039,12 +1037,7 @@ impl TransactionStore {
         };
         let mut completions = Vec::new();
         let mut producers = self.lock();
-        let expired: Vec<String> = producers
-            .iter()
-            .filter(|(_, record)| timed_out(record))
-            .map(|(id, _)| id.clone())
-            .collect();
-        for id in expired {
+        for id in self.ids_where(&producers, timed_out) {
             // Each write may unlock the records: look again.
             let record = producers
                 .get(&id)
@@ -1066,13 +1059,8 @@ impl TransactionStore {
                 completions.push(self.completion_of(&id, &aborting));
             }
         }
-        let forgotten: Vec<String> = producers
-            .iter()
-            .filter(|(_, record)| idle(record))
-            .map(|(id, _)| id.clone())
-            .collect();
-        for id in forgotten {
-            if !producers.get(&id).is_some_and(&idle) || self.is_writing(&id) {
+        for id in self.ids_where(&producers, idle) {
+            if !producers.get(&id).is_some_and(idle) || self.is_writing(&id) {
                 continue;
             }
             tracing::info!(transactional_id = %id, "transactional id expired");
@@ -1149,7 +1137,7 @@ impl TransactionStore {
     ) -> (Records<'a>, Result<(), i16>) {
         let appended = self.log.append(id, record.as_ref()).map_err(|error| {
             tracing::error!("persisting transaction state failed: {error}");
-            if self.ownership.is_some() {
+            if self.in_cluster() {
                 ErrorCode::NotCoordinator.code()
             } else {
                 ErrorCode::KafkaStorageError.code()
@@ -1195,6 +1183,19 @@ impl TransactionStore {
             None => producers.remove(id),
         };
         (producers, Ok(()))
+    }
+
+    /// The ids whose records are `wanted` and that no change is writing.
+    fn ids_where(
+        &self,
+        producers: &BTreeMap<String, TransactionalProducer>,
+        wanted: impl Fn(&TransactionalProducer) -> bool,
+    ) -> Vec<String> {
+        producers
+            .iter()
+            .filter(|(id, record)| wanted(record) && !self.is_writing(id))
+            .map(|(id, _)| id.clone())
+            .collect()
     }
 
     /// Whether a change of `id` waits for the in-sync replicas (asked with

@@ -797,7 +797,7 @@ async fn a_change_waiting_for_its_replicas_holds_back_only_its_own_id() {
     use crate::coordinator::offsets_log::testing::PARTITIONS;
     let dir = tempfile::tempdir().unwrap();
     let fx = Arc::new(Recorder::default());
-    let ids = Arc::new(ProducerIdManager::open(dir.path()).unwrap());
+    let ids = ProducerIdManager::open(dir.path()).unwrap();
     let logs = Arc::new(Logs::open(dir.path(), TOPIC));
     // The topic exists (the controller's to create in a cluster).
     let created = crate::coordinator::offsets_log::OffsetsLog::partitions(logs.as_ref(), true);
